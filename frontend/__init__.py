@@ -1,0 +1,1 @@
+"""polyc frontends: TC (``tc``), einsum (``einsum``), Python loops; each lowers to ``polyc.ir.Program``."""

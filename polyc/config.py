@@ -1,0 +1,83 @@
+"""Configuration: one frozen dataclass, the only reader of environment variables.
+
+Each field's metadata says whether it changes generated code (``codegen``);
+those fields enter the cache key through :meth:`Config.codegen_key`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+
+def _env(name: str) -> str | None:
+    v = os.environ.get(name)
+    return v if v not in (None, "") else None
+
+
+def _opt(help: str, codegen: bool):
+    return {"help": help, "codegen": codegen}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Options of one compilation.  Build with :meth:`Config.from_env` to pick
+    up ``POLYC_*`` variables, then override with :meth:`replace`."""
+
+    tile_sizes: tuple[int, ...] | None = field(default=None, metadata=_opt(
+        "tile sizes of permutable bands, outermost first (the last repeats); "
+        "None derives them from the cache sizes", True))
+    tiling: bool = field(default=True, metadata=_opt(
+        "tile permutable bands of two or more members", True))
+    parallel: bool = field(default=True, metadata=_opt(
+        "mark the outermost coincident loop '#pragma omp parallel for'", True))
+    simd: bool = field(default=True, metadata=_opt(
+        "mark coincident stride-1 innermost loops '#pragma omp simd'", True))
+    schedule: str = field(default="isl", metadata=_opt(
+        "'isl' (isl's scheduler) or 'identity' (the source order, untransformed)", True))
+    cc: str = field(default="cc", metadata=_opt(
+        "C compiler (CC / POLYC_CC)", True))
+    cflags: tuple[str, ...] = field(default=(
+        "-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c99"),
+        metadata=_opt("flags of the C compiler", True))
+    cache_dir: str = field(default="", metadata=_opt(
+        "disk cache directory (POLYC_CACHE_DIR); empty = the user cache dir", False))
+    disk_cache: bool = field(default=True, metadata=_opt(
+        "keep built kernels on disk (POLYC_NO_DISK_CACHE=1 turns it off)", False))
+    num_threads: int | None = field(default=None, metadata=_opt(
+        "OpenMP threads per call (POLYC_NUM_THREADS, else OMP_NUM_THREADS, else all cores)", False))
+    dump: bool = field(default=False, metadata=_opt(
+        "print every pipeline stage to stderr (POLYC_DUMP=1)", False))
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Config":
+        kw: dict = {}
+        cc = _env("POLYC_CC") or _env("CC")
+        if cc:
+            kw["cc"] = cc
+        if _env("POLYC_CACHE_DIR"):
+            kw["cache_dir"] = _env("POLYC_CACHE_DIR")
+        if _env("POLYC_NO_DISK_CACHE") == "1":
+            kw["disk_cache"] = False
+        nt = _env("POLYC_NUM_THREADS") or _env("OMP_NUM_THREADS")
+        if nt and nt.isdigit() and int(nt) > 0:
+            kw["num_threads"] = int(nt)
+        if _env("POLYC_DUMP") == "1":
+            kw["dump"] = True
+        kw.update(overrides)
+        return cls(**kw)
+
+    def replace(self, **kw) -> "Config":
+        return replace(self, **kw)
+
+    def codegen_key(self) -> tuple:
+        """The values of every field that changes generated code."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self)
+                     if f.metadata.get("codegen"))
+
+    def resolved_cache_dir(self) -> Path:
+        if self.cache_dir:
+            return Path(self.cache_dir)
+        from platformdirs import user_cache_dir
+        return Path(user_cache_dir("polyc"))

@@ -1,0 +1,85 @@
+"""The polyc error hierarchy: everything a user can cause is one of these.
+
+Every stage raises a subclass of :class:`PolycError` with a message that says
+what went wrong in the user's terms (source line and column, argument name,
+expected and got) and what to do about it.  Internal invariants use ``assert``.
+"""
+
+from __future__ import annotations
+
+
+class PolycError(Exception):
+    """Base class of every error polyc raises on purpose."""
+
+
+class ParseError(PolycError):
+    """A syntax error in TC source.
+
+    Attributes: ``line`` and ``column`` (1-based), ``excerpt`` (the source line
+    with a caret underline).
+    """
+
+    def __init__(self, message: str, *, line: int | None = None,
+                 column: int | None = None, excerpt: str = "",
+                 filename: str = "<tc>"):
+        self.line, self.column, self.excerpt = line, column, excerpt
+        self.filename = filename
+        self.bare_message = message
+        where = f"{filename}:{line}:{column}: " if line is not None else ""
+        text = f"{where}{message}"
+        if excerpt:
+            text += "\n" + excerpt
+        super().__init__(text)
+
+
+class SemanticError(ParseError):
+    """A well-formed program that means nothing: unknown tensor or index,
+    redefinition, wrong arity, an undeterminable range.  Carries the same
+    location fields as :class:`ParseError`."""
+
+
+class UnsupportedError(PolycError):
+    """A construct polyc does not (yet) compile, e.g. a non-affine index that
+    is not a gather.  The message names the construct."""
+
+
+class EinsumError(PolycError, ValueError):
+    """An einsum call numpy would reject; also a ``ValueError`` so code written
+    for ``numpy.einsum`` keeps working."""
+
+
+class ShapeError(PolycError, ValueError):
+    """Array shapes contradict each other or the kernel's signature."""
+
+
+class DTypeError(PolycError, TypeError):
+    """An argument has a dtype the kernel was not compiled for."""
+
+
+class BindingError(PolycError, TypeError):
+    """Wrong arguments at call time: count, names, ndim, layout, read-only out."""
+
+
+class IllegalScheduleError(PolycError):
+    """A schedule violates a dependence; the message names the dependence kind,
+    tensor, statements and one violated instance pair."""
+
+
+class CompileError(PolycError):
+    """The C (or CUDA) compiler failed.  ``command`` is the argv that was run
+    and ``stderr`` the compiler's own diagnostics."""
+
+    def __init__(self, message: str, *, command: list[str] | None = None,
+                 stderr: str = ""):
+        self.command = command or []
+        self.stderr = stderr
+        text = message
+        if command:
+            text += "\ncommand: " + " ".join(command)
+        if stderr:
+            text += "\ncompiler output:\n" + stderr.rstrip()
+        super().__init__(text)
+
+
+class ToolMissingError(CompileError):
+    """A required external tool (C compiler, nvcc) is not installed."""

@@ -1,0 +1,187 @@
+"""Expression trees of statement bodies and index expressions.
+
+Owns the value language shared by every frontend (TC, einsum, Python loops)
+and every backend: constants, index variables, size parameters, tensor reads,
+unary/binary operators, builtin calls and selects.  Nodes are frozen and
+hashable; ``span`` (a :class:`polyc.frontend.source.Span` or ``None``) points
+back at the user's source and does not take part in equality.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Union
+
+#: Builtins the C backend and the numpy reference both implement, with arity.
+BUILTINS: dict[str, int] = {
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
+    "abs": 1, "fabs": 1, "fmax": 2, "fmin": 2, "max": 2, "min": 2, "pow": 2,
+}
+
+ARITH_OPS = ("+", "-", "*", "/", "%")
+COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
+LOGIC_OPS = ("&&", "||")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
+UNARY_OPS = ("-", "!")
+
+
+@dataclass(frozen=True)
+class Expr:
+    """Base class; use the subclasses."""
+
+    def children(self) -> tuple["Expr", ...]:
+        return ()
+
+    def walk(self) -> Iterator["Expr"]:
+        """Pre-order traversal of this tree."""
+        yield self
+        for c in self.children():
+            yield from c.walk()
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    """A numeric literal; ``value`` is an int or a float (printed exactly)."""
+    value: Union[int, float]
+    span: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Index(Expr):
+    """An index (iteration) variable of the enclosing statement."""
+    name: str
+    span: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Param(Expr):
+    """A size parameter of the program (an integer)."""
+    name: str
+    span: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Access(Expr):
+    """A read (or, on a left-hand side, a write) of ``tensor`` at ``indices``."""
+    tensor: str
+    indices: tuple[Expr, ...]
+    span: Any = field(default=None, compare=False, repr=False)
+
+    def children(self):
+        return self.indices
+
+
+@dataclass(frozen=True)
+class Unary(Expr):
+    op: str
+    operand: Expr
+    span: Any = field(default=None, compare=False, repr=False)
+
+    def children(self):
+        return (self.operand,)
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    op: str
+    lhs: Expr
+    rhs: Expr
+    span: Any = field(default=None, compare=False, repr=False)
+
+    def children(self):
+        return (self.lhs, self.rhs)
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A builtin call; ``fn`` is a key of :data:`BUILTINS`."""
+    fn: str
+    args: tuple[Expr, ...]
+    span: Any = field(default=None, compare=False, repr=False)
+
+    def children(self):
+        return self.args
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    """``cond ? then : otherwise``."""
+    cond: Expr
+    then: Expr
+    otherwise: Expr
+    span: Any = field(default=None, compare=False, repr=False)
+
+    def children(self):
+        return (self.cond, self.then, self.otherwise)
+
+
+def accesses(e: Expr) -> list[Access]:
+    """Every tensor read in ``e`` in pre-order, gathers' inner reads included."""
+    return [n for n in e.walk() if isinstance(n, Access)]
+
+
+def index_names(e: Expr) -> set[str]:
+    return {n.name for n in e.walk() if isinstance(n, Index)}
+
+
+def is_affine_index(e: Expr) -> bool:
+    """True when ``e`` is (quasi-)affine in index variables and parameters:
+    sums, differences, products with at least one constant or parameter-only
+    factor... kept conservative: products need a side free of index vars."""
+    if isinstance(e, (Const, Index, Param)):
+        return isinstance(e, Index) or isinstance(e, Param) or isinstance(e.value, int)
+    if isinstance(e, Unary) and e.op == "-":
+        return is_affine_index(e.operand)
+    if isinstance(e, Binary) and e.op in ("+", "-"):
+        return is_affine_index(e.lhs) and is_affine_index(e.rhs)
+    if isinstance(e, Binary) and e.op == "*":
+        if not (is_affine_index(e.lhs) and is_affine_index(e.rhs)):
+            return False
+        return not index_names(e.lhs) or not index_names(e.rhs)
+    if isinstance(e, Binary) and e.op in ("/", "%"):
+        return (is_affine_index(e.lhs) and isinstance(e.rhs, Const)
+                and isinstance(e.rhs.value, int) and e.rhs.value > 0)
+    return False
+
+
+def map_expr(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
+    """Rebuild ``e`` bottom-up; ``fn`` may return a replacement or ``None``."""
+    if isinstance(e, Access):
+        e = Access(e.tensor, tuple(map_expr(i, fn) for i in e.indices), e.span)
+    elif isinstance(e, Unary):
+        e = Unary(e.op, map_expr(e.operand, fn), e.span)
+    elif isinstance(e, Binary):
+        e = Binary(e.op, map_expr(e.lhs, fn), map_expr(e.rhs, fn), e.span)
+    elif isinstance(e, Call):
+        e = Call(e.fn, tuple(map_expr(a, fn) for a in e.args), e.span)
+    elif isinstance(e, Select):
+        e = Select(map_expr(e.cond, fn), map_expr(e.then, fn),
+                   map_expr(e.otherwise, fn), e.span)
+    r = fn(e)
+    return e if r is None else r
+
+
+_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+         "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+
+
+def to_text(e: Expr, prec: int = 0) -> str:
+    """Print ``e`` in TC syntax (used by IR dumps and error messages)."""
+    if isinstance(e, Const):
+        return repr(e.value)
+    if isinstance(e, (Index, Param)):
+        return e.name
+    if isinstance(e, Access):
+        return f"{e.tensor}({', '.join(to_text(i) for i in e.indices)})"
+    if isinstance(e, Unary):
+        return f"{e.op}{to_text(e.operand, 7)}"
+    if isinstance(e, Binary):
+        p = _PREC[e.op]
+        s = f"{to_text(e.lhs, p)} {e.op} {to_text(e.rhs, p + 1)}"
+        return f"({s})" if p < prec else s
+    if isinstance(e, Call):
+        return f"{e.fn}({', '.join(to_text(a) for a in e.args)})"
+    if isinstance(e, Select):
+        s = f"{to_text(e.cond, 1)} ? {to_text(e.then)} : {to_text(e.otherwise)}"
+        return f"({s})" if prec > 0 else s
+    raise AssertionError(type(e))

@@ -1,0 +1,236 @@
+"""The polyhedral intermediate representation: :class:`Program`.
+
+Owns the data every frontend produces and every later stage consumes:
+
+* size parameters and their context (an ``isl.Set`` of parameter values),
+* tensors (name, dtype, role, shape as ``isl.PwAff`` over the parameters),
+* statements: iteration domain (``isl.Set`` named after the statement, one
+  dimension per index variable), the written access relation and the read
+  access relations (``isl.Map``), the body (:mod:`polyc.expr`) and the
+  reduction operator.
+
+Frontends build statements with :func:`make_statement`, which derives the
+access relations from the expression trees with isl; gathers (an index that
+reads a tensor) are over-approximated by the full extent of that dimension so
+that dependences stay sound.  Objects are frozen; transformations return new
+ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Sequence
+
+import islpy as isl
+import numpy as np
+
+from . import expr as E
+from .isl_util import CTX, NonAffineError, aff_from_expr, param_space
+
+#: Element types polyc compiles, by numpy name, with their C spelling.
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t",
+           "int64": "int64_t"}
+
+#: Reduction operators and their identities (TC's ``!`` initialisation).
+REDUCTION_OPS = ("+", "*", "max", "min")
+
+
+def identity(op: str, dtype: str) -> int | float:
+    """The identity of reduction ``op`` for ``dtype`` (0, 1, -inf, +inf;
+    integer types use their extreme values)."""
+    if op == "+":
+        return 0 if dtype.startswith("int") else 0.0
+    if op == "*":
+        return 1 if dtype.startswith("int") else 1.0
+    if dtype.startswith("int"):
+        info = np.iinfo(dtype)
+        return int(info.min) if op == "max" else int(info.max)
+    return float("-inf") if op == "max" else float("inf")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A named array.  ``shape[d]`` is an ``isl.PwAff`` on the parameter space
+    (the extent of dimension ``d``, in elements); ``role`` is ``"input"`` or
+    ``"output"``; ``dtype`` a key of :data:`C_TYPES`."""
+    name: str
+    dtype: str
+    shape: tuple[isl.PwAff, ...]
+    role: str
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of a program, executed once per point of ``domain``.
+
+    ``lhs`` is the written element (an :class:`~polyc.expr.Access` whose
+    indices are index variables); ``op`` is ``"="`` or a reduction operator of
+    :data:`REDUCTION_OPS` (``lhs = lhs op rhs``).  ``kind`` is ``"assign"``,
+    ``"init"`` (the identity initialisation of a ``!`` reduction) or
+    ``"update"`` (a reduction step).  ``write`` maps the domain to the written
+    element; ``reads`` holds one access relation per tensor read, including
+    the accumulation read of an update and the index tensors of gathers.
+    """
+    name: str
+    iterators: tuple[str, ...]
+    domain: isl.Set
+    lhs: E.Access
+    op: str
+    rhs: E.Expr
+    write: isl.Map
+    reads: tuple[isl.Map, ...]
+    kind: str = "assign"
+    reduction_iterators: tuple[str, ...] = ()
+    text: str = ""
+    span: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def tensor(self) -> str:
+        return self.lhs.tensor
+
+    def read_tensors(self) -> list[str]:
+        return [m.get_tuple_name(isl.dim_type.out) for m in self.reads]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A polyhedral program: the unit the scheduler and the backends see.
+
+    ``params`` are the integer size parameters, ``context`` the parameter
+    values the program is defined for (an ``isl.Set`` with no set dimensions),
+    ``tensors`` inputs first (signature order) then outputs, ``statements`` in
+    their original, sequential execution order.  ``param_bindings[p]`` is the
+    ``(tensor, dim)`` whose extent binds ``p`` at call time, or ``None`` for a
+    parameter given by keyword.  ``preconditions`` is the set of parameter
+    values for which every access stays in bounds (checked at call time).
+    """
+    name: str
+    params: tuple[str, ...]
+    context: isl.Set
+    tensors: tuple[Tensor, ...]
+    statements: tuple[Statement, ...]
+    param_bindings: dict = field(default_factory=dict, compare=False)
+    preconditions: isl.Set | None = None
+    source: str = ""
+
+    def tensor(self, name: str) -> Tensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.role == "input")
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return tuple(t for t in self.tensors if t.role == "output")
+
+    def statement(self, name: str) -> Statement:
+        for s in self.statements:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def domain(self) -> isl.UnionSet:
+        """The union of all iteration domains."""
+        u = isl.UnionSet.empty(param_space(self.params))
+        for s in self.statements:
+            u = u.union(isl.UnionSet.from_set(s.domain))
+        return u
+
+    def writes(self) -> isl.UnionMap:
+        u = isl.UnionMap.empty(param_space(self.params))
+        for s in self.statements:
+            u = u.union(isl.UnionMap.from_map(s.write))
+        return u
+
+    def reads(self) -> isl.UnionMap:
+        u = isl.UnionMap.empty(param_space(self.params))
+        for s in self.statements:
+            for r in s.reads:
+                u = u.union(isl.UnionMap.from_map(r))
+        return u
+
+    def original_schedule(self) -> isl.Schedule:
+        """The sequential execution order of the source: a sequence of the
+        statements, each scanning its domain lexicographically."""
+        from .schedule.initial import identity_schedule
+        return identity_schedule(self)
+
+    def replace(self, **kw) -> "Program":
+        return replace(self, **kw)
+
+    def __str__(self) -> str:
+        from .printing import format_program
+        return format_program(self)
+
+
+def statement_space(params: Sequence[str], name: str, iterators: Sequence[str]) -> isl.Space:
+    sp = isl.Space.create_from_names(CTX, set=list(iterators), params=list(params))
+    return sp.set_tuple_name(isl.dim_type.set, name)
+
+
+def access_relation(domain: isl.Set, access: E.Access, shape: Sequence[isl.PwAff]) -> isl.Map:
+    """The access relation ``{ S[i] -> T[f(i)] }`` of ``access`` on ``domain``.
+
+    Affine indices give exact relations; an index that is not affine because
+    it reads a tensor (a gather) is over-approximated by ``0 <= x < shape[d]``
+    (the user's precondition is that the index tensor's values are in range).
+    Other non-affine indices raise :class:`~polyc.isl_util.NonAffineError`.
+    """
+    space = domain.get_space()
+    assert len(access.indices) == len(shape)
+    rel = isl.Map.from_domain(domain)  # { S[i] -> [] }
+    for d, idx in enumerate(access.indices):
+        try:
+            pa = aff_from_expr(idx, space)
+            col = isl.Map.from_pw_aff(pa)
+        except NonAffineError as err:
+            if not any(isinstance(n, E.Access) for n in idx.walk()):
+                raise
+            del err
+            # full extent of dimension d: { S[i] -> [x] : 0 <= x < shape_d }
+            box = extent_set(shape[d].align_params(space.params()))
+            col = isl.Map.from_domain_and_range(domain, box)
+        rel = rel.flat_range_product(col)
+    rel = rel.set_tuple_name(isl.dim_type.out, access.tensor)
+    return rel.intersect_domain(domain)
+
+
+def extent_set(extent: isl.PwAff) -> isl.Set:
+    """The one-dimensional set ``{ [x] : 0 <= x < extent }`` for an extent
+    given as a ``PwAff`` on a parameter space."""
+    ext = extent.insert_dims(isl.dim_type.in_, 0, 1)
+    ls = isl.LocalSpace.from_space(ext.get_domain_space())
+    x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, 0))
+    zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+    return x.ge_set(zero).intersect(x.lt_set(ext))
+
+
+def make_statement(*, name: str, iterators: Sequence[str], domain: isl.Set,
+                   lhs: E.Access, op: str, rhs: E.Expr, shapes: dict,
+                   kind: str = "assign", reduction_iterators: Sequence[str] = (),
+                   text: str = "", span: Any = None) -> Statement:
+    """Build a :class:`Statement`, deriving its access relations with isl.
+
+    ``shapes`` maps every tensor name to its shape (a sequence of
+    ``isl.PwAff``).  ``domain`` must be a set named ``name`` whose dimensions
+    are ``iterators``.  Raises :class:`~polyc.isl_util.NonAffineError` for a
+    non-affine index that is not a gather.
+    """
+    assert domain.get_tuple_name() == name
+    write = access_relation(domain, lhs, shapes[lhs.tensor])
+    reads = []
+    if kind == "update":
+        reads.append(write)
+    for acc in E.accesses(rhs):
+        reads.append(access_relation(domain, acc, shapes[acc.tensor]))
+    return Statement(name=name, iterators=tuple(iterators), domain=domain, lhs=lhs,
+                     op=op, rhs=rhs, write=write, reads=tuple(reads), kind=kind,
+                     reduction_iterators=tuple(reduction_iterators), text=text, span=span)

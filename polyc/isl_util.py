@@ -1,0 +1,169 @@
+"""Small helpers over islpy that every stage shares.
+
+Owns the conversion of :mod:`polyc.expr` index expressions into isl affine
+objects, the construction of parameter spaces, and the conversion of isl
+piecewise affine values back into expression trees (through
+``isl.AstBuild.expr_from_pw_aff``) so that backends and the runtime can
+evaluate shapes and conditions without calling isl per kernel call.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import islpy as isl
+
+from . import expr as E
+
+CTX = isl.DEFAULT_CONTEXT
+
+
+class NonAffineError(Exception):
+    """Raised by :func:`aff_from_expr` for an expression isl cannot represent.
+    ``expr`` is the offending subexpression.  Internal; frontends turn it into
+    a user-facing error or a gather over-approximation."""
+
+    def __init__(self, expr: E.Expr, reason: str):
+        super().__init__(reason)
+        self.expr, self.reason = expr, reason
+
+
+def param_space(params: Sequence[str]) -> isl.Space:
+    return isl.Space.create_from_names(CTX, set=[], params=list(params))
+
+
+def set_space(params: Sequence[str], dims: Sequence[str], name: str | None = None) -> isl.Space:
+    sp = isl.Space.create_from_names(CTX, set=list(dims), params=list(params))
+    if name is not None:
+        sp = sp.set_tuple_name(isl.dim_type.set, name)
+    return sp
+
+
+def universe(space: isl.Space) -> isl.Set:
+    return isl.Set.universe(space)
+
+
+def aff_from_expr(e: E.Expr, space: isl.Space) -> isl.PwAff:
+    """Convert an index expression to an ``isl.PwAff`` on the set ``space``.
+
+    Index variables are the set dimensions of ``space`` (by name), parameters
+    its parameters.  ``/`` is floor division and ``%`` the matching remainder
+    (TC's rounding), both by a positive integer constant.
+
+    Raises :class:`NonAffineError` for tensor reads (gathers), products of
+    two non-constant factors, and anything that is not integer arithmetic.
+    """
+    ls = isl.LocalSpace.from_space(space)
+
+    def cst(v: int) -> isl.PwAff:
+        return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.int_from_si(CTX, v)))
+
+    def go(x: E.Expr) -> isl.PwAff:
+        if isinstance(x, E.Const):
+            if not isinstance(x.value, int) or isinstance(x.value, bool):
+                raise NonAffineError(x, "a non-integer constant in an index")
+            return cst(int(x.value))
+        if isinstance(x, E.Index):
+            pos = space.find_dim_by_name(isl.dim_type.set, x.name)
+            if pos < 0:
+                raise NonAffineError(x, f"unknown index variable {x.name}")
+            return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
+        if isinstance(x, E.Param):
+            pos = space.find_dim_by_name(isl.dim_type.param, x.name)
+            if pos < 0:
+                raise NonAffineError(x, f"unknown size parameter {x.name}")
+            return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.param, pos))
+        if isinstance(x, E.Unary) and x.op == "-":
+            return go(x.operand).neg()
+        if isinstance(x, E.Binary) and x.op in ("+", "-", "*", "/", "%"):
+            a, b = go(x.lhs), go(x.rhs)
+            if x.op == "+":
+                return a.add(b)
+            if x.op == "-":
+                return a.sub(b)
+            if x.op == "*":
+                if a.is_cst():
+                    return b.mul(a)
+                if b.is_cst():
+                    return a.mul(b)
+                raise NonAffineError(x, "a product of two non-constant factors")
+            if not (isinstance(x.rhs, E.Const) and isinstance(x.rhs.value, int)
+                    and x.rhs.value > 0):
+                raise NonAffineError(x, "division or remainder by something other "
+                                        "than a positive integer constant")
+            if x.op == "/":
+                return a.div(b).floor()
+            return a.mod_val(isl.Val.int_from_si(CTX, x.rhs.value))
+        if isinstance(x, E.Access):
+            raise NonAffineError(x, "a tensor read (gather)")
+        raise NonAffineError(x, "an operation that is not integer affine arithmetic")
+
+    return go(e)
+
+
+def const_pw_aff(space: isl.Space, v: int) -> isl.PwAff:
+    ls = isl.LocalSpace.from_space(space)
+    return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.int_from_si(CTX, v)))
+
+
+def pw_aff_to_expr(pa: isl.PwAff, context: isl.Set) -> E.Expr:
+    """An expression tree computing ``pa`` for every parameter value in
+    ``context`` (isl ``isl_ast_build_expr_from_pw_aff``).  Uses
+    ``min``/``max`` calls, ``Select`` and floor division as isl's AST does."""
+    build = isl.AstBuild.from_context(context)
+    return ast_expr_to_expr(build.expr_from_pw_aff(pa))
+
+
+def set_to_condition(s: isl.Set, context: isl.Set) -> E.Expr:
+    """A boolean expression that is true exactly for the parameter values in
+    ``s`` (within ``context``), via ``isl_ast_build_expr_from_set``."""
+    build = isl.AstBuild.from_context(context)
+    return ast_expr_to_expr(build.expr_from_set(s))
+
+
+_AST_BINOPS = {
+    "add": "+", "sub": "-", "mul": "*", "eq": "==", "le": "<=", "lt": "<",
+    "ge": ">=", "gt": ">", "and_": "&&", "or_": "||", "and_then": "&&",
+    "or_else": "||",
+}
+
+
+def ast_expr_to_expr(x: isl.AstExpr) -> E.Expr:
+    """Translate an ``isl.AstExpr`` into :mod:`polyc.expr`.
+
+    Identifiers become :class:`~polyc.expr.Index` (the caller decides whether
+    they are loop iterators or parameters); ``fdiv_q`` becomes floor division
+    ``/`` (TC's rounding); ``pdiv_q``/``pdiv_r``/``zdiv_r`` map to ``/``, ``%``
+    as their non-negative dividends allow.
+    """
+    t = x.get_type()
+    if t == isl.ast_expr_type.int:
+        return E.Const(int(x.get_val().to_python()))
+    if t == isl.ast_expr_type.id:
+        return E.Index(x.get_id().get_name())
+    assert t == isl.ast_expr_type.op, t
+    op = x.get_op_type()
+    name = op.name if hasattr(op, "name") else str(op).split(".")[-1]
+    args = [ast_expr_to_expr(x.get_op_arg(i)) for i in range(x.get_op_n_arg())]
+    if name in _AST_BINOPS:
+        out = args[0]
+        for a in args[1:]:
+            out = E.Binary(_AST_BINOPS[name], out, a)
+        return out
+    if name == "minus":
+        return E.Unary("-", args[0])
+    if name in ("min", "max"):
+        out = args[0]
+        for a in args[1:]:
+            out = E.Call(name, (out, a))
+        return out
+    if name in ("fdiv_q", "pdiv_q", "div"):
+        return E.Binary("/", args[0], args[1])
+    if name in ("pdiv_r", "zdiv_r"):
+        return E.Binary("%", args[0], args[1])
+    if name in ("select", "cond"):
+        return E.Select(args[0], args[1], args[2])
+    if name == "call":
+        assert isinstance(args[0], E.Index)
+        return E.Call(args[0].name, tuple(args[1:]))
+    raise AssertionError(f"unhandled isl AST op {name}")

@@ -1,0 +1,1 @@
+"""Schedules: initial (isl scheduler), tiling, marks, legality."""
