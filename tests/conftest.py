@@ -1,0 +1,64 @@
+"""Shared test configuration: ``--accept`` for golden files, tool probes that
+never raise, and skipping of ``gpu``/``nvcc`` tests when the tool is missing."""
+
+from __future__ import annotations
+
+import difflib
+import shutil
+from pathlib import Path
+
+import pytest
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--accept", action="store_true", default=False,
+                     help="rewrite golden files with the current output")
+
+
+def _has_gpu() -> bool:
+    try:
+        import pycuda.driver as drv  # noqa: F401
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    nvcc = shutil.which("nvcc") is not None
+    gpu = None
+    for item in items:
+        if "nvcc" in item.keywords and not nvcc:
+            item.add_marker(pytest.mark.skip(reason="nvcc not found"))
+        if "gpu" in item.keywords:
+            if gpu is None:
+                gpu = _has_gpu()
+            if not gpu:
+                item.add_marker(pytest.mark.skip(reason="no CUDA GPU"))
+
+
+@pytest.fixture
+def golden(request):
+    """``golden(name, text)``: compare ``text`` with ``tests/golden/<name>``;
+    with ``--accept`` (or when the file is missing) write it instead."""
+    accept = request.config.getoption("--accept")
+
+    def check(name: str, text: str) -> None:
+        path = GOLDEN_DIR / name
+        if accept or not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            if not accept:
+                pytest.fail(f"golden file {path} was missing and has been written; "
+                            "review it and run again")
+            return
+        expected = path.read_text()
+        if text != expected:
+            diff = "".join(difflib.unified_diff(
+                expected.splitlines(True), text.splitlines(True),
+                fromfile=str(path), tofile="actual"))
+            pytest.fail(f"output differs from {path} (rerun with --accept to update):\n{diff}")
+
+    return check
