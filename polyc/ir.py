@@ -105,8 +105,13 @@ class Program:
     ``tensors`` inputs first (signature order) then outputs, ``statements`` in
     their original, sequential execution order.  ``param_bindings[p]`` is the
     ``(tensor, dim)`` whose extent binds ``p`` at call time, or ``None`` for a
-    parameter given by keyword.  ``preconditions`` is the set of parameter
-    values for which every access stays in bounds (checked at call time).
+    scalar size argument passed by the caller.  ``signature`` lists the call
+    arguments in order: input tensor names and scalar size arguments (outputs
+    are not arguments).  ``fixed_sizes`` maps size names that were specialised
+    to constants (they are not parameters) to their values; the caller's
+    arguments must agree with them.  ``preconditions`` is the set of parameter
+    values for which every access stays in bounds (checked at call time);
+    ``None`` means the context.  ``source`` is the text the program came from.
     """
     name: str
     params: tuple[str, ...]
@@ -114,6 +119,8 @@ class Program:
     tensors: tuple[Tensor, ...]
     statements: tuple[Statement, ...]
     param_bindings: dict = field(default_factory=dict, compare=False)
+    signature: tuple[str, ...] = ()
+    fixed_sizes: dict = field(default_factory=dict, compare=False)
     preconditions: isl.Set | None = None
     source: str = ""
 

@@ -106,6 +106,20 @@ def const_pw_aff(space: isl.Space, v: int) -> isl.PwAff:
     return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.int_from_si(CTX, v)))
 
 
+def eval_pw_aff(pa: isl.PwAff, values: dict[str, int]) -> int:
+    """Evaluate a ``PwAff`` on a parameter space at concrete parameter values
+    (slow: for tests and reference evaluation, not per-call paths)."""
+    sp = pa.get_domain_space()
+    pt = isl.Point.zero(sp)
+    for i, name in enumerate(sp.get_var_names(isl.dim_type.param)):
+        pt = pt.set_coordinate_val(isl.dim_type.param, i,
+                                   isl.Val.int_from_si(CTX, int(values[name])))
+    v = pa.eval(pt)
+    if v.is_nan():
+        raise ValueError(f"{pa} is undefined at {values}")
+    return int(v.to_python())
+
+
 def pw_aff_to_expr(pa: isl.PwAff, context: isl.Set) -> E.Expr:
     """An expression tree computing ``pa`` for every parameter value in
     ``context`` (isl ``isl_ast_build_expr_from_pw_aff``).  Uses
