@@ -124,6 +124,14 @@ class Program:
     preconditions: isl.Set | None = None
     source: str = ""
 
+    def parameter_domain(self) -> isl.Set:
+        """The parameter values the generated code may assume: the context
+        intersected with the preconditions (a parameter set)."""
+        ctx = self.context.params()
+        if self.preconditions is not None:
+            ctx = ctx.intersect(self.preconditions.params())
+        return ctx
+
     def tensor(self, name: str) -> Tensor:
         for t in self.tensors:
             if t.name == name:

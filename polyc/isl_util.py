@@ -32,6 +32,19 @@ def param_space(params: Sequence[str]) -> isl.Space:
     return isl.Space.create_from_names(CTX, set=[], params=list(params))
 
 
+def maps_of(umap: isl.UnionMap) -> list[isl.Map]:
+    """The maps of a union map as a Python list (one per space pair)."""
+    out: list[isl.Map] = []
+    umap.foreach_map(out.append)
+    return out
+
+
+def sets_of(uset: isl.UnionSet) -> list[isl.Set]:
+    out: list[isl.Set] = []
+    uset.foreach_set(out.append)
+    return out
+
+
 def set_space(params: Sequence[str], dims: Sequence[str], name: str | None = None) -> isl.Space:
     sp = isl.Space.create_from_names(CTX, set=list(dims), params=list(params))
     if name is not None:
@@ -101,6 +114,29 @@ def aff_from_expr(e: E.Expr, space: isl.Space) -> isl.PwAff:
     return go(e)
 
 
+def box_set(params: Sequence[str], name: str, iterators: Sequence[str],
+            bounds: Sequence[tuple[isl.PwAff, isl.PwAff]]) -> isl.Set:
+    """The named set ``{ name[i...] : lo_d <= i_d < hi_d }``; each bound is an
+    ``isl.PwAff`` on the parameter space of ``params`` (a half-open range)."""
+    space = set_space(params, iterators, name)
+    ls = isl.LocalSpace.from_space(space)
+    result = isl.Set.universe(space)
+    for d, (lo, hi) in enumerate(bounds):
+        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, d))
+        lo_d = lift_to_set(lo, space)
+        hi_d = lift_to_set(hi, space)
+        result = result.intersect(x.ge_set(lo_d)).intersect(x.lt_set(hi_d))
+    return result
+
+
+def lift_to_set(pa: isl.PwAff, space: isl.Space) -> isl.PwAff:
+    """A ``PwAff`` on the parameter space, seen as a function on the set
+    ``space`` (same parameters, extra set dimensions ignored)."""
+    pa = pa.align_params(space.params())
+    to_params = isl.Space.map_from_domain_and_range(space, pa.get_domain_space())
+    return pa.pullback_multi_aff(isl.MultiAff.zero(to_params))
+
+
 def const_pw_aff(space: isl.Space, v: int) -> isl.PwAff:
     ls = isl.LocalSpace.from_space(space)
     return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.int_from_si(CTX, v)))
@@ -124,15 +160,17 @@ def pw_aff_to_expr(pa: isl.PwAff, context: isl.Set) -> E.Expr:
     """An expression tree computing ``pa`` for every parameter value in
     ``context`` (isl ``isl_ast_build_expr_from_pw_aff``).  Uses
     ``min``/``max`` calls, ``Select`` and floor division as isl's AST does."""
-    build = isl.AstBuild.from_context(context)
+    build = isl.AstBuild.from_context(context.params())
+    if not pa.get_domain_space().is_params():
+        pa = pa.project_domain_on_params()
     return ast_expr_to_expr(build.expr_from_pw_aff(pa))
 
 
 def set_to_condition(s: isl.Set, context: isl.Set) -> E.Expr:
     """A boolean expression that is true exactly for the parameter values in
     ``s`` (within ``context``), via ``isl_ast_build_expr_from_set``."""
-    build = isl.AstBuild.from_context(context)
-    return ast_expr_to_expr(build.expr_from_set(s))
+    build = isl.AstBuild.from_context(context.params())
+    return ast_expr_to_expr(build.expr_from_set(s.params()))
 
 
 _AST_BINOPS = {

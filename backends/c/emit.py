@@ -1,0 +1,165 @@
+"""C99/OpenMP code generation: (``ir.Program``, LoopNest) -> C source.
+
+Emits one function ``polyc_kernel(const int64_t *params, void *const
+*buffers, int32_t nthreads)``: ``params`` holds the size parameters in
+``Program.params`` order, ``buffers`` one pointer per tensor in
+``Program.tensors`` order (C-contiguous, row-major; the runtime guarantees
+that no two buffers overlap, which makes ``restrict`` valid), ``nthreads`` the
+OpenMP team size (0: the runtime default).  Index arithmetic is 64-bit.
+Syntax is produced with cgen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cgen as c
+
+from polyc import expr as E
+from polyc import loopnest as L
+from polyc.ir import C_TYPES, Program, Statement
+from polyc.isl_util import pw_aff_to_expr
+
+from .cexpr import (CExprPrinter, check_identifier, combine, extent_name,
+                    iterator_name, param_name, tensor_name)
+
+ENTRY = "polyc_kernel"
+
+PRELUDE = r"""#include <stdint.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static inline int64_t polyc_floord(int64_t a, int64_t b)
+{ int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t polyc_mod(int64_t a, int64_t b)
+{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t polyc_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t polyc_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t polyc_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Generated C: ``text``, the ``entry`` symbol, and the argument spec
+    (parameter names, tensor names, in ABI order)."""
+    text: str
+    entry: str
+    params: tuple[str, ...]
+    tensors: tuple[str, ...]
+
+
+class _Emitter:
+    def __init__(self, program: Program):
+        self.program = program
+        self.stmts = {s.name: s for s in program.statements}
+        self.dtypes = {t.name: t.dtype for t in program.tensors}
+        self.loop_printer = CExprPrinter(lambda n: check_identifier(n), self._access,
+                                         self.dtypes.__getitem__)
+
+    def _access(self, tensor: str, idx: list[str]) -> str:
+        if not idx:
+            return f"{tensor_name(tensor)}[0]"
+        off = idx[0]
+        for d in range(1, len(idx)):
+            off = f"({off}) * {extent_name(tensor, d)} + {idx[d]}"
+        return f"{tensor_name(tensor)}[{off}]"
+
+    # -- prologue ---------------------------------------------------------------
+    def prologue(self) -> list:
+        p = self.program
+        out: list = []
+        for k, name in enumerate(p.params):
+            out.append(c.Initializer(c.Const(c.Value("int64_t", param_name(name))),
+                                     f"polyc_params[{k}]"))
+        for k, t in enumerate(p.tensors):
+            ct = C_TYPES[t.dtype]
+            qual = "const " if t.role == "input" else ""
+            out.append(c.Line(f"{qual}{ct} *restrict {tensor_name(t.name)} = "
+                              f"({qual}{ct} *)polyc_buffers[{k}];"))
+            for d in range(1, t.ndim):
+                ext = pw_aff_to_expr(t.shape[d], p.context)
+                ext = E.map_expr(ext, lambda x: E.Param(x.name) if isinstance(x, E.Index) else None)
+                out.append(c.Initializer(c.Const(c.Value("int64_t", extent_name(t.name, d))),
+                                         self.loop_printer.index(ext)))
+        return out
+
+    # -- statements -------------------------------------------------------------
+    def statement(self, inst: L.StmtInstance) -> c.Generable:
+        s: Statement = self.stmts[inst.statement]
+        body: list = []
+        for it, arg in zip(s.iterators, inst.args):
+            body.append(c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))),
+                                      self.loop_printer.index(arg)))
+        pr = CExprPrinter(iterator_name, self._access, self.dtypes.__getitem__)
+        dtype = self.dtypes[s.tensor]
+        lhs = pr._access(s.lhs)
+        rhs = pr.value(s.rhs, dtype)
+        if s.op == "=":
+            body.append(c.Statement(f"{lhs} = {rhs}"))
+        else:
+            body.append(c.Statement(f"{lhs} = {combine(s.op, lhs, rhs, dtype)}"))
+        if s.text:
+            body.insert(0, c.Comment(s.text.replace("*/", "* /").replace("\n", " ")[:200]))
+        return c.Block(body)
+
+    # -- loops ------------------------------------------------------------------
+    def node(self, n: L.Node) -> c.Generable:
+        ip = self.loop_printer.index
+        if isinstance(n, L.For):
+            it = check_identifier(n.iterator)
+            cond = n.cond
+            if isinstance(cond, E.Binary) and cond.op in E.COMPARE_OPS:
+                cond_text = f"{ip(cond.lhs)} {cond.op} {ip(cond.rhs)}"  # OpenMP canonical form
+            else:
+                cond_text = ip(cond)
+            loop = c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {n.step}",
+                         self._block(self.node(n.body)))
+            if n.parallel:
+                simd = " simd" if n.simd else ""
+                return c.Module([c.Pragma(f"omp parallel for{simd} schedule(static) "
+                                          "num_threads(polyc_team)"), loop])
+            if n.simd:
+                return c.Module([c.Pragma("omp simd"), loop])
+            return loop
+        if isinstance(n, L.If):
+            other = None if n.otherwise is None else self._block(self.node(n.otherwise))
+            return c.If(ip(n.cond), self._block(self.node(n.then)), other)
+        if isinstance(n, L.Block):
+            return c.Module([self.node(k) for k in n.children])
+        if isinstance(n, L.StmtInstance):
+            return self.statement(n)
+        raise AssertionError(type(n))
+
+    @staticmethod
+    def _block(g: c.Generable) -> c.Block:
+        if isinstance(g, c.Module):  # (a cgen Module is a Block without braces)
+            return c.Block(list(g.contents))
+        if isinstance(g, c.Block):
+            return g
+        return c.Block([g])
+
+
+def emit(program: Program, nest: L.Node) -> Source:
+    """Generate the C source of ``program`` executing ``nest``."""
+    em = _Emitter(program)
+    team = [c.Line("#ifdef _OPENMP"),
+            c.Line("const int polyc_team = polyc_nthreads > 0 ? (int)polyc_nthreads "
+                   ": omp_get_max_threads();"),
+            c.Line("#endif"),
+            c.Line("(void)polyc_nthreads;")]
+    fn = c.FunctionBody(
+        c.FunctionDeclaration(c.Value("void", ENTRY), [
+            c.Value("const int64_t *restrict", "polyc_params"),
+            c.Value("void *const *restrict", "polyc_buffers"),
+            c.Value("int32_t", "polyc_nthreads")]),
+        c.Block(em.prologue() + team + [em.node(nest)]))
+    header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
+    text = header + PRELUDE + "\n" + str(fn) + "\n"
+    return Source(text=text, entry=ENTRY, params=tuple(program.params),
+                  tensors=tuple(t.name for t in program.tensors))

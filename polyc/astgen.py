@@ -1,0 +1,89 @@
+"""AST generation: ``isl.Schedule`` -> :class:`polyc.loopnest.Node`.
+
+Runs isl's AST generator (``isl_ast_build_node_from_schedule``; Grosser,
+Verdoolaege & Cohen, "Polyhedral AST generation is more than scanning
+polyhedra", TOPLAS 2015) under the program's context, then translates the isl
+AST into a LoopNest: ``omp_parallel`` / ``omp_simd`` marks become flags on the
+outermost ``For`` below the mark, each user node becomes a
+:class:`~polyc.loopnest.StmtInstance` whose arguments express the statement's
+iterators in terms of the AST loop iterators.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from . import expr as E
+from .ir import Program
+from .isl_util import ast_expr_to_expr
+from .loopnest import Block, For, If, Node, StmtInstance
+from .schedule.marks import PARALLEL, SIMD
+
+_T = isl.ast_node_type
+
+
+def build_ast(program: Program, schedule: isl.Schedule) -> isl.AstNode:
+    build = isl.AstBuild.from_context(program.parameter_domain())
+    return build.node_from_schedule(schedule)
+
+
+def _fix_params(e: E.Expr, params: frozenset[str]) -> E.Expr:
+    return E.map_expr(e, lambda x: E.Param(x.name)
+                      if isinstance(x, E.Index) and x.name in params else None)
+
+
+def _flag_outer_fors(node: Node, **flags) -> Node:
+    """Set ``flags`` on every outermost For of ``node``."""
+    if isinstance(node, For):
+        kw = {k: True for k in flags}
+        return For(node.iterator, node.init, node.cond, node.step, node.body,
+                   parallel=node.parallel or kw.get("parallel", False),
+                   simd=node.simd or kw.get("simd", False))
+    if isinstance(node, Block):
+        return Block(tuple(_flag_outer_fors(c, **flags) for c in node.children))
+    if isinstance(node, If):
+        return If(node.cond, _flag_outer_fors(node.then, **flags),
+                  None if node.otherwise is None else _flag_outer_fors(node.otherwise, **flags))
+    return node
+
+
+def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
+    """Translate an isl AST into a LoopNest."""
+    def ex(x: isl.AstExpr) -> E.Expr:
+        return _fix_params(ast_expr_to_expr(x), params)
+
+    def go(n: isl.AstNode) -> Node:
+        t = n.get_type()
+        if t == _T.for_:
+            inc = n.for_get_inc()
+            step = int(inc.get_val().to_python())
+            it = n.for_get_iterator().get_id().get_name()
+            return For(it, ex(n.for_get_init()), ex(n.for_get_cond()), step,
+                       go(n.for_get_body()))
+        if t == _T.if_:
+            other = go(n.if_get_else_node()) if n.if_has_else_node() else None
+            return If(ex(n.if_get_cond()), go(n.if_get_then_node()), other)
+        if t == _T.block:
+            kids = n.block_get_children()
+            return Block(tuple(go(kids.get_at(i)) for i in range(kids.n_ast_node())))
+        if t == _T.user:
+            call = n.user_get_expr()
+            name = call.get_op_arg(0).get_id().get_name()
+            args = tuple(ex(call.get_op_arg(i)) for i in range(1, call.get_op_n_arg()))
+            return StmtInstance(name, args)
+        if t == _T.mark:
+            mark = n.mark_get_id().get_name()
+            body = go(n.mark_get_node())
+            if mark == PARALLEL:
+                return _flag_outer_fors(body, parallel=True)
+            if mark == SIMD:
+                return _flag_outer_fors(body, simd=True)
+            return body
+        raise AssertionError(f"unexpected isl AST node {t}")
+
+    return go(ast)
+
+
+def generate(program: Program, schedule: isl.Schedule) -> Node:
+    """The LoopNest of ``program`` under ``schedule``."""
+    return to_loopnest(build_ast(program, schedule), frozenset(program.params))

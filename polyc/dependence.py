@@ -1,0 +1,101 @@
+"""Exact dependences of a :class:`polyc.ir.Program`.
+
+Takes an ``ir.Program`` and returns :class:`Dependences`: flow (read after
+write), anti (write after read) and output (write after write) relations
+between statement instances, as ``isl.UnionMap`` s, computed by isl's
+dataflow analysis (``isl_union_access_info_compute_flow``, Feautrier's
+array dataflow analysis as implemented in isl) against the program's original
+sequential schedule.  Reduction dependences (the self-dependences of a
+reduction update through its accumulator) are also reported separately so that
+later passes may treat them specially; in this version they stay validity
+constraints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import islpy as isl
+
+from .ir import Program
+from .isl_util import maps_of, param_space
+
+KINDS = ("flow", "anti", "output")
+
+
+@dataclass(frozen=True)
+class Dependences:
+    """Dependence relations ``{ S[i] -> T[j] }`` (``S[i]`` runs first in the
+    original program).  ``reduction`` is the part of ``flow | anti | output``
+    between instances of one reduction update through its own accumulator."""
+    flow: isl.UnionMap
+    anti: isl.UnionMap
+    output: isl.UnionMap
+    reduction: isl.UnionMap
+
+    def all(self) -> isl.UnionMap:
+        """Every dependence: the validity constraints of any schedule."""
+        return self.flow.union(self.anti).union(self.output)
+
+    def by_kind(self) -> dict[str, isl.UnionMap]:
+        return {"flow": self.flow, "anti": self.anti, "output": self.output}
+
+    def between(self, src: str, dst: str) -> dict[str, isl.UnionMap]:
+        """The dependences from statement ``src`` to statement ``dst``, by kind."""
+        out = {}
+        for kind, umap in self.by_kind().items():
+            sel = isl.UnionMap.empty(umap.get_space())
+            for m in maps_of(umap):
+                if (m.get_tuple_name(isl.dim_type.in_) == src
+                        and m.get_tuple_name(isl.dim_type.out) == dst):
+                    sel = sel.union(isl.UnionMap.from_map(m))
+            out[kind] = sel
+        return out
+
+    def __str__(self) -> str:
+        lines = []
+        for kind, umap in self.by_kind().items():
+            lines.append(f"{kind}:")
+            maps = sorted(str(m) for m in maps_of(umap))
+            lines.extend(f"  {m}" for m in maps) if maps else lines.append("  (none)")
+        return "\n".join(lines)
+
+
+
+def compute(program: Program) -> Dependences:
+    """Compute the exact dependences of ``program``.
+
+    * flow: sinks are the reads, must-sources the writes (all writes of a
+      program are exact);
+    * output: sinks and must-sources the writes (only the last writer before
+      each write: the rest follows by transitivity);
+    * anti: sinks the writes, may-sources the reads, later writes killing
+      (so each read depends only on the next write of the element).
+
+    Source: isl manual, "Dependence Analysis" (``isl_union_access_info``).
+    """
+    sched = program.original_schedule()
+    reads, writes = program.reads(), program.writes()
+
+    flow = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+            .set_schedule(sched).compute_flow())
+    flow_dep = flow.get_may_dependence()
+
+    out = (isl.UnionAccessInfo.from_sink(writes).set_must_source(writes)
+           .set_schedule(sched).compute_flow())
+    output_dep = out.get_may_dependence()
+
+    anti = (isl.UnionAccessInfo.from_sink(writes).set_may_source(reads)
+            .set_kill(writes).set_schedule(sched).compute_flow())
+    anti_dep = anti.get_may_dependence()
+
+    reduction = isl.UnionMap.empty(param_space(program.params))
+    for s in program.statements:
+        if s.kind == "update" and s.reduction_iterators:
+            self_space = s.domain.get_space().map_from_set()
+            for dep in (flow_dep, anti_dep, output_dep):
+                part = dep.extract_map(self_space)
+                reduction = reduction.union(isl.UnionMap.from_map(part))
+
+    return Dependences(flow=flow_dep.coalesce(), anti=anti_dep.coalesce(),
+                       output=output_dep.coalesce(), reduction=reduction.coalesce())

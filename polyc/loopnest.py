@@ -1,0 +1,86 @@
+"""LoopNest: the lowered loop structure that backends print.
+
+Produced by :mod:`polyc.astgen` from isl's AST, consumed by the backends.
+Expressions are :mod:`polyc.expr` trees in which :class:`~polyc.expr.Index`
+names an AST loop iterator (``c0``, ``c1``, ...) and
+:class:`~polyc.expr.Param` a size parameter.  Frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import expr as E
+
+
+@dataclass(frozen=True)
+class Node:
+    pass
+
+
+@dataclass(frozen=True)
+class For(Node):
+    """``for (iterator = init; cond; iterator += step) body``.  ``parallel``
+    asks for ``#pragma omp parallel for``, ``simd`` for ``#pragma omp simd``
+    (both: ``parallel for simd``)."""
+    iterator: str
+    init: E.Expr
+    cond: E.Expr
+    step: int
+    body: Node
+    parallel: bool = False
+    simd: bool = False
+
+
+@dataclass(frozen=True)
+class If(Node):
+    cond: E.Expr
+    then: Node
+    otherwise: Node | None = None
+
+
+@dataclass(frozen=True)
+class Block(Node):
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True)
+class StmtInstance(Node):
+    """One execution of statement ``statement`` at iterator values ``args``
+    (one expression per statement iterator, in the statement's order)."""
+    statement: str
+    args: tuple[E.Expr, ...]
+
+
+def walk(node: Node):
+    """Pre-order traversal."""
+    yield node
+    if isinstance(node, For):
+        yield from walk(node.body)
+    elif isinstance(node, If):
+        yield from walk(node.then)
+        if node.otherwise is not None:
+            yield from walk(node.otherwise)
+    elif isinstance(node, Block):
+        for c in node.children:
+            yield from walk(c)
+
+
+def format_loopnest(node: Node, indent: int = 0) -> str:
+    """A readable pseudo-C rendering (for dumps and golden tests)."""
+    pad = "  " * indent
+    if isinstance(node, For):
+        tags = [t for t, on in (("parallel", node.parallel), ("simd", node.simd)) if on]
+        head = f"{pad}for {node.iterator} = {E.to_text(node.init)}; {E.to_text(node.cond)}; += {node.step}"
+        head += f"  [{', '.join(tags)}]" if tags else ""
+        return head + "\n" + format_loopnest(node.body, indent + 1)
+    if isinstance(node, If):
+        s = f"{pad}if {E.to_text(node.cond)}\n" + format_loopnest(node.then, indent + 1)
+        if node.otherwise is not None:
+            s += f"{pad}else\n" + format_loopnest(node.otherwise, indent + 1)
+        return s
+    if isinstance(node, Block):
+        return "".join(format_loopnest(c, indent) for c in node.children)
+    if isinstance(node, StmtInstance):
+        return f"{pad}{node.statement}({', '.join(E.to_text(a) for a in node.args)})\n"
+    raise AssertionError(type(node))

@@ -1,0 +1,37 @@
+"""Printers of pipeline stages for humans (dumps, ``polyc compile --emit``).
+
+isl objects print in isl's own notation, so the text parses back with isl.
+"""
+
+from __future__ import annotations
+
+from . import expr as E
+from .ir import Program
+from .isl_util import pw_aff_to_expr
+
+
+def _extent(pa, program: Program) -> str:
+    return E.to_text(pw_aff_to_expr(pa, program.context))
+
+
+def format_program(p: Program) -> str:
+    lines = []
+    def tdesc(t):
+        dims = ", ".join(_extent(d, p) for d in t.shape)
+        return f"{t.name}: {t.dtype}[{dims}]"
+    ins = ", ".join(tdesc(t) for t in p.inputs)
+    outs = ", ".join(tdesc(t) for t in p.outputs)
+    lines.append(f"program {p.name}({ins}) -> ({outs})")
+    lines.append(f"  params: [{', '.join(p.params)}]  context: {p.context.params()}")
+    if p.fixed_sizes:
+        lines.append("  fixed sizes: " + ", ".join(f"{k}={v}" for k, v in p.fixed_sizes.items()))
+    if p.preconditions is not None and not p.preconditions.is_equal(p.context.params()):
+        lines.append(f"  preconditions: {p.preconditions}")
+    for s in p.statements:
+        op = "=" if s.op == "=" else f"{s.op}="
+        lines.append(f"  {s.name} [{s.kind}]: {E.to_text(s.lhs)} {op} {E.to_text(s.rhs)}")
+        lines.append(f"    domain: {s.domain}")
+        lines.append(f"    write:  {s.write}")
+        for r in s.reads:
+            lines.append(f"    read:   {r}")
+    return "\n".join(lines) + "\n"

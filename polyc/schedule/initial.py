@@ -1,0 +1,86 @@
+"""Initial schedules: the source order, and isl's automatic scheduler.
+
+Takes an ``ir.Program`` (and its ``Dependences``) and returns an
+``isl.Schedule`` tree.  :func:`identity_schedule` is the original sequential
+order (a sequence of statements, each scanning its domain lexicographically);
+:func:`auto_schedule` runs isl's scheduler (Pluto-style ILP with isl's
+extensions; Verdoolaege & Janssens, "Scheduling for PPCG", 2017) with
+validity, coincidence and proximity constraints taken from the dependences, so
+that statements are fused where that is legal and profitable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import islpy as isl
+
+from ..dependence import Dependences
+from ..ir import Program
+from ..isl_util import CTX
+
+
+def _identity_band(domain: isl.Set) -> isl.MultiUnionPwAff:
+    ident = isl.Map.identity(domain.get_space().map_from_set())
+    ident = ident.reset_tuple_id(isl.dim_type.out)
+    return isl.MultiUnionPwAff.from_union_map(isl.UnionMap.from_map(ident))
+
+
+def identity_schedule(program: Program) -> isl.Schedule:
+    """The original execution order of ``program``: a sequence node with one
+    filter per statement (source order) and, below each, a band scanning the
+    statement's iterators in order.  Bands are marked non-permutable and
+    non-coincident: nothing about them has been proven."""
+    domain = program.domain()
+    sched = isl.Schedule.from_domain(domain)
+    stmts = [s for s in program.statements]
+    node = sched.get_root().child(0)
+    if len(stmts) > 1:
+        filters = isl.UnionSetList.alloc(CTX, len(stmts))
+        for s in stmts:
+            filters = filters.add(isl.UnionSet.from_set(
+                isl.Set.universe(s.domain.get_space())))
+        node = node.insert_sequence(filters)
+        for k, s in enumerate(stmts):
+            if s.domain.dim(isl.dim_type.set) > 0:
+                node = node.child(k).child(0).insert_partial_schedule(
+                    _identity_band(s.domain)).parent().parent()
+    elif stmts and stmts[0].domain.dim(isl.dim_type.set) > 0:
+        node = node.insert_partial_schedule(_identity_band(stmts[0].domain))
+    return node.get_schedule()
+
+
+@contextlib.contextmanager
+def _scheduler_options(**opts):
+    """Temporarily set isl scheduler options on polyc's isl context."""
+    old = {k: getattr(CTX, f"get_{k}")() for k in opts}
+    try:
+        for k, v in opts.items():
+            getattr(CTX, f"set_{k}")(v)
+        yield
+    finally:
+        for k, v in old.items():
+            getattr(CTX, f"set_{k}")(v)
+
+
+def auto_schedule(program: Program, deps: Dependences) -> isl.Schedule:
+    """Compute a schedule with isl's scheduler.
+
+    Validity: every dependence.  Coincidence: every dependence too, so a band
+    member reported coincident carries no dependence at all (isl only reports
+    coincidence relative to the constraints it was given).  Proximity: every
+    dependence, which pulls producers and consumers together (fusion) and
+    keeps reuse distances short.  ``schedule_outer_coincidence`` asks isl to
+    keep the outermost band member coincident where possible.
+    """
+    all_deps = deps.all()
+    context = program.parameter_domain()
+    sc = (isl.ScheduleConstraints.on_domain(program.domain())
+          .set_context(context)
+          .set_validity(all_deps)
+          .set_coincidence(all_deps)
+          .set_proximity(all_deps))
+    with _scheduler_options(schedule_outer_coincidence=1,
+                            schedule_serialize_sccs=0,
+                            schedule_maximize_band_depth=1):
+        return sc.compute_schedule()

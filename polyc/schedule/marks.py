@@ -1,0 +1,95 @@
+"""Marks in the schedule tree that the code generator turns into pragmas.
+
+Takes and returns an ``isl.Schedule``.  A mark node ``omp_parallel`` above a
+band means: its outermost loop runs as ``#pragma omp parallel for``; a mark
+``omp_simd`` above a one-member band means ``#pragma omp simd``.  Marks are
+placed only on coincident band members (members that carry no dependence,
+because the scheduler received every dependence as a coincidence constraint),
+so they are legal by construction; the loop structure is unchanged
+(structural: the statement order is not modified).
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+PARALLEL = "omp_parallel"
+SIMD = "omp_simd"
+
+_BAND = isl.schedule_node_type.band
+_MARK = isl.schedule_node_type.mark
+
+
+def coincident_members(band: isl.ScheduleNode) -> list[bool]:
+    return [bool(band.band_member_get_coincident(i)) for i in range(band.band_n_member())]
+
+
+def _is_mark(node: isl.ScheduleNode, name: str) -> bool:
+    return node.get_type() == _MARK and node.mark_get_id().get_name() == name
+
+
+def _mark_outermost(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Insert ``omp_parallel`` above the outermost coincident member on every
+    root-to-leaf path; returns a node at the same position as ``node``."""
+    if node.get_type() == _BAND:
+        coinc = coincident_members(node)
+        if any(coinc):
+            p = coinc.index(True)
+            if p == 0:
+                return node.insert_mark(isl.Id(PARALLEL))
+            node = node.band_split(p).child(0).insert_mark(isl.Id(PARALLEL))
+            return node.parent()
+    for i in range(node.n_children()):
+        node = _mark_outermost(node.child(i)).parent()
+    return node
+
+
+def mark_parallel(schedule: isl.Schedule) -> isl.Schedule:
+    """Mark the outermost coincident loop of every nest ``omp_parallel``.
+
+    Before (matmul after isl scheduling)::
+
+        for m: for n: for k: S0(m, n, k)          # m, n coincident
+
+    After::
+
+        #pragma omp parallel for
+        for m: for n: for k: S0(m, n, k)
+    """
+    return _mark_outermost(schedule.get_root()).get_schedule()
+
+
+def parallel_depths(schedule: isl.Schedule) -> int:
+    """Number of ``omp_parallel`` marks in ``schedule`` (for tests/explain)."""
+    count = [0]
+
+    def visit(n):
+        if _is_mark(n, PARALLEL):
+            count[0] += 1
+        return True
+    schedule.get_root().foreach_descendant_top_down(visit)
+    return count[0]
+
+
+def has_band_below(node: isl.ScheduleNode) -> bool:
+    """True when the subtree strictly below ``node`` contains a band."""
+    found = [False]
+
+    def visit(n):
+        if n.get_type() == _BAND:
+            found[0] = True
+            return False
+        return True
+    for i in range(node.n_children()):
+        node.child(i).foreach_descendant_top_down(visit)
+    return found[0]
+
+
+def mark_simd_innermost(band: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Split off the last member of ``band`` (if it has several) and mark it
+    ``omp_simd``; returns a node at the position of ``band``.  The caller has
+    checked that the member is coincident and that no band lies below."""
+    n = band.band_n_member()
+    if n == 1:
+        return band.insert_mark(isl.Id(SIMD))
+    return band.band_split(n - 1).child(0).insert_mark(isl.Id(SIMD)).parent()
