@@ -156,6 +156,27 @@ def eval_pw_aff(pa: isl.PwAff, values: dict[str, int]) -> int:
     return int(v.to_python())
 
 
+def fix_params(s: isl.Set, values: dict[str, int]) -> isl.Set:
+    """``s`` with every named parameter fixed to its value in ``values``."""
+    sp = s.get_space()
+    for i in range(sp.dim(isl.dim_type.param)):
+        name = sp.get_dim_name(isl.dim_type.param, i)
+        if name in values:
+            s = s.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(CTX, int(values[name])))
+    return s
+
+
+def dim_range(s: isl.Set, pos: int, values: dict[str, int]) -> tuple[int, int] | None:
+    """``(min, max)`` of set dimension ``pos`` of ``s`` at parameter values
+    ``values`` (inclusive), or ``None`` when the set is empty there."""
+    fixed = fix_params(s, values)
+    if fixed.is_empty():
+        return None
+    lo = fixed.dim_min_val(pos) if hasattr(fixed, "dim_min_val") else None
+    hi = fixed.dim_max_val(pos) if hasattr(fixed, "dim_max_val") else None
+    return int(lo.to_python()), int(hi.to_python())
+
+
 def pw_aff_to_expr(pa: isl.PwAff, context: isl.Set) -> E.Expr:
     """An expression tree computing ``pa`` for every parameter value in
     ``context`` (isl ``isl_ast_build_expr_from_pw_aff``).  Uses

@@ -40,3 +40,73 @@ def matmul(dtype: str = "float32") -> ir.Program:
     return ir.Program("matmul", params, ctx, tensors, (s0, s1),
                       param_bindings={"M": ("A", 0), "K": ("A", 1), "N": ("B", 1)},
                       signature=("A", "B"))
+
+
+def _pa(params, e):
+    if isinstance(e, int):
+        return const_pw_aff(param_space(params), e)
+    if isinstance(e, str):
+        return _p(params, e)
+    return aff_from_expr(e, param_space(params))
+
+
+def build(name, params, tensors, stmts, signature=None) -> ir.Program:
+    """A Program from a compact description.
+
+    ``tensors``: ``{name: (dtype, [extent...], role)}`` with extents given as
+    ints, parameter names or expression trees; ``stmts``: tuples
+    ``(name, iterators, [(lo, hi)...], lhs, op, rhs, kind, reduction_iterators)``.
+    """
+    params = tuple(params)
+    shapes = {t: tuple(_pa(params, e) for e in spec[1]) for t, spec in tensors.items()}
+    statements = []
+    for (sname, its, bounds, lhs, op, rhs, kind, red) in stmts:
+        dom = box_set(params, sname, its, [(_pa(params, lo), _pa(params, hi)) for lo, hi in bounds])
+        statements.append(ir.make_statement(
+            name=sname, iterators=its, domain=dom, lhs=lhs, op=op, rhs=rhs,
+            shapes=shapes, kind=kind, reduction_iterators=red))
+    ts = tuple(ir.Tensor(t, spec[0], shapes[t], spec[2]) for t, spec in tensors.items())
+    bindings = {}
+    for t, spec in tensors.items():
+        if spec[2] != "input":
+            continue
+        for d, e in enumerate(spec[1]):
+            if isinstance(e, str) and e not in bindings:
+                bindings[e] = (t, d)
+    ctx = isl.Set.universe(param_space(params))
+    for i in range(len(params)):
+        ctx = ctx.lower_bound_val(isl.dim_type.param, i, isl.Val.zero(ctx.get_ctx()))
+    sig = signature or tuple(t for t, spec in tensors.items() if spec[2] == "input")
+    return ir.Program(name, params, ctx, ts, tuple(statements),
+                      param_bindings=bindings, signature=sig)
+
+
+I, C_, A_ = E.Index, E.Const, E.Access
+
+
+def producer_consumer() -> ir.Program:
+    """``B(i) = A(i) * 2;  C(i) = B(i) + 1`` (B is a temporary output)."""
+    return build("pc", ["N"], {"A": ("float64", ["N"], "input"),
+                               "B": ("float64", ["N"], "output"),
+                               "C": ("float64", ["N"], "output")}, [
+        ("S0", ("i",), [(0, "N")], A_("B", (I("i"),)), "=",
+         E.Binary("*", A_("A", (I("i"),)), C_(2.0)), "assign", ()),
+        ("S1", ("i",), [(0, "N")], A_("C", (I("i"),)), "=",
+         E.Binary("+", A_("B", (I("i"),)), C_(1.0)), "assign", ()),
+    ])
+
+
+def stencil() -> ir.Program:
+    """``B(i) = A(i) + A(i+1) + A(i+2)`` then in place ``B(i) = B(i-1) + B(i)``
+    for 1 <= i < N-2 (a loop-carried flow dependence of distance 1)."""
+    N2 = E.Binary("-", E.Param("N"), C_(2))
+    return build("stencil", ["N"], {"A": ("float64", ["N"], "input"),
+                                    "B": ("float64", [N2], "output")}, [
+        ("S0", ("i",), [(0, N2)], A_("B", (I("i"),)), "=",
+         E.Binary("+", E.Binary("+", A_("A", (I("i"),)),
+                                A_("A", (E.Binary("+", I("i"), C_(1)),))),
+                  A_("A", (E.Binary("+", I("i"), C_(2)),))), "assign", ()),
+        ("S1", ("i",), [(1, N2)], A_("B", (I("i"),)), "=",
+         E.Binary("+", A_("B", (E.Binary("-", I("i"), C_(1)),)), A_("B", (I("i"),))),
+         "assign", ()),
+    ])

@@ -1,0 +1,315 @@
+"""The ``polyc`` command line (argparse), over the public API.
+
+Commands::
+
+    polyc run FILE.tc [--def NAME] [--sizes M=128,K=1024] [--dtype float32]
+                      [--check] [--bench] [--json] [--seed N]
+    polyc compile FILE.tc [--def NAME] [--sizes ...] --emit program|deps|schedule|ast|c
+    polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32]
+                            [--check] [--bench] [--json]
+
+Exit status: 0 on success, 1 when ``--check`` finds a mismatch, 2 on a user
+error (message on stderr, no traceback), 3 on an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import PolycError
+
+
+class UsageError(PolycError):
+    """A bad command line (sizes, file, definition name)."""
+
+
+def _parse_sizes(text: str | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for item in text.replace(" ", ",").split(","):
+        if not item:
+            continue
+        name, eq, val = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise UsageError(f"--sizes: expected NAME=VALUE items, got {item!r}")
+        try:
+            out[name] = int(val)
+        except ValueError:
+            raise UsageError(f"--sizes: {name} must be an integer, got {val!r}") from None
+        if out[name] < 0:
+            raise UsageError(f"--sizes: {name} must be >= 0, got {out[name]}")
+    return out
+
+
+def _threads() -> int:
+    from .config import Config
+    return Config.from_env().num_threads or len(os.sched_getaffinity(0))
+
+
+def _time(fn, min_time: float = 0.5, min_reps: int = 5, max_reps: int = 100) -> float:
+    """Median wall time of ``fn()`` in seconds after one warm-up call."""
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_reps or (time.perf_counter() - start < min_time
+                                    and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def _fmt_time(s: float) -> str:
+    return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
+
+
+def _select_def(module, name: str | None):
+    defs = {d.name: d for d in module.defs}
+    if name is not None:
+        if name not in defs:
+            raise UsageError(f"no def named {name!r}; the file defines {', '.join(defs)}")
+        return defs[name]
+    if len(defs) != 1:
+        raise UsageError(f"the file defines {len(defs)} defs ({', '.join(defs)}); "
+                         "choose one with --def NAME")
+    return module.defs[0]
+
+
+def _load(args):
+    from .api import lower_def
+    from .frontend import tc
+    path = Path(args.file)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    module = tc.parse(text, str(path))
+    defn = _select_def(module, args.def_name)
+    sizes = {**tc.sizes_header(text), **_parse_sizes(args.sizes)}
+    needs = tc.needs_specialization(defn)
+    missing = sorted(needs - sizes.keys())
+    if missing:
+        raise UsageError(f"def {defn.name} needs constant values for {', '.join(missing)}; "
+                         "give them with --sizes")
+    fixed = {k: sizes[k] for k in needs}
+    program = lower_def(defn, fixed, dtype=args.dtype, source=text)
+    return program, sizes
+
+
+def _reduction_length(program, sizes) -> int:
+    """The longest reduction (number of terms) of any statement at ``sizes``
+    (scales the check's tolerance)."""
+    from .isl_util import dim_range
+    longest = 1
+    for s in program.statements:
+        n = 1
+        for it in s.reduction_iterators:
+            r = dim_range(s.domain, s.iterators.index(it), sizes)
+            n *= 1 if r is None else max(1, r[1] - r[0] + 1)
+        longest = max(longest, n)
+    return longest
+
+
+def cmd_run(args) -> int:
+    from . import reference, testing
+    from .pipeline import compile_program
+    program, sizes = _load(args)
+    missing = [p for p in program.params if p not in sizes]
+    if missing:
+        raise UsageError(f"give sizes for {', '.join(missing)} with --sizes "
+                         "or a '# sizes:' line in the file")
+    t0 = time.perf_counter()
+    kernel = compile_program(program)
+    compile_s = time.perf_counter() - t0
+    inputs = testing.random_inputs(program, sizes, seed=args.seed)
+    call_args = [inputs[n] if n in inputs else sizes[n] for n in program.signature]
+    outs = kernel(*call_args)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    report: dict = {"file": args.file, "def": program.name, "sizes": sizes,
+                    "dtypes": {t.name: t.dtype for t in program.tensors},
+                    "threads": _threads(), "compile_s": compile_s}
+    status = 0
+    if args.check:
+        ref = reference.evaluate(program, inputs, sizes)
+        red = _reduction_length(program, sizes)
+        checks = {}
+        for t, got in zip(program.outputs, outs):
+            max_abs, max_rel = testing.max_errors(got, ref[t.name])
+            try:
+                testing.assert_close(got, ref[t.name], dtype=t.dtype,
+                                     reduction_length=red, name=t.name)
+                ok = True
+            except AssertionError:
+                ok = False
+            checks[t.name] = {"max_abs": max_abs, "max_rel": max_rel, "ok": ok,
+                              "shape": list(got.shape)}
+            status = status or (0 if ok else 1)
+        report["check"] = {"passed": status == 0, "outputs": checks}
+    if args.bench:
+        polyc_s = _time(lambda: kernel(*call_args))
+        numpy_s = _time(lambda: reference.evaluate(program, inputs, sizes))
+        report["bench"] = {"polyc_s": polyc_s, "numpy_s": numpy_s,
+                           "speedup_vs_numpy": numpy_s / polyc_s if polyc_s else None}
+    _print_report(report, args.json)
+    return status
+
+
+def _print_report(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=None, sort_keys=True, default=float))
+        return
+    sizes = " ".join(f"{k}={v}" for k, v in report["sizes"].items())
+    print(f"{report.get('file', '')} def {report['def']}  sizes: {sizes or '-'}  "
+          f"threads: {report['threads']}")
+    print(f"  compile: {report['compile_s']:.3f} s")
+    if "check" in report:
+        for name, c in report["check"]["outputs"].items():
+            verdict = "ok" if c["ok"] else "MISMATCH"
+            print(f"  check {name}{tuple(c['shape'])}: max abs err {c['max_abs']:.3g}, "
+                  f"max rel err {c['max_rel']:.3g}  {verdict}")
+    if "bench" in report:
+        b = report["bench"]
+        print(f"  bench: polyc {_fmt_time(b['polyc_s'])}  numpy {_fmt_time(b['numpy_s'])}  "
+              f"speedup vs numpy {b['speedup_vs_numpy']:.2f}x")
+
+
+def cmd_compile(args) -> int:
+    from . import pipeline
+    program, _ = _load(args)
+    if args.emit == "program":
+        print(program, end="")
+        return 0
+    if args.emit == "c":
+        from polyc.backends.c import emit
+        low = pipeline.lower(program)
+        print(emit.emit(low.program, low.loopnest).text, end="")
+        return 0
+    low = pipeline.lower(program)
+    if args.emit == "deps":
+        print(low.deps)
+    elif args.emit == "schedule":
+        print(low.schedule)
+    elif args.emit == "ast":
+        from .loopnest import format_loopnest
+        print(format_loopnest(low.loopnest), end="")
+    return 0
+
+
+def _parse_shapes(text: str) -> list[tuple[int, ...]]:
+    shapes = []
+    for item in text.split(","):
+        item = item.strip()
+        if item in ("", "()", "scalar"):
+            shapes.append(())
+            continue
+        try:
+            shapes.append(tuple(int(x) for x in item.lower().split("x")))
+        except ValueError:
+            raise UsageError(f"--shapes: expected e.g. 128x64,64x32, got {item!r}") from None
+    return shapes
+
+
+def cmd_einsum(args) -> int:
+    from . import testing
+    from .einsum_call import einsum
+    shapes = _parse_shapes(args.shapes)
+    rng = np.random.default_rng(args.seed)
+    ops = [rng.uniform(-1, 1, size=s).astype(args.dtype or "float32") for s in shapes]
+    t0 = time.perf_counter()
+    got = einsum(args.subscripts, *ops)
+    compile_s = time.perf_counter() - t0
+    report: dict = {"subscripts": args.subscripts, "shapes": [list(s) for s in shapes],
+                    "def": "einsum", "sizes": {}, "threads": _threads(),
+                    "compile_s": compile_s}
+    status = 0
+    if args.check:
+        want = np.einsum(args.subscripts, *ops)
+        max_abs, max_rel = testing.max_errors(np.asarray(got), np.asarray(want))
+        red = max(1, int(np.prod([max(s) for s in shapes if s]) ** 0.5)) if shapes else 1
+        try:
+            testing.assert_close(np.asarray(got), np.asarray(want), dtype=str(np.asarray(want).dtype),
+                                 reduction_length=red, name="out")
+            ok = True
+        except AssertionError:
+            ok = False
+        status = 0 if ok else 1
+        report["check"] = {"passed": ok, "outputs": {"out": {
+            "max_abs": max_abs, "max_rel": max_rel, "ok": ok,
+            "shape": list(np.shape(got))}}}
+    if args.bench:
+        polyc_s = _time(lambda: einsum(args.subscripts, *ops))
+        numpy_s = _time(lambda: np.einsum(args.subscripts, *ops, optimize=True))
+        report["bench"] = {"polyc_s": polyc_s, "numpy_s": numpy_s,
+                           "speedup_vs_numpy": numpy_s / polyc_s if polyc_s else None}
+    _print_report(report, args.json)
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="polyc", description="polyc: a polyhedral compiler for tensor programs "
+        "(Tensor Comprehensions, einsum) to OpenMP C.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("file", help="a .tc source file")
+        p.add_argument("--def", dest="def_name", help="the definition to use")
+        p.add_argument("--sizes", help="sizes, e.g. M=128,K=1024 (override '# sizes:')")
+        p.add_argument("--dtype", choices=("float32", "float64"),
+                       help="element type of floating-point arguments")
+
+    run = sub.add_parser("run", help="compile, run on seeded random inputs, check, time")
+    common(run)
+    run.add_argument("--check", action="store_true",
+                     help="compare with an independent numpy evaluation")
+    run.add_argument("--bench", action="store_true", help="median times vs numpy")
+    run.add_argument("--json", action="store_true", help="print one JSON object")
+    run.add_argument("--seed", type=int, default=0)
+    run.set_defaults(func=cmd_run)
+
+    comp = sub.add_parser("compile", help="print a stage of the compilation")
+    common(comp)
+    comp.add_argument("--emit", choices=("program", "deps", "schedule", "ast", "c"),
+                      default="c")
+    comp.set_defaults(func=cmd_compile)
+
+    ein = sub.add_parser("einsum", help="run an einsum on random operands")
+    ein.add_argument("subscripts", help="numpy einsum subscripts, e.g. 'ij,jk->ik'")
+    ein.add_argument("--shapes", required=True, help="operand shapes, e.g. 128x64,64x32")
+    ein.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ein.add_argument("--check", action="store_true", help="compare with numpy.einsum")
+    ein.add_argument("--bench", action="store_true", help="median times vs numpy.einsum")
+    ein.add_argument("--json", action="store_true", help="print one JSON object")
+    ein.add_argument("--seed", type=int, default=0)
+    ein.set_defaults(func=cmd_einsum)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PolycError as e:
+        print(f"polyc: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:  # an internal error: say so, briefly
+        if os.environ.get("POLYC_DEBUG") == "1":
+            raise
+        print(f"polyc: internal error: {type(e).__name__}: {e}\n"
+              "(this is a polyc bug; rerun with POLYC_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())
