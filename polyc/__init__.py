@@ -6,6 +6,17 @@ Public API (see ``polyc.api``): :func:`compile`, :func:`einsum`,
 
 __version__ = "0.1.0"
 
+import os as _os
+
+# Installed, ``polyc.frontend`` and ``polyc.backends`` live inside this package
+# (setup.cfg maps them there).  Imported straight from a source checkout (the
+# repository root on sys.path), they are the directories beside ``polyc/``.
+_here = _os.path.dirname(__file__)
+if not _os.path.isdir(_os.path.join(_here, "frontend")):
+    _root = _os.path.dirname(_here)
+    if _os.path.isfile(_os.path.join(_root, "frontend", "__init__.py")):
+        __path__.append(_root)  # noqa: F821 (the package's own __path__)
+
 from .config import Config  # noqa: E402
 from .errors import (  # noqa: E402,F401
     BindingError, CompileError, DTypeError, EinsumError, IllegalScheduleError,

@@ -175,8 +175,7 @@ class Program:
     def original_schedule(self) -> isl.Schedule:
         """The sequential execution order of the source: a sequence of the
         statements, each scanning its domain lexicographically."""
-        from .schedule.initial import identity_schedule
-        return identity_schedule(self)
+        return original_schedule(self)
 
     def replace(self, **kw) -> "Program":
         return replace(self, **kw)
@@ -249,3 +248,33 @@ def make_statement(*, name: str, iterators: Sequence[str], domain: isl.Set,
     return Statement(name=name, iterators=tuple(iterators), domain=domain, lhs=lhs,
                      op=op, rhs=rhs, write=write, reads=tuple(reads), kind=kind,
                      reduction_iterators=tuple(reduction_iterators), text=text, span=span)
+
+
+def _identity_band(domain: isl.Set) -> isl.MultiUnionPwAff:
+    ident = isl.Map.identity(domain.get_space().map_from_set())
+    ident = ident.reset_tuple_id(isl.dim_type.out)
+    return isl.MultiUnionPwAff.from_union_map(isl.UnionMap.from_map(ident))
+
+
+def original_schedule(program: Program) -> isl.Schedule:
+    """The original execution order of ``program``: a sequence node with one
+    filter per statement (source order) and, below each, a band scanning the
+    statement's iterators in order.  Bands are marked non-permutable and
+    non-coincident: nothing about them has been proven."""
+    domain = program.domain()
+    sched = isl.Schedule.from_domain(domain)
+    stmts = [s for s in program.statements]
+    node = sched.get_root().child(0)
+    if len(stmts) > 1:
+        filters = isl.UnionSetList.alloc(CTX, len(stmts))
+        for s in stmts:
+            filters = filters.add(isl.UnionSet.from_set(
+                isl.Set.universe(s.domain.get_space())))
+        node = node.insert_sequence(filters)
+        for k, s in enumerate(stmts):
+            if s.domain.dim(isl.dim_type.set) > 0:
+                node = node.child(k).child(0).insert_partial_schedule(
+                    _identity_band(s.domain)).parent().parent()
+    elif stmts and stmts[0].domain.dim(isl.dim_type.set) > 0:
+        node = node.insert_partial_schedule(_identity_band(stmts[0].domain))
+    return node.get_schedule()

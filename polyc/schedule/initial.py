@@ -16,38 +16,13 @@ import contextlib
 import islpy as isl
 
 from ..dependence import Dependences
-from ..ir import Program
+from ..ir import Program, original_schedule
 from ..isl_util import CTX
 
 
-def _identity_band(domain: isl.Set) -> isl.MultiUnionPwAff:
-    ident = isl.Map.identity(domain.get_space().map_from_set())
-    ident = ident.reset_tuple_id(isl.dim_type.out)
-    return isl.MultiUnionPwAff.from_union_map(isl.UnionMap.from_map(ident))
-
-
 def identity_schedule(program: Program) -> isl.Schedule:
-    """The original execution order of ``program``: a sequence node with one
-    filter per statement (source order) and, below each, a band scanning the
-    statement's iterators in order.  Bands are marked non-permutable and
-    non-coincident: nothing about them has been proven."""
-    domain = program.domain()
-    sched = isl.Schedule.from_domain(domain)
-    stmts = [s for s in program.statements]
-    node = sched.get_root().child(0)
-    if len(stmts) > 1:
-        filters = isl.UnionSetList.alloc(CTX, len(stmts))
-        for s in stmts:
-            filters = filters.add(isl.UnionSet.from_set(
-                isl.Set.universe(s.domain.get_space())))
-        node = node.insert_sequence(filters)
-        for k, s in enumerate(stmts):
-            if s.domain.dim(isl.dim_type.set) > 0:
-                node = node.child(k).child(0).insert_partial_schedule(
-                    _identity_band(s.domain)).parent().parent()
-    elif stmts and stmts[0].domain.dim(isl.dim_type.set) > 0:
-        node = node.insert_partial_schedule(_identity_band(stmts[0].domain))
-    return node.get_schedule()
+    """The source order (see :func:`polyc.ir.original_schedule`)."""
+    return original_schedule(program)
 
 
 @contextlib.contextmanager

@@ -1,0 +1,145 @@
+"""``polyc.einsum``: numpy.einsum's results, computed by a compiled kernel.
+
+Owns the call-time half of the einsum frontend: operand conversion, numpy's
+dtype rules (``dtype=``, ``casting=``, ``out=``), and a memo of compiled
+kernels keyed by the program's structure and the code-generation options, so
+that calls with the same labels, ranks, broadcast pattern and dtypes but other
+sizes reuse one parametric kernel.  Takes numpy arrays (anything
+``np.asarray`` accepts); builds an :class:`~polyc.frontend.einsum.EinsumSpec`
+and a :class:`~polyc.ir.Program` with :mod:`polyc.frontend.einsum` and
+compiles it with :func:`polyc.pipeline.compile_program`; returns numpy arrays.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import ir
+from .config import Config
+from .errors import BindingError, DTypeError, EinsumError
+from .frontend.einsum import EinsumSpec, lower, parse, subscripts_from_sublists
+
+CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
+
+#: Compiled kernels by ``(spec.key, config.codegen_key())``.  Module-level on
+#: purpose (a memo of pure results, not state that changes behaviour); tests
+#: read its size to count compilations.
+_KERNELS: dict[tuple, Any] = {}
+_LOCK = threading.Lock()
+
+
+def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
+           dtype: Any = None, casting: str = "safe", optimize: Any = False,
+           config: Config | None = None) -> Any:
+    """Evaluate the Einstein summation ``subscripts`` on ``operands`` as
+    ``numpy.einsum`` does (same subscript grammar, including the interleaved
+    ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])`` form, same
+    result shape and dtype, same errors).
+
+    ``dtype`` forces the computation type (inputs are cast under
+    ``casting``, default ``'safe'``); ``out`` receives the result (its shape
+    must match, as numpy requires, and the computation type must cast to its
+    dtype under ``casting``).  ``optimize`` is accepted for compatibility and
+    ignored: polyc's scheduler decides the loop order.  The computation type
+    must be float32, float64, int32 or int64.  Returns a new array (a numpy
+    scalar for a 0-d result) or ``out``; never a view of an operand.
+
+    Raises :class:`~polyc.errors.EinsumError` (a ``ValueError``) where numpy
+    raises ``ValueError``, :class:`~polyc.errors.DTypeError` (a
+    ``TypeError``) for casts numpy refuses and for unsupported element
+    types, :class:`~polyc.errors.BindingError` (a ``TypeError``) for a
+    non-array ``out`` or a malformed subscript list.
+    """
+    del optimize
+    if not isinstance(subscripts, (str, bytes)):
+        subscripts, operands = subscripts_from_sublists((subscripts,) + operands)
+    if not operands:
+        raise EinsumError("must specify the einstein sum subscripts string and at least "
+                          "one operand")
+    if not isinstance(casting, str):
+        raise BindingError(f"casting must be str, not {type(casting).__name__}")
+    if casting not in CASTINGS:
+        raise EinsumError("casting must be one of 'no', 'equiv', 'safe', 'same_kind', "
+                          f"'unsafe' (got {casting!r})")
+    if out is not None and not isinstance(out, np.ndarray):
+        raise BindingError("keyword parameter out must be an array for einsum")
+    arrays = [np.asarray(op) for op in operands]
+    spec = _parse(subscripts, tuple(a.shape for a in arrays),
+                  None if out is None else out.shape)
+    if out is not None and not out.flags.writeable:
+        raise EinsumError("operand array with iterator write flag set is read-only")
+    compute = _compute_dtype(arrays, out, dtype, casting)
+    spec = _with_dtype(spec, compute.name)
+    kernel = _kernel_for(spec, config if config is not None else Config.from_env())
+    inputs = [a.astype(compute, copy=False) for a in arrays]
+
+    if out is None:
+        result = kernel(*inputs)
+        return result[()] if result.ndim == 0 else result
+    if (out.dtype == compute and out.shape == spec.output_shape
+            and out.flags.c_contiguous and not any(np.may_share_memory(out, a) for a in arrays)):
+        kernel(*inputs, out=out)
+        return out
+    # out broadcasts the result, has another dtype or layout, or overlaps an input
+    np.copyto(out, kernel(*inputs), casting="unsafe")
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(subscripts: str | bytes, shapes: tuple, out_shape: tuple | None) -> EinsumSpec:
+    """:func:`~polyc.frontend.einsum.parse`, remembered: a hot einsum call
+    repeats the same subscripts and shapes (errors are not remembered)."""
+    return parse(subscripts, shapes, out_shape=out_shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _with_dtype(spec: EinsumSpec, dtype: str) -> EinsumSpec:
+    return spec.with_dtypes([dtype] * spec.nop, dtype)
+
+
+def _compute_dtype(arrays: list[np.ndarray], out: np.ndarray | None, dtype: Any,
+                   casting: str) -> np.dtype:
+    """numpy.einsum's computation type: ``dtype``, else the common type of
+    the operands and ``out``; checks the casts numpy's iterator checks."""
+    if dtype is None:
+        compute = np.result_type(*arrays, *([] if out is None else [out]))
+    else:
+        compute = np.dtype(dtype)
+    for k, a in enumerate(arrays):
+        if not np.can_cast(a.dtype, compute, casting):
+            raise DTypeError(f"Iterator operand {k} dtype could not be cast from "
+                             f"{a.dtype!r} to {compute!r} according to the rule '{casting}'")
+    if out is not None and not np.can_cast(compute, out.dtype, casting):
+        raise DTypeError(f"Iterator requested dtype could not be cast from {compute!r} "
+                         f"to {out.dtype!r}, the operand {len(arrays)} dtype, according "
+                         f"to the rule '{casting}'")
+    if compute.name not in ir.C_TYPES:
+        raise DTypeError(
+            f"polyc.einsum does not compute in {compute.name}: the computation type must "
+            f"be one of {', '.join(ir.C_TYPES)} (pass dtype= or convert the operands "
+            "with .astype)")
+    return np.dtype(compute.name)  # native byte order
+
+
+def _kernel_for(spec: EinsumSpec, config: Config):
+    """The compiled kernel of ``spec``, compiled once per structure and options."""
+    key = (spec.key, config.codegen_key())
+    kernel = _KERNELS.get(key)
+    if kernel is None:
+        from . import pipeline  # a later stage: imported at call time only
+        with _LOCK:
+            kernel = _KERNELS.get(key)
+            if kernel is None:
+                kernel = pipeline.compile_program(lower(spec), config)
+                _KERNELS[key] = kernel
+    return kernel
+
+
+def clear_kernels() -> None:
+    """Forget every memoised kernel (the disk cache is untouched)."""
+    with _LOCK:
+        _KERNELS.clear()
