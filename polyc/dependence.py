@@ -72,6 +72,9 @@ def compute(program: Program) -> Dependences:
     * anti: sinks the writes, may-sources the reads, later writes killing
       (so each read depends only on the next write of the element).
 
+    Only parameter values in ``program.parameter_domain()`` (the context and
+    the in-bounds preconditions) are kept.
+
     Source: isl manual, "Dependence Analysis" (``isl_union_access_info``).
     """
     sched = program.original_schedule()
@@ -97,5 +100,10 @@ def compute(program: Program) -> Dependences:
                 part = dep.extract_map(self_space)
                 reduction = reduction.union(isl.UnionMap.from_map(part))
 
-    return Dependences(flow=flow_dep.coalesce(), anti=anti_dep.coalesce(),
-                       output=output_dep.coalesce(), reduction=reduction.coalesce())
+    # only parameter values the program is defined for (context and in-bounds
+    # preconditions) matter: schedules are computed under the same assumption
+    ctx = program.parameter_domain()
+    return Dependences(flow=flow_dep.intersect_params(ctx).coalesce(),
+                       anti=anti_dep.intersect_params(ctx).coalesce(),
+                       output=output_dep.intersect_params(ctx).coalesce(),
+                       reduction=reduction.intersect_params(ctx).coalesce())

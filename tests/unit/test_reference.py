@@ -4,6 +4,8 @@ checked against straightforward numpy."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import islpy as isl
 import numpy as np
 import pytest
@@ -13,12 +15,17 @@ from polyc.errors import BindingError, ShapeError
 from polyc.ir import Program, Tensor, identity, make_statement
 from polyc.isl_util import aff_from_expr, param_space
 from polyc.reference import evaluate
-from polyc.testing import (assert_close, gather_ranges, max_errors, random_inputs,
-                           tolerance)
+from polyc.testing import (
+    assert_close,
+    gather_ranges,
+    max_errors,
+    random_inputs,
+    tolerance,
+)
 
 # ------------------------------------------------------------------ builders
 
-I = E.Index  # noqa: E741
+I = E.Index
 C = E.Const
 
 
@@ -95,7 +102,7 @@ def _embedding_bag():
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_matmul_init_and_update(dtype):
     prog = _matmul(dtype)
-    sizes = dict(M=7, N=5, K=9)
+    sizes = {"M": 7, "N": 5, "K": 9}
     ins = random_inputs(prog, sizes, seed=1)
     out = evaluate(prog, ins, sizes)["C"]
     expected = ins["A"].astype(np.float64) @ ins["B"].astype(np.float64)
@@ -104,7 +111,7 @@ def test_matmul_init_and_update(dtype):
 
 def test_einsum_path_and_chunked_path_agree():
     prog = _matmul("float64")
-    sizes = dict(M=13, N=11, K=17)
+    sizes = {"M": 13, "N": 11, "K": 17}
     ins = random_inputs(prog, sizes, seed=2)
     fast = evaluate(prog, ins, sizes)["C"]
     slow = evaluate(prog, ins, sizes, use_einsum=False)["C"]
@@ -167,7 +174,7 @@ def test_domain_with_a_div_constraint():
 @pytest.mark.parametrize("use_einsum", [True, False])
 def test_gather_embedding_bag(use_einsum):
     prog = _embedding_bag()
-    sizes = dict(B=6, L=5, N=20, D=4)
+    sizes = {"B": 6, "L": 5, "N": 20, "D": 4}
     ins = random_inputs(prog, sizes, seed=3)
     assert ins["I"].dtype == np.int64 and ins["I"].min() >= 0 and ins["I"].max() < 20
     out = evaluate(prog, ins, sizes, use_einsum=use_einsum)["O"]
@@ -177,7 +184,7 @@ def test_gather_embedding_bag(use_einsum):
 
 def test_gather_index_out_of_range_raises():
     prog = _embedding_bag()
-    sizes = dict(B=2, L=2, N=3, D=2)
+    sizes = {"B": 2, "L": 2, "N": 3, "D": 2}
     ins = {"I": np.array([[0, 1], [2, 3]]), "LUT": np.zeros((3, 2), np.float32)}
     with pytest.raises(IndexError, match=r"LUT\(I\(b, l\), d\).*index 3"):
         evaluate(prog, ins, sizes, use_einsum=False)
@@ -315,15 +322,15 @@ def test_builtins():
 
 def test_binding_and_shape_errors():
     prog = _matmul()
-    sizes = dict(M=2, N=3, K=4)
+    sizes = {"M": 2, "N": 3, "K": 4}
     with pytest.raises(BindingError, match="'B'"):
         evaluate(prog, {"A": np.zeros((2, 4))}, sizes)
     with pytest.raises(ShapeError, match=r"B has shape \(3, 4\)"):
         evaluate(prog, {"A": np.zeros((2, 4)), "B": np.zeros((3, 4))}, sizes)
     with pytest.raises(BindingError, match="K"):
-        evaluate(prog, {}, dict(M=2, N=3))
+        evaluate(prog, {}, {"M": 2, "N": 3})
     with pytest.raises(ShapeError, match="context"):
-        evaluate(prog, {"A": np.zeros((0, 4)), "B": np.zeros((4, 3))}, dict(M=0, N=3, K=4))
+        evaluate(prog, {"A": np.zeros((0, 4)), "B": np.zeros((4, 3))}, {"M": 0, "N": 3, "K": 4})
 
 
 def test_unwritten_outputs_are_nan_and_given_outputs_accumulate():
@@ -354,6 +361,8 @@ def test_max_errors_special_values():
     assert max_errors(np.zeros((0, 3)), np.zeros((0, 3))) == (0.0, 0.0)
     assert max_errors(np.array([3], np.int64), np.array([1], np.int64)) == (2.0, 2.0)
     assert max_errors(np.array([1], np.int64), np.array([0], np.int64)) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="shapes differ"):
+        max_errors(np.zeros(3), np.zeros((1, 3)))
 
 
 def test_assert_close_reports_the_worst_index():
@@ -400,7 +409,7 @@ def test_assert_close_tolerances():
 
 def test_random_inputs_ranges_and_seed():
     prog = _embedding_bag()
-    sizes = dict(B=50, L=40, N=7, D=3)
+    sizes = {"B": 50, "L": 40, "N": 7, "D": 3}
     ins = random_inputs(prog, sizes, seed=4)
     assert gather_ranges(prog, sizes) == {"I": 7}
     assert ins["I"].shape == (50, 40) and ins["I"].dtype == np.int64
@@ -416,3 +425,121 @@ def test_random_inputs_ranges_and_seed():
     b.stmt("S", ["i"], "0 <= i < N", R("O", I("i")), "=", R("K", I("i")))
     k = random_inputs(b.build(), {"N": 1000})["K"]
     assert k.dtype == np.int32 and k.min() == 0 and k.max() == 9
+
+
+def _conv1d_grouped():
+    """``O(n, g, f, h) +=! X(n, g, c, h + kh) * Wt(g, f, c, kh)`` then a bias."""
+    params = ["N", "G", "C", "F", "H", "KH"]
+    b = _Builder(params, "KH <= H")
+    b.tensor("X", "float64", ["N", "G", "C", "H"])
+    b.tensor("Wt", "float64", ["G", "F", "C", "KH"])
+    b.tensor("Bs", "float64", ["G", "F"])
+    sp = param_space(params)
+    ho = aff_from_expr(B("+", B("-", E.Param("H"), E.Param("KH")), C(1)), sp)
+    b.tensors.append(Tensor("O", "float64", _shape(params, ["N", "G", "F"]) + (ho,), "output"))
+    n, g, f, h, c, kh = map(I, ["n", "g", "f", "h", "c", "kh"])
+    out_dom = "0 <= n < N and 0 <= g < G and 0 <= f < F and 0 <= h <= H - KH"
+    b.reduction("S", ["n", "g", "f", "h", "c", "kh"], out_dom + " and 0 <= c < C and 0 <= kh < KH",
+                R("O", n, g, f, h), "+",
+                B("*", R("X", n, g, c, B("+", h, kh)), R("Wt", g, f, c, kh)), ["c", "kh"],
+                "float64")
+    b.stmt("T", ["n", "g", "f", "h"], out_dom, R("O", n, g, f, h), "=",
+           B("+", R("O", n, g, f, h), R("Bs", g, f)))
+    return b.build("gconv1d")
+
+
+def test_grouped_convolution_all_paths():
+    prog = _conv1d_grouped()
+    sizes = {"N": 3, "G": 4, "C": 5, "F": 2, "H": 11, "KH": 3}
+    ins = random_inputs(prog, sizes, seed=7)
+    X, Wt = ins["X"], ins["Wt"]
+    ho = 11 - 3 + 1
+    expected = sum(np.einsum("ngch,gfc->ngfh", X[..., k:k + ho], Wt[..., k]) for k in range(3))
+    expected = expected + ins["Bs"][None, :, :, None]
+    for kw in ({}, {"use_einsum": False}, {"chunk_elements": 30},
+               {"use_einsum": False, "chunk_elements": 30}):
+        assert_close(evaluate(prog, ins, sizes, **kw)["O"], expected, reduction_length=15,
+                     name=str(kw))
+
+
+def test_einsum_path_with_three_factors_a_scalar_and_a_broadcast_axis():
+    b = _Builder(["N", "M", "K"])
+    b.tensor("A", "float64", ["N", "K"])
+    b.tensor("V", "float64", ["K"])
+    b.tensor("Bm", "float64", ["K", "N"])
+    b.tensor("O", "float64", ["N", "M"], "output")
+    n, m, k = I("n"), I("m"), I("k")
+    rhs = B("*", B("*", B("*", R("A", n, k), R("V", k)), R("Bm", k, n)), C(2.0))
+    b.reduction("S", ["n", "m", "k"], "0 <= n < N and 0 <= m < M and 0 <= k < K",
+                R("O", n, m), "+", rhs, ["k"], "float64")
+    prog = b.build()
+    sizes = {"N": 4, "M": 3, "K": 6}
+    ins = random_inputs(prog, sizes)
+    row = 2 * np.einsum("nk,k,kn->n", ins["A"], ins["V"], ins["Bm"])
+    expected = np.repeat(row[:, None], 3, axis=1)
+    for kw in ({}, {"use_einsum": False}, {"chunk_elements": 5}):
+        assert_close(evaluate(prog, ins, sizes, **kw)["O"], expected, reduction_length=6)
+
+
+def test_batched_transposed_matmul_fast_path():
+    b = _Builder(["B", "N", "M", "K"])
+    b.tensor("X", "float32", ["B", "N", "M"])
+    b.tensor("Y", "float32", ["B", "K", "M"])
+    b.tensor("Z", "float32", ["B", "N", "K"], "output")
+    bb, n, k, m = I("b"), I("n"), I("k"), I("m")
+    b.reduction("S", ["b", "n", "k", "m"], "0 <= b < B and 0 <= n < N and 0 <= k < K and "
+                "0 <= m < M", R("Z", bb, n, k), "+",
+                B("*", R("X", bb, n, m), R("Y", bb, k, m)), ["m"])
+    prog = b.build()
+    sizes = {"B": 5, "N": 3, "M": 7, "K": 4}
+    ins = random_inputs(prog, sizes)
+    expected = np.einsum("bnm,bkm->bnk", ins["X"].astype(np.float64), ins["Y"])
+    for kw in ({}, {"use_einsum": False}):
+        assert_close(evaluate(prog, ins, sizes, **kw)["Z"], expected, dtype="float32",
+                     reduction_length=7)
+
+
+def test_shifted_self_read_sees_old_values_and_shifted_write_sees_new_ones():
+    b = _Builder(["N"], "N >= 2")
+    b.tensor("A", "float64", ["N"], "output")
+    b.tensor("Z", "float64", ["N"], "output")
+    i = I("i")
+    b.stmt("S", ["i"], "0 <= i < N - 1", R("A", i), "=", R("A", B("+", i, C(1))))  # anti
+    b.stmt("T", ["i"], "1 <= i < N", R("Z", i), "=",
+           B("*", R("Z", B("-", i, C(1))), C(2.0)))  # flow: a recurrence
+    init = np.arange(6.0)
+    outs = evaluate(b.build(), {}, {"N": 6}, outputs={"A": init, "Z": np.ones(6)})
+    assert_close(outs["A"], np.array([1.0, 2, 3, 4, 5, 5]))
+    assert_close(outs["Z"], 2.0 ** np.arange(6))
+
+
+def test_left_hand_side_must_use_index_variables():
+    b = _Builder(["N"])
+    b.tensor("O", "float64", ["N"], "output")
+    b.stmt("S", ["i"], "0 <= i < N - 1", R("O", B("+", I("i"), C(1))), "=", C(1.0))
+    with pytest.raises(NotImplementedError, match=r"writes O\(i \+ 1\)"):
+        evaluate(b.build(), {}, {"N": 4})
+
+
+# ------------------------------------------------------------------- examples
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.tc"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_example_parses_lowers_and_writes_every_output_element(path):
+    """Each example names its default sizes in a '# sizes:' line; at those
+    sizes the reference writes every element of every output."""
+    tc = pytest.importorskip("polyc.frontend.tc")
+    from polyc.api import lower_def
+
+    text = path.read_text()
+    sizes = tc.sizes_header(text)
+    (defn,) = tc.parse(text, str(path)).defs
+    fixed = {k: sizes[k] for k in tc.needs_specialization(defn)}
+    prog = lower_def(defn, fixed, source=text)
+    assert set(prog.params) <= set(sizes), "every size needs a default in '# sizes:'"
+    outs = evaluate(prog, random_inputs(prog, sizes), sizes)
+    assert set(outs) == {t.name for t in prog.outputs}
+    for name, arr in outs.items():
+        assert arr.size > 0 and not np.isnan(arr).any(), name

@@ -1,0 +1,672 @@
+"""An independent numpy evaluator of :class:`polyc.ir.Program`: the oracle.
+
+Owns :func:`evaluate`, which takes an ``ir.Program``, numpy inputs and the
+values of the size parameters and returns the output arrays.  It never uses
+the scheduler, the AST generator or generated code: it runs the statements
+in their original sequential order (the order of ``Program.statements``, each
+scanning its whole domain lexicographically) directly with numpy, so that
+differential tests compare the compiler with something that shares none of
+its machinery beyond the IR and isl.
+
+How a statement is evaluated
+----------------------------
+* **Domain.**  The parameters are fixed to ``sizes`` and projected out with
+  isl; each iterator gets its bounding interval (``dim_min_val`` /
+  ``dim_max_val``) and one numpy axis, in ``Statement.iterators`` order.  When
+  the domain is not exactly that box, a boolean mask is built from the
+  domain's basic sets and their constraints (``get_coefficient_val``); local
+  (``div``) dimensions are evaluated from their explicit ``floor`` expressions,
+  and a div without one raises ``NotImplementedError``.
+* **Body.**  The :mod:`polyc.expr` tree is evaluated with numpy broadcasting:
+  an ``Index`` is an ``arange`` along its own axis, a read whose indices are
+  linear in the index variables (``A(m, k)``, ``I(n, c, h + kh)``) is a
+  strided view of the tensor (no copy), any other read (gathers: an index
+  that reads a tensor, cast to ``int64`` as C would; floor divisions) uses
+  fancy indexing.  Indices are checked: an out-of-range index at a
+  point that is actually evaluated raises ``IndexError``; points outside the
+  domain, or in the branch of ``?:``, ``&&``, ``||`` that C would not
+  evaluate, are clipped instead.  Types follow C: integer ``/`` is floor
+  division and ``%`` the matching remainder (TC's rounding; on floats ``%`` is
+  ``np.remainder``), mixing an integer with a float converts the integer to
+  that float type, float literals take the statement's float type (the output
+  tensor's dtype when it is a float, else float64), so float32 work stays
+  float32.  Builtins: ``exp log sqrt tanh`` (integers converted to the
+  statement's float type first), ``rsqrt`` = ``1/sqrt``, ``sigmoid`` =
+  ``1/(1+exp(-x))``, ``abs fabs``, ``fmax fmin`` (``np.fmax``/``np.fmin``),
+  ``max min`` (as ``fmax``/``fmin`` on floats, ``np.maximum``/``np.minimum``
+  on integers), ``pow`` (integer operands computed in floating point).
+  Floating-point warnings are silenced: inf and NaN are values, as in C.
+* **Writes.**  The left-hand side's indices must be plain index variables.
+  ``op == "="`` writes the value at every domain point.  A reduction
+  (``op`` in ``+ * max min``) reduces the right-hand side over the axes of the
+  iterators that do not appear on the left (the ``reduction_iterators`` of a
+  well-formed statement) with ``np.add``/``np.multiply``/``np.maximum``/
+  ``np.minimum`` (so a NaN input propagates through ``max=``/``min=``; points
+  outside the domain contribute the identity) and combines the result with
+  the current values: ``lhs = lhs op reduced``.
+* **Sequential semantics.**  Vectorising a statement is only valid when no
+  point reads what another point of the same statement wrote, and (for
+  ``=``) no two points write the same element.  When the statement reads the
+  tensor it writes (other than its own accumulation), or an ``=`` statement
+  has iterators absent from its left-hand side, isl computes those
+  dependences and the evaluator runs the shortest prefix of iterators that
+  carries all of them sequentially, one value at a time, and vectorises the
+  rest.  A recurrence such as ``A(i) = A(i - 1) + B(i)`` is thus exact.
+* **Memory.**  The box is cut into chunks, along the outermost iterators that
+  appear on the left-hand side first and then the reduction iterators, so
+  that no temporary exceeds ``chunk_elements`` elements (default 32 Mi);
+  reductions accumulate chunk by chunk.
+* **Fast path.**  An ``op == "+"`` reduction on a box domain whose right-hand
+  side is a product of tensor reads (and scalar constants or sizes) is
+  contracted without forming the product over the whole box: two factors go
+  through one batched ``np.matmul`` (BLAS even when a label is shared by
+  both operands and the output, where ``np.einsum`` would fall back to its C
+  loops), one or three and more through ``np.einsum(..., optimize=True)``;
+  so the numpy time benchmarks compare with is numpy's best.  Each factor is
+  materialised over its own iterators only (a sliding window ``h + kh`` is
+  unfolded, im2col style), which the chunk size accounts for.
+  ``use_einsum=False`` turns the fast path off (tests compare both paths).
+
+Inputs are converted to their tensor's dtype.  Outputs are allocated with the
+output tensors' shapes evaluated at ``sizes`` and filled with NaN (floats) or
+the dtype's minimum (integers) so that a missed write shows, or copied from
+``outputs`` when given (the caller's arrays are not modified).  The returned
+dict holds every output tensor by name.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+
+import islpy as isl
+import numpy as np
+
+from . import expr as E
+from .errors import BindingError, ShapeError
+from .ir import Program, Statement, access_relation, identity
+from .isl_util import CTX, eval_pw_aff
+
+#: Largest temporary, in elements, that one chunk may create.
+DEFAULT_CHUNK_ELEMENTS = 32 * 1024 * 1024
+
+_REDUCE = {"+": np.add, "*": np.multiply, "max": np.maximum, "min": np.minimum}
+_COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
+            ">": np.greater, ">=": np.greater_equal}
+_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+          "%": np.remainder}
+_UNARY_FLOAT = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+                "fabs": np.abs, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
+                "sigmoid": lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x))}
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def evaluate(program: Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int],
+             outputs: Mapping[str, np.ndarray] | None = None, *,
+             chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+             use_einsum: bool = True) -> dict[str, np.ndarray]:
+    """Evaluate ``program`` with numpy and return its outputs by name.
+
+    ``sizes`` gives every parameter's value (names in ``program.fixed_sizes``
+    may be given and must agree; other extra names are ignored).  Raises
+    :class:`~polyc.errors.BindingError` for a missing input,
+    :class:`~polyc.errors.ShapeError` for a wrong shape or sizes outside the
+    program's context or preconditions, ``IndexError`` for an out-of-range
+    read (e.g. a gather index), ``NotImplementedError`` for a domain isl
+    describes with a div that has no explicit expression.
+    """
+    values = _param_values(program, sizes)
+    arrays: dict[str, np.ndarray] = {}
+    written = {s.tensor for s in program.statements}
+    for t in program.tensors:
+        shape = tuple(eval_pw_aff(pa, values) for pa in t.shape)
+        if t.role == "output":
+            given = None if outputs is None else outputs.get(t.name)
+            if given is None:
+                fill = np.nan if t.dtype.startswith("float") else np.iinfo(t.dtype).min
+                arr = np.full(shape, fill, dtype=t.dtype)
+            else:
+                arr = np.array(given, dtype=t.dtype, copy=True)
+        else:
+            if t.name not in inputs:
+                raise BindingError(f"reference.evaluate: no array for input {t.name!r}")
+            arr = np.asarray(inputs[t.name], dtype=t.dtype)
+            if t.name in written:
+                arr = arr.copy()
+        if arr.shape != shape:
+            raise ShapeError(f"reference.evaluate: {t.name} has shape {arr.shape}, the "
+                             f"program expects {shape} at sizes {dict(values)}")
+        arrays[t.name] = arr
+    shapes = {t.name: t.shape for t in program.tensors}
+    with np.errstate(all="ignore"):
+        for stmt in program.statements:
+            _run_statement(stmt, arrays, values, shapes, chunk_elements, use_einsum)
+    return {t.name: arrays[t.name] for t in program.outputs}
+
+
+# ----------------------------------------------------------------- parameters
+
+def _param_values(program: Program, sizes: Mapping[str, int]) -> dict[str, int]:
+    missing = [p for p in program.params if p not in sizes]
+    if missing:
+        raise BindingError(f"reference.evaluate: no value for size(s) {', '.join(missing)}")
+    values = {p: int(sizes[p]) for p in program.params}
+    for name, v in program.fixed_sizes.items():
+        if name in sizes and int(sizes[name]) != int(v):
+            raise ShapeError(f"reference.evaluate: size {name}={sizes[name]} but the "
+                             f"program was specialised to {name}={v}")
+        values[name] = int(v)
+    for what, s in (("context", program.context), ("preconditions", program.preconditions)):
+        if s is not None and not _param_point(s.get_space(), values).is_subset(s.params()):
+            raise ShapeError(f"reference.evaluate: sizes {values} are outside the "
+                             f"program's {what} {s}")
+    return values
+
+
+def _param_point(space: isl.Space, values: Mapping[str, int]) -> isl.Set:
+    """The parameter-only set fixing every parameter of ``space``."""
+    pt = isl.Set.universe(space.params())
+    for i, name in enumerate(pt.get_space().get_var_names(isl.dim_type.param)):
+        pt = pt.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(CTX, values[name]))
+    return pt
+
+
+def _fix(obj, values):
+    """``obj`` (an ``isl.Set`` or ``isl.Map``) with its parameters fixed to
+    ``values`` and projected out."""
+    obj = obj.intersect_params(_param_point(obj.get_space(), values))
+    return obj.project_out(isl.dim_type.param, 0, obj.dim(isl.dim_type.param))
+
+
+# ------------------------------------------------------------ domain analysis
+
+def _box(dom: isl.Set) -> tuple[list[int], list[int], bool]:
+    """The bounding box ``lo``, ``hi`` (inclusive) of a parameter-free
+    ``dom``, and whether ``dom`` is exactly that box."""
+    lo, hi = [], []
+    box = isl.Set.universe(dom.get_space())
+    for k in range(dom.dim(isl.dim_type.set)):
+        a, b = dom.dim_min_val(k), dom.dim_max_val(k)
+        if not (a.is_int() and b.is_int()):
+            raise ShapeError(f"reference.evaluate: iterator {k} of {dom} is unbounded")
+        box = box.lower_bound_val(isl.dim_type.set, k, a).upper_bound_val(isl.dim_type.set, k, b)
+        lo.append(int(a.to_python()))
+        hi.append(int(b.to_python()))
+    return lo, hi, box.is_subset(dom)
+
+
+def _ints(vals) -> list[int]:
+    return [int(v.to_python()) for v in vals]
+
+
+def _mask_program(dom: isl.Set) -> list[tuple[list, list]]:
+    """Per basic set: its divs ``(coeffs, div coeffs, const, denominator)``
+    meaning ``floor((coeffs.x + div coeffs.divs + const) / denominator)``, and
+    its constraints ``(coeffs, div coeffs, const, is_equality)``."""
+    n = dom.dim(isl.dim_type.set)
+    out = []
+    for bs in dom.get_basic_sets():
+        nd = bs.dim(isl.dim_type.div)
+        divs = []
+        for k in range(nd):
+            aff = bs.get_div(k)
+            if aff.is_nan():
+                raise NotImplementedError(
+                    f"reference.evaluate: the domain {dom} has an existentially "
+                    "quantified variable without an explicit floor expression")
+            d = aff.get_denominator_val()
+            divs.append((_ints(aff.get_coefficient_val(isl.dim_type.in_, q).mul(d)
+                               for q in range(n)),
+                         _ints(aff.get_coefficient_val(isl.dim_type.div, j).mul(d)
+                               for j in range(nd)),
+                         int(aff.get_constant_val().mul(d).to_python()),
+                         int(d.to_python())))
+        cons = [(_ints(c.get_coefficient_val(isl.dim_type.set, q) for q in range(n)),
+                 _ints(c.get_coefficient_val(isl.dim_type.div, j) for j in range(nd)),
+                 int(c.get_constant_val().to_python()), c.is_equality())
+                for c in bs.get_constraints()]
+        out.append((divs, cons))
+    return out
+
+
+def _eval_mask(program, grids: list[np.ndarray]):
+    def affine(coeffs, dcoeffs, const, divvals):
+        return sum((c * g for c, g in zip(coeffs + dcoeffs, grids + divvals) if c),
+                   np.int64(const))
+
+    mask = np.zeros((), bool)
+    for divs, cons in program:
+        divvals: list = []
+        for coeffs, dcoeffs, const, den in divs:
+            divvals.append(np.floor_divide(affine(coeffs, dcoeffs, const, divvals), den))
+        m = np.ones((), bool)
+        for coeffs, dcoeffs, const, eq in cons:
+            v = affine(coeffs, dcoeffs, const, divvals)
+            m = m & ((v == 0) if eq else (v >= 0))
+        mask = mask | m
+    return mask
+
+
+def _sequential_depth(stmt: Statement, values, shapes, absent: list[str]) -> int:
+    """The shortest prefix of iterators that carries every dependence between
+    two points of ``stmt`` (0 when the statement is fully parallel)."""
+    self_reads = [a for a in E.accesses(stmt.rhs) if a.tensor == stmt.tensor]
+    if not self_reads and not (stmt.op == "=" and absent):
+        return 0
+    dom = _fix(stmt.domain, values)
+    write = _fix(stmt.write, values)
+    before = isl.Map.lex_lt(dom.get_space())
+    deps = isl.Map.empty(before.get_space())
+    for acc in self_reads:
+        read = _fix(access_relation(stmt.domain, acc, shapes[acc.tensor]), values)
+        deps = deps.union(write.apply_range(read.reverse()).intersect(before))
+    if stmt.op == "=":
+        deps = deps.union(write.apply_range(write.reverse()).intersect(before))
+    same = isl.Map.universe(before.get_space())
+    for p in range(len(stmt.iterators) + 1):
+        if deps.intersect(same).is_empty():
+            return p
+        same = same.equate(isl.dim_type.in_, p, isl.dim_type.out, p)
+    raise AssertionError("a dependence between a point and itself")
+
+
+# ----------------------------------------------------------------- statements
+
+def _factors(e: E.Expr) -> list[E.Expr]:
+    if isinstance(e, E.Binary) and e.op == "*":
+        return _factors(e.lhs) + _factors(e.rhs)
+    return [e]
+
+
+def _einsum_factors(stmt: Statement, masked: bool, n: int):
+    """The factors of ``stmt``'s right-hand side when the einsum fast path
+    applies, else ``None``."""
+    if stmt.op != "+" or masked or n > len(_LETTERS):
+        return None
+    fs = _factors(stmt.rhs)
+    if not any(isinstance(f, E.Access) for f in fs):
+        return None
+    if not all(isinstance(f, (E.Access, E.Param))
+               or (isinstance(f, E.Const) and not isinstance(f.value, bool)) for f in fs):
+        return None
+    return fs
+
+
+def _run_statement(stmt, arrays, values, shapes, chunk_elements, use_einsum):
+    its = list(stmt.iterators)
+    n = len(its)
+    for i in stmt.lhs.indices:
+        if not (isinstance(i, E.Index) and i.name in its):
+            raise NotImplementedError(f"reference.evaluate: statement {stmt.name} writes "
+                                      f"{E.to_text(stmt.lhs)}; left-hand side indices must "
+                                      "be index variables")
+    dom = _fix(stmt.domain, values)
+    if dom.is_empty():
+        return
+    lo, hi, is_box = _box(dom)
+    maskprog = None if is_box else _mask_program(dom)
+    lhs_names = [i.name for i in stmt.lhs.indices]
+    kept = [k for k in range(n) if its[k] in lhs_names]
+    absent = [k for k in range(n) if its[k] not in lhs_names]
+    seq = _sequential_depth(stmt, values, shapes, [its[k] for k in absent])
+    factors = (_einsum_factors(stmt, maskprog is not None, n) if use_einsum else None)
+
+    def cost(ext):
+        if factors is None:
+            return int(np.prod(ext, dtype=np.int64))
+        c = int(np.prod([ext[k] for k in kept], dtype=np.int64))
+        for f in factors:
+            if isinstance(f, E.Access):
+                used = E.index_names(f)
+                c = max(c, int(np.prod([ext[k] for k in range(n) if its[k] in used],
+                                       dtype=np.int64)))
+        return c
+
+    ext = [1 if k < seq else hi[k] - lo[k] + 1 for k in range(n)]
+    for k in kept + absent:
+        if cost(ext) <= chunk_elements:
+            break
+        if k < seq:
+            continue
+        ext[k] = 1
+        if cost(ext) > chunk_elements:
+            continue
+        a, b = 1, hi[k] - lo[k] + 1  # largest c in [a, b) with cost <= limit
+        while b - a > 1:
+            mid = (a + b) // 2
+            ext[k] = mid
+            a, b = (mid, b) if cost(ext) <= chunk_elements else (a, mid)
+        ext[k] = a
+        break
+
+    env = _Env(arrays, values, _float_type(arrays[stmt.tensor].dtype), its)
+    env.copy_views = factors is None
+    starts = [range(lo[k], hi[k] + 1, ext[k]) for k in range(n)]
+    for start in itertools.product(*starts):
+        clo = list(start)
+        chi = [min(hi[k], clo[k] + ext[k] - 1) for k in range(n)]
+        env.set_chunk(clo, chi)
+        mask = None
+        if maskprog is not None:
+            mask = np.broadcast_to(_eval_mask(maskprog, env.grid_list), env.shape)
+            if not mask.any():
+                continue
+        _run_chunk(stmt, env, mask, kept, absent, factors, lhs_names)
+
+
+class _Env:
+    """Evaluation state of one statement: arrays, parameter values, the float
+    type of literals, and the current chunk's index grids."""
+
+    def __init__(self, arrays, values, float_type, iterators):
+        self.arrays, self.values, self.float_type = arrays, values, float_type
+        self.iterators = iterators
+        self.copy_views = True
+
+    def set_chunk(self, lo, hi):
+        n = len(lo)
+        self.lo, self.hi = lo, hi
+        self.shape = tuple(b - a + 1 for a, b in zip(lo, hi))
+        self.grid_list = [np.arange(lo[k], hi[k] + 1, dtype=np.int64)
+                          .reshape([-1 if a == k else 1 for a in range(n)]) for k in range(n)]
+        self.grids = dict(zip(self.iterators, self.grid_list))
+        self.axis = {name: k for k, name in enumerate(self.iterators)}
+
+
+def _float_type(dtype: np.dtype) -> np.dtype:
+    return dtype if dtype.kind == "f" else np.dtype(np.float64)
+
+
+def _run_chunk(stmt, env, mask, kept, absent, factors, lhs_names):
+    out = env.arrays[stmt.tensor]
+    ndim = len(env.shape)
+    if factors is not None:
+        red = _einsum(factors, env, kept, absent)
+    else:
+        val = _as_ndim(_ev(stmt.rhs, env, mask), ndim)
+        if stmt.op == "=":
+            _assign(stmt, env, mask, out, val, kept, absent, lhs_names)
+            return
+        (val,) = _num(val)  # bools count as integers
+        if out.dtype.kind == "f" and val.dtype.kind != "f":
+            val = val.astype(out.dtype)
+        full = np.broadcast_to(val, env.shape)
+        if mask is not None:
+            full = np.where(mask, full, np.asarray(identity(stmt.op, _dt(full).name),
+                                                   dtype=_dt(full)))
+        red = _REDUCE[stmt.op].reduce(full, axis=tuple(absent)) if absent else full
+    # red: one axis per kept iterator, in iterator order
+    kept_names = [env.iterators[k] for k in kept]
+    combine = _REDUCE[stmt.op]
+    if len(set(lhs_names)) == len(lhs_names):
+        view = _lhs_view(out, lhs_names, env)
+        view[...] = combine(view, np.transpose(red, [kept_names.index(x) for x in lhs_names]))
+    else:
+        idx = tuple(np.arange(env.lo[env.axis[x]], env.hi[env.axis[x]] + 1)
+                    .reshape([-1 if kept_names[a] == x else 1 for a in range(len(kept))])
+                    for x in lhs_names)
+        out[idx] = combine(out[idx], red)
+
+
+def _lhs_view(out, lhs_names, env):
+    if out.ndim == 0:
+        return out
+    return out[tuple(slice(env.lo[env.axis[x]], env.hi[env.axis[x]] + 1) for x in lhs_names)]
+
+
+def _assign(stmt, env, mask, out, val, kept, absent, lhs_names):
+    if not absent and len(set(lhs_names)) == len(lhs_names):
+        perm = [env.axis[x] for x in lhs_names]
+        view = _lhs_view(out, lhs_names, env)
+        src = np.transpose(np.broadcast_to(val, env.shape), perm)
+        where = True if mask is None else np.transpose(mask, perm)
+        np.copyto(view, src, casting="unsafe", where=where)
+        return
+    # points of the chunk write distinct elements (no output dependence)
+    m = np.ones(env.shape, bool) if mask is None else mask
+    idx = tuple(np.broadcast_to(env.grids[x], env.shape)[m] for x in lhs_names)
+    out[idx] = np.broadcast_to(val, env.shape)[m]
+
+
+def _einsum(factors, env, kept, absent):
+    n = len(env.shape)
+    ops, subs, scale = [], [], []
+    used: set[int] = set()
+    for f in factors:
+        if not isinstance(f, E.Access):
+            scale.append(_ev(f, env, None))
+            continue
+        v = _as_ndim(_ev(f, env, None), n)
+        names = E.index_names(f)
+        axes = [k for k in range(n) if env.iterators[k] in names and v.shape[k] == env.shape[k]]
+        assert all(v.shape[k] == 1 for k in range(n) if k not in axes)
+        ops.append(v[tuple(slice(None) if k in axes else 0 for k in range(n))])
+        subs.append("".join(_LETTERS[k] for k in axes))
+        used.update(axes)
+    target = _promote_dtype([o.dtype for o in ops] + [_dt(s) for s in scale])
+    out_axes = [k for k in kept if k in used]
+    spec = ",".join(subs) + "->" + "".join(_LETTERS[k] for k in out_axes)
+    ops = [o.astype(target, copy=False) for o in ops]
+    if len(ops) == 2:
+        res = _contract2(ops[0], subs[0], ops[1], subs[1], spec.split("->")[1])
+    else:
+        res = np.einsum(spec, *ops, optimize=True)
+    for s in scale:
+        res = res * target.type(s)
+    count = int(np.prod([env.shape[k] for k in absent if k not in used], dtype=np.int64))
+    if count != 1:
+        res = res * target.type(count)
+    res = np.asarray(res).reshape([env.shape[k] if k in used else 1 for k in kept])
+    return np.broadcast_to(res, [env.shape[k] for k in kept])
+
+
+def _contract2(a, sa: str, b, sb: str, out: str):
+    """``np.einsum(f"{sa},{sb}->{out}", a, b)`` as one batched ``np.matmul``
+    (numpy's einsum falls back to its C loops when a label is shared by both
+    operands and the output; matmul keeps BLAS for those batch labels)."""
+    def presum(x, s, other):
+        drop = tuple(i for i, x_ in enumerate(s) if x_ not in other and x_ not in out)
+        if drop:
+            x, s = x.sum(axis=drop), "".join(c for i, c in enumerate(s) if i not in drop)
+        return x, s
+    a, sa = presum(a, sa, sb)
+    b, sb = presum(b, sb, sa)
+    size = {**dict(zip(sa, a.shape)), **dict(zip(sb, b.shape))}
+    batch = [c for c in sa if c in sb and c in out]
+    contr = [c for c in sa if c in sb and c not in out]
+    fa = [c for c in sa if c not in sb]
+    fb = [c for c in sb if c not in sa]
+
+    def prod(letters):
+        return int(np.prod([size[c] for c in letters], dtype=np.int64))
+    am = a.transpose([sa.index(c) for c in batch + fa + contr]).reshape(
+        prod(batch), prod(fa), prod(contr))
+    bm = b.transpose([sb.index(c) for c in batch + contr + fb]).reshape(
+        prod(batch), prod(contr), prod(fb))
+    res = np.matmul(am, bm).reshape([size[c] for c in batch + fa + fb])
+    cur = batch + fa + fb
+    return res.transpose([cur.index(c) for c in out])
+
+
+# ---------------------------------------------------------------- expressions
+
+def _dt(v) -> np.dtype:
+    return np.asarray(v).dtype  # Python bool/int/float: bool/int64/float64
+
+
+def _promote_dtype(dtypes) -> np.dtype:
+    """C's usual arithmetic conversions: any float wins (the widest float),
+    else the widest integer (bools count as int64)."""
+    floats = [d for d in dtypes if d.kind == "f"]
+    if floats:
+        return np.result_type(*floats)
+    ints = [d for d in dtypes if d.kind in "iu"]
+    return np.result_type(*ints) if ints else np.dtype(np.int64)
+
+
+def _num(*vs):
+    """Operands converted to their common C arithmetic type."""
+    t = _promote_dtype([_dt(v) for v in vs])
+    return [np.asarray(v).astype(t, copy=False) if _dt(v) != t else v for v in vs]
+
+
+def _as_ndim(v, n):
+    v = np.asarray(v)
+    return v.reshape((1,) * (n - v.ndim) + v.shape) if v.ndim < n else v
+
+
+def _truth(v):
+    return v if _dt(v) == np.dtype(bool) else np.not_equal(v, 0)
+
+
+def _narrow(active, cond):
+    return cond if active is None else np.logical_and(active, cond)
+
+
+def _to_float(env, v):
+    return v if _dt(v).kind == "f" else np.asarray(v).astype(env.float_type)
+
+
+def _ev(e: E.Expr, env: _Env, active):
+    """Value of ``e`` on the current chunk; ``active`` (a boolean array or
+    ``None`` for all) marks the points whose reads must be in range."""
+    if isinstance(e, E.Const):
+        if isinstance(e.value, (bool, int)):
+            return np.int64(e.value)
+        return env.float_type.type(e.value)
+    if isinstance(e, E.Index):
+        return env.grids[e.name]
+    if isinstance(e, E.Param):
+        return np.int64(env.values[e.name])
+    if isinstance(e, E.Access):
+        return _access(e, env, active)
+    if isinstance(e, E.Unary):
+        v = _ev(e.operand, env, active)
+        if e.op == "!":
+            return np.logical_not(_truth(v))
+        return np.negative(_num(v)[0])
+    if isinstance(e, E.Binary):
+        if e.op in ("&&", "||"):
+            a = _truth(_ev(e.lhs, env, active))
+            b = _truth(_ev(e.rhs, env, _narrow(active, a if e.op == "&&" else ~a)))
+            return np.logical_and(a, b) if e.op == "&&" else np.logical_or(a, b)
+        a, b = _num(_ev(e.lhs, env, active), _ev(e.rhs, env, active))
+        if e.op in _COMPARE:
+            return _COMPARE[e.op](a, b)
+        if e.op == "/" and _dt(a).kind != "f":
+            return np.floor_divide(a, b)
+        return _ARITH[e.op](a, b)
+    if isinstance(e, E.Select):
+        c = _truth(_ev(e.cond, env, active))
+        a, b = _num(_ev(e.then, env, _narrow(active, c)),
+                    _ev(e.otherwise, env, _narrow(active, ~c)))
+        return np.where(c, a, b)
+    if isinstance(e, E.Call):
+        return _call(e, env, [_ev(a, env, active) for a in e.args])
+    raise AssertionError(f"unknown expression node {type(e).__name__}")
+
+
+def _call(e: E.Call, env: _Env, args):
+    fn = e.fn
+    if fn in _UNARY_FLOAT:
+        return _UNARY_FLOAT[fn](_to_float(env, args[0]))
+    if fn == "abs":
+        return np.abs(_num(args[0])[0])
+    a, b = _num(*args)
+    if fn in ("fmax", "fmin") or (fn in ("max", "min") and _dt(a).kind == "f"):
+        a, b = _to_float(env, a), _to_float(env, b)
+        return np.fmax(a, b) if fn in ("fmax", "max") else np.fmin(a, b)
+    if fn in ("max", "min"):
+        return np.maximum(a, b) if fn == "max" else np.minimum(a, b)
+    if fn == "pow":
+        return np.power(_to_float(env, a), _to_float(env, b))
+    raise NotImplementedError(f"reference.evaluate: builtin {fn!r}")
+
+
+def _linear(e: E.Expr, env: _Env):
+    """``(coefficients by axis, constant)`` when ``e`` is an integer linear
+    function of the iterators (sizes count as constants), else ``None``."""
+    if isinstance(e, E.Const):
+        return ({}, e.value) if isinstance(e.value, int) else None
+    if isinstance(e, E.Param):
+        return {}, int(env.values[e.name])
+    if isinstance(e, E.Index):
+        return {env.axis[e.name]: 1}, 0
+    if isinstance(e, E.Unary) and e.op == "-":
+        a = _linear(e.operand, env)
+        return None if a is None else ({k: -c for k, c in a[0].items()}, -a[1])
+    if isinstance(e, E.Binary) and e.op in ("+", "-", "*"):
+        a, b = _linear(e.lhs, env), _linear(e.rhs, env)
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if a[0] and b[0]:
+                return None
+            (co, k), f = (a, b[1]) if a[0] else (b, a[1])
+            return {ax: c * f for ax, c in co.items()}, k * f
+        sign = 1 if e.op == "+" else -1
+        co = dict(a[0])
+        for ax, c in b[0].items():
+            co[ax] = co.get(ax, 0) + sign * c
+        return co, a[1] + sign * b[1]
+    return None
+
+
+def _strided_view(e: E.Access, arr: np.ndarray, env: _Env):
+    """A read-only strided view of ``arr`` giving ``e`` on the whole chunk
+    (one axis per iterator, extent 1 where unused), when every index is
+    linear in the iterators and stays in range on the chunk; else ``None``."""
+    n = len(env.shape)
+    start, strides, used, plain = [], [0] * n, set(), True
+    for d, ie in enumerate(e.indices):
+        lin = _linear(ie, env)
+        if lin is None:
+            return None
+        co, k = lin
+        first = k + sum(c * env.lo[ax] for ax, c in co.items())
+        lo = k + sum(c * (env.lo[ax] if c > 0 else env.hi[ax]) for ax, c in co.items())
+        hi = k + sum(c * (env.hi[ax] if c > 0 else env.lo[ax]) for ax, c in co.items())
+        if lo < 0 or hi >= arr.shape[d]:
+            return None
+        start.append(first)
+        plain = plain and isinstance(ie, E.Index) and env.axis[ie.name] not in used
+        for ax, c in co.items():
+            strides[ax] += c * arr.strides[d]
+            used.add(ax)
+    shape = [env.shape[ax] if ax in used else 1 for ax in range(n)]
+    if 0 in shape:
+        return None
+    base = arr[tuple(slice(s, None) for s in start)]
+    view = np.lib.stride_tricks.as_strided(base, shape, strides, writeable=False)
+    # a sliding window (h + kh) broadcasts badly: copy it when asked
+    return view if plain or not env.copy_views else np.ascontiguousarray(view)
+
+
+def _access(e: E.Access, env: _Env, active):
+    arr = env.arrays[e.tensor]
+    n = len(env.shape)
+    if len(e.indices) != arr.ndim:
+        raise ShapeError(f"reference.evaluate: {E.to_text(e)} has {len(e.indices)} "
+                         f"indices but {e.tensor} has rank {arr.ndim}")
+    view = _strided_view(e, arr, env)
+    if view is not None:
+        return view
+    idx = []
+    for d, ie in enumerate(e.indices):
+        v = _ev(ie, env, active)
+        if _dt(v).kind != "i":
+            v = np.asarray(v).astype(np.int64)  # a gather through a non-int64 value
+        bad = np.logical_or(v < 0, v >= arr.shape[d])
+        if np.any(bad):
+            hit = bad if active is None else np.logical_and(bad, active)
+            if np.any(hit):
+                where = np.unravel_index(int(np.argmax(np.broadcast_to(hit, env.shape))),
+                                         env.shape)
+                point = {env.iterators[k]: int(env.lo[k] + where[k]) for k in range(n)}
+                bad_v = np.broadcast_to(v, env.shape)[where]
+                raise IndexError(f"reference.evaluate: {E.to_text(e)} reads index {bad_v} "
+                                 f"of dimension {d} of {e.tensor} (extent {arr.shape[d]}) "
+                                 f"at {point}")
+            v = np.clip(v, 0, max(arr.shape[d] - 1, 0))
+        idx.append(v)
+    return arr[tuple(idx)]
