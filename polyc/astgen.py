@@ -11,13 +11,15 @@ iterators in terms of the AST loop iterators.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import islpy as isl
 
 from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
 from .loopnest import Block, For, If, Node, StmtInstance
-from .schedule.marks import PARALLEL, SIMD
+from .schedule.marks import PARALLEL, SIMD, SIMD_REDUCTION
 
 _T = isl.ast_node_type
 
@@ -35,10 +37,7 @@ def _fix_params(e: E.Expr, params: frozenset[str]) -> E.Expr:
 def _flag_outer_fors(node: Node, **flags) -> Node:
     """Set ``flags`` on every outermost For of ``node``."""
     if isinstance(node, For):
-        kw = {k: True for k in flags}
-        return For(node.iterator, node.init, node.cond, node.step, node.body,
-                   parallel=node.parallel or kw.get("parallel", False),
-                   simd=node.simd or kw.get("simd", False))
+        return replace(node, **flags)
     if isinstance(node, Block):
         return Block(tuple(_flag_outer_fors(c, **flags) for c in node.children))
     if isinstance(node, If):
@@ -78,6 +77,8 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
                 return _flag_outer_fors(body, parallel=True)
             if mark == SIMD:
                 return _flag_outer_fors(body, simd=True)
+            if mark == SIMD_REDUCTION:
+                return _flag_outer_fors(body, reduction=True)
             return body
         raise AssertionError(f"unexpected isl AST node {t}")
 

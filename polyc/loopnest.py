@@ -22,7 +22,9 @@ class Node:
 class For(Node):
     """``for (iterator = init; cond; iterator += step) body``.  ``parallel``
     asks for ``#pragma omp parallel for``, ``simd`` for ``#pragma omp simd``
-    (both: ``parallel for simd``)."""
+    (both: ``parallel for simd``); ``reduction`` says the loop scans only
+    reduction iterators of the one update statement in its body, so its
+    terms may be reassociated (accumulator + ``omp simd reduction``)."""
     iterator: str
     init: E.Expr
     cond: E.Expr
@@ -30,6 +32,7 @@ class For(Node):
     body: Node
     parallel: bool = False
     simd: bool = False
+    reduction: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,8 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
     """A readable pseudo-C rendering (for dumps and golden tests)."""
     pad = "  " * indent
     if isinstance(node, For):
-        tags = [t for t, on in (("parallel", node.parallel), ("simd", node.simd)) if on]
+        tags = [t for t, on in (("parallel", node.parallel), ("simd", node.simd),
+                                ("reduction", node.reduction)) if on]
         head = f"{pad}for {node.iterator} = {E.to_text(node.init)}; {E.to_text(node.cond)}; += {node.step}"
         head += f"  [{', '.join(tags)}]" if tags else ""
         return head + "\n" + format_loopnest(node.body, indent + 1)

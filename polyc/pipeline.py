@@ -58,7 +58,7 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     else:
         sched = initial.auto_schedule(program, deps)
         _dump(config, "isl schedule", sched)
-        sched = tile.optimize_bands(sched, program, config)                   # 4
+        sched = tile.optimize_bands(sched, program, config, deps)             # 4
         if config.parallel:
             sched = marks.mark_parallel(sched)                                # 5
     _dump(config, "schedule", sched)

@@ -134,7 +134,7 @@ class CExprPrinter:
             if e.op == "/" and not is_float:
                 return f"(({ct})polyc_floord({a}, {b}))"
             if e.op == "%":
-                return f"fmod{'f' if ct == 'float' else ''}({a}, {b})" if is_float \
+                return f"polyc_rem_{ct}({a}, {b})" if is_float \
                     else f"(({ct})polyc_mod({a}, {b}))"
             return f"({a} {e.op} {b})"
         if isinstance(e, E.Select):
@@ -177,7 +177,4 @@ def combine(op: str, current: str, update: str, dtype: str) -> str:
         return f"{current} + {update}"
     if op == "*":
         return f"{current} * ({update})"
-    if dtype.startswith("float"):
-        suf = "f" if ct == "float" else ""
-        return f"f{op}{suf}({current}, {update})"
     return f"polyc_{op}_{ct}({current}, {update})"

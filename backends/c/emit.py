@@ -41,6 +41,16 @@ static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a
 static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t polyc_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
+/* max=/min= reductions propagate NaN, as numpy's maximum/minimum do */
+static inline float polyc_max_float(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float polyc_min_float(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double polyc_max_double(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double polyc_min_double(double a, double b) { return (a != a || a < b) ? a : b; }
+/* floating-point % rounds the quotient toward minus infinity (numpy's remainder) */
+static inline float polyc_rem_float(float a, float b)
+{ float r = fmodf(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline double polyc_rem_double(double a, double b)
+{ double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 """
 
 
@@ -108,18 +118,62 @@ class _Emitter:
             body.insert(0, c.Comment(s.text.replace("*/", "* /").replace("\n", " ")[:200]))
         return c.Block(body)
 
+    def reduction_loop(self, n: L.For) -> c.Generable | None:
+        """A loop over reduction iterators of one update statement, with the
+        accumulator in a local variable (``omp simd reduction`` for + and *);
+        ``None`` when the loop body does not have that shape."""
+        body = n.body
+        while isinstance(body, L.Block) and len(body.children) == 1:
+            body = body.children[0]
+        if not isinstance(body, L.StmtInstance):
+            return None
+        s = self.stmts[body.statement]
+        if s.kind != "update" or s.op not in ("+", "*", "max", "min"):
+            return None
+        outer, inner = [], []
+        for it, arg in zip(s.iterators, body.args):
+            moves = n.iterator in E.index_names(arg)
+            if it not in s.reduction_iterators and moves:
+                return None
+            (inner if it in s.reduction_iterators else outer).append((it, arg))
+        ip = self.loop_printer.index
+        pr = CExprPrinter(iterator_name, self._access, self.dtypes.__getitem__)
+        dtype = self.dtypes[s.tensor]
+        lhs = pr._access(s.lhs)
+        acc = "polyc_acc"
+        loop_body = [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
+                     for it, arg in inner]
+        loop_body.append(c.Statement(f"{acc} = {combine(s.op, acc, pr.value(s.rhs, dtype), dtype)}"))
+        loop = self._for(n, c.Block(loop_body))
+        pragma = ([c.Pragma(f"omp simd reduction({s.op}:{acc})")]
+                  if s.op in ("+", "*") else [])
+        block = [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
+                 for it, arg in outer]
+        block += [c.Comment(f"{s.name}: reduction with a register accumulator"),
+                  c.Initializer(c.Value(C_TYPES[dtype], acc), lhs), *pragma, loop,
+                  c.Statement(f"{lhs} = {acc}")]
+        return c.Block(block)
+
+    def _for(self, n: L.For, body: c.Generable) -> c.For:
+        ip = self.loop_printer.index
+        it = check_identifier(n.iterator)
+        cond = n.cond
+        if isinstance(cond, E.Binary) and cond.op in E.COMPARE_OPS:
+            cond_text = f"{ip(cond.lhs)} {cond.op} {ip(cond.rhs)}"  # OpenMP canonical form
+        else:
+            cond_text = ip(cond)
+        return c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {n.step}",
+                     self._block(body))
+
     # -- loops ------------------------------------------------------------------
     def node(self, n: L.Node) -> c.Generable:
         ip = self.loop_printer.index
+        if isinstance(n, L.For) and n.reduction and not n.parallel:
+            red = self.reduction_loop(n)
+            if red is not None:
+                return red
         if isinstance(n, L.For):
-            it = check_identifier(n.iterator)
-            cond = n.cond
-            if isinstance(cond, E.Binary) and cond.op in E.COMPARE_OPS:
-                cond_text = f"{ip(cond.lhs)} {cond.op} {ip(cond.rhs)}"  # OpenMP canonical form
-            else:
-                cond_text = ip(cond)
-            loop = c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {n.step}",
-                         self._block(self.node(n.body)))
+            loop = self._for(n, self.node(n.body))
             if n.parallel:
                 simd = " simd" if n.simd else ""
                 return c.Module([c.Pragma(f"omp parallel for{simd} schedule(static) "

@@ -6,7 +6,11 @@ band means: its outermost loop runs as ``#pragma omp parallel for``; a mark
 placed only on coincident band members (members that carry no dependence,
 because the scheduler received every dependence as a coincidence constraint),
 so they are legal by construction; the loop structure is unchanged
-(structural: the statement order is not modified).
+(structural: the statement order is not modified).  A mark
+``omp_simd_reduction`` above a band that scans only the reduction iterators
+of a single reduction update asks for an accumulator in a register and
+``#pragma omp simd reduction(op: acc)``: reordering the terms of a reduction
+is allowed by the TC semantics (reductions are associative and commutative).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import islpy as isl
 
 PARALLEL = "omp_parallel"
 SIMD = "omp_simd"
+SIMD_REDUCTION = "omp_simd_reduction"
 
 _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark

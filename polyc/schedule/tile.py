@@ -1,20 +1,28 @@
-"""Band optimisation: loop order for locality, tiling, and simd marks.
+"""Band optimisation: loop order for locality, reduction distribution,
+tiling, and simd marks.
 
-Takes an ``isl.Schedule`` (from the scheduler) and the ``ir.Program`` and
-returns a new ``isl.Schedule``.  For each band, bottom-up:
+Takes an ``isl.Schedule`` (from the scheduler), the ``ir.Program`` and its
+``Dependences`` and returns a new ``isl.Schedule``.  For each band, bottom-up:
 
-1. **reorder** (checked by construction): in a permutable band any order of
-   the members is legal (every dependence is non-negative in every member), so
-   the coincident member that makes the most accesses stride-1 is moved
-   innermost;
-2. **tile** (``isl_schedule_node_band_tile``): permutable bands of two or more
+1. **reorder** (legal by construction): in a permutable band any order of the
+   members is legal (every dependence is non-negative in every member), so the
+   coincident member that makes the most accesses of the band's hot
+   statements stride-1 is moved innermost;
+2. otherwise, when the members that scan the reduction iterators give the
+   stride-1 accesses (``C(m,n) += A(m,k) * B(n,k)``), **distribute the
+   reduction**: the common members stay in the band, and below it a sequence
+   runs the initialisation, the reduction loop (its own band, marked
+   ``omp_simd_reduction`` when innermost) and the epilogue;
+3. **tile** (``isl_schedule_node_band_tile``): permutable bands of two or more
    members are tiled; tile sizes come from ``Config.tile_sizes`` or from the
    cache sizes read from sysfs (:func:`default_tile_size`);
-3. **simd**: when the innermost member of a band with no band below is
+4. **simd**: when the innermost member of a band with no band below is
    coincident and stride-1 for some access, it is split off and marked
    ``omp_simd`` (see :mod:`polyc.schedule.marks`).
 
-The result still goes through :func:`polyc.schedule.legality.check`.
+Every result is checked with :func:`polyc.schedule.legality.check`; if the
+reduction distribution ever produced an illegal order, the band optimisation
+is redone without it.
 """
 
 from __future__ import annotations
@@ -25,11 +33,15 @@ from pathlib import Path
 
 import islpy as isl
 
-from .. import expr as E
 from ..config import Config
-from ..ir import Program, Statement
-from ..isl_util import CTX, NonAffineError, aff_from_expr
-from .marks import coincident_members, has_band_below, mark_simd_innermost
+from ..dependence import Dependences
+from ..errors import IllegalScheduleError
+from ..ir import Program
+from ..isl_util import CTX
+from . import legality
+from .locality import band_statements, hot_statements, member_scores, reduction_members
+from .marks import (SIMD_REDUCTION, coincident_members, has_band_below,
+                    mark_simd_innermost)
 
 _BAND = isl.schedule_node_type.band
 
@@ -62,96 +74,16 @@ def default_tile_size(n_tensors: int, elem_bytes: int) -> int:
     return max(16, min(256, t // 16 * 16))
 
 
-def _member_iterator(stmt: Statement, upa: isl.UnionPwAff) -> str | None:
-    """The iterator of ``stmt`` that band member ``upa`` scans with unit
-    coefficient (``None`` when the member is not a single iterator)."""
-    fn_space = isl.Space.from_domain(stmt.domain.get_space()).add_dims(isl.dim_type.out, 1)
-    pa = upa.extract_pw_aff(fn_space)
-    pieces = pa.get_pieces()
-    if len(pieces) != 1:
-        return None
-    aff = pieces[0][1]
-    found = None
-    for i, name in enumerate(stmt.iterators):
-        c = aff.get_coefficient_val(isl.dim_type.in_, i).to_python()
-        if c == 0:
-            continue
-        if c != 1 or found is not None:
-            return None
-        found = name
-    return found
-
-
-def _coefficient(idx: E.Expr, stmt: Statement, var: str) -> int | None:
-    try:
-        pa = aff_from_expr(idx, stmt.domain.get_space())
-    except NonAffineError:
-        return None
-    pieces = pa.get_pieces()
-    if len(pieces) != 1:
-        return None
-    pos = stmt.iterators.index(var)
-    return int(pieces[0][1].get_coefficient_val(isl.dim_type.in_, pos).to_python())
-
-
-def stride_score(stmt: Statement, var: str) -> int:
-    """+1 for every access of ``stmt`` whose last index moves by one element
-    when ``var`` does (and no other index depends on it), -1 for every access
-    that ``var`` strides through a non-last dimension, 0 when ``var`` does not
-    move the access."""
-    score = 0
-    for acc in [stmt.lhs] + E.accesses(stmt.rhs):
-        if not acc.indices:
-            continue
-        coeffs = [_coefficient(i, stmt, var) for i in acc.indices]
-        if any(c is None for c in coeffs):
-            continue
-        if any(coeffs[:-1]):
-            score -= 1
-        elif coeffs[-1] in (1, -1):
-            score += 1
-    return score
-
-
-def _band_statements(band: isl.ScheduleNode, program: Program) -> list[Statement]:
-    names = set()
-    band.get_domain().foreach_set(lambda s: names.add(s.get_tuple_name()))
-    return [s for s in program.statements if s.name in names]
-
-
-def _member_scores(band: isl.ScheduleNode, program: Program) -> list[int | None]:
-    mupa = band.band_get_partial_schedule()
-    stmts = _band_statements(band, program)
-    scores: list[int | None] = []
-    for j in range(band.band_n_member()):
-        upa = mupa.get_union_pw_aff(j)
-        total = 0
-        for s in stmts:
-            if not s.iterators:
-                continue
-            var = _member_iterator(s, upa)
-            if var is None:
-                if s.kind == "init":
-                    continue  # an init statement sits at a constant in reduction members
-                total = None
-                break
-            total += stride_score(s, var)
-        scores.append(total)
-    return scores
-
-
 def _reorder(band: isl.ScheduleNode, order: list[int]) -> isl.ScheduleNode:
     """Rebuild ``band`` with its members permuted to ``order`` (keeps the
     permutable flag and each member's coincidence)."""
     mupa = band.band_get_partial_schedule()
     coinc = coincident_members(band)
     perm = band.band_get_permutable()
-    upas = [mupa.get_union_pw_aff(j) for j in order]
     new = mupa
-    for k, upa in enumerate(upas):
-        new = new.set_union_pw_aff(k, upa)
-    node = band.delete().insert_partial_schedule(new)
-    node = node.band_set_permutable(perm)
+    for k, j in enumerate(order):
+        new = new.set_union_pw_aff(k, mupa.get_union_pw_aff(j))
+    node = band.delete().insert_partial_schedule(new).band_set_permutable(perm)
     for k, j in enumerate(order):
         node = node.band_member_set_coincident(k, coinc[j])
     return node
@@ -162,9 +94,9 @@ def _tile_sizes(band: isl.ScheduleNode, program: Program, config: Config) -> isl
     if config.tile_sizes:
         sizes = list(config.tile_sizes) + [config.tile_sizes[-1]] * n
     else:
-        stmts = _band_statements(band, program)
+        stmts = band_statements(band, program)
         tensors = {s.tensor for s in stmts} | {t for s in stmts for t in s.read_tensors()}
-        elem = max((program.tensor(t).dtype.endswith("64") and 8 or 4) for t in tensors)
+        elem = max(8 if program.tensor(t).dtype.endswith("64") else 4 for t in tensors)
         sizes = [default_tile_size(len(tensors), elem)] * n
     mv = isl.MultiVal.zero(band.band_get_space())
     for i in range(n):
@@ -172,36 +104,142 @@ def _tile_sizes(band: isl.ScheduleNode, program: Program, config: Config) -> isl
     return mv
 
 
-def _optimize_band(node: isl.ScheduleNode, program: Program, config: Config) -> isl.ScheduleNode:
-    if node.get_type() != _BAND:
-        return node
+def _union_domain(stmts) -> isl.UnionSet:
+    u = isl.UnionSet.empty(stmts[0].domain.get_space().params())
+    for s in stmts:
+        u = u.union(isl.UnionSet.from_set(isl.Set.universe(s.domain.get_space())))
+    return u
+
+
+def _distribute_reduction(band: isl.ScheduleNode, program: Program,
+                          red: list[int]) -> isl.ScheduleNode | None:
+    """Step 2 of the module docstring; ``None`` when the band has another
+    shape.  Returns the node at the position of ``band``."""
+    n = band.band_n_member()
+    common = [j for j in range(n) if j not in red]
+    order = common + red
+    if order != list(range(n)):
+        if not band.band_get_permutable():
+            return None
+        band = _reorder(band, order)
+    stmts = band_statements(band, program)
+    hot = hot_statements(stmts)
+    umap = isl.UnionMap.from_multi_union_pw_aff(band.band_get_partial_schedule())
+
+    def red_values(group) -> isl.Set:
+        """The values the reduction members take for ``group``."""
+        m = umap.intersect_domain(_union_domain(group)).range()
+        s = isl.Set.from_union_set(m)
+        return s.project_out(isl.dim_type.set, 0, len(common))
+    hot_vals = red_values(hot)
+    before, after = [], []
+    for s in stmts:
+        if s in hot:
+            continue
+        vals = red_values([s])
+        if vals.lex_gt_set(hot_vals).is_empty():
+            before.append(s)
+        elif vals.lex_lt_set(hot_vals).is_empty():
+            after.append(s)
+        else:
+            return None
+    if common:
+        outer = band.band_split(len(common))
+        inner = outer.child(0)
+    else:
+        outer, inner = None, band
+    red_sched = inner.band_get_partial_schedule()
+    node = inner.delete()
+    groups = [g for g in (before, hot, after) if g]
+    filters = isl.UnionSetList.alloc(CTX, len(groups))
+    for g in groups:
+        filters = filters.add(_union_domain(g))
+    node = node.insert_sequence(filters)
+    h = groups.index(hot)
+    node = node.child(h).child(0).insert_partial_schedule(
+        red_sched.intersect_domain(_union_domain(hot)))
+    node = node.band_set_permutable(True)
+    node = node.parent().parent()        # the sequence
+    return node.parent() if outer is not None else node
+
+
+def _is_pure_reduction_band(node: isl.ScheduleNode, program: Program) -> bool:
+    stmts = band_statements(node, program)
+    red = reduction_members(node, program)
+    return (len(stmts) >= 1 and red is not None and len(red) == node.band_n_member()
+            and all(s.kind == "update" and s.op in ("+", "*", "max", "min") for s in stmts)
+            and len({s.tensor for s in stmts}) == 1 and len(stmts) == 1)
+
+
+def _mark_reduction_loop(node: isl.ScheduleNode) -> isl.ScheduleNode:
     n = node.band_n_member()
-    innermost = not has_band_below(node)
-    coinc = coincident_members(node)
-    scores = _member_scores(node, program)
-    best = None
-    if node.band_get_permutable() or n == 1:
-        cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
-        if cands:
-            best = max(cands, key=lambda j: (scores[j], j))
-            if best != n - 1 and node.band_get_permutable():
-                order = [j for j in range(n) if j != best] + [best]
-                node = _reorder(node, order)
-                best = n - 1
-    if config.tiling and n >= 2 and node.band_get_permutable():
-        node = node.band_tile(_tile_sizes(node, program, config)).child(0)
-        if config.simd and innermost and best == n - 1:
-            node = mark_simd_innermost(node)
-        return node.parent()
-    if config.simd and innermost and best == n - 1:
-        node = mark_simd_innermost(node)
-    return node
+    if n > 1:
+        return node.band_split(n - 1).child(0).insert_mark(isl.Id(SIMD_REDUCTION)).parent()
+    return node.insert_mark(isl.Id(SIMD_REDUCTION))
 
 
-def optimize_bands(schedule: isl.Schedule, program: Program, config: Config) -> isl.Schedule:
-    """Apply reordering, tiling and simd marking to every band (bottom-up)."""
-    def walk(node: isl.ScheduleNode) -> isl.ScheduleNode:
+class _BandOptimizer:
+    def __init__(self, program: Program, config: Config, distribute: bool):
+        self.program, self.config, self.distribute = program, config, distribute
+
+    def walk(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         for i in range(node.n_children()):
-            node = walk(node.child(i)).parent()
-        return _optimize_band(node, program, config)
-    return walk(schedule.get_root()).get_schedule()
+            node = self.walk(node.child(i)).parent()
+        return self.band(node)
+
+    def band(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() != _BAND:
+            return node
+        program, config = self.program, self.config
+        n = node.band_n_member()
+        innermost = not has_band_below(node)
+        coinc = coincident_members(node)
+        scores = member_scores(node, program)
+        if innermost and config.simd and _is_pure_reduction_band(node, program):
+            return _mark_reduction_loop(node)
+        best = None
+        cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
+        if cands and (node.band_get_permutable() or n == 1):
+            best = max(cands, key=lambda j: (scores[j], j))
+            if best != n - 1:
+                node = _reorder(node, [j for j in range(n) if j != best] + [best])
+                best = n - 1
+        elif self.distribute and innermost:
+            red = reduction_members(node, program)
+            if red and any((scores[j] or 0) > 0 for j in red):
+                dist = _distribute_reduction(node, program, red)
+                if dist is not None:
+                    # optimise the new bands below, then this one again
+                    node = dist
+                    for i in range(node.n_children()):
+                        node = self.walk(node.child(i)).parent()
+                    if node.get_type() == _BAND:
+                        return self._tile(node, simd_last=False)
+                    return node
+        return self._tile(node, simd_last=(best == n - 1 and innermost))
+
+    def _tile(self, node: isl.ScheduleNode, simd_last: bool) -> isl.ScheduleNode:
+        n = node.band_n_member()
+        if self.config.tiling and n >= 2 and node.band_get_permutable():
+            node = node.band_tile(_tile_sizes(node, self.program, self.config)).child(0)
+            if self.config.simd and simd_last:
+                node = mark_simd_innermost(node)
+            return node.parent()
+        if self.config.simd and simd_last:
+            node = mark_simd_innermost(node)
+        return node
+
+
+def optimize_bands(schedule: isl.Schedule, program: Program, config: Config,
+                   deps: Dependences | None = None) -> isl.Schedule:
+    """Apply reordering, reduction distribution, tiling and simd marking to
+    every band (bottom-up).  With ``deps``, a result that violates a
+    dependence is replaced by the result without reduction distribution."""
+    result = _BandOptimizer(program, config, True).walk(schedule.get_root()).get_schedule()
+    if deps is not None:
+        try:
+            legality.check(result, deps, program)
+        except IllegalScheduleError:
+            result = _BandOptimizer(program, config, False).walk(
+                schedule.get_root()).get_schedule()
+    return result

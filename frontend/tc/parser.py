@@ -1,0 +1,312 @@
+"""TC text -> :class:`~.syntax.Module`.
+
+Owns the lark LALR parser built from ``grammar.lark``, the translation of the
+lark parse tree into the frozen syntax tree of :mod:`.syntax`, and the
+translation of lark's exceptions into :class:`~polyc.errors.ParseError` with
+a readable message (``expected ')' but found 'where'``), line, column and a
+caret excerpt.  No lark exception escapes :func:`parse`.  Also reads the
+``# sizes: M=128 K=1024`` header (:func:`sizes_header`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import lark
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import (
+    UnexpectedCharacters,
+    UnexpectedInput,
+    UnexpectedToken,
+    VisitError,
+)
+
+from ...errors import ParseError, SemanticError
+from ..source import Span, excerpt, point
+from . import syntax as S
+
+_GRAMMAR = Path(__file__).with_name("grammar.lark")
+
+
+class _AcceptNames:
+    """A no-op post-lexer whose only job is ``always_accept``: every state of
+    the contextual lexer also tries NAME, so a keyword (``def``, ``float``,
+    ``in``) is recognised only as a whole word and ``floaty`` is reported as
+    an unexpected name instead of ``float`` followed by ``y``."""
+    always_accept = ("NAME",)
+
+    def process(self, stream):
+        return stream
+
+
+@functools.lru_cache(maxsize=1)
+def _lark() -> Lark:
+    return Lark(_GRAMMAR.read_text(), parser="lalr", lexer="contextual",
+                propagate_positions=True, maybe_placeholders=True,
+                postlex=_AcceptNames())
+
+
+def parse(text: str, filename: str = "<tc>") -> S.Module:
+    """Parse TC source ``text`` into a :class:`~.syntax.Module`.
+
+    Raises :class:`~polyc.errors.ParseError` for a syntax error and
+    :class:`~polyc.errors.SemanticError` for two definitions with one name.
+    """
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as err:
+        raise _translate(err, text, filename) from None
+    except lark.exceptions.LarkError as err:  # pragma: no cover - defensive
+        raise ParseError(f"cannot parse: {err}", filename=filename) from None
+    try:
+        defs = _ToSyntax(filename, text).transform(tree)
+    except VisitError as err:
+        if isinstance(err.orig_exc, ParseError):
+            raise err.orig_exc from None
+        raise  # pragma: no cover - internal error
+    seen: dict[str, S.Def] = {}
+    for d in defs:
+        if d.name in seen:
+            first = seen[d.name].name_span
+            raise _error(SemanticError, text, d.name_span,
+                         f"duplicate definition of '{d.name}' (first defined at line "
+                         f"{first.line}, column {first.column}); rename one of them")
+        seen[d.name] = d
+    return S.Module(tuple(defs), filename, text)
+
+
+def sizes_header(text: str) -> dict[str, int]:
+    """Default sizes from lines ``# sizes: M=128 K=1024`` (entries separated
+    by spaces or commas; several such lines merge, later ones win).  Returns
+    ``{}`` when there is none; a malformed entry is a ParseError."""
+    sizes: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        m = re.match(r"\s*#\s*sizes\s*:(.*)$", line)
+        if not m:
+            continue
+        body_col = m.start(1) + 1
+        for item in re.finditer(r"[^\s,]+", m.group(1)):
+            km = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(\d+)", item.group(0))
+            if not km:
+                span = Span(lineno, body_col + item.start(), lineno,
+                            body_col + item.end())
+                raise _error(ParseError, text, span,
+                             f"malformed size '{item.group(0)}' in the sizes header; "
+                             "write NAME=INTEGER, e.g. '# sizes: M=128 K=64'")
+            sizes[km.group(1)] = int(km.group(2))
+    return sizes
+
+
+# ------------------------------------------------------------------ errors
+def _error(cls, text: str, span: Span, message: str) -> ParseError:
+    return cls(message, line=span.line, column=span.column,
+               excerpt=excerpt(text, span), filename=span.filename)
+
+
+_WORDS = {
+    "NAME": "a name", "NUMBER": "a number", "$END": "the end of the input",
+    "ASSIGN_OP": "an assignment operator (=, +=, +=!, max=!, ...)",
+}
+_EXPR_START = {"NAME", "NUMBER", "LPAR", "MINUS", "BANG"}
+_OPERATORS = {"OR", "AND", "CMP_OP", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "QMARK"}
+_TYPES = {"FLOAT", "DOUBLE", "HALF", "FLOAT16", "FLOAT32", "FLOAT64", "INT8", "INT16",
+          "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BYTE", "BOOL"}
+
+
+def _describe_terminal(name: str) -> str:
+    if name in _WORDS:
+        return _WORDS[name]
+    try:
+        pattern = _lark().get_terminal(name).pattern
+    except KeyError:  # pragma: no cover - defensive
+        return name
+    if pattern.type == "str":
+        return f"'{pattern.value}'"
+    return name.lower()
+
+
+def describe_expected(expected: set[str]) -> str:
+    """A readable list of what the parser would have accepted."""
+    names = set(expected)
+    words: list[str] = []
+    if {"NAME", "NUMBER", "LPAR"} <= names:
+        names -= _EXPR_START | _TYPES
+        words.append("an expression")
+    if len(names & _OPERATORS) >= 3:
+        names -= _OPERATORS
+        words.append("an operator")
+    if len(names & _TYPES) >= 3:
+        names -= _TYPES
+        words.append("a type (float, double, int32, int64, ...)")
+    words += sorted(_describe_terminal(n) for n in names)
+    if not words:
+        return "something else"
+    if len(words) == 1:
+        return words[0]
+    if len(words) == 2:
+        return f"{words[0]} or {words[1]}"
+    return "one of " + ", ".join(words)
+
+
+def _end_position(text: str, filename: str) -> Span:
+    """Just after the last character that is not whitespace or a comment."""
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        code = lines[i].split("#", 1)[0].rstrip()
+        if code:
+            return point(i + 1, len(code) + 1, filename)
+    return point(1, 1, filename)
+
+
+def _translate(err: UnexpectedInput, text: str, filename: str) -> ParseError:
+    if isinstance(err, UnexpectedToken):
+        tok = err.token
+        expected = describe_expected(_acceptable(err))
+        if tok.type == "$END":
+            span = _end_position(text, filename)
+            return _error(ParseError, text, span,
+                          f"expected {expected} but found the end of the input")
+        span = _token_span(tok, filename)
+        return _error(ParseError, text, span, f"expected {expected} but found '{tok}'")
+    if isinstance(err, UnexpectedCharacters):
+        span = point(err.line, err.column, filename)
+        char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else ""
+        return _error(ParseError, text, span, f"unexpected character '{char}'")
+    span = _end_position(text, filename)  # UnexpectedEOF (not raised by LALR)
+    return _error(ParseError, text, span, "unexpected end of the input")
+
+
+def _acceptable(err: UnexpectedToken) -> set[str]:
+    """The terminals the parser state accepts.  ``err.expected`` is the
+    lexer's view when the contextual lexer failed, which includes the
+    always-accepted NAME; the parse table is the truth."""
+    state = getattr(err, "state", None)
+    try:
+        names = set(state.parse_conf.states[state.position])
+    except AttributeError:  # pragma: no cover - older lark
+        return set(err.expected)
+    terminals = {t.name for t in _lark().terminals} | {"$END"}
+    return names & terminals  # the table also holds goto entries of rules
+
+
+def _token_span(tok: Token, filename: str) -> Span:
+    return Span(tok.line, tok.column, tok.end_line, tok.end_column, filename)
+
+
+# ------------------------------------------------------------ tree -> syntax
+@v_args(meta=True)
+class _ToSyntax(Transformer):
+    """lark tree -> :mod:`.syntax` nodes (bottom-up)."""
+
+    def __init__(self, filename: str, text: str):
+        super().__init__()
+        self.filename, self.text = filename, text
+
+    def _span(self, meta) -> Span:
+        return Span(meta.line, meta.column, meta.end_line, meta.end_column, self.filename)
+
+    def _tok(self, tok: Token) -> Span:
+        return _token_span(tok, self.filename)
+
+    def _int(self, tok: Token, what: str) -> int:
+        if not tok.isdigit():
+            raise _error(ParseError, self.text, self._tok(tok),
+                         f"{what} must be a non-negative integer, got '{tok}'")
+        return int(tok)
+
+    # signature
+    def start(self, meta, defs):
+        return list(defs)
+
+    def definition(self, meta, ch):
+        name, *rest = ch
+        stmts = [c for c in rest if isinstance(c, S.Statement)]
+        outputs = next(c for c in rest if isinstance(c, tuple))
+        params = [c for c in rest if isinstance(c, S.Param)]
+        return S.Def(str(name), tuple(params), outputs, tuple(stmts), self._span(meta),
+                     self._tok(name), self.text)
+
+    def param(self, meta, ch):
+        typ, name = ch
+        return S.Param(typ, str(name), self._span(meta), self._tok(name))
+
+    def returns(self, meta, ch):
+        return tuple(c for c in ch if c is not None)
+
+    def output(self, meta, ch):
+        typ, name = (None, ch[0]) if len(ch) == 1 else ch
+        return S.Output(str(name), typ, self._span(meta), self._tok(name))
+
+    def type(self, meta, ch):
+        scalar, dims = ch
+        return S.TensorType(scalar, tuple(dims or ()), self._span(meta))
+
+    def dims(self, meta, ch):
+        return [c for c in ch if c is not None]
+
+    def size_name(self, meta, ch):
+        return S.SizeName(str(ch[0]), self._tok(ch[0]))
+
+    def size_const(self, meta, ch):
+        return S.SizeConst(self._int(ch[0], "a size"), self._tok(ch[0]))
+
+    def scalar_type(self, meta, ch):
+        return str(ch[0])
+
+    # statements
+    def statement(self, meta, ch):
+        name, lhs, op, rhs, where = ch
+        name_span = self._tok(name)
+        lhs_span = name_span if lhs is None else name_span.cover(lhs[1])
+        indices = () if lhs is None else lhs[0]
+        return S.Statement(str(name), indices, str(op), rhs, tuple(where or ()),
+                           self._span(meta), lhs_span, self._tok(op))
+
+    def lhs(self, meta, ch):
+        return tuple(c for c in ch if c is not None), self._span(meta)
+
+    def where(self, meta, ch):
+        return list(ch)
+
+    def range_constraint(self, meta, ch):
+        var, lo, hi = ch
+        return S.RangeConstraint(str(var), lo, hi, self._span(meta), self._tok(var))
+
+    def exists(self, meta, ch):
+        return S.Exists(ch[0], self._span(meta))
+
+    # expressions
+    def number(self, meta, ch):
+        text = str(ch[0])
+        value = int(text) if text.isdigit() else float(text)
+        return S.Number(text, value, self._span(meta))
+
+    def name(self, meta, ch):
+        return S.Name(str(ch[0]), self._span(meta))
+
+    def apply(self, meta, ch):
+        name, *args = ch
+        return S.Apply(str(name), tuple(a for a in args if a is not None),
+                       self._span(meta), self._tok(name))
+
+    def dim_of(self, meta, ch):
+        name, dim = ch
+        return S.DimOf(str(name), self._int(dim, "a dimension number"), self._span(meta))
+
+    def cast(self, meta, ch):
+        typ, operand = ch
+        return S.Cast(typ, operand, self._span(meta))
+
+    def unary(self, meta, ch):
+        op, operand = ch
+        return S.Unary(str(op), operand, self._span(meta))
+
+    def binary(self, meta, ch):
+        lhs, op, rhs = ch
+        return S.Binary(str(op), lhs, rhs, self._span(meta))
+
+    def ternary(self, meta, ch):
+        cond, then, otherwise = ch
+        return S.Ternary(cond, then, otherwise, self._span(meta))

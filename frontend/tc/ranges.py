@@ -1,0 +1,265 @@
+"""Range inference for TC statements, done with isl.
+
+Owns TC's rule for the ranges of index variables (TC-LANGUAGE.md, "Range
+inference"): rectangular, as large as possible without reading out of bounds,
+computed in rounds.  Variables fixed by ``where`` start resolved.  In each
+round every tensor access argument with exactly one unresolved variable ``v``
+gives the set of good values of ``v``::
+
+    { v : for all resolved others o in [lo_o, hi_o): 0 <= arg(v, o) < extent }
+      = complement of  proj_v( box(others) \\ { 0 <= arg < extent } )
+
+whose bounds are isl's ``dim_min``/``dim_max`` (piecewise affine in the size
+parameters); intervals found for one variable in one round are intersected.
+Gather positions (an argument that reads a tensor) constrain nothing; the
+inner read is an ordinary access.
+
+Takes :mod:`polyc.expr` index expressions and extents (``isl.PwAff`` on
+:func:`polyc.isl_util.param_space`); returns :class:`Range` objects on the same
+space.  Also owns the isl helpers the TC lowering shares: the non-negative
+parameter context, iteration-domain boxes, tensor boxes and the parameter
+values for which an access stays in bounds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ... import expr as E
+from ...isl_util import aff_from_expr, const_pw_aff, param_space, set_space
+
+
+@dataclass(frozen=True)
+class Range:
+    """``lo <= v < hi``; both ``isl.PwAff`` on ``param_space(params)``,
+    defined on (at least) the non-negative parameter context."""
+    lo: isl.PwAff
+    hi: isl.PwAff
+
+
+@dataclass(frozen=True)
+class Use:
+    """One tensor access argument that takes part in range inference:
+    ``0 <= index < extent`` must hold (``extent`` on the parameter space)."""
+    index: E.Expr
+    extent: isl.PwAff
+    tensor: str
+    dim: int
+
+    def text(self) -> str:
+        return f"{self.tensor}(...{E.to_text(self.index)}...) (dimension {self.dim})"
+
+
+@dataclass(frozen=True)
+class Inference:
+    """The result: ``ranges[v]`` for every variable, and the variables
+    resolved in each round (round 0: the ``where`` clauses)."""
+    ranges: dict
+    rounds: tuple
+
+
+class RangeInferenceError(Exception):
+    """``var`` never became resolvable; ``uses`` are the arguments that
+    mention it (all of them with another unresolved variable)."""
+
+    def __init__(self, var: str, uses: Sequence[Use]):
+        super().__init__(var)
+        self.var, self.uses = var, tuple(uses)
+
+
+# ------------------------------------------------------------ isl helpers
+def nonneg_context(params: Sequence[str]) -> isl.Set:
+    """``[params] -> { [] : every param >= 0 }`` built with the isl API."""
+    space = param_space(params)
+    ctx = isl.Set.universe(space)
+    for p in params:
+        ctx = ctx.add_constraint(isl.Constraint.ineq_from_names(space, {p: 1}))
+    return ctx
+
+
+def size_pw_aff(e: E.Expr, params: Sequence[str]) -> isl.PwAff:
+    """An integer size expression (no index variables) as a ``PwAff`` on the
+    parameter space.  Raises :class:`~polyc.isl_util.NonAffineError`."""
+    return aff_from_expr(e, param_space(params))
+
+
+def on_param_space(pa: isl.PwAff, params: Sequence[str]) -> isl.PwAff:
+    """Move ``pa`` (parameter domain or 0-d set domain) onto
+    ``param_space(params)``, the space of shapes and ranges."""
+    if not pa.get_domain_space().is_params():
+        pa = pa.project_domain_on_params()
+    return pa.insert_domain(param_space(params))
+
+
+def lift(pa: isl.PwAff, space: isl.Space) -> isl.PwAff:
+    """``pa`` (a function of the parameters) as a function on ``space``."""
+    if not pa.get_domain_space().is_params():
+        pa = pa.project_domain_on_params()
+    return pa.insert_domain(space)
+
+
+def _var(space: isl.Space, pos: int) -> isl.PwAff:
+    ls = isl.LocalSpace.from_space(space)
+    return isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
+
+
+def box(space: isl.Space, ranges: Mapping[str, Range]) -> isl.Set:
+    """The set of ``space`` whose dimensions named in ``ranges`` lie in their
+    ranges (the other dimensions are unconstrained)."""
+    s = isl.Set.universe(space)
+    for pos, name in enumerate(space.get_var_names(isl.dim_type.set)):
+        if name in ranges:
+            v, r = _var(space, pos), ranges[name]
+            s = s.intersect(v.ge_set(lift(r.lo, space))).intersect(v.lt_set(lift(r.hi, space)))
+    return s.coalesce()
+
+
+def domain_box(name: str, iterators: Sequence[str], ranges: Mapping[str, Range],
+               params: Sequence[str]) -> isl.Set:
+    """The iteration domain ``{ name[iterators] : lo_v <= v < hi_v }``."""
+    return box(set_space(params, iterators, name), ranges)
+
+
+def tensor_box(name: str, shape: Sequence[isl.PwAff], params: Sequence[str]) -> isl.Set:
+    """``{ name[x] : 0 <= x_d < shape_d }``."""
+    dims = [f"x{d}" for d in range(len(shape))]
+    zero = const_pw_aff(param_space(params), 0)
+    return box(set_space(params, dims, name),
+               {x: Range(zero, ext) for x, ext in zip(dims, shape)})
+
+
+def out_of_bounds_params(rel: isl.Map, shape: Sequence[isl.PwAff],
+                         params: Sequence[str]) -> isl.Set:
+    """The parameter values (as a 0-d set) for which access relation ``rel``
+    touches an element outside ``shape``."""
+    target = rel.get_tuple_name(isl.dim_type.out)
+    bad = rel.range().subtract(tensor_box(target, shape, params)).params()
+    return isl.Set.from_params(bad).align_params(param_space(params))
+
+
+def holds_on(cond: isl.Set, context: isl.Set) -> bool:
+    """Whether the parameter set ``cond`` contains all of ``context``."""
+    return context.is_subset(cond)
+
+
+def pw_min(a: isl.PwAff, b: isl.PwAff, context: isl.Set) -> isl.PwAff:
+    """``min(a, b)``, returning one operand when it is provably the smaller."""
+    if holds_on(a.le_set(b), context):
+        return a
+    if holds_on(b.le_set(a), context):
+        return b
+    return a.min(b).coalesce()
+
+
+def pw_max(a: isl.PwAff, b: isl.PwAff, context: isl.Set) -> isl.PwAff:
+    if holds_on(a.ge_set(b), context):
+        return a
+    if holds_on(b.ge_set(a), context):
+        return b
+    return a.max(b).coalesce()
+
+
+def nonneg(pa: isl.PwAff, context: isl.Set, params: Sequence[str]) -> isl.PwAff:
+    """``max(pa, 0)``, or ``pa`` itself when it is provably >= 0."""
+    return pw_max(pa, const_pw_aff(param_space(params), 0), context)
+
+
+def is_zero(pa: isl.PwAff, context: isl.Set, params: Sequence[str]) -> bool:
+    """Whether ``pa`` is defined and equal to 0 on all of ``context``."""
+    zero = const_pw_aff(param_space(params), 0)
+    return holds_on(pa.eq_set(zero), context)
+
+
+# -------------------------------------------------------------- inference
+def uses_of(access: E.Access, shape: Sequence[isl.PwAff]) -> list[Use]:
+    """The arguments of ``access`` that take part in range inference: every
+    index except gather positions (those that read a tensor)."""
+    return [Use(idx, shape[d], access.tensor, d)
+            for d, idx in enumerate(access.indices)
+            if not any(isinstance(n, E.Access) for n in idx.walk())]
+
+
+def _total(pa: isl.PwAff, context: isl.Set, params: Sequence[str]) -> isl.PwAff:
+    """Extend a bound defined where its interval is non-empty to the whole
+    context: a single affine piece is extended as is (TC's symbolic bound,
+    e.g. ``I - K + 1``); otherwise the rest of the context gets 0 (an empty
+    range ``[0, 0)``)."""
+    pa = on_param_space(pa, params)
+    if pa.n_piece() == 1:
+        (_, aff), = pa.get_pieces()
+        return isl.PwAff.from_aff(aff)
+    rest = context.subtract(pa.domain())
+    if rest.is_empty():
+        return pa.coalesce()
+    return pa.union_add(const_pw_aff(param_space(params), 0).intersect_domain(rest)).coalesce()
+
+
+def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range],
+              context: isl.Set, params: Sequence[str]) -> Range | None:
+    """The maximal interval of ``var`` for one argument, or ``None`` when the
+    argument does not bound it (e.g. ``i % 4``)."""
+    arg = aff_from_expr(use.index, space)
+    others = {o: resolved[o] for o in E.index_names(use.index) if o != var}
+    within = box(space, others).intersect_params(context.params())
+    zero = const_pw_aff(space, 0)
+    inside = arg.ge_set(zero).intersect(arg.lt_set(lift(use.extent, space)))
+    bad = within.subtract(inside)
+    pos = space.find_dim_by_name(isl.dim_type.set, var)
+    n = space.dim(isl.dim_type.set)
+    bad_v = bad.project_out(isl.dim_type.set, pos + 1, n - pos - 1) \
+               .project_out(isl.dim_type.set, 0, pos)
+    good = isl.Set.universe(bad_v.get_space()).intersect_params(within.params()) \
+                  .subtract(bad_v).coalesce()
+    if not good.is_bounded():
+        return None
+    if good.is_empty():
+        empty = const_pw_aff(param_space(params), 0)
+        return Range(empty, empty)
+    lo = _total(good.dim_min(0), context, params)
+    hi = _total(good.dim_max(0).add(const_pw_aff(good.dim_max(0).get_domain_space(), 1)),
+                context, params)
+    return Range(lo, hi)
+
+
+def infer_ranges(variables: Sequence[str], params: Sequence[str], context: isl.Set,
+                 uses: Sequence[Use], fixed: Mapping[str, Range]) -> Inference:
+    """Infer a :class:`Range` for every name in ``variables``.
+
+    ``fixed`` are the ``where`` ranges (resolved from the start, never
+    narrowed); ``uses`` the access arguments taking part; ``context`` the
+    parameter context (a 0-d set).  Raises
+    :class:`~polyc.isl_util.NonAffineError` for an argument isl cannot
+    represent (that is not a gather position) and
+    :class:`RangeInferenceError` for the first variable that never becomes
+    resolvable.
+    """
+    space = set_space(params, variables)
+    for use in uses:  # report non-affine arguments first, in source order
+        aff_from_expr(use.index, space)
+    resolved: dict[str, Range] = dict(fixed)
+    rounds = [tuple(v for v in variables if v in fixed)]
+    while len(resolved) < len(variables):
+        found: dict[str, list[Range]] = {}
+        for use in uses:
+            names = E.index_names(use.index)
+            open_ = [v for v in names if v not in resolved]
+            if len(open_) != 1:
+                continue
+            r = _interval(space, open_[0], use, resolved, context, params)
+            if r is not None:
+                found.setdefault(open_[0], []).append(r)
+        if not found:
+            break
+        for v, rs in found.items():
+            lo, hi = rs[0].lo, rs[0].hi
+            for r in rs[1:]:
+                lo, hi = pw_max(lo, r.lo, context), pw_min(hi, r.hi, context)
+            resolved[v] = Range(lo, hi)
+        rounds.append(tuple(v for v in variables if v in found))
+    for v in variables:
+        if v not in resolved:
+            raise RangeInferenceError(v, [u for u in uses if v in E.index_names(u.index)])
+    return Inference({v: resolved[v] for v in variables}, tuple(rounds))
