@@ -128,7 +128,10 @@ def _distribute_reduction(band: isl.ScheduleNode, program: Program,
 
     def red_values(group) -> isl.Set:
         """The values the reduction members take for ``group``."""
-        m = umap.intersect_domain(_union_domain(group)).range()
+        dom = isl.UnionSet.empty(umap.get_space().params())
+        for st in group:
+            dom = dom.union(isl.UnionSet.from_set(st.domain))
+        m = umap.intersect_domain(dom).range()
         s = isl.Set.from_union_set(m)
         return s.project_out(isl.dim_type.set, 0, len(common))
     hot_vals = red_values(hot)
