@@ -91,6 +91,26 @@ class SpecializingKernel:
                                    f"size {name} from {type(a).__name__}") from None
         return self.specialize(**sizes)(*args, out=out)
 
+    def _only(self) -> Kernel:
+        if len(self._kernels) != 1:
+            raise BindingError(
+                f"{self.name} is compiled per value of {', '.join(sorted(self.needs))}; "
+                f"inspect kernel.specialize({', '.join(f'{n}=...' for n in sorted(self.needs))})")
+        return next(iter(self._kernels.values()))
+
+    @property
+    def source(self) -> str:
+        """The C source of the only specialisation compiled so far."""
+        return self._only().source
+
+    @property
+    def schedule(self) -> str:
+        return self._only().schedule
+
+    @property
+    def program(self):
+        return self._only().program
+
     def __repr__(self) -> str:
         return f"<polyc.SpecializingKernel {self.name} (specialised on {sorted(self.needs)})>"
 

@@ -161,7 +161,8 @@ def map_expr(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     return e if r is None else r
 
 
-_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 4, "<=": 4, ">": 4, ">=": 4,
+# TC's precedence: all comparisons share one level (left-associative)
+_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
          "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
 
 

@@ -74,9 +74,39 @@ class Binder:
         self.in_shapes = {
             t.name: [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
             for t in p.inputs}
+        self.gathers = self._direct_gathers(p)
         self.check = None
         if p.preconditions is not None and not p.preconditions.is_equal(ctx.params()):
             self.check = param_function(set_to_condition(p.preconditions, ctx), p.params)
+
+    @staticmethod
+    def _direct_gathers(p: Program) -> list[tuple[str, str, int]]:
+        """``(index tensor, gathered tensor, dim)`` for every read whose index
+        ``d`` is directly a read of an input index tensor (``LUT(I(b), d)``)."""
+        found = []
+        for s in p.statements:
+            for acc in E.accesses(s.rhs):
+                for d, idx in enumerate(acc.indices):
+                    if isinstance(idx, E.Access) and p.tensor(idx.tensor).role == "input":
+                        item = (idx.tensor, acc.tensor, d)
+                        if item not in found:
+                            found.append(item)
+        return found
+
+    def _check_gathers(self, arrays: dict, pvals: list[int], shapes: dict) -> None:
+        """Index tensors must hold valid indices: a bad one would make the
+        generated code read out of bounds, so it is refused here."""
+        for index, target, d in self.gathers:
+            arr = arrays[index]
+            if arr.size == 0:
+                continue
+            extent = shapes[target][d]
+            lo, hi = int(arr.min()), int(arr.max())
+            if lo < 0 or hi >= extent:
+                bad = lo if lo < 0 else hi
+                raise BindingError(f"argument {index}: holds index {bad}, but it indexes "
+                                   f"dimension {d} of {target}, whose valid indices are "
+                                   f"0..{extent - 1}")
 
     def bind(self, args: tuple, out) -> tuple[list[int], list[np.ndarray], list, list]:
         """Returns (parameter values, buffers in tensor order, results to
@@ -122,6 +152,10 @@ class Binder:
         shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in self.out_shapes]
         if any(x < 0 for s in shapes for x in s):
             raise ShapeError(f"sizes {values} give a negative output extent {shapes}")
+        if self.gathers:
+            all_shapes = {n: a.shape for n, a in arrays.items()}
+            all_shapes.update({t.name: sh for t, sh in zip(self.outputs, shapes)})
+            self._check_gathers(arrays, pvals, all_shapes)
         results, copies = self._outputs(shapes, out, arrays)
         buffers = [arrays[t.name] if t.role == "input" else None for t in p.tensors]
         k = 0
