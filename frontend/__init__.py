@@ -1,1 +1,2 @@
-"""polyc frontends: TC (``tc``), einsum (``einsum``), Python loops; each lowers to ``polyc.ir.Program``."""
+"""polyc frontends: TC (``tc``) and einsum (``einsum``); each lowers to
+``polyc.ir.Program``."""

@@ -19,8 +19,16 @@ if not _os.path.isdir(_os.path.join(_here, "frontend")):
 
 from .config import Config  # noqa: E402
 from .errors import (  # noqa: E402,F401
-    BindingError, CompileError, DTypeError, EinsumError, IllegalScheduleError,
-    ParseError, PolycError, SemanticError, ShapeError, UnsupportedError,
+    BindingError,
+    CompileError,
+    DTypeError,
+    EinsumError,
+    IllegalScheduleError,
+    ParseError,
+    PolycError,
+    SemanticError,
+    ShapeError,
+    UnsupportedError,
 )
 
 __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",

@@ -166,9 +166,14 @@ def _print_report(report: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(report, indent=None, sort_keys=True, default=float))
         return
-    sizes = " ".join(f"{k}={v}" for k, v in report["sizes"].items())
-    print(f"{report.get('file', '')} def {report['def']}  sizes: {sizes or '-'}  "
-          f"threads: {report['threads']}")
+    if "subscripts" in report:
+        shapes = ",".join("x".join(map(str, s)) or "()" for s in report["shapes"])
+        print(f"einsum {report['subscripts']!r}  shapes: {shapes}  "
+              f"threads: {report['threads']}")
+    else:
+        sizes = " ".join(f"{k}={v}" for k, v in report["sizes"].items())
+        print(f"{report['file']} def {report['def']}  sizes: {sizes or '-'}  "
+              f"threads: {report['threads']}")
     print(f"  compile: {report['compile_s']:.3f} s")
     if "check" in report:
         for name, c in report["check"]["outputs"].items():
@@ -231,11 +236,13 @@ def cmd_einsum(args) -> int:
                     "compile_s": compile_s}
     status = 0
     if args.check:
-        want = np.einsum(args.subscripts, *ops)
-        max_abs, max_rel = testing.max_errors(np.asarray(got), np.asarray(want))
-        red = max(1, int(np.prod([max(s) for s in shapes if s]) ** 0.5)) if shapes else 1
+        from .frontend.einsum import parse
+        want = np.asarray(np.einsum(args.subscripts, *ops))
+        max_abs, max_rel = testing.max_errors(np.asarray(got), want)
+        spec = parse(args.subscripts, shapes)
+        red = int(np.prod([spec.label_sizes[x] for x in spec.reduction_labels], dtype=np.int64))
         try:
-            testing.assert_close(np.asarray(got), np.asarray(want), dtype=str(np.asarray(want).dtype),
+            testing.assert_close(np.asarray(got), want, dtype=str(want.dtype),
                                  reduction_length=red, name="out")
             ok = True
         except AssertionError:

@@ -75,7 +75,8 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
     if isinstance(node, For):
         tags = [t for t, on in (("parallel", node.parallel), ("simd", node.simd),
                                 ("reduction", node.reduction)) if on]
-        head = f"{pad}for {node.iterator} = {E.to_text(node.init)}; {E.to_text(node.cond)}; += {node.step}"
+        head = (f"{pad}for {node.iterator} = {E.to_text(node.init)}; "
+                f"{E.to_text(node.cond)}; += {node.step}")
         head += f"  [{', '.join(tags)}]" if tags else ""
         return head + "\n" + format_loopnest(node.body, indent + 1)
     if isinstance(node, If):

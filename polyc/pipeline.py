@@ -76,6 +76,7 @@ def compile_program(program: Program, config: Config | None = None):
     C compiler fails, :class:`~polyc.errors.ToolMissingError` without one.
     """
     from polyc.backends.c import build, emit
+
     from .runtime import Kernel
     config = config or Config.from_env()
     low = lower(program, config)

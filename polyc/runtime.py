@@ -221,13 +221,15 @@ class Binder:
         return results, copies
 
     def _precondition_message(self, values: dict[str, int]) -> str:
-        from .bounds import out_of_bounds
         import islpy as isl
+
+        from .bounds import out_of_bounds
         sizes = ", ".join(f"{k}={v}" for k, v in values.items())
         for oob in out_of_bounds(self.program):
             pt = oob.params
             for i, name in enumerate(self.program.params):
-                pt = pt.fix_val(isl.dim_type.param, i, isl.Val.int_from_si(pt.get_ctx(), values[name]))
+                val = isl.Val.int_from_si(pt.get_ctx(), values[name])
+                pt = pt.fix_val(isl.dim_type.param, i, val)
             if not pt.is_empty():
                 what = oob.statement.text or oob.statement.name
                 return (f"sizes {sizes} make statement '{what}' read or write tensor "

@@ -20,8 +20,15 @@ from polyc import loopnest as L
 from polyc.ir import C_TYPES, Program, Statement
 from polyc.isl_util import pw_aff_to_expr
 
-from .cexpr import (CExprPrinter, check_identifier, combine, extent_name,
-                    iterator_name, param_name, tensor_name)
+from .cexpr import (
+    CExprPrinter,
+    check_identifier,
+    combine,
+    extent_name,
+    iterator_name,
+    param_name,
+    tensor_name,
+)
 
 ENTRY = "polyc_kernel"
 
@@ -143,7 +150,8 @@ class _Emitter:
         acc = "polyc_acc"
         loop_body = [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
                      for it, arg in inner]
-        loop_body.append(c.Statement(f"{acc} = {combine(s.op, acc, pr.value(s.rhs, dtype), dtype)}"))
+        update = combine(s.op, acc, pr.value(s.rhs, dtype), dtype)
+        loop_body.append(c.Statement(f"{acc} = {update}"))
         loop = self._for(n, c.Block(loop_body))
         pragma = ([c.Pragma(f"omp simd reduction({s.op}:{acc})")]
                   if s.op in ("+", "*") else [])

@@ -40,8 +40,7 @@ from ..ir import Program
 from ..isl_util import CTX
 from . import legality
 from .locality import band_statements, hot_statements, member_scores, reduction_members
-from .marks import (SIMD_REDUCTION, coincident_members, has_band_below,
-                    mark_simd_innermost)
+from .marks import SIMD_REDUCTION, coincident_members, has_band_below, mark_simd_innermost
 
 _BAND = isl.schedule_node_type.band
 
