@@ -1,0 +1,1 @@
+"""Benchmarks of polyc against its peers (see benchmarks/README.md)."""
