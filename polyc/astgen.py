@@ -19,7 +19,7 @@ from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
 from .loopnest import Block, For, If, Node, StmtInstance
-from .schedule.marks import PARALLEL, SIMD, SIMD_REDUCTION
+from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 
 _T = isl.ast_node_type
 
@@ -44,6 +44,41 @@ def _flag_outer_fors(node: Node, **flags) -> Node:
         return If(node.cond, _flag_outer_fors(node.then, **flags),
                   None if node.otherwise is None else _flag_outer_fors(node.otherwise, **flags))
     return node
+
+
+def _collapsible(node: Node, depth: int) -> int:
+    """How many of ``depth`` nested loops starting at the outermost For(s) of
+    ``node`` OpenMP can collapse: perfectly nested, and each inner loop's
+    bounds independent of the outer iterators (a rectangular space)."""
+    fors = [f for f in _outer_fors(node)]
+    best = depth
+    for f in fors:
+        k, outer, cur = 1, {f.iterator}, f
+        while k < depth:
+            inner = cur.body
+            if not isinstance(inner, For):
+                break
+            names = E.index_names(inner.init) | E.index_names(inner.cond.rhs
+                                                               if isinstance(inner.cond, E.Binary)
+                                                               else inner.cond)
+            if names & outer:
+                break
+            outer.add(inner.iterator)
+            cur, k = inner, k + 1
+        best = min(best, k)
+    return best
+
+
+def _outer_fors(node: Node):
+    if isinstance(node, For):
+        yield node
+    elif isinstance(node, Block):
+        for c in node.children:
+            yield from _outer_fors(c)
+    elif isinstance(node, If):
+        yield from _outer_fors(node.then)
+        if node.otherwise is not None:
+            yield from _outer_fors(node.otherwise)
 
 
 def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
@@ -73,8 +108,10 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
         if t == _T.mark:
             mark = n.mark_get_id().get_name()
             body = go(n.mark_get_node())
-            if mark == PARALLEL:
-                return _flag_outer_fors(body, parallel=True)
+            collapse = parse_parallel_mark(mark)
+            if collapse:
+                return _flag_outer_fors(body, parallel=True,
+                                        collapse=_collapsible(body, collapse))
             if mark == SIMD:
                 return _flag_outer_fors(body, simd=True)
             if mark == SIMD_REDUCTION:

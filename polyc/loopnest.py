@@ -24,7 +24,9 @@ class For(Node):
     asks for ``#pragma omp parallel for``, ``simd`` for ``#pragma omp simd``
     (both: ``parallel for simd``); ``reduction`` says the loop scans only
     reduction iterators of the one update statement in its body, so its
-    terms may be reassociated (accumulator + ``omp simd reduction``)."""
+    terms may be reassociated (accumulator + ``omp simd reduction``);
+    ``collapse`` is the number of perfectly nested loops, starting here, that
+    form one parallel iteration space (``collapse(k)``)."""
     iterator: str
     init: E.Expr
     cond: E.Expr
@@ -33,6 +35,7 @@ class For(Node):
     parallel: bool = False
     simd: bool = False
     reduction: bool = False
+    collapse: int = 1
 
 
 @dataclass(frozen=True)
@@ -73,7 +76,8 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
     """A readable pseudo-C rendering (for dumps and golden tests)."""
     pad = "  " * indent
     if isinstance(node, For):
-        tags = [t for t, on in (("parallel", node.parallel), ("simd", node.simd),
+        par = "parallel" if node.collapse == 1 else f"parallel collapse({node.collapse})"
+        tags = [t for t, on in ((par, node.parallel), ("simd", node.simd),
                                 ("reduction", node.reduction)) if on]
         head = (f"{pad}for {node.iterator} = {E.to_text(node.init)}; "
                 f"{E.to_text(node.cond)}; += {node.step}")

@@ -184,7 +184,8 @@ class _Emitter:
             loop = self._for(n, self.node(n.body))
             if n.parallel:
                 simd = " simd" if n.simd else ""
-                return c.Module([c.Pragma(f"omp parallel for{simd} schedule(static) "
+                collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
+                return c.Module([c.Pragma(f"omp parallel for{simd}{collapse} schedule(static) "
                                           "num_threads(polyc_team)"), loop])
             if n.simd:
                 return c.Module([c.Pragma("omp simd"), loop])

@@ -20,6 +20,8 @@ import islpy as isl
 PARALLEL = "omp_parallel"
 SIMD = "omp_simd"
 SIMD_REDUCTION = "omp_simd_reduction"
+#: At most this many coincident loops are collapsed into one parallel loop.
+MAX_COLLAPSE = 2
 
 _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark
@@ -33,24 +35,45 @@ def _is_mark(node: isl.ScheduleNode, name: str) -> bool:
     return node.get_type() == _MARK and node.mark_get_id().get_name() == name
 
 
+def parallel_mark_name(collapse: int) -> str:
+    """``omp_parallel`` for one loop, ``omp_parallel_collapse<k>`` for ``k``
+    perfectly nested coincident loops run as one parallel iteration space."""
+    return PARALLEL if collapse == 1 else f"{PARALLEL}_collapse{collapse}"
+
+
+def parse_parallel_mark(name: str) -> int:
+    """The collapse depth of a parallel mark name, 0 when it is not one."""
+    if name == PARALLEL:
+        return 1
+    if name.startswith(PARALLEL + "_collapse"):
+        return int(name[len(PARALLEL + "_collapse"):])
+    return 0
+
+
 def _mark_outermost(node: isl.ScheduleNode) -> isl.ScheduleNode:
-    """Insert ``omp_parallel`` above the outermost coincident member on every
+    """Insert a parallel mark above the outermost coincident members on every
     root-to-leaf path; returns a node at the same position as ``node``."""
     if node.get_type() == _BAND:
         coinc = coincident_members(node)
         if any(coinc):
             p = coinc.index(True)
-            if p == 0:
-                return node.insert_mark(isl.Id(PARALLEL))
-            node = node.band_split(p).child(0).insert_mark(isl.Id(PARALLEL))
-            return node.parent()
+            if p > 0:
+                node = node.band_split(p).child(0)
+            run = 0
+            while run < len(coinc) - p and coinc[p + run]:
+                run += 1
+            node = node.insert_mark(isl.Id(parallel_mark_name(min(run, MAX_COLLAPSE))))
+            return node.parent() if p > 0 else node
     for i in range(node.n_children()):
         node = _mark_outermost(node.child(i)).parent()
     return node
 
 
 def mark_parallel(schedule: isl.Schedule) -> isl.Schedule:
-    """Mark the outermost coincident loop of every nest ``omp_parallel``.
+    """Mark the outermost coincident loop of every nest ``omp_parallel`` (with
+    the next coincident member of the same band, when there is one, collapsed
+    into it: ``omp_parallel_collapse2``, so that a nest with few outer tiles
+    still has work for every thread).
 
     Before (matmul after isl scheduling)::
 
@@ -69,7 +92,7 @@ def parallel_depths(schedule: isl.Schedule) -> int:
     count = [0]
 
     def visit(n):
-        if _is_mark(n, PARALLEL):
+        if n.get_type() == _MARK and parse_parallel_mark(n.mark_get_id().get_name()):
             count[0] += 1
         return True
     schedule.get_root().foreach_descendant_top_down(visit)

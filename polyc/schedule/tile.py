@@ -65,12 +65,20 @@ def cache_sizes() -> dict[int, int]:
     return sizes
 
 
+#: Largest tile edge: bigger tiles leave too few tiles to share among threads.
+MAX_TILE = 64
+#: Bands with more members are not tiled (deep nests of short loops, such as
+#: convolutions, only grow code from it).
+MAX_TILED_MEMBERS = 3
+
+
 def default_tile_size(n_tensors: int, elem_bytes: int) -> int:
     """A square tile edge ``T`` such that ``n_tensors`` tiles of ``T x T``
-    elements fill about half of the L2 cache; a multiple of 16 in [16, 256]."""
+    elements fill about half of the L2 cache, a multiple of 16 in
+    [16, :data:`MAX_TILE`]."""
     budget = cache_sizes().get(2, 1 << 20) // 2
     t = int(math.sqrt(budget / max(1, n_tensors * elem_bytes)))
-    return max(16, min(256, t // 16 * 16))
+    return max(16, min(MAX_TILE, t // 16 * 16))
 
 
 def _reorder(band: isl.ScheduleNode, order: list[int]) -> isl.ScheduleNode:
@@ -222,7 +230,8 @@ class _BandOptimizer:
 
     def _tile(self, node: isl.ScheduleNode, simd_last: bool) -> isl.ScheduleNode:
         n = node.band_n_member()
-        if self.config.tiling and n >= 2 and node.band_get_permutable():
+        if (self.config.tiling and 2 <= n <= MAX_TILED_MEMBERS
+                and node.band_get_permutable()):
             node = node.band_tile(_tile_sizes(node, self.program, self.config)).child(0)
             if self.config.simd and simd_last:
                 node = mark_simd_innermost(node)
@@ -232,16 +241,58 @@ class _BandOptimizer:
         return node
 
 
+def _below_offers_stride(node: isl.ScheduleNode, program: Program) -> bool:
+    """Whether an innermost band below ``node`` has a coincident member with a
+    positive stride score."""
+    found = [False]
+
+    def visit(n):
+        if n.get_type() == _BAND and not has_band_below(n):
+            if any(c and (sc or 0) > 0 for c, sc in
+                   zip(coincident_members(n), member_scores(n, program))):
+                found[0] = True
+        return not found[0]
+    for i in range(node.n_children()):
+        node.child(i).foreach_descendant_top_down(visit)
+    return found[0]
+
+
+def _sink_stride_member(node: isl.ScheduleNode, program: Program) -> isl.ScheduleNode:
+    """Top-down: when a band that has bands below it owns the coincident
+    stride-1 member of its hot statements (``w`` of a convolution whose
+    reduction ``kh, kw`` isl put in a band below), and no band below offers
+    such a member, move that member to the leaves
+    (``isl_schedule_node_band_sink``), so it becomes the vectorised loop."""
+    if node.get_type() == _BAND and has_band_below(node) and node.band_get_permutable():
+        n = node.band_n_member()
+        coinc = coincident_members(node)
+        scores = member_scores(node, program)
+        cands = [j for j in range(n) if coinc[j] and (scores[j] or 0) > 0]
+        if cands and n >= 2 and not _below_offers_stride(node, program):
+            best = max(cands, key=lambda j: (scores[j], j))
+            if best != n - 1:
+                node = _reorder(node, [j for j in range(n) if j != best] + [best])
+            node = node.band_split(n - 1).child(0).band_sink().parent()
+    for i in range(node.n_children()):
+        node = _sink_stride_member(node.child(i), program).parent()
+    return node
+
+
 def optimize_bands(schedule: isl.Schedule, program: Program, config: Config,
                    deps: Dependences | None = None) -> isl.Schedule:
-    """Apply reordering, reduction distribution, tiling and simd marking to
-    every band (bottom-up).  With ``deps``, a result that violates a
-    dependence is replaced by the result without reduction distribution."""
-    result = _BandOptimizer(program, config, True).walk(schedule.get_root()).get_schedule()
+    """Apply member sinking, reordering, reduction distribution, tiling and
+    simd marking to every band.  With ``deps``, a result that violates a
+    dependence is replaced by the result without sinking and distribution."""
+    def run(aggressive: bool) -> isl.Schedule:
+        root = schedule.get_root()
+        if aggressive:
+            root = _sink_stride_member(root, program)
+        return _BandOptimizer(program, config, aggressive).walk(root).get_schedule()
+
+    result = run(True)
     if deps is not None:
         try:
             legality.check(result, deps, program)
         except IllegalScheduleError:
-            result = _BandOptimizer(program, config, False).walk(
-                schedule.get_root()).get_schedule()
+            result = run(False)
     return result
