@@ -14,11 +14,17 @@
 9. build and load (``backends.c.build``, through the disk cache);
 10. the callable ``runtime.Kernel``.
 
+Steps 2-8 are memoised by the content of the program and the code-generation
+options (:func:`lowered_key`), in memory and in the disk cache, so a warm
+compile costs step 1, a hash and a library load.
+
 With ``Config.dump`` (or ``POLYC_DUMP=1``) every stage is printed to stderr.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import sys
 from dataclasses import dataclass
 
@@ -49,7 +55,8 @@ def _dump(config: Config, title: str, text) -> None:
 def lower(program: Program, config: Config | None = None) -> Lowered:
     """Steps 1-7: from an ``ir.Program`` to a checked schedule and its LoopNest."""
     config = config or Config.from_env()
-    program = program.replace(preconditions=bounds.preconditions(program))   # 1
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))  # 1
     _dump(config, "program", program)
     deps = dependence.compute(program)                                        # 2
     _dump(config, "dependences", deps)
@@ -68,19 +75,77 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     return Lowered(program, deps, sched, nest)
 
 
+#: Version of the lowered-source cache entries (bump when their meaning changes).
+LOWERED_FORMAT = "polyc-lowered-1"
+_LOWERED: dict[str, object] = {}
+
+
+def lowered_key(program: Program, config: Config) -> str:
+    """Content key of everything steps 2-8 depend on: the printed program
+    (domains, access relations, bodies, preconditions; isl's notation) and
+    the code-generation options."""
+    from . import __version__
+    text = "\0".join([LOWERED_FORMAT, __version__, str(program),
+                      repr(program.signature), repr(config.codegen_key())])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _cached_source(key: str, config: Config):
+    """The C ``Source`` lowered earlier for ``key`` (memory, then disk)."""
+    from polyc.backends.c.emit import Source
+    if key in _LOWERED:
+        return _LOWERED[key]
+    if not config.disk_cache:
+        return None
+    path = config.resolved_cache_dir() / f"{key}.lowered.json"
+    try:
+        data = json.loads(path.read_text())
+        if data.get("format") != LOWERED_FORMAT:
+            return None
+        src = Source(text=data["text"], entry=data["entry"], params=tuple(data["params"]),
+                     tensors=tuple(data["tensors"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None               # absent or corrupt: lower again
+    _LOWERED[key] = src
+    return src
+
+
+def _store_source(key: str, source, config: Config) -> None:
+    from . import cache
+    _LOWERED[key] = source
+    if not config.disk_cache:
+        return
+    directory = cache.ensure_cache_dir(config.resolved_cache_dir())
+    data = {"format": LOWERED_FORMAT, "text": source.text, "entry": source.entry,
+            "params": list(source.params), "tensors": list(source.tensors)}
+    cache.write_atomic(directory / f"{key}.lowered.json", json.dumps(data).encode())
+
+
 def compile_program(program: Program, config: Config | None = None):
     """Compile ``program`` to a callable :class:`polyc.runtime.Kernel`.
 
-    Raises :class:`~polyc.errors.IllegalScheduleError` (a polyc bug if the
-    automatic schedule is wrong), :class:`~polyc.errors.CompileError` when the
-    C compiler fails, :class:`~polyc.errors.ToolMissingError` without one.
+    Steps 2-8 are skipped when the same program was lowered before with the
+    same code-generation options (in this process or, through the disk
+    cache, in another): the C source is reused, and the schedule and loop
+    nest are recomputed only if the kernel's ``schedule``/``loopnest`` are
+    inspected.  Raises :class:`~polyc.errors.IllegalScheduleError` (a polyc
+    bug if the automatic schedule is wrong), :class:`~polyc.errors.CompileError`
+    when the C compiler fails, :class:`~polyc.errors.ToolMissingError` without
+    one.
     """
     from polyc.backends.c import build, emit
 
     from .runtime import Kernel
     config = config or Config.from_env()
-    low = lower(program, config)
-    source = emit.emit(low.program, low.loopnest)                             # 8
+    program = program.replace(preconditions=bounds.preconditions(program))   # 1
+    key = lowered_key(program, config)
+    source = None if config.dump else _cached_source(key, config)
+    low = None
+    if source is None:
+        low = lower(program, config)                                          # 2-7
+        source = emit.emit(low.program, low.loopnest)                         # 8
+        _store_source(key, source, config)
     _dump(config, "C source", source.text)
     lib = build.build_library(source.text, config=config)                     # 9
-    return Kernel(low.program, low.schedule, low.loopnest, source, lib, config)  # 10
+    return Kernel(program, source, lib, config, lowered=low,                  # 10
+                  relower=lambda: lower(program, config))

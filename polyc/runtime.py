@@ -244,12 +244,15 @@ class Kernel:
     Attributes: ``program`` (the ``ir.Program``; ``str()`` prints it),
     ``schedule`` (the isl schedule tree, as text), ``isl_schedule`` (the
     ``isl.Schedule``), ``loopnest``, ``source`` (the C text), ``library``.
+    When the C source came from the cache, the schedule and loop nest are
+    recomputed (``relower``) the first time they are asked for.
     """
 
-    def __init__(self, program: Program, schedule, loopnest, source, library, config):
+    def __init__(self, program: Program, source, library, config, *, lowered=None,
+                 relower=None):
         self.program = program
-        self.isl_schedule = schedule
-        self.loopnest = loopnest
+        self._lowered = lowered
+        self._relower = relower
         self._source = source
         self.library = library
         self.config = config
@@ -266,8 +269,23 @@ class Kernel:
     def source(self) -> str:
         return self._source.text
 
+    def _low(self):
+        if self._lowered is None:
+            self._lowered = self._relower()
+        return self._lowered
+
+    @property
+    def isl_schedule(self):
+        """The checked ``isl.Schedule`` the C code was generated from."""
+        return self._low().schedule
+
+    @property
+    def loopnest(self):
+        return self._low().loopnest
+
     @property
     def schedule(self) -> str:
+        """The schedule tree in isl's notation."""
         return str(self.isl_schedule)
 
     def __call__(self, *args, out=None):

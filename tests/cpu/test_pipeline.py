@@ -129,3 +129,26 @@ def test_out_aliasing_an_input_gets_copy_semantics(mm32):
     want = A @ B
     mm32(A, B, out=A)
     np.testing.assert_allclose(A, want, rtol=1e-5, atol=1e-5)
+
+
+def test_warm_compile_skips_scheduling_but_schedule_stays_inspectable(tmp_path, monkeypatch):
+    from polyc import pipeline
+    cfg = Config.from_env(cache_dir=str(tmp_path))
+    first = compile_program(programs.producer_consumer(), cfg)
+    pipeline._LOWERED.clear()          # a new process: only the disk cache is left
+    cache.clear_memory()
+    calls = []
+    real_lower = pipeline.lower
+    monkeypatch.setattr(pipeline, "lower", lambda *a, **k: calls.append(1) or real_lower(*a, **k))
+    again = compile_program(programs.producer_consumer(), cfg)
+    assert calls == [] and again.source == first.source
+    assert again.schedule == first.schedule and calls == [1]   # recomputed on demand
+    A = rand(9, dtype="float64")
+    np.testing.assert_allclose(again(A)[1], A * 2 + 1)
+    # a corrupt entry is ignored, never trusted
+    for f in tmp_path.glob("*.lowered.json"):
+        f.write_text("{not json")
+    pipeline._LOWERED.clear()
+    calls.clear()
+    compile_program(programs.producer_consumer(), cfg)
+    assert calls == [1]
