@@ -134,6 +134,7 @@ def test_out_aliasing_an_input_gets_copy_semantics(mm32):
 def test_warm_compile_skips_scheduling_but_schedule_stays_inspectable(tmp_path, monkeypatch):
     from polyc import pipeline
     cfg = Config.from_env(cache_dir=str(tmp_path))
+    pipeline._LOWERED.clear()
     first = compile_program(programs.producer_consumer(), cfg)
     pipeline._LOWERED.clear()          # a new process: only the disk cache is left
     cache.clear_memory()
