@@ -1,0 +1,312 @@
+"""The ``polyc`` command line: in-process through ``polyc.cli.main`` (with
+``capsys``) and as a real subprocess for the exit statuses."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyc.reference
+from polyc.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MM = """\
+# A small matmul with a sizes header.
+# sizes: M=7 N=5 K=13
+def mm(float(M, K) A, float(K, N) B) -> (C) {
+    C(m, n) +=! A(m, k) * B(k, n)
+}
+"""
+TWO = MM + """\
+def tr(float(M, N) A) -> (T) {
+    T(j, i) = A(i, j)
+}
+"""
+NO_SIZES = """\
+def mm(float(M, K) A, float(K, N) B) -> (C) {
+    C(m, n) +=! A(m, k) * B(k, n)
+}
+"""
+STRIDED = """\
+# sizes: H=31 KH=3 S=2
+def strided(float(H) I, float(KH) W, int64 S) -> (O) {
+    O(h) +=! I(h*S + kh) * W(kh)
+}
+"""
+BAD = """\
+def f(float(N) A) -> (B) {
+    B(i) = A(i where i in 0:N
+}
+"""
+
+
+@pytest.fixture
+def tcfile(tmp_path):
+    def write(text: str, name: str = "k.tc") -> str:
+        p = tmp_path / name
+        p.write_text(text)
+        return str(p)
+    return write
+
+
+def run_main(capsys, argv):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def assert_user_error(rc, out, err):
+    assert rc == 2, (rc, out, err)
+    assert err.startswith("polyc: error:"), err
+    assert "Traceback" not in err and "Traceback" not in out
+
+
+# --- polyc run -------------------------------------------------------------------
+
+def test_run_check_passes(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--check"])
+    assert rc == 0, err
+    assert "def mm" in out and "M=7" in out and "K=13" in out
+    assert "check C(7, 5)" in out and "ok" in out and "MISMATCH" not in out
+
+
+def test_run_json_is_one_object_with_the_documented_keys(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--check", "--bench", "--json"])
+    assert rc == 0, err
+    assert len(out.strip().splitlines()) == 1
+    report = json.loads(out)
+    assert report["def"] == "mm"
+    assert report["sizes"] == {"M": 7, "N": 5, "K": 13}
+    assert isinstance(report["compile_s"], float) and report["compile_s"] >= 0
+    check = report["check"]
+    assert check["passed"] is True
+    c = check["outputs"]["C"]
+    assert 0 <= c["max_abs"] < 1e-4 and 0 <= c["max_rel"] < 1e-3
+    bench = report["bench"]
+    assert bench["polyc_s"] > 0 and bench["numpy_s"] > 0
+
+
+def test_run_sizes_override_the_header(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--sizes", "M=2,K=31", "--check",
+                                     "--json"])
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["sizes"] == {"M": 2, "N": 5, "K": 31}
+    assert report["check"]["outputs"]["C"]["shape"] == [2, 5]
+
+
+def test_run_sizes_without_header(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(NO_SIZES), "--sizes", "M=3 N=1 K=257",
+                                     "--check", "--json"])
+    assert rc == 0, err
+    assert json.loads(out)["check"]["outputs"]["C"]["shape"] == [3, 1]
+
+
+def test_run_dtype_float64(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--dtype", "float64", "--check",
+                                     "--json"])
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["dtypes"] == {"A": "float64", "B": "float64", "C": "float64"}
+    assert report["check"]["outputs"]["C"]["max_rel"] < 1e-10
+
+
+def test_run_specialising_def_takes_the_stride_from_sizes(capsys, tcfile):
+    path = tcfile(STRIDED)
+    for s, n in (("2", 15), ("3", 10)):
+        rc, out, err = run_main(capsys, ["run", path, "--sizes", f"S={s}", "--check", "--json"])
+        assert rc == 0, err
+        assert json.loads(out)["check"]["outputs"]["O"]["shape"] == [n]
+
+
+def test_run_def_selects_among_several(capsys, tcfile):
+    path = tcfile(TWO)
+    rc, out, err = run_main(capsys, ["run", path, "--def", "tr", "--check", "--json"])
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["def"] == "tr"
+    assert report["check"]["outputs"]["T"]["shape"] == [5, 7]
+    assert report["check"]["outputs"]["T"]["max_abs"] == 0.0
+
+
+def test_run_several_defs_without_def_is_a_usage_error(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(TWO), "--check"])
+    assert_user_error(rc, out, err)
+    assert "mm" in err and "tr" in err and "--def" in err
+
+
+def test_run_unknown_def(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(TWO), "--def", "nope"])
+    assert_user_error(rc, out, err)
+    assert "nope" in err and "mm" in err and "tr" in err
+
+
+def test_failing_check_exits_1(capsys, tcfile, monkeypatch):
+    real = polyc.reference.evaluate
+
+    def perturbed(program, inputs, sizes, *a, **kw):
+        return {k: v + np.asarray(0.5, dtype=v.dtype) for k, v in real(program, inputs, sizes,
+                                                                        *a, **kw).items()}
+
+    monkeypatch.setattr(polyc.reference, "evaluate", perturbed)
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--check"])
+    assert rc == 1, (out, err)
+    assert "MISMATCH" in out
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--check", "--json"])
+    assert rc == 1
+    report = json.loads(out)
+    assert report["check"]["passed"] is False
+    assert report["check"]["outputs"]["C"]["max_abs"] == pytest.approx(0.5, rel=1e-3)
+
+
+def test_syntax_error_is_exit_2_with_location_and_caret(capsys, tcfile):
+    path = tcfile(BAD, "bad.tc")
+    rc, out, err = run_main(capsys, ["run", path, "--sizes", "N=4"])
+    assert_user_error(rc, out, err)
+    assert f"{path}:2:16:" in err
+    lines = err.splitlines()
+    src = next(i for i, line in enumerate(lines) if "B(i) = A(i where" in line)
+    caret = lines[src + 1]
+    assert caret.index("^") == lines[src].index("where")
+
+
+def test_missing_file_is_exit_2(capsys, tmp_path):
+    missing = str(tmp_path / "nope.tc")
+    rc, out, err = run_main(capsys, ["run", missing, "--check"])
+    assert_user_error(rc, out, err)
+    assert missing in err
+
+
+def test_missing_sizes_are_named(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(NO_SIZES), "--sizes", "M=3"])
+    assert_user_error(rc, out, err)
+    assert "K" in err and "N" in err and "--sizes" in err
+
+
+def test_missing_stride_is_named(capsys, tcfile):
+    text = STRIDED.replace("# sizes: H=31 KH=3 S=2", "# sizes: H=31 KH=3")
+    rc, out, err = run_main(capsys, ["run", tcfile(text), "--check"])
+    assert_user_error(rc, out, err)
+    assert "S" in err
+
+
+@pytest.mark.parametrize("sizes", ["M", "M=x", "M=-1"])
+def test_malformed_sizes(capsys, tcfile, sizes):
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--sizes", sizes])
+    assert_user_error(rc, out, err)
+    assert "--sizes" in err
+
+
+AXPY = """\
+# sizes: N=5
+def axpy(float a, float(N) X, float(N) Y) -> (Z) {
+    Z(i) = a * X(i) + Y(i)
+}
+"""
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "'polyc run --check' on a def with a rank-0 input ('float a') exits 2: "
+    "polyc.testing.random_inputs gives a numpy.float32 scalar for it and the kernel "
+    "refuses numpy scalars ('argument a: expected a numpy.ndarray of float32 with 0 "
+    "dimension(s), got float32')"))
+def test_run_def_with_rank0_input(capsys, tcfile):
+    rc, out, err = run_main(capsys, ["run", tcfile(AXPY), "--check", "--json"])
+    assert rc == 0, err
+    assert json.loads(out)["check"]["passed"] is True
+
+
+# --- polyc compile ---------------------------------------------------------------
+
+@pytest.mark.parametrize("emit,marker", [
+    ("c", "#pragma omp parallel for"),
+    ("schedule", "domain"),
+    ("deps", "flow"),
+    ("ast", "for "),
+    ("program", "S0_init"),
+])
+def test_compile_emit(capsys, tcfile, emit, marker):
+    rc, out, err = run_main(capsys, ["compile", tcfile(MM), "--emit", emit])
+    assert rc == 0, err
+    assert marker in out, out
+
+
+def test_compile_emit_c_is_compilable_c(capsys, tcfile):
+    rc, out, _ = run_main(capsys, ["compile", tcfile(MM), "--emit", "c"])
+    assert rc == 0
+    assert "#pragma omp simd" in out and "int64_t" in out
+
+
+def test_compile_emit_program_names_the_accesses(capsys, tcfile):
+    rc, out, _ = run_main(capsys, ["compile", tcfile(TWO), "--def", "tr", "--emit", "program"])
+    assert rc == 0
+    assert "T[j, i]" in out and "A[i, j]" in out
+
+
+# --- polyc einsum ----------------------------------------------------------------
+
+def test_einsum_check_json(capsys):
+    rc, out, err = run_main(capsys, ["einsum", "ij,jk->ik", "--shapes", "32x16,16x8",
+                                     "--check", "--json"])
+    assert rc == 0, err
+    report = json.loads(out)
+    assert report["check"]["passed"] is True
+    assert report["check"]["outputs"]["out"]["shape"] == [32, 8]
+
+
+def test_einsum_mismatched_shapes_is_exit_2(capsys):
+    rc, out, err = run_main(capsys, ["einsum", "ij,jk->ik", "--shapes", "32x16,15x8"])
+    assert_user_error(rc, out, err)
+
+
+# --- real processes: exit statuses -------------------------------------------------
+
+def polyc_cmd() -> list[str]:
+    return [sys.executable, "-m", "polyc.cli"]
+
+
+def run_process(args, cmd=None):
+    return subprocess.run([*(cmd or polyc_cmd()), *args], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+
+
+def test_process_run_check_exit_0(tcfile):
+    p = run_process(["run", tcfile(MM), "--check", "--json"])
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["check"]["passed"] is True
+
+
+def test_process_user_errors_exit_2_without_traceback(tcfile, tmp_path):
+    for args in (["run", tcfile(BAD, "bad.tc"), "--sizes", "N=3"],
+                 ["run", str(tmp_path / "missing.tc")],
+                 ["run", tcfile(NO_SIZES, "nosizes.tc")],
+                 ["run", tcfile(TWO, "two.tc")]):
+        p = run_process(args)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert "polyc: error:" in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_process_syntax_error_shows_caret(tcfile):
+    path = tcfile(BAD, "bad.tc")
+    p = run_process(["compile", path, "--sizes", "N=3"])
+    assert p.returncode == 2
+    assert f"{path}:2:16:" in p.stderr and "^" in p.stderr
+
+
+def test_process_bad_command_line_is_exit_2():
+    p = run_process(["compile"])  # argparse: missing FILE
+    assert p.returncode == 2
+
+
+@pytest.mark.skipif(shutil.which("polyc") is None, reason="polyc script not installed")
+def test_console_script(tcfile):
+    p = run_process(["run", tcfile(MM), "--check"], cmd=[shutil.which("polyc")])
+    assert p.returncode == 0, p.stderr
+    assert "ok" in p.stdout
