@@ -23,10 +23,12 @@ With ``Config.dump`` (or ``POLYC_DUMP=1``) every stage is printed to stderr.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import islpy as isl
 
@@ -80,12 +82,27 @@ LOWERED_FORMAT = "polyc-lowered-1"
 _LOWERED: dict[str, object] = {}
 
 
+@functools.lru_cache(maxsize=None)
+def code_fingerprint() -> str:
+    """A hash of polyc's own Python sources (the compiler itself): a lowered
+    entry made by other compiler code is never reused."""
+    import polyc
+    import polyc.backends
+    import polyc.frontend
+    h = hashlib.sha256()
+    roots = {Path(mod.__file__).parent for mod in (polyc, polyc.frontend, polyc.backends)}
+    for root in sorted(roots):
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def lowered_key(program: Program, config: Config) -> str:
     """Content key of everything steps 2-8 depend on: the printed program
     (domains, access relations, bodies, preconditions; isl's notation) and
     the code-generation options."""
     from . import __version__
-    text = "\0".join([LOWERED_FORMAT, __version__, str(program),
+    text = "\0".join([LOWERED_FORMAT, __version__, code_fingerprint(), str(program),
                       repr(program.signature), repr(config.codegen_key())])
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -169,6 +169,8 @@ class Binder:
         t = self.inputs[name]
         if t.ndim == 0 and isinstance(arg, (int, float)) and not isinstance(arg, bool):
             return np.asarray(arg, dtype=t.dtype)
+        if t.ndim == 0 and isinstance(arg, np.generic):
+            arg = np.asarray(arg)          # a numpy scalar: checked as a 0-d array
         if not isinstance(arg, np.ndarray):
             raise BindingError(f"argument {name}: expected a numpy.ndarray of {t.dtype} "
                                f"with {t.ndim} dimension(s), got {type(arg).__name__}")

@@ -211,4 +211,5 @@ def random_inputs(program: Program, sizes: Mapping[str, int], seed: int = 0
         else:
             hi = ranges.get(t.name, 10)
             out[t.name] = rng.integers(0, max(hi, 1), size=shape, dtype=dt)
+        out[t.name] = np.asarray(out[t.name])     # rank 0: a 0-d array, not a scalar
     return out

@@ -111,10 +111,36 @@ class CExprPrinter:
     def _access(self, e: E.Access) -> str:
         return self.access(e.tensor, [self.index(i) for i in e.indices])
 
+    def is_integer(self, e: E.Expr) -> bool:
+        """Whether ``e`` has an integer type in TC's typing: sizes, index
+        variables, integer literals and integer tensors, combined by
+        arithmetic, comparisons (0/1), selects and min/max/abs."""
+        if isinstance(e, E.Const):
+            return isinstance(e.value, int)
+        if isinstance(e, (E.Index, E.Param)):
+            return True
+        if isinstance(e, E.Access):
+            return self.tensor_dtype(e.tensor).startswith("int")
+        if isinstance(e, E.Unary):
+            return e.op == "!" or self.is_integer(e.operand)
+        if isinstance(e, E.Binary):
+            if e.op in E.COMPARE_OPS or e.op in E.LOGIC_OPS:
+                return True
+            return self.is_integer(e.lhs) and self.is_integer(e.rhs)
+        if isinstance(e, E.Select):
+            return self.is_integer(e.then) and self.is_integer(e.otherwise)
+        if isinstance(e, E.Call) and e.fn in ("min", "max"):
+            return all(self.is_integer(a) for a in e.args)
+        return False
+
     # -- value expressions in element type `dtype` ----------------------------
     def value(self, e: E.Expr, dtype: str) -> str:
         ct = C_TYPES[dtype]
         is_float = dtype.startswith("float")
+        if (is_float and isinstance(e, (E.Binary, E.Unary, E.Select, E.Call))
+                and self.is_integer(e) and not _has_logic(e)):
+            # integer arithmetic stays integer (floor division), then converts
+            return f"(({ct}){self.index(e)})"
         if isinstance(e, E.Const):
             if is_float:
                 return float_literal(float(e.value), ct)
@@ -168,6 +194,13 @@ class CExprPrinter:
             return f"(({ct})(1.0 / (1.0 + exp(-(double){args[0]}))))"
         dargs = ", ".join(f"(double){a}" for a in args)
         return f"(({ct}){_FLOAT_FN[fn]}({dargs}))"
+
+
+def _has_logic(e: E.Expr) -> bool:
+    """Comparisons and logic print fine in either mode; keep them in value
+    mode so that float operands nested inside stay floats."""
+    return any(isinstance(n, E.Binary) and (n.op in E.COMPARE_OPS or n.op in E.LOGIC_OPS)
+               for n in e.walk())
 
 
 def combine(op: str, current: str, update: str, dtype: str) -> str:

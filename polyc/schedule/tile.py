@@ -131,6 +131,8 @@ def _distribute_reduction(band: isl.ScheduleNode, program: Program,
         band = _reorder(band, order)
     stmts = band_statements(band, program)
     hot = hot_statements(stmts)
+    if not common and len(hot) == len(stmts):
+        return None              # already a band of the reduction alone
     umap = isl.UnionMap.from_multi_union_pw_aff(band.band_get_partial_schedule())
 
     def red_values(group) -> isl.Set:
@@ -205,8 +207,8 @@ class _BandOptimizer:
         innermost = not has_band_below(node)
         coinc = coincident_members(node)
         scores = member_scores(node, program)
-        if innermost and config.simd and _is_pure_reduction_band(node, program):
-            return _mark_reduction_loop(node)
+        if innermost and _is_pure_reduction_band(node, program):
+            return _mark_reduction_loop(node) if config.simd else node
         best = None
         cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
         if cands and (node.band_get_permutable() or n == 1):

@@ -212,11 +212,6 @@ def axpy(float a, float(N) X, float(N) Y) -> (Z) {
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "'polyc run --check' on a def with a rank-0 input ('float a') exits 2: "
-    "polyc.testing.random_inputs gives a numpy.float32 scalar for it and the kernel "
-    "refuses numpy scalars ('argument a: expected a numpy.ndarray of float32 with 0 "
-    "dimension(s), got float32')"))
 def test_run_def_with_rank0_input(capsys, tcfile):
     rc, out, err = run_main(capsys, ["run", tcfile(AXPY), "--check", "--json"])
     assert rc == 0, err
