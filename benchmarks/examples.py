@@ -267,6 +267,8 @@ def bench_example(path: Path, repeat_time: float, seed: int) -> Result:
                 res.check_passed = False
             res.outputs[t.name] = {"shape": list(got.shape), "dtype": t.dtype,
                                    "max_abs": max_abs, "max_rel": max_rel, "ok": ok,
+                                   "rel_to_max": testing.error_relative_to_max(
+                                       max_abs, ref[t.name]),
                                    **({"mismatch": why} if why else {})}
         del outs, ref
 
@@ -308,7 +310,7 @@ def _num(x: float | None) -> str:
 def _row(r: Result) -> list[str]:
     sizes = " ".join(f"{k}={v}" for k, v in r.sizes.items()) or "-"
     if r.outputs:
-        worst = max(o["max_rel"] for o in r.outputs.values())
+        worst = max(o["rel_to_max"] for o in r.outputs.values())
         err = f"{worst:.2g} " + ("ok" if r.check_passed else "**MISMATCH**")
     else:
         err = "-"
@@ -344,7 +346,7 @@ def print_markdown(mach: dict, results: list[Result], repeat_time: float) -> Non
           f"over >= {repeat_time:g} s; speedup = numpy / polyc (> 1: polyc faster); "
           "cold compile = isl + C compiler into an empty cache (pipeline.lower alone in "
           "parentheses), warm = a disk-cache hit\n")
-    head = ["example", "sizes", "max rel err", "polyc ms", "numpy ms", "speedup",
+    head = ["example", "sizes", "max err / max|ref|", "polyc ms", "numpy ms", "speedup",
             "cold compile s (lower)", "warm compile s", "call overhead us"]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" if i < 2 else "--:" for i in range(len(head))) + "|")

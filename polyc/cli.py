@@ -150,7 +150,7 @@ def cmd_run(args) -> int:
             except AssertionError:
                 ok = False
             checks[t.name] = {"max_abs": max_abs, "max_rel": max_rel, "ok": ok,
-                              "rel_to_max": _rel_to_max(max_abs, ref[t.name]),
+                              "rel_to_max": testing.error_relative_to_max(max_abs, ref[t.name]),
                               "shape": list(got.shape)}
             status = status or (0 if ok else 1)
         report["check"] = {"passed": status == 0, "outputs": checks}
@@ -161,14 +161,6 @@ def cmd_run(args) -> int:
                            "speedup_vs_numpy": numpy_s / polyc_s if polyc_s else None}
     _print_report(report, args.json)
     return status
-
-
-def _rel_to_max(max_abs: float, ref: np.ndarray) -> float:
-    """The largest error relative to the largest reference magnitude (the
-    elementwise relative error is large where the reference is near zero)."""
-    finite = np.abs(ref[np.isfinite(ref)]) if np.size(ref) else np.zeros(0)
-    scale = float(finite.max()) if finite.size else 0.0
-    return max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
 
 
 def _print_report(report: dict, as_json: bool) -> None:
@@ -260,7 +252,7 @@ def cmd_einsum(args) -> int:
         status = 0 if ok else 1
         report["check"] = {"passed": ok, "outputs": {"out": {
             "max_abs": max_abs, "max_rel": max_rel, "ok": ok,
-            "rel_to_max": _rel_to_max(max_abs, want),
+            "rel_to_max": testing.error_relative_to_max(max_abs, want),
             "shape": list(np.shape(got))}}}
     if args.bench:
         polyc_s = _time(lambda: einsum(args.subscripts, *ops))

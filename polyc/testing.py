@@ -107,6 +107,18 @@ def max_errors(actual, expected) -> tuple[float, float]:
     return float(err.max()), float(rel.max())
 
 
+def error_relative_to_max(max_abs: float, expected: np.ndarray) -> float:
+    """``max_abs`` divided by the largest finite ``|expected|``: the error
+    relative to the output's scale (the elementwise relative error of
+    :func:`max_errors` is large wherever the reference is near zero)."""
+    ref = np.asarray(expected)
+    finite = np.abs(ref[np.isfinite(ref)]) if ref.size else np.zeros(0)
+    scale = float(finite.max()) if finite.size else 0.0
+    if scale > 0:
+        return max_abs / scale
+    return 0.0 if max_abs == 0 else float("inf")
+
+
 def assert_close(actual, expected, *, dtype=None, reduction_length: int = 1,
                  name: str = "") -> None:
     """Assert that ``actual`` matches ``expected`` within the tolerance of
