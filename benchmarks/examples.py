@@ -39,7 +39,7 @@ from polyc.api import lower_def
 from polyc.config import Config
 from polyc.errors import PolycError
 from polyc.frontend import tc
-from polyc.isl_util import dim_range, eval_pw_aff
+from polyc.isl_util import eval_pw_aff
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -57,17 +57,8 @@ class Timing:
 
 def measure(fn: Callable[[], Any], repeat_time: float, min_reps: int = 5,
             max_reps: int = 1000) -> Timing:
-    """Call ``fn`` once (warm-up), then time it at least ``min_reps`` times and
-    until ``repeat_time`` seconds have passed or ``max_reps`` calls were made."""
-    fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - start < repeat_time
-                                    and len(times) < max_reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return Timing(float(np.median(times)), float(min(times)), len(times))
+    """Warm-up, then the median of repeated calls (``testing.median_time``)."""
+    return Timing(*testing.median_time(fn, repeat_time, min_reps, max_reps))
 
 
 def _wall(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -188,23 +179,6 @@ def load_example(path: Path):
     return program, sizes
 
 
-def reduction_length(program, sizes: dict[str, int]) -> int:
-    """The longest reduction (terms per output element) at ``sizes``; the
-    same figure ``polyc run --check`` scales its tolerance with."""
-    longest = 1
-    for s in program.statements:
-        n = 1
-        for it in s.reduction_iterators:
-            r = dim_range(s.domain, s.iterators.index(it), sizes)
-            n *= 1 if r is None else max(1, r[1] - r[0] + 1)
-        longest = max(longest, n)
-    return longest
-
-
-def call_args(program, inputs: dict, sizes: dict[str, int]) -> list:
-    return [inputs[n] if n in inputs else sizes[n] for n in program.signature]
-
-
 def smallest_sizes(program, kernel, header: dict[str, int], seed: int):
     """The first of: every size 1, every size 3, the header sizes divided by
     64 (rounded up), that gives non-empty outputs and that the kernel accepts;
@@ -219,7 +193,7 @@ def smallest_sizes(program, kernel, header: dict[str, int], seed: int):
             if any(eval_pw_aff(d, sizes) <= 0 for t in program.outputs for d in t.shape):
                 continue
             inputs = testing.random_inputs(program, sizes, seed=seed)
-            args = call_args(program, inputs, sizes)
+            args = testing.call_args(program, inputs, sizes)
             kernel(*args)
         except (PolycError, ValueError):
             continue
@@ -250,11 +224,11 @@ def bench_example(path: Path, repeat_time: float, seed: int) -> Result:
 
         stage = "check"
         inputs = testing.random_inputs(program, sizes, seed=seed)
-        args = call_args(program, inputs, sizes)
+        args = testing.call_args(program, inputs, sizes)
         outs = kernel(*args)
         outs = outs if isinstance(outs, tuple) else (outs,)
         ref = reference.evaluate(program, inputs, sizes)
-        res.reduction_length = reduction_length(program, sizes)
+        res.reduction_length = testing.reduction_length(program, sizes)
         res.check_passed = True
         for t, got in zip(program.outputs, outs):
             max_abs, max_rel = testing.max_errors(got, ref[t.name])

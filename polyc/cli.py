@@ -54,17 +54,10 @@ def _threads() -> int:
     return Config.from_env().num_threads or len(os.sched_getaffinity(0))
 
 
-def _time(fn, min_time: float = 0.5, min_reps: int = 5, max_reps: int = 100) -> float:
-    """Median wall time of ``fn()`` in seconds after one warm-up call."""
-    fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - start < min_time
-                                    and len(times) < max_reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+def _time(fn) -> float:
+    """Median wall time of ``fn()`` in seconds (see testing.median_time)."""
+    from .testing import median_time
+    return median_time(fn, min_time=0.5, min_reps=5, max_reps=100)[0]
 
 
 def _fmt_time(s: float) -> str:
@@ -104,20 +97,6 @@ def _load(args):
     return program, sizes
 
 
-def _reduction_length(program, sizes) -> int:
-    """The longest reduction (number of terms) of any statement at ``sizes``
-    (scales the check's tolerance)."""
-    from .isl_util import dim_range
-    longest = 1
-    for s in program.statements:
-        n = 1
-        for it in s.reduction_iterators:
-            r = dim_range(s.domain, s.iterators.index(it), sizes)
-            n *= 1 if r is None else max(1, r[1] - r[0] + 1)
-        longest = max(longest, n)
-    return longest
-
-
 def cmd_run(args) -> int:
     from . import reference, testing
     from .pipeline import compile_program
@@ -130,7 +109,7 @@ def cmd_run(args) -> int:
     kernel = compile_program(program)
     compile_s = time.perf_counter() - t0
     inputs = testing.random_inputs(program, sizes, seed=args.seed)
-    call_args = [inputs[n] if n in inputs else sizes[n] for n in program.signature]
+    call_args = testing.call_args(program, inputs, sizes)
     outs = kernel(*call_args)
     outs = outs if isinstance(outs, tuple) else (outs,)
     report: dict = {"file": args.file, "def": program.name, "sizes": sizes,
@@ -139,7 +118,7 @@ def cmd_run(args) -> int:
     status = 0
     if args.check:
         ref = reference.evaluate(program, inputs, sizes)
-        red = _reduction_length(program, sizes)
+        red = testing.reduction_length(program, sizes)
         checks = {}
         for t, got in zip(program.outputs, outs):
             max_abs, max_rel = testing.max_errors(got, ref[t.name])

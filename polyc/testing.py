@@ -225,3 +225,43 @@ def random_inputs(program: Program, sizes: Mapping[str, int], seed: int = 0
             out[t.name] = rng.integers(0, max(hi, 1), size=shape, dtype=dt)
         out[t.name] = np.asarray(out[t.name])     # rank 0: a 0-d array, not a scalar
     return out
+
+
+def reduction_length(program: Program, sizes: Mapping[str, int]) -> int:
+    """The longest reduction (terms per output element) of any statement of
+    ``program`` at ``sizes``: the length tolerances scale with."""
+    from .isl_util import dim_range
+    values = {**program.fixed_sizes, **sizes}
+    longest = 1
+    for s in program.statements:
+        n = 1
+        for it in s.reduction_iterators:
+            r = dim_range(s.domain, s.iterators.index(it), values)
+            n *= 1 if r is None else max(1, r[1] - r[0] + 1)
+        longest = max(longest, n)
+    return longest
+
+
+def call_args(program: Program, inputs: Mapping[str, np.ndarray],
+              sizes: Mapping[str, int]) -> list:
+    """The arguments of a kernel call in signature order: input arrays, and
+    scalar size arguments from ``sizes``."""
+    return [inputs[n] if n in inputs else sizes[n] for n in program.signature]
+
+
+def median_time(fn, min_time: float = 0.5, min_reps: int = 5,
+                max_reps: int = 1000) -> tuple[float, float, int]:
+    """Call ``fn`` once (warm-up), then time it at least ``min_reps`` times and
+    until ``min_time`` seconds have passed or ``max_reps`` calls were made.
+    Returns ``(median, minimum, calls)`` in seconds."""
+    import time
+    fn()
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_reps or (time.perf_counter() - start < min_time
+                                    and len(times) < max_reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times)), float(min(times)), len(times)
+

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import islpy as isl
+
 from polyc import expr as E
 from polyc import ir
 from polyc.isl_util import aff_from_expr, box_set, const_pw_aff, param_space
-
-import islpy as isl
 
 
 def _p(params, name):

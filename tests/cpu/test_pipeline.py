@@ -1,9 +1,9 @@
 """The pipeline end to end on hand-built programs (no frontend), vs numpy."""
 
 import numpy as np
+import programs
 import pytest
 
-import programs
 from polyc import cache
 from polyc.config import Config
 from polyc.errors import BindingError, DTypeError, ShapeError

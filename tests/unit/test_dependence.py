@@ -1,9 +1,9 @@
 """Dependences against hand-written isl maps; legality of hand-made schedules."""
 
 import islpy as isl
+import programs
 import pytest
 
-import programs
 from polyc import dependence
 from polyc.errors import IllegalScheduleError
 from polyc.schedule import initial, legality

@@ -4,11 +4,11 @@ syntax errors at the right position, the sizes header, spans and excerpts."""
 from __future__ import annotations
 
 import pytest
+
+from polyc.errors import ParseError, SemanticError
 from polyc.frontend import tc
 from polyc.frontend.source import Span, excerpt, span_text
 from polyc.frontend.tc import syntax as S
-
-from polyc.errors import ParseError, SemanticError
 
 # ------------------------------------------------------------------ goldens
 PROGRAMS = {

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import islpy as isl
 import pytest
+
+from polyc import expr as E
+from polyc.errors import SemanticError, UnsupportedError
 from polyc.frontend import tc
 from polyc.frontend.tc.ranges import (
     Range,
@@ -15,9 +18,6 @@ from polyc.frontend.tc.ranges import (
     size_pw_aff,
     uses_of,
 )
-
-from polyc import expr as E
-from polyc.errors import SemanticError, UnsupportedError
 from polyc.isl_util import eval_pw_aff
 
 

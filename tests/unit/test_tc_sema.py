@@ -8,11 +8,11 @@ from __future__ import annotations
 import islpy as isl
 import numpy as np
 import pytest
-from polyc.frontend import tc
-from polyc.frontend.source import Span
 
 from polyc import expr as E
 from polyc.errors import ParseError, SemanticError, ShapeError, UnsupportedError
+from polyc.frontend import tc
+from polyc.frontend.source import Span
 from polyc.isl_util import eval_pw_aff
 
 
