@@ -93,7 +93,9 @@ def single(float(I) B) -> A {
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_golden_syntax_dump(name, golden):
     module = tc.parse(PROGRAMS[name], filename=f"{name}.tc")
-    golden(f"tc/{name}.txt", tc.format_syntax(module))
+    dump = tc.format_syntax(module)
+    assert dump.startswith("module")
+    golden(f"tc/{name}.txt", dump)      # fails on any difference from the golden file
 
 
 def test_every_program_dump_is_stable():
@@ -240,11 +242,15 @@ def test_end_of_input_error_points_after_the_last_token():
 
 def test_no_lark_exception_escapes_on_any_prefix():
     text = PROGRAMS["where_exists"] + PROGRAMS["operators"]
+    outcomes = set()
     for cut in range(len(text)):
         try:
             tc.parse(text[:cut])
-        except ParseError:
-            pass
+            outcomes.add("parsed")
+        except ParseError as e:        # anything else (a lark exception) fails the test
+            assert e.line is not None and e.column is not None
+            outcomes.add("ParseError")
+    assert outcomes == {"parsed", "ParseError"}
 
 
 def test_duplicate_definitions():
