@@ -61,6 +61,18 @@ static inline double polyc_rem_double(double a, double b)
 """
 
 
+_COMMENT_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                    " ()+-*/=!<>,.:?%&|_[]")
+
+
+def comment_text(text: str, limit: int = 160) -> str:
+    """User source shown in a C comment, made inert: printable ASCII of the
+    expression alphabet only, no comment terminator, no trigraph."""
+    flat = "".join(ch if ch in _COMMENT_SAFE else " " for ch in " ".join(text.split()))
+    flat = flat.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
+    return flat[:limit]
+
+
 @dataclass(frozen=True)
 class Source:
     """Generated C: ``text``, the ``entry`` symbol, and the argument spec
@@ -122,7 +134,7 @@ class _Emitter:
         else:
             body.append(c.Statement(f"{lhs} = {combine(s.op, lhs, rhs, dtype)}"))
         if s.text:
-            body.insert(0, c.Comment(s.text.replace("*/", "* /").replace("\n", " ")[:200]))
+            body.insert(0, c.Comment(comment_text(s.text)))
         return c.Block(body)
 
     def reduction_loop(self, n: L.For) -> c.Generable | None:
