@@ -26,6 +26,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Callable
 
+import islpy as isl
 import numpy as np
 
 from . import expr as E
@@ -75,9 +76,35 @@ class Binder:
             t.name: [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
             for t in p.inputs}
         self.gathers = self._direct_gathers(p)
+        self.work = self._work_estimate(p)
         self.check = None
         if p.preconditions is not None and not p.preconditions.is_equal(ctx.params()):
             self.check = param_function(set_to_condition(p.preconditions, ctx), p.params)
+
+    @staticmethod
+    def _work_estimate(p: Program):
+        """A function of the sizes giving the number of statement instances
+        (each domain's bounding box), to run tiny problems on one thread."""
+        terms = []
+        for s in p.statements:
+            dims = []
+            for i in range(s.domain.dim(isl.dim_type.set)):
+                ext = s.domain.dim_max(i).sub(s.domain.dim_min(i))
+                dims.append(param_function(pw_aff_to_expr(ext, p.context), p.params))
+            terms.append(dims)
+
+        def work(*pvals) -> int:
+            total = 0
+            for dims in terms:
+                n = 1
+                for fn in dims:
+                    try:
+                        n *= max(0, fn(*pvals) + 1)
+                    except (TypeError, ZeroDivisionError):
+                        n = 0          # an empty domain at these sizes (isl gives NaN)
+                total += n
+            return total
+        return work
 
     @staticmethod
     def _direct_gathers(p: Program) -> list[tuple[str, str, int]]:
@@ -263,6 +290,10 @@ class Kernel:
                                                    ctypes.c_int32])
         self._nthreads = int(config.num_threads or 0)
 
+    #: Below this many statement instances a call runs on one thread: the
+    #: OpenMP fork/join would cost more than it saves.
+    SERIAL_WORK = 1 << 14
+
     @property
     def name(self) -> str:
         return self.program.name
@@ -295,7 +326,8 @@ class Kernel:
         params = np.array(pvals or [0], dtype=np.int64)
         ptrs = np.array([b.__array_interface__["data"][0] for b in buffers] or [0],
                         dtype=np.uintp)
-        self._fn(params.ctypes.data, ptrs.ctypes.data, self._nthreads)
+        small = self.binder.work(*pvals) < self.SERIAL_WORK
+        self._fn(params.ctypes.data, ptrs.ctypes.data, 1 if small else self._nthreads)
         for tmp, dst in copies:
             dst[...] = tmp
         return results[0] if len(results) == 1 else tuple(results)
