@@ -87,10 +87,16 @@ class Binder:
         (each domain's bounding box), to run tiny problems on one thread."""
         terms = []
         for s in p.statements:
+            if s.domain.is_empty():
+                continue
             dims = []
             for i in range(s.domain.dim(isl.dim_type.set)):
                 ext = s.domain.dim_max(i).sub(s.domain.dim_min(i))
-                dims.append(param_function(pw_aff_to_expr(ext, p.context), p.params))
+                try:
+                    dims.append(param_function(pw_aff_to_expr(ext, p.context), p.params))
+                except isl.Error:      # not expressible: assume the work is large
+                    dims = [lambda *_: Kernel.SERIAL_WORK]
+                    break
             terms.append(dims)
 
         def work(*pvals) -> int:
