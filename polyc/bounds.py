@@ -56,3 +56,11 @@ def preconditions(program: Program) -> isl.Set:
     for oob in out_of_bounds(program):
         ok = ok.subtract(oob.params)
     return ok.coalesce()
+
+
+def preconditions_or_none(program: Program) -> isl.Set | None:
+    """:func:`preconditions`, or ``None`` when every parameter value of the
+    context keeps the accesses in bounds (the form frontends record)."""
+    ok = preconditions(program)
+    return None if ok.is_equal(program.context.params()) else ok
+

@@ -154,7 +154,8 @@ def compile_program(program: Program, config: Config | None = None):
 
     from .runtime import Kernel
     config = config or Config.from_env()
-    program = program.replace(preconditions=bounds.preconditions(program))   # 1
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))  # 1
     key = lowered_key(program, config)
     source = None if config.dump else _cached_source(key, config)
     low = None

@@ -123,23 +123,6 @@ def domain_box(name: str, iterators: Sequence[str], ranges: Mapping[str, Range],
     return box(set_space(params, iterators, name), ranges)
 
 
-def tensor_box(name: str, shape: Sequence[isl.PwAff], params: Sequence[str]) -> isl.Set:
-    """``{ name[x] : 0 <= x_d < shape_d }``."""
-    dims = [f"x{d}" for d in range(len(shape))]
-    zero = const_pw_aff(param_space(params), 0)
-    return box(set_space(params, dims, name),
-               {x: Range(zero, ext) for x, ext in zip(dims, shape)})
-
-
-def out_of_bounds_params(rel: isl.Map, shape: Sequence[isl.PwAff],
-                         params: Sequence[str]) -> isl.Set:
-    """The parameter values (as a 0-d set) for which access relation ``rel``
-    touches an element outside ``shape``."""
-    target = rel.get_tuple_name(isl.dim_type.out)
-    bad = rel.range().subtract(tensor_box(target, shape, params)).params()
-    return isl.Set.from_params(bad).align_params(param_space(params))
-
-
 def holds_on(cond: isl.Set, context: isl.Set) -> bool:
     """Whether the parameter set ``cond`` contains all of ``context``."""
     return context.is_subset(cond)

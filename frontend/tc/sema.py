@@ -18,8 +18,8 @@ from collections.abc import Mapping
 import islpy as isl
 import numpy as np
 
+from ... import bounds, ir
 from ... import expr as E
-from ... import ir
 from ...errors import SemanticError, ShapeError, UnsupportedError
 from ...isl_util import NonAffineError, const_pw_aff, param_space, pw_aff_to_expr
 from ..source import Span, excerpt, span_text
@@ -32,7 +32,6 @@ from .ranges import (
     is_zero,
     nonneg,
     nonneg_context,
-    out_of_bounds_params,
     size_pw_aff,
     uses_of,
 )
@@ -268,23 +267,13 @@ class _Lowering:
                    for n in self.sig.inputs]
         tensors += [ir.Tensor(o.name, self.dtypes[o.name], self.shapes[o.name], "output")
                     for o in self.defn.outputs]
-        return ir.Program(
+        program = ir.Program(
             name=self.defn.name, params=self.params, context=self.context,
             tensors=tuple(tensors), statements=tuple(statements),
             param_bindings={p: self.sig.bindings[p] for p in self.params},
-            signature=self.sig.signature, fixed_sizes=dict(self.fixed),
-            preconditions=self._preconditions(statements), source=self.source)
-
-    def _preconditions(self, statements):
-        """Parameter values for which every access stays in bounds, or
-        ``None`` when that is the whole context."""
-        bad = self.context.subtract(self.context)
-        for st in statements:
-            for rel in (st.write, *st.reads):
-                tensor = rel.get_tuple_name(isl.dim_type.out)
-                bad = bad.union(out_of_bounds_params(rel, self.shapes[tensor], self.params))
-        bad = bad.intersect(self.context).coalesce()
-        return None if bad.is_empty() else self.context.subtract(bad).coalesce()
+            signature=self.sig.signature, fixed_sizes=dict(self.fixed), source=self.source)
+        # parameter values keeping every access in bounds (None: all of them)
+        return program.replace(preconditions=bounds.preconditions_or_none(program))
 
     # -- one statement
     def _statement(self, k: int, st: S.Statement) -> list[ir.Statement]:

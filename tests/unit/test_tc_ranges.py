@@ -163,7 +163,7 @@ def test_where_ranges_are_not_narrowed():
     # (here for no size at all: A(N + 4) is always read)
     assert p.preconditions is not None and p.preconditions.is_empty()
     q = lower("def f(float(N) A, float(M) C) -> (B) { B(i) = A(i) + C(i) where i in 0:N }")
-    assert q.preconditions.is_equal(isl.Set("[N, M] -> { [] : 0 <= N <= M }"))
+    assert q.preconditions.params().is_equal(isl.Set("[N, M] -> { [] : 0 <= N <= M }").params())
 
 
 def test_gather_positions_do_not_constrain():
