@@ -149,6 +149,8 @@ class _Emitter:
         s = self.stmts[body.statement]
         if s.kind != "update" or s.op not in ("+", "*", "max", "min"):
             return None
+        if s.tensor in {a.tensor for a in E.accesses(s.rhs)}:
+            return None          # the accumulator is read elsewhere: no register copy
         outer, inner = [], []
         for it, arg in zip(s.iterators, body.args):
             moves = n.iterator in E.index_names(arg)

@@ -50,7 +50,9 @@ def auto_schedule(program: Program, deps: Dependences) -> isl.Schedule:
     """
     all_deps = deps.all()
     context = program.parameter_domain()
-    sc = (isl.ScheduleConstraints.on_domain(program.domain())
+    # statement instances outside the parameter domain never run; leaving them
+    # in the domain would give isl a band that "drops" them (AST error)
+    sc = (isl.ScheduleConstraints.on_domain(program.domain().intersect_params(context))
           .set_context(context)
           .set_validity(all_deps)
           .set_coincidence(all_deps)

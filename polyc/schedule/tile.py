@@ -33,6 +33,7 @@ from pathlib import Path
 
 import islpy as isl
 
+from .. import expr as E
 from ..config import Config
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError
@@ -180,7 +181,9 @@ def _is_pure_reduction_band(node: isl.ScheduleNode, program: Program) -> bool:
     red = reduction_members(node, program)
     return (len(stmts) >= 1 and red is not None and len(red) == node.band_n_member()
             and all(s.kind == "update" and s.op in ("+", "*", "max", "min") for s in stmts)
-            and len({s.tensor for s in stmts}) == 1 and len(stmts) == 1)
+            and len(stmts) == 1
+            # the accumulator may live in a register only if nothing else reads it
+            and stmts[0].tensor not in {a.tensor for a in E.accesses(stmts[0].rhs)})
 
 
 def _mark_reduction_loop(node: isl.ScheduleNode) -> isl.ScheduleNode:

@@ -2,8 +2,10 @@
 default schedule passes (fusion, sinking, reduction distribution, tiling,
 collapse), against the independent numpy reference, at random sizes
 including 0, 1, primes and sizes that no tile size divides.  Outputs are
-pre-filled with NaN so that a missed write fails."""
+pre-filled with NaN so that a missed write fails.  ``FUZZ_SEED`` and
+``FUZZ_N`` (environment) choose another or a longer sequence of programs."""
 
+import os
 import random
 
 import numpy as np
@@ -13,7 +15,7 @@ import polyc
 from polyc import reference, testing
 from polyc.errors import PolycError, ShapeError
 
-N_PROGRAMS = 120
+N_PROGRAMS = int(os.environ.get("FUZZ_N", 120))
 SIZES = (0, 1, 2, 3, 7, 13, 17, 67, 70)
 OPS = ("=", "+=!", "max=!", "min=!", "*=!")
 FUNCS = ("exp", "tanh", "fabs", "sigmoid")
@@ -48,20 +50,29 @@ def random_program(rng) -> str:
     stmts, outs = [], []
     for k in range(rng.randint(1, 3)):
         vs = ["i", "j", "k"][: rng.randint(1, 3)]
-        out = f"O{k}"
-        lhs = rng.sample(vs, rng.randint(1, len(vs)))
+        if outs and rng.random() < 0.25:
+            # update an earlier output in place: '=' or a reduction without '!'
+            out, rank = rng.choice([t for t in tensors if t[0] in outs])
+            vs = ["i", "j", "k"][: max(rank, len(vs))]
+            lhs = vs[:rank]
+            ops = ("=", "+=", "max=") if set(vs) - set(lhs) else ("=", "+=")
+            op = rng.choice(ops[1:] if set(vs) - set(lhs) else ops)
+        else:
+            out = f"O{k}"
+            lhs = rng.sample(vs, rng.randint(1, len(vs)))
+            op = rng.choice(OPS) if set(vs) - set(lhs) else rng.choice(["=", "+=!"])
         terms = [_value(rng, vs, tensors) for _ in range(rng.randint(1, 3))]
         rhs = rng.choice([" * ", " + "]).join(terms)
-        op = rng.choice(OPS) if set(vs) - set(lhs) else rng.choice(["=", "+=!"])
         stmts.append(f"    {out}({', '.join(lhs)}) {op} {rhs}")
-        tensors.append((out, len(lhs)))
-        outs.append(out)
+        if out not in outs:
+            tensors.append((out, len(lhs)))
+            outs.append(out)
     return ("def f(float(N, M) A, float(M, N) B, float(N) V) -> ("
             + ", ".join(outs) + ") {\n" + "\n".join(stmts) + "\n}")
 
 
 def _programs():
-    rng = random.Random(2026)
+    rng = random.Random(int(os.environ.get("FUZZ_SEED", 2026)))
     return [random_program(rng) for _ in range(N_PROGRAMS)]
 
 
