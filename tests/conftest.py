@@ -15,6 +15,8 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 def pytest_addoption(parser):
     parser.addoption("--accept", action="store_true", default=False,
                      help="rewrite golden files with the current output")
+    parser.addoption("--fuzz-long", action="store_true", default=False,
+                     help="run the differential fuzzers long (>= 10,000 programs)")
 
 
 def _has_gpu() -> bool:
