@@ -11,45 +11,79 @@ loads a shared library with ctypes).
 Layout of one entry in the cache directory, every name the hex key::
 
     <key>.so     the artifact (suffix chosen by the backend)
-    <key>.json   sidecar: format, key, sha256 and size of the artifact, plus the
-                 backend's metadata (source hash, command, compiler output)
+    <key>.json   sidecar: format, key, sha256 and size of the artifact, the
+                 backend's metadata (source hash, command, compiler output) and
+                 a checksum of the sidecar itself; canonical compact JSON
     <key>.lock   the file lock that serializes builds of the key
     <key>.c      the source, written by the backend's build callback
 
-Protocol: take ``<key>.lock``; if the artifact's sha256 matches its sidecar and
-it loads, that is a disk hit; otherwise the entry is discarded and rebuilt.
-Artifacts and sidecars are written to temporary files in the same directory
-and ``os.replace``-d into place, so a reader never sees a partial file.
+Protocol.  Every process takes the in-process lock of the key, then the
+file lock ``<key>.lock`` (``flock``: released by the kernel when its holder
+dies, so a killed process never leaves a stale lock; waiting is bounded by
+:data:`LOCK_TIMEOUT`).  The sidecar is the commit point of an entry: a build
+first removes it, writes the artifact to a fresh temporary file
+``.<key>.<random>.tmp`` and renames it into place, then writes the sidecar
+(to ``.<key>.json.tmp``, renamed).  So an
+entry is published as one unit: a process killed at any point leaves either
+the old valid entry, or an artifact without sidecar (treated as absent and
+rebuilt silently), never a sidecar that vouches for the wrong bytes.  Before
+loading, the sidecar is checked (canonical bytes, its own checksum, format,
+key) and the artifact is hashed through a descriptor opened with
+``O_NOFOLLOW``; after loading, the path must still name the very file that
+was hashed.  A damaged entry is discarded, counted as ``corrupt``, reported
+with a :class:`~polyc.errors.CacheWarning` and rebuilt: it is never loaded.
 Never modify a cached artifact in place: a process that has it loaded maps
 that very file (replace it instead).
 
+Safety.  The directory must be a directory of ours (one with looser
+permissions is tightened to 0700) and writable; entries must be regular
+files, never symbolic links.  Otherwise, and when the file lock cannot be
+taken in time, polyc warns (:class:`~polyc.errors.CacheWarning`, naming
+``POLYC_CACHE_DIR``) and builds in a private temporary directory of this
+process instead of failing.
+
+The lowered-source entries of ``polyc/pipeline.py`` (``<key>.lowered.json``)
+go through :func:`write_json_entry` / :func:`read_json_entry`: the same
+checksum, canonical-bytes and symlink rules.
+
 Sources: loopy ``loopy/codegen/__init__.py`` (data-model version in the key),
-jax ``test_util.py::assertCacheMisses`` (counters that tests read).
+jax ``test_util.py::assertCacheMisses`` (counters that tests read); the
+process-group kill on timeout follows the ``subprocess`` documentation
+(``start_new_session``, ``os.killpg``).
 """
 
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import hashlib
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
 import threading
+import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
-from filelock import FileLock
-
 from . import __version__
-from .errors import CompileError, PolycError
+from .errors import CacheWarning, PolycError
 
 #: Bump when the entry layout or the meaning of the key changes.
-CACHE_FORMAT = "polyc-cache-1"
+CACHE_FORMAT = "polyc-cache-2"
+
+#: Seconds a process waits for another one's build of the same key (the file
+#: lock) before it gives up waiting, warns and builds privately.
+LOCK_TIMEOUT = 600.0
+
+_HOW = ("set POLYC_CACHE_DIR to a directory of your own (it is created with mode 0700), "
+        "or POLYC_NO_DISK_CACHE=1 to build without a disk cache")
 
 T = TypeVar("T")
 
@@ -62,12 +96,16 @@ class CacheStats:
     memory_hits: int = 0
     disk_hits: int = 0
     builds: int = 0
-    corrupt: int = 0   # entries found damaged, discarded and rebuilt
+    corrupt: int = 0        # entries found damaged, discarded and rebuilt
+    fallbacks: int = 0      # builds moved to the private directory (unsafe dir or entry)
+    lock_timeouts: int = 0  # file locks not acquired within LOCK_TIMEOUT
 
 
 _lock = threading.Lock()
-_counts = {"memory_hits": 0, "disk_hits": 0, "builds": 0, "corrupt": 0}
+_counts = {"memory_hits": 0, "disk_hits": 0, "builds": 0, "corrupt": 0,
+           "fallbacks": 0, "lock_timeouts": 0}
 _memo: dict[str, object] = {}
+_key_locks: dict[str, threading.Lock] = {}
 
 
 def _count(name: str) -> None:
@@ -76,7 +114,8 @@ def _count(name: str) -> None:
 
 
 def stats() -> CacheStats:
-    """The counters of this process (memory hits, disk hits, builds, corrupt)."""
+    """The counters of this process (memory hits, disk hits, builds, corrupt,
+    fallbacks, lock timeouts)."""
     with _lock:
         return CacheStats(**_counts)
 
@@ -103,15 +142,65 @@ def _memo_get(key: str):
         return value
 
 
-# --- the key -------------------------------------------------------------------
+def _key_lock(key: str) -> threading.Lock:
+    """The in-process lock of ``key``: threads of one process build a key once."""
+    with _lock:
+        return _key_locks.setdefault(key, threading.Lock())
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheWarning, stacklevel=4)
+
+
+# --- running tools -------------------------------------------------------------
+
+def run_process(argv: Sequence[str], *, timeout: float | None = None,
+                env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``argv`` (``shell=False``) in a new session, capturing stdout and
+    stderr as bytes.  On timeout (or an interrupt) the whole process group is
+    killed, so a compiler driver's children (``cc1``, ``ld``, a wrapper's
+    ``sleep``) cannot keep running or hold the pipes open; then
+    ``subprocess.TimeoutExpired`` is raised with the output so far.  Raises
+    ``OSError`` when ``argv[0]`` cannot be executed."""
+    argv = list(argv)
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, start_new_session=True, env=env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out, err = _kill_group(p)
+        raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err) from None
+    except BaseException:
+        _kill_group(p)
+        raise
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def _kill_group(p: subprocess.Popen) -> tuple[bytes, bytes]:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        p.kill()
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:   # a grandchild left the group: stop reading
+        out, err = b"", b""
+        for f in (p.stdout, p.stderr):
+            if f:
+                f.close()
+        p.wait()
+    return out or b"", err or b""
+
 
 def _run_quiet(argv: list[str]) -> str:
     try:
-        p = subprocess.run(argv, shell=False, capture_output=True, timeout=60)
+        p = run_process(argv, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return ""
     return (p.stdout or p.stderr).decode("utf-8", "replace")
 
+
+# --- the key -------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
 def _compiler_version(path: str, mtime_ns: int) -> str:
@@ -170,50 +259,139 @@ def make_key(source: str, *, compiler: Sequence[str], flags: Sequence[str]) -> s
 
 def ensure_cache_dir(path: Path) -> Path:
     """Create ``path`` with mode 0700, or check an existing one: a directory of
-    ours with looser permissions is tightened to 0700.
+    ours loses its group and world permissions (0777 becomes 0700; a
+    read-only 0500 stays read-only and is refused as not writable).  ``path``
+    itself may be a symbolic link to such a directory.
 
     Raises :class:`PolycError` when ``path`` is not a directory, belongs to
-    another user, or cannot be created or tightened."""
+    another user, cannot be created or tightened, or is not writable.
+    :func:`usable_dir` turns these errors into a warning and a fallback."""
     path = Path(path)
-    how = ("set POLYC_CACHE_DIR to a directory of your own, or "
-           "POLYC_NO_DISK_CACHE=1 to build without a disk cache")
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except FileExistsError:   # a file (or a dangling link) of that name
+            pass
         st = os.stat(path)
         if not stat.S_ISDIR(st.st_mode):
-            raise PolycError(f"cache directory {path} is not a directory; {how}")
-        if st.st_uid != os.getuid():
+            raise PolycError(f"cache directory {path} is not a directory; {_HOW}")
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            loose = " and is writable by others" if st.st_mode & 0o022 else ""
             raise PolycError(f"cache directory {path} belongs to user id {st.st_uid}, "
-                             f"not to you ({os.getuid()}); polyc loads code from it, "
-                             f"so it refuses to use it; {how}")
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.chmod(path, 0o700)
+                             f"not to you ({os.getuid()}){loose}; polyc loads code from "
+                             f"it, so it refuses to use it; {_HOW}")
+        if st.st_mode & 0o077:   # group/world bits: tighten (0777 -> 0700)
+            os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PolycError(f"cache directory {path} is not writable (read-only "
+                             f"file system or permissions); {_HOW}")
     except OSError as e:
-        raise PolycError(f"cannot prepare cache directory {path}: {e}; {how}") from e
+        raise PolycError(f"cannot prepare cache directory {path}: {e}; {_HOW}") from e
     return path
 
 
 _private: list[Path] = []
+_warned: set[str] = set()
 
 
 def private_dir() -> Path:
-    """This process's own temporary directory (mode 0700), used when
-    ``Config.disk_cache`` is off; removed when the process exits."""
+    """This process's own temporary directory (mode 0700, in ``TMPDIR``), used
+    when ``Config.disk_cache`` is off or the cache directory is unsafe;
+    removed when the process exits.  Raises :class:`PolycError` when it
+    cannot be created."""
     with _lock:
         if not _private:
-            _private.append(Path(tempfile.mkdtemp(prefix="polyc-")))
-            atexit.register(shutil.rmtree, _private[0], True)
+            try:
+                _private.append(Path(tempfile.mkdtemp(prefix="polyc-")))
+            except OSError as e:
+                raise PolycError(
+                    f"cannot create a private temporary directory in "
+                    f"{tempfile.gettempdir()}: {e}; set TMPDIR to a writable directory, "
+                    f"or POLYC_CACHE_DIR to a cache directory of your own") from e
+            atexit.register(_remove_private, _private[0], os.getpid())
         return _private[0]
+
+
+def _remove_private(path: Path, pid: int) -> None:
+    if os.getpid() == pid:   # not in a forked child: the directory is its parent's
+        shutil.rmtree(path, True)
+
+
+def _after_fork_in_child() -> None:
+    """A forked child starts with fresh locks (a thread of the parent may
+    have held one) and makes its own private directory when it needs one."""
+    global _lock
+    _lock = threading.Lock()
+    _key_locks.clear()
+    _private.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def is_private(directory: Path) -> bool:
+    """Whether ``directory`` is this process's :func:`private_dir`."""
+    with _lock:
+        return bool(_private) and Path(directory) == _private[0]
+
+
+def _fall_back(reason: str) -> Path:
+    """Count a fallback, warn (once per reason and process) and return the
+    private directory."""
+    private = private_dir()
+    _count("fallbacks")
+    with _lock:
+        seen = reason in _warned
+        _warned.add(reason)
+    if not seen:
+        _warn(f"polyc: {reason}; building in the private temporary directory {private} "
+              f"instead (kernels are neither shared nor kept). To fix: {_HOW}.")
+    return private
+
+
+def usable_dir(path: Path) -> Path:
+    """:func:`ensure_cache_dir` of ``path``, or, when that refuses it, the
+    :func:`private_dir` with a :class:`~polyc.errors.CacheWarning` (once per
+    directory and reason).  Raises only when no private directory can be made."""
+    try:
+        return ensure_cache_dir(path)
+    except PolycError as e:
+        return _fall_back(str(e).split(f"; {_HOW}")[0])
 
 
 # --- entries -------------------------------------------------------------------
 
-def _sha256_file(path: Path) -> str:
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: Open flags for reading an entry: never through a link, never blocking on
+#: a FIFO planted in its place (``fstat`` then refuses anything irregular).
+_O_READ = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
+
+
+def _sha256_fd(fd: int) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        block = os.read(fd, 1 << 20)
+        if not block:
+            return h.hexdigest()
+        h.update(block)
+
+
+def _read_nofollow(path: Path) -> bytes:
+    fd = os.open(path, _O_READ)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        chunks = []
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                return b"".join(chunks)
+            chunks.append(block)
+    finally:
+        os.close(fd)
 
 
 def _temp_path(directory: Path, key: str) -> Path:
@@ -222,8 +400,19 @@ def _temp_path(directory: Path, key: str) -> Path:
     return Path(name)
 
 
+def _fresh_file(path: Path) -> Path:
+    """Create ``path`` empty (mode 0600, exclusively, never through a link),
+    removing a leftover of an interrupted build first.  For names that only
+    the holder of the key's lock writes."""
+    path.unlink(missing_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
+                     0o600))
+    return path
+
+
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, then rename it."""
+    """Write ``data`` to a temporary file next to ``path``, then rename it
+    (a symbolic link at ``path`` is replaced, never followed)."""
     tmp = _temp_path(path.parent, path.name.split(".")[0])
     try:
         tmp.write_bytes(data)
@@ -232,108 +421,373 @@ def write_atomic(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def _canonical(doc: dict) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, allow_nan=False).encode("ascii")
+
+
+def _seal(doc: dict) -> bytes:
+    """``doc`` plus a ``checksum`` of itself, as canonical JSON bytes."""
+    doc = {k: v for k, v in doc.items() if k != "checksum"}
+    doc["checksum"] = hashlib.sha256(_canonical(doc)).hexdigest()
+    return _canonical(doc)
+
+
+def _unseal(data: bytes) -> dict:
+    """The document sealed by :func:`_seal`; ``ValueError`` saying what is
+    wrong when ``data`` is not exactly such bytes (any changed byte is)."""
+    try:
+        doc = json.loads(data.decode("ascii"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"unreadable ({e.__class__.__name__})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("checksum"), str):
+        raise ValueError("no checksum")
+    try:
+        body = {k: v for k, v in doc.items() if k != "checksum"}
+        if hashlib.sha256(_canonical(body)).hexdigest() != doc["checksum"]:
+            raise ValueError("checksum mismatch")
+        if _canonical(doc) != data:
+            raise ValueError("not in canonical form")
+    except (TypeError, ValueError) as e:
+        raise ValueError(str(e) or "invalid") from None
+    return doc
+
+
 def discard(directory: Path, key: str, suffix: str) -> None:
-    """Remove the artifact and sidecar of ``key`` (the lock and source stay)."""
+    """Remove the sidecar, then the artifact of ``key`` (the lock and source
+    stay).  The sidecar goes first: without it the entry is absent."""
     for name in (f"{key}.json", f"{key}{suffix}"):
-        (directory / name).unlink(missing_ok=True)
+        try:
+            (directory / name).unlink()
+        except FileNotFoundError:
+            pass
+        except IsADirectoryError:   # not ours to remove; lookup refuses it
+            pass
+
+
+def _store(directory: Path, key: str, suffix: str, artifact: Path,
+           meta: dict) -> tuple[Path, dict]:
+    final = directory / f"{key}{suffix}"
+    fd = os.open(artifact, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    try:
+        digest, size = _sha256_fd(fd), os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    side = dict(meta, format=CACHE_FORMAT, key=key, sha256=digest, size=size)
+    data = _seal(side)
+    os.chmod(artifact, 0o700)
+    (directory / f"{key}.json").unlink(missing_ok=True)
+    os.replace(artifact, final)
+    tmp = _fresh_file(directory / f".{key}.json.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, directory / f"{key}.json")     # the commit point
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final, _unseal(data)
 
 
 def store(directory: Path, key: str, suffix: str, artifact: Path, meta: dict) -> Path:
     """Move ``artifact`` (a file in ``directory``) into place as the entry of
-    ``key`` and write its sidecar; returns the artifact's final path.  The
-    caller holds the key's lock."""
-    final = directory / f"{key}{suffix}"
-    side = dict(meta, format=CACHE_FORMAT, key=key, sha256=_sha256_file(artifact),
-                size=artifact.stat().st_size)
-    os.chmod(artifact, 0o700)
-    os.replace(artifact, final)
-    write_atomic(directory / f"{key}.json", json.dumps(side, indent=1).encode())
-    return final
+    ``key`` and write its sidecar last; returns the artifact's final path.
+    The caller holds the key's lock."""
+    return _store(Path(directory), key, suffix, Path(artifact), meta)[0]
+
+
+def _unsafe_entry(directory: Path, key: str, suffix: str) -> str | None:
+    """Why an entry of ``key`` must not be touched: a name that is a symbolic
+    link or no regular file.  ``None`` when every name is absent or regular."""
+    for name in (f"{key}{suffix}", f"{key}.json", f"{key}.lock", f"{key}.c"):
+        try:
+            st = os.lstat(directory / name)
+        except FileNotFoundError:
+            continue
+        except OSError as e:
+            return f"{directory / name} cannot be examined ({e})"
+        if stat.S_ISLNK(st.st_mode):
+            return f"cache entry {directory / name} is a symbolic link, which polyc refuses"
+        if not stat.S_ISREG(st.st_mode):
+            return f"cache entry {directory / name} is not a regular file"
+    return None
+
+
+@dataclass(frozen=True)
+class _Verified:
+    path: Path
+    meta: dict
+    ident: tuple   # (device, inode, size, mtime) of the bytes that were hashed
+
+
+def _ident(st: os.stat_result) -> tuple:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _verify(directory: Path, key: str, suffix: str) -> _Verified | str | None:
+    """The verified entry of ``key``; ``None`` when absent (no sidecar: never
+    published, or interrupted before its commit point); else a string saying
+    why the entry is corrupt."""
+    art, side = directory / f"{key}{suffix}", directory / f"{key}.json"
+    try:
+        data = _read_nofollow(side)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"sidecar unreadable: {e}"
+    try:
+        meta = _unseal(data)
+    except ValueError as e:
+        return f"sidecar {e}"
+    if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
+        return "sidecar of another format or key"
+    try:
+        fd = os.open(art, _O_READ)
+    except OSError as e:
+        return f"artifact missing or unreadable: {e}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "artifact is not a regular file"
+        if st.st_size != meta.get("size"):
+            return f"artifact has {st.st_size} bytes, its sidecar says {meta.get('size')}"
+        if _sha256_fd(fd) != meta.get("sha256"):
+            return "artifact's sha256 differs from its sidecar's"
+        return _Verified(art, meta, _ident(st))
+    except OSError as e:
+        return f"artifact unreadable: {e}"
+    finally:
+        os.close(fd)
+
+
+def _report_corrupt(directory: Path, key: str, suffix: str, why: str) -> None:
+    discard(directory, key, suffix)
+    _count("corrupt")
+    _warn(f"polyc: cache entry {key}{suffix} in {directory} is corrupt ({why}); "
+          f"it was discarded and is rebuilt, never loaded")
 
 
 def lookup(directory: Path, key: str, suffix: str) -> Path | None:
     """The artifact of ``key`` if present and its sidecar vouches for it.  A
-    damaged entry (missing or unreadable sidecar, wrong checksum or size) is
-    discarded, counted as ``corrupt`` and reported as absent."""
-    art, side = directory / f"{key}{suffix}", directory / f"{key}.json"
-    if not art.exists() and not side.exists():
+    damaged entry (unreadable or altered sidecar, wrong checksum or size) is
+    discarded, counted as ``corrupt``, reported with a
+    :class:`~polyc.errors.CacheWarning` and reported as absent."""
+    found = _verify(Path(directory), key, suffix)
+    if isinstance(found, str):
+        _report_corrupt(Path(directory), key, suffix, found)
         return None
-    try:
-        meta = json.loads(side.read_text())
-        ok = (meta.get("format") == CACHE_FORMAT and meta.get("key") == key
-              and meta.get("size") == art.stat().st_size
-              and meta.get("sha256") == _sha256_file(art))
-    except (OSError, ValueError, AttributeError):
-        ok = False
-    if ok:
-        return art
-    discard(directory, key, suffix)
-    _count("corrupt")
-    return None
+    return None if found is None else found.path
 
+
+# --- the file lock ---------------------------------------------------------------
+
+class _EntryLock:
+    """An exclusive ``flock`` on ``<key>.lock``, taken with a timeout.  The
+    file is opened with ``O_NOFOLLOW`` (a link there raises ``OSError``) and
+    never removed.  The kernel releases the lock when its holder dies."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+        self._fallback = None
+
+    def acquire(self, timeout: float) -> bool:
+        try:
+            import fcntl
+        except ImportError:   # pragma: no cover - not POSIX
+            from filelock import FileLock, Timeout
+            self._fallback = FileLock(self.path, mode=0o600)
+            try:
+                self._fallback.acquire(timeout=timeout)
+            except Timeout:
+                return False
+            return True
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
+            try:
+                while True:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() >= deadline:
+                            os.close(fd)
+                            return False
+                        time.sleep(delay)
+                        delay = min(delay * 2, 0.05)
+                # the name must still be the file we locked (never replaced)
+                if _ident(os.fstat(fd))[:2] == _ident(os.lstat(self.path))[:2]:
+                    self.fd = fd
+                    return True
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+
+    def release(self) -> None:
+        if self._fallback is not None:
+            self._fallback.release()
+        elif self.fd is not None:
+            os.close(self.fd)   # closing the descriptor releases the flock
+            self.fd = None
+
+
+# --- the protocol ----------------------------------------------------------------
 
 def get_or_build(key: str, *, directory: Path | None, suffix: str,
                  build: Callable[[Path, Path], dict],
-                 load: Callable[[Path], T]) -> T:
+                 load: Callable[[Path, dict], T],
+                 lock_timeout: float | None = None) -> T:
     """The value of ``key``: from the memo, else from disk, else built.
 
     ``build(directory, out)`` writes the artifact to the file ``out`` (any
     other file it writes in ``directory`` must be named by the key) and
     returns JSON-able metadata for the sidecar; it raises what it raises
-    (``CompileError``).  ``load(path)`` raises ``OSError`` when the artifact
-    cannot be loaded: a disk entry that does not load is rebuilt.  With
-    ``directory=None`` the artifact goes to :func:`private_dir` and nothing
-    is shared between processes.
+    (``CompileError``).  ``load(path, meta)`` (``meta``: the sidecar) raises
+    ``OSError`` when the artifact cannot be loaded: a disk entry that does not
+    load is rebuilt; other exceptions propagate.  With ``directory=None`` the
+    artifact goes to :func:`private_dir` and nothing is shared between
+    processes.  Threads of one process build a key once (in-process lock);
+    processes serialize on the key's file lock, waiting at most
+    ``lock_timeout`` (default :data:`LOCK_TIMEOUT`) seconds before they warn
+    and build privately.  An unsafe directory or entry also falls back to the
+    private directory with a :class:`~polyc.errors.CacheWarning`.
 
-    Raises :class:`CompileError` when a freshly built artifact does not load,
-    :class:`PolycError` for an unusable cache directory."""
+    Raises :class:`~polyc.errors.LoadError` (a ``CompileError``) when a
+    freshly built artifact does not load, :class:`PolycError` when not even a
+    private directory can be made."""
     value = _memo_get(key)
     if value is not None:
         return value
+    with _key_lock(key):
+        value = _memo_get(key)   # another thread may have finished it
+        if value is not None:
+            return value
+        value = _lookup_or_build(key, directory, suffix, build, load,
+                                 LOCK_TIMEOUT if lock_timeout is None else lock_timeout)
+        with _lock:
+            _memo[key] = value
+        return value
+
+
+def _lookup_or_build(key, directory, suffix, build, load, lock_timeout):
     if directory is None:
-        directory = private_dir()
-        with FileLock(directory / f"{key}.lock", mode=0o600):
+        return _build_and_load(private_dir(), key, suffix, build, load)
+    directory = usable_dir(directory)
+    if is_private(directory):
+        return _build_and_load(directory, key, suffix, build, load)
+    unsafe = _unsafe_entry(directory, key, suffix)
+    if unsafe:
+        return _build_and_load(_fall_back(unsafe), key, suffix, build, load)
+    lock = _EntryLock(directory / f"{key}.lock")
+    try:
+        acquired = lock.acquire(lock_timeout)
+    except OSError as e:
+        private = _fall_back(f"cannot take the lock {lock.path} ({e})")
+        return _build_and_load(private, key, suffix, build, load)
+    if not acquired:
+        _count("lock_timeouts")
+        private = _fall_back(f"another process has held {lock.path} for more than "
+                             f"{lock_timeout:g} s (cache.LOCK_TIMEOUT)")
+        return _build_and_load(private, key, suffix, build, load)
+    try:
+        value = _load_from_disk(directory, key, suffix, load)
+        if value is None:
             value = _build_and_load(directory, key, suffix, build, load)
-    else:
-        directory = ensure_cache_dir(directory)
-        with FileLock(directory / f"{key}.lock", mode=0o600):
-            value = _memo_get(key)   # another thread may have finished it
-            if value is not None:
-                return value
-            value = _load_from_disk(directory, key, suffix, load)
-            if value is None:
-                value = _build_and_load(directory, key, suffix, build, load)
-    with _lock:
-        return _memo.setdefault(key, value)
+        return value
+    finally:
+        lock.release()
 
 
-def _load_from_disk(directory: Path, key: str, suffix: str, load: Callable[[Path], T]):
-    path = lookup(directory, key, suffix)
-    if path is None:
+def _load_from_disk(directory: Path, key: str, suffix: str, load: Callable):
+    found = _verify(directory, key, suffix)
+    if found is None:
+        return None
+    if isinstance(found, str):
+        _report_corrupt(directory, key, suffix, found)
         return None
     try:
-        value = load(path)
+        value = load(found.path, found.meta)
+    except OSError as e:
+        _report_corrupt(directory, key, suffix, f"it does not load: {e}")
+        return None
+    try:
+        same = _ident(os.lstat(found.path)) == found.ident
     except OSError:
-        discard(directory, key, suffix)
-        _count("corrupt")
+        same = False
+    if not same:   # replaced behind the lock's back between hash and load
+        _report_corrupt(directory, key, suffix, "the file changed while it was loaded")
         return None
     _count("disk_hits")
     return value
 
 
 def _build_and_load(directory: Path, key: str, suffix: str,
-                    build: Callable[[Path, Path], dict], load: Callable[[Path], T]) -> T:
-    discard(directory, key, suffix)
-    tmp = _temp_path(directory, key)
+                    build: Callable[[Path, Path], dict], load: Callable):
+    tmp = None
     try:
+        discard(directory, key, suffix)
+        # a unique name: the compiler of a killed process may still be writing
+        # to the temporary file it was given (it outlives its parent)
+        tmp = _temp_path(directory, key)
         meta = build(directory, tmp)
-        path = store(directory, key, suffix, tmp, meta)
+        path, side = _store(directory, key, suffix, tmp, meta)
+    except OSError as e:
+        raise PolycError(f"cannot write the cache entry {key}{suffix} in {directory}: {e}; "
+                         f"free some space there, or {_HOW}") from e
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     _count("builds")
     try:
-        return load(path)
+        return load(path, side)
     except OSError as e:
         discard(directory, key, suffix)
-        raise CompileError(f"built {path} but could not load it: {e}",
-                           command=meta.get("command")) from e
+        from .errors import LoadError
+        raise LoadError(f"built {path} but could not load it: {e}",
+                        command=meta.get("command")) from e
+
+
+# --- JSON entries (the lowered-source cache of polyc/pipeline.py) ---------------
+
+def write_json_entry(directory: Path, name: str, payload: dict, *, key: str,
+                     fmt: str) -> None:
+    """Write ``payload`` as the sealed entry ``directory/name`` (format,
+    key, checksum; atomically renamed into place, replacing and never
+    following a link).  Raises ``OSError`` when it cannot be written."""
+    write_atomic(Path(directory) / name,
+                 _seal({"format": fmt, "key": key, "payload": payload}))
+
+
+def read_json_entry(directory: Path, name: str, *, key: str, fmt: str) -> dict | None:
+    """The payload written by :func:`write_json_entry`, or ``None``: when
+    absent or of another format (silently), when it is a link or no regular
+    file (refused, with a warning, left alone), or when damaged (counted as
+    ``corrupt``, removed, with a warning)."""
+    path = Path(directory) / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+        _warn(f"polyc: cache entry {path} is {what}; polyc refuses it and recomputes")
+        return None
+    try:
+        doc = _unseal(_read_nofollow(path))
+        if doc.get("format") != fmt:
+            return None
+        if doc.get("key") != key or not isinstance(doc.get("payload"), dict):
+            raise ValueError("of another key")
+    except (OSError, ValueError) as e:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        _count("corrupt")
+        _warn(f"polyc: cache entry {path} is corrupt ({e}); it was discarded and is "
+              f"recomputed")
+        return None
+    return doc["payload"]

@@ -6,9 +6,17 @@ those fields enter the cache key through :meth:`Config.codegen_key`.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+
+from .errors import PolycError
+
+#: A sanitizer name as ``-fsanitize=`` takes it (``address``, ``undefined``,
+#: ``signed-integer-overflow``, ...): letters, digits and dashes only.
+_SANITIZER_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
 def _env(name: str) -> str | None:
@@ -49,6 +57,33 @@ class Config:
         "OpenMP threads per call (POLYC_NUM_THREADS, else OMP_NUM_THREADS, else all cores)", False))
     dump: bool = field(default=False, metadata=_opt(
         "print every pipeline stage to stderr (POLYC_DUMP=1)", False))
+    sanitize: tuple[str, ...] = field(default=(), metadata=_opt(
+        "sanitizers to build generated C with (POLYC_SANITIZE=address,undefined): "
+        "adds -fsanitize=..., -fno-sanitize-recover=all, -fno-omit-frame-pointer, -g; "
+        "'address' needs its runtime preloaded (see README, 'Sanitized execution')", True))
+    compile_timeout: float | None = field(default=None, metadata=_opt(
+        "seconds the C compiler may run before it is killed and CompileTimeoutError "
+        "is raised (POLYC_COMPILE_TIMEOUT); None = no limit", False))
+
+    def __post_init__(self):
+        san = self.sanitize
+        if isinstance(san, str):
+            san = san.split(",")
+        names = tuple(dict.fromkeys(n.strip() for n in san if n and n.strip()))
+        bad = [n for n in names if not _SANITIZER_NAME.match(n)]
+        if bad:
+            raise PolycError(f"Config.sanitize: {bad[0]!r} is not a sanitizer name; "
+                             f"use names as -fsanitize= takes them, e.g. "
+                             f"POLYC_SANITIZE=address,undefined")
+        object.__setattr__(self, "sanitize", names)
+        t = self.compile_timeout
+        if t is not None:
+            if (isinstance(t, bool) or not isinstance(t, (int, float))
+                    or not math.isfinite(t) or t <= 0):
+                raise PolycError(f"Config.compile_timeout must be a positive number of "
+                                 f"seconds or None (no limit), got {t!r}; "
+                                 f"e.g. POLYC_COMPILE_TIMEOUT=300")
+            object.__setattr__(self, "compile_timeout", float(t))
 
     @classmethod
     def from_env(cls, **overrides) -> "Config":
@@ -65,6 +100,16 @@ class Config:
             kw["num_threads"] = int(nt)
         if _env("POLYC_DUMP") == "1":
             kw["dump"] = True
+        if _env("POLYC_SANITIZE"):
+            kw["sanitize"] = tuple(_env("POLYC_SANITIZE").split(","))
+        timeout = _env("POLYC_COMPILE_TIMEOUT")
+        if timeout:
+            try:
+                kw["compile_timeout"] = float(timeout)
+            except ValueError:
+                raise PolycError(f"POLYC_COMPILE_TIMEOUT={timeout!r} is not a number of "
+                                 f"seconds; set it to e.g. 300, or unset it for no "
+                                 f"limit") from None
         kw.update(overrides)
         return cls(**kw)
 

@@ -83,3 +83,37 @@ class CompileError(PolycError):
 
 class ToolMissingError(CompileError):
     """A required external tool (C compiler, nvcc) is not installed."""
+
+
+class CompileTimeoutError(CompileError):
+    """The C compiler ran past ``Config.compile_timeout``
+    (``POLYC_COMPILE_TIMEOUT``) and was killed.  ``timeout`` is the limit in
+    seconds; the message says how to raise it."""
+
+    def __init__(self, message: str, *, timeout: float, command: list[str] | None = None,
+                 stderr: str = ""):
+        self.timeout = timeout
+        super().__init__(message, command=command, stderr=stderr)
+
+
+class LoadError(CompileError):
+    """A built shared library cannot be loaded into this process, e.g. because
+    the cache directory is on a filesystem mounted ``noexec``.  The message
+    names the directory and the variable (``POLYC_CACHE_DIR``) that moves it."""
+
+
+class SanitizerError(PolycError):
+    """A kernel built with ``Config.sanitize`` (``POLYC_SANITIZE``) cannot be
+    loaded safely: the sanitizer's runtime is not loaded first in this process
+    (it must be ``LD_PRELOAD``-ed) or is not installed.  The message gives the
+    exact environment to set."""
+
+
+class PolycWarning(UserWarning):
+    """Base class of the warnings polyc issues (``warnings.warn``)."""
+
+
+class CacheWarning(PolycWarning):
+    """The kernel cache found something wrong and worked around it: a corrupt
+    entry (rebuilt, never loaded), an unsafe cache directory or entry (a
+    private temporary directory is used instead), a lock not acquired in time."""

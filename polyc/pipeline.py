@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -108,34 +107,51 @@ def lowered_key(program: Program, config: Config) -> str:
 
 
 def _cached_source(key: str, config: Config):
-    """The C ``Source`` lowered earlier for ``key`` (memory, then disk)."""
+    """The C ``Source`` lowered earlier for ``key`` (memory, then disk).  The
+    disk entry ``<key>.lowered.json`` is sealed (checksum, canonical bytes)
+    by :func:`polyc.cache.write_json_entry`; a damaged one is discarded with a
+    ``CacheWarning``, a symbolic link is refused, and lowering runs again."""
     from polyc.backends.c.emit import Source
+
+    from . import cache
     if key in _LOWERED:
         return _LOWERED[key]
     if not config.disk_cache:
         return None
-    path = config.resolved_cache_dir() / f"{key}.lowered.json"
+    directory = cache.usable_dir(config.resolved_cache_dir())
+    data = cache.read_json_entry(directory, f"{key}.lowered.json", key=key,
+                                 fmt=LOWERED_FORMAT)
+    if data is None:
+        return None               # absent, refused or corrupt: lower again
     try:
-        data = json.loads(path.read_text())
-        if data.get("format") != LOWERED_FORMAT:
+        text, entry = data["text"], data["entry"]
+        params, tensors = tuple(data["params"]), tuple(data["tensors"])
+        if not (isinstance(text, str) and isinstance(entry, str)
+                and all(isinstance(x, str) for x in params + tensors)):
             return None
-        src = Source(text=data["text"], entry=data["entry"], params=tuple(data["params"]),
-                     tensors=tuple(data["tensors"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None               # absent or corrupt: lower again
+        src = Source(text=text, entry=entry, params=params, tensors=tensors)
+    except (KeyError, TypeError, ValueError):
+        return None
     _LOWERED[key] = src
     return src
 
 
 def _store_source(key: str, source, config: Config) -> None:
+    """Keep ``source`` in memory and, with the disk cache, as the sealed entry
+    ``<key>.lowered.json`` (best effort: a directory that cannot be written
+    only costs lowering again later)."""
     from . import cache
     _LOWERED[key] = source
     if not config.disk_cache:
         return
-    directory = cache.ensure_cache_dir(config.resolved_cache_dir())
-    data = {"format": LOWERED_FORMAT, "text": source.text, "entry": source.entry,
+    directory = cache.usable_dir(config.resolved_cache_dir())
+    data = {"text": source.text, "entry": source.entry,
             "params": list(source.params), "tensors": list(source.tensors)}
-    cache.write_atomic(directory / f"{key}.lowered.json", json.dumps(data).encode())
+    try:
+        cache.write_json_entry(directory, f"{key}.lowered.json", data, key=key,
+                               fmt=LOWERED_FORMAT)
+    except OSError:
+        pass
 
 
 def compile_program(program: Program, config: Config | None = None):

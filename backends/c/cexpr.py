@@ -1,31 +1,58 @@
 """Printing :mod:`polyc.expr` trees as C99 expressions.
 
-Two modes: *index* expressions (64-bit integer arithmetic, floor division and
-remainder as TC and isl define them) and *value* expressions in a statement's
-element type (float, double, int32_t, int64_t).  User identifiers never reach
-the output verbatim: iterators print as ``i_<name>``, parameters as
-``p_<name>``, tensors as ``t_<name>`` after :func:`check_identifier`;
-floating constants print exactly (C99 hexadecimal floats).
+Two modes:
+
+* *index* expressions: 64-bit integer arithmetic (``int64_t`` everywhere,
+  literals ``INT64_C``), floor division and remainder as TC and isl define
+  them.  Used for subscripts, loop bounds, extents and statement iterators;
+  their values are bounded by the iteration domains and tensor shapes, which
+  the runtime checks, so they never overflow 64 bits.
+* *value* expressions, typed as C's usual arithmetic conversions type them
+  (the rules of the numpy oracle, :mod:`polyc.refeval`): an integer literal,
+  index or size is ``int64``, a float literal has the statement's float type
+  (its output's when that is a float, else ``float64``), a read has its
+  tensor's dtype, arithmetic takes the wider operand type (any float wins),
+  comparisons and logic give 0/1; the statement converts the result to its
+  output type once, at the store.  Integer ``+ - *`` wrap modulo 2^32/2^64
+  as numpy's do (computed in unsigned arithmetic: no undefined behaviour);
+  integer ``/`` and ``%`` by zero give 0 as numpy's do (instead of SIGFPE).
+
+User identifiers never reach the output verbatim: iterators print as
+``i_<name>``, parameters as ``p_<name>``, tensors as ``t_<name>``, extents as
+``d<k>_<name>``, all after :func:`check_identifier`.  polyc's own names start
+with ``polyc_`` and isl's loop iterators are ``c<k>[_<j>]``, so the name spaces are
+disjoint.  Floating constants print exactly: the value is first rounded to
+the target type (as numpy converts it), then printed as a C99 hexadecimal
+float, ``INFINITY``, or, for a NaN, its exact bit pattern.
 """
 
 from __future__ import annotations
 
-import math
 import re
+import struct
 from typing import Callable
+
+import numpy as np
 
 from polyc import expr as E
 from polyc.errors import UnsupportedError
 from polyc.ir import C_TYPES
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_LOOP_ITERATOR = re.compile(r"c[0-9]+(_[0-9]+)*\Z")
+
+#: Longest identifier accepted (C99 guarantees 63 significant characters for
+#: internal names; gcc and clang have no limit).
+MAX_IDENTIFIER = 200
 
 
 def check_identifier(name: str) -> str:
     """Return ``name`` if it is a plain ASCII identifier, else raise
     :class:`UnsupportedError` (defence in depth: frontends validate too)."""
-    if not _IDENT.match(name) or len(name) > 200:
-        raise UnsupportedError(f"identifier {name[:40]!r} cannot be used in generated code")
+    if not isinstance(name, str) or not _IDENT.match(name) or len(name) > MAX_IDENTIFIER:
+        raise UnsupportedError(f"identifier {str(name)[:40]!r} cannot be used in "
+                               "generated code (use ASCII letters, digits and '_', "
+                               f"at most {MAX_IDENTIFIER} characters)")
     return name
 
 
@@ -42,19 +69,51 @@ def tensor_name(name: str) -> str:
 
 
 def extent_name(tensor: str, dim: int) -> str:
-    return f"{tensor_name(tensor)}_d{dim}"
+    """The row-major extent of dimension ``dim`` of ``tensor``.  A prefix, not
+    a suffix: ``t_A_d1`` would be the pointer of a tensor named ``A_d1``."""
+    return f"d{int(dim)}_{check_identifier(tensor)}"
+
+
+def loop_iterator_name(name: str) -> str:
+    """An isl AST loop iterator (``c0``, ``c1``, ...; ``c0_0`` when a size is
+    named ``c0``), printed as is; anything else would be a polyc bug (it could
+    collide with a mangled name)."""
+    assert isinstance(name, str) and _LOOP_ITERATOR.match(name), \
+        f"unexpected AST iterator name {name!r}"
+    return check_identifier(name)
+
+
+def _nan_bits(value: float, ctype: str) -> int:
+    if ctype == "float":
+        with np.errstate(all="ignore"):
+            return int(np.array(value, dtype=np.float64).astype(np.float32).view(np.uint32))
+    return struct.unpack("<Q", struct.pack("<d", value))[0]
 
 
 def float_literal(value: float, ctype: str) -> str:
-    """An exact C literal of ``value`` in ``ctype`` (``float`` or ``double``)."""
-    if math.isnan(value):
-        return f"(({ctype})NAN)"
-    if math.isinf(value):
+    """An exact C expression of ``value`` converted to ``ctype`` (``float`` or
+    ``double``) as numpy converts it: rounded to nearest (overflowing to
+    infinity), subnormals and the sign of zero kept, a NaN's sign and payload
+    kept bit for bit."""
+    value = float(value)
+    if ctype == "float":
+        with np.errstate(all="ignore"):
+            value32 = np.array(value, dtype=np.float64).astype(np.float32)
+        if value == value:          # not NaN: the float32 value, exactly
+            value = float(value32)
+    elif ctype != "double":
+        raise AssertionError(ctype)
+    if value != value:
+        if ctype == "float":
+            return f"polyc_bits_float(UINT32_C(0x{_nan_bits(value, ctype):08x}))"
+        return f"polyc_bits_double(UINT64_C(0x{_nan_bits(value, ctype):016x}))"
+    if value in (float("inf"), float("-inf")):
         return f"(({ctype})INFINITY)" if value > 0 else f"(-({ctype})INFINITY)"
-    return f"(({ctype}){float(value).hex()})"
+    return f"(({ctype}){value.hex()})"
 
 
 def int_literal(value: int) -> str:
+    value = int(value)
     if not -(2 ** 63) <= value < 2 ** 63:
         raise UnsupportedError(f"integer constant {value} does not fit in 64 bits")
     if value == -(2 ** 63):
@@ -62,15 +121,44 @@ def int_literal(value: int) -> str:
     return f"INT64_C({value})"
 
 
+def promote(*dtypes: str) -> str:
+    """C's usual arithmetic conversions on polyc dtypes (``refeval.promote_dtype``):
+    the widest float if any, else the widest integer; ``bool`` (a comparison's
+    0/1) counts as ``int64``."""
+    floats = [d for d in dtypes if d.startswith("float")]
+    if floats:
+        return "float64" if "float64" in floats else "float32"
+    return "int32" if dtypes and all(d == "int32" for d in dtypes) else "int64"
+
+
+def convert(text: str, frm: str, to: str) -> str:
+    """``text`` of dtype ``frm`` (or ``"bool"``: a C ``int`` 0/1) converted to
+    dtype ``to`` (a C conversion)."""
+    if frm == to:
+        return text
+    return f"(({C_TYPES[to]}){text})"
+
+
+def arith(op: str, a: str, b: str, dtype: str) -> str:
+    """``a op b`` for ``op`` in ``+ - *`` with both operands of ``dtype``;
+    integers wrap around (numpy's behaviour, defined behaviour in C)."""
+    if dtype.startswith("float"):
+        return f"({a} {op} {b})"
+    name = {"+": "add", "-": "sub", "*": "mul"}[op]
+    return f"polyc_{name}_{C_TYPES[dtype]}({a}, {b})"
+
+
 _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh",
              "abs": "fabs", "fabs": "fabs", "fmax": "fmax", "fmin": "fmin",
              "max": "fmax", "min": "fmin", "pow": "pow"}
+_UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "fabs", "rsqrt", "sigmoid")
 
 
 class CExprPrinter:
     """Prints expressions of one statement.  ``iter_name`` maps an
     :class:`~polyc.expr.Index` name to its C variable; ``access`` prints a
-    tensor element given the tensor name and its C index expressions."""
+    tensor element given the tensor name and its C index expressions;
+    ``tensor_dtype`` gives a tensor's dtype."""
 
     def __init__(self, iter_name: Callable[[str], str],
                  access: Callable[[str, list[str]], str],
@@ -111,103 +199,120 @@ class CExprPrinter:
     def _access(self, e: E.Access) -> str:
         return self.access(e.tensor, [self.index(i) for i in e.indices])
 
-    def is_integer(self, e: E.Expr) -> bool:
-        """Whether ``e`` has an integer type in TC's typing: sizes, index
-        variables, integer literals and integer tensors, combined by
-        arithmetic, comparisons (0/1), selects and min/max/abs."""
-        if isinstance(e, E.Const):
-            return isinstance(e.value, int)
-        if isinstance(e, (E.Index, E.Param)):
-            return True
-        if isinstance(e, E.Access):
-            return self.tensor_dtype(e.tensor).startswith("int")
-        if isinstance(e, E.Unary):
-            return e.op == "!" or self.is_integer(e.operand)
-        if isinstance(e, E.Binary):
-            if e.op in E.COMPARE_OPS or e.op in E.LOGIC_OPS:
-                return True
-            return self.is_integer(e.lhs) and self.is_integer(e.rhs)
-        if isinstance(e, E.Select):
-            return self.is_integer(e.then) and self.is_integer(e.otherwise)
-        if isinstance(e, E.Call) and e.fn in ("min", "max"):
-            return all(self.is_integer(a) for a in e.args)
-        return False
-
-    # -- value expressions in element type `dtype` ----------------------------
+    # -- value expressions -----------------------------------------------------
     def value(self, e: E.Expr, dtype: str) -> str:
-        ct = C_TYPES[dtype]
-        is_float = dtype.startswith("float")
-        if (is_float and isinstance(e, (E.Binary, E.Unary, E.Select, E.Call))
-                and self.is_integer(e) and not _has_logic(e)):
-            # integer arithmetic stays integer (floor division), then converts
-            return f"(({ct}){self.index(e)})"
+        """``e`` converted to ``dtype``, evaluated in C's arithmetic types with
+        float literals of the float type of a statement whose output is
+        ``dtype``."""
+        text, t = self.typed(e, float_type_of(dtype))
+        return convert(text, t, dtype)
+
+    def typed(self, e: E.Expr, float_type: str) -> tuple[str, str]:
+        """``(C text, dtype)`` of ``e``; dtype is a key of ``C_TYPES`` or
+        ``"bool"`` (a C ``int`` holding 0 or 1)."""
+        ft = float_type
         if isinstance(e, E.Const):
-            if is_float:
-                return float_literal(float(e.value), ct)
-            if isinstance(e.value, float) and not e.value.is_integer():
-                return f"(({ct}){float(e.value).hex()})"
-            return f"(({ct}){int_literal(int(e.value))})"
-        if isinstance(e, (E.Index, E.Param)):
-            return f"(({ct}){self.index(e)})"
+            if isinstance(e.value, bool) or isinstance(e.value, int):
+                return int_literal(int(e.value)), "int64"
+            return float_literal(e.value, C_TYPES[ft]), ft
+        if isinstance(e, E.Index):
+            return self.iter_name(e.name), "int64"
+        if isinstance(e, E.Param):
+            return param_name(e.name), "int64"
         if isinstance(e, E.Access):
-            return f"(({ct}){self._access(e)})"
+            return self._access(e), self.tensor_dtype(e.tensor)
         if isinstance(e, E.Unary):
-            return f"({e.op}{self.value(e.operand, dtype)})"
+            a, t = self.typed(e.operand, ft)
+            if e.op == "!":
+                return f"(!{a})", "bool"
+            a, t = convert(a, t, _numeric(t)), _numeric(t)
+            if t.startswith("float"):
+                return f"(-{a})", t
+            return f"polyc_neg_{C_TYPES[t]}({a})", t
         if isinstance(e, E.Binary):
-            a, b = self.value(e.lhs, dtype), self.value(e.rhs, dtype)
-            if e.op in E.COMPARE_OPS or e.op in E.LOGIC_OPS:
-                return f"(({ct})({a} {e.op} {b}))"
-            if e.op == "/" and not is_float:
-                return f"(({ct})polyc_floord({a}, {b}))"
-            if e.op == "%":
-                return f"polyc_rem_{ct}({a}, {b})" if is_float \
-                    else f"(({ct})polyc_mod({a}, {b}))"
-            return f"({a} {e.op} {b})"
+            a, ta = self.typed(e.lhs, ft)
+            b, tb = self.typed(e.rhs, ft)
+            if e.op in E.LOGIC_OPS:
+                return f"({a} {e.op} {b})", "bool"
+            t = promote(_numeric(ta), _numeric(tb))
+            a, b = convert(a, ta, t), convert(b, tb, t)
+            if e.op in E.COMPARE_OPS:
+                return f"({a} {e.op} {b})", "bool"
+            if e.op in ("+", "-", "*"):
+                return arith(e.op, a, b, t), t
+            if t.startswith("float"):
+                if e.op == "/":
+                    return f"({a} / {b})", t
+                return f"polyc_rem_{C_TYPES[t]}({a}, {b})", t
+            name = "div" if e.op == "/" else "mod"
+            return convert(f"polyc_{name}_int64_t({a}, {b})", "int64", t), t
         if isinstance(e, E.Select):
-            c = self.value(e.cond, dtype)
-            return f"({c} ? {self.value(e.then, dtype)} : {self.value(e.otherwise, dtype)})"
+            c, _ = self.typed(e.cond, ft)
+            a, ta = self.typed(e.then, ft)
+            b, tb = self.typed(e.otherwise, ft)
+            t = promote(_numeric(ta), _numeric(tb))
+            return f"({c} ? {convert(a, ta, t)} : {convert(b, tb, t)})", t
         if isinstance(e, E.Call):
-            args = [self.value(a, dtype) for a in e.args]
-            return self._call(e.fn, args, dtype)
+            return self._call(e.fn, [self.typed(a, ft) for a in e.args], ft)
         raise AssertionError(type(e))
 
-    def _call(self, fn: str, args: list[str], dtype: str) -> str:
-        ct = C_TYPES[dtype]
-        if dtype.startswith("float"):
+    def _call(self, fn: str, args: list[tuple[str, str]], ft: str) -> tuple[str, str]:
+        if fn in _UNARY_FLOAT:
+            a, t = args[0]
+            if not t.startswith("float"):
+                a, t = convert(a, t, ft), ft
+            ct = C_TYPES[t]
             suf = "f" if ct == "float" else ""
             one = float_literal(1.0, ct)
             if fn == "rsqrt":
-                return f"({one} / sqrt{suf}({args[0]}))"
+                return f"({one} / sqrt{suf}({a}))", t
             if fn == "sigmoid":
-                return f"({one} / ({one} + exp{suf}(-({args[0]}))))"
-            return f"{_FLOAT_FN[fn]}{suf}({', '.join(args)})"
-        if fn in ("max", "fmax"):
-            return f"polyc_max_{ct}({args[0]}, {args[1]})"
-        if fn in ("min", "fmin"):
-            return f"polyc_min_{ct}({args[0]}, {args[1]})"
-        if fn in ("abs", "fabs"):
-            return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
-        # transcendental functions of integers: computed in double, truncated
-        if fn == "rsqrt":
-            return f"(({ct})(1.0 / sqrt((double){args[0]})))"
-        if fn == "sigmoid":
-            return f"(({ct})(1.0 / (1.0 + exp(-(double){args[0]}))))"
-        dargs = ", ".join(f"(double){a}" for a in args)
-        return f"(({ct}){_FLOAT_FN[fn]}({dargs}))"
+                return f"({one} / ({one} + exp{suf}(-({a}))))", t
+            return f"{_FLOAT_FN[fn]}{suf}({a})", t
+        if fn == "abs":
+            a, t = args[0]
+            if t.startswith("float"):
+                return f"fabs{'f' if t == 'float32' else ''}({a})", t
+            a, t = convert(a, t, _numeric(t)), _numeric(t)
+            return f"polyc_abs_{C_TYPES[t]}({a})", t
+        (a, ta), (b, tb) = args
+        t = promote(_numeric(ta), _numeric(tb))
+        if fn in ("fmax", "fmin", "pow") or (fn in ("max", "min") and t.startswith("float")):
+            if not t.startswith("float"):
+                t = ft
+            a, b = convert(a, ta, t), convert(b, tb, t)
+            suf = "f" if t == "float32" else ""
+            return f"{_FLOAT_FN[fn]}{suf}({a}, {b})", t
+        if fn in ("max", "min"):
+            a, b = convert(a, ta, t), convert(b, tb, t)
+            return f"polyc_{fn}_{C_TYPES[t]}({a}, {b})", t
+        raise UnsupportedError(f"builtin {fn!r} is not supported by the C backend")
 
 
-def _has_logic(e: E.Expr) -> bool:
-    """Comparisons and logic print fine in either mode; keep them in value
-    mode so that float operands nested inside stay floats."""
-    return any(isinstance(n, E.Binary) and (n.op in E.COMPARE_OPS or n.op in E.LOGIC_OPS)
-               for n in e.walk())
+def _numeric(t: str) -> str:
+    """Comparisons' 0/1 count as int64 in arithmetic (numpy's ``numeric``)."""
+    return "int64" if t == "bool" else t
+
+
+def float_type_of(dtype: str) -> str:
+    """The type of float literals in a statement whose output is ``dtype``."""
+    return dtype if dtype.startswith("float") else "float64"
+
+
+def accumulator_type(out_dtype: str, rhs_dtype: str) -> str:
+    """The type a reduction into ``out_dtype`` of values of ``rhs_dtype``
+    combines in (the oracle reduces in the right-hand side's type, integers
+    converted to a float output's type first, then combines with the
+    output)."""
+    rhs = _numeric(rhs_dtype)
+    if out_dtype.startswith("float") and not rhs.startswith("float"):
+        rhs = out_dtype
+    return promote(out_dtype, rhs)
 
 
 def combine(op: str, current: str, update: str, dtype: str) -> str:
-    """``current op update`` for a reduction operator."""
-    ct = C_TYPES[dtype]
-    if op == "+":
-        return f"{current} + {update}"
-    if op == "*":
-        return f"{current} * ({update})"
-    return f"polyc_{op}_{ct}({current}, {update})"
+    """``current op update`` for a reduction operator, both of ``dtype``.
+    ``max``/``min`` propagate NaN, as numpy's ``maximum``/``minimum``."""
+    if op in ("+", "*"):
+        return arith(op, current, update, dtype)
+    return f"polyc_{op}_{C_TYPES[dtype]}({current}, {update})"

@@ -5,13 +5,29 @@ Emits one function ``polyc_kernel(const int64_t *params, void *const
 ``Program.params`` order, ``buffers`` one pointer per tensor in
 ``Program.tensors`` order (C-contiguous, row-major; the runtime guarantees
 that no two buffers overlap, which makes ``restrict`` valid), ``nthreads`` the
-OpenMP team size (0: the runtime default).  Index arithmetic is 64-bit.
-Syntax is produced with cgen.
+OpenMP team size (0: the runtime default).  Syntax is produced with cgen.
+
+Guarantees (tested in ``tests/robustness/``):
+
+* no user text reaches the C verbatim: names are validated and mangled
+  (``t_<tensor>``, ``p_<size>``, ``i_<index>``, extents ``d<k>_<tensor>``;
+  polyc's own names start with ``polyc_``, isl's loop iterators are
+  ``c<k>``), constants are printed exactly (``cexpr.float_literal``), and a
+  statement's source text appears only inside a comment, filtered by
+  :func:`comment_text`;
+* all index arithmetic (iterators, loop counters, extents, linear offsets,
+  gathered indices) is ``int64_t`` with ``INT64_C`` literals, whatever bound
+  isl could prove;
+* values follow C's usual arithmetic conversions exactly as the numpy oracle
+  does (``cexpr.CExprPrinter.typed``), reductions combine in
+  :func:`~.cexpr.accumulator_type`, ``max=``/``min=`` propagate NaN, integer
+  arithmetic wraps and divides by zero as numpy does (no undefined
+  behaviour, no SIGFPE).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import cgen as c
 
@@ -22,10 +38,14 @@ from polyc.isl_util import pw_aff_to_expr
 
 from .cexpr import (
     CExprPrinter,
+    accumulator_type,
     check_identifier,
     combine,
+    convert,
     extent_name,
+    float_type_of,
     iterator_name,
+    loop_iterator_name,
     param_name,
     tensor_name,
 )
@@ -38,12 +58,29 @@ PRELUDE = r"""#include <stdint.h>
 #include <omp.h>
 #endif
 
+/* index arithmetic: int64_t, floor division and remainder as isl and TC define them */
 static inline int64_t polyc_floord(int64_t a, int64_t b)
 { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
 static inline int64_t polyc_mod(int64_t a, int64_t b)
 { int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int64_t polyc_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t polyc_max(int64_t a, int64_t b) { return a > b ? a : b; }
+/* integer values wrap around as numpy's do (unsigned arithmetic: defined behaviour) */
+static inline int32_t polyc_add_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t polyc_sub_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+static inline int32_t polyc_mul_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
+static inline int32_t polyc_neg_int32_t(int32_t a) { return (int32_t)(UINT32_C(0) - (uint32_t)a); }
+static inline int32_t polyc_abs_int32_t(int32_t a) { return a < 0 ? polyc_neg_int32_t(a) : a; }
+static inline int64_t polyc_add_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t polyc_sub_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t polyc_mul_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t polyc_neg_int64_t(int64_t a) { return (int64_t)(UINT64_C(0) - (uint64_t)a); }
+static inline int64_t polyc_abs_int64_t(int64_t a) { return a < 0 ? polyc_neg_int64_t(a) : a; }
+/* integer / and % on values: numpy's results for a zero divisor (0) and INT64_MIN / -1 */
+static inline int64_t polyc_div_int64_t(int64_t a, int64_t b)
+{ return b == 0 ? 0 : b == -1 ? polyc_neg_int64_t(a) : polyc_floord(a, b); }
+static inline int64_t polyc_mod_int64_t(int64_t a, int64_t b)
+{ return (b == 0 || b == -1) ? 0 : polyc_mod(a, b); }
 static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -53,24 +90,36 @@ static inline float polyc_max_float(float a, float b) { return (a != a || a > b)
 static inline float polyc_min_float(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double polyc_max_double(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline double polyc_min_double(double a, double b) { return (a != a || a < b) ? a : b; }
-/* floating-point % rounds the quotient toward minus infinity (numpy's remainder) */
+/* floating-point % rounds the quotient toward minus infinity (numpy's remainder;
+   a zero result takes the divisor's sign) */
 static inline float polyc_rem_float(float a, float b)
-{ float r = fmodf(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+{ float r = fmodf(a, b); return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysignf(0.0f, b); }
 static inline double polyc_rem_double(double a, double b)
-{ double r = fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+{ double r = fmod(a, b); return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysign(0.0, b); }
+/* NaN constants, bit for bit */
+static inline float polyc_bits_float(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
+static inline double polyc_bits_double(uint64_t u) { union { uint64_t u; double f; } x; x.u = u; return x.f; }
 """
 
 
-_COMMENT_SAFE = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                    " ()+-*/=!<>,.:?%&|_[]")
+_COMMENT_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                          " ()+-*/=!<>,.:?%&|_[]")
 
 
 def comment_text(text: str, limit: int = 160) -> str:
     """User source shown in a C comment, made inert: printable ASCII of the
-    expression alphabet only, no comment terminator, no trigraph."""
-    flat = "".join(ch if ch in _COMMENT_SAFE else " " for ch in " ".join(text.split()))
-    flat = flat.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
-    return flat[:limit]
+    expression alphabet only (no backslash, quote, ``#``, non-ASCII or
+    control character), on one line, with no comment opener or terminator
+    and no ``??`` (trigraphs).  cgen frames it as ``/* text */``, so a final
+    ``*`` or ``/`` cannot pair with the terminator."""
+    flat = "".join(ch if ch in _COMMENT_SAFE else " " for ch in " ".join(str(text).split()))
+    flat = flat[:limit]
+    while True:
+        new = flat.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
+        if new == flat:
+            break
+        flat = new
+    return flat.strip()
 
 
 @dataclass(frozen=True)
@@ -88,10 +137,11 @@ class _Emitter:
         self.program = program
         self.stmts = {s.name: s for s in program.statements}
         self.dtypes = {t.name: t.dtype for t in program.tensors}
-        self.loop_printer = CExprPrinter(lambda n: check_identifier(n), self._access,
+        self.loop_printer = CExprPrinter(loop_iterator_name, self._access,
                                          self.dtypes.__getitem__)
 
     def _access(self, tensor: str, idx: list[str]) -> str:
+        """``t_T[offset]``: the row-major linear offset, all in int64_t."""
         if not idx:
             return f"{tensor_name(tensor)}[0]"
         off = idx[0]
@@ -119,28 +169,39 @@ class _Emitter:
         return out
 
     # -- statements -------------------------------------------------------------
+    def _printer(self) -> CExprPrinter:
+        return CExprPrinter(iterator_name, self._access, self.dtypes.__getitem__)
+
+    def _iterators(self, pairs) -> list:
+        ip = self.loop_printer.index
+        return [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
+                for it, arg in pairs]
+
     def statement(self, inst: L.StmtInstance) -> c.Generable:
         s: Statement = self.stmts[inst.statement]
         body: list = []
-        for it, arg in zip(s.iterators, inst.args):
-            body.append(c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))),
-                                      self.loop_printer.index(arg)))
-        pr = CExprPrinter(iterator_name, self._access, self.dtypes.__getitem__)
+        if s.text:
+            body.append(c.Comment(comment_text(s.text)))
+        body += self._iterators(zip(s.iterators, inst.args))
+        pr = self._printer()
         dtype = self.dtypes[s.tensor]
         lhs = pr._access(s.lhs)
-        rhs = pr.value(s.rhs, dtype)
         if s.op == "=":
-            body.append(c.Statement(f"{lhs} = {rhs}"))
+            body.append(c.Statement(f"{lhs} = {pr.value(s.rhs, dtype)}"))
         else:
-            body.append(c.Statement(f"{lhs} = {combine(s.op, lhs, rhs, dtype)}"))
-        if s.text:
-            body.insert(0, c.Comment(comment_text(s.text)))
+            rhs, rtype = pr.typed(s.rhs, float_type_of(dtype))
+            acc = accumulator_type(dtype, rtype)
+            update = combine(s.op, convert(lhs, dtype, acc), convert(rhs, rtype, acc), acc)
+            body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
         return c.Block(body)
 
     def reduction_loop(self, n: L.For) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
         accumulator in a local variable (``omp simd reduction`` for + and *);
-        ``None`` when the loop body does not have that shape."""
+        ``None`` when the loop body does not have that shape.  The
+        accumulator has the type the reduction combines in
+        (:func:`accumulator_type`), converted to the output's once, at the
+        store."""
         body = n.body
         while isinstance(body, L.Block) and len(body.children) == 1:
             body = body.children[0]
@@ -157,34 +218,38 @@ class _Emitter:
             if it not in s.reduction_iterators and moves:
                 return None
             (inner if it in s.reduction_iterators else outer).append((it, arg))
-        ip = self.loop_printer.index
-        pr = CExprPrinter(iterator_name, self._access, self.dtypes.__getitem__)
+        pr = self._printer()
         dtype = self.dtypes[s.tensor]
         lhs = pr._access(s.lhs)
+        rhs, rtype = pr.typed(s.rhs, float_type_of(dtype))
+        acc_t = accumulator_type(dtype, rtype)
         acc = "polyc_acc"
-        loop_body = [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
-                     for it, arg in inner]
-        update = combine(s.op, acc, pr.value(s.rhs, dtype), dtype)
+        loop_body = self._iterators(inner)
+        update = combine(s.op, acc, convert(rhs, rtype, acc_t), acc_t)
         loop_body.append(c.Statement(f"{acc} = {update}"))
         loop = self._for(n, c.Block(loop_body))
         pragma = ([c.Pragma(f"omp simd reduction({s.op}:{acc})")]
                   if s.op in ("+", "*") else [])
-        block = [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
-                 for it, arg in outer]
-        block += [c.Comment(f"{s.name}: reduction with a register accumulator"),
-                  c.Initializer(c.Value(C_TYPES[dtype], acc), lhs), *pragma, loop,
-                  c.Statement(f"{lhs} = {acc}")]
+        block = self._iterators(outer)
+        block += [c.Comment(f"{check_identifier(s.name)}: reduction with a register "
+                            "accumulator"),
+                  c.Initializer(c.Value(C_TYPES[acc_t], acc), convert(lhs, dtype, acc_t)),
+                  *pragma, loop,
+                  c.Statement(f"{lhs} = {convert(acc, acc_t, dtype)}")]
         return c.Block(block)
 
     def _for(self, n: L.For, body: c.Generable) -> c.For:
         ip = self.loop_printer.index
-        it = check_identifier(n.iterator)
+        it = loop_iterator_name(n.iterator)
         cond = n.cond
         if isinstance(cond, E.Binary) and cond.op in E.COMPARE_OPS:
             cond_text = f"{ip(cond.lhs)} {cond.op} {ip(cond.rhs)}"  # OpenMP canonical form
         else:
             cond_text = ip(cond)
-        return c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {n.step}",
+        # the step is a positive constant from isl; `c += 8` adds in int64_t
+        step = int(n.step)
+        assert 0 < step < 2 ** 31, step
+        return c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {step}",
                      self._block(body))
 
     # -- loops ------------------------------------------------------------------
@@ -195,9 +260,12 @@ class _Emitter:
             if red is not None:
                 return red
         if isinstance(n, L.For):
+            folded = False
+            if n.parallel and n.collapse > 1:
+                n, folded = _fold_collapsed_simd(n)
             loop = self._for(n, self.node(n.body))
             if n.parallel:
-                simd = " simd" if n.simd else ""
+                simd = " simd" if n.simd or folded else ""
                 collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
                 return c.Module([c.Pragma(f"omp parallel for{simd}{collapse} schedule(static) "
                                           "num_threads(polyc_team)"), loop])
@@ -220,6 +288,20 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
+
+
+def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
+    """``n`` with the ``simd`` flag of the loops its ``collapse(k)`` covers
+    cleared, and whether one had it: a pragma between collapsed loops breaks
+    their perfect nesting (gcc: "not enough perfectly nested loops"), so the
+    simd goes onto the combined ``parallel for simd collapse(k)``."""
+    def strip(f: L.Node, depth: int) -> tuple[L.Node, bool]:
+        if depth == 0 or not isinstance(f, L.For):
+            return f, False
+        body, found = strip(f.body, depth - 1)
+        return replace(f, body=body, simd=False), found or f.simd
+    body, found = strip(n.body, n.collapse - 1)
+    return replace(n, body=body), found
 
 
 def emit(program: Program, nest: L.Node) -> Source:

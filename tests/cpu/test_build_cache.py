@@ -1,6 +1,9 @@
 """The C build step and the kernel cache: build, load and call through ctypes;
-memory and disk hits counted; corrupt entries rebuilt; compiler errors; one
-compile across concurrent processes; the cache directory's mode and names."""
+memory and disk hits counted; corrupt entries rebuilt (with a warning);
+compiler errors; one compile across concurrent processes; the cache
+directory's mode and names.  Harder cases (races with killed processes,
+byte-level corruption, unsafe directories, toolchain faults, sanitizers)
+are in ``tests/robustness/``."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import pytest
 from polyc import cache
 from polyc.backends.c.build import Library, build_library, library_key, resolve_compiler
 from polyc.config import Config
-from polyc.errors import CompileError, PolycError, ToolMissingError
+from polyc.errors import CacheWarning, CompileError, ToolMissingError
 
 try:
     REAL_CC = resolve_compiler(Config.from_env().cc)
@@ -112,9 +115,23 @@ def test_loose_cache_dir_is_tightened(tmp_path):
 
 
 def test_cache_dir_that_is_a_file_is_refused(tmp_path):
+    """Refused with a warning naming POLYC_CACHE_DIR; the build still works,
+    in the process's private directory."""
     (tmp_path / "cache").write_text("not a directory")
-    with pytest.raises(PolycError, match="POLYC_CACHE_DIR"):
-        build_library(ADD, config=config(tmp_path))
+    with pytest.warns(CacheWarning, match="not a directory.*POLYC_CACHE_DIR"):
+        lib = build_library(ADD, config=config(tmp_path))
+    assert call_add(lib, [1.0]) == [2.0]
+    assert cache.is_private(lib.path.parent)
+    assert (tmp_path / "cache").read_text() == "not a directory"
+    assert cache.stats().fallbacks == 1
+
+
+def test_cache_dir_may_be_a_link_to_a_directory_of_ours(tmp_path):
+    (tmp_path / "real").mkdir(mode=0o700)
+    (tmp_path / "cache").symlink_to(tmp_path / "real")
+    lib = build_library(ADD, config=config(tmp_path))
+    assert lib.path.resolve().parent == tmp_path / "real"
+    assert cache.stats().fallbacks == 0
 
 
 def _truncate(so: Path, side: Path) -> None:
@@ -129,7 +146,9 @@ def _flip(so: Path, side: Path) -> None:
 
 
 def _bad_sidecar(so: Path, side: Path) -> None:
-    _replace(side, side.read_text().replace('"sha256": "', '"sha256": "0').encode())
+    text = side.read_text()
+    assert '"sha256":"' in text
+    _replace(side, text.replace('"sha256":"', '"sha256":"0').encode())
 
 
 def _replace(path: Path, data: bytes) -> None:
@@ -147,7 +166,8 @@ def test_corrupt_entry_is_rebuilt(tmp_path, corrupt):
     corrupt(lib.path, lib.path.with_suffix(".json"))
     cache.clear_memory()
     cache.reset_stats()
-    rebuilt = build_library(ADD, config=cfg)
+    with pytest.warns(CacheWarning, match="corrupt"):
+        rebuilt = build_library(ADD, config=cfg)
     assert cache.stats() == cache.CacheStats(builds=1, corrupt=1)
     assert call_add(rebuilt, [41.0]) == [42.0]
     assert cache.lookup(cfg.resolved_cache_dir(), lib.key, ".so") == lib.path
@@ -162,7 +182,8 @@ def test_entry_that_does_not_load_is_rebuilt(tmp_path):
     garbage = directory / "garbage"
     garbage.write_bytes(b"\x7fELF this is not a shared library")
     cache.store(directory, key, ".so", garbage, {"command": []})
-    lib = build_library(source, config=cfg)
+    with pytest.warns(CacheWarning, match="does not load"):
+        lib = build_library(source, config=cfg)
     assert cache.stats() == cache.CacheStats(builds=1, corrupt=1)
     assert call_add(lib, [1.0]) == [2.0]
 

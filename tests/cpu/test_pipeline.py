@@ -6,7 +6,7 @@ import pytest
 
 from polyc import cache
 from polyc.config import Config
-from polyc.errors import BindingError, DTypeError, ShapeError
+from polyc.errors import BindingError, CacheWarning, DTypeError, ShapeError
 from polyc.pipeline import compile_program, lower
 
 RNG = np.random.default_rng(0)
@@ -151,5 +151,6 @@ def test_warm_compile_skips_scheduling_but_schedule_stays_inspectable(tmp_path, 
         f.write_text("{not json")
     pipeline._LOWERED.clear()
     calls.clear()
-    compile_program(programs.producer_consumer(), cfg)
+    with pytest.warns(CacheWarning):
+        compile_program(programs.producer_consumer(), cfg)
     assert calls == [1]
