@@ -438,9 +438,13 @@ def _sublist_text(sublist: Any) -> str:
         if item is Ellipsis:
             out.append("...")
             continue
-        if isinstance(item, (bool, np.bool_)) or not hasattr(item, "__index__"):
-            raise BindingError("each subscript must be either an integer or an ellipsis")
-        s = operator.index(item)
+        try:
+            if isinstance(item, (bool, np.bool_)):
+                raise TypeError
+            s = operator.index(item)
+        except TypeError:
+            raise BindingError("each subscript must be either an integer or an "
+                               "ellipsis") from None
         if not 0 <= s < 52:
             raise EinsumError("subscript is not within the valid range [0, 52)")
         out.append(chr(ord("A") + s) if s < 26 else chr(ord("a") + s - 26))

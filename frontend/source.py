@@ -44,10 +44,20 @@ def point(line: int, column: int, filename: str = "<tc>") -> Span:
     return Span(line, column, line, column + 1, filename)
 
 
+def _lines(text: str, keepends: bool = False) -> list[str]:
+    """``text`` split at ``\n`` only, as the lexer counts lines (a form feed,
+    a lone ``\r`` or U+2028 do not start a line for it).  Without
+    ``keepends`` a ``\r`` before the ``\n`` is dropped too."""
+    parts = text.split("\n")
+    if keepends:
+        return [p + "\n" for p in parts[:-1]] + parts[-1:]
+    return [p[:-1] if p.endswith("\r") else p for p in parts]
+
+
 def source_line(text: str, line: int) -> str:
     """Line ``line`` (1-based) of ``text`` without its newline; ``""`` when
     out of range."""
-    lines = text.splitlines()
+    lines = _lines(text)
     return lines[line - 1] if 1 <= line <= len(lines) else ""
 
 
@@ -58,7 +68,7 @@ def excerpt(text: str, span: Span | None) -> str:
     ``""`` when ``text`` or ``span`` is missing or out of range."""
     if not text or span is None:
         return ""
-    lines = text.splitlines()
+    lines = _lines(text)
     if not 1 <= span.line <= len(lines):
         return ""
     src = lines[span.line - 1]
@@ -76,7 +86,7 @@ def span_text(text: str, span: Span | None) -> str:
     """The characters of ``text`` that ``span`` covers (``""`` if unknown)."""
     if not text or span is None:
         return ""
-    lines = text.splitlines(keepends=True)
+    lines = _lines(text, keepends=True)
     if not 1 <= span.line <= len(lines):
         return ""
     start = sum(len(x) for x in lines[:span.line - 1]) + span.column - 1

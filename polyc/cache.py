@@ -61,19 +61,19 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import stat
-import subprocess
 import tempfile
 import threading
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence, TypeVar
 
+from filelock import FileLock, Timeout
+
 from . import __version__
 from .errors import CacheWarning, PolycError
+from .process import run_process, run_quiet  # noqa: F401 (run_process re-exported)
 
 #: Bump when the entry layout or the meaning of the key changes.
 CACHE_FORMAT = "polyc-cache-2"
@@ -152,59 +152,11 @@ def _warn(message: str) -> None:
     warnings.warn(message, CacheWarning, stacklevel=4)
 
 
-# --- running tools -------------------------------------------------------------
-
-def run_process(argv: Sequence[str], *, timeout: float | None = None,
-                env: dict | None = None) -> subprocess.CompletedProcess:
-    """Run ``argv`` (``shell=False``) in a new session, capturing stdout and
-    stderr as bytes.  On timeout (or an interrupt) the whole process group is
-    killed, so a compiler driver's children (``cc1``, ``ld``, a wrapper's
-    ``sleep``) cannot keep running or hold the pipes open; then
-    ``subprocess.TimeoutExpired`` is raised with the output so far.  Raises
-    ``OSError`` when ``argv[0]`` cannot be executed."""
-    argv = list(argv)
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True, env=env)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        out, err = _kill_group(p)
-        raise subprocess.TimeoutExpired(argv, timeout, output=out, stderr=err) from None
-    except BaseException:
-        _kill_group(p)
-        raise
-    return subprocess.CompletedProcess(argv, p.returncode, out, err)
-
-
-def _kill_group(p: subprocess.Popen) -> tuple[bytes, bytes]:
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        p.kill()
-    try:
-        out, err = p.communicate(timeout=10)
-    except subprocess.TimeoutExpired:   # a grandchild left the group: stop reading
-        out, err = b"", b""
-        for f in (p.stdout, p.stderr):
-            if f:
-                f.close()
-        p.wait()
-    return out or b"", err or b""
-
-
-def _run_quiet(argv: list[str]) -> str:
-    try:
-        p = run_process(argv, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return (p.stdout or p.stderr).decode("utf-8", "replace")
-
-
 # --- the key -------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
 def _compiler_version(path: str, mtime_ns: int) -> str:
-    out = _run_quiet([path, "--version"]).strip()
+    out = run_quiet([path, "--version"]).strip()
     return out.splitlines()[0] if out else "unknown"
 
 
@@ -233,7 +185,7 @@ def cpu_features(compiler: str | None = None) -> str:
     except OSError:
         pass
     if compiler:
-        out = _run_quiet([compiler, "-march=native", "-Q", "--help=target"])
+        out = run_quiet([compiler, "-march=native", "-Q", "--help=target"])
         if out:
             return "target:" + hashlib.sha256(out.encode()).hexdigest()
     return "unknown"
@@ -580,56 +532,28 @@ def lookup(directory: Path, key: str, suffix: str) -> Path | None:
 # --- the file lock ---------------------------------------------------------------
 
 class _EntryLock:
-    """An exclusive ``flock`` on ``<key>.lock``, taken with a timeout.  The
-    file is opened with ``O_NOFOLLOW`` (a link there raises ``OSError``) and
-    never removed.  The kernel releases the lock when its holder dies."""
+    """An exclusive lock on ``<key>.lock`` with a timeout (``filelock``: an
+    ``flock`` that the kernel releases when its holder dies).  A lock path that
+    is a symbolic link is refused (``OSError``); the file is never removed."""
 
     def __init__(self, path: Path):
         self.path = path
-        self.fd: int | None = None
-        self._fallback = None
+        self._lock: FileLock | None = None
 
     def acquire(self, timeout: float) -> bool:
+        if self.path.is_symlink():
+            raise OSError(errno.ELOOP, "lock file is a symbolic link", str(self.path))
+        self._lock = FileLock(str(self.path), mode=0o600)
         try:
-            import fcntl
-        except ImportError:   # pragma: no cover - not POSIX
-            from filelock import FileLock, Timeout
-            self._fallback = FileLock(self.path, mode=0o600)
-            try:
-                self._fallback.acquire(timeout=timeout)
-            except Timeout:
-                return False
-            return True
-        deadline = time.monotonic() + timeout
-        delay = 0.002
-        while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o600)
-            try:
-                while True:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                        break
-                    except BlockingIOError:
-                        if time.monotonic() >= deadline:
-                            os.close(fd)
-                            return False
-                        time.sleep(delay)
-                        delay = min(delay * 2, 0.05)
-                # the name must still be the file we locked (never replaced)
-                if _ident(os.fstat(fd))[:2] == _ident(os.lstat(self.path))[:2]:
-                    self.fd = fd
-                    return True
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)
+            self._lock.acquire(timeout=timeout)
+        except Timeout:
+            return False
+        return True
 
     def release(self) -> None:
-        if self._fallback is not None:
-            self._fallback.release()
-        elif self.fd is not None:
-            os.close(self.fd)   # closing the descriptor releases the flock
-            self.fd = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
 
 # --- the protocol ----------------------------------------------------------------

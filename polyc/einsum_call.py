@@ -34,7 +34,7 @@ _LOCK = threading.Lock()
 
 def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
            dtype: Any = None, casting: str = "safe", optimize: Any = False,
-           config: Config | None = None) -> Any:
+           config: Config | None = None, **unsupported: Any) -> Any:
     """Evaluate the Einstein summation ``subscripts`` on ``operands`` as
     ``numpy.einsum`` does (same subscript grammar, including the interleaved
     ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])`` form, same
@@ -55,6 +55,12 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     non-array ``out`` or a malformed subscript list.
     """
     del optimize
+    if unsupported:
+        key = next(iter(unsupported))
+        if key == "order":
+            raise BindingError("polyc.einsum does not support order=: the result is always "
+                               "a new C-ordered array (or out=)")
+        raise BindingError(f"einsum() got an unexpected keyword argument '{key}'")
     if not isinstance(subscripts, (str, bytes)):
         subscripts, operands = subscripts_from_sublists((subscripts,) + operands)
     if not operands:
@@ -67,7 +73,12 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
                           f"'unsafe' (got {casting!r})")
     if out is not None and not isinstance(out, np.ndarray):
         raise BindingError("keyword parameter out must be an array for einsum")
-    arrays = [np.asarray(op) for op in operands]
+    arrays = [_operand(k, op) for k, op in enumerate(operands)]
+    if dtype is not None:
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as err:           # numpy: "data type 'x' not understood"
+            raise DTypeError(str(err)) from None
     spec = _parse(subscripts, tuple(a.shape for a in arrays),
                   None if out is None else out.shape)
     if out is not None and not out.flags.writeable:
@@ -87,6 +98,20 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     # out broadcasts the result, has another dtype or layout, or overlaps an input
     np.copyto(out, kernel(*inputs), casting="unsafe")
     return out
+
+
+def _operand(k: int, op: Any) -> np.ndarray:
+    """``np.asarray(op)``, numpy's conversion errors as polyc errors (a
+    ragged list is numpy's ValueError text, as an EinsumError)."""
+    if isinstance(op, np.ma.MaskedArray):
+        raise BindingError(f"operand {k}: masked arrays are not supported (the mask would "
+                           "be ignored); pass arr.filled(value) or arr.data")
+    try:
+        return np.asarray(op)
+    except ValueError as err:
+        raise EinsumError(str(err)) from None
+    except TypeError as err:
+        raise BindingError(f"operand {k}: {err}") from None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -8,16 +8,28 @@ outputs and runs the generated code.
 
 Calling convention (documented for users in the README):
 
-* arguments follow ``Program.signature``: input tensors as ``numpy.ndarray``
-  of exactly the declared dtype (no implicit casts), scalar size arguments as
-  Python ints;
-* non-contiguous inputs are copied to C order first (the generated code
-  assumes dense row-major buffers);
+* arguments follow ``Program.signature``, by position (a keyword argument
+  other than ``out`` is a BindingError): input tensors as ``numpy.ndarray``
+  of exactly the declared dtype (no implicit casts; a byte-swapped array such
+  as ``'>f4'`` is a DTypeError, convert it with ``.astype``), scalar size
+  arguments as Python or numpy integers in ``0 .. 2**63 - 1``;
+* a rank-0 tensor also takes a numpy scalar (checked like a 0-d array, exact
+  dtype) or a Python int or float, converted when the element type holds it
+  (no wrap-around, no overflow to infinity; a bool is refused);
+* masked arrays are refused (the mask would be ignored);
+* non-contiguous, negatively strided or misaligned inputs are copied to
+  aligned C order first (the generated code assumes dense row-major buffers);
 * outputs are allocated and returned (a tuple when there are several), or
-  written into ``out`` (an array, or a tuple with one array per output); a
-  non-contiguous ``out`` is computed into a temporary and copied back;
+  written into ``out`` (an array, or a tuple or list with one array per
+  output); a non-contiguous or misaligned ``out`` is computed into a
+  temporary and copied back; ``out`` arrays must be writeable, must not share
+  memory with each other and must not overlap themselves (stride 0);
 * an input that shares memory with an ``out`` array is copied first, so the
   result is what numpy's copy semantics give;
+* an output whose declared shape is larger than what the statements write is
+  allocated zero-filled (never uninitialised memory);
+* when no statement has anything to execute at the given sizes, the
+  generated code is not called at all;
 * inputs are never modified.
 """
 
@@ -60,6 +72,44 @@ def param_function(e: E.Expr, params: tuple[str, ...]) -> Callable[..., Any]:
     return eval(f"lambda {args}: {_py(e)}", {"min": min, "max": max})  # noqa: S307
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _dtype_text(dt: np.dtype) -> str:
+    """A dtype for a message; a byte-swapped one says so (``>f4`` prints as
+    ``float32`` in numpy's ``name``, which would read as the expected type)."""
+    if not dt.isnative:
+        return f"{dt.str} (non-native byte order: {dt.name} stored byte-swapped)"
+    return str(dt)
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` share an element (exact for interleaved views
+    such as ``buf[::2]`` and ``buf[1::2]``; assumed when too costly to tell)."""
+    if not (a.size and b.size and np.may_share_memory(a, b)):
+        return False
+    try:
+        return bool(np.shares_memory(a, b, max_work=100_000))
+    except getattr(np, "exceptions", np).TooHardError:     # numpy < 1.25: np.TooHardError
+        return True
+
+
+def _self_overlapping(arr: np.ndarray) -> bool:
+    """Whether two elements of ``arr`` may share memory (a stride-0 or
+    otherwise overlapping view).  Sufficient test: sorted by stride, each
+    stride must step over the whole extent of the smaller ones; a layout
+    that fails it is treated as overlapping."""
+    if arr.size <= 1:
+        return False
+    dims = sorted((abs(st), n) for st, n in zip(arr.strides, arr.shape) if n > 1)
+    reach = arr.itemsize
+    for stride, n in dims:
+        if stride < reach:
+            return True
+        reach = stride * (n - 1) + reach
+    return False
+
+
 class Binder:
     """Checks call arguments against a Program and prepares the C call."""
 
@@ -77,9 +127,42 @@ class Binder:
             for t in p.inputs}
         self.gathers = self._direct_gathers(p)
         self.work = self._work_estimate(p)
+        self.partial = self._partially_written(p)
         self.check = None
         if p.preconditions is not None and not p.preconditions.is_equal(ctx.params()):
             self.check = param_function(set_to_condition(p.preconditions, ctx), p.params)
+
+    @staticmethod
+    def _partially_written(p: Program) -> frozenset[str]:
+        """Outputs that some parameter values leave partly unwritten (a
+        declared shape larger than the statements' ranges): those are
+        allocated zero-filled instead of with uninitialised memory."""
+        from .bounds import tensor_box
+        partial = set()
+        ctx = p.parameter_domain()
+        for t in p.outputs:
+            box = tensor_box(p, t.name)
+            for s in p.statements:
+                if s.tensor == t.name:
+                    box = box.subtract(s.write.intersect_domain(s.domain).range())
+            if not box.intersect_params(ctx).is_empty():
+                partial.add(t.name)
+        return frozenset(partial)
+
+    def all_empty(self, pvals: list[int]) -> bool:
+        """Whether every statement domain is empty at these parameter
+        values (exact, with isl; called only when the work estimate is 0)."""
+        p = self.program
+        for s in p.statements:
+            dom = s.domain
+            for name, v in zip(p.params, pvals):
+                pos = dom.find_dim_by_name(isl.dim_type.param, name)
+                if pos >= 0:
+                    dom = dom.fix_val(isl.dim_type.param, pos,
+                                      isl.Val.int_from_si(dom.get_ctx(), v))
+            if not dom.is_empty():
+                return False
+        return True
 
     @staticmethod
     def _work_estimate(p: Program):
@@ -200,16 +283,21 @@ class Binder:
 
     def _array(self, name: str, arg) -> np.ndarray:
         t = self.inputs[name]
-        if t.ndim == 0 and isinstance(arg, (int, float)) and not isinstance(arg, bool):
-            return np.asarray(arg, dtype=t.dtype)
-        if t.ndim == 0 and isinstance(arg, np.generic):
+        if isinstance(arg, np.generic):
             arg = np.asarray(arg)          # a numpy scalar: checked as a 0-d array
+        elif (t.ndim == 0 and isinstance(arg, (int, float))
+                and not isinstance(arg, bool)):
+            return self._python_scalar(name, t.dtype, arg)
+        if isinstance(arg, np.ma.MaskedArray):
+            raise BindingError(f"argument {name}: masked arrays are not supported (the mask "
+                               "would be ignored); pass arr.filled(value) or arr.data")
         if not isinstance(arg, np.ndarray):
-            raise BindingError(f"argument {name}: expected a numpy.ndarray of {t.dtype} "
-                               f"with {t.ndim} dimension(s), got {type(arg).__name__}")
+            want = (f"a number or a 0-d numpy.ndarray of {t.dtype}" if t.ndim == 0 else
+                    f"a numpy.ndarray of {t.dtype} with {t.ndim} dimension(s)")
+            raise BindingError(f"argument {name}: expected {want}, got {type(arg).__name__}")
         if arg.dtype != np.dtype(t.dtype):
-            raise DTypeError(f"argument {name}: expected dtype {t.dtype}, got {arg.dtype}"
-                             " (convert with .astype)")
+            raise DTypeError(f"argument {name}: expected dtype {t.dtype}, got "
+                             f"{_dtype_text(arg.dtype)} (convert with .astype('{t.dtype}'))")
         if arg.ndim != t.ndim:
             raise BindingError(f"argument {name}: expected {t.ndim} dimension(s), "
                                f"got {arg.ndim} (shape {arg.shape})")
@@ -218,33 +306,73 @@ class Binder:
         return arg
 
     @staticmethod
+    def _python_scalar(name: str, dtype: str, value) -> np.ndarray:
+        """A Python int or float for a rank-0 tensor: converted when the
+        element type represents it (no wrap-around, no silent truncation)."""
+        dt = np.dtype(dtype)
+        if dt.kind in "iu" and isinstance(value, float):
+            raise DTypeError(f"argument {name}: expected an integer for {dtype}, got the "
+                             f"float {value!r}")
+        try:
+            with np.errstate(over="raise"):
+                arr = np.asarray(value, dtype=dt)
+        except (OverflowError, FloatingPointError):
+            raise DTypeError(f"argument {name}: {value!r} cannot be represented in "
+                             f"{dtype}") from None
+        if dt.kind == "f" and not np.isfinite(arr) and np.isfinite(float(value)):
+            raise DTypeError(f"argument {name}: {value!r} overflows {dtype}")
+        return arr
+
+    @staticmethod
     def _size(name: str, arg) -> int:
         if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, np.integer)):
             raise BindingError(f"argument {name}: expected an integer size, "
                                f"got {type(arg).__name__}")
         if int(arg) < 0:
             raise ShapeError(f"argument {name}: size must be >= 0, got {int(arg)}")
+        if int(arg) > _INT64_MAX:
+            raise ShapeError(f"argument {name}: size {int(arg)} does not fit in 64 bits")
         return int(arg)
 
     def _outputs(self, shapes, out, arrays):
         outs = self.outputs
         if out is None:
-            return [np.empty(s, dtype=t.dtype) for s, t in zip(shapes, outs)], [None] * len(outs)
-        given = out if isinstance(out, tuple) else (out,)
+            try:
+                return ([(np.zeros if t.name in self.partial else np.empty)(s, dtype=t.dtype)
+                         for s, t in zip(shapes, outs)], [None] * len(outs))
+            except ValueError as err:          # "array is too big"
+                raise ShapeError(f"the outputs' shapes {shapes} cannot be allocated: "
+                                 f"{err}") from None
+        if isinstance(out, tuple) or (isinstance(out, list) and out
+                                      and all(isinstance(x, np.ndarray) for x in out)):
+            given = tuple(out)           # one array per output (a list of arrays too)
+        else:
+            given = (out,)
         if len(given) != len(outs):
             raise BindingError(f"out: expected {len(outs)} array(s) "
                                f"({', '.join(t.name for t in outs)}), got {len(given)}")
         results, copies = [], []
         for arr, shape, t in zip(given, shapes, outs):
+            if isinstance(arr, np.ma.MaskedArray):
+                raise BindingError(f"out {t.name}: masked arrays are not supported")
             if not isinstance(arr, np.ndarray):
                 raise BindingError(f"out {t.name}: expected a numpy.ndarray, "
                                    f"got {type(arr).__name__}")
             if arr.dtype != np.dtype(t.dtype):
-                raise DTypeError(f"out {t.name}: expected dtype {t.dtype}, got {arr.dtype}")
+                raise DTypeError(f"out {t.name}: expected dtype {t.dtype}, got "
+                                 f"{_dtype_text(arr.dtype)}")
             if arr.shape != shape:
                 raise ShapeError(f"out {t.name}: expected shape {shape}, got {arr.shape}")
             if not arr.flags.writeable:
                 raise BindingError(f"out {t.name}: array is read-only")
+            if _self_overlapping(arr):
+                raise BindingError(f"out {t.name}: its elements overlap in memory (strides "
+                                   f"{arr.strides} for shape {arr.shape}); pass an array "
+                                   "whose elements are distinct")
+            for other, prev in zip(outs, results):
+                if _overlap(prev, arr):
+                    raise BindingError(f"out {t.name} and out {other.name} share memory; "
+                                       "each output needs its own array")
             for name, a in list(arrays.items()):
                 if np.may_share_memory(a, arr):
                     arrays[name] = a.copy()
@@ -260,6 +388,7 @@ class Binder:
 
         from .bounds import out_of_bounds
         sizes = ", ".join(f"{k}={v}" for k, v in values.items())
+        ctx = self.program.context.params()
         for oob in out_of_bounds(self.program):
             pt = oob.params
             for i, name in enumerate(self.program.params):
@@ -267,6 +396,10 @@ class Binder:
                 pt = pt.fix_val(isl.dim_type.param, i, val)
             if not pt.is_empty():
                 what = oob.statement.text or oob.statement.name
+                if ctx.is_subset(oob.params):
+                    return (f"statement '{what}' reads or writes tensor {oob.tensor} out of "
+                            "bounds whatever the sizes are, so no call can succeed; check "
+                            "the definition's constant sizes and where ranges")
                 return (f"sizes {sizes} make statement '{what}' read or write tensor "
                         f"{oob.tensor} out of bounds; the kernel needs sizes outside "
                         f"{oob.params}")
@@ -327,13 +460,22 @@ class Kernel:
         """The schedule tree in isl's notation."""
         return str(self.isl_schedule)
 
-    def __call__(self, *args, out=None):
+    def __call__(self, *args, out=None, **kwargs):
+        if kwargs:
+            raise BindingError(
+                f"{self.name}() got an unexpected keyword argument '{next(iter(kwargs))}'; "
+                f"pass the arguments by position ({', '.join(self.program.signature)}) and "
+                "output arrays with out=")
         pvals, buffers, results, copies = self.binder.bind(args, out)
         params = np.array(pvals or [0], dtype=np.int64)
         ptrs = np.array([b.__array_interface__["data"][0] for b in buffers] or [0],
                         dtype=np.uintp)
-        small = self.binder.work(*pvals) < self.SERIAL_WORK
-        self._fn(params.ctypes.data, ptrs.ctypes.data, 1 if small else self._nthreads)
+        work = self.binder.work(*pvals)
+        # nothing to execute (every domain empty): skip the call, whose loop
+        # bounds may still span a huge empty range at extreme sizes
+        if work > 0 or not self.binder.all_empty(pvals):
+            small = work < self.SERIAL_WORK
+            self._fn(params.ctypes.data, ptrs.ctypes.data, 1 if small else self._nthreads)
         for tmp, dst in copies:
             dst[...] = tmp
         return results[0] if len(results) == 1 else tuple(results)

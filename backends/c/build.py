@@ -50,8 +50,14 @@ from typing import Sequence
 
 from polyc import cache
 from polyc.config import Config
-from polyc.errors import (CompileError, CompileTimeoutError, LoadError, SanitizerError,
-                          ToolMissingError)
+from polyc.errors import (
+    CompileError,
+    CompileTimeoutError,
+    LoadError,
+    SanitizerError,
+    ToolMissingError,
+)
+from polyc.process import run_process
 
 SUFFIX = ".so"
 _INSTALL_HINT = ("set CC or POLYC_CC (Config.cc) to a C compiler, "
@@ -139,7 +145,7 @@ def library_key(source: str, *, config: Config) -> str:
 @functools.lru_cache(maxsize=None)
 def _print_file_name(compiler: str, name: str) -> str | None:
     try:
-        out = cache.run_process([compiler, f"-print-file-name={name}"], timeout=60)
+        out = run_process([compiler, f"-print-file-name={name}"], timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
     path = out.stdout.decode("utf-8", "replace").strip()
@@ -327,7 +333,7 @@ def _compiler_env() -> dict | None:
 def _compile(argv: list[str], *, source: str, src: Path, out: Path, config: Config) -> dict:
     timeout = config.compile_timeout
     try:
-        proc = cache.run_process(argv, timeout=timeout, env=_compiler_env())
+        proc = run_process(argv, timeout=timeout, env=_compiler_env())
     except subprocess.TimeoutExpired as e:
         partial = (e.stderr or b"").decode("utf-8", "replace")
         raise CompileTimeoutError(

@@ -30,15 +30,72 @@ from . import syntax as S
 _GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 
+#: Longest identifier accepted (the C backend prefixes names and refuses
+#: longer ones; a located error here is better than one from code generation).
+MAX_NAME_LENGTH = 200
+#: Deepest nesting of expression nodes (operators, calls, reads, selects)
+#: accepted; every later stage walks expressions recursively.
+MAX_EXPR_DEPTH = 128
+#: Integer literals are 64-bit in generated code (indices and values).
+INT64_MAX = 2 ** 63 - 1
+
+
+class _TokenError(Exception):
+    """Raised from the token stream: ``token`` is the culprit."""
+
+    def __init__(self, token: Token, message: str):
+        super().__init__(message)
+        self.token, self.message = token, message
+
+
 class _AcceptNames:
-    """A no-op post-lexer whose only job is ``always_accept``: every state of
-    the contextual lexer also tries NAME, so a keyword (``def``, ``float``,
-    ``in``) is recognised only as a whole word and ``floaty`` is reported as
-    an unexpected name instead of ``float`` followed by ``y``."""
+    """The post-lexer.  ``always_accept``: every state of the contextual
+    lexer also tries NAME, so a keyword (``def``, ``float``, ``in``) is
+    recognised only as a whole word and ``floaty`` is reported as an
+    unexpected name instead of ``float`` followed by ``y``.  It also refuses
+    tokens that lex but cannot mean anything: identifiers longer than
+    :data:`MAX_NAME_LENGTH`, numbers glued to a following name or number
+    (``0x10``, ``1.5f``, ``2i``), integers beyond 64 bits, floats that
+    overflow a double (``1e400``) and integers with a leading zero that C
+    would read as octal (``010``)."""
     always_accept = ("NAME",)
 
     def process(self, stream):
-        return stream
+        prev = None
+        for tok in stream:
+            if tok.type == "NAME" and len(tok) > MAX_NAME_LENGTH:
+                raise _TokenError(tok, f"identifier '{tok[:20]}...' is {len(tok)} characters "
+                                  f"long; polyc accepts names of at most {MAX_NAME_LENGTH}")
+            if (prev is not None and prev.type == "NUMBER" and tok.line == prev.end_line
+                    and tok.column == prev.end_column and tok[:1] and
+                    (tok[0].isalnum() or tok[0] in "_.")):
+                glued = Token("NUMBER", prev + tok, prev.start_pos, prev.line, prev.column,
+                              tok.end_line, tok.end_column, tok.end_pos)
+                raise _TokenError(glued, f"malformed number '{glued}': a number must not be "
+                                  "followed directly by letters, digits or a dot (polyc "
+                                  "reads decimal literals such as 12, 1.5, 1e-3; no "
+                                  "suffixes, no hexadecimal)")
+            if tok.type == "NUMBER":
+                _check_number(tok)
+            yield tok
+            prev = tok
+
+
+def _check_number(tok: Token) -> None:
+    text = str(tok)
+    if text.isdigit():
+        if int(text) > INT64_MAX:
+            raise _TokenError(tok, f"integer literal {text} does not fit in 64 bits (the "
+                              f"largest is {INT64_MAX}; for the smallest write "
+                              f"-{INT64_MAX} - 1)")
+        if len(text) > 1 and text[0] == "0" and (
+                any(c in "89" for c in text) or int(text, 8) != int(text)):
+            raise _TokenError(tok, f"integer literal '{text}' has a leading zero: C would "
+                              "read it as octal, polyc as decimal; write it without the "
+                              "leading zero")
+    elif float(text) == float("inf"):
+        raise _TokenError(tok, f"floating-point literal {text} is out of range: it "
+                          "overflows a double (largest about 1.8e308)")
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,12 +111,18 @@ def parse(text: str, filename: str = "<tc>") -> S.Module:
     Raises :class:`~polyc.errors.ParseError` for a syntax error and
     :class:`~polyc.errors.SemanticError` for two definitions with one name.
     """
+    if not isinstance(text, str):
+        raise ParseError(f"TC source must be a str, got {type(text).__name__}",
+                         filename=filename)
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as err:
         raise _translate(err, text, filename) from None
+    except _TokenError as err:
+        raise _error(ParseError, text, _token_span(err.token, filename), err.message) from None
     except lark.exceptions.LarkError as err:  # pragma: no cover - defensive
         raise ParseError(f"cannot parse: {err}", filename=filename) from None
+    _check_depth(tree, text, filename)
     try:
         defs = _ToSyntax(filename, text).transform(tree)
     except VisitError as err:
@@ -77,18 +140,43 @@ def parse(text: str, filename: str = "<tc>") -> S.Module:
     return S.Module(tuple(defs), filename, text)
 
 
+_EXPR_RULES = frozenset({"binary", "unary", "ternary", "apply", "cast", "dim_of"})
+
+
+def _check_depth(tree: lark.Tree, text: str, filename: str) -> None:
+    """Refuse expressions nested deeper than :data:`MAX_EXPR_DEPTH` (long
+    chains such as a sum of hundreds of terms are nested too: ``a + b + c``
+    is ``(a + b) + c``).  Iterative, so it cannot itself overflow the stack."""
+    stack: list = [(tree, 0, None)]
+    while stack:
+        node, depth, root = stack.pop()
+        if not isinstance(node, lark.Tree):
+            continue
+        if node.data in _EXPR_RULES:
+            depth += 1
+            root = root or node
+            if depth > MAX_EXPR_DEPTH:
+                meta = root.meta
+                span = Span(meta.line, meta.column, meta.end_line, meta.end_column, filename)
+                raise _error(ParseError, text, span,
+                             f"expression nested too deeply (more than {MAX_EXPR_DEPTH} "
+                             "levels of operators, calls or reads); split it into several "
+                             "statements")
+        stack.extend((c, depth, root) for c in node.children)
+
+
 def sizes_header(text: str) -> dict[str, int]:
     """Default sizes from lines ``# sizes: M=128 K=1024`` (entries separated
     by spaces or commas; several such lines merge, later ones win).  Returns
     ``{}`` when there is none; a malformed entry is a ParseError."""
     sizes: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in enumerate(text.split("\n"), 1):
         m = re.match(r"\s*#\s*sizes\s*:(.*)$", line)
         if not m:
             continue
         body_col = m.start(1) + 1
         for item in re.finditer(r"[^\s,]+", m.group(1)):
-            km = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=(\d+)", item.group(0))
+            km = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=([0-9]+)", item.group(0))
             if not km:
                 span = Span(lineno, body_col + item.start(), lineno,
                             body_col + item.end())
@@ -111,6 +199,9 @@ _WORDS = {
 }
 _EXPR_START = {"NAME", "NUMBER", "LPAR", "MINUS", "BANG"}
 _OPERATORS = {"OR", "AND", "CMP_OP", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "QMARK"}
+_TYPE_WORDS = frozenset({"float", "double", "half", "float16", "float32", "float64", "int8",
+                         "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                         "byte", "bool"})
 _TYPES = {"FLOAT", "DOUBLE", "HALF", "FLOAT16", "FLOAT32", "FLOAT64", "INT8", "INT16",
           "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BYTE", "BOOL"}
 
@@ -152,7 +243,7 @@ def describe_expected(expected: set[str]) -> str:
 
 def _end_position(text: str, filename: str) -> Span:
     """Just after the last character that is not whitespace or a comment."""
-    lines = text.splitlines()
+    lines = text.split("\n")
     for i in range(len(lines) - 1, -1, -1):
         code = lines[i].split("#", 1)[0].rstrip()
         if code:
@@ -168,14 +259,51 @@ def _translate(err: UnexpectedInput, text: str, filename: str) -> ParseError:
             span = _end_position(text, filename)
             return _error(ParseError, text, span,
                           f"expected {expected} but found the end of the input")
+        last = _last_token(err)
+        if (last is not None and last.type == "NUMBER" and tok.line == last.end_line
+                and tok.column == last.end_column and tok[:1]
+                and (tok[0].isalnum() or tok[0] in "_.")):
+            glued = Token("NUMBER", last + tok, last.start_pos, last.line, last.column,
+                          tok.end_line, tok.end_column, tok.end_pos)
+            return _error(ParseError, text, _token_span(glued, filename),
+                          f"malformed number '{glued}': a number must not be followed "
+                          "directly by letters, digits or a dot")
         span = _token_span(tok, filename)
-        return _error(ParseError, text, span, f"expected {expected} but found '{tok}'")
+        message = f"expected {expected} but found '{tok}'"
+        if last is not None and last.type in _TYPES:
+            message += f" ('{last}' is a type name and cannot be used as a name)"
+        return _error(ParseError, text, span, message)
     if isinstance(err, UnexpectedCharacters):
         span = point(err.line, err.column, filename)
         char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else ""
-        return _error(ParseError, text, span, f"unexpected character '{char}'")
+        return _error(ParseError, text, span, f"unexpected character {_show_char(char)}")
     span = _end_position(text, filename)  # UnexpectedEOF (not raised by LALR)
     return _error(ParseError, text, span, "unexpected end of the input")
+
+
+def _last_token(err: UnexpectedToken) -> Token | None:
+    """The token shifted just before the unexpected one, if it is a token."""
+    try:
+        last = err.state.value_stack[-1]
+    except (AttributeError, IndexError):
+        return None
+    return last if isinstance(last, Token) else None
+
+
+def _show_char(char: str) -> str:
+    """A character for a message: quoted when visible ASCII, else with its
+    code point (NUL, a byte-order mark, a no-break space, a tab...)."""
+    if not char:
+        return "(end of input)"
+    code = f"U+{ord(char):04X}"
+    if char.isascii() and char.isprintable() and not char.isspace():
+        return f"'{char}'"
+    if char.isascii() or not char.isprintable() or char.isspace():
+        return f"{char!r} ({code}, an invisible or control character)"
+    if char.isalpha() or char.isdigit():
+        return (f"'{char}' ({code}): names and numbers are ASCII only (letters, digits "
+                "0-9 and '_')")
+    return f"'{char}' ({code}, not ASCII)"
 
 
 def _acceptable(err: UnexpectedToken) -> set[str]:
@@ -228,8 +356,16 @@ class _ToSyntax(Transformer):
         return S.Def(str(name), tuple(params), outputs, tuple(stmts), self._span(meta),
                      self._tok(name), self.text)
 
+    def _not_a_type(self, tok: Token, what: str) -> None:
+        """Type names lex as names in a declaration but would read as casts
+        in an expression: refuse them where they are declared."""
+        if str(tok) in _TYPE_WORDS:
+            raise _error(ParseError, self.text, self._tok(tok),
+                         f"'{tok}' is a type name and cannot name {what}; rename it")
+
     def param(self, meta, ch):
         typ, name = ch
+        self._not_a_type(name, "an argument")
         return S.Param(typ, str(name), self._span(meta), self._tok(name))
 
     def returns(self, meta, ch):
@@ -237,6 +373,7 @@ class _ToSyntax(Transformer):
 
     def output(self, meta, ch):
         typ, name = (None, ch[0]) if len(ch) == 1 else ch
+        self._not_a_type(name, "an output")
         return S.Output(str(name), typ, self._span(meta), self._tok(name))
 
     def type(self, meta, ch):
@@ -247,6 +384,7 @@ class _ToSyntax(Transformer):
         return [c for c in ch if c is not None]
 
     def size_name(self, meta, ch):
+        self._not_a_type(ch[0], "a size")
         return S.SizeName(str(ch[0]), self._tok(ch[0]))
 
     def size_const(self, meta, ch):

@@ -272,7 +272,8 @@ class _Lowering:
             tensors=tuple(tensors), statements=tuple(statements),
             param_bindings={p: self.sig.bindings[p] for p in self.params},
             signature=self.sig.signature, fixed_sizes=dict(self.fixed), source=self.source)
-        # parameter values keeping every access in bounds (None: all of them)
+        # parameter values keeping every access in bounds (None: all of them);
+        # an empty set (no size works) is kept: every call raises ShapeError
         return program.replace(preconditions=bounds.preconditions_or_none(program))
 
     # -- one statement
@@ -332,7 +333,52 @@ class _Lowering:
         ranges = self._infer(st, order, uses, where)
         if T not in self.defined:
             self._define(st, lhs_vars, ranges, rhs)
+        self._check_literals(rhs, self.dtypes[T], T)
         return self._build(k, st, lhs, op, bang, rhs, lhs_vars, red, ranges)
+
+    def _check_literals(self, rhs: E.Expr, dtype: str, T: str) -> None:
+        """Every literal in a value position is computed in the statement's
+        element type ``dtype`` (the backend converts it): refuse one that
+        type cannot represent instead of letting C wrap or overflow it
+        (``3000000000`` in an int32 statement, ``1e39`` in a float32 one, a
+        fractional ``1.5`` in an integer one).  Index positions are 64-bit;
+        the parser already bounds literals to that."""
+        info = np.iinfo(dtype) if dtype.startswith("int") else np.finfo(dtype)
+
+        def visit(e: E.Expr, negated: bool) -> None:
+            if isinstance(e, E.Access):
+                return                     # indices: 64-bit index arithmetic
+            if isinstance(e, E.Unary) and e.op == "-" and isinstance(e.operand, E.Const):
+                visit(e.operand, not negated)
+                return
+            if isinstance(e, E.Const):
+                value = -e.value if negated else e.value
+                shown = f"{'-' if negated else ''}{_text(self.source, e.span)}" \
+                    if e.span is not None else repr(value)
+                bad = None
+                if dtype.startswith("int"):
+                    if isinstance(value, float) and not value.is_integer():
+                        bad = "it has a fractional part"
+                    elif not info.min <= value <= info.max:
+                        bad = f"{dtype} holds {info.min}..{info.max}"
+                elif abs(value) > float(info.max):
+                    bad = f"it overflows to infinity ({dtype} holds magnitudes up to " \
+                          f"{float(info.max):.4g})"
+                if bad is not None:
+                    span = e.span or self.defn.span
+                    wider = {"float32": "double", "int32": "int64"}.get(dtype)
+                    hint = (f"; declare a wider output type, e.g. '-> ({wider} {T})'"
+                            if wider and not (isinstance(value, float) and
+                                              not value.is_integer() and
+                                              dtype.startswith("int")) else "")
+                    raise self.rep.semantic(span, f"the literal {shown} cannot be represented "
+                                            f"in {dtype}, the element type of '{T}' in which "
+                                            f"this statement computes: {bad}{hint}")
+                return
+            for c in e.children():
+                visit(c, False)
+
+        visit(rhs, False)
 
     def _lhs_vars(self, st: S.Statement) -> list[str]:
         out: list[str] = []
