@@ -25,7 +25,7 @@ from .frontend.einsum import EinsumSpec, lower, parse, subscripts_from_sublists
 
 CASTINGS = ("no", "equiv", "safe", "same_kind", "unsafe")
 
-#: Compiled kernels by ``(spec.key, config.codegen_key())``.  Module-level on
+#: Compiled kernels by ``(spec.key, config)``.  Module-level on
 #: purpose (a memo of pure results, not state that changes behaviour); tests
 #: read its size to count compilations.
 _KERNELS: dict[tuple, Any] = {}
@@ -152,7 +152,7 @@ def _compute_dtype(arrays: list[np.ndarray], out: np.ndarray | None, dtype: Any,
 
 def _kernel_for(spec: EinsumSpec, config: Config):
     """The compiled kernel of ``spec``, compiled once per structure and options."""
-    key = (spec.key, config.codegen_key())
+    key = (spec.key, config)   # the whole (frozen) config: threads and cache too
     kernel = _KERNELS.get(key)
     if kernel is None:
         from . import pipeline  # a later stage: imported at call time only

@@ -1,0 +1,63 @@
+"""Minimal reproducers of the bugs the differential fuzzer found, one test
+each.  An open bug's test is marked ``xfail(strict=True)``: when a fix lands
+the test passes, the strict xfail fails the run, and the marker (and the
+matching entry of ``fuzzgen.KNOWN_BUGS``, which keeps the fuzzer from
+failing on the same bug) are to be removed.  Fixed bugs stay as regression
+tests."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc import reference, testing
+from polyc.config import Config
+
+
+def _check_tc(src, sizes, config=None, dtype="float32"):
+    kernel = polyc.compile(src, dtype=dtype, config=config or Config.from_env())
+    program = kernel.program
+    inputs = testing.random_inputs(program, sizes, seed=0)
+    want = reference.evaluate(program, inputs, sizes)
+    outs = tuple(np.full(w.shape, np.nan, w.dtype) for w in want.values())
+    got = kernel(*testing.call_args(program, inputs, sizes),
+                 out=outs if len(outs) > 1 else outs[0])
+    got = got if isinstance(got, tuple) else (got,)
+    for t, g in zip(program.outputs, got):
+        testing.assert_close(g, want[t.name], dtype=t.dtype,
+                             reduction_length=testing.reduction_length(program, sizes),
+                             name=t.name)
+
+
+def test_collapse_over_simd_with_constant_extents():
+    # was: '#pragma omp parallel for collapse(2)' over a nest whose inner loop
+    # carried '#pragma omp simd' (gcc: not enough perfectly nested loops)
+    _check_tc("def f(float(3, 5) A) -> (B) {\n    B(i, j) = A(i, j)\n}\n", {})
+
+
+def test_scheduler_fails_under_bounded_preconditions():
+    src = """
+def f(float(N, N) A, float(N, N, N) B, float(N, N) C, float(N) D) -> (O0, O1) {
+    O0(l) +=! C(i, j) * D(j + j) * B(k, l, k)
+    O1(j) +=! A(j + 1, i) * B(j, i, i + j) * D(i + 1)
+}
+"""
+    _check_tc(src, {"N": 3})
+
+
+def test_einsum_honours_each_calls_num_threads(monkeypatch):
+    from polyc import einsum_call, runtime
+    seen = []
+    call = runtime.Kernel.__call__
+
+    def spy(self, *args, **kw):
+        seen.append(self.config.num_threads)
+        return call(self, *args, **kw)
+
+    monkeypatch.setattr(runtime.Kernel, "__call__", spy)
+    einsum_call.clear_kernels()
+    a, b = np.ones((3, 4)), np.ones((4, 5))
+    polyc.einsum("ij,jk->ik", a, b, config=Config.from_env(num_threads=1))
+    polyc.einsum("ij,jk->ik", a, b, config=Config.from_env(num_threads=3))
+    assert seen == [1, 3]
