@@ -2,9 +2,9 @@
 default schedule and with Config variants, against numpy.
 
 See ``fuzzgen.py`` for the generators and the check.  Each hypothesis
-example is a batch of up to ``BATCH`` programs that the worker processes
-compile and run in parallel; on a failure hypothesis shrinks the batch to the
-one failing program and that program to a small one, and the error message
+example is a batch of ``BATCH`` programs that the worker processes compile
+and run in parallel; on a failure hypothesis shrinks the programs of the
+batch to small ones, and the error message
 ends with a ready-to-paste reproducer (TC source, sizes, dtype, config).
 
 The default run is derandomized (reproducible in CI) and runs at least
@@ -24,10 +24,11 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-BATCH = 8
-#: Default run: hypothesis examples (batches) and the programs they must add up to.
-TC_EXAMPLES, MIN_TC = 110, 380
-EINSUM_EXAMPLES, MIN_EINSUM = 40, 130
+BATCH = 4
+#: Default run: hypothesis examples (batches of exactly BATCH programs, so the
+#: count does not depend on what hypothesis draws) and the programs they add up to.
+TC_EXAMPLES, MIN_TC = 100, 400
+EINSUM_EXAMPLES, MIN_EINSUM = 40, 160
 #: Long run (--fuzz-long): batches per kind.
 LONG_EXAMPLES = int(os.environ.get("FUZZ_LONG_EXAMPLES", 1800))
 MAX_REJECTION_RATE = 0.40
@@ -38,7 +39,7 @@ def _fuzz(kind, strategy, runner, *, examples, long):
 
     @settings(max_examples=examples, derandomize=not long, deadline=None, database=None,
               print_blob=True, suppress_health_check=list(HealthCheck))
-    @given(batch=st.lists(strategy, min_size=1, max_size=BATCH))
+    @given(batch=st.lists(strategy, min_size=BATCH, max_size=BATCH))
     def check(batch):
         results = runner.map(batch)
         for r in results:

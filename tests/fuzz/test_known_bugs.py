@@ -61,3 +61,14 @@ def test_einsum_honours_each_calls_num_threads(monkeypatch):
     polyc.einsum("ij,jk->ik", a, b, config=Config.from_env(num_threads=1))
     polyc.einsum("ij,jk->ik", a, b, config=Config.from_env(num_threads=3))
     assert seen == [1, 3]
+
+
+@pytest.mark.xfail(strict=True, reason="polyc.reference.evaluate: a statement without index "
+                   "variables that reads a tensor at a constant index raises 'ValueError: "
+                   "cannot broadcast a non-scalar to a scalar array' (the kernel is right)")
+def test_reference_constant_index_without_iterators():
+    src = "def f(float(N) B) -> (O) {\n    O = B(1) * 2\n}\n"
+    program = polyc.compile(src).program
+    b = np.arange(4, dtype=np.float32)
+    out = reference.evaluate(program, {"B": b}, {"N": 4})["O"]
+    assert out == 2.0
