@@ -393,6 +393,8 @@ def _assign(stmt, env, mask, out, val, kept, absent, lhs_names):
     if not absent and len(set(lhs_names)) == len(lhs_names):
         perm = [env.axis[x] for x in lhs_names]
         view = _lhs_view(out, lhs_names, env)
+        if not env.shape and np.size(val) == 1:
+            val = np.reshape(val, ())      # a statement without index variables
         src = np.transpose(np.broadcast_to(val, env.shape), perm)
         where = True if mask is None else np.transpose(mask, perm)
         np.copyto(view, src, casting="unsafe", where=where)

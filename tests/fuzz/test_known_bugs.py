@@ -63,9 +63,6 @@ def test_einsum_honours_each_calls_num_threads(monkeypatch):
     assert seen == [1, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="polyc.reference.evaluate: a statement without index "
-                   "variables that reads a tensor at a constant index raises 'ValueError: "
-                   "cannot broadcast a non-scalar to a scalar array' (the kernel is right)")
 def test_reference_constant_index_without_iterators():
     src = "def f(float(N) B) -> (O) {\n    O = B(1) * 2\n}\n"
     program = polyc.compile(src).program
