@@ -108,6 +108,7 @@ class EinsumCase:
     out_mode: str               # none | nan | alias | strided
     layouts: tuple              # per operand: "c" | "f" | "step" (non-contiguous view)
     seed: int
+    interleaved: bool = False   # call einsum(op0, [0, 1], op1, [1, 2], [0, 2])
     kind: str = "einsum"
 
 
@@ -644,7 +645,8 @@ def einsum_cases(draw, nsizes: int = 3) -> EinsumCase:
     layouts = tuple(_pick(draw, ("c",) * 8 + ("f", "step")) for _ in range(nops))
     return EinsumCase(subscripts=subscripts, shapes=tuple(shapes), dtypes=dtypes,
                       config=_pick(draw, _CONFIG_CHOICES), out_mode=out_mode,
-                      layouts=layouts, seed=draw(st.integers(0, 2**16)))
+                      layouts=layouts, seed=draw(st.integers(0, 2**16)),
+                      interleaved=_chance(draw, 10))
 
 
 # ------------------------------------------------------------------- results
@@ -677,11 +679,7 @@ LEGIT_REJECTIONS = (
 #: test with its minimal reproducer in ``test_known_bugs.py``; when that test
 #: starts passing (XPASS fails it), delete the entry here and the xfail
 #: there.  ``FUZZ_STRICT=1`` fails on known bugs too.
-KNOWN_BUGS: dict[str, re.Pattern] = {
-    # test_reference_constant_index_without_iterators
-    "reference-scalar-broadcast": re.compile(
-        r"reference.evaluate raised(.|\n)*cannot broadcast a non-scalar to a scalar array"),
-}
+KNOWN_BUGS: dict[str, re.Pattern] = {}
 
 
 def _known_bug(message: str) -> str | None:
@@ -996,7 +994,10 @@ def run_einsum(case: EinsumCase) -> Result:
             out = big[..., 1::2]
         aliased = out is not None and any(out is o for o in ops)
         try:
-            got = polyc.einsum(case.subscripts, *ops, out=out, config=config)
+            if case.interleaved:
+                got = polyc.einsum(*_interleaved(case.subscripts, ops), out=out, config=config)
+            else:
+                got = polyc.einsum(case.subscripts, *ops, out=out, config=config)
         except PolycError as e:
             return Result("einsum", "fail", _fail_text(case, "polyc.einsum raised", e, shapes, k))
         except Exception as e:  # noqa: BLE001
@@ -1025,6 +1026,30 @@ def run_einsum(case: EinsumCase) -> Result:
             return Result("einsum", "fail", _fail_text(case, "mismatch", e, shapes, k))
         res.compared += 1
     return res
+
+
+def _interleaved(subscripts: str, ops) -> list:
+    """numpy's interleaved form: ``op0, sublist0, op1, sublist1, ...,
+    [sublist_out]`` with 0-25 for ``A-Z``, 26-51 for ``a-z``, ``Ellipsis``
+    for ``...``."""
+    def sub(part):
+        out, i = [], 0
+        while i < len(part):
+            if part.startswith("...", i):
+                out.append(Ellipsis)
+                i += 3
+                continue
+            c = part[i]
+            out.append(ord(c) - ord("A") if c.isupper() else 26 + ord(c) - ord("a"))
+            i += 1
+        return out
+    ins, _, outp = subscripts.partition("->")
+    args = []
+    for op, part in zip(ops, ins.split(",")):
+        args += [op, sub(part)]
+    if "->" in subscripts:
+        args.append(sub(outp))
+    return args
 
 
 def _label_sizes(subscripts: str, shapes) -> dict:
@@ -1121,6 +1146,7 @@ def _einsum_reproducer(case: EinsumCase, shapes, k: int) -> str:
         "else np.int64) for o in ops])",
         f"# out_mode={case.out_mode!r} (nan: NaN-filled out=; alias: an operand as out=; "
         "strided: a non-contiguous out=)",
+        f"# interleaved={case.interleaved!r} (True: called as einsum(op0, sublist0, ...))",
         f"got = polyc.einsum(subscripts, *ops, config=Config.from_env(**{cfg!r}))",
         "np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)",
     ]) + "\n"

@@ -8,7 +8,6 @@ tests."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import polyc
 from polyc import reference, testing
