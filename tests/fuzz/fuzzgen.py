@@ -109,6 +109,7 @@ class EinsumCase:
     layouts: tuple              # per operand: "c" | "f" | "step" (non-contiguous view)
     seed: int
     interleaved: bool = False   # call einsum(op0, [0, 1], op1, [1, 2], [0, 2])
+    force_dtype: str | None = None  # einsum(..., dtype=...)
     kind: str = "einsum"
 
 
@@ -287,7 +288,7 @@ def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool)
             # integer / and % round toward negative infinity; x / 0 is 0 (numpy's)
             c = f"({a}) {_pick(draw, ('/', '%'))} ({b} - 4)"
         elif op < 88:
-            c = f"({a} < {b})" if int_mode else f"({a}) % 0.75"
+            c = f"({a} < {b})" if int_mode else f"({a}) % 0.75 - {b}"
         else:
             c = f"({_condition(draw, s, sizes, int_mode)} ? {a} : {b})"
         if not int_mode and _chance(draw, 10):
@@ -641,12 +642,15 @@ def einsum_cases(draw, nsizes: int = 3) -> EinsumCase:
         dtypes = tuple(_pick(draw, ("float32", "float64")) for _ in range(nops))
     else:
         dtypes = tuple(_pick(draw, ("int64", "int32", "float32")) for _ in range(nops))
-    out_mode = draw(st.sampled_from(("nan", "none", "nan", "alias", "strided", "none")))
+    out_mode = draw(st.sampled_from(("nan", "none", "nan", "alias", "strided", "none",
+                                     "cast")))
     layouts = tuple(_pick(draw, ("c",) * 8 + ("f", "step")) for _ in range(nops))
     return EinsumCase(subscripts=subscripts, shapes=tuple(shapes), dtypes=dtypes,
                       config=_pick(draw, _CONFIG_CHOICES), out_mode=out_mode,
                       layouts=layouts, seed=draw(st.integers(0, 2**16)),
-                      interleaved=_chance(draw, 10))
+                      interleaved=_chance(draw, 10),
+                      force_dtype="float64" if _chance(draw, 8) and all(
+                          np.dtype(d).kind == "f" for d in dtypes) else None)
 
 
 # ------------------------------------------------------------------- results
@@ -962,13 +966,14 @@ def run_einsum(case: EinsumCase) -> Result:
     einsum_call.clear_kernels()
     for k, shapes in enumerate(case.shapes):
         ops = _einsum_operands(case, shapes, k)
+        kw = {"dtype": case.force_dtype} if case.force_dtype else {}
         try:
             with np.errstate(all="ignore"):
-                like = np.einsum(case.subscripts, *ops)
+                like = np.einsum(case.subscripts, *ops, **kw)
         except ValueError as e:
             # numpy refuses: polyc must refuse with a ValueError too
             try:
-                polyc.einsum(case.subscripts, *ops, config=config)
+                polyc.einsum(case.subscripts, *ops, config=config, **kw)
             except ValueError:
                 res.refused += 1
                 continue
@@ -992,12 +997,18 @@ def run_einsum(case: EinsumCase) -> Result:
         elif case.out_mode == "strided" and like.ndim:
             big = _fill(like.shape[:-1] + (2 * like.shape[-1],), like.dtype)
             out = big[..., 1::2]
+        elif case.out_mode == "cast":
+            # a wider out: numpy computes in result_type(operands, out)
+            out = _fill(like.shape, np.float64 if like.dtype.kind == "f" else np.int64)
+            like = np.asarray(np.einsum(case.subscripts, *ops, out=_fill(like.shape, out.dtype),
+                                        **kw))
         aliased = out is not None and any(out is o for o in ops)
         try:
             if case.interleaved:
-                got = polyc.einsum(*_interleaved(case.subscripts, ops), out=out, config=config)
+                got = polyc.einsum(*_interleaved(case.subscripts, ops), out=out,
+                                   config=config, **kw)
             else:
-                got = polyc.einsum(case.subscripts, *ops, out=out, config=config)
+                got = polyc.einsum(case.subscripts, *ops, out=out, config=config, **kw)
         except PolycError as e:
             return Result("einsum", "fail", _fail_text(case, "polyc.einsum raised", e, shapes, k))
         except Exception as e:  # noqa: BLE001
@@ -1146,7 +1157,8 @@ def _einsum_reproducer(case: EinsumCase, shapes, k: int) -> str:
         "else np.int64) for o in ops])",
         f"# out_mode={case.out_mode!r} (nan: NaN-filled out=; alias: an operand as out=; "
         "strided: a non-contiguous out=)",
-        f"# interleaved={case.interleaved!r} (True: called as einsum(op0, sublist0, ...))",
+        f"# interleaved={case.interleaved!r} (True: called as einsum(op0, sublist0, ...)), "
+        f"dtype={case.force_dtype!r}",
         f"got = polyc.einsum(subscripts, *ops, config=Config.from_env(**{cfg!r}))",
         "np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)",
     ]) + "\n"

@@ -9,7 +9,7 @@ ends with a ready-to-paste reproducer (TC source, sizes, dtype, config).
 
 The default run is derandomized (reproducible in CI) and runs at least
 ``MIN_TC + MIN_EINSUM`` programs.  ``pytest --fuzz-long -m slow tests/fuzz``
-runs the long mode: at least 10,000 programs from a random seed
+runs the long mode: 10,000 TC and 5,000 einsum programs from a random seed
 (``FUZZ_SEED`` fixes it; ``FUZZ_LONG_EXAMPLES`` changes the number of
 batches); on failure hypothesis prints the seed and a ``@reproduce_failure``
 blob.
@@ -29,8 +29,10 @@ BATCH = 4
 #: count does not depend on what hypothesis draws) and the programs they add up to.
 TC_EXAMPLES, MIN_TC = 100, 400
 EINSUM_EXAMPLES, MIN_EINSUM = 40, 160
-#: Long run (--fuzz-long): batches per kind.
-LONG_EXAMPLES = int(os.environ.get("FUZZ_LONG_EXAMPLES", 1800))
+#: Long run (--fuzz-long): batches per kind (10,000 TC and 5,000 einsum
+#: programs); FUZZ_LONG_EXAMPLES overrides both.
+LONG_TC_EXAMPLES = int(os.environ.get("FUZZ_LONG_EXAMPLES", 2500))
+LONG_EINSUM_EXAMPLES = int(os.environ.get("FUZZ_LONG_EXAMPLES", 1250))
 MAX_REJECTION_RATE = 0.40
 
 
@@ -82,12 +84,12 @@ def fuzz_long(request):
 
 @pytest.mark.slow
 def test_tc_programs_long(fuzz_long, fuzz_runner):
-    stats = _fuzz("tc", fuzzgen.tc_cases(), fuzz_runner, examples=LONG_EXAMPLES, long=True)
-    _check_totals(stats, 7 * LONG_EXAMPLES // 2 if "FUZZ_LONG_EXAMPLES" not in os.environ else 1)
+    stats = _fuzz("tc", fuzzgen.tc_cases(), fuzz_runner, examples=LONG_TC_EXAMPLES, long=True)
+    _check_totals(stats, BATCH * LONG_TC_EXAMPLES)
 
 
 @pytest.mark.slow
 def test_einsum_programs_long(fuzz_long, fuzz_runner):
-    stats = _fuzz("einsum", fuzzgen.einsum_cases(), fuzz_runner, examples=LONG_EXAMPLES,
-                  long=True)
-    _check_totals(stats, 2 * LONG_EXAMPLES if "FUZZ_LONG_EXAMPLES" not in os.environ else 1)
+    stats = _fuzz("einsum", fuzzgen.einsum_cases(), fuzz_runner,
+                  examples=LONG_EINSUM_EXAMPLES, long=True)
+    _check_totals(stats, BATCH * LONG_EINSUM_EXAMPLES)
