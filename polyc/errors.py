@@ -65,6 +65,14 @@ class IllegalScheduleError(PolycError):
     tensor, statements and one violated instance pair."""
 
 
+class ScheduleError(PolycError, ValueError):
+    """A schedule transformation that cannot be applied as asked: a loop or
+    statement that does not exist, a wrong factor, loops with different
+    parents, a recipe made for another program.  (A transformation that can
+    be applied but would break a dependence raises
+    :class:`IllegalScheduleError`.)"""
+
+
 class CompileError(PolycError):
     """The C (or CUDA) compiler failed.  ``command`` is the argv that was run
     and ``stderr`` the compiler's own diagnostics."""

@@ -93,8 +93,160 @@ def check(schedule: isl.Schedule, deps: Dependences, program: Program | None = N
         f"violated dependences: {bad[kind]}")
 
 
+def dependence_tensor(program: Program | None, m: isl.Map, kind: str) -> str:
+    """The tensor(s) through which dependence ``m`` (one isl map) of ``kind``
+    arises."""
+    return _tensor_of(program, m.get_tuple_name(isl.dim_type.in_),
+                      m.get_tuple_name(isl.dim_type.out), kind)
+
+
+def uniform_distance(m: isl.Map) -> tuple[int, ...] | None:
+    """The distance vector ``sink - source`` of a dependence between two
+    instances of one statement, when it is the same for every pair
+    (``isl_map_deltas`` is a single point); ``None`` otherwise."""
+    if m.get_tuple_name(isl.dim_type.in_) != m.get_tuple_name(isl.dim_type.out):
+        return None
+    d = m.deltas()
+    if d.is_empty() or not d.is_singleton():
+        return None
+    pt = d.sample_point()
+    return tuple(int(pt.get_coordinate_val(isl.dim_type.set, i).to_python())
+                 for i in range(d.dim(isl.dim_type.set)))
+
+
+def carried_by_member(node: isl.ScheduleNode, member: int,
+                      deps: isl.UnionMap) -> isl.UnionMap:
+    """The dependences of ``deps`` that band member ``member`` of band
+    ``node`` carries: both ends scheduled by the band, equal on every outer
+    schedule dimension (enclosing bands and members ``0..member-1``), and
+    different on ``member``.  A loop that carries none may run in parallel."""
+    domain = node.get_domain()
+    prefix = node.get_prefix_schedule_union_map().intersect_domain(domain)
+    band = node.band_get_partial_schedule_union_map().intersect_domain(domain)
+    n = node.band_n_member()
+    if member > 0:
+        keep = isl.UnionMap.from_multi_union_pw_aff(
+            node.band_get_partial_schedule().drop_dims(isl.dim_type.set, member, n - member)
+        ).intersect_domain(domain) if n > 1 else band
+        outer = prefix.flat_range_product(keep)
+    else:
+        outer = prefix
+    this = isl.UnionMap.from_multi_union_pw_aff(
+        node.band_get_partial_schedule().drop_dims(isl.dim_type.set, member + 1,
+                                                   n - member - 1)
+        .drop_dims(isl.dim_type.set, 0, member)).intersect_domain(domain)
+    within = deps.intersect_domain(domain).intersect_range(domain)
+    same_outer = within.intersect(outer.apply_range(outer.reverse()))
+    same_here = this.apply_range(this.reverse())
+    return same_outer.subtract(same_here)
+
+
 def carried_at(schedule_prefix: isl.UnionMap, deps: isl.UnionMap) -> isl.UnionMap:
     """The dependences not already ordered by ``schedule_prefix`` (a partial
     schedule as a union map): those equal on the prefix."""
     eq = schedule_prefix.apply_range(schedule_prefix.reverse())
     return deps.intersect(eq)
+
+
+def _first_band(node: isl.ScheduleNode) -> isl.ScheduleNode | None:
+    """The band reached from ``node`` through marks only (the loop a mark
+    applies to), or ``None``."""
+    while node.get_type() == isl.schedule_node_type.mark:
+        if node.n_children() == 0:
+            return None
+        node = node.child(0)
+    return node if node.get_type() == isl.schedule_node_type.band else None
+
+
+def describe_carried(carried: isl.UnionMap, program: Program | None) -> str:
+    """``the flow dependence on tensor C from S0 to S0 (distance (0, 0, 1)),
+    e.g. S0[m=0, n=0, k=0] -> S0[m=0, n=0, k=1]`` for one map of ``carried``."""
+    kinds = []
+    for m in maps_of(carried):
+        src = m.get_tuple_name(isl.dim_type.in_)
+        dst = m.get_tuple_name(isl.dim_type.out)
+        dist = uniform_distance(m)
+        kinds.append((src, dst, m, dist))
+    src, dst, m, dist = kinds[0]
+    d = f" (distance {dist})" if dist is not None else ""
+    return (f"from statement {src} to statement {dst}{d}, "
+            f"e.g. {describe_instance_pair(m)}")
+
+
+def carried_dependences(node: isl.ScheduleNode, member: int, deps: Dependences,
+                        exclude: isl.UnionMap | None = None) -> dict[str, isl.UnionMap]:
+    """The dependences band member ``member`` of ``node`` carries, by kind
+    (``flow``/``anti``/``output``), empty kinds left out."""
+    out = {}
+    for kind, dep in deps.by_kind().items():
+        if exclude is not None:
+            dep = dep.subtract(exclude)
+        c = carried_by_member(node, member, dep)
+        if not c.is_empty():
+            out[kind] = c
+    return out
+
+
+def _mark_loops(name: str) -> tuple[str, int]:
+    """``("parallel", k)`` / ``("simd", 1)`` / ``("simd_reduction", 1)`` for a
+    mark the code generator turns into a pragma; ``("", 0)`` otherwise."""
+    from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
+    k = parse_parallel_mark(name)
+    if k:
+        return "parallel", k
+    if name == SIMD:
+        return "simd", 1
+    if name == SIMD_REDUCTION:
+        return "simd_reduction", 1
+    return "", 0
+
+
+def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
+                what: str = "schedule") -> None:
+    """Raise :class:`IllegalScheduleError` when a ``parallel`` or ``simd``
+    mark sits on a loop that carries a dependence (an ``omp_simd_reduction``
+    loop may carry only its own reduction dependences)."""
+    from .tree import band_names
+    problems: list[str] = []
+
+    def visit(node):
+        if problems or node.get_type() != isl.schedule_node_type.mark:
+            return True
+        kind, k = _mark_loops(node.mark_get_id().get_name())
+        if not kind:
+            return True
+        band = _first_band(node.child(0))
+        if band is None:
+            return True
+        names = band_names(band, program) if program is not None else None
+        exclude = deps.reduction if kind == "simd_reduction" else None
+        for j in range(min(k, band.band_n_member())):
+            carried = carried_dependences(band, j, deps, exclude)
+            if carried:
+                dep_kind, c = next(iter(carried.items()))
+                m = maps_of(c)[0]
+                loop = names[j] if names else f"member {j}"
+                label = {"parallel": "parallel", "simd": "vectorized",
+                         "simd_reduction": "vectorized"}[kind]
+                problems.append(
+                    f"{what} is illegal: loop {loop} cannot run {label}: it carries the "
+                    f"{dep_kind} dependence on tensor {dependence_tensor(program, m, dep_kind)} "
+                    f"{describe_carried(c, program)}")
+                return False
+        return True
+    schedule.get_root().foreach_descendant_top_down(visit)
+    if problems:
+        raise IllegalScheduleError(problems[0])
+
+
+def check_tree(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
+               what: str = "schedule", reassociate: bool = False) -> None:
+    """:func:`check` (the order; reduction dependences left out when
+    ``reassociate``) then :func:`check_marks`."""
+    full = deps
+    if reassociate:
+        red = deps.reduction
+        deps = Dependences(flow=deps.flow.subtract(red), anti=deps.anti.subtract(red),
+                           output=deps.output.subtract(red), reduction=red)
+    check(schedule, deps, program, what)
+    check_marks(schedule, full, program, what)

@@ -1,0 +1,311 @@
+"""The schedule language: :class:`Schedule`, an immutable, checked wrapper
+of a program's ``isl.Schedule`` tree.
+
+Every transformation returns a new :class:`Schedule`; the one it was called
+on is never modified, so a refused transformation leaves the user's schedule
+as it was.  After every transformation the new tree is checked against the
+program's exact dependences (:mod:`polyc.schedule.legality`): an order that
+breaks a flow, anti or output dependence, or a ``parallel`` / ``vectorize``
+mark on a loop that carries one, raises
+:class:`~polyc.errors.IllegalScheduleError` with the transformation, the
+statements, the tensor, the dependence kind and one concrete pair of
+instances.  Requests that cannot be applied at all (a loop that does not
+exist, a size that is not a positive integer) raise
+:class:`~polyc.errors.ScheduleError`.
+
+The transformations applied so far form the schedule's *recipe*
+(:attr:`Schedule.recipe`), a JSON-serialisable list that
+:meth:`Schedule.replay` re-applies to the same program to rebuild the same
+tree (see :mod:`polyc.schedule.recipe`).
+
+Loops are addressed by name (``s.loop("C", "m")``: statement or output
+tensor, then iterator), by tree path (``s.loop(path=(0, 1), member=0)``), or
+by passing ``("C", "m")`` tuples straight to a transformation.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any, Callable
+
+import islpy as isl
+
+from ..dependence import Dependences
+from ..errors import IllegalScheduleError, PolycError, ScheduleError
+from ..ir import Program
+from . import legality, tree
+from .tree import Loop
+
+#: Transformations by name: ``fn(schedule, *args, **kwargs)`` returning a new
+#: ``isl.Schedule``, or ``(isl.Schedule, Program)`` when the transformation
+#: adds statements (promotion).  Filled by :func:`transform`.
+TRANSFORMS: dict[str, Callable] = {}
+#: ``"checked"`` (the result is checked against the dependences) or
+#: ``"structural"`` (cannot change the order of any two instances).
+KINDS: dict[str, str] = {}
+
+
+def transform(name: str, kind: str = "checked"):
+    """Register a transformation function under ``name``."""
+    def deco(fn):
+        TRANSFORMS[name] = fn
+        KINDS[name] = kind
+        return fn
+    return deco
+
+
+def _describe(value) -> str:
+    if isinstance(value, Loop):
+        return value.name
+    if isinstance(value, (list, tuple)) and not (
+            len(value) == 2 and all(isinstance(v, str) for v in value)):
+        return "[" + ", ".join(_describe(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        return f"{value[0]}.{value[1]}"
+    return repr(value)
+
+
+class Schedule:
+    """A program's schedule tree plus the recipe that produced it.
+
+    Attributes: ``program`` (the ``ir.Program``; promotion adds copy
+    statements and local buffers to it), ``deps`` (its
+    :class:`~polyc.dependence.Dependences`, always those of the original
+    statements), ``isl`` (the ``isl.Schedule``), ``recipe`` (tuple of step
+    dicts), ``start`` (``"source"`` or ``"isl"``), ``reassociate`` (whether
+    reduction dependences may be reordered).
+    """
+
+    __slots__ = ("program", "deps", "isl", "recipe", "start", "reassociate", "_base")
+
+    def __init__(self, program: Program, deps: Dependences, schedule: isl.Schedule, *,
+                 recipe: tuple = (), start: str = "source", reassociate: bool = False,
+                 base: Program | None = None):
+        self.program = program
+        self.deps = deps
+        self.isl = schedule
+        self.recipe = tuple(recipe)
+        self.start = start
+        self.reassociate = reassociate
+        self._base = base or program
+
+    # ------------------------------------------------------------ creation
+    @classmethod
+    def from_program(cls, program: Program, *, start: str = "source",
+                     reassociate: bool = False) -> "Schedule":
+        """The schedule to start experimenting from.
+
+        ``start="source"`` (default): the source order
+        (:func:`polyc.schedule.tree.natural_schedule`), bands named after the
+        source iterators.  ``start="isl"``: isl's scheduler
+        (:func:`polyc.schedule.initial.auto_schedule`), before polyc's own
+        band optimisation.  ``reassociate=True`` lets later transformations
+        reorder the terms of a reduction (``+=!`` and friends): reduction
+        dependences then constrain only parallelism, not order.
+        """
+        from .. import bounds, dependence
+        from . import initial
+        if program.preconditions is None:
+            program = program.replace(preconditions=bounds.preconditions(program))
+        deps = dependence.compute(program)
+        if start == "source":
+            sched = tree.natural_schedule(program)
+        elif start == "isl":
+            sched = tree.name_all_bands(initial.auto_schedule(program, deps), program)
+        else:
+            raise ScheduleError(f"start={start!r}: choose 'source' or 'isl'")
+        return cls(program, deps, sched, start=start, reassociate=bool(reassociate))
+
+    @classmethod
+    def from_isl(cls, program: Program, schedule: isl.Schedule,
+                 deps: Dependences | None = None) -> "Schedule":
+        """Wrap an existing tree (e.g. a compiled kernel's); bands without a
+        ``loops:`` mark get derived names."""
+        from .. import dependence
+        deps = deps or dependence.compute(program)
+        return cls(program, deps, tree.name_all_bands(schedule, program), start="isl")
+
+    # ------------------------------------------------------------ queries
+    def loop(self, target: str | None = None, name: str | None = None, *,
+             path=None, member: int = 0) -> Loop:
+        """The loop ``name`` of statement or output tensor ``target``
+        (``s.loop("C", "m")``), or the band member at ``path``.  Raises
+        :class:`ScheduleError` when it does not exist or is ambiguous."""
+        if path is not None:
+            return tree.loop_at(self.isl, self.program, path, member)
+        if target is None or name is None:
+            raise ScheduleError("loop(): give a statement or tensor and a loop name, "
+                                "e.g. loop('C', 'm'), or path=...")
+        return tree.find_loop(self.isl, self.program, str(target), str(name))
+
+    def loops(self) -> list[Loop]:
+        """Every loop, outer bands first."""
+        return tree.all_loops(self.isl, self.program)
+
+    def resolve(self, spec) -> Loop:
+        """A :class:`Loop` from a Loop, a ``(target, name)`` pair, a
+        ``"target.name"`` string or ``{"path": [...], "member": k}``."""
+        if isinstance(spec, Loop):
+            # re-resolve: the loop may come from an earlier schedule
+            if spec.spec is not None:
+                return self.loop(*spec.spec)
+            return self.loop(path=spec.path, member=spec.member)
+        if isinstance(spec, str) and "." in spec:
+            return self.loop(*spec.split(".", 1))
+        if isinstance(spec, (tuple, list)) and len(spec) == 2 and all(
+                isinstance(x, str) for x in spec):
+            return self.loop(spec[0], spec[1])
+        if isinstance(spec, dict) and "path" in spec:
+            return self.loop(path=spec["path"], member=int(spec.get("member", 0)))
+        raise ScheduleError(f"{spec!r} does not name a loop; use schedule.loop('C', 'm'), "
+                            f"a ('C', 'm') pair or 'C.m'")
+
+    def statement_names(self, target: str) -> tuple[str, ...]:
+        return tree.target_statements(self.program, target)
+
+    def validity(self) -> isl.UnionMap:
+        """The dependences every order must respect (without the reduction
+        dependences when ``reassociate`` is set)."""
+        deps = self.deps.all()
+        if self.reassociate:
+            deps = deps.subtract(self.deps.reduction)
+        return deps
+
+    def check(self, what: str = "schedule") -> None:
+        """Raise :class:`IllegalScheduleError` unless every dependence is
+        respected and every parallel/simd mark sits on a loop that carries
+        none."""
+        legality.check_tree(self.isl, self.deps, self.program, what=what,
+                            reassociate=self.reassociate)
+
+    # ------------------------------------------------------------ printing
+    def __str__(self) -> str:
+        return tree.format_tree(self.isl, self.program)
+
+    def __repr__(self) -> str:
+        return (f"<polyc.Schedule of {self.program.name}: {len(self.recipe)} "
+                f"transformation(s)>")
+
+    def tree(self, detail: bool = False) -> str:
+        """The indented tree (``detail``: with each member's partial schedule)."""
+        return tree.format_tree(self.isl, self.program, detail=detail)
+
+    def loop_nest(self) -> str:
+        """The loop nest this schedule produces (pseudo-C from isl's AST)."""
+        return tree.format_loop_nest(self.isl, self.program)
+
+    def to_text(self) -> str:
+        """The tree in isl's text (YAML) form; :meth:`from_text` reads it back."""
+        return self.isl.to_str()
+
+    def from_text(self, text: str) -> "Schedule":
+        """The schedule whose tree is ``text`` (isl's notation), on this
+        program, checked.  The recipe is lost (it is not in the text)."""
+        try:
+            sched = isl.Schedule.read_from_str(self.isl.get_ctx(), text)
+        except isl.Error as e:
+            raise ScheduleError(f"not an isl schedule tree: {e}") from None
+        if not sched.get_domain().is_equal(self.isl.get_domain()):
+            raise ScheduleError("the schedule text is for another program: its domain "
+                                f"{sched.get_domain()} differs from {self.isl.get_domain()}")
+        new = Schedule(self.program, self.deps, sched, start=self.start,
+                       reassociate=self.reassociate, base=self._base)
+        new.check("the schedule read from text")
+        return new
+
+    # ------------------------------------------------------------ recipes
+    def to_recipe(self) -> dict:
+        """The recipe as a JSON-serialisable dict (see
+        :mod:`polyc.schedule.recipe`)."""
+        from .recipe import make_recipe
+        return make_recipe(self)
+
+    def to_json(self, **kw) -> str:
+        return json.dumps(self.to_recipe(), **kw)
+
+    @classmethod
+    def replay(cls, program: Program, recipe) -> "Schedule":
+        """Re-apply ``recipe`` (dict, JSON text or path of a ``.json`` file)
+        to ``program``: the same tree, hence byte-identical generated code.
+        Raises :class:`ScheduleError` for a recipe made for another program."""
+        from .recipe import replay
+        return replay(cls, program, recipe)
+
+    # ------------------------------------------------------------ applying
+    def apply(self, op: str, *args, **kwargs) -> "Schedule":
+        """Apply transformation ``op`` (a name of :data:`TRANSFORMS`)."""
+        from . import transforms  # noqa: F401  (registers the transformations)
+        fn = TRANSFORMS.get(op)
+        if fn is None:
+            raise ScheduleError(f"unknown transformation {op!r}; known: "
+                                f"{', '.join(sorted(TRANSFORMS))}")
+        what = f"{op}({', '.join([_describe(a) for a in args] + [f'{k}={_describe(v)}' for k, v in kwargs.items()])})"
+        try:
+            result = fn(self, *args, **kwargs)
+        except PolycError as e:
+            if what in str(e):
+                raise
+            raise type(e)(f"{what}: {e}") from None
+        except isl.Error as e:
+            raise ScheduleError(f"{what}: isl cannot apply it: {e}") from None
+        program = self.program
+        if isinstance(result, tuple):
+            result, program = result
+        from .recipe import encode_step
+        step = encode_step(op, args, kwargs)
+        new = Schedule(program, self.deps, result, recipe=self.recipe + (step,),
+                       start=self.start, reassociate=self.reassociate, base=self._base)
+        new.check(what)
+        return new
+
+    def with_reassociation(self, allow: bool = True) -> "Schedule":
+        """This schedule with reduction reordering allowed (or not): reduction
+        dependences (an update through its own accumulator) then only forbid
+        parallel execution; transformations may reorder the terms.  Recorded
+        in the recipe."""
+        new = Schedule(self.program, self.deps, self.isl, start=self.start,
+                       reassociate=bool(allow), base=self._base,
+                       recipe=self.recipe + ({"op": "with_reassociation",
+                                              "args": [bool(allow)], "kwargs": {}},))
+        new.check(f"with_reassociation({bool(allow)})")
+        return new
+
+
+def _method(op: str):
+    def method(self, *args, **kwargs):
+        return self.apply(op, *args, **kwargs)
+    method.__name__ = method.__qualname__ = op
+    return method
+
+
+#: The transformation methods of :class:`Schedule`, in documentation order.
+METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew",
+           "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
+           "isolate_full_tiles", "promote", "mark")
+for _op in METHODS:
+    setattr(Schedule, _op, _method(_op))
+
+
+def document_methods() -> None:
+    """Copy each registered transformation's docstring onto its method."""
+    for op in METHODS:
+        fn = TRANSFORMS.get(op)
+        if fn is not None:
+            getattr(Schedule, op).__doc__ = fn.__doc__
+
+
+def replay_step(schedule: Schedule, step: dict) -> Schedule:
+    """Apply one decoded recipe step."""
+    from .recipe import decode_args
+    op = step.get("op")
+    args, kwargs = decode_args(step.get("args", []), step.get("kwargs", {}))
+    if op == "with_reassociation":
+        return schedule.with_reassociation(*args)
+    if op not in METHODS:
+        raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}")
+    return schedule.apply(op, *args, **kwargs)
+
+
+__all__ = ["Schedule", "Loop", "transform", "TRANSFORMS", "IllegalScheduleError",
+           "functools", "Any"]

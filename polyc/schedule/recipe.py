@@ -1,0 +1,135 @@
+"""Recipes: the transformations a :class:`~polyc.schedule.language.Schedule`
+went through, as JSON, and their replay.
+
+A recipe is ``{"format": "polyc-recipe-1", "program": NAME, "fingerprint":
+SHA256, "start": "source"|"isl", "steps": [{"op": "tile", "args": [...],
+"kwargs": {...}}, ...]}``.  Loops appear as ``{"loop": [target, name]}``
+when they were named, ``{"path": [...], "member": k}`` otherwise; tuples
+become lists.  The fingerprint is a hash of the printed program (domains,
+access relations, statements), so a recipe replayed on another program is
+refused by name.  Replaying the steps on the same program rebuilds the same
+isl tree, hence byte-identical generated code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ..errors import ScheduleError
+from ..ir import Program
+from .tree import Loop
+
+FORMAT = "polyc-recipe-1"
+
+
+def program_fingerprint(program: Program) -> str:
+    """A hash of the printed program (its statements, domains and access
+    relations, without the preconditions polyc derives)."""
+    return hashlib.sha256(str(program.replace(preconditions=None)).encode()).hexdigest()
+
+
+def encode_value(v):
+    if isinstance(v, Loop):
+        if v.spec is not None:
+            return {"loop": list(v.spec)}
+        return {"path": list(v.path), "member": v.member}
+    if isinstance(v, (list, tuple)):
+        return [encode_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): encode_value(x) for k, x in v.items()}
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    try:
+        import numpy as np
+        if isinstance(v, np.integer):
+            return int(v)
+    except ImportError:  # pragma: no cover
+        pass
+    raise ScheduleError(f"cannot record argument {v!r} ({type(v).__name__}) in a recipe; "
+                        f"pass loops, strings and integers")
+
+
+def decode_value(v):
+    if isinstance(v, dict):
+        if set(v) == {"loop"}:
+            return tuple(v["loop"])
+        if "path" in v and set(v) <= {"path", "member"}:
+            return {"path": list(v["path"]), "member": int(v.get("member", 0))}
+        return {k: decode_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [decode_value(x) for x in v]
+    return v
+
+
+def encode_step(op: str, args, kwargs) -> dict:
+    return {"op": op, "args": [encode_value(a) for a in args],
+            "kwargs": {k: encode_value(v) for k, v in kwargs.items()}}
+
+
+def decode_args(args, kwargs):
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise ScheduleError("recipe step: 'args' must be a list and 'kwargs' an object")
+    return [decode_value(a) for a in args], {k: decode_value(v) for k, v in kwargs.items()}
+
+
+def make_recipe(schedule) -> dict:
+    return {"format": FORMAT, "program": schedule._base.name,
+            "fingerprint": program_fingerprint(schedule._base),
+            "start": schedule.start, "steps": [dict(s) for s in schedule.recipe]}
+
+
+def load(recipe) -> dict:
+    """A recipe from a dict, a list of steps, JSON text, or a path to a JSON
+    file."""
+    if isinstance(recipe, (dict, list)):
+        data = recipe
+    elif isinstance(recipe, Path) or (isinstance(recipe, str)
+                                      and not recipe.lstrip().startswith(("{", "["))):
+        try:
+            text = Path(recipe).read_text()
+        except OSError as e:
+            raise ScheduleError(f"cannot read recipe {recipe}: {e.strerror}") from None
+        data = _parse(text, str(recipe))
+    elif isinstance(recipe, str):
+        data = _parse(recipe, "recipe")
+    else:
+        raise ScheduleError(f"a recipe is a dict, a JSON string or a file path, "
+                            f"not {type(recipe).__name__}")
+    if isinstance(data, list):
+        data = {"format": FORMAT, "steps": data}
+    if not isinstance(data, dict) or data.get("format", FORMAT) != FORMAT:
+        raise ScheduleError(f"not a polyc recipe (expected format {FORMAT!r})")
+    if not isinstance(data.get("steps", []), list):
+        raise ScheduleError("recipe: 'steps' must be a list")
+    return data
+
+
+def _parse(text: str, where: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ScheduleError(f"{where}: invalid JSON at line {e.lineno} column {e.colno}: "
+                            f"{e.msg}") from None
+
+
+def replay(cls, program: Program, recipe):
+    """Apply the steps of ``recipe`` to ``program`` from the recipe's start
+    schedule.  Raises :class:`ScheduleError` when the recipe's fingerprint is
+    another program's."""
+    from .language import replay_step
+    data = load(recipe)
+    fp = data.get("fingerprint")
+    if fp is not None and fp != program_fingerprint(program):
+        raise ScheduleError(
+            f"the recipe was made for program {data.get('program', '?')!r} "
+            f"(fingerprint {str(fp)[:12]}), not for {program.name!r} "
+            f"(fingerprint {program_fingerprint(program)[:12]}); record it again on "
+            f"this program")
+    s = cls.from_program(program, start=data.get("start", "source"))
+    for k, step in enumerate(data.get("steps", [])):
+        if not isinstance(step, dict):
+            raise ScheduleError(f"recipe step {k}: expected an object, got {step!r}")
+        s = replay_step(s, step)
+    return s

@@ -1,0 +1,267 @@
+"""Loop transformations of the schedule language: tiling, strip-mining,
+reordering, and the parallel / vectorize / named marks.
+
+Each function takes a :class:`polyc.schedule.language.Schedule` and returns
+the new ``isl.Schedule``; :meth:`Schedule.apply` records the step and checks
+the result against the dependences.  The other transformations live in
+:mod:`polyc.schedule.fusion` (fuse, distribute), :mod:`polyc.schedule.affine`
+(skew, shift, reverse, unroll, unroll_and_jam, isolate_full_tiles) and
+:mod:`polyc.schedule.promotion` (promote); importing this module registers
+them all.
+
+The loop nests in the docstrings use ``C(m,n) +=! A(m,k) * B(k,n)``
+(statements ``S0_init`` and ``S0``) in the source order::
+
+    for m: for n: { S0_init(m, n); for k: S0(m, n, k) }
+"""
+
+from __future__ import annotations
+
+import re
+
+import islpy as isl
+
+from ..errors import ScheduleError
+from ..isl_util import CTX
+from . import surgery
+from .language import document_methods, transform
+from .marks import PARALLEL, SIMD, SIMD_REDUCTION
+from .tree import band_names, set_band_names
+
+
+def _loops(s, loops, what: str):
+    if isinstance(loops, (str, tuple)) and not (isinstance(loops, tuple) and loops and
+                                               isinstance(loops[0], (tuple, list))):
+        loops = [loops]
+    out = [s.resolve(lp) for lp in loops]
+    if not out:
+        raise ScheduleError(f"{what}: give at least one loop")
+    names = [lp.name for lp in out]
+    dup = {n for n in names if names.count(n) > 1 and
+           len({(lp.path, lp.member) for lp in out if lp.name == n}) < names.count(n)}
+    if dup:
+        raise ScheduleError(f"{what}: loop {sorted(dup)[0]} is given twice")
+    return out
+
+
+def _names(names, n: int, default, what: str) -> list[str]:
+    if names is None:
+        return list(default)
+    names = list(names)
+    if len(names) != n or not all(isinstance(x, str) and x.isidentifier() for x in names):
+        raise ScheduleError(f"{what}: names must be {n} identifier(s), got {names!r}")
+    return names
+
+
+@transform("tile")
+def tile(s, loops, sizes, names=None):
+    """Tile consecutive loops of one band (``isl_schedule_node_band_tile``).
+
+    ``loops``: loops of one band, or of perfectly nested bands (merged
+    first), outermost first; ``sizes``: one positive tile size per loop.  The
+    tile loops are named ``<loop>_tile`` (or ``names``) and step through the
+    original values (``m_tile = 32*floor(m/32)``); the point loops keep the
+    loops' names and values.  Checked.
+
+    Before / after ``tile([("C","m"), ("C","n")], [32, 32])``::
+
+        for m: for n: {...}             for m_tile (step 32): for n_tile (step 32):
+                                          for m in [m_tile, m_tile+32): for n ...: {...}
+    """
+    lps = _loops(s, loops, "tile")
+    if isinstance(sizes, int):
+        sizes = [sizes] * len(lps)
+    sizes = [surgery.positive_int(v, "tile size") for v in sizes]
+    if len(sizes) != len(lps):
+        raise ScheduleError(f"tile: {len(lps)} loop(s) but {len(sizes)} size(s)")
+    band, idx = surgery.merge(s.isl, s.program, lps)
+    if idx != list(range(idx[0], idx[0] + len(idx))):
+        raise ScheduleError(f"tile: loops {', '.join(lp.name for lp in lps)} must be "
+                            f"consecutive and outermost first; reorder them first")
+    old = band_names(band, s.program)[idx[0]:idx[0] + len(idx)]
+    tnames = _names(names, len(idx), [f"{n.split('|')[0]}_tile" for n in old], "tile")
+    band = surgery.isolate(band, idx[0], len(idx), s.program)
+    mv = isl.MultiVal.zero(band.band_get_space())
+    for i, v in enumerate(sizes):
+        mv = mv.set_val(i, isl.Val.int_from_si(CTX, v))
+    with surgery.tile_options():
+        band = band.band_tile(mv)
+    band = set_band_names(band, tnames)
+    point = set_band_names(band.child(0), old)
+    return point.get_schedule()
+
+
+@transform("split")
+def split(s, loop, factor, names=None):
+    """Strip-mine one loop by ``factor``: an outer loop ``<loop>_outer``
+    stepping by ``factor`` and the inner loop keeping the name (a one-loop
+    :func:`tile`).  Checked (always legal on its own).
+
+    Before / after ``split(("C","k"), 4)``::
+
+        for k: S0(m, n, k)              for k_outer (step 4): for k in [k_outer, k_outer+4): S0
+    """
+    lp = s.resolve(loop)
+    factor = surgery.positive_int(factor, "split factor")
+    nm = lp.name.split("|")[0]
+    outer = _names(names, 1, [f"{nm}_outer"], "split")
+    return tile(s, [lp], [factor], names=outer)
+
+
+@transform("reorder")
+def reorder(s, loops):
+    """Permute loops of one band, or of perfectly nested bands (merged into
+    one first): the listed loops take the positions they occupy, in the
+    given order; other loops stay where they are.  Checked.
+
+    Before / after ``reorder([("C","k"), ("C","m")])`` on ``for m: for n: for k``
+    (one band after a fusion of the init)::
+
+        for m: for n: for k: S0         for k: for n: for m: S0
+    """
+    lps = _loops(s, loops, "reorder")
+    if len(lps) < 2:
+        raise ScheduleError("reorder: give at least two loops")
+    band, idx = surgery.merge(s.isl, s.program, lps)
+    n = band.band_n_member()
+    slots = sorted(idx)
+    order = list(range(n))
+    for slot, j in zip(slots, idx):
+        order[slot] = j
+    mupa = band.band_get_partial_schedule()
+    new = mupa
+    for k, j in enumerate(order):
+        new = new.set_union_pw_aff(k, mupa.get_union_pw_aff(j))
+    names = band_names(band, s.program)
+    band = surgery.rebuild_band(band, new, [names[j] for j in order],
+                                band.band_get_permutable())
+    return band.get_schedule()
+
+
+@transform("interchange")
+def interchange(s, a, b):
+    """Swap two loops of one band or of perfectly nested bands.  Checked.
+
+    Before / after ``interchange(("C","m"), ("C","n"))``::
+
+        for m: for n: S                 for n: for m: S
+    """
+    la, lb = s.resolve(a), s.resolve(b)
+    return reorder(s, [lb, la])
+
+
+def _own_band(s, lp):
+    """Split the band of ``lp`` so ``lp`` is its first member; returns the band."""
+    band = surgery.band_node(s.isl, lp)
+    return surgery.split_band(band, lp.member, s.program)
+
+
+def _already(top: isl.ScheduleNode, name: str) -> bool:
+    node = top.parent() if top.has_parent() else None
+    while node is not None and node.get_type() == isl.schedule_node_type.mark:
+        if node.mark_get_id().get_name() == name:
+            return True
+        node = node.parent() if node.has_parent() else None
+    return False
+
+
+@transform("parallel")
+def parallel(s, loop):
+    """Run ``loop`` as ``#pragma omp parallel for`` (a mark above it).
+    Checked: the loop must carry no dependence at its depth (its iterations
+    must be independent once the outer loops are fixed); otherwise
+    :class:`IllegalScheduleError` names the carried dependence, e.g. the
+    reduction over ``k`` of a matmul.
+
+    Before / after ``parallel(("C","m"))``::
+
+        for m: for n: S                 #pragma omp parallel for
+                                        for m: for n: S
+    """
+    lp = s.resolve(loop)
+    band = _own_band(s, lp)
+    top = surgery.top_of_band(band)
+    if _already(top, PARALLEL):
+        return top.get_schedule()
+    return top.insert_mark(isl.Id(PARALLEL, context=CTX)).get_schedule()
+
+
+def _has_band_below(node: isl.ScheduleNode) -> bool:
+    from .marks import has_band_below
+    return has_band_below(node)
+
+
+@transform("vectorize")
+def vectorize(s, loop):
+    """Vectorize an innermost loop (``#pragma omp simd``).  Checked: the loop
+    must be innermost and carry no dependence; a loop that carries only the
+    reduction of one update (``k`` of a matmul) is vectorized as a reduction
+    (register accumulator, ``omp simd reduction``) when reassociation is
+    allowed (:meth:`Schedule.with_reassociation`).
+
+    Before / after ``vectorize(("C","n"))`` on ``for m: for k: for n``::
+
+        for m: for k: for n: S0         for m: for k: #pragma omp simd
+                                                      for n: S0
+    """
+    from . import legality
+    from .tile import _is_pure_reduction_band
+    lp = s.resolve(loop)
+    band = surgery.band_node(s.isl, lp)
+    if lp.member != band.band_n_member() - 1 or _has_band_below(band):
+        raise ScheduleError(f"vectorize: loop {lp.name} is not innermost; make it the "
+                            f"innermost loop first (reorder / interchange)")
+    band = _own_band(s, lp)
+    carried = legality.carried_dependences(band, 0, s.deps, exclude=s.deps.reduction)
+    reduction_only = not carried and not legality.carried_by_member(
+        band, 0, s.deps.reduction).is_empty()
+    name = SIMD
+    if reduction_only:
+        if not s.reassociate:
+            c = legality.carried_by_member(band, 0, s.deps.reduction)
+            from ..errors import IllegalScheduleError
+            raise IllegalScheduleError(
+                f"loop {lp.name} carries the reduction dependence "
+                f"{legality.describe_carried(c, s.program)}; vectorizing it reorders the "
+                f"reduction: allow that with schedule.with_reassociation() first")
+        if not _is_pure_reduction_band(band, s.program):
+            from ..errors import IllegalScheduleError
+            raise IllegalScheduleError(
+                f"loop {lp.name} carries a reduction but does not scan only the reduction "
+                f"of one update statement whose accumulator nothing else reads, so it "
+                f"cannot be vectorized as a reduction")
+        name = SIMD_REDUCTION
+    top = surgery.top_of_band(band)
+    if _already(top, name):
+        return top.get_schedule()
+    return top.insert_mark(isl.Id(name, context=CTX)).get_schedule()
+
+
+_MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@transform("mark", kind="structural")
+def mark(s, loop, name):
+    """Put a mark node named ``name`` above ``loop`` (a hook for later passes
+    such as tensorization; the code generator ignores unknown marks).
+    Structural: no instance moves.  ``omp_parallel`` / ``omp_simd`` marks
+    are checked like :func:`parallel` / :func:`vectorize`.
+
+    Before / after ``mark(("C","k"), "tensorize_candidate")``::
+
+        for k: S0                       // mark: tensorize_candidate
+                                        for k: S0
+    """
+    if not isinstance(name, str) or not _MARK_NAME.match(name) or name.startswith("loops"):
+        raise ScheduleError(f"mark: the name must be an identifier not starting with "
+                            f"'loops', got {name!r}")
+    lp = s.resolve(loop)
+    band = _own_band(s, lp)
+    top = surgery.top_of_band(band)
+    return top.insert_mark(isl.Id(name, context=CTX)).get_schedule()
+
+
+# the other transformations register themselves on import
+from . import affine, fusion, promotion  # noqa: E402,F401
+
+document_methods()

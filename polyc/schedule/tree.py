@@ -1,0 +1,532 @@
+"""Schedule trees as the schedule language sees them: paths, loop names,
+loop handles, the natural source order and printing.
+
+A *loop* is one member of a band node of an ``isl.Schedule``.  Loops carry
+names: a mark node ``loops:m,n`` directly above a band names its members in
+order (the mark lives in the tree, so names survive isl's text form; the code
+generator ignores it).  A band without such a mark gets names derived from its
+partial schedule (:func:`default_member_names`): the iterator a member scans
+(``m``), ``m_tile`` for a tile loop ``32*floor(m/32)``, ``t+i`` for a skewed
+member; members that scan different iterators of fused statements are named
+``i|j`` and answer to either name.
+
+Nodes are addressed by their *path*: the child positions from the root
+(``()`` is the domain node).  A :class:`Loop` is a path to a band plus a
+member index, with the statements the band schedules.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import islpy as isl
+
+from ..errors import ScheduleError
+from ..ir import Program, Statement
+from ..isl_util import CTX
+
+NAMES = "loops:"
+_BAND = isl.schedule_node_type.band
+_MARK = isl.schedule_node_type.mark
+_T = isl.schedule_node_type
+
+
+# ----------------------------------------------------------------- paths
+
+def node_at(schedule: isl.Schedule, path: tuple[int, ...]) -> isl.ScheduleNode:
+    """The node at ``path`` (child positions from the root)."""
+    node = schedule.get_root()
+    for i in path:
+        if not 0 <= i < node.n_children():
+            raise ScheduleError(f"schedule path {list(path)} does not exist "
+                                f"(node at {list(path[:path.index(i)])} has "
+                                f"{node.n_children()} children)")
+        node = node.child(i)
+    return node
+
+
+def path_of(node: isl.ScheduleNode) -> tuple[int, ...]:
+    """The path of ``node`` from the root."""
+    out = []
+    while node.has_parent():
+        out.append(node.get_child_position())
+        node = node.parent()
+    return tuple(reversed(out))
+
+
+def statements_of(node: isl.ScheduleNode) -> tuple[str, ...]:
+    """Names of the statements whose instances reach ``node``, sorted."""
+    names: set[str] = set()
+    dom = node.domain_get_domain() if node.get_type() == _T.domain else node.get_domain()
+    dom.foreach_set(lambda s: names.add(s.get_tuple_name()))
+    return tuple(sorted(names))
+
+
+def walk(node: isl.ScheduleNode):
+    """Pre-order traversal of the subtree at ``node`` (nodes, not paths)."""
+    yield node
+    for i in range(node.n_children()):
+        yield from walk(node.child(i))
+
+
+def bands(schedule: isl.Schedule):
+    """Every band node of ``schedule``, in pre-order."""
+    return [n for n in walk(schedule.get_root()) if n.get_type() == _BAND]
+
+
+# ----------------------------------------------------------------- names
+
+def is_names_mark(node: isl.ScheduleNode) -> bool:
+    return node.get_type() == _MARK and node.mark_get_id().get_name().startswith(NAMES)
+
+
+def names_mark_id(names) -> isl.Id:
+    return isl.Id(NAMES + ",".join(names), context=CTX)
+
+
+def _aff_text(aff: isl.Aff, iterators: tuple[str, ...]) -> str | None:
+    """``m`` / ``t+i`` / ``-i`` / ``m_tile`` for a member's affine function."""
+    coeffs = [int(aff.get_coefficient_val(isl.dim_type.in_, i).to_python())
+              for i in range(len(iterators))]
+    ndiv = aff.dim(isl.dim_type.div)
+    if ndiv:
+        used = []
+        for k in range(ndiv):
+            div = aff.get_div(k)
+            for i, it in enumerate(iterators):
+                if (not div.get_coefficient_val(isl.dim_type.in_, i).is_zero()
+                        and it not in used):
+                    used.append(it)
+        if not used:
+            return None
+        # isl writes a tile loop m - (m mod T) as T*floor(m/T): no direct
+        # coefficient; a point loop (m mod T) keeps m's own coefficient
+        return "_".join(used) + ("_tile" if all(c == 0 for c in coeffs) else "")
+    terms = []
+    for it, c in zip(iterators, coeffs):
+        if c == 0:
+            continue
+        sign = "-" if c < 0 else "+"
+        mag = "" if abs(c) == 1 else f"{abs(c)}*"
+        terms.append(f"{sign}{mag}{it}")
+    if not terms:
+        return None
+    text = "".join(terms)
+    return text[1:] if text.startswith("+") else text
+
+
+def member_name_for(stmt: Statement, upa: isl.UnionPwAff) -> str | None:
+    """The derived name of band member ``upa`` for statement ``stmt``."""
+    fn_space = isl.Space.from_domain(stmt.domain.get_space()).add_dims(isl.dim_type.out, 1)
+    pieces = upa.extract_pw_aff(fn_space).get_pieces()
+    if not pieces:
+        return None
+    texts = {_aff_text(aff, stmt.iterators) for _, aff in pieces}
+    return texts.pop() if len(texts) == 1 else None
+
+
+def default_member_names(band: isl.ScheduleNode, program: Program) -> list[str]:
+    """Names for the members of ``band`` derived from its partial schedule
+    (see the module docstring); ``c<depth>`` when no name can be derived."""
+    stmts = set(statements_of(band))
+    mupa = band.band_get_partial_schedule()
+    depth = band.get_schedule_depth()
+    out = []
+    for j in range(band.band_n_member()):
+        upa = mupa.get_union_pw_aff(j)
+        found: list[str] = []
+        for s in program.statements:
+            if s.name not in stmts:
+                continue
+            text = member_name_for(s, upa)
+            if text is not None and text not in found:
+                found.append(text)
+        out.append("|".join(found) if found else f"c{depth + j}")
+    return out
+
+
+def band_names(band: isl.ScheduleNode, program: Program) -> list[str]:
+    """The names of the members of ``band``: from its ``loops:`` mark, else
+    derived (:func:`default_member_names`)."""
+    if band.has_parent():
+        parent = band.parent()
+        if is_names_mark(parent):
+            names = parent.mark_get_id().get_name()[len(NAMES):].split(",")
+            if len(names) == band.band_n_member():
+                return names
+    return default_member_names(band, program)
+
+
+def set_band_names(band: isl.ScheduleNode, names) -> isl.ScheduleNode:
+    """Put (or replace) the ``loops:`` mark above ``band``; returns the band."""
+    names = list(names)
+    assert len(names) == band.band_n_member(), (names, band.band_n_member())
+    if band.has_parent() and is_names_mark(band.parent()):
+        band = band.parent().delete()
+    return band.insert_mark(names_mark_id(names)).child(0)
+
+
+def name_all_bands(schedule: isl.Schedule, program: Program) -> isl.Schedule:
+    """``schedule`` with a ``loops:`` mark above every band that has none
+    (names derived from the partial schedules, made unique along each path by
+    a numeric suffix)."""
+    def go(node: isl.ScheduleNode, taken: frozenset) -> isl.ScheduleNode:
+        """Returns the node now at ``node``'s position."""
+        fresh = None
+        if node.get_type() == _BAND:
+            fresh = []
+            for nm in band_names(node, program):
+                base, k = nm, 2
+                while nm in taken or nm in fresh:
+                    nm, k = f"{base}_{k}", k + 1
+                fresh.append(nm)
+            taken = taken | set(fresh)
+        for i in range(node.n_children()):
+            node = go(node.child(i), taken).parent()
+        if fresh is not None:
+            marked = node.has_parent() and is_names_mark(node.parent())
+            node = set_band_names(node, fresh)
+            if not marked:
+                node = node.parent()
+        return node
+    return go(schedule.get_root(), frozenset()).get_schedule()
+
+
+# ----------------------------------------------------------------- loops
+
+@dataclass(frozen=True)
+class Loop:
+    """A handle on one loop of a schedule: band member ``member`` of the band
+    at ``path``.  ``statements`` are the statements the loop runs; ``spec``
+    is ``(target, name)`` when the loop was found by name (recipes record
+    that rather than the path)."""
+    path: tuple[int, ...]
+    member: int
+    name: str
+    statements: tuple[str, ...]
+    spec: tuple[str, str] | None = None
+
+    def __str__(self) -> str:
+        return f"loop {self.name} (statements {', '.join(self.statements)})"
+
+    def matches(self, name: str) -> bool:
+        return name == self.name or name in self.name.split("|")
+
+
+def all_loops(schedule: isl.Schedule, program: Program) -> list[Loop]:
+    """Every loop of ``schedule`` in pre-order (outer bands first, members in
+    order)."""
+    out = []
+    for band in bands(schedule):
+        path, stmts = path_of(band), statements_of(band)
+        for j, nm in enumerate(band_names(band, program)):
+            out.append(Loop(path, j, nm, stmts))
+    return out
+
+
+def target_statements(program: Program, target: str) -> tuple[str, ...]:
+    """The statements a target names: a statement name, or a tensor (every
+    statement that writes it)."""
+    names = [s.name for s in program.statements]
+    if target in names:
+        return (target,)
+    writers = tuple(s.name for s in program.statements if s.tensor == target)
+    if writers:
+        return writers
+    tensors = sorted({s.tensor for s in program.statements})
+    raise ScheduleError(f"no statement or written tensor named {target!r} in "
+                        f"{program.name}; statements: {', '.join(names)}; "
+                        f"written tensors: {', '.join(tensors)}")
+
+
+def find_loop(schedule: isl.Schedule, program: Program, target: str, name: str) -> Loop:
+    """The loop called ``name`` that runs statement (or output tensor)
+    ``target``.  Raises :class:`ScheduleError` naming the loops that exist
+    when there is none, and the candidates when there are several."""
+    stmts = set(target_statements(program, target))
+    loops = all_loops(schedule, program)
+    mine = [lp for lp in loops if stmts & set(lp.statements)]
+    hits = [lp for lp in mine if lp.matches(name)]
+    if not hits:
+        have = ", ".join(dict.fromkeys(lp.name for lp in mine)) or "none"
+        raise ScheduleError(f"no loop {name!r} runs {target}; its loops are: {have}")
+    if len(hits) > 1:
+        where = "; ".join(f"{lp.name} at path {list(lp.path)} member {lp.member} "
+                          f"({', '.join(lp.statements)})" for lp in hits)
+        raise ScheduleError(f"loop {name!r} of {target} is ambiguous: {where}; name one "
+                            f"statement, or use loop(path=..., member=...)")
+    return Loop(hits[0].path, hits[0].member, hits[0].name, hits[0].statements,
+                spec=(target, name))
+
+
+def loop_at(schedule: isl.Schedule, program: Program, path, member: int = 0) -> Loop:
+    """The loop at band ``path``, member ``member``."""
+    path = tuple(int(p) for p in path)
+    node = node_at(schedule, path)
+    if node.get_type() != _BAND:
+        raise ScheduleError(f"the node at path {list(path)} is a "
+                            f"{_node_kind(node)}, not a band (a loop)")
+    n = node.band_n_member()
+    if not 0 <= member < n:
+        raise ScheduleError(f"the band at path {list(path)} has {n} member(s); "
+                            f"member {member} does not exist")
+    return Loop(path, member, band_names(node, program)[member], statements_of(node))
+
+
+def _node_kind(node: isl.ScheduleNode) -> str:
+    return str(node.get_type()).split(".")[-1].rstrip("_")
+
+
+# ------------------------------------------------------- natural schedule
+
+def _band_on(stmts: list[Statement], iterators: tuple[str, ...]) -> isl.MultiUnionPwAff:
+    """A band scanning ``iterators`` (by name) of every statement in ``stmts``."""
+    cols = []
+    for k, it in enumerate(iterators):
+        upa = None
+        for s in stmts:
+            ls = isl.LocalSpace.from_space(s.domain.get_space())
+            aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, s.iterators.index(it))
+            part = isl.UnionPwAff.from_pw_aff(isl.PwAff.from_aff(aff).intersect_domain(
+                s.domain))
+            upa = part if upa is None else upa.union_add(part)
+        cols.append(upa)
+    space = cols[0].get_space().add_dims(isl.dim_type.set, len(cols))
+    upal = isl.UnionPwAffList.alloc(CTX, len(cols))
+    for c in cols:
+        upal = upal.add(c)
+    return isl.MultiUnionPwAff.from_union_pw_aff_list(space, upal)
+
+
+def _filter(stmts) -> isl.UnionSet:
+    u = None
+    for s in stmts:
+        part = isl.UnionSet.from_set(isl.Set.universe(s.domain.get_space()))
+        u = part if u is None else u.union(part)
+    return u
+
+
+def _groups(program: Program) -> list[list[Statement]]:
+    """Source statements: an ``init`` followed by the ``update`` of the same
+    tensor whose leading iterators are the init's form one group."""
+    out: list[list[Statement]] = []
+    for s in program.statements:
+        prev = out[-1] if out else None
+        if (prev and len(prev) == 1 and prev[0].kind == "init" and s.kind == "update"
+                and s.tensor == prev[0].tensor
+                and s.iterators[:len(prev[0].iterators)] == prev[0].iterators):
+            prev.append(s)
+        else:
+            out.append([s])
+    return out
+
+
+def _subtree(stmts: list[Statement]) -> isl.Schedule:
+    """The source order of one group: its common iterators as one band, then
+    (for an init/update pair) the init before the update's reduction loops."""
+    dom = None
+    for s in stmts:
+        part = isl.UnionSet.from_set(s.domain)
+        dom = part if dom is None else dom.union(part)
+    sched = isl.Schedule.from_domain(dom)
+    common = stmts[0].iterators
+    node = sched.get_root().child(0)
+    if len(stmts) == 2:
+        init, upd = stmts
+        rest = upd.iterators[len(common):]
+        filters = isl.UnionSetList.alloc(CTX, 2).add(_filter([init])).add(_filter([upd]))
+        node = node.insert_sequence(filters)
+        if rest:
+            node = node.child(1).child(0).insert_partial_schedule(_band_on([upd], rest))
+            node = set_band_names(node, rest).parent().parent().parent().parent()
+        node = node.parent() if node.get_type() != _T.domain else node
+        while node.has_parent():
+            node = node.parent()
+        node = node.child(0)
+    if common:
+        node = node.insert_partial_schedule(_band_on(stmts, common))
+        node = set_band_names(node, common)
+    return node.get_schedule()
+
+
+def natural_schedule(program: Program) -> isl.Schedule:
+    """The source order as a programmer writes it: statements in sequence,
+    each scanning its iterators in order, with a reduction's initialisation
+    placed inside the loops of its output element, just before the reduction
+    loops (``for m: for n: { C = 0; for k: C += ... }``).  Every band is
+    named after the source iterators.  Legal by construction: the only
+    instances it reorders with respect to :func:`polyc.ir.original_schedule`
+    are an initialisation and the updates of other output elements."""
+    parts = [_subtree(g) for g in _groups(program)]
+    sched = parts[0]
+    for p in parts[1:]:
+        sched = sched.sequence(p)
+    return sched
+
+
+# ----------------------------------------------------------------- printing
+
+def format_tree(schedule: isl.Schedule, program: Program, detail: bool = False) -> str:
+    """An indented rendering of the schedule tree, one line per node; band
+    lines list the loop names and attributes (``permutable``, ``coincident``
+    members, ``unroll``/``isolate`` options); name marks are folded into their
+    band.  With ``detail``, each band member's partial schedule follows in
+    isl notation."""
+    lines: list[str] = []
+
+    def go(node: isl.ScheduleNode, depth: int) -> None:
+        pad = "  " * depth
+        t = node.get_type()
+        if t == _MARK and is_names_mark(node):
+            go(node.child(0), depth)
+            return
+        if t == _T.domain:
+            lines.append(f"{pad}domain: {', '.join(statements_of(node))}")
+        elif t == _BAND:
+            names = band_names(node, program)
+            attrs = []
+            if node.band_get_permutable():
+                attrs.append("permutable")
+            co = [nm for j, nm in enumerate(names) if node.band_member_get_coincident(j)]
+            if co:
+                attrs.append("coincident: " + " ".join(co))
+            opts = node.band_get_ast_build_options()
+            if not opts.is_empty():
+                attrs.append(f"options: {opts}")
+            lines.append(f"{pad}band ({', '.join(names)})"
+                         + (f"  [{'; '.join(attrs)}]" if attrs else ""))
+            if detail:
+                mupa = node.band_get_partial_schedule()
+                for j, nm in enumerate(names):
+                    lines.append(f"{pad}  | {nm} = {mupa.get_union_pw_aff(j)}")
+        elif t in (_T.sequence, _T.set):
+            lines.append(f"{pad}{_node_kind(node)}")
+        elif t == _T.filter:
+            lines.append(f"{pad}filter: {', '.join(statements_of(node.child(0)))}"
+                         if node.n_children() else f"{pad}filter")
+        elif t == _MARK:
+            lines.append(f"{pad}mark: {node.mark_get_id().get_name()}")
+        elif t == _T.leaf:
+            return
+        elif t == _T.extension:
+            lines.append(f"{pad}extension: {node.extension_get_extension()}")
+        else:
+            lines.append(f"{pad}{_node_kind(node)}")
+        for i in range(node.n_children()):
+            go(node.child(i), depth + 1)
+
+    go(schedule.get_root(), 0)
+    return "\n".join(lines) + "\n"
+
+
+def _loop_names_by_depth(schedule: isl.Schedule, program: Program) -> dict[str, dict[int, str]]:
+    """statement -> schedule depth -> loop name, from the bands on the path
+    to each statement."""
+    out: dict[str, dict[int, str]] = {}
+    for band in bands(schedule):
+        d0 = band.get_schedule_depth()
+        names = band_names(band, program)
+        for st in statements_of(band):
+            for j, nm in enumerate(names):
+                out.setdefault(st, {})[d0 + j] = nm.split("|")[0]
+    return out
+
+
+_ITER = re.compile(r"\bc(\d+)\b")
+
+
+def format_loop_nest(schedule: isl.Schedule, program: Program) -> str:
+    """The loop nest ``schedule`` produces, as pseudo-C from isl's AST
+    (``isl_ast_build_node_from_schedule``).  Loop iterators carry the loop
+    names; statement calls show the statement's iterators and its source
+    text; parallel / simd / unroll marks appear as pragmas."""
+    build = isl.AstBuild.from_context(program.parameter_domain())
+    ast = build.node_from_schedule(schedule)
+    names = _loop_names_by_depth(schedule, program)
+    texts = {s.name: s.text or "" for s in program.statements}
+    reserved = set(program.params) | {t.name for t in program.tensors}
+    lines: list[str] = []
+
+    def rename(text: str, env: dict[str, str]) -> str:
+        return _ITER.sub(lambda m: env.get(m.group(0), m.group(0)), text)
+
+    def stmts_below(n: isl.AstNode) -> list[str]:
+        found: list[str] = []
+        t = n.get_type()
+        if t == isl.ast_node_type.user:
+            found.append(n.user_get_expr().get_op_arg(0).get_id().get_name())
+        elif t == isl.ast_node_type.for_:
+            found += stmts_below(n.for_get_body())
+        elif t == isl.ast_node_type.if_:
+            found += stmts_below(n.if_get_then_node())
+            if n.if_has_else_node():
+                found += stmts_below(n.if_get_else_node())
+        elif t == isl.ast_node_type.block:
+            kids = n.block_get_children()
+            for i in range(kids.n_ast_node()):
+                found += stmts_below(kids.get_at(i))
+        elif t == isl.ast_node_type.mark:
+            found += stmts_below(n.mark_get_node())
+        return found
+
+    def go(n: isl.AstNode, depth: int, env: dict[str, str], pragma: str | None) -> None:
+        pad = "  " * depth
+        t = n.get_type()
+        if t == isl.ast_node_type.for_:
+            it = n.for_get_iterator().get_id().get_name()
+            m = _ITER.fullmatch(it)
+            label = it
+            if m:
+                for st in stmts_below(n):
+                    nm = names.get(st, {}).get(int(m.group(1)))
+                    if nm:
+                        label = nm
+                        break
+            if label in reserved or label in env.values():
+                label = it
+            env = {**env, it: label}
+            init = rename(n.for_get_init().to_C_str(), env)
+            cond = rename(n.for_get_cond().to_C_str(), env)
+            inc = rename(n.for_get_inc().to_C_str(), env)
+            if pragma:
+                lines.append(f"{pad}#pragma {pragma}")
+            step = f"{label}++" if inc == "1" else f"{label} += {inc}"
+            lines.append(f"{pad}for ({label} = {init}; {cond}; {step})")
+            go(n.for_get_body(), depth + 1, env, None)
+        elif t == isl.ast_node_type.if_:
+            lines.append(f"{pad}if ({rename(n.if_get_cond().to_C_str(), env)})")
+            go(n.if_get_then_node(), depth + 1, env, pragma)
+            if n.if_has_else_node():
+                lines.append(f"{pad}else")
+                go(n.if_get_else_node(), depth + 1, env, pragma)
+        elif t == isl.ast_node_type.block:
+            kids = n.block_get_children()
+            for i in range(kids.n_ast_node()):
+                go(kids.get_at(i), depth, env, pragma)
+        elif t == isl.ast_node_type.mark:
+            mark = n.mark_get_id().get_name()
+            nxt = pragma
+            if mark.startswith("omp_parallel"):
+                nxt = "omp parallel for"
+                if mark != "omp_parallel":
+                    nxt += f" collapse({mark.rsplit('collapse', 1)[1]})"
+            elif mark == "omp_simd":
+                nxt = "omp simd"
+            elif mark == "omp_simd_reduction":
+                nxt = "omp simd reduction"
+            elif not mark.startswith(NAMES):
+                lines.append(f"{pad}// mark: {mark}")
+            go(n.mark_get_node(), depth, env, nxt)
+        elif t == isl.ast_node_type.user:
+            call = n.user_get_expr()
+            st = call.get_op_arg(0).get_id().get_name()
+            args = ", ".join(rename(call.get_op_arg(i).to_C_str(), env)
+                             for i in range(1, call.get_op_n_arg()))
+            note = f"  // {texts[st]}" if texts.get(st) else ""
+            lines.append(f"{pad}{st}({args});{note}")
+        else:
+            lines.append(f"{pad}{n.to_C_str().strip()}")
+
+    go(ast, 0, {}, None)
+    return "\n".join(lines) + "\n"
