@@ -26,6 +26,7 @@ from .errors import (  # noqa: E402,F401
     IllegalScheduleError,
     ParseError,
     PolycError,
+    ScheduleError,
     SemanticError,
     ShapeError,
     UnsupportedError,
@@ -33,11 +34,15 @@ from .errors import (  # noqa: E402,F401
 
 __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "DTypeError", "BindingError", "UnsupportedError", "EinsumError",
-           "IllegalScheduleError", "CompileError", "compile", "einsum", "Kernel"]
+           "IllegalScheduleError", "ScheduleError", "CompileError", "compile", "einsum",
+           "Kernel", "Schedule", "Loop", "program"]
 
 
 def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
-    if name in ("compile", "einsum", "Kernel"):
+    if name in ("compile", "einsum", "Kernel", "program"):
         from . import api
         return getattr(api, name)
+    if name in ("Schedule", "Loop"):
+        from .schedule import language
+        return getattr(language, name)
     raise AttributeError(name)

@@ -13,12 +13,12 @@ from typing import Any, Mapping
 
 from .config import Config
 from .einsum_call import einsum
-from .errors import BindingError, UnsupportedError
+from .errors import BindingError, ScheduleError, UnsupportedError
 from .frontend import tc
 from .pipeline import compile_program
 from .runtime import Kernel
 
-__all__ = ["compile", "einsum", "Kernel", "SpecializingKernel", "lower_def"]
+__all__ = ["compile", "einsum", "Kernel", "SpecializingKernel", "lower_def", "program"]
 
 _FLOAT_TYPES = ("float", "double", "float32", "float64", "half", "float16")
 
@@ -39,6 +39,25 @@ def lower_def(defn, fixed_sizes: Mapping[str, int] | None = None, *,
               dtype: str | None = None, source: str = ""):
     """Lower one parsed TC definition to an ``ir.Program``."""
     return tc.lower(_retype(defn, dtype), fixed_sizes or {}, source=source)
+
+
+def program(source: str, name: str | None = None, *, dtype: str | None = None,
+            sizes: Mapping[str, int] | None = None, filename: str = "<tc>"):
+    """The ``ir.Program`` of one TC definition (``name``, or the only one):
+    what :meth:`polyc.Schedule.from_program` takes.  ``sizes`` fixes size
+    parameters to constants (needed for ``h*S + kh`` indices).  Raises
+    :class:`~polyc.errors.ParseError` / ``SemanticError`` and
+    :class:`~polyc.errors.BindingError` for an unknown ``name``."""
+    module = tc.parse(source, filename)
+    defs = {d.name: d for d in module.defs}
+    if name is None:
+        if len(defs) != 1:
+            raise BindingError(f"the source has {len(defs)} definitions "
+                               f"({', '.join(defs)}); name one")
+        name = next(iter(defs))
+    if name not in defs:
+        raise BindingError(f"no definition {name!r}; the source defines {', '.join(defs)}")
+    return lower_def(defs[name], sizes, dtype=dtype, source=source)
 
 
 class SpecializingKernel:
@@ -104,8 +123,11 @@ class SpecializingKernel:
         return self._only().source
 
     @property
-    def schedule(self) -> str:
+    def schedule(self):
         return self._only().schedule
+
+    def explain(self, json: bool = False):
+        return self._only().explain(json=json)
 
     @property
     def program(self):
@@ -113,6 +135,42 @@ class SpecializingKernel:
 
     def __repr__(self) -> str:
         return f"<polyc.SpecializingKernel {self.name} (specialised on {sorted(self.needs)})>"
+
+
+def _schedules_by_def(schedule, names: list[str]) -> dict:
+    """``schedule`` (a Schedule, a recipe, or a dict def name -> either) as a
+    dict by definition name."""
+    if schedule is None:
+        return {}
+    from .schedule.language import Schedule
+    if isinstance(schedule, dict) and "steps" not in schedule and "format" not in schedule:
+        unknown = sorted(set(schedule) - set(names))
+        if unknown:
+            raise ScheduleError(f"schedule given for {unknown[0]!r}, which is not a "
+                                f"definition of this source ({', '.join(names)})")
+        return dict(schedule)
+    if len(names) != 1:
+        if isinstance(schedule, Schedule) and schedule.program.name in names:
+            return {schedule.program.name: schedule}
+        raise ScheduleError(f"the source has {len(names)} definitions; pass schedule= as a "
+                            f"dict from definition name to schedule or recipe")
+    return {names[0]: schedule}
+
+
+def compile_with_schedule(program, schedule, config: Config):
+    """Compile ``program`` under ``schedule``: a :class:`polyc.Schedule` of
+    the same program, or a recipe (dict, list of steps, JSON text or file
+    path) replayed on it."""
+    from .pipeline import compile_schedule
+    from .schedule.language import Schedule
+    from .schedule.recipe import program_fingerprint
+    if isinstance(schedule, Schedule):
+        if program_fingerprint(schedule._base) != program_fingerprint(program):
+            raise ScheduleError(f"the schedule was made for program "
+                                f"{schedule._base.name!r}, not for this definition "
+                                f"{program.name!r}; build it from this kernel's program")
+        return compile_schedule(schedule, config)
+    return compile_schedule(Schedule.replay(program, schedule), config)
 
 
 def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A001
@@ -127,18 +185,34 @@ def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A0
     :class:`~polyc.errors.ParseError` / ``SemanticError`` (with line, column
     and a caret excerpt), :class:`~polyc.errors.UnsupportedError`,
     :class:`~polyc.errors.CompileError`.
+
+    ``schedule``: compile under a user schedule instead of the automatic one:
+    a :class:`polyc.Schedule` (e.g. ``kernel.schedule.tile(...)``) or a
+    recipe (:meth:`polyc.Schedule.to_recipe`, its JSON text, or a path to a
+    ``.json`` file); with several definitions, a dict from definition name
+    to schedule.  Raises :class:`~polyc.errors.ScheduleError` for a recipe
+    of another program, :class:`~polyc.errors.IllegalScheduleError` for an
+    illegal one.
     """
     if target != "c":
         raise UnsupportedError(f"target {target!r} is not supported yet; use target='c'")
-    if schedule is not None:
-        raise UnsupportedError("user schedules are not supported yet; pass schedule=None")
     config = config or Config.from_env()
     module = tc.parse(source, filename)
+    names = [d.name for d in module.defs]
+    schedules = _schedules_by_def(schedule, names)
     kernels: dict[str, Any] = {}
     for defn in module.defs:
         needs = tc.needs_specialization(defn)
         if needs:
+            if defn.name in schedules:
+                raise UnsupportedError(
+                    f"{defn.name}: a user schedule needs a definition without size-scaled "
+                    f"indices ({', '.join(sorted(needs))}); specialise the sizes in the "
+                    f"source first")
             kernels[defn.name] = SpecializingKernel(defn, needs, source, config, dtype)
+        elif defn.name in schedules:
+            program = lower_def(defn, dtype=dtype, source=source)
+            kernels[defn.name] = compile_with_schedule(program, schedules[defn.name], config)
         else:
             kernels[defn.name] = compile_program(
                 lower_def(defn, dtype=dtype, source=source), config)

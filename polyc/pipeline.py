@@ -64,7 +64,7 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     if config.schedule == "identity":                                         # 3
         sched = initial.identity_schedule(program)
     else:
-        sched = initial.auto_schedule(program, deps)
+        sched = initial.auto_schedule(program, deps, config)
         _dump(config, "isl schedule", sched)
         sched = tile.optimize_bands(sched, program, config, deps)             # 4
         if config.parallel:
@@ -96,13 +96,14 @@ def code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def lowered_key(program: Program, config: Config) -> str:
+def lowered_key(program: Program, config: Config, schedule_text: str = "") -> str:
     """Content key of everything steps 2-8 depend on: the printed program
-    (domains, access relations, bodies, preconditions; isl's notation) and
-    the code-generation options."""
+    (domains, access relations, bodies, preconditions; isl's notation), the
+    code-generation options and, for a user schedule, its tree in isl's
+    text form."""
     from . import __version__
     text = "\0".join([LOWERED_FORMAT, __version__, code_fingerprint(), str(program),
-                      repr(program.signature), repr(config.codegen_key())])
+                      repr(program.signature), repr(config.codegen_key()), schedule_text])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -152,6 +153,41 @@ def _store_source(key: str, source, config: Config) -> None:
                                fmt=LOWERED_FORMAT)
     except OSError:
         pass
+
+
+def lower_schedule(schedule, config: Config | None = None) -> Lowered:
+    """Steps 6-7 for a user schedule (a :class:`polyc.schedule.language.Schedule`):
+    legality, then the loop nest.  No automatic tiling or marks are added:
+    the schedule is compiled as written."""
+    config = config or Config.from_env()
+    _dump(config, "program", schedule.program)
+    _dump(config, "user schedule", schedule)
+    schedule.check("the user schedule")                                       # 6
+    nest = astgen.generate(schedule.program, schedule.isl)                   # 7
+    _dump(config, "loop nest", format_loopnest(nest))
+    return Lowered(schedule.program, schedule.deps, schedule.isl, nest)
+
+
+def compile_schedule(schedule, config: Config | None = None):
+    """Compile ``program`` under a user :class:`~polyc.schedule.language.Schedule`
+    to a :class:`polyc.runtime.Kernel` (steps 6-10; the lowering is memoised
+    by the program and the schedule tree's text)."""
+    from polyc.backends.c import build, emit
+
+    from .runtime import Kernel
+    config = config or Config.from_env()
+    program = schedule.program
+    key = lowered_key(program, config, schedule.to_text())
+    source = None if config.dump else _cached_source(key, config)
+    low = None
+    if source is None:
+        low = lower_schedule(schedule, config)
+        source = emit.emit(low.program, low.loopnest)
+        _store_source(key, source, config)
+    _dump(config, "C source", source.text)
+    lib = build.build_library(source.text, config=config)
+    return Kernel(program, source, lib, config, lowered=low,
+                  relower=lambda: lower_schedule(schedule, config), user_schedule=schedule)
 
 
 def compile_program(program: Program, config: Config | None = None):

@@ -410,15 +410,18 @@ class Kernel:
     """A compiled polyc kernel.  Call it with the inputs in signature order.
 
     Attributes: ``program`` (the ``ir.Program``; ``str()`` prints it),
-    ``schedule`` (the isl schedule tree, as text), ``isl_schedule`` (the
-    ``isl.Schedule``), ``loopnest``, ``source`` (the C text), ``library``.
+    ``schedule`` (a :class:`polyc.Schedule` of the tree the code came from:
+    print it, transform it, pass it back to :func:`polyc.compile`),
+    ``isl_schedule`` (the ``isl.Schedule``), ``loopnest``, ``source`` (the C
+    text), ``library``; :meth:`explain` describes the loops.
     When the C source came from the cache, the schedule and loop nest are
     recomputed (``relower``) the first time they are asked for.
     """
 
     def __init__(self, program: Program, source, library, config, *, lowered=None,
-                 relower=None):
+                 relower=None, user_schedule=None):
         self.program = program
+        self._user_schedule = user_schedule
         self._lowered = lowered
         self._relower = relower
         self._source = source
@@ -456,9 +459,21 @@ class Kernel:
         return self._low().loopnest
 
     @property
-    def schedule(self) -> str:
-        """The schedule tree in isl's notation."""
-        return str(self.isl_schedule)
+    def schedule(self):
+        """The :class:`polyc.Schedule` the code was generated from (the user's,
+        or the automatic one wrapped with derived loop names)."""
+        if self._user_schedule is not None:
+            return self._user_schedule
+        from .schedule.language import Schedule
+        low = self._low()
+        return Schedule.from_isl(low.program, low.schedule, low.deps)
+
+    def explain(self, json: bool = False):
+        """For each loop: the dependences it carries, whether it is parallel
+        or vectorizable and why not, fusion groups, tile footprints (see
+        :mod:`polyc.schedule.explain`).  Text, or a dict with ``json=True``."""
+        from .schedule.explain import explain
+        return explain(self.schedule, as_json=json)
 
     def __call__(self, *args, out=None, **kwargs):
         if kwargs:

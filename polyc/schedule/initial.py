@@ -38,7 +38,7 @@ def _scheduler_options(**opts):
             getattr(CTX, f"set_{k}")(v)
 
 
-def auto_schedule(program: Program, deps: Dependences) -> isl.Schedule:
+def auto_schedule(program: Program, deps: Dependences, config=None) -> isl.Schedule:
     """Compute a schedule with isl's scheduler.
 
     Validity: every dependence.  Coincidence: every dependence too, so a band
