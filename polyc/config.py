@@ -18,6 +18,10 @@ from .errors import PolycError
 #: ``signed-integer-overflow``, ...): letters, digits and dashes only.
 _SANITIZER_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 
+#: The fusion strategies of the automatic scheduler (``Config.fusion``);
+#: :func:`polyc.schedule.initial.auto_schedule` documents each.
+FUSION_STRATEGIES = ("isl", "max", "min", "smart", "preserve_coincident")
+
 
 def _env(name: str) -> str | None:
     v = os.environ.get(name)
@@ -64,8 +68,36 @@ class Config:
     compile_timeout: float | None = field(default=None, metadata=_opt(
         "seconds the C compiler may run before it is killed and CompileTimeoutError "
         "is raised (POLYC_COMPILE_TIMEOUT); None = no limit", False))
+    fusion: str = field(default="isl", metadata=_opt(
+        "fusion strategy of the automatic scheduler (POLYC_FUSION): 'isl' (the default: "
+        "isl's own clustering, which fuses strongly connected components when the "
+        "merged band keeps its full depth and shortens a dependence distance; the "
+        "schedules polyc has always generated), 'max' (fuse wherever legal: each "
+        "connected component scheduled as a whole, then sibling nests and independent "
+        "components fused as deep as their loops go), 'min' (no fusion: each strongly "
+        "connected component of the dependence graph its own loop nest), 'smart' "
+        "(Pluto's default smartfuse: cut between consecutive components of different "
+        "loop depth, fuse within), 'preserve_coincident' (Tensor Comprehensions' "
+        "Preserve3Coincident: fuse only while at least three outer parallel loops, or "
+        "as many as the fused statements had, survive); see "
+        "polyc.schedule.initial.auto_schedule", True))
+    allow_skewing: bool = field(default=True, metadata=_opt(
+        "let the automatic scheduler produce skewed loops (t+i); False keeps every "
+        "loop a single source iterator (Tensor Comprehensions' allowSkewing=false), "
+        "at the cost of wavefront parallelism and tiling of stencils", True))
+    outer_coincidence: bool = field(default=True, metadata=_opt(
+        "ask isl's scheduler for an outermost parallel (coincident) loop in every band "
+        "where one exists (isl's schedule_outer_coincidence)", True))
 
     def __post_init__(self):
+        if self.fusion not in FUSION_STRATEGIES:
+            raise PolycError(f"Config.fusion must be one of {', '.join(FUSION_STRATEGIES)}, "
+                             f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
+                             f"polyc compile --fusion smart)")
+        for name in ("allow_skewing", "outer_coincidence"):
+            if not isinstance(getattr(self, name), bool):
+                raise PolycError(f"Config.{name} must be True or False, got "
+                                 f"{getattr(self, name)!r}")
         san = self.sanitize
         if isinstance(san, str):
             san = san.split(",")
@@ -110,6 +142,12 @@ class Config:
                 raise PolycError(f"POLYC_COMPILE_TIMEOUT={timeout!r} is not a number of "
                                  f"seconds; set it to e.g. 300, or unset it for no "
                                  f"limit") from None
+        fusion = _env("POLYC_FUSION")
+        if fusion:
+            if fusion not in FUSION_STRATEGIES:
+                raise PolycError(f"POLYC_FUSION={fusion!r} is not a fusion strategy; choose "
+                                 f"one of {', '.join(FUSION_STRATEGIES)}, or unset it")
+            kw["fusion"] = fusion
         kw.update(overrides)
         return cls(**kw)
 

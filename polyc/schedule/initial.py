@@ -1,12 +1,16 @@
-"""Initial schedules: the source order, and isl's automatic scheduler.
+"""Initial schedules: the source order, and isl's automatic scheduler with a
+choice of fusion strategy.
 
 Takes an ``ir.Program`` (and its ``Dependences``) and returns an
 ``isl.Schedule`` tree.  :func:`identity_schedule` is the original sequential
 order (a sequence of statements, each scanning its domain lexicographically);
 :func:`auto_schedule` runs isl's scheduler (Pluto-style ILP with isl's
 extensions; Verdoolaege & Janssens, "Scheduling for PPCG", 2017) with
-validity, coincidence and proximity constraints taken from the dependences, so
-that statements are fused where that is legal and profitable.
+validity, coincidence and proximity constraints taken from the dependences,
+and decides which statements share loops according to ``Config.fusion``
+(through isl's scheduler options and, where they are not enough, by
+scheduling groups of statements separately and fusing sibling loop nests
+with :func:`polyc.schedule.fusion.fuse_subtrees`).
 """
 
 from __future__ import annotations
@@ -16,8 +20,13 @@ import contextlib
 import islpy as isl
 
 from ..dependence import Dependences
+from ..errors import PolycError, ScheduleError
 from ..ir import Program, original_schedule
-from ..isl_util import CTX
+from ..isl_util import CTX, maps_of
+from . import legality
+
+_T = isl.schedule_node_type
+_BAND = _T.band
 
 
 def identity_schedule(program: Program) -> isl.Schedule:
@@ -45,24 +54,423 @@ def auto_schedule(program: Program, deps: Dependences, config=None) -> isl.Sched
     member reported coincident carries no dependence at all (isl only reports
     coincidence relative to the constraints it was given).  Proximity: every
     dependence, which pulls producers and consumers together (fusion) and
-    keeps reuse distances short.  ``schedule_outer_coincidence`` asks isl to
-    keep the outermost band member coincident where possible.
+    keeps reuse distances short.  isl's ``schedule_maximize_band_depth`` is
+    on; ``schedule_outer_coincidence`` follows ``Config.outer_coincidence``
+    (default on: isl keeps the outermost member of each band coincident
+    where one exists).
+
+    ``Config.fusion`` picks which statements share loops.  The statement
+    *components* below are the strongly connected components of the
+    statement-level dependence graph, taken in a topological order that
+    follows the source order where the dependences leave a choice:
+
+    ``"isl"`` (default)
+        isl's own incremental clustering (``schedule_serialize_sccs=0``,
+        ``schedule_whole_component=0``): components are scheduled separately
+        and two clusters are merged when the merged band keeps its full depth
+        and brings some dependence distance down to a small constant.  These
+        are the schedules polyc has always generated.
+    ``"max"``
+        Fuse wherever legal.  Components are merged greedily, in topological
+        order, as long as isl (``schedule_whole_component=1``, which
+        schedules a set of statements as a whole and splits it, like Pluto's
+        cut, only when no common band exists) finds an outer band shared by
+        all statements of the merged group; statements that share no
+        dependence at all (independent components, which isl leaves in a
+        ``set``) are fused by schedule-tree surgery as deep as their outer
+        bands go.  An approximation of Pluto's ``--maxfuse``: Pluto searches
+        all statements at once, here the merge is greedy over consecutive
+        components.
+    ``"min"``
+        No fusion: isl's ``schedule_serialize_sccs=1``, each component its
+        own loop nest (a reduction's initialisation apart from its update).
+    ``"smart"``
+        Pluto's default ``--smartfuse``: at the outermost level, cut between
+        consecutive components (in topological order) whose dimensionality
+        (the deepest statement's number of loops) differs, and fuse the
+        components of each run of equal dimensionality as ``"max"`` does.
+        As in Pluto (``cut_scc_dim_based``), a cut between components taken
+        in topological order never reverses a dependence; the result is
+        still checked, and ``"max"`` is used if it were illegal.  Pluto's
+        later cuts (inner levels, when no more permutable hyperplanes exist)
+        are left to isl's own splitting within each group.
+    ``"preserve_coincident"``
+        Tensor Comprehensions' ``Preserve3Coincident``: components are merged
+        greedily, in topological order, only when the merged schedule keeps
+        at least three outer coincident (parallel) loops, or at least as many
+        as the more parallel of the two parts had.  TC implements it as a
+        merge callback inside isl's clustering (which also tries clusters
+        connected by no dependence, in a different order); islpy has no such
+        callback, so polyc evaluates each candidate merge with a separate isl
+        call (``schedule_whole_component=1``) on the merged statements.
+
+    ``Config.allow_skewing=False`` (Tensor Comprehensions' ``allowSkewing``,
+    which TC implements with its isl fork's
+    ``schedule_unit_max_var_coefficient_sum``, an option upstream isl lacks):
+    isl runs with ``schedule_max_coefficient=1``, then every band member
+    that still combines several iterators of a statement (``t+i``) is
+    rewritten to the one iterator it adds to the outer loops (``i``), which
+    keeps the execution order of each statement; the result is checked
+    against the dependences.  If a band cannot be rewritten that way
+    (``i+j`` as an outermost wavefront), isl is asked again with the other
+    ``outer_coincidence`` setting, and as a last resort the source order is
+    used.  Band ``coincident``/``permutable`` flags are recomputed from the
+    dependences after any rewrite, so parallel marks stay exact.
+
+    If isl fails (it can on a tightly bounded parameter domain), the source
+    order is returned: it is always legal.
     """
+    fusion = getattr(config, "fusion", "isl") if config is not None else "isl"
+    outer = bool(getattr(config, "outer_coincidence", True)) if config is not None else True
+    skew = bool(getattr(config, "allow_skewing", True)) if config is not None else True
     all_deps = deps.all()
+    opts = dict(schedule_outer_coincidence=int(outer), schedule_serialize_sccs=0,
+                schedule_maximize_band_depth=1)
+    if not skew:
+        opts["schedule_max_coefficient"] = 1
+    try:
+        sched = _strategy(program, all_deps, fusion, opts)
+        if not skew:
+            sched = _without_skewing(sched, program, all_deps, fusion, opts)
+        return sched
+    except isl.Error:
+        # isl's scheduler can fail on a tightly bounded parameter domain
+        # ("unable to carry dependences"); the source order is always legal
+        return identity_schedule(program)
+
+
+# ------------------------------------------------------------ isl calls
+
+def _domain(program: Program, stmts=None) -> isl.UnionSet:
     context = program.parameter_domain()
     # statement instances outside the parameter domain never run; leaving them
     # in the domain would give isl a band that "drops" them (AST error)
-    sc = (isl.ScheduleConstraints.on_domain(program.domain().intersect_params(context))
-          .set_context(context)
-          .set_validity(all_deps)
-          .set_coincidence(all_deps)
-          .set_proximity(all_deps))
-    with _scheduler_options(schedule_outer_coincidence=1,
-                            schedule_serialize_sccs=0,
-                            schedule_maximize_band_depth=1):
-        try:
-            return sc.compute_schedule()
-        except isl.Error:
-            # isl's scheduler can fail on a tightly bounded parameter domain
-            # ("unable to carry dependences"); the source order is always legal
-            return identity_schedule(program)
+    dom = program.domain().intersect_params(context)
+    if stmts is not None:
+        dom = dom.intersect(_statement_filter(program, stmts))
+    return dom
+
+
+def _statement_filter(program: Program, names) -> isl.UnionSet:
+    out = None
+    for nm in names:
+        st = program.statement(nm)
+        part = isl.UnionSet.from_set(isl.Set.universe(st.domain.get_space()))
+        out = part if out is None else out.union(part)
+    return out
+
+
+def _compute(program: Program, all_deps: isl.UnionMap, opts: dict, stmts=None,
+             **extra) -> isl.Schedule:
+    """isl's schedule of ``stmts`` (default: every statement) under ``opts``."""
+    dom = _domain(program, stmts)
+    deps = all_deps.intersect_domain(dom).intersect_range(dom) if stmts is not None \
+        else all_deps
+    sc = (isl.ScheduleConstraints.on_domain(dom)
+          .set_context(program.parameter_domain())
+          .set_validity(deps)
+          .set_coincidence(deps)
+          .set_proximity(deps))
+    with _scheduler_options(**{**opts, **extra}):
+        return sc.compute_schedule()
+
+
+# ------------------------------------------------------------ strategies
+
+def _strategy(program: Program, all_deps: isl.UnionMap, fusion: str,
+              opts: dict) -> isl.Schedule:
+    if fusion == "isl":
+        return _compute(program, all_deps, opts)
+    if fusion == "min":
+        return _compute(program, all_deps, opts, schedule_serialize_sccs=1)
+    if fusion not in ("max", "smart", "preserve_coincident"):
+        raise PolycError(f"unknown fusion strategy {fusion!r}")
+    comps = components(program, all_deps)
+    if len(comps) < 2:
+        return _compute(program, all_deps, opts, schedule_whole_component=1)
+    joint = _Joint(program, all_deps, opts)
+    if fusion == "smart":
+        groups: list[list] = []
+        for comp in comps:
+            if groups and _dimension(program, groups[-1][-1]) == _dimension(program, comp):
+                groups[-1].append(comp)
+            else:
+                groups.append([comp])
+        sched = _sequence([joint(_flat(g)) for g in groups])
+        if legality.violations(sched, _deps_obj(all_deps)):
+            return _strategy(program, all_deps, "max", opts)
+        return sched
+    groups = [[comps[0]]]
+    for comp in comps[1:]:
+        cur = _flat(groups[-1])
+        cand = joint(cur + list(comp))
+        if _fused(cand) and (fusion == "max" or _preserves(joint(cur), joint(list(comp)),
+                                                           cand)):
+            groups[-1].append(comp)
+        else:
+            groups.append([comp])
+    return _sequence([joint(_flat(g)) for g in groups])
+
+
+def _flat(group) -> list[str]:
+    return [st for comp in group for st in comp]
+
+
+def _deps_obj(all_deps: isl.UnionMap) -> Dependences:
+    empty = isl.UnionMap.empty(all_deps.get_space())
+    return Dependences(flow=all_deps, anti=empty, output=empty, reduction=empty)
+
+
+def _sequence(parts: list[isl.Schedule]) -> isl.Schedule:
+    sched = parts[0]
+    for p in parts[1:]:
+        sched = sched.sequence(p)
+    return sched
+
+
+class _Joint:
+    """Schedules of groups of statements, each computed as a whole
+    (``schedule_whole_component=1``), with independent parts fused; memoised
+    by the statement set."""
+
+    def __init__(self, program: Program, all_deps: isl.UnionMap, opts: dict):
+        self.program, self.deps, self.opts = program, all_deps, opts
+        self.memo: dict[tuple, isl.Schedule] = {}
+
+    def __call__(self, stmts) -> isl.Schedule:
+        key = tuple(sorted(stmts))
+        if key not in self.memo:
+            sched = _compute(self.program, self.deps, self.opts, list(stmts),
+                             schedule_whole_component=1)
+            try:
+                sched = fuse_independent(sched, self.deps)
+            except ScheduleError:
+                pass            # a tree fusion cannot rebuild: keep isl's
+            self.memo[key] = sched
+        return self.memo[key]
+
+
+def fuse_independent(sched: isl.Schedule, all_deps: isl.UnionMap) -> isl.Schedule:
+    """Fuse the outer bands of the children of a ``set`` node at the top of
+    ``sched`` (isl's independent components, which share no dependence, so
+    any fusion of them is legal) as deep as their leading bands all go."""
+    from .fusion import fuse_subtrees, head_depth
+    top = sched.get_root().child(0)
+    if top.get_type() != _T.set:
+        return sched
+    depths = {i: head_depth(top.child(i)) for i in range(top.n_children())}
+    positions = [i for i, d in depths.items() if d > 0]
+    if len(positions) < 2:
+        return sched
+    depth = min(depths[i] for i in positions)
+    new, _ = fuse_subtrees(sched, (0,), positions, depth, all_deps)
+    return new
+
+
+def _fused(sched: isl.Schedule) -> bool:
+    """Whether every statement of ``sched`` shares its outermost loop."""
+    return sched.get_root().child(0).get_type() == _BAND
+
+
+def outer_coincident(sched: isl.Schedule) -> int:
+    """The number of leading coincident loops that every statement of
+    ``sched`` shares (bands reached from the root through bands only)."""
+    node = sched.get_root().child(0)
+    n = 0
+    while node.get_type() == _BAND:
+        for j in range(node.band_n_member()):
+            if not node.band_member_get_coincident(j):
+                return n
+            n += 1
+        node = node.child(0)
+    return n
+
+
+def _preserves(a: isl.Schedule, b: isl.Schedule, merged: isl.Schedule) -> bool:
+    """TC's Preserve3Coincident test for merging the parts ``a`` and ``b``."""
+    n = outer_coincident(merged)
+    return n >= 3 or n >= max(outer_coincident(a), outer_coincident(b))
+
+
+def _dimension(program: Program, comp) -> int:
+    """The dimensionality of a component: its deepest statement's loop count."""
+    return max(program.statement(st).domain.dim(isl.dim_type.set) for st in comp)
+
+
+def components(program: Program, all_deps: isl.UnionMap) -> list[tuple[str, ...]]:
+    """The strongly connected components of the statement-level dependence
+    graph (an edge from the source to the sink statement of every non-empty
+    dependence), in a topological order that takes the component holding
+    the earliest source statement first whenever several are ready."""
+    names = [s.name for s in program.statements]
+    index = {n: i for i, n in enumerate(names)}
+    succ: dict[str, set] = {n: set() for n in names}
+    for m in maps_of(all_deps):
+        a = m.get_tuple_name(isl.dim_type.in_)
+        b = m.get_tuple_name(isl.dim_type.out)
+        if a != b and a in succ and b in succ and not m.is_empty():
+            succ[a].add(b)
+    # Tarjan
+    order, low, num, stack, on, comps = [0], {}, {}, [], set(), []
+
+    def visit(v):
+        num[v] = low[v] = order[0]
+        order[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(succ[v], key=index.get):
+            if w not in num:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], num[w])
+        if low[v] == num[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            comps.append(tuple(sorted(comp, key=index.get)))
+    for v in names:
+        if v not in num:
+            visit(v)
+    comp_of = {st: k for k, c in enumerate(comps) for st in c}
+    preds = {k: set() for k in range(len(comps))}
+    for a in names:
+        for b in succ[a]:
+            if comp_of[a] != comp_of[b]:
+                preds[comp_of[b]].add(comp_of[a])
+    done, out = set(), []
+    while len(out) < len(comps):
+        ready = [k for k in range(len(comps)) if k not in done and preds[k] <= done]
+        k = min(ready, key=lambda k: index[comps[k][0]])
+        done.add(k)
+        out.append(comps[k])
+    return out
+
+
+# ------------------------------------------------------------ no skewing
+
+def _pieces(upa: isl.UnionPwAff, stmt) -> list:
+    space = isl.Space.from_domain(stmt.domain.get_space()).add_dims(isl.dim_type.out, 1)
+    return upa.extract_pw_aff(space).get_pieces()
+
+
+def _iterator_coefficients(aff: isl.Aff) -> dict[int, int]:
+    n = aff.dim(isl.dim_type.in_)
+    out = {}
+    for i in range(n):
+        c = int(aff.get_coefficient_val(isl.dim_type.in_, i).to_python())
+        if c:
+            out[i] = c
+    return out
+
+
+def skewed_members(sched: isl.Schedule, program: Program) -> list[tuple]:
+    """``(band path, member, statement)`` for every band member that combines
+    several iterators of a statement (a skewed loop such as ``t+i``)."""
+    from .tree import bands, path_of, statements_of
+    out = []
+    for band in bands(sched):
+        mupa = band.band_get_partial_schedule()
+        stmts = statements_of(band)
+        for j in range(band.band_n_member()):
+            upa = mupa.get_union_pw_aff(j)
+            for st in stmts:
+                for _, aff in _pieces(upa, program.statement(st)):
+                    if len(_iterator_coefficients(aff)) > 1:
+                        out.append((path_of(band), j, st))
+                        break
+    return out
+
+
+class _CannotUnskew(Exception):
+    pass
+
+
+def _unskew_band(band: isl.ScheduleNode, program: Program, all_deps: isl.UnionMap
+                 ) -> isl.ScheduleNode:
+    """Rewrite every skewed member of ``band`` to the single iterator it adds
+    to the enclosing loops, per statement; flags recomputed."""
+    from .fusion import exact_flags
+    from .tree import statements_of
+    mupa = band.band_get_partial_schedule()
+    prefix = band.get_prefix_schedule_multi_union_pw_aff()
+    n = band.band_n_member()
+    cols = [None] * n
+    for st in statements_of(band):
+        stmt = program.statement(st)
+        used: set[int] = set()
+        for k in range(prefix.dim(isl.dim_type.set)):
+            for _, aff in _pieces(prefix.get_union_pw_aff(k), stmt):
+                used |= set(_iterator_coefficients(aff))
+        for j in range(n):
+            pieces = _pieces(mupa.get_union_pw_aff(j), stmt)
+            if len(pieces) != 1 or pieces[0][1].dim(isl.dim_type.div):
+                raise _CannotUnskew(st)
+            aff = pieces[0][1]
+            coeffs = _iterator_coefficients(aff)
+            if len(coeffs) > 1:
+                new = [i for i in coeffs if i not in used]
+                if len(new) != 1:
+                    raise _CannotUnskew(st)
+                k = new[0]
+                for i in coeffs:
+                    aff = aff.set_coefficient_val(
+                        isl.dim_type.in_, i,
+                        isl.Val.int_from_si(CTX, (1 if coeffs[i] > 0 else -1) if i == k else 0))
+                coeffs = {k: coeffs[k]}
+            used |= set(coeffs)
+            part = isl.UnionPwAff.from_pw_aff(isl.PwAff.from_aff(aff))
+            cols[j] = part if cols[j] is None else cols[j].union_add(part)
+    space = cols[0].get_space().add_dims(isl.dim_type.set, n)
+    upal = isl.UnionPwAffList.alloc(CTX, n)
+    for c in cols:
+        upal = upal.add(c)
+    new_mupa = isl.MultiUnionPwAff.from_union_pw_aff_list(space, upal)
+    node = band.delete().insert_partial_schedule(new_mupa)
+    return exact_flags(node, all_deps)
+
+
+def unskew(sched: isl.Schedule, program: Program, all_deps: isl.UnionMap) -> isl.Schedule:
+    """``sched`` with every skewed band rewritten (see :func:`auto_schedule`);
+    raises :class:`_CannotUnskew` when a band cannot be, or when the result
+    breaks a dependence."""
+    while True:
+        found = skewed_members(sched, program)
+        if not found:
+            break
+        from .tree import node_at
+        path = min(p for p, _, _ in found)
+        sched = _unskew_band(node_at(sched, path), program, all_deps).get_schedule()
+        if any(p == path for p, _, _ in skewed_members(sched, program)):
+            raise _CannotUnskew(path)
+    if legality.violations(sched, _deps_obj(all_deps)):
+        raise _CannotUnskew("order")
+    return sched
+
+
+def _without_skewing(sched: isl.Schedule, program: Program, all_deps: isl.UnionMap,
+                     fusion: str, opts: dict) -> isl.Schedule:
+    try:
+        return unskew(sched, program, all_deps)
+    except _CannotUnskew:
+        pass
+    other = dict(opts, schedule_outer_coincidence=1 - opts["schedule_outer_coincidence"])
+    try:
+        return unskew(_strategy(program, all_deps, fusion, other), program, all_deps)
+    except (_CannotUnskew, isl.Error):
+        pass
+    return annotate(identity_schedule(program), all_deps)
+
+
+def annotate(sched: isl.Schedule, all_deps: isl.UnionMap) -> isl.Schedule:
+    """``sched`` with the ``coincident`` members and ``permutable`` flag of
+    every band computed from the dependences."""
+    from .fusion import exact_flags
+    from .tree import bands, node_at, path_of
+    for path in [path_of(b) for b in bands(sched)]:
+        sched = exact_flags(node_at(sched, path), all_deps).get_schedule()
+    return sched
