@@ -69,6 +69,12 @@ def rebuild_band(band: isl.ScheduleNode, mupa: isl.MultiUnionPwAff, names,
                  permutable: bool, coincident=None) -> isl.ScheduleNode:
     """Replace ``band`` by a band with partial schedule ``mupa`` (same
     position; ``loops:`` mark updated); returns the new band."""
+    if not band.band_get_ast_build_options().is_empty():
+        raise ScheduleError(
+            f"the band ({', '.join(names)}) carries AST options "
+            f"({band.band_get_ast_build_options()}) from unroll / isolate_full_tiles, "
+            f"which this transformation would drop; apply unroll and "
+            f"isolate_full_tiles after the loops are in their final order")
     top = top_of_band(band)
     if top is not band:
         band = top.delete()
