@@ -4,9 +4,33 @@ Commands::
 
     polyc run FILE.tc [--def NAME] [--sizes M=128,K=1024] [--dtype float32]
                       [--check] [--bench] [--json] [--seed N]
-    polyc compile FILE.tc [--def NAME] [--sizes ...] --emit program|deps|schedule|ast|c
+                      [--schedule RECIPE.json] [SCHEDULER OPTIONS]
+    polyc compile FILE.tc [--def NAME] [--sizes ...]
+                      [--emit program|deps|schedule|loopnest|recipe|ast|c]
+                      [--schedule RECIPE.json] [SCHEDULER OPTIONS]
+    polyc explain FILE.tc [--def NAME] [--sizes ...] [--json]
+                      [--schedule RECIPE.json] [SCHEDULER OPTIONS]
     polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32]
                             [--check] [--bench] [--json]
+
+Scheduler options (the automatic schedule; ``Config`` fields)::
+
+    --fusion isl|max|min|smart|preserve_coincident   Config.fusion
+    --no-skewing                                     Config.allow_skewing = False
+    --no-outer-coincidence                           Config.outer_coincidence = False
+
+``--schedule RECIPE.json`` compiles (runs, explains) under a recipe saved
+with ``polyc.Schedule.to_json`` / ``polyc compile --emit recipe`` instead of
+the automatic schedule; a recipe of another program, or one whose
+transformations break a dependence, is a user error naming the program or
+the dependence.  ``--emit schedule`` prints the schedule tree with loop
+names, ``--emit loopnest`` the loop nest it produces, ``--emit recipe`` the
+recipe as JSON (``--schedule`` takes it back: the automatic schedule's recipe
+has no steps and carries its tree).  ``explain`` prints, for
+each loop, the dependences it carries and whether it is parallel or
+vectorizable and why not, the fusion groups and tile footprints
+(:mod:`polyc.schedule.explain`); ``--json`` prints the same as one JSON
+object.
 
 Exit status: 0 on success, 1 when ``--check`` finds a mismatch, 2 on a user
 error (message on stderr, no traceback), 3 on an internal error.
@@ -97,16 +121,64 @@ def _load(args):
     return program, sizes
 
 
+#: ``Config`` fields set by the scheduler options, by argparse destination.
+_SCHEDULER_FIELDS = {"fusion": "fusion", "no_skewing": "allow_skewing",
+                     "no_outer_coincidence": "outer_coincidence"}
+try:
+    from .config import FUSION_STRATEGIES
+except ImportError:  # a Config without fusion strategies
+    FUSION_STRATEGIES = ("max", "min", "smart", "preserve_coincident")
+
+
+def _config(args):
+    """``Config.from_env`` with the scheduler options of the command line."""
+    from dataclasses import fields
+
+    from .config import Config
+    have = {f.name for f in fields(Config)}
+    overrides: dict = {}
+    for dest, name in _SCHEDULER_FIELDS.items():
+        value = getattr(args, dest, None)
+        if value is None or value is False:
+            continue
+        if name not in have:
+            flag = "--" + dest.replace("_", "-")
+            raise UsageError(f"{flag}: this polyc has no Config.{name}")
+        overrides[name] = value if dest == "fusion" else False
+    return Config.from_env(**overrides)
+
+
+def _user_schedule(args, program):
+    """The :class:`polyc.Schedule` replayed from ``--schedule``, or ``None``."""
+    if getattr(args, "schedule", None) is None:
+        return None
+    from .schedule.language import Schedule
+    if not Path(args.schedule).is_file():
+        raise UsageError(f"--schedule: no recipe file {args.schedule}")
+    return Schedule.replay(program, args.schedule)
+
+
+def _automatic_schedule(program, config):
+    """The automatic schedule (and its lowering) as a :class:`polyc.Schedule`."""
+    from . import pipeline
+    from .schedule.language import Schedule
+    low = pipeline.lower(program, config)
+    return Schedule.from_isl(low.program, low.schedule, low.deps), low
+
+
 def cmd_run(args) -> int:
     from . import reference, testing
-    from .pipeline import compile_program
+    from .pipeline import compile_program, compile_schedule
     program, sizes = _load(args)
     missing = [p for p in program.params if p not in sizes]
     if missing:
         raise UsageError(f"give sizes for {', '.join(missing)} with --sizes "
                          "or a '# sizes:' line in the file")
+    config = _config(args)
     t0 = time.perf_counter()
-    kernel = compile_program(program)
+    user = _user_schedule(args, program)
+    kernel = (compile_program(program, config) if user is None
+              else compile_schedule(user, config))
     compile_s = time.perf_counter() - t0
     inputs = testing.random_inputs(program, sizes, seed=args.seed)
     call_args = testing.call_args(program, inputs, sizes)
@@ -115,6 +187,8 @@ def cmd_run(args) -> int:
     report: dict = {"file": args.file, "def": program.name, "sizes": sizes,
                     "dtypes": {t.name: t.dtype for t in program.tensors},
                     "threads": _threads(), "compile_s": compile_s}
+    if user is not None:
+        report["schedule"] = args.schedule
     status = 0
     if args.check:
         ref = reference.evaluate(program, inputs, sizes)
@@ -170,22 +244,47 @@ def _print_report(report: dict, as_json: bool) -> None:
 def cmd_compile(args) -> int:
     from . import pipeline
     program, _ = _load(args)
+    config = _config(args)
+    user = _user_schedule(args, program)
     if args.emit == "program":
         print(program, end="")
         return 0
-    if args.emit == "c":
-        from polyc.backends.c import emit
-        low = pipeline.lower(program)
-        print(emit.emit(low.program, low.loopnest).text, end="")
-        return 0
-    low = pipeline.lower(program)
+    if user is not None:
+        schedule, low = user, None
+    else:
+        schedule, low = _automatic_schedule(program, config)
     if args.emit == "deps":
-        print(low.deps)
+        print(schedule.deps)
     elif args.emit == "schedule":
-        print(low.schedule)
-    elif args.emit == "ast":
-        from .loopnest import format_loopnest
-        print(format_loopnest(low.loopnest), end="")
+        print(schedule, end="")
+    elif args.emit == "loopnest":
+        print(schedule.loop_nest(), end="")
+    elif args.emit == "recipe":
+        print(json.dumps(schedule.to_recipe(), indent=2))
+    else:
+        if low is None:
+            low = pipeline.lower_schedule(schedule, config)
+        if args.emit == "ast":
+            from .loopnest import format_loopnest
+            print(format_loopnest(low.loopnest), end="")
+        else:  # c
+            from polyc.backends.c import emit
+            print(emit.emit(low.program, low.loopnest).text, end="")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from .schedule.explain import explain
+    program, sizes = _load(args)
+    config = _config(args)
+    schedule = _user_schedule(args, program)
+    if schedule is None:
+        schedule, _ = _automatic_schedule(program, config)
+    result = explain(schedule, as_json=args.json, config=config, sizes=sizes or None)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(result, end="")
     return 0
 
 
@@ -255,8 +354,22 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--dtype", choices=("float32", "float64"),
                        help="element type of floating-point arguments")
 
+    def scheduling(p):
+        p.add_argument("--schedule", metavar="RECIPE.json",
+                       help="use this recipe (polyc.Schedule.to_json) instead of the "
+                       "automatic schedule")
+        p.add_argument("--fusion", choices=FUSION_STRATEGIES,
+                       help="fusion strategy of the automatic schedule (Config.fusion)")
+        p.add_argument("--no-skewing", action="store_true",
+                       help="no loop skewing in the automatic schedule "
+                       "(Config.allow_skewing=False)")
+        p.add_argument("--no-outer-coincidence", action="store_true",
+                       help="do not ask isl to keep the outermost loop parallel "
+                       "(Config.outer_coincidence=False)")
+
     run = sub.add_parser("run", help="compile, run on seeded random inputs, check, time")
     common(run)
+    scheduling(run)
     run.add_argument("--check", action="store_true",
                      help="compare with an independent numpy evaluation")
     run.add_argument("--bench", action="store_true", help="median times vs numpy")
@@ -266,9 +379,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compile", help="print a stage of the compilation")
     common(comp)
-    comp.add_argument("--emit", choices=("program", "deps", "schedule", "ast", "c"),
-                      default="c")
+    scheduling(comp)
+    comp.add_argument("--emit", choices=("program", "deps", "schedule", "loopnest",
+                                         "recipe", "ast", "c"), default="c",
+                      help="schedule: the tree with loop names; loopnest: the loops it "
+                      "produces; recipe: the transformations as JSON")
     comp.set_defaults(func=cmd_compile)
+
+    exp = sub.add_parser("explain", help="explain the schedule: carried dependences, "
+                         "parallel and vector loops, fusion, tile footprints")
+    common(exp)
+    scheduling(exp)
+    exp.add_argument("--json", action="store_true", help="print one JSON object")
+    exp.set_defaults(func=cmd_explain)
 
     ein = sub.add_parser("einsum", help="run an einsum on random operands")
     ein.add_argument("subscripts", help="numpy einsum subscripts, e.g. 'ij,jk->ik'")

@@ -225,8 +225,9 @@ class Binder:
                                    f"0..{extent - 1}")
 
     def bind(self, args: tuple, out) -> tuple[list[int], list[np.ndarray], list, list]:
-        """Returns (parameter values, buffers in tensor order, results to
-        return, (temporary, destination) pairs to copy back)."""
+        """Returns (parameter values, buffers in tensor order (local tensors
+        left out), results to return, (temporary, destination) pairs to copy
+        back)."""
         p = self.program
         if len(args) != len(p.signature):
             raise BindingError(
@@ -273,9 +274,11 @@ class Binder:
             all_shapes.update({t.name: sh for t, sh in zip(self.outputs, shapes)})
             self._check_gathers(arrays, pvals, all_shapes)
         results, copies = self._outputs(shapes, out, arrays)
-        buffers = [arrays[t.name] if t.role == "input" else None for t in p.tensors]
+        # local tensors (promoted buffers) live in the generated code: no argument
+        tensors = [t for t in p.tensors if t.role != "local"]
+        buffers = [arrays[t.name] if t.role == "input" else None for t in tensors]
         k = 0
-        for i, t in enumerate(p.tensors):
+        for i, t in enumerate(tensors):
             if t.role == "output":
                 buffers[i] = copies[k][0] if copies[k] else results[k]
                 k += 1
@@ -473,7 +476,8 @@ class Kernel:
         or vectorizable and why not, fusion groups, tile footprints (see
         :mod:`polyc.schedule.explain`).  Text, or a dict with ``json=True``."""
         from .schedule.explain import explain
-        return explain(self.schedule, as_json=json)
+        return explain(self.schedule, as_json=json,
+                       config=self.config if self._user_schedule is None else None)
 
     def __call__(self, *args, out=None, **kwargs):
         if kwargs:
