@@ -4,7 +4,10 @@ Runs isl's AST generator (``isl_ast_build_node_from_schedule``; Grosser,
 Verdoolaege & Cohen, "Polyhedral AST generation is more than scanning
 polyhedra", TOPLAS 2015) under the program's context, then translates the isl
 AST into a LoopNest: ``omp_parallel`` / ``omp_simd`` marks become flags on the
-outermost ``For`` below the mark, each user node becomes a
+outermost ``For`` below the mark, a ``promote:<buffer>`` mark (put by
+:func:`polyc.schedule.promotion.promote`) becomes a
+:class:`~polyc.loopnest.Local` block owning the local buffer, each user node
+becomes a
 :class:`~polyc.loopnest.StmtInstance` whose arguments express the statement's
 iterators in terms of the AST loop iterators.
 """
@@ -18,8 +21,9 @@ import islpy as isl
 from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
-from .loopnest import Block, For, If, Node, StmtInstance
+from .loopnest import Block, For, If, Local, Node, StmtInstance
 from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
+from .schedule.promotion import LOCAL_MARK
 
 _T = isl.ast_node_type
 
@@ -43,6 +47,8 @@ def _flag_outer_fors(node: Node, **flags) -> Node:
     if isinstance(node, If):
         return If(node.cond, _flag_outer_fors(node.then, **flags),
                   None if node.otherwise is None else _flag_outer_fors(node.otherwise, **flags))
+    if isinstance(node, Local):
+        return replace(node, body=_flag_outer_fors(node.body, **flags))
     return node
 
 
@@ -79,10 +85,16 @@ def _outer_fors(node: Node):
         yield from _outer_fors(node.then)
         if node.otherwise is not None:
             yield from _outer_fors(node.otherwise)
+    elif isinstance(node, Local):
+        yield from _outer_fors(node.body)
 
 
-def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
-    """Translate an isl AST into a LoopNest."""
+def to_loopnest(ast: isl.AstNode, params: frozenset[str],
+                local_tensors: dict | None = None) -> Node:
+    """Translate an isl AST into a LoopNest.  ``local_tensors``: the local
+    buffers (``ir.Tensor`` with role ``"local"``) by name, for the
+    ``promote:`` marks."""
+    local_tensors = local_tensors or {}
     def ex(x: isl.AstExpr) -> E.Expr:
         return _fix_params(ast_expr_to_expr(x), params)
 
@@ -116,6 +128,9 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
                 return _flag_outer_fors(body, simd=True)
             if mark == SIMD_REDUCTION:
                 return _flag_outer_fors(body, reduction=True)
+            if mark.startswith(LOCAL_MARK):
+                t = local_tensors[mark[len(LOCAL_MARK):]]
+                return Local(t.name, t.dtype, t.constant_shape(), body)
             return body
         raise AssertionError(f"unexpected isl AST node {t}")
 
@@ -124,4 +139,5 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str]) -> Node:
 
 def generate(program: Program, schedule: isl.Schedule) -> Node:
     """The LoopNest of ``program`` under ``schedule``."""
-    return to_loopnest(build_ast(program, schedule), frozenset(program.params))
+    local = {t.name: t for t in program.tensors if t.role == "local"}
+    return to_loopnest(build_ast(program, schedule), frozenset(program.params), local)

@@ -51,16 +51,30 @@ def identity(op: str, dtype: str) -> int | float:
 @dataclass(frozen=True)
 class Tensor:
     """A named array.  ``shape[d]`` is an ``isl.PwAff`` on the parameter space
-    (the extent of dimension ``d``, in elements); ``role`` is ``"input"`` or
-    ``"output"``; ``dtype`` a key of :data:`C_TYPES`."""
+    (the extent of dimension ``d``, in elements); ``role`` is ``"input"``,
+    ``"output"`` or ``"local"`` (a buffer that exists only inside the
+    generated code: a promoted footprint, :mod:`polyc.schedule.promotion`;
+    constant extents, not an argument); ``dtype`` a key of :data:`C_TYPES`;
+    ``origin``: for a local tensor, the tensor whose footprint it holds."""
     name: str
     dtype: str
     shape: tuple[isl.PwAff, ...]
     role: str
+    origin: str | None = None
 
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    def constant_shape(self) -> tuple[int, ...]:
+        """The extents as integers (a local tensor's are constants)."""
+        out = []
+        for pa in self.shape:
+            pieces = pa.get_pieces()
+            if len(pieces) != 1 or not pieces[0][1].is_cst():
+                raise ValueError(f"tensor {self.name}: extent {pa} is not a constant")
+            out.append(int(pieces[0][1].get_constant_val().to_python()))
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -70,10 +84,12 @@ class Statement:
     ``lhs`` is the written element (an :class:`~polyc.expr.Access` whose
     indices are index variables); ``op`` is ``"="`` or a reduction operator of
     :data:`REDUCTION_OPS` (``lhs = lhs op rhs``).  ``kind`` is ``"assign"``,
-    ``"init"`` (the identity initialisation of a ``!`` reduction) or
-    ``"update"`` (a reduction step).  ``write`` maps the domain to the written
-    element; ``reads`` holds one access relation per tensor read, including
-    the accumulation read of an update and the index tensors of gathers.
+    ``"init"`` (the identity initialisation of a ``!`` reduction),
+    ``"update"`` (a reduction step) or ``"copy"`` (a copy between a tensor
+    and its local buffer, added by promotion).  ``write`` maps the domain to
+    the written element; ``reads`` holds one access relation per tensor read,
+    including the accumulation read of an update and the index tensors of
+    gathers.
     """
     name: str
     iterators: tuple[str, ...]
@@ -145,6 +161,19 @@ class Program:
     @property
     def outputs(self) -> tuple[Tensor, ...]:
         return tuple(t for t in self.tensors if t.role == "output")
+
+    @property
+    def locals(self) -> tuple[Tensor, ...]:
+        """Local buffers (promotion): not arguments, not results."""
+        return tuple(t for t in self.tensors if t.role == "local")
+
+    def writers(self, tensor: str) -> tuple[str, ...]:
+        """The statements that write ``tensor``, directly or through one of
+        its local buffers (promotion); the copy statements left out."""
+        names = {tensor} | {t.name for t in self.tensors
+                            if t.role == "local" and t.origin == tensor}
+        return tuple(s.name for s in self.statements
+                     if s.tensor in names and s.kind != "copy")
 
     def statement(self, name: str) -> Statement:
         for s in self.statements:

@@ -9,6 +9,8 @@ evaluate shapes and conditions without calling isl per kernel call.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 from typing import Sequence
 
 import islpy as isl
@@ -240,3 +242,82 @@ def ast_expr_to_expr(x: isl.AstExpr) -> E.Expr:
         assert isinstance(args[0], E.Index)
         return E.Call(args[0].name, tuple(args[1:]))
     raise AssertionError(f"unhandled isl AST op {name}")
+
+
+# ------------------------------------------------------------ fixed box hull
+# islpy wraps isl_map_get_range_simple_fixed_box_hull but not the accessors
+# of the isl_fixed_box it returns; they are called on the isl library islpy
+# ships (same symbols), in a context of their own, maps crossing in isl's
+# text form.
+
+@functools.lru_cache(maxsize=1)
+def _isl_c():
+    """isl's C functions for fixed boxes, from the library islpy links in
+    (islpy wraps ``isl_map_get_range_simple_fixed_box_hull`` but not the
+    accessors of the box it returns)."""
+    import islpy._isl as _isl
+    lib = ctypes.CDLL(_isl.__file__)
+    vp = ctypes.c_void_p
+    sigs = {"isl_ctx_alloc": (vp, []), "isl_ctx_free": (None, [vp]),
+            "isl_map_read_from_str": (vp, [vp, ctypes.c_char_p]),
+            "isl_map_free": (vp, [vp]),
+            "isl_map_get_range_simple_fixed_box_hull": (vp, [vp]),
+            "isl_fixed_box_is_valid": (ctypes.c_int, [vp]),
+            "isl_fixed_box_get_offset": (vp, [vp]),
+            "isl_fixed_box_get_size": (vp, [vp]),
+            "isl_fixed_box_free": (vp, [vp]),
+            "isl_multi_aff_to_str": (vp, [vp]), "isl_multi_aff_free": (vp, [vp]),
+            "isl_multi_val_to_str": (vp, [vp]), "isl_multi_val_free": (vp, [vp])}
+    for name, (res, args) in sigs.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    libc = ctypes.CDLL(None)
+    libc.free.argtypes, libc.free.restype = [vp], None
+    return lib, libc
+
+
+def _take_str(libc, ptr) -> str:
+    assert ptr
+    try:
+        return ctypes.cast(ptr, ctypes.c_char_p).value.decode()
+    finally:
+        libc.free(ptr)
+
+
+def fixed_box_hull(fp: isl.Map) -> tuple[isl.MultiAff, list[int]] | None:
+    """isl's simple fixed-size box hull of the range of ``fp`` (``{ [p] ->
+    T[x] }``): the offset ``{ [p] -> T[o] }`` and the constant sizes, or
+    ``None`` when isl finds no box of constant size."""
+    box = fp.get_range_simple_fixed_box_hull()
+    if hasattr(box, "get_offset"):          # an islpy that wraps the accessors
+        if not box.is_valid():
+            return None
+        off, size = box.get_offset(), box.get_size()
+    else:
+        lib, libc = _isl_c()
+        ctx = lib.isl_ctx_alloc()
+        try:
+            m = lib.isl_map_read_from_str(ctx, str(fp).encode())
+            b = lib.isl_map_get_range_simple_fixed_box_hull(m)
+            lib.isl_map_free(m)
+            if not b:
+                raise isl.Error(f"isl cannot compute a box hull of {fp}")
+            try:
+                if lib.isl_fixed_box_is_valid(b) != 1:
+                    return None
+                o = lib.isl_fixed_box_get_offset(b)
+                s = lib.isl_fixed_box_get_size(b)
+                off_text = _take_str(libc, lib.isl_multi_aff_to_str(o))
+                size_text = _take_str(libc, lib.isl_multi_val_to_str(s))
+                lib.isl_multi_aff_free(o)
+                lib.isl_multi_val_free(s)
+            finally:
+                lib.isl_fixed_box_free(b)
+        finally:
+            lib.isl_ctx_free(ctx)
+        off = isl.MultiAff(off_text, context=CTX)
+        size = isl.MultiVal(size_text, context=CTX)
+    sizes = [size.get_val(i) for i in range(size.dim(isl.dim_type.out))]
+    if not all(v.is_int() for v in sizes):
+        return None
+    return off, [int(v.to_python()) for v in sizes]

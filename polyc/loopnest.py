@@ -51,6 +51,19 @@ class Block(Node):
 
 
 @dataclass(frozen=True)
+class Local(Node):
+    """A block that owns a local buffer (a promoted tensor's footprint,
+    :mod:`polyc.schedule.promotion`): ``name`` (the tensor), ``dtype`` (a key
+    of :data:`polyc.ir.C_TYPES`) and constant ``sizes``; the buffer exists
+    only while ``body`` runs (in C: an array declared at the top of a block,
+    private to the thread that runs it)."""
+    name: str
+    dtype: str
+    sizes: tuple[int, ...]
+    body: Node
+
+
+@dataclass(frozen=True)
 class StmtInstance(Node):
     """One execution of statement ``statement`` at iterator values ``args``
     (one expression per statement iterator, in the statement's order)."""
@@ -70,6 +83,8 @@ def walk(node: Node):
     elif isinstance(node, Block):
         for c in node.children:
             yield from walk(c)
+    elif isinstance(node, Local):
+        yield from walk(node.body)
 
 
 def format_loopnest(node: Node, indent: int = 0) -> str:
@@ -90,6 +105,9 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
         return s
     if isinstance(node, Block):
         return "".join(format_loopnest(c, indent) for c in node.children)
+    if isinstance(node, Local):
+        return (f"{pad}local {node.name}: {node.dtype}[{', '.join(map(str, node.sizes))}]\n"
+                + format_loopnest(node.body, indent + 1))
     if isinstance(node, StmtInstance):
         return f"{pad}{node.statement}({', '.join(E.to_text(a) for a in node.args)})\n"
     raise AssertionError(type(node))

@@ -22,6 +22,8 @@ def format_program(p: Program) -> str:
     ins = ", ".join(tdesc(t) for t in p.inputs)
     outs = ", ".join(tdesc(t) for t in p.outputs)
     lines.append(f"program {p.name}({ins}) -> ({outs})")
+    if p.locals:
+        lines.append("  locals: " + ", ".join(tdesc(t) for t in p.locals))
     lines.append(f"  params: [{', '.join(p.params)}]  context: {p.context.params()}")
     if p.fixed_sizes:
         lines.append("  fixed sizes: " + ", ".join(f"{k}={v}" for k, v in p.fixed_sizes.items()))

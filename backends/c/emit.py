@@ -3,9 +3,17 @@
 Emits one function ``polyc_kernel(const int64_t *params, void *const
 *buffers, int32_t nthreads)``: ``params`` holds the size parameters in
 ``Program.params`` order, ``buffers`` one pointer per tensor in
-``Program.tensors`` order (C-contiguous, row-major; the runtime guarantees
-that no two buffers overlap, which makes ``restrict`` valid), ``nthreads`` the
-OpenMP team size (0: the runtime default).  Syntax is produced with cgen.
+``Program.tensors`` order, local tensors left out (C-contiguous, row-major;
+the runtime guarantees that no two buffers overlap, which makes ``restrict``
+valid), ``nthreads`` the OpenMP team size (0: the runtime default).  Syntax
+is produced with cgen.
+
+A local tensor (role ``"local"``: a promoted footprint, see
+:mod:`polyc.schedule.promotion`) is no argument: it is an array with
+constant extents declared at the top of the block of its
+:class:`~polyc.loopnest.Local` node (``float t_A_local[32][32]
+__attribute__((aligned(64)));``), so it is private to the thread running
+that block, and it is indexed with constant strides (``t_A_local[i][j]``).
 
 Guarantees (tested in ``tests/robustness/``):
 
@@ -137,11 +145,15 @@ class _Emitter:
         self.program = program
         self.stmts = {s.name: s for s in program.statements}
         self.dtypes = {t.name: t.dtype for t in program.tensors}
+        self.locals = {t.name for t in program.tensors if t.role == "local"}
         self.loop_printer = CExprPrinter(loop_iterator_name, self._access,
                                          self.dtypes.__getitem__)
 
     def _access(self, tensor: str, idx: list[str]) -> str:
-        """``t_T[offset]``: the row-major linear offset, all in int64_t."""
+        """``t_T[offset]``: the row-major linear offset, all in int64_t; a
+        local buffer: ``t_T[i][j]`` (constant extents)."""
+        if tensor in self.locals:
+            return tensor_name(tensor) + ("".join(f"[{i}]" for i in idx) or "[0]")
         if not idx:
             return f"{tensor_name(tensor)}[0]"
         off = idx[0]
@@ -156,7 +168,7 @@ class _Emitter:
         for k, name in enumerate(p.params):
             out.append(c.Initializer(c.Const(c.Value("int64_t", param_name(name))),
                                      f"polyc_params[{k}]"))
-        for k, t in enumerate(p.tensors):
+        for k, t in enumerate(arguments(p)):
             ct = C_TYPES[t.dtype]
             qual = "const " if t.role == "input" else ""
             out.append(c.Line(f"{qual}{ct} *restrict {tensor_name(t.name)} = "
@@ -279,7 +291,18 @@ class _Emitter:
             return c.Module([self.node(k) for k in n.children])
         if isinstance(n, L.StmtInstance):
             return self.statement(n)
+        if isinstance(n, L.Local):
+            return self.local(n)
         raise AssertionError(type(n))
+
+    def local(self, n: L.Local) -> c.Block:
+        """``{ float t_A_local[32][32] __attribute__((aligned(64))); body }``."""
+        assert n.name in self.locals and all(int(v) > 0 for v in n.sizes), n
+        dims = "".join(f"[{int(v)}]" for v in n.sizes) or "[1]"
+        decl = c.Line(f"{C_TYPES[n.dtype]} {tensor_name(n.name)}{dims} "
+                      f"__attribute__((aligned({LOCAL_ALIGN})));")
+        return c.Block([c.Comment(f"local buffer {check_identifier(n.name)}"), decl]
+                       + list(self._block(self.node(n.body)).contents))
 
     @staticmethod
     def _block(g: c.Generable) -> c.Block:
@@ -304,6 +327,16 @@ def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
     return replace(n, body=body), found
 
 
+#: Alignment (bytes) of local buffers: a cache line, and enough for AVX-512.
+LOCAL_ALIGN = 64
+
+
+def arguments(program: Program) -> list:
+    """The tensors passed in ``polyc_buffers``, in order: every tensor but
+    the local ones."""
+    return [t for t in program.tensors if t.role != "local"]
+
+
 def emit(program: Program, nest: L.Node) -> Source:
     """Generate the C source of ``program`` executing ``nest``."""
     em = _Emitter(program)
@@ -321,4 +354,4 @@ def emit(program: Program, nest: L.Node) -> Source:
     header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
     text = header + PRELUDE + "\n" + str(fn) + "\n"
     return Source(text=text, entry=ENTRY, params=tuple(program.params),
-                  tensors=tuple(t.name for t in program.tensors))
+                  tensors=tuple(t.name for t in arguments(program)))

@@ -58,10 +58,12 @@ def transform(name: str, kind: str = "checked"):
 def _describe(value) -> str:
     if isinstance(value, Loop):
         return value.name
+    if isinstance(value, dict) and set(value) <= {"path", "member"}:
+        return f"path {value.get('path')}[{value.get('member', 0)}]"
     if isinstance(value, (list, tuple)) and not (
-            len(value) == 2 and all(isinstance(v, str) for v in value)):
+            len(value) == 2 and all(isinstance(v, str) and "." not in v for v in value)):
         return "[" + ", ".join(_describe(v) for v in value) + "]"
-    if isinstance(value, tuple):
+    if isinstance(value, (list, tuple)):
         return f"{value[0]}.{value[1]}"
     return repr(value)
 
@@ -74,14 +76,17 @@ class Schedule:
     :class:`~polyc.dependence.Dependences`, always those of the original
     statements), ``isl`` (the ``isl.Schedule``), ``recipe`` (tuple of step
     dicts), ``start`` (``"source"`` or ``"isl"``), ``reassociate`` (whether
-    reduction dependences may be reordered).
+    reduction dependences may be reordered), ``origin`` (the starting tree
+    in isl's text form when it cannot be rebuilt from ``start``: a compiled
+    kernel's tree or one read by :meth:`from_text`; recipes carry it).
     """
 
-    __slots__ = ("program", "deps", "isl", "recipe", "start", "reassociate", "_base")
+    __slots__ = ("program", "deps", "isl", "recipe", "start", "reassociate", "_base",
+                 "origin")
 
     def __init__(self, program: Program, deps: Dependences, schedule: isl.Schedule, *,
                  recipe: tuple = (), start: str = "source", reassociate: bool = False,
-                 base: Program | None = None):
+                 base: Program | None = None, origin: str | None = None):
         self.program = program
         self.deps = deps
         self.isl = schedule
@@ -89,6 +94,7 @@ class Schedule:
         self.start = start
         self.reassociate = reassociate
         self._base = base or program
+        self.origin = origin
 
     # ------------------------------------------------------------ creation
     @classmethod
@@ -124,7 +130,12 @@ class Schedule:
         ``loops:`` mark get derived names."""
         from .. import dependence
         deps = deps or dependence.compute(program)
-        return cls(program, deps, tree.name_all_bands(schedule, program), start="isl")
+        text = tree.name_all_bands(schedule, program).to_str()
+        # a recipe replays from this very tree (polyc's band optimisation and
+        # marks cannot be rebuilt from start="isl"); the tree is read back from
+        # its text so that the replayed one prints identically
+        named = isl.Schedule.read_from_str(schedule.get_ctx(), text)
+        return cls(program, deps, named, start="isl", origin=text)
 
     # ------------------------------------------------------------ queries
     def loop(self, target: str | None = None, name: str | None = None, *,
@@ -174,14 +185,28 @@ class Schedule:
 
     def check(self, what: str = "schedule") -> None:
         """Raise :class:`IllegalScheduleError` unless every dependence is
-        respected and every parallel/simd mark sits on a loop that carries
-        none."""
+        respected, every parallel/simd mark sits on a loop that carries
+        none, and every promotion's copies still fit the loops around them
+        (:func:`polyc.schedule.promotion.check_promotions`)."""
         legality.check_tree(self.isl, self.deps, self.program, what=what,
                             reassociate=self.reassociate)
+        if "extension" in self.isl.to_str():
+            from .promotion import check_promotions
+            check_promotions(self, what)
 
     # ------------------------------------------------------------ printing
     def __str__(self) -> str:
         return tree.format_tree(self.isl, self.program)
+
+    def __eq__(self, other) -> bool:
+        """Same program, same tree (isl text), same reassociation setting."""
+        if not isinstance(other, Schedule):
+            return NotImplemented
+        return (self._base is other._base or str(self._base) == str(other._base)) and \
+            self.reassociate == other.reassociate and self.to_text() == other.to_text()
+
+    def __hash__(self) -> int:
+        return hash(self.to_text())
 
     def __repr__(self) -> str:
         return (f"<polyc.Schedule of {self.program.name}: {len(self.recipe)} "
@@ -206,11 +231,27 @@ class Schedule:
             sched = isl.Schedule.read_from_str(self.isl.get_ctx(), text)
         except isl.Error as e:
             raise ScheduleError(f"not an isl schedule tree: {e}") from None
-        if not sched.get_domain().is_equal(self.isl.get_domain()):
+        # equal for every parameter value the program admits (a compiled
+        # kernel's tree carries the preconditions in its domain)
+        params = self.program.parameter_domain()
+        if not sched.get_domain().intersect_params(params).is_equal(
+                self.isl.get_domain().intersect_params(params)):
             raise ScheduleError("the schedule text is for another program: its domain "
                                 f"{sched.get_domain()} differs from {self.isl.get_domain()}")
+        # statements that extension nodes add (promotion's copies) must exist
+        added: set[str] = set()
+        for node in tree.walk(sched.get_root()):
+            if node.get_type() == isl.schedule_node_type.extension:
+                node.extension_get_extension().range().foreach_set(
+                    lambda st: added.add(st.get_tuple_name()))
+        unknown = sorted(added - {st.name for st in self.program.statements})
+        if unknown:
+            raise ScheduleError(
+                f"the schedule text runs statements {', '.join(unknown)} (copies of a "
+                f"promotion) that program {self.program.name} does not have; apply "
+                f"promote() to the schedule instead of reading the promoted tree")
         new = Schedule(self.program, self.deps, sched, start=self.start,
-                       reassociate=self.reassociate, base=self._base)
+                       reassociate=self.reassociate, base=self._base, origin=sched.to_str())
         new.check("the schedule read from text")
         return new
 
@@ -248,14 +289,20 @@ class Schedule:
                 raise
             raise type(e)(f"{what}: {e}") from None
         except isl.Error as e:
-            raise ScheduleError(f"{what}: isl cannot apply it: {e}") from None
+            hint = ""
+            if "anchored" in str(e):
+                hint = (" (the loop encloses a promotion or isolated full tiles, whose "
+                        "copies and options depend on it; apply promote and "
+                        "isolate_full_tiles last)")
+            raise ScheduleError(f"{what}: isl cannot apply it: {e}{hint}") from None
         program = self.program
         if isinstance(result, tuple):
             result, program = result
         from .recipe import encode_step
         step = encode_step(op, args, kwargs)
         new = Schedule(program, self.deps, result, recipe=self.recipe + (step,),
-                       start=self.start, reassociate=self.reassociate, base=self._base)
+                       start=self.start, reassociate=self.reassociate, base=self._base,
+                       origin=self.origin)
         new.check(what)
         return new
 
@@ -265,7 +312,7 @@ class Schedule:
         parallel execution; transformations may reorder the terms.  Recorded
         in the recipe."""
         new = Schedule(self.program, self.deps, self.isl, start=self.start,
-                       reassociate=bool(allow), base=self._base,
+                       reassociate=bool(allow), base=self._base, origin=self.origin,
                        recipe=self.recipe + ({"op": "with_reassociation",
                                               "args": [bool(allow)], "kwargs": {}},))
         new.check(f"with_reassociation({bool(allow)})")
@@ -309,3 +356,7 @@ def replay_step(schedule: Schedule, step: dict) -> Schedule:
 
 __all__ = ["Schedule", "Loop", "transform", "TRANSFORMS", "IllegalScheduleError",
            "functools", "Any"]
+
+
+# the transformations register themselves (and their docstrings) on import
+from . import transforms  # noqa: E402,F401

@@ -239,10 +239,32 @@ def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | No
         raise IllegalScheduleError(problems[0])
 
 
+def without_extensions(schedule: isl.Schedule) -> isl.Schedule:
+    """``schedule`` with its extension nodes deleted: the copy statements of
+    promotion (:mod:`polyc.schedule.promotion`) leave the tree, the original
+    statements keep their order exactly (their filters are unchanged; the
+    copies' filters then select nothing).  isl computes no schedule map of a
+    tree with extension nodes, and the dependences are those of the original
+    statements only."""
+    def first(node: isl.ScheduleNode) -> isl.ScheduleNode | None:
+        if node.get_type() == isl.schedule_node_type.extension:
+            return node
+        for i in range(node.n_children()):
+            hit = first(node.child(i))
+            if hit is not None:
+                return hit
+        return None
+    while (ext := first(schedule.get_root())) is not None:
+        schedule = ext.delete().get_schedule()
+    return schedule
+
+
 def check_tree(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
                what: str = "schedule", reassociate: bool = False) -> None:
     """:func:`check` (the order; reduction dependences left out when
-    ``reassociate``) then :func:`check_marks`."""
+    ``reassociate``) then :func:`check_marks`, on the tree without the
+    promotion copies (:func:`without_extensions`)."""
+    schedule = without_extensions(schedule)
     full = deps
     if reassociate:
         red = deps.reduction

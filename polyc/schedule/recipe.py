@@ -3,12 +3,15 @@ went through, as JSON, and their replay.
 
 A recipe is ``{"format": "polyc-recipe-1", "program": NAME, "fingerprint":
 SHA256, "start": "source"|"isl", "steps": [{"op": "tile", "args": [...],
-"kwargs": {...}}, ...]}``.  Loops appear as ``{"loop": [target, name]}``
-when they were named, ``{"path": [...], "member": k}`` otherwise; tuples
-become lists.  The fingerprint is a hash of the printed program (domains,
-access relations, statements), so a recipe replayed on another program is
-refused by name.  Replaying the steps on the same program rebuilds the same
-isl tree, hence byte-identical generated code.
+"kwargs": {...}}, ...]}``, plus ``"tree"`` (isl's text of the starting tree)
+when the schedule started from a given tree rather than from ``start``
+(``kernel.schedule``, :meth:`Schedule.from_text`).  Loops appear as
+``{"loop": [target, name]}`` when they were named, ``{"path": [...],
+"member": k}`` otherwise; tuples become lists.  The fingerprint is a hash
+of the printed program (domains, access relations, statements), so a recipe
+replayed on another program is refused by name.  Replaying the steps on
+the same program rebuilds the same isl tree, hence byte-identical generated
+code.
 """
 
 from __future__ import annotations
@@ -75,9 +78,12 @@ def decode_args(args, kwargs):
 
 
 def make_recipe(schedule) -> dict:
-    return {"format": FORMAT, "program": schedule._base.name,
-            "fingerprint": program_fingerprint(schedule._base),
-            "start": schedule.start, "steps": [dict(s) for s in schedule.recipe]}
+    out = {"format": FORMAT, "program": schedule._base.name,
+           "fingerprint": program_fingerprint(schedule._base), "start": schedule.start}
+    if getattr(schedule, "origin", None) is not None:
+        out["tree"] = schedule.origin       # the starting tree, in isl's text form
+    out["steps"] = [dict(s) for s in schedule.recipe]
+    return out
 
 
 def load(recipe) -> dict:
@@ -127,7 +133,16 @@ def replay(cls, program: Program, recipe):
             f"(fingerprint {str(fp)[:12]}), not for {program.name!r} "
             f"(fingerprint {program_fingerprint(program)[:12]}); record it again on "
             f"this program")
-    s = cls.from_program(program, start=data.get("start", "source"))
+    tree_text = data.get("tree")
+    if tree_text is not None:
+        # the recipe starts from a given tree (a compiled kernel's schedule,
+        # or one read from text): rebuild that, checked
+        if not isinstance(tree_text, str):
+            raise ScheduleError("recipe: 'tree' must be a schedule tree in isl's text form")
+        s = cls.from_program(program).from_text(tree_text)
+        s.start = data.get("start", "isl")
+    else:
+        s = cls.from_program(program, start=data.get("start", "source"))
     for k, step in enumerate(data.get("steps", [])):
         if not isinstance(step, dict):
             raise ScheduleError(f"recipe step {k}: expected an object, got {step!r}")

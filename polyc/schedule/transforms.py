@@ -5,7 +5,8 @@ Each function takes a :class:`polyc.schedule.language.Schedule` and returns
 the new ``isl.Schedule``; :meth:`Schedule.apply` records the step and checks
 the result against the dependences.  The other transformations live in
 :mod:`polyc.schedule.fusion` (fuse, distribute), :mod:`polyc.schedule.affine`
-(skew, shift, reverse, unroll, unroll_and_jam, isolate_full_tiles) and
+(skew, shift, reverse), :mod:`polyc.schedule.unroll` (unroll,
+unroll_and_jam, isolate_full_tiles) and
 :mod:`polyc.schedule.promotion` (promote); importing this module registers
 them all.
 
@@ -30,23 +31,36 @@ from .tree import band_names, set_band_names
 
 
 def _loops(s, loops, what: str):
-    if isinstance(loops, (str, tuple)) and not (isinstance(loops, tuple) and loops and
-                                               isinstance(loops[0], (tuple, list))):
+    """Resolve one loop spec or a list of them."""
+    from .tree import Loop
+    single = (isinstance(loops, (str, Loop, dict))
+              or (isinstance(loops, (tuple, list)) and len(loops) == 2
+                  and all(isinstance(x, str) and "." not in x for x in loops)))
+    if single:
         loops = [loops]
+    if not isinstance(loops, (list, tuple)):
+        raise ScheduleError(f"{what}: expected a loop or a list of loops, got {loops!r}")
     out = [s.resolve(lp) for lp in loops]
     if not out:
         raise ScheduleError(f"{what}: give at least one loop")
-    names = [lp.name for lp in out]
-    dup = {n for n in names if names.count(n) > 1 and
-           len({(lp.path, lp.member) for lp in out if lp.name == n}) < names.count(n)}
-    if dup:
-        raise ScheduleError(f"{what}: loop {sorted(dup)[0]} is given twice")
+    seen = set()
+    for lp in out:
+        if (lp.path, lp.member) in seen:
+            raise ScheduleError(f"{what}: loop {lp.name} is given twice")
+        seen.add((lp.path, lp.member))
     return out
+
+
+def _identifier(text: str) -> str:
+    """``text`` as an identifier: a derived loop name such as ``i+j`` (a
+    skewed member) gives ``i_j``."""
+    out = re.sub(r"\W+", "_", text).strip("_") or "c"
+    return "c" + out if out[0].isdigit() else out
 
 
 def _names(names, n: int, default, what: str) -> list[str]:
     if names is None:
-        return list(default)
+        return [_identifier(d) for d in default]
     names = list(names)
     if len(names) != n or not all(isinstance(x, str) and x.isidentifier() for x in names):
         raise ScheduleError(f"{what}: names must be {n} identifier(s), got {names!r}")
@@ -69,8 +83,9 @@ def tile(s, loops, sizes, names=None):
                                           for m in [m_tile, m_tile+32): for n ...: {...}
     """
     lps = _loops(s, loops, "tile")
-    if isinstance(sizes, int):
-        sizes = [sizes] * len(lps)
+    if isinstance(sizes, (str, bytes, dict)) or not hasattr(sizes, "__iter__"):
+        sizes = [sizes] * len(lps)      # one size for every loop (checked below)
+    sizes = list(sizes)
     sizes = [surgery.positive_int(v, "tile size") for v in sizes]
     if len(sizes) != len(lps):
         raise ScheduleError(f"tile: {len(lps)} loop(s) but {len(sizes)} size(s)")
@@ -147,7 +162,11 @@ def interchange(s, a, b):
         for m: for n: S                 for n: for m: S
     """
     la, lb = s.resolve(a), s.resolve(b)
-    return reorder(s, [lb, la])
+    # reorder puts the listed loops on the positions they occupy, in the given
+    # order: list the inner one first (in a band chain, the outer band's path
+    # is the shorter one), whatever the order of the arguments
+    outer, inner = sorted([la, lb], key=lambda lp: (len(lp.path), lp.member))
+    return reorder(s, [inner, outer])
 
 
 def _own_band(s, lp):
@@ -220,8 +239,10 @@ def vectorize(s, loop):
         if not s.reassociate:
             c = legality.carried_by_member(band, 0, s.deps.reduction)
             from ..errors import IllegalScheduleError
+            m = legality.maps_of(c)[0]
             raise IllegalScheduleError(
-                f"loop {lp.name} carries the reduction dependence "
+                f"loop {lp.name} carries the reduction dependence on tensor "
+                f"{legality.dependence_tensor(s.program, m, 'flow')} "
                 f"{legality.describe_carried(c, s.program)}; vectorizing it reorders the "
                 f"reduction: allow that with schedule.with_reassociation() first")
         if not _is_pure_reduction_band(band, s.program):
@@ -262,6 +283,6 @@ def mark(s, loop, name):
 
 
 # the other transformations register themselves on import
-from . import affine, fusion, promotion  # noqa: E402,F401
+from . import affine, fusion, promotion, unroll  # noqa: E402,F401
 
 document_methods()

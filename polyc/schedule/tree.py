@@ -58,7 +58,15 @@ def path_of(node: isl.ScheduleNode) -> tuple[int, ...]:
 def statements_of(node: isl.ScheduleNode) -> tuple[str, ...]:
     """Names of the statements whose instances reach ``node``, sorted."""
     names: set[str] = set()
-    dom = node.domain_get_domain() if node.get_type() == _T.domain else node.get_domain()
+    if node.get_type() == _T.domain:
+        dom = node.domain_get_domain()
+    else:
+        try:
+            dom = node.get_domain()
+        except isl.Error:
+            # below an extension node (promotion's copy statements) isl has
+            # no domain, only the universe domain (the names are all we need)
+            dom = node.get_universe_domain()
     dom.foreach_set(lambda s: names.add(s.get_tuple_name()))
     return tuple(sorted(names))
 
@@ -227,11 +235,12 @@ def all_loops(schedule: isl.Schedule, program: Program) -> list[Loop]:
 
 def target_statements(program: Program, target: str) -> tuple[str, ...]:
     """The statements a target names: a statement name, or a tensor (every
-    statement that writes it)."""
+    statement that writes it, also through a local buffer after promotion;
+    not the promotion's copies: :meth:`polyc.ir.Program.writers`)."""
     names = [s.name for s in program.statements]
     if target in names:
         return (target,)
-    writers = tuple(s.name for s in program.statements if s.tensor == target)
+    writers = program.writers(target)
     if writers:
         return writers
     tensors = sorted({s.tensor for s in program.statements})
