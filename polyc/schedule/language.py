@@ -276,12 +276,13 @@ class Schedule:
     # ------------------------------------------------------------ applying
     def apply(self, op: str, *args, **kwargs) -> "Schedule":
         """Apply transformation ``op`` (a name of :data:`TRANSFORMS`)."""
-        from . import transforms  # noqa: F401  (registers the transformations)
         fn = TRANSFORMS.get(op)
         if fn is None:
             raise ScheduleError(f"unknown transformation {op!r}; known: "
                                 f"{', '.join(sorted(TRANSFORMS))}")
-        what = f"{op}({', '.join([_describe(a) for a in args] + [f'{k}={_describe(v)}' for k, v in kwargs.items()])})"
+        shown = [_describe(a) for a in args]
+        shown += [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+        what = f"{op}({', '.join(shown)})"
         try:
             result = fn(self, *args, **kwargs)
         except PolycError as e:

@@ -228,6 +228,7 @@ def test_pipeline_ignores_a_corrupt_or_linked_lowered_entry(tmp_path, monkeypatc
     pytest.importorskip("islpy")
     import numpy as np
     import programs
+
     from polyc import pipeline
     from polyc.backends.c.build import resolve_compiler
     from polyc.errors import ToolMissingError

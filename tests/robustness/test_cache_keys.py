@@ -146,8 +146,9 @@ def test_a_changed_key_is_a_new_build_not_a_stale_hit(tmp_path, monkeypatch):
 
 
 def test_codegen_key_and_lowered_key():
+    import programs  # tests/programs.py (tests/ is on sys.path via conftest)
+
     from polyc import pipeline
-    import programs   # tests/programs.py (tests/ is on sys.path via conftest)
     prog = programs.matmul()
     base = pipeline.lowered_key(prog, Config())
     assert pipeline.lowered_key(prog, Config(sanitize=("address",))) != base

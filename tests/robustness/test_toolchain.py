@@ -25,8 +25,14 @@ from polyc import cache
 from polyc.backends.c import build as cbuild
 from polyc.backends.c.build import build_library, resolve_compiler
 from polyc.config import Config
-from polyc.errors import (CacheWarning, CompileError, CompileTimeoutError, LoadError,
-                          PolycError, ToolMissingError)
+from polyc.errors import (
+    CacheWarning,
+    CompileError,
+    CompileTimeoutError,
+    LoadError,
+    PolycError,
+    ToolMissingError,
+)
 
 SRC = "#include <stdint.h>\nint64_t f(int64_t x) { return x + 1; }\n"
 FAST = ("-O0", "-fPIC", "-shared")

@@ -1,5 +1,6 @@
 """The affine transformations of the schedule language: skew, shift, reverse,
-unroll, unroll_and_jam, isolate_full_tiles (:mod:`polyc.schedule.affine`, :mod:`polyc.schedule.unroll`).
+unroll, unroll_and_jam, isolate_full_tiles (:mod:`polyc.schedule.affine`,
+:mod:`polyc.schedule.unroll`).
 
 Per transformation: a golden before/after printout (tree and loop nest;
 ``--accept`` rewrites ``tests/golden/schedules/<transform>_<case>.txt``), a

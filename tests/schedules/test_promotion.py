@@ -19,12 +19,12 @@ import pytest
 import polyc
 from polyc import astgen
 from polyc.errors import IllegalScheduleError, ScheduleError
+from polyc.isl_util import fixed_box_hull
 from polyc.loopnest import Local, format_loopnest, walk
 from polyc.pipeline import compile_schedule
 from polyc.schedule import legality
-from polyc.schedule.language import Schedule
-from polyc.isl_util import fixed_box_hull
 from polyc.schedule.explain import explain
+from polyc.schedule.language import Schedule
 from polyc.schedule.promotion import MAX_LOCAL_BYTES, check_promotions
 
 from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, program, start

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 import polyc
 from polyc import reference, testing
 from polyc.pipeline import compile_schedule
