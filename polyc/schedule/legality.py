@@ -259,6 +259,38 @@ def without_extensions(schedule: isl.Schedule) -> isl.Schedule:
     return schedule
 
 
+def reassociated(deps: Dependences, program: Program | None) -> Dependences:
+    """The order constraints when a reduction's updates may run in any order.
+
+    The reduction dependences (an update through its own accumulator) are
+    dropped; what they ordered transitively is added back explicitly: a
+    dependence through the accumulator tensor from another statement ``X``
+    to one update of an element (``S0_init -> S0[k=0]``) now reaches every
+    update of that element (``S0_init -> S0[k]`` for all ``k``), and one from
+    an update to another statement (``S0[k=K-1] -> S1``) now leaves every
+    update of the element.  "Same element" is ``W . W^-1`` of the update's
+    write access relation (isl ``apply_range``), exact, no transitive
+    closure needed."""
+    red = deps.reduction
+    kinds = {k: d.subtract(red) for k, d in deps.by_kind().items()}
+    if program is not None:
+        for s in program.statements:
+            if s.kind != "update" or not s.reduction_iterators:
+                continue
+            same = isl.UnionMap.from_map(s.write.apply_range(s.write.reverse()))
+            own = isl.UnionSet.from_set(s.domain)
+            others = isl.UnionSet.empty(own.get_space())
+            for t in program.statements:
+                if t.name != s.name and s.tensor in {t.tensor, *t.read_tensors()}:
+                    others = others.union(isl.UnionSet.from_set(t.domain))
+            for k, d in kinds.items():
+                into = d.intersect_domain(others).intersect_range(own)
+                out = d.intersect_domain(own).intersect_range(others)
+                kinds[k] = d.union(into.apply_range(same)).union(same.apply_range(out))
+    return Dependences(flow=kinds["flow"], anti=kinds["anti"], output=kinds["output"],
+                       reduction=red)
+
+
 def check_tree(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
                what: str = "schedule", reassociate: bool = False) -> None:
     """:func:`check` (the order; reduction dependences left out when
@@ -267,8 +299,6 @@ def check_tree(schedule: isl.Schedule, deps: Dependences, program: Program | Non
     schedule = without_extensions(schedule)
     full = deps
     if reassociate:
-        red = deps.reduction
-        deps = Dependences(flow=deps.flow.subtract(red), anti=deps.anti.subtract(red),
-                           output=deps.output.subtract(red), reduction=red)
+        deps = reassociated(deps, program)
     check(schedule, deps, program, what)
     check_marks(schedule, full, program, what)
