@@ -14,7 +14,8 @@ from polyc import pipeline
 from polyc.config import Config
 from polyc.schedule.explain import analyse, explain
 from polyc.schedule.language import Schedule
-from tests.schedules import util
+
+from . import util
 
 #: consumer reads the producer one element ahead: fusing the loops is illegal
 SHIFT = """
