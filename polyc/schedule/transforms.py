@@ -58,6 +58,15 @@ def _identifier(text: str) -> str:
     return "c" + out if out[0].isdigit() else out
 
 
+def _fresh(name: str, taken: set) -> str:
+    """``name``, or ``name2``, ``name3``... when a loop of the same
+    statements already has it (tiling the same loop twice)."""
+    out, k = name, 2
+    while out in taken:
+        out, k = f"{name}{k}", k + 1
+    return out
+
+
 def _names(names, n: int, default, what: str) -> list[str]:
     if names is None:
         return [_identifier(d) for d in default]
@@ -94,7 +103,10 @@ def tile(s, loops, sizes, names=None):
         raise ScheduleError(f"tile: loops {', '.join(lp.name for lp in lps)} must be "
                             f"consecutive and outermost first; reorder them first")
     old = band_names(band, s.program)[idx[0]:idx[0] + len(idx)]
-    tnames = _names(names, len(idx), [f"{n.split('|')[0]}_tile" for n in old], "tile")
+    taken = {nm for x in s.loops() if set(x.statements) & set(lps[0].statements)
+             for nm in x.name.split("|")}
+    tnames = _names(names, len(idx), [_fresh(f"{n.split('|')[0]}_tile", taken)
+                                      for n in old], "tile")
     band = surgery.isolate(band, idx[0], len(idx), s.program)
     mv = isl.MultiVal.zero(band.band_get_space())
     for i, v in enumerate(sizes):
