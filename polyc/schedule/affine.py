@@ -47,6 +47,7 @@ from .language import transform
 from .tree import (
     Loop,
     band_names,
+    statement_filter,
     target_statements,
 )
 
@@ -189,14 +190,6 @@ def _nonneg(m: isl.Map) -> bool:
     return d.intersect(bad).is_empty()
 
 
-def _stmt_filter(program, names) -> isl.UnionSet:
-    out = None
-    for st in program.statements:
-        if st.name in names:
-            part = isl.UnionSet.from_set(isl.Set.universe(st.domain.get_space()))
-            out = part if out is None else out.union(part)
-    return out
-
 
 # ----------------------------------------------------------------- skew
 
@@ -290,7 +283,7 @@ def shift(s, statement, loop, amount):
                             f"{', '.join(lp.statements)})")
     band = _reshapeable(_band(s, lp), lp, "shift")
     dom = band.get_domain()
-    moved = dom.intersect(_stmt_filter(s.program, mine))
+    moved = dom.intersect(statement_filter(s.program, mine))
     delta = isl.UnionPwAff.val_on_domain(moved, isl.Val.int_from_si(CTX, amount)).union_add(
         isl.UnionPwAff.val_on_domain(dom.subtract(moved), isl.Val.zero(CTX)))
     new = _member(band, lp.member).intersect_domain(dom).add(delta)

@@ -43,6 +43,7 @@ from .tree import (
     is_names_mark,
     node_at,
     path_of,
+    statement_filter,
     statements_of,
     target_statements,
 )
@@ -446,14 +447,6 @@ def _fuse_statements(s, targets: list[str], name):
 
 # ------------------------------------------------------------ distribute
 
-def _statement_filter(program, names) -> isl.UnionSet:
-    out = None
-    for nm in names:
-        st = program.statement(nm)
-        part = isl.UnionSet.from_set(isl.Set.universe(st.domain.get_space()))
-        out = part if out is None else out.union(part)
-    return out
-
 
 @transform("distribute")
 def distribute(s, loop, *groups):
@@ -527,7 +520,7 @@ def distribute(s, loop, *groups):
     top = inner
     while top.has_parent() and top.parent().get_type() == _MARK:
         top = top.parent()
-    filters = _filter_list([_statement_filter(s.program, g) for g in sets])
+    filters = _filter_list([statement_filter(s.program, g) for g in sets])
     node = top.insert_sequence(filters)
     parent = node.parent() if node.has_parent() else None
     if (parent is not None and parent.get_type() == _T.filter

@@ -24,6 +24,7 @@ from ..errors import PolycError, ScheduleError
 from ..ir import Program, original_schedule
 from ..isl_util import CTX, maps_of
 from . import legality
+from .tree import statement_filter
 
 _T = isl.schedule_node_type
 _BAND = _T.band
@@ -147,17 +148,9 @@ def _domain(program: Program, stmts=None) -> isl.UnionSet:
     # in the domain would give isl a band that "drops" them (AST error)
     dom = program.domain().intersect_params(context)
     if stmts is not None:
-        dom = dom.intersect(_statement_filter(program, stmts))
+        dom = dom.intersect(statement_filter(program, stmts))
     return dom
 
-
-def _statement_filter(program: Program, names) -> isl.UnionSet:
-    out = None
-    for nm in names:
-        st = program.statement(nm)
-        part = isl.UnionSet.from_set(isl.Set.universe(st.domain.get_space()))
-        out = part if out is None else out.union(part)
-    return out
 
 
 def _compute(program: Program, all_deps: isl.UnionMap, opts: dict, stmts=None,

@@ -308,6 +308,12 @@ def _band_on(stmts: list[Statement], iterators: tuple[str, ...]) -> isl.MultiUni
     return isl.MultiUnionPwAff.from_union_pw_aff_list(space, upal)
 
 
+def statement_filter(program: Program, names) -> isl.UnionSet:
+    """The filter ``{ S[...] }`` (universe of each statement space) of the
+    statements ``names`` of ``program``, in program order."""
+    return _filter([st for st in program.statements if st.name in set(names)])
+
+
 def _filter(stmts) -> isl.UnionSet:
     u = None
     for s in stmts:

@@ -20,11 +20,11 @@ import re
 
 import pytest
 
-from polyc.errors import IllegalScheduleError, ScheduleError
+from polyc.errors import IllegalScheduleError
 from polyc.pipeline import compile_schedule
 from polyc.schedule.language import Schedule
 
-from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, start
+from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, refused, start
 
 #: a loop with a constant trip count (the 4 columns of A)
 FOUR = """
@@ -48,19 +48,6 @@ SIZES = {
                 dict(N=7, T=0), dict(N=11, T=5), dict(N=17, T=13)],
     "four": [dict(N=1), dict(N=0), dict(N=7)],
 }
-
-
-def refused(s: Schedule, fn, exc=ScheduleError) -> str:
-    """Run ``fn(s)``, expect ``exc``; check ``s`` is unchanged; return the
-    message."""
-    text, recipe = s.to_text(), s.recipe
-    with pytest.raises(exc) as info:
-        fn(s)
-    if exc is ScheduleError:
-        assert not isinstance(info.value, IllegalScheduleError), info.value
-    assert s.to_text() == text, "a refused transformation changed the schedule"
-    assert s.recipe == recipe
-    return str(info.value)
 
 
 def wavefront(s: Schedule) -> Schedule:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 
 from polyc.config import Config
-from polyc.errors import IllegalScheduleError, ScheduleError
+from polyc.errors import IllegalScheduleError
 from polyc.schedule import initial
 from polyc.schedule.language import Schedule
 
-from .util import MATMUL, PRODUCER_CONSUMER, check, start
+from .util import MATMUL, PRODUCER_CONSUMER, check, refused, start
 
 #: a consumer reading the row its producer computes one iteration later
 SHIFT = """
@@ -98,19 +98,6 @@ def same_order(a: Schedule, b: Schedule) -> bool:
 def check_all(s: Schedule, sizes) -> None:
     for sz in sizes:
         check(s, sz)
-
-
-def refused(s: Schedule, fn, exc=ScheduleError) -> str:
-    """Run ``fn(s)``, expect ``exc``; check that ``s`` is unchanged; return
-    the message."""
-    text, recipe = s.to_text(), s.recipe
-    with pytest.raises(exc) as info:
-        fn(s)
-    if exc is ScheduleError:
-        assert not isinstance(info.value, IllegalScheduleError), info.value
-    assert s.to_text() == text, "a refused transformation changed the schedule"
-    assert s.recipe == recipe
-    return str(info.value)
 
 
 def replays(s: Schedule) -> None:

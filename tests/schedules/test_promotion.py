@@ -18,7 +18,7 @@ import pytest
 
 import polyc
 from polyc import astgen
-from polyc.errors import IllegalScheduleError, ScheduleError
+from polyc.errors import IllegalScheduleError
 from polyc.isl_util import fixed_box_hull
 from polyc.loopnest import Local, format_loopnest, walk
 from polyc.pipeline import compile_schedule
@@ -27,7 +27,7 @@ from polyc.schedule.explain import explain
 from polyc.schedule.language import Schedule
 from polyc.schedule.promotion import MAX_LOCAL_BYTES, check_promotions
 
-from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, program, start
+from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, program, refused, start
 
 MATMUL64 = MATMUL.replace("float(", "double(")
 C_M, C_N, C_K = ("C", "m"), ("C", "n"), ("C", "k")
@@ -61,16 +61,6 @@ def printout(before: Schedule, after: Schedule) -> str:
     nest = format_loopnest(astgen.generate(after.program, after.isl))
     return (str(before) + before.loop_nest() + "---\n" + str(after) + after.loop_nest()
             + "---\n" + statements(after) + "---\n" + nest)
-
-
-def refused(s: Schedule, fn, exc=ScheduleError) -> str:
-    text = s.to_text()
-    with pytest.raises(exc) as info:
-        fn(s)
-    if exc is ScheduleError:
-        assert not isinstance(info.value, IllegalScheduleError), info.value
-    assert s.to_text() == text
-    return str(info.value)
 
 
 # ----------------------------------------------------------------- golden

@@ -52,21 +52,7 @@ from polyc.errors import IllegalScheduleError, PolycError, ScheduleError, ShapeE
 from polyc.pipeline import compile_schedule
 from polyc.schedule.language import TRANSFORMS, Schedule
 
-from .util import MATMUL, PRODUCER_CONSUMER, STENCIL
-
-RECUR = """
-def recur(float(N, M) X) -> (A) {
-    A(i, j) = X(i, j) where i in 0:N, j in 0:M
-    A(i, j) = A(i, j-1) + X(i, j) where i in 0:N, j in 1:M
-}
-"""
-
-ANTI = """
-def anti(float(N, M) X) -> (A) {
-    A(i, j) = X(i, j)
-    A(i, j) = A(i+1, j-1) * 0.5 + X(i, j) where i in 0:N-1, j in 1:M
-}
-"""
+from .util import ANTI, MATMUL, PRODUCER_CONSUMER, RECUR, STENCIL
 
 CHAIN = """
 def chain(float(N, M) A, float(M, K) B, float(K) v) -> (T, Y) {

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from polyc.errors import IllegalScheduleError, ScheduleError
+from polyc.errors import IllegalScheduleError
 from polyc.schedule.language import METHODS, Schedule
 
-from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, start
+from .util import ANTI, MATMUL, PRODUCER_CONSUMER, RECUR, STENCIL, check, refused, start
 
 #: three loops in one band, no reduction: every permutation is legal
 ADD3 = """
@@ -28,22 +28,6 @@ def add3(float(B, M, N) X, float(B, M, N) Y) -> (Z) {
 }
 """
 
-#: a recurrence along j: S1 carries a flow dependence of distance (0, 1)
-RECUR = """
-def recur(float(N, M) X) -> (A) {
-    A(i, j) = X(i, j) where i in 0:N, j in 0:M
-    A(i, j) = A(i, j-1) + X(i, j) where i in 0:N, j in 1:M
-}
-"""
-
-#: an in-place update reading A(i+1, j-1) before S1(i+1, j-1) overwrites it:
-#: an anti dependence of distance (1, -1)
-ANTI = """
-def anti(float(N, M) X) -> (A) {
-    A(i, j) = X(i, j)
-    A(i, j) = A(i+1, j-1) * 0.5 + X(i, j) where i in 0:N-1, j in 1:M
-}
-"""
 
 C_M, C_N, C_K = ("C", "m"), ("C", "n"), ("C", "k")
 
@@ -65,20 +49,6 @@ SIZES = {
 }
 SOURCES = {"matmul": MATMUL, "pc": PRODUCER_CONSUMER, "stencil": STENCIL, "add3": ADD3,
            "recur": RECUR, "anti": ANTI}
-
-
-def refused(s: Schedule, fn, exc=ScheduleError) -> str:
-    """Run ``fn(s)``, expect ``exc``; check ``s`` is unchanged; return the
-    message."""
-    text, recipe = s.to_text(), s.recipe
-    with pytest.raises(exc) as info:
-        fn(s)
-    if exc is ScheduleError:
-        # an IllegalScheduleError is not a ScheduleError: keep them apart
-        assert not isinstance(info.value, IllegalScheduleError), info.value
-    assert s.to_text() == text, "a refused transformation changed the schedule"
-    assert s.recipe == recipe
-    return str(info.value)
 
 
 # ----------------------------------------------------------------- golden
