@@ -250,6 +250,17 @@ class Schedule:
                 f"the schedule text runs statements {', '.join(unknown)} (copies of a "
                 f"promotion) that program {self.program.name} does not have; apply "
                 f"promote() to the schedule instead of reading the promoted tree")
+        from .promotion import LOCAL_MARK
+        locals_ = {t.name for t in self.program.tensors if t.role == "local"}
+        for node in tree.walk(sched.get_root()):
+            if node.get_type() == isl.schedule_node_type.mark:
+                name = node.mark_get_id().get_name()
+                if name.startswith(LOCAL_MARK) and name[len(LOCAL_MARK):] not in locals_:
+                    raise ScheduleError(
+                        f"the schedule text has a mark {name!r} but program "
+                        f"{self.program.name} has no local buffer "
+                        f"{name[len(LOCAL_MARK):]!r}; apply promote() to the schedule "
+                        f"instead of writing the mark")
         new = Schedule(self.program, self.deps, sched, start=self.start,
                        reassociate=self.reassociate, base=self._base, origin=sched.to_str())
         new.check("the schedule read from text")

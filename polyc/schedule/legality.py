@@ -148,15 +148,6 @@ def carried_at(schedule_prefix: isl.UnionMap, deps: isl.UnionMap) -> isl.UnionMa
     return deps.intersect(eq)
 
 
-def _first_band(node: isl.ScheduleNode) -> isl.ScheduleNode | None:
-    """The band reached from ``node`` through marks only (the loop a mark
-    applies to), or ``None``."""
-    while node.get_type() == isl.schedule_node_type.mark:
-        if node.n_children() == 0:
-            return None
-        node = node.child(0)
-    return node if node.get_type() == isl.schedule_node_type.band else None
-
 
 def describe_carried(carried: isl.UnionMap, program: Program | None) -> str:
     """``the flow dependence on tensor C from S0 to S0 (distance (0, 0, 1)),
@@ -184,6 +175,17 @@ def carried_dependences(node: isl.ScheduleNode, member: int, deps: Dependences,
         c = carried_by_member(node, member, dep)
         if not c.is_empty():
             out[kind] = c
+    return out
+
+
+def _outer_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:
+    """The first band on every path down from ``node`` (``node`` itself when
+    it is a band)."""
+    if node.get_type() == isl.schedule_node_type.band:
+        return [node]
+    out = []
+    for i in range(node.n_children()):
+        out += _outer_bands(node.child(i))
     return out
 
 
@@ -215,9 +217,20 @@ def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | No
         kind, k = _mark_loops(node.mark_get_id().get_name())
         if not kind:
             return True
-        band = _first_band(node.child(0))
-        if band is None:
-            return True
+        # the code generator flags the outermost loop(s) on every path below
+        # the mark: check each of them
+        for band in _outer_bands(node.child(0)) if node.n_children() else []:
+            if band.band_n_member() < k:
+                problems.append(
+                    f"{what} is illegal: mark {node.mark_get_id().get_name()} asks for "
+                    f"{k} collapsed loops but the band below has "
+                    f"{band.band_n_member()}")
+                return False
+            if not _check_band(band, kind, k):
+                return False
+        return True
+
+    def _check_band(band, kind, k) -> bool:
         names = band_names(band, program) if program is not None else None
         exclude = deps.reduction if kind == "simd_reduction" else None
         for j in range(min(k, band.band_n_member())):

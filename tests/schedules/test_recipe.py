@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+import islpy as isl
 import pytest
 
 import polyc
@@ -417,3 +418,22 @@ def test_multi_definition_source_with_schedule_dict():
         polyc.compile(src, schedule=s.to_recipe())
     # a Schedule names its own definition
     assert polyc.compile(src, schedule=s)["matmul"].source == ks["matmul"].source
+
+
+def test_marks_written_into_a_tree_are_checked():
+    """A tree read from text (a recipe's ``tree``) is held to the same rules:
+    a parallel mark above a sequence is checked on every loop it reaches; a
+    ``promote:`` mark must name a buffer that promote() made."""
+    st = start(STENCIL)
+    marked = st.isl.get_root().child(0).insert_mark(isl.Id("omp_parallel"))
+    with pytest.raises(IllegalScheduleError, match="loop t cannot run parallel.*tensor A"):
+        st.from_text(marked.get_schedule().to_str())
+    mm = start(MATMUL)
+    fake = mm.isl.get_root().child(0).insert_mark(isl.Id("promote:A"))
+    recipe = dict(mm.to_recipe(), tree=fake.get_schedule().to_str())
+    with pytest.raises(ScheduleError, match="no local buffer 'A'"):
+        polyc.compile(MATMUL, schedule=recipe)
+    band_k = mm.isl.get_root().child(0).child(0).child(0).child(1).child(0)
+    collapse = band_k.insert_mark(isl.Id("omp_parallel_collapse2"))  # one-member band k
+    with pytest.raises(IllegalScheduleError, match="2 collapsed loops"):
+        mm.from_text(collapse.get_schedule().to_str())
