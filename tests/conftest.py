@@ -93,3 +93,15 @@ def golden(request):
             pytest.fail(f"output differs from {path} (rerun with --accept to update):\n{diff}")
 
     return check
+
+
+@pytest.fixture
+def fresh_cache_state():
+    """polyc's in-memory cache state (loaded libraries, build counters)
+    cleared before and after the test.  Modules that count builds use it
+    for every test: ``pytestmark = pytest.mark.usefixtures("fresh_cache_state")``."""
+    from polyc import cache
+    cache.clear_memory()
+    cache.reset_stats()
+    yield
+    cache.clear_memory()

@@ -42,7 +42,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..isl_util import CTX, maps_of, sets_of
-from . import surgery
+from . import legality, surgery
 from .language import transform
 from .tree import (
     Loop,
@@ -98,38 +98,10 @@ def _with_member(s, band: isl.ScheduleNode, j: int, new: isl.UnionPwAff) -> isl.
     return _update_flags(s, band)
 
 
-def _outer_and_member(band: isl.ScheduleNode, member: int) -> tuple[isl.UnionMap, isl.UnionMap]:
-    """``(outer, this)``: the schedule of the enclosing bands plus members
-    ``0 .. member-1`` of ``band``, and that of member ``member``, as union
-    maps on the band's domain."""
-    domain = band.get_domain()
-    outer = band.get_prefix_schedule_union_map().intersect_domain(domain)
-    mupa = band.band_get_partial_schedule()
-    n = band.band_n_member()
-    if member > 0:
-        before = isl.UnionMap.from_multi_union_pw_aff(
-            mupa.drop_dims(isl.dim_type.set, member, n - member)).intersect_domain(domain)
-        outer = outer.flat_range_product(before)
-    this = isl.UnionMap.from_multi_union_pw_aff(
-        mupa.drop_dims(isl.dim_type.set, member + 1, n - member - 1)
-        .drop_dims(isl.dim_type.set, 0, member)).intersect_domain(domain)
-    return outer, this
-
-
-def _deps_in(band: isl.ScheduleNode, deps: isl.UnionMap) -> isl.UnionMap:
-    """The dependences between instances the band schedules that the
-    enclosing bands leave unordered (equal outer schedule)."""
-    domain = band.get_domain()
-    prefix = band.get_prefix_schedule_union_map().intersect_domain(domain)
-    within = deps.intersect_domain(domain).intersect_range(domain)
-    return within.intersect(prefix.apply_range(prefix.reverse()))
-
-
 def _update_flags(s, band: isl.ScheduleNode) -> isl.ScheduleNode:
     """Recompute ``permutable`` and ``coincident`` of ``band`` exactly (see
     the module docstring)."""
-    from . import legality
-    inner = _deps_in(band, s.validity())
+    inner = legality.unordered_within(band, s.validity())
     mupa = band.band_get_partial_schedule()
     permutable = True
     for j in range(band.band_n_member()):

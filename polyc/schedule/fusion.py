@@ -55,22 +55,12 @@ _MARK = _T.mark
 
 # ------------------------------------------------------------ exact flags
 
-def _member_map(band: isl.ScheduleNode, j: int) -> isl.UnionMap:
-    n = band.band_n_member()
-    mupa = band.band_get_partial_schedule()
-    mupa = mupa.drop_dims(isl.dim_type.set, j + 1, n - j - 1).drop_dims(isl.dim_type.set, 0, j)
-    return isl.UnionMap.from_multi_union_pw_aff(mupa).intersect_domain(band.get_domain())
-
-
 def nonnegative_member(band: isl.ScheduleNode, j: int, deps: isl.UnionMap) -> bool:
     """Whether every dependence of ``deps`` between instances under ``band``
     that the outer schedule (enclosing bands) does not separate has a
     non-negative distance along member ``j``."""
-    domain = band.get_domain()
-    prefix = band.get_prefix_schedule_union_map().intersect_domain(domain)
-    within = deps.intersect_domain(domain).intersect_range(domain)
-    within = within.intersect(prefix.apply_range(prefix.reverse()))
-    m = _member_map(band, j)
+    within = legality.unordered_within(band, deps)
+    m = legality.member_maps(band, j)[1]
     dist = within.apply_domain(m).apply_range(m).deltas()
     return all(s.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(CTX, -1)).is_empty()
                for s in sets_of(dist))

@@ -114,31 +114,44 @@ def uniform_distance(m: isl.Map) -> tuple[int, ...] | None:
                  for i in range(d.dim(isl.dim_type.set)))
 
 
+def member_maps(node: isl.ScheduleNode, member: int) -> tuple[isl.UnionMap, isl.UnionMap]:
+    """``(outer, this)`` for band member ``member`` of band ``node``: the
+    schedule of the enclosing bands plus members ``0 .. member-1``, and that
+    of member ``member``, as union maps on the band's domain."""
+    domain = node.get_domain()
+    outer = node.get_prefix_schedule_union_map().intersect_domain(domain)
+    mupa = node.band_get_partial_schedule()
+    n = node.band_n_member()
+    if member > 0:
+        before = isl.UnionMap.from_multi_union_pw_aff(
+            mupa.drop_dims(isl.dim_type.set, member, n - member)).intersect_domain(domain)
+        outer = outer.flat_range_product(before)
+    this = isl.UnionMap.from_multi_union_pw_aff(
+        mupa.drop_dims(isl.dim_type.set, member + 1, n - member - 1)
+        .drop_dims(isl.dim_type.set, 0, member)).intersect_domain(domain)
+    return outer, this
+
+
+def unordered_within(node: isl.ScheduleNode, deps: isl.UnionMap) -> isl.UnionMap:
+    """The dependences of ``deps`` between instances band ``node`` schedules
+    that the enclosing bands leave unordered (equal prefix schedule)."""
+    domain = node.get_domain()
+    prefix = node.get_prefix_schedule_union_map().intersect_domain(domain)
+    within = deps.intersect_domain(domain).intersect_range(domain)
+    return within.intersect(prefix.apply_range(prefix.reverse()))
+
+
 def carried_by_member(node: isl.ScheduleNode, member: int,
                       deps: isl.UnionMap) -> isl.UnionMap:
     """The dependences of ``deps`` that band member ``member`` of band
     ``node`` carries: both ends scheduled by the band, equal on every outer
     schedule dimension (enclosing bands and members ``0..member-1``), and
     different on ``member``.  A loop that carries none may run in parallel."""
+    outer, this = member_maps(node, member)
     domain = node.get_domain()
-    prefix = node.get_prefix_schedule_union_map().intersect_domain(domain)
-    band = node.band_get_partial_schedule_union_map().intersect_domain(domain)
-    n = node.band_n_member()
-    if member > 0:
-        keep = isl.UnionMap.from_multi_union_pw_aff(
-            node.band_get_partial_schedule().drop_dims(isl.dim_type.set, member, n - member)
-        ).intersect_domain(domain) if n > 1 else band
-        outer = prefix.flat_range_product(keep)
-    else:
-        outer = prefix
-    this = isl.UnionMap.from_multi_union_pw_aff(
-        node.band_get_partial_schedule().drop_dims(isl.dim_type.set, member + 1,
-                                                   n - member - 1)
-        .drop_dims(isl.dim_type.set, 0, member)).intersect_domain(domain)
     within = deps.intersect_domain(domain).intersect_range(domain)
     same_outer = within.intersect(outer.apply_range(outer.reverse()))
-    same_here = this.apply_range(this.reverse())
-    return same_outer.subtract(same_here)
+    return same_outer.subtract(this.apply_range(this.reverse()))
 
 
 def carried_at(schedule_prefix: isl.UnionMap, deps: isl.UnionMap) -> isl.UnionMap:

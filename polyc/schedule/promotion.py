@@ -90,7 +90,7 @@ from ..isl_util import (
 )
 from . import surgery
 from .language import transform
-from .tree import band_names, set_band_names, statements_of
+from .tree import band_names, fresh_name, set_band_names, statements_of
 
 #: Prefix of the mark above a promotion's extension node naming the local
 #: buffer whose scope is the subtree below it (``promote:A_local``); the code
@@ -106,8 +106,6 @@ MAX_LOCAL_BYTES = 256 * 1024
 _BAND = isl.schedule_node_type.band
 _EXT = isl.schedule_node_type.extension
 
-
-# ------------------------------------------------------------ fixed box hull
 
 # ------------------------------------------------------------ helpers
 
@@ -210,13 +208,6 @@ def _prefix_names(node: isl.ScheduleNode, program: Program) -> list[str]:
                 if d0 + j < depth:
                     names[d0 + j] = nm
     return names
-
-
-def _fresh(name: str, taken: set[str]) -> str:
-    out, k = name, 2
-    while out in taken:
-        out, k = f"{name}_{k}", k + 1
-    return out
 
 
 def _copy_statement(name: str, iterators, domain: isl.Set, lhs: E.Access, rhs: E.Access,
@@ -422,7 +413,7 @@ def promote(s, tensor, at, name=None):
     buf = name if name is not None else f"{tensor}_local"
     if name is not None and name in tensor_names:
         raise ScheduleError(f"{where}: a tensor named {name!r} already exists")
-    buf = _fresh(buf, tensor_names)
+    buf = fresh_name(buf, tensor_names, "_")
     reserved = set(program.params) | tensor_names | {buf}
     pnames = _identifier_names(_prefix_names(node, program), reserved, "p")
     xnames = _identifier_names([f"x{d}" for d in range(t.ndim)], reserved | set(pnames), "x")
@@ -462,7 +453,7 @@ def promote(s, tensor, at, name=None):
     for kind, fp in (("in", fr), ("out", fw)):
         if fp.is_empty():
             continue
-        cname = _fresh(f"{buf}_{kind}", stmt_names)
+        cname = fresh_name(f"{buf}_{kind}", stmt_names, "_")
         stmt_names.add(cname)
         dom = _named_set(fp, cname, its)
         glob, gmap = copy_access(dom, tensor, False)

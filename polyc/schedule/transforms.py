@@ -27,7 +27,7 @@ from ..isl_util import CTX
 from . import surgery
 from .language import document_methods, transform
 from .marks import PARALLEL, SIMD, SIMD_REDUCTION
-from .tree import band_names, set_band_names
+from .tree import band_names, fresh_name, loop_names_near, set_band_names
 
 
 def _loops(s, loops, what: str):
@@ -56,15 +56,6 @@ def _identifier(text: str) -> str:
     skewed member) gives ``i_j``."""
     out = re.sub(r"\W+", "_", text).strip("_") or "c"
     return "c" + out if out[0].isdigit() else out
-
-
-def _fresh(name: str, taken: set) -> str:
-    """``name``, or ``name2``, ``name3``... when a loop of the same
-    statements already has it (tiling the same loop twice)."""
-    out, k = name, 2
-    while out in taken:
-        out, k = f"{name}{k}", k + 1
-    return out
 
 
 def _names(names, n: int, default, what: str) -> list[str]:
@@ -103,9 +94,8 @@ def tile(s, loops, sizes, names=None):
         raise ScheduleError(f"tile: loops {', '.join(lp.name for lp in lps)} must be "
                             f"consecutive and outermost first; reorder them first")
     old = band_names(band, s.program)[idx[0]:idx[0] + len(idx)]
-    taken = {nm for x in s.loops() if set(x.statements) & set(lps[0].statements)
-             for nm in x.name.split("|")}
-    tnames = _names(names, len(idx), [_fresh(f"{n.split('|')[0]}_tile", taken)
+    taken = loop_names_near(s.isl, s.program, lps[0].statements)
+    tnames = _names(names, len(idx), [fresh_name(f"{n.split('|')[0]}_tile", taken)
                                       for n in old], "tile")
     band = surgery.isolate(band, idx[0], len(idx), s.program)
     mv = isl.MultiVal.zero(band.band_get_space())

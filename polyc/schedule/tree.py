@@ -233,6 +233,23 @@ def all_loops(schedule: isl.Schedule, program: Program) -> list[Loop]:
     return out
 
 
+def fresh_name(name: str, taken, sep: str = "") -> str:
+    """``name``, or ``name<sep>2``, ``name<sep>3``... until it is not in
+    ``taken``."""
+    out, k = name, 2
+    while out in taken:
+        out, k = f"{name}{sep}{k}", k + 1
+    return out
+
+
+def loop_names_near(schedule: isl.Schedule, program: Program, statements) -> set[str]:
+    """Every name (aliases included) of the loops that run one of
+    ``statements``: what a new loop name among them must avoid."""
+    mine = set(statements)
+    return {nm for lp in all_loops(schedule, program) if mine & set(lp.statements)
+            for nm in lp.name.split("|")}
+
+
 def target_statements(program: Program, target: str) -> tuple[str, ...]:
     """The statements a target names: a statement name, or a tensor (every
     statement that writes it, also through a local buffer after promotion;
@@ -354,11 +371,8 @@ def _subtree(stmts: list[Statement]) -> isl.Schedule:
         node = node.insert_sequence(filters)
         if rest:
             node = node.child(1).child(0).insert_partial_schedule(_band_on([upd], rest))
-            node = set_band_names(node, rest).parent().parent().parent().parent()
-        node = node.parent() if node.get_type() != _T.domain else node
-        while node.has_parent():
-            node = node.parent()
-        node = node.child(0)
+            node = set_band_names(node, rest)
+        node = node.root().child(0)          # the sequence, below the domain
     if common:
         node = node.insert_partial_schedule(_band_on(stmts, common))
         node = set_band_names(node, common)

@@ -16,13 +16,15 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..isl_util import CTX, sets_of
-from . import surgery
-from .affine import _band, _drop_isolate, _outer_and_member, _update_flags
+from . import legality, surgery
+from .affine import _band, _drop_isolate, _update_flags
 from .language import transform
 from .tree import (
     Loop,
     band_names,
+    fresh_name,
     is_names_mark,
+    loop_names_near,
     path_of,
     set_band_names,
     statements_of,
@@ -65,7 +67,7 @@ def trip_count_bound(band: isl.ScheduleNode, member: int) -> int | None:
     """The most iterations member ``member`` of ``band`` runs for one value of
     the outer loops, over all parameter values; ``None`` when that is not
     bounded by a constant."""
-    outer, this = _outer_and_member(band, member)
+    outer, this = legality.member_maps(band, member)
     rel = outer.range_product(this).range().unwrap()    # [outer] -> [this]
     if rel.is_empty():
         return 0
@@ -79,17 +81,6 @@ def trip_count_bound(band: isl.ScheduleNode, member: int) -> int | None:
     return most
 
 
-def _fresh(s, lp: Loop, base: str) -> str:
-    """``base``, or ``base2``, ``base3``... if a loop of ``lp``'s statements
-    already has that name."""
-    taken = {nm for x in s.loops() if set(x.statements) & set(lp.statements)
-             for nm in x.name.split("|")}
-    name, k = base, 2
-    while name in taken:
-        name, k = f"{base}{k}", k + 1
-    return name
-
-
 def _strip_mine(s, lp: Loop, factor: int) -> isl.ScheduleNode:
     """Strip-mine ``lp`` by ``factor`` (a one-loop tile, as
     :func:`.transforms.tile`): the tile loop keeps the name, the point loop
@@ -99,7 +90,8 @@ def _strip_mine(s, lp: Loop, factor: int) -> isl.ScheduleNode:
     mv = isl.MultiVal.zero(band.band_get_space()).set_val(0, isl.Val.int_from_si(CTX, factor))
     with surgery.tile_options():
         band = band.band_tile(mv)
-    inner = _fresh(s, lp, name.split("|")[0] + "_unrolled")
+    inner = fresh_name(name.split("|")[0] + "_unrolled",
+                       loop_names_near(s.isl, s.program, lp.statements))
     band = set_band_names(band, [name])
     return set_band_names(band.child(0), [inner])
 
@@ -129,7 +121,7 @@ def _unroll_member(s, band: isl.ScheduleNode, member: int, name: str) -> isl.Sch
 
 def _bound_params(band: isl.ScheduleNode, member: int) -> list[str]:
     """The parameters the trip count of member ``member`` depends on."""
-    outer, this = _outer_and_member(band, member)
+    outer, this = legality.member_maps(band, member)
     rel = outer.range_product(this).range().unwrap()
     names: list[str] = []
     for d in sets_of(rel.reverse().apply_range(rel).deltas()):

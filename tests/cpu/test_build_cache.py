@@ -33,12 +33,7 @@ ADD_ARGS = [ctypes.c_int64, ctypes.POINTER(ctypes.c_double)]
 ENTRY_NAME = re.compile(r"^[0-9a-f]{64}\.(so|json|lock|c)$")
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache_state():
-    cache.clear_memory()
-    cache.reset_stats()
-    yield
-    cache.clear_memory()
+pytestmark = pytest.mark.usefixtures("fresh_cache_state")
 
 
 def counting_cc(tmp_path: Path, sleep: float = 0.0) -> tuple[str, Path]:

@@ -49,12 +49,7 @@ def expected(i: int) -> int:
     return 3 * i + i * i % 1009
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache_state():
-    cache.clear_memory()
-    cache.reset_stats()
-    yield
-    cache.clear_memory()
+pytestmark = pytest.mark.usefixtures("fresh_cache_state")
 
 
 def counting_cc(tmp_path: Path, sleep: float = 0.0) -> tuple[str, Path]:

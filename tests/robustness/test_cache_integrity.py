@@ -28,12 +28,7 @@ SUFFIX = ".bin"
 N_ENTRIES = 100
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache_state():
-    cache.clear_memory()
-    cache.reset_stats()
-    yield
-    cache.clear_memory()
+pytestmark = pytest.mark.usefixtures("fresh_cache_state")
 
 
 @functools.lru_cache(maxsize=None)

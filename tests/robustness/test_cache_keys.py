@@ -24,12 +24,7 @@ SRC = "#include <stdint.h>\nint64_t f(int64_t x) { return x + 1; }\n"
 FAST = ("-O0", "-fPIC", "-shared")
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache_state():
-    cache.clear_memory()
-    cache.reset_stats()
-    yield
-    cache.clear_memory()
+pytestmark = pytest.mark.usefixtures("fresh_cache_state")
 
 
 def wrapper(path: Path, version: str, mtime_ns: int | None = None) -> str:

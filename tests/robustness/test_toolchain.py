@@ -46,12 +46,7 @@ def real_cc() -> list[str]:
         pytest.skip(f"no C compiler: {e}")
 
 
-@pytest.fixture(autouse=True)
-def fresh_cache_state():
-    cache.clear_memory()
-    cache.reset_stats()
-    yield
-    cache.clear_memory()
+pytestmark = pytest.mark.usefixtures("fresh_cache_state")
 
 
 def fake_cc(tmp_path: Path, body: str, name: str = "fake-cc") -> str:
@@ -205,17 +200,25 @@ def test_a_generous_timeout_does_not_disturb_a_real_compile(tmp_path):
 
 # --- cache directories that cannot be used -------------------------------------------------
 
-def test_read_only_cache_directory(tmp_path, monkeypatch):
-    """Builds still work, privately, with a warning that names
-    POLYC_CACHE_DIR.  As root permissions do not bind, so the read-only
-    mount is simulated through ``os.access`` (what the check uses)."""
-    real_cc()
+def read_only_dir(tmp_path, monkeypatch) -> Path:
+    """A cache directory polyc cannot write: mode 0500 and, as root (whom
+    permissions do not bind), ``os.access`` (what the check uses) reporting
+    it read-only."""
     directory = tmp_path / "cache"
     directory.mkdir(mode=0o500)
     if os.geteuid() == 0:
         real_access = os.access
         monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
             False if Path(p) == directory and mode & os.W_OK else real_access(p, mode, **kw)))
+    return directory
+
+
+def test_read_only_cache_directory(tmp_path, monkeypatch):
+    """Builds still work, privately, with a warning that names
+    POLYC_CACHE_DIR.  As root permissions do not bind, so the read-only
+    mount is simulated through ``os.access`` (what the check uses)."""
+    real_cc()
+    directory = read_only_dir(tmp_path, monkeypatch)
     try:
         with pytest.warns(CacheWarning, match="not writable.*POLYC_CACHE_DIR"):
             lib = build_library(SRC, config=cfg(tmp_path))
@@ -232,12 +235,7 @@ def test_read_only_cache_directory_for_the_pipeline(tmp_path, monkeypatch):
 
     import polyc
     from polyc import pipeline
-    directory = tmp_path / "cache"
-    directory.mkdir(mode=0o500)
-    if os.geteuid() == 0:
-        real_access = os.access
-        monkeypatch.setattr(os, "access", lambda p, mode, **kw: (
-            False if Path(p) == directory and mode & os.W_OK else real_access(p, mode, **kw)))
+    directory = read_only_dir(tmp_path, monkeypatch)
     monkeypatch.setenv("POLYC_CACHE_DIR", str(directory))
     pipeline._LOWERED.clear()
     try:

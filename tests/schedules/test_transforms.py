@@ -291,7 +291,8 @@ def test_bad_split_factor(bad):
 
 @pytest.mark.parametrize("bad", [0, -2, 1.0, True])
 def test_bad_scalar_tile_size(bad):
-    refused(start(MATMUL), lambda s: s.tile([C_M, C_N], bad))
+    msg = refused(start(MATMUL), lambda s: s.tile([C_M, C_N], bad))
+    assert "tile size must be a positive integer" in msg, msg
 
 
 def test_numpy_integer_sizes_accepted():
