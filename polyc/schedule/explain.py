@@ -351,7 +351,7 @@ def analyse(schedule, config=None, sizes: dict | None = None) -> dict:
     (values of every size parameter) adds, for each footprint that grows
     with the sizes, its box at those sizes."""
     from .explain_fusion import _fusion as _fusion_groups
-    if "extension" in schedule.isl.to_str():
+    if tree.has_extension(schedule.isl):
         # promotion's copy statements hang below extension nodes, which isl's
         # domain queries refuse: explain the loops of the original statements
         from .language import Schedule

@@ -190,7 +190,7 @@ class Schedule:
         (:func:`polyc.schedule.promotion.check_promotions`)."""
         legality.check_tree(self.isl, self.deps, self.program, what=what,
                             reassociate=self.reassociate)
-        if "extension" in self.isl.to_str():
+        if tree.has_extension(self.isl):
             from .promotion import check_promotions
             check_promotions(self, what)
 

@@ -78,6 +78,11 @@ def walk(node: isl.ScheduleNode):
         yield from walk(node.child(i))
 
 
+def has_extension(schedule: isl.Schedule) -> bool:
+    """Whether the tree has extension nodes (promotion's copy statements)."""
+    return any(n.get_type() == _T.extension for n in walk(schedule.get_root()))
+
+
 def bands(schedule: isl.Schedule):
     """Every band node of ``schedule``, in pre-order."""
     return [n for n in walk(schedule.get_root()) if n.get_type() == _BAND]
