@@ -35,13 +35,16 @@ from .errors import (  # noqa: E402,F401
 __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "DTypeError", "BindingError", "UnsupportedError", "EinsumError",
            "IllegalScheduleError", "ScheduleError", "CompileError", "compile", "einsum",
-           "Kernel", "Schedule", "Loop", "program"]
+           "Kernel", "Schedule", "Loop", "program", "kernel"]
 
 
 def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
     if name in ("compile", "einsum", "Kernel", "program"):
         from . import api
         return getattr(api, name)
+    if name == "kernel":
+        from .pykernel import kernel
+        return kernel
     if name in ("Schedule", "Loop"):
         from .schedule import language
         return getattr(language, name)

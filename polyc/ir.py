@@ -52,7 +52,9 @@ def identity(op: str, dtype: str) -> int | float:
 class Tensor:
     """A named array.  ``shape[d]`` is an ``isl.PwAff`` on the parameter space
     (the extent of dimension ``d``, in elements); ``role`` is ``"input"``,
-    ``"output"`` or ``"local"`` (a buffer that exists only inside the
+    ``"output"``, ``"inout"`` (an argument read and updated in place:
+    ``@polyc.kernel`` arrays), ``"temp"`` (scratch memory the runtime
+    allocates per call and discards: an expanded scalar) or ``"local"`` (a buffer that exists only inside the
     generated code: a promoted footprint, :mod:`polyc.schedule.promotion`;
     constant extents, not an argument); ``dtype`` a key of :data:`C_TYPES`;
     ``origin``: for a local tensor, the tensor whose footprint it holds."""
@@ -128,6 +130,10 @@ class Program:
     arguments must agree with them.  ``preconditions`` is the set of parameter
     values for which every access stays in bounds (checked at call time);
     ``None`` means the context.  ``source`` is the text the program came from.
+    ``order`` is the source's execution order when it is not "statements in
+    sequence, each scanning its domain lexicographically" (imperfect loop
+    nests, time loops, negative steps: :mod:`polyc.frontend.pyloops`): a
+    schedule tree over every statement, bands named by ``loops:`` marks.
     """
     name: str
     params: tuple[str, ...]
@@ -139,6 +145,7 @@ class Program:
     fixed_sizes: dict = field(default_factory=dict, compare=False)
     preconditions: isl.Set | None = None
     source: str = ""
+    order: isl.Schedule | None = field(default=None, compare=False)
 
     def parameter_domain(self) -> isl.Set:
         """The parameter values the generated code may assume: the context
@@ -161,6 +168,11 @@ class Program:
     @property
     def outputs(self) -> tuple[Tensor, ...]:
         return tuple(t for t in self.tensors if t.role == "output")
+
+    @property
+    def arguments(self) -> tuple[Tensor, ...]:
+        """Tensors the caller passes: inputs and in-place arrays."""
+        return tuple(t for t in self.tensors if t.role in ("input", "inout"))
 
     @property
     def locals(self) -> tuple[Tensor, ...]:
@@ -286,10 +298,13 @@ def _identity_band(domain: isl.Set) -> isl.MultiUnionPwAff:
 
 
 def original_schedule(program: Program) -> isl.Schedule:
-    """The original execution order of ``program``: a sequence node with one
-    filter per statement (source order) and, below each, a band scanning the
-    statement's iterators in order.  Bands are marked non-permutable and
-    non-coincident: nothing about them has been proven."""
+    """The original execution order of ``program``: ``program.order`` when
+    the frontend gave one, else a sequence node with one filter per statement
+    (source order) and, below each, a band scanning the statement's
+    iterators in order.  Bands are marked non-permutable and non-coincident:
+    nothing about them has been proven."""
+    if program.order is not None:
+        return program.order
     domain = program.domain()
     sched = isl.Schedule.from_domain(domain)
     stmts = [s for s in program.statements]

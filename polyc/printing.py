@@ -22,6 +22,12 @@ def format_program(p: Program) -> str:
     ins = ", ".join(tdesc(t) for t in p.inputs)
     outs = ", ".join(tdesc(t) for t in p.outputs)
     lines.append(f"program {p.name}({ins}) -> ({outs})")
+    inout = [t for t in p.tensors if t.role == "inout"]
+    if inout:
+        lines.append("  in place: " + ", ".join(tdesc(t) for t in inout))
+    temps = [t for t in p.tensors if t.role == "temp"]
+    if temps:
+        lines.append("  temporaries: " + ", ".join(tdesc(t) for t in temps))
     if p.locals:
         lines.append("  locals: " + ", ".join(tdesc(t) for t in p.locals))
     lines.append(f"  params: [{', '.join(p.params)}]  context: {p.context.params()}")
@@ -36,4 +42,6 @@ def format_program(p: Program) -> str:
         lines.append(f"    write:  {s.write}")
         for r in s.reads:
             lines.append(f"    read:   {r}")
+    if p.order is not None:
+        lines.append(f"  order: {p.order}")
     return "\n".join(lines) + "\n"

@@ -116,15 +116,19 @@ class Binder:
     def __init__(self, program: Program):
         self.program = program
         p = program
-        self.inputs = {t.name: t for t in p.inputs}
+        self.inputs = {t.name: t for t in p.arguments}
         self.outputs = p.outputs
+        self.temps = tuple(t for t in p.tensors if t.role == "temp")
         ctx = p.context
         self.out_shapes = [
             [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
             for t in self.outputs]
         self.in_shapes = {
             t.name: [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
-            for t in p.inputs}
+            for t in p.arguments}
+        self.temp_shapes = [
+            [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
+            for t in self.temps]
         self.gathers = self._direct_gathers(p)
         self.work = self._work_estimate(p)
         self.partial = self._partially_written(p)
@@ -274,15 +278,52 @@ class Binder:
             all_shapes.update({t.name: sh for t, sh in zip(self.outputs, shapes)})
             self._check_gathers(arrays, pvals, all_shapes)
         results, copies = self._outputs(shapes, out, arrays)
+        inplace = self._in_place(args, arrays)
         # local tensors (promoted buffers) live in the generated code: no argument
         tensors = [t for t in p.tensors if t.role != "local"]
-        buffers = [arrays[t.name] if t.role == "input" else None for t in tensors]
-        k = 0
+        buffers = [arrays[t.name] if t.role in ("input", "inout") else None
+                   for t in tensors]
+        k = j = 0
         for i, t in enumerate(tensors):
             if t.role == "output":
                 buffers[i] = copies[k][0] if copies[k] else results[k]
                 k += 1
-        return pvals, buffers, results, [c for c in copies if c]
+            elif t.role == "temp":
+                shape = tuple(max(0, int(fn(*pvals))) for fn in self.temp_shapes[j])
+                buffers[i] = np.empty(shape, dtype=t.dtype)
+                j += 1
+        return pvals, buffers, results, [c for c in copies if c] + inplace
+
+    def _in_place(self, args: tuple, arrays: dict) -> list:
+        """Checks the in-place (``inout``) arguments, all before anything is
+        written: each must be writable and share memory with no other
+        in-place argument; an input that shares memory with one is copied
+        first (it is read as it was at the call).  Returns the (contiguous
+        temporary, caller's array) pairs to copy back after the call, for
+        in-place arrays that are not C-contiguous and aligned."""
+        p = self.program
+        given = dict(zip(p.signature, args))
+        inout = [t.name for t in p.tensors if t.role == "inout"]
+        back = []
+        for k, name in enumerate(inout):
+            arg = given[name]
+            if isinstance(arg, np.ndarray) and not arg.flags.writeable:
+                raise BindingError(f"argument {name}: the kernel updates it in place, but "
+                                   "the array is read-only")
+            if _self_overlapping(arrays[name]):
+                raise BindingError(f"argument {name}: its elements overlap in memory, and "
+                                   "the kernel updates it in place")
+            for other in inout[:k]:
+                if np.may_share_memory(given[other], arg):
+                    raise BindingError(f"arguments {other} and {name} share memory, and the "
+                                       "kernel updates both in place; pass distinct arrays")
+            for other, a in list(arrays.items()):
+                if (other not in inout and isinstance(given[other], np.ndarray)
+                        and np.may_share_memory(given[other], arg)):
+                    arrays[other] = a.copy()
+            if arrays[name] is not arg:           # a contiguous copy was made
+                back.append((arrays[name], arg))
+        return back
 
     def _array(self, name: str, arg) -> np.ndarray:
         t = self.inputs[name]
@@ -497,6 +538,8 @@ class Kernel:
             self._fn(params.ctypes.data, ptrs.ctypes.data, 1 if small else self._nthreads)
         for tmp, dst in copies:
             dst[...] = tmp
+        if not self.program.outputs:
+            return None              # in-place kernels (@polyc.kernel)
         return results[0] if len(results) == 1 else tuple(results)
 
     def __repr__(self) -> str:

@@ -391,7 +391,11 @@ def natural_schedule(program: Program) -> isl.Schedule:
     loops (``for m: for n: { C = 0; for k: C += ... }``).  Every band is
     named after the source iterators.  Legal by construction: the only
     instances it reorders with respect to :func:`polyc.ir.original_schedule`
-    are an initialisation and the updates of other output elements."""
+    are an initialisation and the updates of other output elements.  A
+    program with an explicit source order (``Program.order``: Python loop
+    nests) gets that order."""
+    if program.order is not None:
+        return program.order
     parts = [_subtree(g) for g in _groups(program)]
     sched = parts[0]
     for p in parts[1:]:

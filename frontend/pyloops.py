@@ -1,0 +1,753 @@
+"""Affine loop programs written in Python: the ``@polyc.kernel`` frontend.
+
+A decorated function's body is parsed with :mod:`ast` (never executed) and
+lowered to an :class:`polyc.ir.Program` whose statements are the body's
+assignments, each with its iteration domain (the enclosing ``range`` loops
+and affine ``if`` conditions, as an ``isl.Set``), its access relations and,
+in ``Program.order``, the source's execution order as a schedule tree
+(imperfect nests, sequences of loops, negative steps).  The accepted subset
+is a static control program (SCoP, Feautrier 1991; the class PolyBench and
+Polly's SCoP detection accept):
+
+* ``for v in range(lo, hi[, step])``, ``step`` an integer literal (either
+  sign), ``lo``/``hi`` affine in enclosing loop variables and sizes
+  (``+ - *`` by literals, ``//`` and ``%`` by positive literals, ``min``,
+  ``max``);
+* sizes from shape unpacking at the top level (``n, m = A.shape``,
+  ``n = A.shape[0]``) or integer arguments (``tsteps``);
+* array element assignments ``A[i, j] = v`` and ``+= -= *= /=`` with affine
+  subscripts; local scalars assigned before use; float scalar arguments;
+* ``if`` statements with affine conditions (``and``/``or``/``not``, chained
+  comparisons); ``a if c else b`` on values; ``min max abs sqrt exp log pow``
+  and their ``math.``/``np.`` spellings; ``**``.
+
+Anything else raises :class:`~polyc.errors.UnsupportedError` with the file,
+line and column of the construct and what is allowed instead.  Scalars are
+expanded along the loops they do not carry a value across
+(:mod:`polyc.expansion`), so they do not serialise the nest.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass, field
+
+import islpy as isl
+import numpy as np
+
+from polyc import expr as E
+from polyc.errors import DTypeError, ShapeError, UnsupportedError
+from polyc.ir import C_TYPES, Program, Tensor, make_statement
+from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
+
+from .source import Span
+
+#: Value functions and the expression-tree builtin each becomes.
+FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "sqrt",
+             "exp": "exp", "log": "log", "pow": "pow"}
+MODULES = ("math", "np", "numpy")
+_ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
+                       "assignments to array elements (A[i, j] = ..., +=, -=, *=, /=) "
+                       "and to local scalars")
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+        ast.NotEq: "!="}
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """What a call passes for one parameter: ``kind`` is ``"array"`` (with
+    ``dtype`` and ``ndim``), ``"int"`` or ``"float"``."""
+    kind: str
+    dtype: str = ""
+    ndim: int = 0
+
+
+@dataclass
+class _Loop:
+    var: str
+    lower: E.Expr
+    upper: E.Expr
+    step: int
+
+
+@dataclass
+class _Node:
+    """The source's structure, for ``Program.order``: a loop (``loop`` set)
+    or a block; ``items`` are child nodes and statement names in order."""
+    loop: _Loop | None = None
+    items: list = field(default_factory=list)
+
+
+class _Lowering:
+    """One specialisation of a function to a Program (see :func:`lower`)."""
+
+    def __init__(self, fn_ast: ast.FunctionDef, filename: str, line0: int, name: str,
+                 specs: dict[str, ArgSpec], lines: list[str]):
+        self.fn, self.filename, self.line0, self.name = fn_ast, filename, line0, name
+        self.specs, self.lines = specs, lines
+        self.params: list[str] = []            # size parameters, in order
+        self.bindings: dict[str, tuple | None] = {}
+        self.arrays = {a: s for a, s in specs.items() if s.kind == "array"}
+        self.floats = [a for a, s in specs.items() if s.kind == "float"]
+        self.shape_param: dict[tuple[str, int], str] = {}
+        self.scalars: dict[str, str] = {}      # local scalar -> tensor name
+        self.statements = []
+        self.written: set[str] = set()
+        self.paths: dict[str, list[int]] = {}   # statement -> enclosing loops
+        dts = sorted({s.dtype for s in self.arrays.values()})
+        floats = [d for d in dts if d.startswith("float")]
+        self.value_dtype = (floats[0] if len(floats) == 1 else "float64") if floats else (
+            dts[0] if len(dts) == 1 else "float64")
+
+    # ---------------------------------------------------------------- errors
+    def span(self, node: ast.AST) -> Span:
+        line = self.line0 + getattr(node, "lineno", 1) - 1
+        col = getattr(node, "col_offset", 0) + 1
+        end = self.line0 + (getattr(node, "end_lineno", None) or node.lineno) - 1
+        return Span(line, col, end, (getattr(node, "end_col_offset", None) or col) + 1,
+                    self.filename)
+
+    def fail(self, node: ast.AST, what: str, instead: str = "") -> UnsupportedError:
+        sp = self.span(node)
+        try:
+            text = ast.unparse(node)
+        except Exception:  # noqa: BLE001 (unparse of a fragment: best effort)
+            text = ""
+        src = self.lines[node.lineno - 1] if 0 < getattr(node, "lineno", 0) <= len(
+            self.lines) else ""
+        msg = f"{sp.filename}:{sp.line}:{sp.column}: {what}"
+        if text and text not in what:
+            msg += f": {text}"
+        if instead:
+            msg += f"; {instead}"
+        if src.strip():
+            msg += f"\n    {src.rstrip()}\n    {' ' * (node.col_offset)}^"
+        return UnsupportedError(msg)
+
+    # ---------------------------------------------------------------- sizes
+    def prologue(self) -> list[ast.stmt]:
+        """Reads the shape unpacking statements (anywhere at the top level);
+        returns the remaining top-level statements."""
+        rest = []
+        for st in self.fn.body:
+            if (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
+                    and isinstance(st.value.value, str)) or isinstance(st, ast.Pass):
+                continue
+            if isinstance(st, ast.Assign) and self._is_shape(st.value):
+                self._unpack(st)
+                continue
+            rest.append(st)
+        for a, spec in self.specs.items():
+            if spec.kind == "int":
+                self._new_param(a, None, self.fn)
+        for a, spec in self.arrays.items():
+            for d in range(spec.ndim):
+                if (a, d) not in self.shape_param:
+                    self._new_param(self._fresh(f"{a}_dim{d}"), (a, d), self.fn)
+        return rest
+
+    def _fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.specs or name in self.params:
+            name, k = f"{base}_{k}", k + 1
+        return name
+
+    @staticmethod
+    def _is_shape(v: ast.AST) -> bool:
+        if isinstance(v, ast.Subscript):
+            v = v.value
+        return (isinstance(v, ast.Attribute) and v.attr == "shape"
+                and isinstance(v.value, ast.Name))
+
+    def _new_param(self, name: str, src, node) -> None:
+        if name in self.params:
+            raise self.fail(node, f"size {name} is defined twice")
+        self.params.append(name)
+        self.bindings[name] = src
+        if src is not None:
+            self.shape_param[src] = name
+
+    def _unpack(self, st: ast.Assign) -> None:
+        if len(st.targets) != 1:
+            raise self.fail(st, "chained assignment of a shape")
+        target, value = st.targets[0], st.value
+        if isinstance(value, ast.Subscript):
+            arr = value.value.value.id
+            dim = self._const_int(value.slice)
+            targets = [target]
+        else:
+            arr, dim = value.value.id, None
+            if not isinstance(target, (ast.Tuple, ast.List)):
+                raise self.fail(st, "a whole shape assigned to one name",
+                                f"unpack it: `n, m = {arr}.shape`, or `n = {arr}.shape[0]`")
+            targets = list(target.elts)
+        if arr not in self.specs:
+            raise self.fail(value, f"{arr} is not an argument of the kernel")
+        spec = self.specs[arr]
+        if spec.kind != "array":
+            raise DTypeError(f"{self.where(st)}: argument {arr} is unpacked as an array "
+                             f"({ast.unparse(st)}), but the call passed a {spec.kind}")
+        if dim is None and len(targets) != spec.ndim:
+            raise ShapeError(f"{self.where(st)}: `{ast.unparse(st)}` unpacks "
+                             f"{len(targets)} sizes, but argument {arr} has "
+                             f"{spec.ndim} dimension(s)")
+        dims = range(spec.ndim) if dim is None else [dim]
+        for t, d in zip(targets, dims):
+            if d < 0:
+                d += spec.ndim
+            if not 0 <= d < spec.ndim:
+                raise ShapeError(f"{self.where(st)}: {arr}.shape[{dim}] does not exist: "
+                                 f"argument {arr} has {spec.ndim} dimension(s)")
+            if not isinstance(t, ast.Name):
+                raise self.fail(t, "a shape unpacked into something other than a name")
+            if t.id == "_":
+                continue
+            if t.id in self.specs:
+                raise self.fail(t, f"size {t.id} has the name of an argument")
+            if (arr, d) in self.shape_param:
+                raise self.fail(t, f"{arr}.shape[{d}] is unpacked twice")
+            self._new_param(t.id, (arr, d), t)
+
+    def where(self, node: ast.AST) -> str:
+        sp = self.span(node)
+        return f"{sp.filename}:{sp.line}"
+
+    def _const_int(self, node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) \
+                and not isinstance(node.value, bool):
+            return node.value
+        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+                and isinstance(node.operand, ast.Constant)
+                and isinstance(node.operand.value, int)):
+            return -node.operand.value
+        raise self.fail(node, "expected an integer literal")
+
+    # ---------------------------------------------------------- expressions
+    def index_expr(self, node: ast.AST, loops: list[_Loop]) -> E.Expr:
+        """An integer affine expression: loop variables, sizes, literals."""
+        vars_ = {lp.var for lp in loops}
+        sp = self.span(node)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, int):
+                raise self.fail(node, "a non-integer constant in an index expression")
+            return E.Const(node.value, sp)
+        if isinstance(node, ast.Name):
+            if node.id in vars_:
+                return E.Index(node.id, sp)
+            if node.id in self.params:
+                return E.Param(node.id, sp)
+            if node.id in self.specs and self.specs[node.id].kind == "float":
+                raise DTypeError(f"{self.where(node)}: argument {node.id} is used as an "
+                                 "integer (a loop bound, subscript or condition), but the "
+                                 "call passed a float; pass an int")
+            if node.id in self.scalars or node.id in self.arrays or node.id in self.specs:
+                raise self.fail(node, f"{node.id} holds data, so it cannot be used in a "
+                                      "subscript, loop bound or if condition",
+                                "these must be affine in loop variables and sizes; use "
+                                "`a if cond else b` for data-dependent values")
+            raise self.fail(node, f"unknown name {node.id}",
+                            "names in indices are loop variables, sizes from "
+                            "`n = A.shape[0]`, or integer arguments")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = self.index_expr(node.operand, loops)
+            return inner if isinstance(node.op, ast.UAdd) else E.Unary("-", inner, sp)
+        if isinstance(node, ast.BinOp):
+            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/",
+                   ast.Mod: "%"}
+            op = ops.get(type(node.op))
+            if op is None:
+                raise self.fail(node, "an operator that is not integer affine arithmetic",
+                                "indices and bounds use + - *, and // or % by a positive "
+                                "integer literal")
+            return E.Binary(op, self.index_expr(node.left, loops),
+                            self.index_expr(node.right, loops), sp)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("min", "max") and len(node.args) >= 2
+                and not node.keywords):
+            args = [self.index_expr(a, loops) for a in node.args]
+            out = args[0]
+            for a in args[1:]:
+                out = E.Call(node.func.id, (out, a), sp)
+            return out
+        if isinstance(node, ast.Subscript):
+            raise self.fail(node, "a subscript that reads data (an indirect access)",
+                            "subscripts must be affine in loop variables and sizes")
+        raise self.fail(node, "an expression that is not affine in loop variables and sizes")
+
+    def value_expr(self, node: ast.AST, loops: list[_Loop]) -> E.Expr:
+        """A value: literals, array elements, scalars, arithmetic, selects, calls."""
+        sp = self.span(node)
+        vars_ = {lp.var for lp in loops}
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise self.fail(node, f"the constant {node.value!r}",
+                                "values are int or float literals")
+            return E.Const(node.value, sp)
+        if isinstance(node, ast.Name):
+            if node.id in vars_:
+                return E.Index(node.id, sp)
+            if node.id in self.params:
+                return E.Param(node.id, sp)
+            if node.id in self.floats:
+                return E.Access(node.id, (), sp)
+            if node.id in self.scalars:
+                return E.Access(self.scalars[node.id], (), sp)
+            if node.id in self.arrays:
+                raise self.fail(node, f"the whole array {node.id} used as a value",
+                                f"read one element: {node.id}[i, ...]")
+            if node.id in self.assigned_later:
+                raise self.fail(node, f"scalar {node.id} is read before it is assigned")
+            raise self.fail(node, f"unknown name {node.id}",
+                            "a kernel reads its arguments, loop variables, sizes and "
+                            "local scalars assigned earlier")
+        if isinstance(node, ast.Subscript):
+            return self.access(node, loops)
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.UAdd):
+                return self.value_expr(node.operand, loops)
+            if isinstance(node.op, ast.USub):
+                return E.Unary("-", self.value_expr(node.operand, loops), sp)
+            if isinstance(node.op, ast.Not):
+                return E.Unary("!", self.value_expr(node.operand, loops), sp)
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Pow):
+                return E.Call("pow", (self.value_expr(node.left, loops),
+                                      self.value_expr(node.right, loops)), sp)
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise self.fail(node, f"the operator {type(node.op).__name__} on values",
+                                "values use + - * / ** and the functions "
+                                + ", ".join(sorted(set(FUNCTIONS))))
+            lhs, rhs = self.value_expr(node.left, loops), self.value_expr(node.right, loops)
+            if op == "/" and _integral(lhs) and _integral(rhs):
+                lhs = E.Binary("*", E.Const(1.0), lhs, sp)   # Python's true division
+            return E.Binary(op, lhs, rhs, sp)
+        if isinstance(node, ast.Compare):
+            parts, left = [], self.value_expr(node.left, loops)
+            for op, right in zip(node.ops, node.comparators):
+                if type(op) not in _CMP:
+                    raise self.fail(node, f"the comparison {type(op).__name__}")
+                r = self.value_expr(right, loops)
+                parts.append(E.Binary(_CMP[type(op)], left, r, sp))
+                left = r
+            out = parts[0]
+            for p in parts[1:]:
+                out = E.Binary("&&", out, p, sp)
+            return out
+        if isinstance(node, ast.BoolOp):
+            op = "&&" if isinstance(node.op, ast.And) else "||"
+            vals = [self.value_expr(v, loops) for v in node.values]
+            out = vals[0]
+            for v in vals[1:]:
+                out = E.Binary(op, out, v, sp)
+            return out
+        if isinstance(node, ast.IfExp):
+            return E.Select(self.value_expr(node.test, loops),
+                            self.value_expr(node.body, loops),
+                            self.value_expr(node.orelse, loops), sp)
+        if isinstance(node, ast.Call):
+            return self.call(node, loops)
+        raise self.fail(node, f"the expression {type(node).__name__}",
+                        "values use literals, array elements, scalars, + - * / **, "
+                        "comparisons, `a if c else b` and "
+                        + ", ".join(sorted(set(FUNCTIONS))))
+
+    def call(self, node: ast.Call, loops: list[_Loop]) -> E.Expr:
+        f = node.func
+        name = None
+        if isinstance(f, ast.Name):
+            name = f.id
+        elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+              and f.value.id in MODULES):
+            name = f.attr
+        if name not in FUNCTIONS or node.keywords:
+            raise self.fail(node, f"a call to {ast.unparse(f)}",
+                            "a kernel may call " + ", ".join(sorted(set(FUNCTIONS)))
+                            + " (also as math.* / np.*)")
+        fn = FUNCTIONS[name]
+        args = [self.value_expr(a, loops) for a in node.args]
+        if fn in ("min", "max"):
+            if len(args) < 2:
+                raise self.fail(node, f"{name}() needs at least two values")
+            out = args[0]
+            for a in args[1:]:
+                out = E.Call(fn, (out, a), self.span(node))
+            return out
+        want = E.BUILTINS[fn]
+        if len(args) != want:
+            raise self.fail(node, f"{name}() takes {want} argument(s), got {len(args)}")
+        return E.Call(fn, tuple(args), self.span(node))
+
+    def access(self, node: ast.Subscript, loops: list[_Loop]) -> E.Access:
+        base = node.value
+        if isinstance(base, ast.Subscript):
+            raise self.fail(node, "chained subscripts A[i][j]", "write A[i, j]")
+        if not isinstance(base, ast.Name) or base.id not in self.arrays:
+            what = ast.unparse(base)
+            if isinstance(base, ast.Name) and base.id in self.specs:
+                raise DTypeError(f"{self.where(node)}: argument {base.id} is indexed as an "
+                                 f"array, but the call passed a {self.specs[base.id].kind}")
+            raise self.fail(node, f"a subscript of {what}, which is not an array argument")
+        sl = node.slice
+        idx = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+        if any(isinstance(i, ast.Slice) for i in idx):
+            raise self.fail(node, "slicing", "kernels access one element at a time: "
+                                             "write the loop")
+        ndim = self.arrays[base.id].ndim
+        if len(idx) != ndim:
+            raise ShapeError(f"{self.where(node)}: {ast.unparse(node)} has {len(idx)} "
+                             f"subscript(s), but argument {base.id} has {ndim} "
+                             "dimension(s)")
+        return E.Access(base.id, tuple(self.index_expr(i, loops) for i in idx),
+                        self.span(node))
+
+    # ----------------------------------------------------------- statements
+    def block(self, stmts: list[ast.stmt], loops: list[_Loop], conds: list,
+              node: _Node) -> None:
+        for st in stmts:
+            if isinstance(st, ast.For):
+                self.loop(st, loops, conds, node)
+            elif isinstance(st, ast.If):
+                cond = self.condition(st.test, loops)
+                self.block(st.body, loops, conds + [(cond, True)], node)
+                if st.orelse:
+                    self.block(st.orelse, loops, conds + [(cond, False)], node)
+            elif isinstance(st, (ast.Assign, ast.AugAssign)):
+                self.assignment(st, loops, conds, node)
+            elif isinstance(st, ast.Pass) or (
+                    isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
+                    and isinstance(st.value.value, str)):
+                continue
+            elif isinstance(st, ast.While):
+                raise self.fail(st, "a while loop", "use `for v in range(lo, hi, step)` "
+                                                   "with affine bounds")
+            elif isinstance(st, ast.Return):
+                raise self.fail(st, "a return statement",
+                                "kernels update their array arguments in place and "
+                                "return nothing")
+            else:
+                kind = type(st).__name__
+                if isinstance(st, ast.Expr) and isinstance(st.value, ast.Call):
+                    raise self.fail(st, f"a call to {ast.unparse(st.value.func)} as a "
+                                        "statement", f"a kernel body holds {_ALLOWED_STATEMENTS}")
+                raise self.fail(st, f"a {kind} statement",
+                                f"a kernel body holds {_ALLOWED_STATEMENTS}")
+
+    def loop(self, st: ast.For, loops, conds, parent: _Node) -> None:
+        if not isinstance(st.target, ast.Name):
+            raise self.fail(st.target, "a loop target that is not a single name")
+        var = st.target.id
+        it = st.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and it.func.id == "range" and 1 <= len(it.args) <= 3 and not it.keywords):
+            raise self.fail(it, "a loop over something other than range(...)",
+                            "loop with `for v in range(lo, hi[, step])`")
+        if st.orelse:
+            raise self.fail(st, "a for ... else loop")
+        if var in {lp.var for lp in loops}:
+            raise self.fail(st.target, f"loop variable {var} reused inside a loop over {var}")
+        if var in self.specs or var in self.params or var in self.scalars:
+            raise self.fail(st.target, f"loop variable {var} has the name of an argument, "
+                                       "size or scalar")
+        args = it.args
+        lo = self.index_expr(args[0], loops) if len(args) >= 2 else E.Const(0)
+        hi = self.index_expr(args[1] if len(args) >= 2 else args[0], loops)
+        step = self._const_int(args[2]) if len(args) == 3 else 1
+        if step == 0:
+            raise self.fail(args[2], "a loop step of 0")
+        lp = _Loop(var, lo, hi, step)
+        child = _Node(loop=lp)
+        parent.items.append(child)
+        self.block(st.body, loops + [lp], conds, child)
+
+    def condition(self, test: ast.AST, loops) -> ast.AST:
+        # validate now (affine), build per statement later
+        self._cond_set(test, loops, set_space(self.params, [lp.var for lp in loops], "c"))
+        return test
+
+    def _cond_set(self, test: ast.AST, loops, space: isl.Space) -> isl.Set:
+        if isinstance(test, ast.BoolOp):
+            sets = [self._cond_set(v, loops, space) for v in test.values]
+            out = sets[0]
+            for s in sets[1:]:
+                out = out.intersect(s) if isinstance(test.op, ast.And) else out.union(s)
+            return out
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self._cond_set(test.operand, loops, space).complement()
+        if isinstance(test, ast.Constant) and isinstance(test.value, bool):
+            u = isl.Set.universe(space)
+            return u if test.value else isl.Set.empty(space)
+        if isinstance(test, ast.Compare):
+            out = isl.Set.universe(space)
+            left = test.left
+            for op, right in zip(test.ops, test.comparators):
+                if type(op) not in _CMP:
+                    raise self.fail(test, f"the comparison {type(op).__name__} in an if")
+                a = self._aff(self.index_expr(left, loops), space, left)
+                b = self._aff(self.index_expr(right, loops), space, right)
+                rel = {ast.Lt: a.lt_set, ast.LtE: a.le_set, ast.Gt: a.gt_set,
+                       ast.GtE: a.ge_set, ast.Eq: a.eq_set, ast.NotEq: a.ne_set}[type(op)]
+                out = out.intersect(rel(b))
+                left = right
+            return out
+        raise self.fail(test, "an if condition that is not a comparison of affine "
+                              "expressions", "conditions compare loop variables and sizes "
+                              "(and/or/not allowed); for a data-dependent choice use "
+                              "`a if cond else b` on the value")
+
+    def _aff(self, e: E.Expr, space: isl.Space, node: ast.AST) -> isl.PwAff:
+        try:
+            return aff_from_expr(e, space)
+        except NonAffineError as err:
+            raise self.fail(node, f"a non-affine expression ({err.reason})",
+                            "indices, bounds and conditions must be affine in loop "
+                            "variables and sizes") from None
+
+    def assignment(self, st, loops, conds, node: _Node) -> None:
+        if isinstance(st, ast.Assign):
+            if len(st.targets) != 1:
+                raise self.fail(st, "a chained assignment")
+            target, op = st.targets[0], "="
+        else:
+            target = st.target
+            op = _AUG.get(type(st.op))
+            if op is None:
+                raise self.fail(st, f"the augmented assignment {type(st.op).__name__}=",
+                                "use = += -= *= /=")
+        rhs = self.value_expr(st.value, loops)
+        if isinstance(target, ast.Subscript):
+            lhs = self.access(target, loops)
+            self.written.add(lhs.tensor)
+        elif isinstance(target, ast.Name):
+            nm = target.id
+            if nm in self.specs or nm in self.params or nm in {lp.var for lp in loops}:
+                raise self.fail(target, f"assignment to {nm}, which is an argument, size "
+                                        "or loop variable",
+                                "assign to array elements or to new local scalars")
+            if op != "=" and nm not in self.scalars:
+                raise self.fail(target, f"scalar {nm} is updated before it is assigned")
+            if nm not in self.scalars:
+                self.scalars[nm] = self._fresh(nm)
+            lhs = E.Access(self.scalars[nm], (), self.span(target))
+        else:
+            raise self.fail(target, "an assignment target that is neither an array "
+                                    "element nor a scalar name")
+        if op != "=":
+            rhs = E.Binary(op, lhs, rhs, self.span(st))
+        self._statement(st, lhs, rhs, loops, conds, node)
+
+    def _statement(self, st, lhs, rhs, loops, conds, node: _Node) -> None:
+        name = f"S{len(self.statements)}"
+        iters = [lp.var for lp in loops]
+        space = set_space(self.params, iters, name)
+        dom = isl.Set.universe(space)
+        ls = isl.LocalSpace.from_space(space)
+        for d, lp in enumerate(loops):
+            v = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, d))
+            lo = self._aff(lp.lower, space, st)
+            hi = self._aff(lp.upper, space, st)
+            if lp.step > 0:
+                dom = dom.intersect(v.ge_set(lo)).intersect(v.lt_set(hi))
+                first = lo
+            else:
+                dom = dom.intersect(v.le_set(lo)).intersect(v.gt_set(hi))
+                first = lo
+            if abs(lp.step) != 1:
+                diff = v.sub(first) if lp.step > 0 else first.sub(v)
+                dom = dom.intersect(diff.mod_val(isl.Val.int_from_si(CTX, abs(lp.step)))
+                                    .zero_set())
+        for test, positive in conds:
+            c = self._cond_set(test, loops, space)
+            dom = dom.intersect(c if positive else c.complement())
+        dom = dom.coalesce()
+        shapes = self.shapes()
+        text = ast.unparse(st)
+        try:
+            s = make_statement(name=name, iterators=iters, domain=dom, lhs=lhs, op="=",
+                               rhs=rhs, shapes=shapes, text=text, span=self.span(st))
+        except NonAffineError as err:
+            raise self.fail(st, f"a non-affine subscript ({err.reason})",
+                            "subscripts must be affine in loop variables and sizes") from None
+        self.statements.append(s)
+        self.paths[name] = [id(lp) for lp in loops]
+        node.items.append(name)
+
+    # ----------------------------------------------------------- program
+    @property
+    def context(self) -> isl.Set:
+        sp = param_space(self.params)
+        ctx = isl.Set.universe(sp)
+        for k in range(len(self.params)):
+            ctx = ctx.lower_bound_val(isl.dim_type.param, k, isl.Val.zero(CTX))
+        return ctx
+
+    def shapes(self) -> dict:
+        sp = param_space(self.params)
+        ls = isl.LocalSpace.from_space(sp)
+        out = {}
+        for a, spec in self.arrays.items():
+            out[a] = tuple(isl.PwAff.from_aff(isl.Aff.var_on_domain(
+                ls, isl.dim_type.param, self.params.index(self.shape_param[(a, d)])))
+                for d in range(spec.ndim))
+        for a in self.floats:
+            out[a] = ()
+        for t in self.scalars.values():
+            out[t] = ()
+        return out
+
+    def run(self) -> Program:
+        body = self.prologue()
+        self.assigned_later = _assigned_names(self.fn)
+        root = _Node()
+        self.block(body, [], [], root)
+        if not self.statements:
+            raise self.fail(self.fn, f"kernel {self.name} assigns nothing",
+                            "a kernel updates array elements inside loops")
+        shapes = self.shapes()
+        tensors = []
+        for a, spec in self.specs.items():
+            if spec.kind == "array":
+                role = "inout" if a in self.written else "input"
+                tensors.append(Tensor(a, spec.dtype, shapes[a], role))
+            elif spec.kind == "float":
+                tensors.append(Tensor(a, self.value_dtype, (), "input"))
+        for t in self.scalars.values():
+            tensors.append(Tensor(t, self.value_dtype, (), "temp"))
+        signature = tuple(self.specs)
+        stmts = tuple(self.statements)
+        prog = Program(name=self.name, params=tuple(self.params), context=self.context,
+                       tensors=tuple(tensors), statements=stmts,
+                       param_bindings=dict(self.bindings), signature=signature,
+                       source=ast.unparse(self.fn))
+        prog = prog.replace(order=_order_tree(prog, root))
+        from polyc.expansion import expand_scalars
+        return expand_scalars(prog, list(self.scalars.values()), self.paths)
+
+
+def _integral(e: E.Expr) -> bool:
+    """Whether ``e`` is integer-valued in C (indices, sizes, int literals)."""
+    if isinstance(e, (E.Index, E.Param)):
+        return True
+    if isinstance(e, E.Const):
+        return isinstance(e.value, int)
+    if isinstance(e, E.Unary) and e.op == "-":
+        return _integral(e.operand)
+    if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%"):
+        return _integral(e.lhs) and _integral(e.rhs)
+    return False
+
+
+def _assigned_names(fn: ast.FunctionDef) -> set[str]:
+    return {t.id for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign))
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)}
+
+
+def _order_tree(prog: Program, root: _Node) -> isl.Schedule:
+    """The source order as a schedule tree: a band per loop (one member,
+    ``v`` or ``-v`` for a negative step, named by a ``loops:`` mark) and a
+    sequence per block of several items."""
+    from polyc.schedule.tree import set_band_names
+    stmts = {s.name: s for s in prog.statements}
+
+    def under(node) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        return [n for it in node.items for n in under(it)]
+
+    def build(node) -> isl.Schedule:
+        if isinstance(node, str):
+            return isl.Schedule.from_domain(isl.UnionSet.from_set(stmts[node].domain))
+        parts = [build(it) for it in node.items]
+        sched = parts[0]
+        for p in parts[1:]:
+            sched = sched.sequence(p)
+        if node.loop is None:
+            return sched
+        names = under(node)
+        umap = isl.UnionMap.empty(param_space(prog.params))
+        for nm in names:
+            s = stmts[nm]
+            d = s.iterators.index(node.loop.var)
+            sp = s.domain.get_space()
+            ls = isl.LocalSpace.from_space(sp)
+            aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, d)
+            if node.loop.step < 0:
+                aff = aff.neg()
+            umap = umap.union(isl.UnionMap.from_map(isl.Map.from_aff(aff)))
+        mupa = isl.MultiUnionPwAff.from_union_map(umap)
+        sched = sched.insert_partial_schedule(mupa)
+        band = sched.get_root().child(0)
+        return set_band_names(band, [node.loop.var]).get_schedule()
+
+    items = [it for it in root.items]
+    return build(_Node(items=items))
+
+
+def parse_function(fn):
+    """(FunctionDef, filename, first line, source lines) of ``fn``; raises
+    :class:`UnsupportedError` when its source is not available."""
+    try:
+        src = inspect.getsource(fn)
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+        _, line0 = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as err:
+        raise UnsupportedError(f"@polyc.kernel needs the source of {fn.__name__!r} "
+                               f"({err}); define it in a file, not at an interactive "
+                               "prompt or through exec") from None
+    src = textwrap.dedent(src)
+    tree = ast.parse(src)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise UnsupportedError(f"{filename}:{line0}: @polyc.kernel applies to a function "
+                               "defined with def")
+    return fdef, filename, line0, src.splitlines()
+
+
+def check_signature(fdef: ast.FunctionDef, filename: str, line0: int) -> list[str]:
+    a = fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+        raise UnsupportedError(f"{filename}:{line0}: kernel {fdef.name}: parameters must be "
+                               "plain positional names (no defaults, *args, **kwargs or "
+                               "keyword-only parameters)")
+    return [x.arg for x in a.args]
+
+
+def arg_spec(name: str, value) -> ArgSpec:
+    """The :class:`ArgSpec` of one call argument; raises ``DTypeError`` for
+    an element type polyc does not compile."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.name not in C_TYPES:
+            raise DTypeError(f"argument {name}: dtype {value.dtype} is not supported; "
+                             f"use one of {', '.join(C_TYPES)} "
+                             f"(convert with .astype('float64'))")
+        return ArgSpec("array", value.dtype.name, value.ndim)
+    if isinstance(value, (bool, np.bool_)):
+        raise DTypeError(f"argument {name}: a bool; pass an int size or a float")
+    if isinstance(value, (int, np.integer)):
+        return ArgSpec("int")
+    if isinstance(value, (float, np.floating)):
+        return ArgSpec("float")
+    raise DTypeError(f"argument {name}: expected a numpy array, an int or a float, got "
+                     f"{type(value).__name__}")
+
+
+def lower(fn, args: tuple, name: str | None = None) -> Program:
+    """The :class:`~polyc.ir.Program` of ``fn`` specialised for ``args``'
+    kinds, dtypes and ranks (not their sizes: sizes stay parameters)."""
+    fdef, filename, line0, lines = parse_function(fn)
+    names = check_signature(fdef, filename, line0)
+    if len(args) != len(names):
+        from polyc.errors import BindingError
+        raise BindingError(f"{fdef.name}() takes {len(names)} argument(s) "
+                           f"({', '.join(names)}), got {len(args)}")
+    specs = {n: arg_spec(n, v) for n, v in zip(names, args)}
+    return lower_specs(fdef, filename, line0, lines, specs, name or fdef.name)
+
+
+def lower_specs(fdef, filename, line0, lines, specs, name) -> Program:
+    return _Lowering(fdef, filename, line0, name, specs, lines).run()

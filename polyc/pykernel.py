@@ -1,0 +1,118 @@
+"""``@polyc.kernel``: compile an affine loop nest written in Python.
+
+The decorated function is lowered by :mod:`polyc.frontend.pyloops` on the
+first call for each combination of argument kinds, dtypes and ranks, and
+compiled through :func:`polyc.pipeline.compile_program`; sizes stay
+parameters, so later calls with other shapes reuse the same code.  Arrays
+are updated in place and the call returns ``None`` (PolyBench semantics).
+
+Guarantee on failure: every check (argument kinds, dtypes, ranks, shapes
+against the sizes they define and the accesses, writability, aliasing)
+runs before the generated code starts, and the generated code itself has no
+failure path, so a call that raises has not written to any argument.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .config import Config
+
+
+class PyKernel:
+    """A ``@polyc.kernel`` function.  Call it like the Python function.
+
+    Attributes: ``py_func`` (the undecorated function, which runs as plain
+    Python), ``config``; ``program``, ``source``, ``schedule`` and
+    :meth:`explain` describe the most recently compiled specialisation
+    (:meth:`specialize` gives one for given arguments).
+    """
+
+    def __init__(self, fn, config: Config | None = None):
+        functools.update_wrapper(self, fn)
+        self.py_func = fn
+        self.config = config
+        self._kernels: dict[tuple, object] = {}
+        self._last = None
+
+    def with_config(self, config: Config) -> "PyKernel":
+        """The same function compiled under ``config`` (e.g. the identity
+        schedule as a baseline)."""
+        return PyKernel(self.py_func, config)
+
+    @staticmethod
+    def _normalise(args: tuple) -> tuple:
+        return tuple(float(a) if isinstance(a, np.floating) else
+                     int(a) if isinstance(a, np.integer) else a for a in args)
+
+    def specialize(self, *args):
+        """The compiled :class:`polyc.Kernel` for arguments like ``args``
+        (kinds, dtypes, ranks); compiles on first use.  Raises
+        :class:`~polyc.errors.UnsupportedError` (with file and line) for a
+        construct outside the accepted subset, ``DTypeError``,
+        ``ShapeError``, ``BindingError``."""
+        from .frontend.pyloops import arg_spec, parse_function, check_signature
+        args = self._normalise(args)
+        fdef, filename, line0, _ = self._parsed()
+        names = check_signature(fdef, filename, line0)
+        if len(args) != len(names):
+            from .errors import BindingError
+            raise BindingError(f"{self.__name__}() takes {len(names)} argument(s) "
+                               f"({', '.join(names)}), got {len(args)}")
+        key = tuple(arg_spec(n, a) for n, a in zip(names, args))
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            from .frontend.pyloops import lower_specs
+            from .pipeline import compile_program
+            program = lower_specs(fdef, filename, line0, self._parsed()[3],
+                                  dict(zip(names, key)), fdef.name)
+            kernel = compile_program(program, self.config or Config.from_env())
+            self._kernels[key] = kernel
+        self._last = kernel
+        return kernel
+
+    @functools.cached_property
+    def _parsed_cache(self):
+        from .frontend.pyloops import parse_function
+        return parse_function(self.py_func)
+
+    def _parsed(self):
+        return self._parsed_cache
+
+    def __call__(self, *args) -> None:
+        args = self._normalise(args)
+        self.specialize(*args)(*args)
+
+    def _only(self):
+        if self._last is None:
+            from .errors import BindingError
+            raise BindingError(f"{self.__name__} has not been compiled yet: call it, or "
+                               "use kernel.specialize(*args)")
+        return self._last
+
+    @property
+    def program(self):
+        return self._only().program
+
+    @property
+    def source(self) -> str:
+        return self._only().source
+
+    @property
+    def schedule(self):
+        return self._only().schedule
+
+    def explain(self, json: bool = False):
+        return self._only().explain(json=json)
+
+    def __repr__(self) -> str:
+        return f"<polyc.kernel {self.__name__}>"
+
+
+def kernel(fn=None, *, config: Config | None = None):
+    """Decorator: ``@polyc.kernel`` or ``@polyc.kernel(config=...)``."""
+    if fn is None:
+        return lambda f: PyKernel(f, config)
+    return PyKernel(fn, config)
