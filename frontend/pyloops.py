@@ -39,7 +39,7 @@ import numpy as np
 
 from polyc import expr as E
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
-from polyc.ir import C_TYPES, Program, Tensor, make_statement
+from polyc.ir import C_TYPES, Program, Tensor, loop_names_mark, make_statement
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
 from .source import Span
@@ -651,7 +651,6 @@ def _order_tree(prog: Program, root: _Node) -> isl.Schedule:
     """The source order as a schedule tree: a band per loop (one member,
     ``v`` or ``-v`` for a negative step, named by a ``loops:`` mark) and a
     sequence per block of several items."""
-    from polyc.schedule.tree import set_band_names
     stmts = {s.name: s for s in prog.statements}
 
     def under(node) -> list[str]:
@@ -682,7 +681,7 @@ def _order_tree(prog: Program, root: _Node) -> isl.Schedule:
         mupa = isl.MultiUnionPwAff.from_union_map(umap)
         sched = sched.insert_partial_schedule(mupa)
         band = sched.get_root().child(0)
-        return set_band_names(band, [node.loop.var]).get_schedule()
+        return band.insert_mark(loop_names_mark([node.loop.var])).get_schedule()
 
     items = [it for it in root.items]
     return build(_Node(items=items))

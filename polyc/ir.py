@@ -226,6 +226,16 @@ class Program:
         return format_program(self)
 
 
+#: Prefix of the mark nodes that name a band's loops (``loops:i,j``), above
+#: the band; read and written by :mod:`polyc.schedule.tree`.
+LOOP_NAMES_MARK = "loops:"
+
+
+def loop_names_mark(names: Sequence[str]) -> isl.Id:
+    """The ``isl.Id`` of the mark naming a band's loops ``names``."""
+    return isl.Id(LOOP_NAMES_MARK + ",".join(names), context=CTX)
+
+
 def statement_space(params: Sequence[str], name: str, iterators: Sequence[str]) -> isl.Space:
     sp = isl.Space.create_from_names(CTX, set=list(iterators), params=list(params))
     return sp.set_tuple_name(isl.dim_type.set, name)

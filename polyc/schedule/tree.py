@@ -23,10 +23,10 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..ir import Program, Statement
+from ..ir import LOOP_NAMES_MARK, Program, Statement, loop_names_mark
 from ..isl_util import CTX
 
-NAMES = "loops:"
+NAMES = LOOP_NAMES_MARK
 _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark
 _T = isl.schedule_node_type
@@ -94,8 +94,7 @@ def is_names_mark(node: isl.ScheduleNode) -> bool:
     return node.get_type() == _MARK and node.mark_get_id().get_name().startswith(NAMES)
 
 
-def names_mark_id(names) -> isl.Id:
-    return isl.Id(NAMES + ",".join(names), context=CTX)
+names_mark_id = loop_names_mark
 
 
 def _aff_text(aff: isl.Aff, iterators: tuple[str, ...]) -> str | None:

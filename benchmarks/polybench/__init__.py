@@ -1,0 +1,60 @@
+"""PolyBench/C 4.2.1 as ``@polyc.kernel`` Python functions (written for polyc).
+
+Each kernel module defines ``BENCHES``, a list of :class:`Bench`: the kernel
+(PolyBench's ``kernel_*`` body as an affine loop program in Python, arrays
+updated in place), PolyBench's ``init_array`` formulas, its five datasets and
+an independent numpy reference.  :data:`BENCHMARKS` collects them by name in
+PolyBench's order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+#: PolyBench's dataset names, smallest first.
+DATASETS = ("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE")
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One PolyBench kernel.
+
+    ``kernel`` is a :func:`polyc.kernel` (``kernel.py_func`` is the plain
+    Python function); ``sizes[dataset]`` maps PolyBench's size names (``NI``,
+    ``TSTEPS``...) to values; ``init(sizes, dtype)`` returns the kernel's
+    arguments as a tuple in call order, built with PolyBench's ``init_array``
+    formulas (arrays of ``dtype``, float scalars as Python floats, time steps
+    as ints); ``outputs`` names the arguments PolyBench prints (its
+    ``print_array``), as indices into that tuple; ``reference(*args)``
+    updates the arrays of a fresh ``init`` tuple in place the way the kernel
+    does, written independently with numpy.  ``category`` is PolyBench's
+    directory (``linear-algebra/blas``...).
+    """
+    name: str
+    category: str
+    kernel: Any
+    sizes: dict
+    init: Callable[..., tuple]
+    outputs: tuple[int, ...]
+    reference: Callable[..., None]
+    notes: str = field(default="")
+
+
+def _collect() -> dict[str, Bench]:
+    from . import (datamining, linear_algebra_blas, linear_algebra_kernels,
+                   linear_algebra_solvers, medley, stencils)
+    out: dict[str, Bench] = {}
+    for mod in (datamining, linear_algebra_blas, linear_algebra_kernels,
+                linear_algebra_solvers, medley, stencils):
+        for b in mod.BENCHES:
+            out[b.name] = b
+    return out
+
+
+def __getattr__(name):
+    if name == "BENCHMARKS":
+        value = _collect()
+        globals()["BENCHMARKS"] = value
+        return value
+    raise AttributeError(name)
