@@ -466,6 +466,14 @@ class _Lowering:
 
     def condition(self, test: ast.AST, loops) -> ast.AST:
         # validate now (affine), build per statement later
+        for n in ast.walk(test):
+            if isinstance(n, ast.Subscript) or (isinstance(n, ast.Name) and (
+                    n.id in self.arrays or n.id in self.scalars or n.id in self.floats)):
+                raise self.fail(test, f"a data-dependent if condition (it reads "
+                                      f"{ast.unparse(n)}, which holds data)",
+                                "if conditions must be affine in loop variables and "
+                                "sizes; for a data-dependent choice use `a if cond else b` "
+                                "on the value")
         self._cond_set(test, loops, set_space(self.params, [lp.var for lp in loops], "c"))
         return test
 

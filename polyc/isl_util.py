@@ -109,6 +109,9 @@ def aff_from_expr(e: E.Expr, space: isl.Space) -> isl.PwAff:
             if x.op == "/":
                 return a.div(b).floor()
             return a.mod_val(isl.Val.int_from_si(CTX, x.rhs.value))
+        if isinstance(x, E.Call) and x.fn in ("min", "max") and len(x.args) == 2:
+            a, b = go(x.args[0]), go(x.args[1])
+            return a.min(b) if x.fn == "min" else a.max(b)
         if isinstance(x, E.Access):
             raise NonAffineError(x, "a tensor read (gather)")
         raise NonAffineError(x, "an operation that is not integer affine arithmetic")

@@ -269,7 +269,7 @@ class Binder:
                     raise ShapeError(f"argument {name}: dimension {d} has extent "
                                      f"{arr.shape[d]}, expected {want}{why}")
         if self.check is not None and not self.check(*pvals):
-            raise ShapeError(self._precondition_message(values))
+            raise ShapeError(self._precondition_message(values, where))
         shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in self.out_shapes]
         if any(x < 0 for s in shapes for x in s):
             raise ShapeError(f"sizes {values} give a negative output extent {shapes}")
@@ -427,11 +427,13 @@ class Binder:
                 copies.append((np.empty(shape, dtype=t.dtype), arr))
         return results, copies
 
-    def _precondition_message(self, values: dict[str, int]) -> str:
+    def _precondition_message(self, values: dict[str, int], where=None) -> str:
         import islpy as isl
 
         from .bounds import out_of_bounds
-        sizes = ", ".join(f"{k}={v}" for k, v in values.items())
+        where = where or {}
+        sizes = ", ".join(f"{k}={v}" + (f" ({where[k]})" if k in where else "")
+                          for k, v in values.items())
         ctx = self.program.context.params()
         for oob in out_of_bounds(self.program):
             pt = oob.params

@@ -39,6 +39,16 @@ class Bench:
     outputs: tuple[int, ...]
     reference: Callable[..., None]
     notes: str = field(default="")
+    compared: Callable[[dict], tuple] | None = None
+
+    def comparable(self, sizes: dict, outputs: list) -> list:
+        """The parts of ``outputs`` (arrays in ``self.outputs`` order) that
+        are numerically determined by the input: all of each, unless
+        ``compared(sizes)`` gives one index (e.g. a slice tuple) per output
+        (gramschmidt's rank-deficient input)."""
+        if self.compared is None:
+            return list(outputs)
+        return [o[ix] for o, ix in zip(outputs, self.compared(sizes))]
 
 
 def _collect() -> dict[str, Bench]:

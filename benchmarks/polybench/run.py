@@ -123,7 +123,7 @@ def run_one(bench, dataset: str, configs: dict, repeat_time: float, max_runs: in
             if col == "polyc":
                 row["compile_s"] = time.perf_counter() - t0
             row[col], res = measure(k, args, repeat_time, max_runs)
-            outs[col] = [res[i] for i in bench.outputs]
+            outs[col] = bench.comparable(sizes, [res[i] for i in bench.outputs])
         except Exception as err:  # noqa: BLE001 (reported in the row)
             row[col] = None
             row.setdefault("errors", {})[col] = f"{type(err).__name__}: {err}"

@@ -1,0 +1,385 @@
+"""``@polyc.kernel``: every accepted construct compiled and compared with the
+same function run as plain Python; every refused construct with its message.
+
+Tolerance: float64, relative 1e-12 of the output's magnitude (the compiled
+code may reassociate nothing here but the C compiler may contract a*b+c
+into an FMA)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import BindingError, DTypeError, ShapeError, UnsupportedError
+
+RNG = np.random.default_rng(7)
+
+
+def run_both(k, *args):
+    """Run ``k`` compiled and as plain Python on copies of ``args``; assert
+    every array argument ends equal (rel 1e-12)."""
+    a1 = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    a2 = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    assert k(*a1) is None
+    k.py_func(*a2)
+    for x, y in zip(a1, a2):
+        if isinstance(x, np.ndarray):
+            scale = max(float(np.max(np.abs(y))) if y.size else 0.0, 1e-300)
+            assert np.max(np.abs(x - y), initial=0.0) <= 1e-12 * scale, (x, y)
+    return a1
+
+
+# ------------------------------------------------------------------ accepted
+
+@polyc.kernel
+def steps(A, B):
+    n = A.shape[0]
+    for i in range(n - 1, -1, -1):          # negative step: a backward recurrence
+        B[i] = A[i] + (B[i + 1] if i + 1 < n else 0.0)
+    for i in range(1, n, 3):                # positive non-unit step
+        B[i] *= 2.0
+    for i in range(n - 2, 0, -2):           # negative non-unit step
+        B[i] -= 1.0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 7, 30])
+def test_steps(n):
+    A = RNG.random(n)
+    B = np.zeros(n + 1)
+    out = run_both(steps, A, B)
+    if n:
+        assert out[1][0] == pytest.approx(A.sum())       # the backward recurrence
+
+
+@polyc.kernel
+def triangular(L, x, b):
+    n = L.shape[0]
+    for i in range(n):
+        x[i] = b[i]
+        for j in range(i):
+            x[i] -= L[i, j] * x[j]
+        x[i] = x[i] / L[i, i]
+
+
+@pytest.mark.parametrize("n", [1, 5, 40])
+def test_triangular_solve(n):
+    L = np.tril(RNG.random((n, n))) + n * np.eye(n)
+    b = RNG.random(n)
+    x = np.zeros(n)
+    out = run_both(triangular, L, x, b)
+    np.testing.assert_allclose(out[1], np.linalg.solve(L, b), rtol=1e-10)
+
+
+@polyc.kernel
+def upper_bounds(A, B):
+    n, m = A.shape
+    for i in range(n // 2):
+        for j in range(max(0, i - 2), min(m, i + 3)):
+            if (j != i and not j > i + 1) or i == 0:
+                B[i, j] = A[i, j] + A[2 * i, m - 1 - j]
+            else:
+                B[i, j] = -A[i, j]
+    for i in range(n):
+        if 1 <= i < n - 1:
+            B[i, 0] += 1.0
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (6, 4), (9, 13)])
+def test_bounds_and_conditions(shape):
+    run_both(upper_bounds, RNG.random(shape), np.zeros(shape))
+
+
+@polyc.kernel
+def values(alpha, A, B, tsteps):
+    n = A.shape[0]
+    for t in range(tsteps):
+        for i in range(n):
+            s = A[i] * alpha
+            s += 1.0
+            s -= 0.25
+            s *= 2.0
+            s /= 3.0
+            B[i] = (max(s, 0.5) + min(s, A[i], 0.75) + abs(-s) + math.sqrt(s)
+                    + np.exp(-s) + math.log(1.0 + s) + pow(s, 2.0) + s ** 3
+                    + (s if A[i] > 0.5 and s < 2.0 else -s)
+                    + np.maximum(s, 0.0) * 0.0 if False else
+                    max(s, 0.5) + min(s, A[i], 0.75) + abs(-s) + math.sqrt(s)
+                    + np.exp(-s) + math.log(1.0 + s) + pow(s, 2.0) + s ** 3
+                    + (s if A[i] > 0.5 and s < 2.0 else -s) + i / n + t)
+            A[i] = B[i] * 0.01
+
+
+def test_values_functions_scalars_int_and_float_arguments():
+    with pytest.raises(UnsupportedError, match="np.maximum"):
+        values(1.5, RNG.random(8), np.zeros(8), 2)
+
+
+@polyc.kernel
+def values_ok(alpha, A, B, tsteps):
+    n = A.shape[0]
+    for t in range(tsteps):
+        for i in range(n):
+            s = A[i] * alpha
+            s += 1.0
+            s -= 0.25
+            s *= 2.0
+            s /= 3.0
+            B[i] = (max(s, 0.5) + min(s, A[i], 0.75) + abs(-s) + math.sqrt(s)
+                    + np.exp(-s) + math.log(1.0 + s) + pow(s, 2.0) + s ** 3
+                    + (s if A[i] > 0.5 and s < 2.0 else -s) + i / n + t)
+            A[i] = B[i] * 0.01
+
+
+@pytest.mark.parametrize("n,tsteps", [(0, 3), (1, 1), (17, 3)])
+def test_values(n, tsteps):
+    run_both(values_ok, 1.5, RNG.random(n), np.zeros(n), tsteps)
+
+
+@polyc.kernel
+def row_dot(A, x, y):
+    m, n = A.shape
+    for i in range(m):
+        t = 0.0
+        for j in range(n):
+            t += A[i, j] * x[j]
+        y[i] = t
+
+
+def test_scalar_is_privatized_along_the_rows():
+    A, x, y = RNG.random((70, 50)), RNG.random(50), np.zeros(70)
+    out = run_both(row_dot, A, x, y)
+    np.testing.assert_allclose(out[2], A @ x, rtol=1e-12)
+    prog = row_dot.program
+    t = prog.tensor("t")
+    assert t.role == "temp" and t.ndim == 1          # t -> t[i]
+    assert "omp parallel for" in row_dot.source       # the i loop stays parallel
+
+
+@polyc.kernel
+def running_sum(A, B):
+    n = A.shape[0]
+    s = 0.0
+    for i in range(n):
+        s += A[i]
+        B[i] = s
+
+
+def test_scalar_carried_across_iterations_is_kept():
+    A, B = RNG.random(100), np.zeros(100)
+    out = run_both(running_sum, A, B)
+    np.testing.assert_allclose(out[1], np.cumsum(A), rtol=1e-12)
+    assert running_sum.program.tensor("s").ndim == 0
+
+
+@polyc.kernel
+def shapes_kinds(A, B, C):
+    n = A.shape[0]
+    _, m = B.shape
+    k = C.shape[-1]
+    for i in range(n):
+        for j in range(m):
+            for l in range(k):
+                C[i, j, l] = A[i] + B[i, j] * l
+
+
+def test_shape_unpacking_forms_and_dtype_specialisation():
+    for dt in ("float64", "float32"):
+        A, B = RNG.random(3).astype(dt), RNG.random((3, 4)).astype(dt)
+        C = np.zeros((3, 4, 5), dtype=dt)
+        shapes_kinds(A, B, C)
+        np.testing.assert_allclose(C, A[:, None, None] + B[:, :, None] * np.arange(5),
+                                   rtol=1e-6)
+    k64 = shapes_kinds.specialize(np.zeros(2), np.zeros((2, 2)), np.zeros((2, 2, 2)))
+    again = shapes_kinds.specialize(np.zeros(9), np.zeros((9, 3)), np.zeros((9, 3, 1)))
+    assert k64 is again                      # sizes are parameters: no recompilation
+
+
+def test_kernel_introspection():
+    row_dot(RNG.random((4, 3)), RNG.random(3), np.zeros(4))
+    assert "for" in row_dot.source
+    assert "t[i]" in str(row_dot.program) or "t(i)" in str(row_dot.program)
+    text = row_dot.explain()
+    assert "parallel" in text
+    assert row_dot.schedule.loop_nest()
+
+
+# ------------------------------------------------------------------ refused
+
+def _refused(fn, args, *fragments):
+    k = polyc.kernel(fn)
+    with pytest.raises(UnsupportedError) as err:
+        k(*args)
+    msg = str(err.value)
+    assert "test_frontend.py:" in msg                 # file and line
+    for f in fragments:
+        assert f in msg, msg
+    return msg
+
+
+def k_call(A):
+    n = A.shape[0]
+    for i in range(n):
+        A[i] = np.tanh(A[i])
+
+
+def k_nonaffine_subscript(A):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(n):
+            A[i * j] = 0.0
+
+
+def k_nonaffine_bound(A):
+    n = A.shape[0]
+    for i in range(n):
+        for j in range(i * i):
+            A[j] = 0.0
+
+
+def k_while(A):
+    i = 0
+    while i < 3:
+        A[i] = 0.0
+
+
+def k_data_if(A):
+    n = A.shape[0]
+    for i in range(n):
+        if A[i] > 0.0:
+            A[i] = 0.0
+
+
+def k_indirect(A, idx):
+    n = A.shape[0]
+    for i in range(n):
+        A[idx[i]] = 1.0
+
+
+def k_slice(A):
+    n = A.shape[0]
+    for i in range(n):
+        A[0:2] = 1.0
+
+
+def k_chained(A):
+    n = A.shape[0]
+    for i in range(n):
+        A[i][0] = 1.0
+
+
+def k_return(A):
+    return A
+
+
+def k_unassigned(A):
+    n = A.shape[0]
+    for i in range(n):
+        A[i] = q
+        q = 1.0
+
+
+def k_list_loop(A):
+    for i in [0, 1]:
+        A[i] = 1.0
+
+
+def k_print(A):
+    print(A)
+
+
+def k_float_div_bound(A):
+    n = A.shape[0]
+    for i in range(n / 2):
+        A[i] = 1.0
+
+
+REFUSED = [
+    (k_call, "a call to np.tanh", "a kernel may call"),
+    (k_nonaffine_subscript, "non-affine", "i * j"),
+    (k_nonaffine_bound, "non-affine", "affine in loop variables"),
+    (k_while, "a while loop", "range(lo, hi, step)"),
+    (k_data_if, "a data-dependent if condition", "a if cond else b"),
+    (k_slice, "slicing", "write the loop"),
+    (k_chained, "chained subscripts", "A[i, j]"),
+    (k_return, "a return statement", "in place"),
+    (k_unassigned, "read before it is assigned"),
+    (k_list_loop, "a loop over something other than range"),
+    (k_print, "a call to print", "a kernel body holds"),
+    (k_float_div_bound, "not integer affine arithmetic", "//"),
+]
+
+
+@pytest.mark.parametrize("fn,fragments", [(r[0], r[1:]) for r in REFUSED],
+                         ids=[r[0].__name__ for r in REFUSED])
+def test_refused_construct(fn, fragments):
+    _refused(fn, (np.zeros(4),), *fragments)
+
+
+def test_refused_indirect_access():
+    _refused(k_indirect, (np.zeros(4), np.zeros(4, dtype=np.int64)), "reads data")
+
+
+# ------------------------------------------------------------------ bad calls
+
+@polyc.kernel
+def gemm(C, A, B):
+    ni, nj = C.shape
+    nk = A.shape[1]
+    for i in range(ni):
+        for j in range(nj):
+            for k in range(nk):
+                C[i, j] += A[i, k] * B[k, j]
+
+
+def test_contradicting_shapes_name_both_arrays():
+    C, A, B = np.zeros((4, 5)), np.ones((4, 3)), np.ones((2, 5))
+    with pytest.raises(ShapeError) as err:
+        gemm(C, A, B)
+    msg = str(err.value)
+    assert "B" in msg and "A.shape[1]" in msg and "B.shape[0]" in msg, msg
+    assert not C.any()                       # nothing written
+
+
+def test_dtype_and_kind_errors():
+    with pytest.raises(DTypeError, match="complex128"):
+        gemm(np.zeros((2, 2), complex), np.zeros((2, 2)), np.zeros((2, 2)))
+    with pytest.raises(DTypeError, match="tsteps"):
+        values_ok(1.5, np.zeros(3), np.zeros(3), 2.0)   # a float for a loop bound
+    with pytest.raises(DTypeError, match="(unpacked|indexed) as an array"):
+        gemm(np.zeros((2, 2)), 1.0, np.zeros((2, 2)))
+    with pytest.raises(ShapeError, match="dimension"):
+        gemm(np.zeros((2, 2)), np.zeros(2), np.zeros((2, 2)))
+    with pytest.raises(BindingError, match="3 argument"):
+        gemm(np.zeros((2, 2)))
+
+
+def test_read_only_array_is_refused_before_any_write():
+    C = np.zeros((3, 3))
+    A = np.ones((3, 3))
+    C.flags.writeable = False
+    with pytest.raises(BindingError, match="read-only"):
+        gemm(C, A, A)
+    assert not C.any()
+
+
+def test_non_contiguous_in_place_array_is_updated():
+    big = np.zeros((6, 8))
+    C = big[::2, ::2]                       # a strided view: updated through a copy
+    A, B = RNG.random((3, 5)), RNG.random((5, 4))
+    gemm(C, A, B)
+    np.testing.assert_allclose(big[::2, ::2], A @ B, rtol=1e-12)
+    assert not big[1::2].any()
+
+
+def test_input_aliasing_an_in_place_array_reads_the_old_values():
+    A = RNG.random((4, 4))
+    C = A.copy()
+    expect = C + A @ A
+    gemm(C, C, C) if False else None
+    gemm(A, A.copy(), A.copy())               # distinct: fine
+    C2 = C.copy()
+    gemm(C2, C2, C2.copy())                   # C2 read while it is updated: copied first
+    np.testing.assert_allclose(C2, expect, rtol=1e-12)
