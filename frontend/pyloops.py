@@ -758,3 +758,75 @@ def lower(fn, args: tuple, name: str | None = None) -> Program:
 
 def lower_specs(fdef, filename, line0, lines, specs, name) -> Program:
     return _Lowering(fdef, filename, line0, name, specs, lines).run()
+
+
+def infer_specs(fdef: ast.FunctionDef, dtype: str = "float64") -> dict[str, ArgSpec]:
+    """Argument kinds read off the body, for tools that have no call to
+    look at (``polyc compile FILE.py``): a parameter that is subscripted or
+    whose ``.shape`` is read is an array of ``dtype`` (rank: its number of
+    subscripts, else of unpacked sizes); one used in a loop bound, subscript
+    or ``if`` condition is an int size; any other is a float scalar."""
+    names = [a.arg for a in fdef.args.args]
+    ranks: dict[str, int] = {}
+    ints: set[str] = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            sl = node.slice
+            ranks.setdefault(node.value.id, len(sl.elts) if isinstance(sl, ast.Tuple) else 1)
+        index_parts = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "range":
+            index_parts = node.args
+        elif isinstance(node, ast.Subscript):
+            index_parts = [node.slice]
+        elif isinstance(node, ast.If):
+            index_parts = [node.test]
+        for part in index_parts:
+            ints |= {n.id for n in ast.walk(part) if isinstance(n, ast.Name)}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Assign) and _Lowering._is_shape(node.value):
+            v = node.value
+            if isinstance(v, ast.Attribute) and isinstance(node.targets[0], ast.Tuple):
+                ranks.setdefault(v.value.id, len(node.targets[0].elts))
+    out = {}
+    for n in names:
+        if n in ranks:
+            out[n] = ArgSpec("array", dtype, ranks[n])
+        elif n in ints:
+            out[n] = ArgSpec("int")
+        else:
+            out[n] = ArgSpec("float")
+    return out
+
+
+def parse_file(path: str, name: str | None):
+    """(FunctionDef, filename, first line, lines) of the function ``name``
+    (or the only one decorated with ``polyc.kernel``) in the Python file
+    ``path``, read without running it."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        tree = ast.parse(text, path)
+    except SyntaxError as err:
+        from polyc.errors import ParseError
+        raise ParseError(f"{path}:{err.lineno}: {err.msg}", line=err.lineno,
+                         column=err.offset) from None
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if name is None:
+        decorated = [f for f in funcs if any("kernel" in ast.unparse(d)
+                                              for d in f.decorator_list)]
+        if len(decorated) != 1:
+            from polyc.errors import BindingError
+            raise BindingError(f"{path} defines {len(decorated)} @polyc.kernel functions "
+                               f"({', '.join(f.name for f in decorated)}); choose one "
+                               "with --def NAME")
+        fdef = decorated[0]
+    else:
+        found = [f for f in funcs if f.name == name]
+        if not found:
+            from polyc.errors import BindingError
+            raise BindingError(f"no function {name!r} in {path}; it defines "
+                               f"{', '.join(f.name for f in funcs)}")
+        fdef = found[0]
+    # line numbers in the whole file: the lowering adds line0 - 1
+    return fdef, path, 1, text.splitlines()

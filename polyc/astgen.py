@@ -28,9 +28,29 @@ from .schedule.promotion import LOCAL_MARK
 _T = isl.ast_node_type
 
 
+def _depth_marks(schedule: isl.Schedule) -> isl.Schedule:
+    """Loop marks (parallel, simd) renamed ``<mark>@<depth>``, the schedule
+    depth of the band they mark: isl names that band's loop ``c<depth>``,
+    and when the loop is degenerate (one iteration for the outer values,
+    e.g. one tile) isl emits no loop for it, so the mark must not land on
+    the next loop below."""
+    def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() != _T_MARK:
+            return node
+        name = node.mark_get_id().get_name()
+        if not (parse_parallel_mark(name) or name in (SIMD, SIMD_REDUCTION)):
+            return node
+        depth = node.child(0).get_schedule_depth()
+        return node.delete().insert_mark(isl.Id(f"{name}@{depth}"))
+    return schedule.map_schedule_node_bottom_up(fn)
+
+
 def build_ast(program: Program, schedule: isl.Schedule) -> isl.AstNode:
     build = isl.AstBuild.from_context(program.parameter_domain())
-    return build.node_from_schedule(schedule)
+    return build.node_from_schedule(_depth_marks(schedule))
+
+
+_T_MARK = isl.schedule_node_type.mark
 
 
 def _fix_params(e: E.Expr, params: frozenset[str]) -> E.Expr:
@@ -38,17 +58,19 @@ def _fix_params(e: E.Expr, params: frozenset[str]) -> E.Expr:
                       if isinstance(x, E.Index) and x.name in params else None)
 
 
-def _flag_outer_fors(node: Node, **flags) -> Node:
-    """Set ``flags`` on every outermost For of ``node``."""
+def _flag_outer_fors(node: Node, iterator: str | None = None, **flags) -> Node:
+    """Set ``flags`` on every outermost For of ``node`` (only those over
+    ``iterator``, when given: the marked band's own loop)."""
     if isinstance(node, For):
-        return replace(node, **flags)
+        return node if iterator not in (None, node.iterator) else replace(node, **flags)
     if isinstance(node, Block):
-        return Block(tuple(_flag_outer_fors(c, **flags) for c in node.children))
+        return Block(tuple(_flag_outer_fors(c, iterator, **flags) for c in node.children))
     if isinstance(node, If):
-        return If(node.cond, _flag_outer_fors(node.then, **flags),
-                  None if node.otherwise is None else _flag_outer_fors(node.otherwise, **flags))
+        return If(node.cond, _flag_outer_fors(node.then, iterator, **flags),
+                  None if node.otherwise is None
+                  else _flag_outer_fors(node.otherwise, iterator, **flags))
     if isinstance(node, Local):
-        return replace(node, body=_flag_outer_fors(node.body, **flags))
+        return replace(node, body=_flag_outer_fors(node.body, iterator, **flags))
     return node
 
 
@@ -120,14 +142,18 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
         if t == _T.mark:
             mark = n.mark_get_id().get_name()
             body = go(n.mark_get_node())
+            loop = None
+            if "@" in mark:
+                mark, depth = mark.rsplit("@", 1)
+                loop = f"c{depth}"
             collapse = parse_parallel_mark(mark)
             if collapse:
-                return _flag_outer_fors(body, parallel=True,
+                return _flag_outer_fors(body, loop, parallel=True,
                                         collapse=_collapsible(body, collapse))
             if mark == SIMD:
-                return _flag_outer_fors(body, simd=True)
+                return _flag_outer_fors(body, loop, simd=True)
             if mark == SIMD_REDUCTION:
-                return _flag_outer_fors(body, reduction=True)
+                return _flag_outer_fors(body, loop, reduction=True)
             if mark.startswith(LOCAL_MARK):
                 t = local_tensors[mark[len(LOCAL_MARK):]]
                 return Local(t.name, t.dtype, t.constant_shape(), body)

@@ -10,6 +10,8 @@ Commands::
                       [--schedule RECIPE.json] [SCHEDULER OPTIONS]
     polyc explain FILE.tc [--def NAME] [--sizes ...] [--json]
                       [--schedule RECIPE.json] [SCHEDULER OPTIONS]
+    polyc compile|explain KERNELS.py [--def FUNCTION] [--dtype float32] ...
+                      (a @polyc.kernel function; arrays of --dtype, float64 by default)
     polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32]
                             [--check] [--bench] [--json]
 
@@ -100,10 +102,25 @@ def _select_def(module, name: str | None):
     return module.defs[0]
 
 
+def _load_python(args, path: Path):
+    """A ``@polyc.kernel`` function of a Python file, lowered for the
+    argument kinds read off its body (arrays of ``--dtype``, float64 by
+    default): the file is parsed, not run."""
+    from .frontend import pyloops
+    if not path.is_file():
+        raise UsageError(f"cannot read {path}")
+    fdef, filename, line0, lines = pyloops.parse_file(str(path), args.def_name)
+    specs = pyloops.infer_specs(fdef, args.dtype or "float64")
+    program = pyloops.lower_specs(fdef, filename, line0, lines, specs, fdef.name)
+    return program, _parse_sizes(args.sizes)
+
+
 def _load(args):
     from .api import lower_def
     from .frontend import tc
     path = Path(args.file)
+    if path.suffix == ".py":
+        return _load_python(args, path)
     try:
         text = path.read_text()
     except OSError as e:
@@ -168,6 +185,9 @@ def _automatic_schedule(program, config):
 
 def cmd_run(args) -> int:
     from . import reference, testing
+    if Path(args.file).suffix == ".py":
+        raise UsageError("polyc run takes .tc files; call a @polyc.kernel function from "
+                         "Python, or inspect it with polyc compile / polyc explain")
     from .pipeline import compile_program, compile_schedule
     program, sizes = _load(args)
     missing = [p for p in program.params if p not in sizes]
@@ -348,7 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("file", help="a .tc source file")
+        p.add_argument("file", help="a .tc source file, or a .py file with a "
+                                    "@polyc.kernel function (compile and explain)")
         p.add_argument("--def", dest="def_name", help="the definition to use")
         p.add_argument("--sizes", help="sizes, e.g. M=128,K=1024 (override '# sizes:')")
         p.add_argument("--dtype", choices=("float32", "float64"),

@@ -88,13 +88,17 @@ class Config:
     outer_coincidence: bool = field(default=True, metadata=_opt(
         "ask isl's scheduler for an outermost parallel (coincident) loop in every band "
         "where one exists (isl's schedule_outer_coincidence)", True))
+    time_tiling: bool = field(default=True, metadata=_opt(
+        "when the outermost loop of a nest is sequential (a time loop), prefer isl's "
+        "permutable skewed band (no outer coincidence) so that it tiles, and run the "
+        "tiles as a wavefront (parallel along the second tile loop)", True))
 
     def __post_init__(self):
         if self.fusion not in FUSION_STRATEGIES:
             raise PolycError(f"Config.fusion must be one of {', '.join(FUSION_STRATEGIES)}, "
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
                              f"polyc compile --fusion smart)")
-        for name in ("allow_skewing", "outer_coincidence"):
+        for name in ("allow_skewing", "outer_coincidence", "time_tiling"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")

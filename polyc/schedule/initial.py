@@ -133,11 +133,41 @@ def auto_schedule(program: Program, deps: Dependences, config=None) -> isl.Sched
         sched = _strategy(program, all_deps, fusion, opts)
         if not skew:
             sched = _without_skewing(sched, program, all_deps, fusion, opts)
+        elif outer and getattr(config, "time_tiling", False):
+            sched = _prefer_time_tiling(sched, program, all_deps, fusion, opts)
         return sched
     except isl.Error:
         # isl's scheduler can fail on a tightly bounded parameter domain
         # ("unable to carry dependences"); the source order is always legal
         return identity_schedule(program)
+
+
+def _outer_band(sched: isl.Schedule) -> isl.ScheduleNode | None:
+    node = sched.get_root().child(0)
+    return node if node.get_type() == isl.schedule_node_type.band else None
+
+
+def _prefer_time_tiling(sched: isl.Schedule, program: Program, all_deps: isl.UnionMap,
+                        fusion: str, opts: dict) -> isl.Schedule:
+    """Time tiling (Pluto's tiling of time-iterated stencils; Bondhugula et
+    al., PLDI 2008): when the outermost loop of ``sched`` spans every
+    statement and is sequential (it carries a dependence: a time loop),
+    isl is asked again without ``schedule_outer_coincidence``; if it then
+    finds an outermost permutable band of at least two members (skewed
+    where needed), that schedule is returned: the band tiles, and its tiles
+    run as a wavefront (:func:`polyc.schedule.tile.wavefront`)."""
+    band = _outer_band(sched)
+    if band is None or band.band_member_get_coincident(0):
+        return sched
+    try:
+        alt = _strategy(program, all_deps, fusion,
+                        {**opts, "schedule_outer_coincidence": 0})
+    except isl.Error:
+        return sched
+    ab = _outer_band(alt)
+    if ab is None or not ab.band_get_permutable() or ab.band_n_member() < 2:
+        return sched
+    return alt
 
 
 # ------------------------------------------------------------ isl calls

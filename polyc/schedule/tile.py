@@ -240,7 +240,10 @@ class _BandOptimizer:
             node = node.band_tile(_tile_sizes(node, self.program, self.config)).child(0)
             if self.config.simd and simd_last:
                 node = mark_simd_innermost(node)
-            return node.parent()
+            node = node.parent()
+            if self.distribute and getattr(self.config, "time_tiling", False):
+                node = wavefront(node)
+            return node
         if self.config.simd and simd_last:
             node = mark_simd_innermost(node)
         return node
@@ -281,6 +284,33 @@ def _sink_stride_member(node: isl.ScheduleNode, program: Program) -> isl.Schedul
     for i in range(node.n_children()):
         node = _sink_stride_member(node.child(i), program).parent()
     return node
+
+
+def wavefront(band: isl.ScheduleNode) -> isl.ScheduleNode:
+    """Run the tiles of a permutable tile band whose first member is
+    sequential as a wavefront: member 0 becomes ``m0 + m1`` (a positive
+    combination, so every dependence between distinct tiles, whose tile
+    distances are non-negative in a permutable band, is carried by it) and
+    the band is split after it, leaving ``m1`` coincident (parallel).
+    Legal for any permutable band; bands with a coincident first member, or
+    a single member, are returned unchanged.  The result is checked against
+    the dependences with the rest of the schedule (``optimize_bands``).
+
+    Source: Pluto's ``--parallel`` tile wavefront (Bondhugula et al., PLDI
+    2008, section 5.2)."""
+    n = band.band_n_member()
+    if n < 2 or not band.band_get_permutable() or band.band_member_get_coincident(0):
+        return band
+    mupa = band.band_get_partial_schedule()
+    mupa = mupa.set_union_pw_aff(0, mupa.get_union_pw_aff(0).add(mupa.get_union_pw_aff(1)))
+    opts = band.band_get_ast_build_options()
+    node = band.delete().insert_partial_schedule(mupa)
+    node = node.band_set_permutable(1).band_set_ast_build_options(opts)
+    node = node.band_split(1).child(0)
+    node = node.band_member_set_coincident(0, 1)
+    for j in range(1, node.band_n_member()):
+        node = node.band_member_set_coincident(j, 0)
+    return node.parent()
 
 
 def optimize_bands(schedule: isl.Schedule, program: Program, config: Config,
