@@ -174,6 +174,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-runs", type=int, default=7)
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     ap.add_argument("--no-polly", action="store_true", help="skip the Polly column")
+    ap.add_argument("--variants", nargs="*", metavar="COLUMN",
+                    help="measure only these columns (polyc, 'gcc -O3', Polly)")
     a = ap.parse_args(argv)
     names = a.only or list(BENCHMARKS)
     unknown = [n for n in names if n not in BENCHMARKS]
@@ -192,6 +194,8 @@ def main(argv=None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="polyc-polybench-") as cache_dir:
         configs = variants(polly, cache_dir)
+        if a.variants:
+            configs = {k: v for k, v in configs.items() if k in a.variants}
         for n in names:
             print(f"[polybench] {n} ...", file=sys.stderr, flush=True)
             rows.append(run_one(BENCHMARKS[n], a.dataset, configs, a.repeat_time,

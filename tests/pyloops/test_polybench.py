@@ -86,3 +86,29 @@ def test_float32():
     bench.reference(*want)
     assert got[2].dtype == np.float32
     np.testing.assert_allclose(got[2], want[2], rtol=1e-4)
+
+
+def test_benchmark_runner_smoke(capsys):
+    """``python -m benchmarks.polybench`` at MINI on two kernels: the table,
+    the geometric mean and a zero exit status (outputs equal to the gcc -O3
+    baseline's)."""
+    from benchmarks.polybench.run import main
+    rc = main(["--dataset", "MINI", "--only", "gemm", "jacobi-1d", "--repeat-time", "0",
+               "--max-runs", "1", "--no-polly"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "| gemm |" in out and "| jacobi-1d |" in out and "geomean" in out
+    assert "speedup vs gcc -O3" in out
+
+
+def test_benchmark_runner_json(capsys):
+    import json
+
+    from benchmarks.polybench.run import main
+    rc = main(["--dataset", "MINI", "--only", "atax", "--repeat-time", "0", "--max-runs", "1",
+               "--no-polly", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    row = data["rows"][0]
+    assert row["kernel"] == "atax" and row["polyc"] > 0 and row["gcc -O3"] > 0
+    assert row["err"] <= 1e-9 and row["compile_s"] > 0
