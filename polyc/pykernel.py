@@ -53,7 +53,7 @@ class PyKernel:
         :class:`~polyc.errors.UnsupportedError` (with file and line) for a
         construct outside the accepted subset, ``DTypeError``,
         ``ShapeError``, ``BindingError``."""
-        from .frontend.pyloops import arg_spec, parse_function, check_signature
+        from .frontend.pyloops import arg_spec, check_signature
         args = self._normalise(args)
         fdef, filename, line0, _ = self._parsed()
         names = check_signature(fdef, filename, line0)

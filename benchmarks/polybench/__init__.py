@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 #: PolyBench's dataset names, smallest first.
 DATASETS = ("MINI", "SMALL", "MEDIUM", "LARGE", "EXTRALARGE")
 
@@ -51,9 +53,32 @@ class Bench:
         return [o[ix] for o, ix in zip(outputs, self.compared(sizes))]
 
 
+def frac(num, den, dtype) -> np.ndarray:
+    """``(DATA_TYPE) num / den`` with ``num`` an integer array: the integer is
+    converted to ``dtype`` and divided in ``dtype`` (as C does)."""
+    t = np.dtype(dtype).type
+    return np.ascontiguousarray(np.asarray(num).astype(t) / t(den), dtype=t)
+
+
+def ij(n0: int, n1: int):
+    """Row and column index grids (int64) for ``init_array`` formulas."""
+    return np.arange(n0, dtype=np.int64)[:, None], np.arange(n1, dtype=np.int64)[None, :]
+
+
+def arr(x, dtype) -> np.ndarray:
+    """``x`` as a C-contiguous array of ``dtype``."""
+    return np.ascontiguousarray(x, dtype=dtype)
+
+
 def _collect() -> dict[str, Bench]:
-    from . import (datamining, linear_algebra_blas, linear_algebra_kernels,
-                   linear_algebra_solvers, medley, stencils)
+    from . import (
+        datamining,
+        linear_algebra_blas,
+        linear_algebra_kernels,
+        linear_algebra_solvers,
+        medley,
+        stencils,
+    )
     out: dict[str, Bench] = {}
     for mod in (datamining, linear_algebra_blas, linear_algebra_kernels,
                 linear_algebra_solvers, medley, stencils):

@@ -15,19 +15,10 @@ import numpy as np
 import polyc
 
 from . import Bench
+from . import frac as _frac
+from . import ij as _ij
 
 CATEGORY = "linear-algebra/kernels"
-
-
-def _frac(num, den, dtype):
-    """``(DATA_TYPE) num / den`` with ``num`` an integer array: the integer is
-    converted to ``dtype`` and divided in ``dtype`` (as C does)."""
-    t = np.dtype(dtype).type
-    return np.ascontiguousarray(np.asarray(num).astype(t) / t(den), dtype=t)
-
-
-def _ij(n0, n1):
-    return np.arange(n0, dtype=np.int64)[:, None], np.arange(n1, dtype=np.int64)[None, :]
 
 
 # ---------------------------------------------------------------- 2mm

@@ -10,6 +10,7 @@ import numpy as np
 import polyc
 
 from . import Bench
+from . import arr as _arr
 
 CATEGORY = "linear-algebra/solvers"
 
@@ -32,10 +33,6 @@ def _psd_matrix(n: int) -> np.ndarray:
     a = np.where(j <= i, low, 0.0)
     np.fill_diagonal(a, 1.0)
     return a @ a.T
-
-
-def _arr(x, dtype) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=dtype)
 
 
 # --------------------------------------------------------------- cholesky

@@ -8,6 +8,7 @@ import numpy as np
 import polyc
 
 from . import Bench
+from . import arr as _arr
 
 CATEGORY = "stencils"
 
@@ -15,10 +16,6 @@ CATEGORY = "stencils"
 def _grid(*extents):
     """Open integer index grids (int64) for numpy broadcasting."""
     return np.ix_(*(np.arange(e, dtype=np.int64) for e in extents))
-
-
-def _arr(x, dtype) -> np.ndarray:
-    return np.ascontiguousarray(x, dtype=dtype)
 
 
 # -------------------------------------------------------------------- adi

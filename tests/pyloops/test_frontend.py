@@ -277,8 +277,8 @@ def k_return(A):
 def k_unassigned(A):
     n = A.shape[0]
     for i in range(n):
-        A[i] = q
-        q = 1.0
+        A[i] = q  # noqa: F821 (the construct under test)
+        q = 1.0  # noqa: F841
 
 
 def k_list_loop(A):
