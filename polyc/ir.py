@@ -56,7 +56,8 @@ class Tensor:
     ``@polyc.kernel`` arrays), ``"temp"`` (scratch memory the runtime
     allocates per call and discards: an expanded scalar) or ``"local"`` (a
     buffer that exists only inside the generated code: a promoted
-    footprint, :mod:`polyc.schedule.promotion`; constant extents, not an argument); ``dtype`` a key of :data:`C_TYPES`;
+    footprint, :mod:`polyc.schedule.promotion`; constant extents, not an
+    argument); ``dtype`` a key of :data:`C_TYPES`;
     ``origin``: for a local tensor, the tensor whose footprint it holds."""
     name: str
     dtype: str
