@@ -200,6 +200,8 @@ def main(argv=None) -> int:
             print(f"[polybench] {n} ...", file=sys.stderr, flush=True)
             rows.append(run_one(BENCHMARKS[n], a.dataset, configs, a.repeat_time,
                                 a.max_runs, np.dtype(a.dtype)))
+            print(f"[polybench] {json.dumps(rows[-1], default=str)}", file=sys.stderr,
+                  flush=True)
     cols = list(configs)
     failed = [r for r in rows if r.get("errors") or not (r.get("err", 0) <= 1e-6)]
     if a.json:
