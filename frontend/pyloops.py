@@ -30,18 +30,16 @@ expanded along the loops they do not carry a value across
 from __future__ import annotations
 
 import ast
-import inspect
-import textwrap
 from dataclasses import dataclass, field
 
 import islpy as isl
-import numpy as np
 
 from polyc import expr as E
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
-from polyc.ir import C_TYPES, Program, Tensor, loop_names_mark, make_statement
+from polyc.ir import Program, Tensor, loop_names_mark, make_statement
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
+from .pysource import ArgSpec, is_shape_read
 from .source import Span
 
 #: Value functions and the expression-tree builtin each becomes.
@@ -52,18 +50,8 @@ _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine con
                        "assignments to array elements (A[i, j] = ..., +=, -=, *=, /=) "
                        "and to local scalars")
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
-_AUG = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
         ast.NotEq: "!="}
-
-
-@dataclass(frozen=True)
-class ArgSpec:
-    """What a call passes for one parameter: ``kind`` is ``"array"`` (with
-    ``dtype`` and ``ndim``), ``"int"`` or ``"float"``."""
-    kind: str
-    dtype: str = ""
-    ndim: int = 0
 
 
 @dataclass
@@ -137,7 +125,7 @@ class _Lowering:
             if (isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
                     and isinstance(st.value.value, str)) or isinstance(st, ast.Pass):
                 continue
-            if isinstance(st, ast.Assign) and self._is_shape(st.value):
+            if isinstance(st, ast.Assign) and is_shape_read(st.value):
                 self._unpack(st)
                 continue
             rest.append(st)
@@ -155,13 +143,6 @@ class _Lowering:
         while name in self.specs or name in self.params:
             name, k = f"{base}_{k}", k + 1
         return name
-
-    @staticmethod
-    def _is_shape(v: ast.AST) -> bool:
-        if isinstance(v, ast.Subscript):
-            v = v.value
-        return (isinstance(v, ast.Attribute) and v.attr == "shape"
-                and isinstance(v.value, ast.Name))
 
     def _new_param(self, name: str, src, node) -> None:
         if name in self.params:
@@ -522,7 +503,7 @@ class _Lowering:
             target, op = st.targets[0], "="
         else:
             target = st.target
-            op = _AUG.get(type(st.op))
+            op = _BINOPS.get(type(st.op))
             if op is None:
                 raise self.fail(st, f"the augmented assignment {type(st.op).__name__}=",
                                 "use = += -= *= /=")
@@ -560,12 +541,10 @@ class _Lowering:
             hi = self._aff(lp.upper, space, st)
             if lp.step > 0:
                 dom = dom.intersect(v.ge_set(lo)).intersect(v.lt_set(hi))
-                first = lo
             else:
                 dom = dom.intersect(v.le_set(lo)).intersect(v.gt_set(hi))
-                first = lo
-            if abs(lp.step) != 1:
-                diff = v.sub(first) if lp.step > 0 else first.sub(v)
+            if abs(lp.step) != 1:             # v = lo + step * e, e >= 0
+                diff = v.sub(lo) if lp.step > 0 else lo.sub(v)
                 dom = dom.intersect(diff.mod_val(isl.Val.int_from_si(CTX, abs(lp.step)))
                                     .zero_set())
         for test, positive in conds:
@@ -695,138 +674,5 @@ def _order_tree(prog: Program, root: _Node) -> isl.Schedule:
     return build(_Node(items=items))
 
 
-def parse_function(fn):
-    """(FunctionDef, filename, first line, source lines) of ``fn``; raises
-    :class:`UnsupportedError` when its source is not available."""
-    try:
-        src = inspect.getsource(fn)
-        filename = inspect.getsourcefile(fn) or "<unknown>"
-        _, line0 = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as err:
-        raise UnsupportedError(f"@polyc.kernel needs the source of {fn.__name__!r} "
-                               f"({err}); define it in a file, not at an interactive "
-                               "prompt or through exec") from None
-    src = textwrap.dedent(src)
-    tree = ast.parse(src)
-    fdef = tree.body[0]
-    if not isinstance(fdef, ast.FunctionDef):
-        raise UnsupportedError(f"{filename}:{line0}: @polyc.kernel applies to a function "
-                               "defined with def")
-    return fdef, filename, line0, src.splitlines()
-
-
-def check_signature(fdef: ast.FunctionDef, filename: str, line0: int) -> list[str]:
-    a = fdef.args
-    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
-        raise UnsupportedError(f"{filename}:{line0}: kernel {fdef.name}: parameters must be "
-                               "plain positional names (no defaults, *args, **kwargs or "
-                               "keyword-only parameters)")
-    return [x.arg for x in a.args]
-
-
-def arg_spec(name: str, value) -> ArgSpec:
-    """The :class:`ArgSpec` of one call argument; raises ``DTypeError`` for
-    an element type polyc does not compile."""
-    if isinstance(value, np.ndarray):
-        if value.dtype.name not in C_TYPES:
-            raise DTypeError(f"argument {name}: dtype {value.dtype} is not supported; "
-                             f"use one of {', '.join(C_TYPES)} "
-                             f"(convert with .astype('float64'))")
-        return ArgSpec("array", value.dtype.name, value.ndim)
-    if isinstance(value, (bool, np.bool_)):
-        raise DTypeError(f"argument {name}: a bool; pass an int size or a float")
-    if isinstance(value, (int, np.integer)):
-        return ArgSpec("int")
-    if isinstance(value, (float, np.floating)):
-        return ArgSpec("float")
-    raise DTypeError(f"argument {name}: expected a numpy array, an int or a float, got "
-                     f"{type(value).__name__}")
-
-
-def lower(fn, args: tuple, name: str | None = None) -> Program:
-    """The :class:`~polyc.ir.Program` of ``fn`` specialised for ``args``'
-    kinds, dtypes and ranks (not their sizes: sizes stay parameters)."""
-    fdef, filename, line0, lines = parse_function(fn)
-    names = check_signature(fdef, filename, line0)
-    if len(args) != len(names):
-        from polyc.errors import BindingError
-        raise BindingError(f"{fdef.name}() takes {len(names)} argument(s) "
-                           f"({', '.join(names)}), got {len(args)}")
-    specs = {n: arg_spec(n, v) for n, v in zip(names, args)}
-    return lower_specs(fdef, filename, line0, lines, specs, name or fdef.name)
-
-
 def lower_specs(fdef, filename, line0, lines, specs, name) -> Program:
     return _Lowering(fdef, filename, line0, name, specs, lines).run()
-
-
-def infer_specs(fdef: ast.FunctionDef, dtype: str = "float64") -> dict[str, ArgSpec]:
-    """Argument kinds read off the body, for tools that have no call to
-    look at (``polyc compile FILE.py``): a parameter that is subscripted or
-    whose ``.shape`` is read is an array of ``dtype`` (rank: its number of
-    subscripts, else of unpacked sizes); one used in a loop bound, subscript
-    or ``if`` condition is an int size; any other is a float scalar."""
-    names = [a.arg for a in fdef.args.args]
-    ranks: dict[str, int] = {}
-    ints: set[str] = set()
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
-            sl = node.slice
-            ranks.setdefault(node.value.id, len(sl.elts) if isinstance(sl, ast.Tuple) else 1)
-        index_parts = []
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id == "range":
-            index_parts = node.args
-        elif isinstance(node, ast.Subscript):
-            index_parts = [node.slice]
-        elif isinstance(node, ast.If):
-            index_parts = [node.test]
-        for part in index_parts:
-            ints |= {n.id for n in ast.walk(part) if isinstance(n, ast.Name)}
-    for node in ast.walk(fdef):
-        if isinstance(node, ast.Assign) and _Lowering._is_shape(node.value):
-            v = node.value
-            if isinstance(v, ast.Attribute) and isinstance(node.targets[0], ast.Tuple):
-                ranks.setdefault(v.value.id, len(node.targets[0].elts))
-    out = {}
-    for n in names:
-        if n in ranks:
-            out[n] = ArgSpec("array", dtype, ranks[n])
-        elif n in ints:
-            out[n] = ArgSpec("int")
-        else:
-            out[n] = ArgSpec("float")
-    return out
-
-
-def parse_file(path: str, name: str | None):
-    """(FunctionDef, filename, first line, lines) of the function ``name``
-    (or the only one decorated with ``polyc.kernel``) in the Python file
-    ``path``, read without running it."""
-    with open(path) as f:
-        text = f.read()
-    try:
-        tree = ast.parse(text, path)
-    except SyntaxError as err:
-        from polyc.errors import ParseError
-        raise ParseError(f"{path}:{err.lineno}: {err.msg}", line=err.lineno,
-                         column=err.offset) from None
-    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
-    if name is None:
-        decorated = [f for f in funcs if any("kernel" in ast.unparse(d)
-                                              for d in f.decorator_list)]
-        if len(decorated) != 1:
-            from polyc.errors import BindingError
-            raise BindingError(f"{path} defines {len(decorated)} @polyc.kernel functions "
-                               f"({', '.join(f.name for f in decorated)}); choose one "
-                               "with --def NAME")
-        fdef = decorated[0]
-    else:
-        found = [f for f in funcs if f.name == name]
-        if not found:
-            from polyc.errors import BindingError
-            raise BindingError(f"no function {name!r} in {path}; it defines "
-                               f"{', '.join(f.name for f in funcs)}")
-        fdef = found[0]
-    # line numbers in the whole file: the lowering adds line0 - 1
-    return fdef, path, 1, text.splitlines()

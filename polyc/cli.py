@@ -106,11 +106,11 @@ def _load_python(args, path: Path):
     """A ``@polyc.kernel`` function of a Python file, lowered for the
     argument kinds read off its body (arrays of ``--dtype``, float64 by
     default): the file is parsed, not run."""
-    from .frontend import pyloops
+    from .frontend import pyloops, pysource
     if not path.is_file():
         raise UsageError(f"cannot read {path}")
-    fdef, filename, line0, lines = pyloops.parse_file(str(path), args.def_name)
-    specs = pyloops.infer_specs(fdef, args.dtype or "float64")
+    fdef, filename, line0, lines = pysource.parse_file(str(path), args.def_name)
+    specs = pysource.infer_specs(fdef, args.dtype or "float64")
     program = pyloops.lower_specs(fdef, filename, line0, lines, specs, fdef.name)
     return program, _parse_sizes(args.sizes)
 

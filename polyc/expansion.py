@@ -126,11 +126,10 @@ def _extent(users, k: int, ctx: isl.Set) -> isl.PwAff | None:
             isl.dim_type.set, 0, k).reset_tuple_id()
         vals = proj if vals is None else vals.union(proj)
     vals = vals.intersect_params(ctx).coalesce()
-    if not vals.lexmin().is_empty():
-        neg = vals.intersect(isl.Set.universe(vals.get_space()).upper_bound_val(
-            isl.dim_type.set, 0, isl.Val.negone(CTX)))
-        if not neg.is_empty():
-            return None
+    negative = isl.Set.universe(vals.get_space()).upper_bound_val(
+        isl.dim_type.set, 0, isl.Val.negone(CTX))
+    if not vals.intersect(negative).is_empty():
+        return None
     top = vals.dim_max(0).add(_one(vals))
     zero = isl.PwAff.zero_on_domain(isl.LocalSpace.from_space(ctx.get_space()))
     ext = top.union_max(zero.intersect_domain(ctx)).gist_params(ctx).coalesce()

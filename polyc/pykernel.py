@@ -53,9 +53,9 @@ class PyKernel:
         :class:`~polyc.errors.UnsupportedError` (with file and line) for a
         construct outside the accepted subset, ``DTypeError``,
         ``ShapeError``, ``BindingError``."""
-        from .frontend.pyloops import arg_spec, check_signature
+        from .frontend.pysource import arg_spec, check_signature
         args = self._normalise(args)
-        fdef, filename, line0, _ = self._parsed()
+        fdef, filename, line0, lines = self._parsed
         names = check_signature(fdef, filename, line0)
         if len(args) != len(names):
             from .errors import BindingError
@@ -66,7 +66,7 @@ class PyKernel:
         if kernel is None:
             from .frontend.pyloops import lower_specs
             from .pipeline import compile_program
-            program = lower_specs(fdef, filename, line0, self._parsed()[3],
+            program = lower_specs(fdef, filename, line0, lines,
                                   dict(zip(names, key)), fdef.name)
             kernel = compile_program(program, self.config or Config.from_env())
             self._kernels[key] = kernel
@@ -74,12 +74,10 @@ class PyKernel:
         return kernel
 
     @functools.cached_property
-    def _parsed_cache(self):
-        from .frontend.pyloops import parse_function
-        return parse_function(self.py_func)
-
     def _parsed(self):
-        return self._parsed_cache
+        """(FunctionDef, filename, first line, source lines), read once."""
+        from .frontend.pysource import parse_function
+        return parse_function(self.py_func)
 
     def __call__(self, *args) -> None:
         args = self._normalise(args)

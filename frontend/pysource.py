@@ -1,0 +1,154 @@
+"""Reading a ``@polyc.kernel`` function without running it: its source and
+``ast`` (:func:`parse_function`, :func:`parse_file`), its parameters
+(:func:`check_signature`) and the kind of each argument, from a call
+(:func:`arg_spec`) or from the body alone (:func:`infer_specs`, for the
+command line).  :mod:`polyc.frontend.pyloops` lowers what these return."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+
+from polyc.errors import DTypeError, UnsupportedError
+from polyc.ir import C_TYPES
+
+
+def is_shape_read(v: ast.AST) -> bool:
+    """Whether ``v`` is ``X.shape`` or ``X.shape[k]``."""
+    if isinstance(v, ast.Subscript):
+        v = v.value
+    return (isinstance(v, ast.Attribute) and v.attr == "shape"
+            and isinstance(v.value, ast.Name))
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """What a call passes for one parameter: ``kind`` is ``"array"`` (with
+    ``dtype`` and ``ndim``), ``"int"`` or ``"float"``."""
+    kind: str
+    dtype: str = ""
+    ndim: int = 0
+
+
+def parse_function(fn):
+    """(FunctionDef, filename, first line, source lines) of ``fn``; raises
+    :class:`UnsupportedError` when its source is not available."""
+    try:
+        src = inspect.getsource(fn)
+        filename = inspect.getsourcefile(fn) or "<unknown>"
+        _, line0 = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as err:
+        raise UnsupportedError(f"@polyc.kernel needs the source of {fn.__name__!r} "
+                               f"({err}); define it in a file, not at an interactive "
+                               "prompt or through exec") from None
+    src = textwrap.dedent(src)
+    tree = ast.parse(src)
+    fdef = tree.body[0]
+    if not isinstance(fdef, ast.FunctionDef):
+        raise UnsupportedError(f"{filename}:{line0}: @polyc.kernel applies to a function "
+                               "defined with def")
+    return fdef, filename, line0, src.splitlines()
+
+
+def check_signature(fdef: ast.FunctionDef, filename: str, line0: int) -> list[str]:
+    a = fdef.args
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+        raise UnsupportedError(f"{filename}:{line0}: kernel {fdef.name}: parameters must be "
+                               "plain positional names (no defaults, *args, **kwargs or "
+                               "keyword-only parameters)")
+    return [x.arg for x in a.args]
+
+
+def arg_spec(name: str, value) -> ArgSpec:
+    """The :class:`ArgSpec` of one call argument; raises ``DTypeError`` for
+    an element type polyc does not compile."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.name not in C_TYPES:
+            raise DTypeError(f"argument {name}: dtype {value.dtype} is not supported; "
+                             f"use one of {', '.join(C_TYPES)} "
+                             f"(convert with .astype('float64'))")
+        return ArgSpec("array", value.dtype.name, value.ndim)
+    if isinstance(value, (bool, np.bool_)):
+        raise DTypeError(f"argument {name}: a bool; pass an int size or a float")
+    if isinstance(value, (int, np.integer)):
+        return ArgSpec("int")
+    if isinstance(value, (float, np.floating)):
+        return ArgSpec("float")
+    raise DTypeError(f"argument {name}: expected a numpy array, an int or a float, got "
+                     f"{type(value).__name__}")
+
+
+def infer_specs(fdef: ast.FunctionDef, dtype: str = "float64") -> dict[str, ArgSpec]:
+    """Argument kinds read off the body, for tools that have no call to
+    look at (``polyc compile FILE.py``): a parameter that is subscripted or
+    whose ``.shape`` is read is an array of ``dtype`` (rank: its number of
+    subscripts, else of unpacked sizes); one used in a loop bound, subscript
+    or ``if`` condition is an int size; any other is a float scalar."""
+    names = [a.arg for a in fdef.args.args]
+    ranks: dict[str, int] = {}
+    ints: set[str] = set()
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+            sl = node.slice
+            ranks.setdefault(node.value.id, len(sl.elts) if isinstance(sl, ast.Tuple) else 1)
+        index_parts = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "range":
+            index_parts = node.args
+        elif isinstance(node, ast.Subscript):
+            index_parts = [node.slice]
+        elif isinstance(node, ast.If):
+            index_parts = [node.test]
+        for part in index_parts:
+            ints |= {n.id for n in ast.walk(part) if isinstance(n, ast.Name)}
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.Assign) and is_shape_read(node.value):
+            v = node.value
+            if isinstance(v, ast.Attribute) and isinstance(node.targets[0], ast.Tuple):
+                ranks.setdefault(v.value.id, len(node.targets[0].elts))
+    out = {}
+    for n in names:
+        if n in ranks:
+            out[n] = ArgSpec("array", dtype, ranks[n])
+        elif n in ints:
+            out[n] = ArgSpec("int")
+        else:
+            out[n] = ArgSpec("float")
+    return out
+
+
+def parse_file(path: str, name: str | None):
+    """(FunctionDef, filename, first line, lines) of the function ``name``
+    (or the only one decorated with ``polyc.kernel``) in the Python file
+    ``path``, read without running it."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        tree = ast.parse(text, path)
+    except SyntaxError as err:
+        from polyc.errors import ParseError
+        raise ParseError(f"{path}:{err.lineno}: {err.msg}", line=err.lineno,
+                         column=err.offset) from None
+    funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
+    if name is None:
+        decorated = [f for f in funcs if any("kernel" in ast.unparse(d)
+                                              for d in f.decorator_list)]
+        if len(decorated) != 1:
+            from polyc.errors import BindingError
+            raise BindingError(f"{path} defines {len(decorated)} @polyc.kernel functions "
+                               f"({', '.join(f.name for f in decorated)}); choose one "
+                               "with --def NAME")
+        fdef = decorated[0]
+    else:
+        found = [f for f in funcs if f.name == name]
+        if not found:
+            from polyc.errors import BindingError
+            raise BindingError(f"no function {name!r} in {path}; it defines "
+                               f"{', '.join(f.name for f in funcs)}")
+        fdef = found[0]
+    # line numbers in the whole file: the lowering adds line0 - 1
+    return fdef, path, 1, text.splitlines()
