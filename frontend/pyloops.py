@@ -525,11 +525,23 @@ class _Lowering:
         else:
             raise self.fail(target, "an assignment target that is neither an array "
                                     "element nor a scalar name")
-        if op != "=":
-            rhs = E.Binary(op, lhs, rhs, self.span(st))
-        self._statement(st, lhs, rhs, loops, conds, node)
+        kind, red = "assign", ()
+        if op in ("+", "-", "*") and lhs.tensor not in {a.tensor for a in E.accesses(rhs)}:
+            # a reduction update (`acc += term`, the accumulator read nowhere
+            # else in the statement): its terms may be reassociated, which
+            # lets the reduction loop keep the accumulator in a register
+            # under `omp simd reduction`; `x - y` is `x + (-y)` exactly
+            kind = "update"
+            red = tuple(lp.var for lp in loops
+                        if lp.var not in set().union(*map(E.index_names, lhs.indices)))
+            if op == "-":
+                op, rhs = "+", E.Unary("-", rhs, self.span(st))
+        elif op != "=":
+            rhs, op = E.Binary(op, lhs, rhs, self.span(st)), "="
+        self._statement(st, lhs, rhs, loops, conds, node, op, kind, red)
 
-    def _statement(self, st, lhs, rhs, loops, conds, node: _Node) -> None:
+    def _statement(self, st, lhs, rhs, loops, conds, node: _Node, op: str = "=",
+                   kind: str = "assign", red: tuple = ()) -> None:
         name = f"S{len(self.statements)}"
         iters = [lp.var for lp in loops]
         space = set_space(self.params, iters, name)
@@ -554,8 +566,9 @@ class _Lowering:
         shapes = self.shapes()
         text = ast.unparse(st)
         try:
-            s = make_statement(name=name, iterators=iters, domain=dom, lhs=lhs, op="=",
-                               rhs=rhs, shapes=shapes, text=text, span=self.span(st))
+            s = make_statement(name=name, iterators=iters, domain=dom, lhs=lhs, op=op,
+                               rhs=rhs, shapes=shapes, kind=kind, reduction_iterators=red,
+                               text=text, span=self.span(st))
         except NonAffineError as err:
             raise self.fail(st, f"a non-affine subscript ({err.reason})",
                             "subscripts must be affine in loop variables and sizes") from None

@@ -109,7 +109,9 @@ def expand_scalars(program: Program, scalars: Sequence[str],
             stmts[i] = make_statement(
                 name=s.name, iterators=s.iterators, domain=s.domain,
                 lhs=E.map_expr(s.lhs, sub), op=s.op, rhs=E.map_expr(s.rhs, sub),
-                shapes=shapes, kind=s.kind, reduction_iterators=s.reduction_iterators,
+                shapes=shapes, kind=s.kind,
+                reduction_iterators=tuple(v for v in s.reduction_iterators
+                                          if v not in s.iterators[:depth]),
                 text=s.text, span=s.span)
     return program.replace(tensors=tuple(tensors[t.name] for t in program.tensors),
                            statements=tuple(stmts))

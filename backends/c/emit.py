@@ -60,6 +60,11 @@ from .cexpr import (
 
 ENTRY = "polyc_kernel"
 
+#: a parallel loop holding no loop, inside a sequential loop, forks its team
+#: only from this many iterations up (``if`` clause): below it a fork and
+#: barrier (about a microsecond) cost more than the loop's work
+MIN_PARALLEL_TRIP = 16384
+
 PRELUDE = r"""#include <stdint.h>
 #include <math.h>
 #ifdef _OPENMP
@@ -148,6 +153,7 @@ class _Emitter:
         self.locals = {t.name for t in program.tensors if t.role == "local"}
         self.loop_printer = CExprPrinter(loop_iterator_name, self._access,
                                          self.dtypes.__getitem__)
+        self.sequential_depth = 0      # sequential loops around the node printed
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
@@ -250,6 +256,27 @@ class _Emitter:
                   c.Statement(f"{lhs} = {convert(acc, acc_t, dtype)}")]
         return c.Block(block)
 
+    def _if_clause(self, n: L.For) -> str:
+        """`` if(trip >= MIN)`` for a parallel loop that runs once per
+        iteration of an enclosing sequential loop and holds no loop itself:
+        its team would start (and meet at a barrier) that many times for
+        O(trip) work each, which costs more than it saves below
+        :data:`MIN_PARALLEL_TRIP` iterations (durbin, trisolv, jacobi-1d).
+        OpenMP's ``if`` clause runs the region on one thread then
+        (OpenMP 5.2, section 3.4)."""
+        if not self.sequential_depth or _contains_for(n.body) or n.collapse > 1:
+            return ""
+        cond = n.cond
+        if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
+                and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator):
+            return ""
+        ip = self.loop_printer.index
+        trip = f"({ip(cond.rhs)}) - ({ip(n.init)})" + (" + 1" if cond.op == "<=" else "")
+        step = int(n.step)
+        if step != 1:
+            trip = f"({trip}) / {step}"
+        return f" if({trip} >= INT64_C({MIN_PARALLEL_TRIP}))"
+
     def _for(self, n: L.For, body: c.Generable) -> c.For:
         ip = self.loop_printer.index
         it = loop_iterator_name(n.iterator)
@@ -275,12 +302,17 @@ class _Emitter:
             folded = False
             if n.parallel and n.collapse > 1:
                 n, folded = _fold_collapsed_simd(n)
-            loop = self._for(n, self.node(n.body))
+            self.sequential_depth += not n.parallel
+            try:
+                loop = self._for(n, self.node(n.body))
+            finally:
+                self.sequential_depth -= not n.parallel
             if n.parallel:
                 simd = " simd" if n.simd or folded else ""
                 collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
                 return c.Module([c.Pragma(f"omp parallel for{simd}{collapse} schedule(static) "
-                                          "num_threads(polyc_team)"), loop])
+                                          f"num_threads(polyc_team){self._if_clause(n)}"),
+                                 loop])
             if n.simd:
                 return c.Module([c.Pragma("omp simd"), loop])
             return loop
@@ -311,6 +343,20 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
+
+
+def _contains_for(n: L.Node | None) -> bool:
+    if n is None or isinstance(n, L.StmtInstance):
+        return False
+    if isinstance(n, L.For):
+        return True
+    if isinstance(n, L.If):
+        return _contains_for(n.then) or _contains_for(n.otherwise)
+    if isinstance(n, L.Block):
+        return any(_contains_for(k) for k in n.children)
+    if isinstance(n, L.Local):
+        return _contains_for(n.body)
+    return False
 
 
 def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:

@@ -150,6 +150,48 @@ def test_scalar_carried_across_iterations_is_kept():
 
 
 @polyc.kernel
+def reductions(A, x, y, z):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            y[i] += A[i, j] * x[j]           # a sum reduction over j
+            z[i] -= A[i, j]                  # -= is += of the negated term
+    for i in range(1, n):
+        y[i] += y[i - 1]                     # reads its own array: a recurrence
+
+
+def test_augmented_assignments_become_reduction_updates():
+    A, x = RNG.random((40, 300)), RNG.random(300)
+    y, z = RNG.random(40), RNG.random(40)
+    out = run_both(reductions, A, x, y, z)
+    np.testing.assert_allclose(out[2], np.cumsum(y + A @ x), rtol=1e-12)
+    np.testing.assert_allclose(out[3], z - A.sum(axis=1), rtol=1e-12)
+    s_y, s_z, s_rec = reductions.program.statements
+    assert (s_y.kind, s_y.op, s_y.reduction_iterators) == ("update", "+", ("j",))
+    assert (s_z.kind, s_z.op, s_z.reduction_iterators) == ("update", "+", ("j",))
+    assert s_rec.kind == "assign" and s_rec.op == "="
+    # the j loops keep their accumulator in a register and are vectorised
+    assert "omp simd reduction(+:" in reductions.source
+
+
+@polyc.kernel
+def levinson_like(r, y, z):
+    n = r.shape[0]
+    for k in range(1, n):
+        for i in range(k):
+            z[i] = y[i] + r[k] * y[k - i - 1]
+        for i in range(k):
+            y[i] = z[i]
+
+
+def test_small_parallel_loops_inside_a_sequential_loop_fork_only_when_long():
+    r, y, z = RNG.random(50) * 0.1, RNG.random(50), np.zeros(50)
+    run_both(levinson_like, r, y, z)
+    pragmas = [ln for ln in levinson_like.source.splitlines() if "omp parallel for" in ln]
+    assert pragmas and all(" if(" in ln and "16384" in ln for ln in pragmas)
+
+
+@polyc.kernel
 def shapes_kinds(A, B, C):
     n = A.shape[0]
     _, m = B.shape
