@@ -54,24 +54,15 @@ def expand_scalars(program: Program, scalars: Sequence[str],
     flows; ``paths[s]`` identifies the loops enclosing statement ``s``,
     outermost first.  Raises :class:`~polyc.errors.UnsupportedError` when a
     scalar may be read before any assignment."""
+    program, scalars = split_webs(program, scalars)
     ctx = program.parameter_domain()
-    sched = program.original_schedule()
     tensors = {t.name: t for t in program.tensors}
     stmts = list(program.statements)
     for name in scalars:
         users = [s for s in stmts if s.tensor == name or name in s.read_tensors()]
         if not users:
             continue
-        reads = isl.UnionMap.empty(program.context.get_space())
-        writes = isl.UnionMap.empty(program.context.get_space())
-        for s in users:
-            for r in s.reads:
-                if r.get_tuple_name(isl.dim_type.out) == name:
-                    reads = reads.union(isl.UnionMap.from_map(r))
-            if s.tensor == name:
-                writes = writes.union(isl.UnionMap.from_map(s.write))
-        flow = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
-                .set_schedule(sched).compute_flow())
+        flow = _scalar_flow(program.replace(statements=tuple(stmts)), name, users)
         unset = flow.get_must_no_source().intersect_params(ctx)
         if not unset.is_empty():
             bad = maps_of(unset)[0]
@@ -115,6 +106,79 @@ def expand_scalars(program: Program, scalars: Sequence[str],
                 text=s.text, span=s.span)
     return program.replace(tensors=tuple(tensors[t.name] for t in program.tensors),
                            statements=tuple(stmts))
+
+
+def _scalar_flow(program: Program, name: str, users) -> isl.UnionAccessInfo:
+    reads = isl.UnionMap.empty(program.context.get_space())
+    writes = isl.UnionMap.empty(program.context.get_space())
+    for s in users:
+        for r in s.reads:
+            if r.get_tuple_name(isl.dim_type.out) == name:
+                reads = reads.union(isl.UnionMap.from_map(r))
+        if s.tensor == name:
+            writes = writes.union(isl.UnionMap.from_map(s.write))
+    return (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+            .set_schedule(program.original_schedule()).compute_flow())
+
+
+def split_webs(program: Program, scalars: Sequence[str]) -> tuple[Program, list[str]]:
+    """Give each *web* of a reused local scalar its own name.
+
+    A web is a set of statements that write or read the scalar, closed under
+    the flow dependences between them (isl dataflow): every value a statement
+    reads was written in its web.  A scalar reused by independent loop nests
+    (deriche's ``ym1`` in four sweeps) has several webs; renamed apart, each
+    is expanded along its own loops by :func:`expand_scalars`, instead of
+    one name tying the nests together.  Returns the program and the scalar
+    names (the first web keeps the original name).
+
+    Source: webs as in S. Muchnick, *Advanced Compiler Design and
+    Implementation*, section 16.3 (du-chains joined at common uses); here the
+    du-chains are isl's exact flow dependences."""
+    ctx = program.parameter_domain()
+    taken = {t.name for t in program.tensors} | set(program.params)
+    tensors = list(program.tensors)
+    stmts = list(program.statements)
+    out: list[str] = []
+    for name in scalars:
+        users = [s for s in stmts if s.tensor == name or name in s.read_tensors()]
+        parent = {s.name: s.name for s in users}
+
+        def find(a: str) -> str:
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+        for d in maps_of(_scalar_flow(program.replace(statements=tuple(stmts)), name, users)
+                         .get_may_dependence().intersect_params(ctx)):
+            a, b = (find(d.get_tuple_name(t)) for t in (isl.dim_type.in_, isl.dim_type.out))
+            parent[a] = b
+        webs: dict[str, list[str]] = {}
+        for s in users:                                  # program order
+            webs.setdefault(find(s.name), []).append(s.name)
+        out.append(name)
+        tensor = next(t for t in tensors if t.name == name)
+        for k, web in enumerate(list(webs.values())[1:], start=1):
+            new = f"{name}_{k}"
+            while new in taken:
+                new += "_"
+            taken.add(new)
+            out.append(new)
+            tensors.append(tensor.__class__(new, tensor.dtype, tensor.shape, tensor.role))
+            shapes = {t.name: t.shape for t in tensors}
+
+            def sub(e, new=new):
+                if isinstance(e, E.Access) and e.tensor == name:
+                    return E.Access(new, e.indices, e.span)
+                return None
+            for i, s in enumerate(stmts):
+                if s.name in web:
+                    stmts[i] = make_statement(
+                        name=s.name, iterators=s.iterators, domain=s.domain,
+                        lhs=E.map_expr(s.lhs, sub), op=s.op, rhs=E.map_expr(s.rhs, sub),
+                        shapes=shapes, kind=s.kind,
+                        reduction_iterators=s.reduction_iterators, text=s.text, span=s.span)
+    return program.replace(tensors=tuple(tensors), statements=tuple(stmts)), out
 
 
 def _extent(users, k: int, ctx: isl.Set) -> isl.PwAff | None:

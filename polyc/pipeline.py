@@ -8,6 +8,9 @@
    ``Config.schedule == "identity"``;
 4. band optimisation (``schedule.tile``): member order, tiling, simd marks;
 5. parallel marks (``schedule.marks``): the outermost coincident loops;
+   when no hot statement gets a parallel loop outside its innermost one,
+   the source order optimised the same way replaces isl's schedule if it
+   walks memory better (``schedule.profile``);
 6. legality (``schedule.legality.check``) of the final schedule;
 7. AST (``astgen``): isl AST -> LoopNest;
 8. C source (``backends.c.emit``);
@@ -36,7 +39,7 @@ from .config import Config
 from .dependence import Dependences
 from .ir import Program
 from .loopnest import Node, format_loopnest
-from .schedule import initial, legality, marks, tile
+from .schedule import initial, legality, marks, profile, tile
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ def _dump(config: Config, title: str, text) -> None:
         print(f"=== polyc: {title} ===\n{text}", file=sys.stderr)
 
 
+def _optimized(sched, program: Program, config: Config, deps):
+    sched = tile.optimize_bands(sched, program, config, deps)
+    return marks.mark_parallel(sched) if config.parallel else sched
+
+
 def lower(program: Program, config: Config | None = None) -> Lowered:
     """Steps 1-7: from an ``ir.Program`` to a checked schedule and its LoopNest."""
     config = config or Config.from_env()
@@ -66,9 +74,15 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     else:
         sched = initial.auto_schedule(program, deps, config)
         _dump(config, "isl schedule", sched)
-        sched = tile.optimize_bands(sched, program, config, deps)             # 4
-        if config.parallel:
-            sched = marks.mark_parallel(sched)                                # 5
+        sched = _optimized(sched, program, config, deps)                      # 4, 5
+        if config.parallel and not profile.profile(sched, program).coarse:
+            # isl found no coarse parallelism: the source order, optimised the
+            # same way, may walk memory better (polyc.schedule.profile)
+            src = _optimized(initial.annotate(initial.identity_schedule(program), deps.all()),
+                             program, config, deps)
+            if profile.prefer_source_order(profile.profile(sched, program),
+                                           profile.profile(src, program)):
+                sched = src
     _dump(config, "schedule", sched)
     legality.check(sched, deps, program, what="the generated schedule")       # 6
     nest = astgen.generate(program, sched)                                    # 7

@@ -61,8 +61,8 @@ from .cexpr import (
 ENTRY = "polyc_kernel"
 
 #: a parallel loop holding no loop, inside a sequential loop, forks its team
-#: only from this many iterations up (``if`` clause): below it a fork and
-#: barrier (about a microsecond) cost more than the loop's work
+#: only from this many iterations up: below it a fork and barrier (about a
+#: microsecond) cost more than the loop's work
 MIN_PARALLEL_TRIP = 16384
 
 PRELUDE = r"""#include <stdint.h>
@@ -256,26 +256,27 @@ class _Emitter:
                   c.Statement(f"{lhs} = {convert(acc, acc_t, dtype)}")]
         return c.Block(block)
 
-    def _if_clause(self, n: L.For) -> str:
-        """`` if(trip >= MIN)`` for a parallel loop that runs once per
-        iteration of an enclosing sequential loop and holds no loop itself:
-        its team would start (and meet at a barrier) that many times for
-        O(trip) work each, which costs more than it saves below
-        :data:`MIN_PARALLEL_TRIP` iterations (durbin, trisolv, jacobi-1d).
-        OpenMP's ``if`` clause runs the region on one thread then
-        (OpenMP 5.2, section 3.4)."""
+    def _long_enough(self, n: L.For) -> str | None:
+        """``trip >= MIN_PARALLEL_TRIP`` for a parallel loop that runs once
+        per iteration of an enclosing sequential loop and holds no loop
+        itself, else ``None``: such a loop's team would fork and meet at a
+        barrier that many times for O(trip) work each, which costs more than
+        it saves below :data:`MIN_PARALLEL_TRIP` iterations (durbin,
+        trisolv, jacobi-1d), so it is printed twice, the sequential copy
+        taken below that trip count (not OpenMP's ``if`` clause: a region
+        with a false ``if`` still calls into the runtime)."""
         if not self.sequential_depth or _contains_for(n.body) or n.collapse > 1:
-            return ""
+            return None
         cond = n.cond
         if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
                 and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator):
-            return ""
+            return None
         ip = self.loop_printer.index
         trip = f"({ip(cond.rhs)}) - ({ip(n.init)})" + (" + 1" if cond.op == "<=" else "")
         step = int(n.step)
         if step != 1:
             trip = f"({trip}) / {step}"
-        return f" if({trip} >= INT64_C({MIN_PARALLEL_TRIP}))"
+        return f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
 
     def _for(self, n: L.For, body: c.Generable) -> c.For:
         ip = self.loop_printer.index
@@ -310,9 +311,13 @@ class _Emitter:
             if n.parallel:
                 simd = " simd" if n.simd or folded else ""
                 collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
-                return c.Module([c.Pragma(f"omp parallel for{simd}{collapse} schedule(static) "
-                                          f"num_threads(polyc_team){self._if_clause(n)}"),
-                                 loop])
+                par = c.Module([c.Pragma(f"omp parallel for{simd}{collapse} schedule(static) "
+                                         "num_threads(polyc_team)"), loop])
+                big = self._long_enough(n)
+                if big is None:
+                    return par
+                seq = c.Module(([c.Pragma("omp simd")] if n.simd else []) + [loop])
+                return c.If(big, c.Block([par]), c.Block([seq]))
             if n.simd:
                 return c.Module([c.Pragma("omp simd"), loop])
             return loop

@@ -186,16 +186,48 @@ def _domain(program: Program, stmts=None) -> isl.UnionSet:
 def _compute(program: Program, all_deps: isl.UnionMap, opts: dict, stmts=None,
              **extra) -> isl.Schedule:
     """isl's schedule of ``stmts`` (default: every statement) under ``opts``."""
-    dom = _domain(program, stmts)
-    deps = all_deps.intersect_domain(dom).intersect_range(dom) if stmts is not None \
+    full = _domain(program, stmts)
+    deps = all_deps.intersect_domain(full).intersect_range(full) if stmts is not None \
         else all_deps
+    dom, context = full, program.parameter_domain()
+    # sizes no iteration domain depends on (the other extents of an array,
+    # bound only by the in-bounds preconditions) cannot matter to a schedule,
+    # but every one of them is a dimension of isl's ILP (heat-3d: 11 s with
+    # five of them, 0.3 s without): project them out (the union over their
+    # values of the dependences, a superset of each value's) and put the
+    # full domain back on the result
+    unused = _unused_params(program)
+    for name in unused:
+        dom = _project_param(dom, name)
+        deps = _project_param(deps, name)
+        context = _project_param(context, name)
     sc = (isl.ScheduleConstraints.on_domain(dom)
-          .set_context(program.parameter_domain())
+          .set_context(context)
           .set_validity(deps)
           .set_coincidence(deps)
           .set_proximity(deps))
     with _scheduler_options(**{**opts, **extra}):
-        return sc.compute_schedule()
+        sched = sc.compute_schedule()
+    return sched.intersect_domain(full) if unused else sched
+
+
+def _unused_params(program: Program) -> list[str]:
+    raw = program.domain()
+    used: set[str] = set()
+
+    def visit(st: isl.Set) -> None:
+        for i in range(st.dim(isl.dim_type.param)):
+            if st.involves_dims(isl.dim_type.param, i, 1):
+                used.add(st.get_dim_name(isl.dim_type.param, i))
+    raw.foreach_set(visit)
+    return [p for p in program.params if p not in used]
+
+
+def _project_param(obj, name: str):
+    """``obj`` (an isl set, map or union) with parameter ``name`` projected
+    out (``isl_*_project_out`` on the parameter dimension)."""
+    i = obj.get_space().find_dim_by_name(isl.dim_type.param, name)
+    return obj if i < 0 else obj.project_out(isl.dim_type.param, i, 1)
 
 
 # ------------------------------------------------------------ strategies

@@ -104,7 +104,8 @@ def _tile_sizes(band: isl.ScheduleNode, program: Program, config: Config) -> isl
     else:
         stmts = band_statements(band, program)
         tensors = {s.tensor for s in stmts} | {t for s in stmts for t in s.read_tensors()}
-        elem = max(8 if program.tensor(t).dtype.endswith("64") else 4 for t in tensors)
+        elem = max((8 if program.tensor(t).dtype.endswith("64") else 4 for t in tensors),
+                   default=8)
         sizes = [default_tile_size(len(tensors), elem)] * n
     mv = isl.MultiVal.zero(band.band_get_space())
     for i in range(n):
