@@ -30,7 +30,7 @@ import islpy as isl
 from polyc import expr as E
 from polyc.ir import Program
 
-from .locality import hot_statements, member_is_constant, member_iterator, stride_score
+from .locality import _member_aff, hot_statements, member_iterator, stride_score
 from .marks import parse_parallel_mark
 
 _BAND = isl.schedule_node_type.band
@@ -71,7 +71,7 @@ def profile(schedule: isl.Schedule, program: Program) -> Profile:
             node.get_domain().foreach_set(lambda s: names.add(s.get_tuple_name()))
             for name in names & hot.keys():
                 s = hot[name]
-                loops = [(u, par) for u, par in path if not member_is_constant(s, u)]
+                loops = [(u, par) for u, par in path if _varies(s, u)]
                 if not loops:
                     continue
                 coarse[name] = coarse.get(name, True) and any(p for _, p in loops[:-1])
@@ -86,6 +86,13 @@ def profile(schedule: isl.Schedule, program: Program) -> Profile:
     walk(schedule.get_root(), [], 0)
     return Profile(coarse=bool(coarse) and all(coarse.values()),
                    stride=sum(stride.values()))
+
+
+def _varies(stmt, upa: isl.UnionPwAff) -> bool:
+    """Whether band member ``upa`` depends on an iterator of ``stmt``, also
+    through an integer division (a tile loop ``i - i mod 64``)."""
+    aff = _member_aff(stmt, upa)
+    return aff is None or aff.involves_dims(isl.dim_type.in_, 0, len(stmt.iterators))
 
 
 def prefer_source_order(isl_profile: Profile, source_profile: Profile) -> bool:
