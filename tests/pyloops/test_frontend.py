@@ -172,7 +172,7 @@ def test_a_scalar_reused_by_independent_nests_is_renamed_per_web():
     acc, acc1 = prog.tensor("acc"), prog.tensor("acc_1")
     assert acc.role == acc1.role == "temp" and acc.ndim == acc1.ndim == 1
     # each sweep runs parallel across its rows (columns)
-    assert two_sweeps.source.count("omp parallel for") == 2, two_sweeps.source
+    assert two_sweeps.source.count("omp parallel for") >= 2, two_sweeps.source
 
 
 @polyc.kernel
