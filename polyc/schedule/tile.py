@@ -40,7 +40,8 @@ from ..errors import IllegalScheduleError
 from ..ir import Program
 from ..isl_util import CTX
 from . import legality
-from .locality import band_statements, hot_statements, member_scores, reduction_members
+from .locality import (band_statements, hot_statements, member_iterator, member_scores,
+                       reduction_members)
 from .marks import SIMD_REDUCTION, coincident_members, has_band_below, mark_simd_innermost
 
 _BAND = isl.schedule_node_type.band
@@ -237,7 +238,8 @@ class _BandOptimizer:
     def _tile(self, node: isl.ScheduleNode, simd_last: bool) -> isl.ScheduleNode:
         n = node.band_n_member()
         if (self.config.tiling and 2 <= n <= MAX_TILED_MEMBERS
-                and node.band_get_permutable()):
+                and node.band_get_permutable()
+                and (self.config.tile_sizes or _carries_reuse(node, self.program))):
             node = node.band_tile(_tile_sizes(node, self.program, self.config)).child(0)
             if self.config.simd and simd_last:
                 node = mark_simd_innermost(node)
@@ -248,6 +250,29 @@ class _BandOptimizer:
         if self.config.simd and simd_last:
             node = mark_simd_innermost(node)
         return node
+
+
+def _carries_reuse(band: isl.ScheduleNode, program: Program) -> bool:
+    """Whether tiling ``band`` can shorten a reuse distance: some access of
+    a hot statement is invariant along one of the band's members (``A[i,k]``
+    along ``j`` in a matmul: temporal reuse across a whole loop, which a
+    tile keeps in cache).  A band whose every access moves with every member
+    (a stencil's ``A[i-1,j], A[i,j+1]``) has only neighbour reuse, which the
+    untiled loops already keep; tiling it only cuts the parallel loop into
+    fewer, larger iterations.  A member that is not a single iterator
+    (skewed) counts as carrying reuse.  Source: the temporal-reuse test of
+    Wolf and Lam, "A data locality optimizing algorithm", PLDI 1991."""
+    mupa = band.band_get_partial_schedule()
+    hot = hot_statements(band_statements(band, program))
+    for s in hot:
+        accs = [a for a in [s.lhs] + E.accesses(s.rhs) if a.indices]
+        for j in range(band.band_n_member()):
+            var = member_iterator(s, mupa.get_union_pw_aff(j))
+            if var is None:
+                return True
+            if any(var not in set().union(*map(E.index_names, a.indices)) for a in accs):
+                return True
+    return False
 
 
 def _below_offers_stride(node: isl.ScheduleNode, program: Program) -> bool:

@@ -176,6 +176,42 @@ def test_a_scalar_reused_by_independent_nests_is_renamed_per_web():
 
 
 @polyc.kernel
+def smooth(A, B):
+    n, m = A.shape
+    for i in range(1, n - 1):
+        for j in range(1, m - 1):
+            B[i, j] = 0.25 * (A[i - 1, j] + A[i + 1, j] + A[i, j - 1] + A[i, j + 1])
+
+
+@polyc.kernel
+def matmul(A, B, C):
+    n, k = A.shape
+    m = B.shape[1]
+    for i in range(n):
+        for j in range(m):
+            for p in range(k):
+                C[i, j] += A[i, p] * B[p, j]
+
+
+def _tile_steps(source: str) -> list[int]:
+    import re
+    return [int(v) for v in re.findall(r"\+= (\d+)\)", source) if int(v) > 1]
+
+
+def test_only_bands_with_reuse_across_a_loop_are_tiled():
+    A = RNG.random((50, 60))
+    out = run_both(smooth, A, np.zeros_like(A))
+    np.testing.assert_allclose(out[1][1:-1, 1:-1], 0.25 * (A[:-2, 1:-1] + A[2:, 1:-1]
+                                                          + A[1:-1, :-2] + A[1:-1, 2:]))
+    # every access moves with both loops: neighbour reuse only, no tiles, and
+    # the parallel loop keeps its n - 2 iterations
+    assert _tile_steps(smooth.source) == []
+    B, C = RNG.random((60, 70)), np.zeros((50, 70))
+    run_both(matmul, A, B, C)
+    assert _tile_steps(matmul.source)          # A[i, p] is reused along j: tiled
+
+
+@polyc.kernel
 def reductions(A, x, y, z):
     n, m = A.shape
     for i in range(n):
