@@ -1,0 +1,65 @@
+"""Measure this CPU's physical limits, to report benchmark results as a fraction of peak.
+
+Run from the repository root::
+
+    python -m benchmarks.peak [--quick]
+
+Compiles ``benchmarks/peak.c`` with ``$CC`` (default ``gcc``) and
+``-O3 -march=native -fopenmp -std=c99``, runs it and returns or prints its
+JSON object:
+
+* ``fma_gflops_{1core,allcores}_{f32,f64}``: FMA peak in GFLOP/s (1e9 flop/s),
+  2 flops per FMA lane, from 12 independent accumulator chains of the widest
+  vector FMA the build targets (``isa``: ``avx512``, ``avx2`` or ``scalar``);
+  best of 3 runs of about 0.25 s each.
+* ``stream_triad_gbs_{1core,allcores}``: bandwidth in GB/s (1e9 bytes/s) of
+  the STREAM triad ``a[i] = b[i] + s * c[i]`` over three 64 MiB double arrays,
+  counted by McCalpin's STREAM convention (https://www.cs.virginia.edu/stream/):
+  24 bytes per element, i.e. the write-allocate read of ``a`` is not counted;
+  best of 5 runs.
+* ``threads``: the OpenMP thread count of the ``allcores`` figures.
+
+``--quick`` shrinks run times and array sizes about 10x (the arrays may then fit
+in the last-level cache), for tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SOURCE = Path(__file__).with_name("peak.c")
+CFLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c99"]
+
+
+def measure(quick: bool = False) -> dict[str, Any]:
+    """Build and run ``peak.c``; return its measurements (see the module docstring)."""
+    cc = os.environ.get("CC", "gcc")
+    with tempfile.TemporaryDirectory(prefix="polyc-peak-") as tmp:
+        exe = Path(tmp) / "peak"
+        try:
+            build = subprocess.run(
+                [cc, *CFLAGS, str(SOURCE), "-o", str(exe), "-lm"],
+                capture_output=True,
+                text=True,
+            )
+        except OSError as err:
+            raise RuntimeError(f"cannot run the C compiler {cc!r}: {err}") from err
+        if build.returncode != 0:
+            raise RuntimeError(f"{cc} failed to build {SOURCE}:\n{build.stderr}")
+        run = subprocess.run(
+            [str(exe), *(["quick"] if quick else [])],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    return json.loads(run.stdout)
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure(quick="--quick" in sys.argv[1:]), indent=2))
