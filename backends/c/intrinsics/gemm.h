@@ -1,0 +1,909 @@
+/* polyc GEMM: a header-only, BLIS-style matrix multiply for generated C code.
+ *
+ *   C(m, n) = [C(m, n) if accumulate] + sum_k A(m, k) * B(k, n)
+ *             then, if bias: += bias[n * bias_cs]; then, if relu: max(., 0)
+ *
+ *   A(m, k) = A[m * a_rs + k * a_cs], B(k, n) = B[k * b_rs + n * b_cs],
+ *   C(m, n) = C[m * c_rs + n * c_cs]   (strides in elements, non-negative)
+ *
+ *   void polyc_gemm_f32(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
+ *                       accumulate, bias, bias_cs, relu, nthreads);
+ *   void polyc_gemm_f64(... the same with double ...);
+ *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
+ *
+ * M, N or K may be 0 (K == 0: C = [C if accumulate else 0] + epilogue).
+ * nthreads <= 0 means omp_get_max_threads().  Everything is static, so the
+ * header may be included by several translation units.  C99 (no C11 needed:
+ * the 64-byte aligned buffers come from malloc, because aligned_alloc is not
+ * declared under -std=c99).
+ *
+ * Algorithm: the five loops around a micro-kernel of Goto & van de Geijn,
+ * "Anatomy of high-performance matrix multiplication", ACM TOMS 34(3), 2008,
+ * as structured by Van Zee & van de Geijn, "BLIS: A framework for rapidly
+ * instantiating BLAS functionality", ACM TOMS 41(3), 2015:
+ *
+ *   jc over N by NC          B panel KC x NC (packed, shared) lives in L3
+ *     pc over K by KC        pack B into NR-wide slivers, k-major, zero-padded
+ *       ic over M by MC      pack A block MC x KC (one per thread) -> L2
+ *         jr over NC by NR   B sliver KC x NR (L1 / L2)
+ *           ir over MC by MR A sliver MR x KC streams from L2
+ *             micro-kernel: MR x NR accumulators in registers,
+ *             broadcast A, load B, explicit FMA (-std=c99 => no contraction)
+ *
+ * `accumulate` only decides whether the first pc block adds to C or
+ * overwrites it; bias and relu are applied on the last pc block.  Full tiles
+ * with unit c_cs are stored straight from the registers; edge tiles go
+ * through an MR x NR buffer and only the valid part is copied back.
+ *
+ * Blocking (Zen 5: L1d 48 KiB, L2 1 MiB per core, L3 32 MiB):
+ *   AVX-512 f32: MR x NR = 14 x 32 (28 zmm accumulators + 2 B + 1 A = 31
+ *     registers), KC = 512, MC = 14 * 18 = 252 (A block 504 KiB, half of L2),
+ *     NC = 4096 (B panel 8 MiB in L3).
+ *   AVX-512 f64: 14 x 16, KC = 384, MC = 14 * 12 = 168 (504 KiB), NC = 2048
+ *     (6 MiB).
+ *   The B sliver (KC x NR: 64 / 48 KiB) does not stay in L1: it streams from
+ *   L2 with the A sliver (f32: 184 B per 28 FMAs = 14 cycles, f64: 240 B),
+ *   well within what L2 delivers; a deep KC halves the passes over C instead (KC = 256,
+ *   the L1-sized choice, measured 3-7% slower at 1024 and 2048).
+ *   AVX2 (+FMA):  f32 6 x 16, f64 6 x 8 (12 ymm accumulators); KC = 256,
+ *     MC = 6 * 42 = 252 (f32) / 6 * 24 = 144 (f64), NC = 4096 / 2048.
+ *   portable C:   4 x 8 with plain loops.
+ * KC and MC are balanced to the problem (K = 700 gives two 350-deep blocks).
+ * The packing buffers of a call are one block, kept for the next call when
+ * it is at most POLYC_GEMM_CACHE_MAX (16 MiB) bytes; see polyc_gemm_acquire.
+ *
+ * Threads (OpenMP): one parallel region around the jc/pc loops; B is packed
+ * cooperatively (each thread a contiguous range of slivers), then either each
+ * thread takes whole MC blocks with its own A buffer (when M has at least
+ * 4 slivers per thread; MC is shrunk so that the blocks divide evenly), or,
+ * for short M, the A block is packed cooperatively and the jr slivers are
+ * split.  Each thread gets at least 128^3 multiply-adds (below that the
+ * fork/join costs more than it saves: 64^3 took 3.2 us on one thread, 10 us
+ * on two).
+ */
+#ifndef POLYC_GEMM_H
+#define POLYC_GEMM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define POLYC_GEMM_UNUSED __attribute__((unused))
+#ifdef _OPENMP
+/* Only inside the call's own team: with nthr == 1 the body runs outside any
+ * region of ours, and an orphaned barrier would bind to the caller's team
+ * (a parallel batch loop calling one GEMM per thread), which deadlocks. */
+#define POLYC_GEMM_BARRIER()                                                           \
+    do {                                                                               \
+        if (nthr > 1) {                                                                \
+            _Pragma("omp barrier")                                                     \
+        }                                                                              \
+    } while (0)
+#else
+#define POLYC_GEMM_BARRIER()
+#endif
+
+
+/* ---------------------------------------------------------------- helpers */
+
+/* Allocation hooks (a test builds with POLYC_GEMM_MALLOC(n) = NULL to reach the
+ * no-memory fallback). */
+#ifndef POLYC_GEMM_MALLOC
+#define POLYC_GEMM_MALLOC(n) malloc(n)
+#endif
+#ifndef POLYC_GEMM_FREE
+#define POLYC_GEMM_FREE(p) free(p)
+#endif
+
+/* 64-byte aligned block from malloc (the original pointer is kept just below
+ * the aligned one); the size is rounded up to a multiple of 64. */
+static POLYC_GEMM_UNUSED void *polyc_gemm_alloc(size_t bytes)
+{
+    size_t size = ((bytes + 63) / 64) * 64 + 64 + sizeof(void *);
+    char *raw = (char *)POLYC_GEMM_MALLOC(size);
+    uintptr_t p;
+    if (!raw)
+        return NULL;
+    p = ((uintptr_t)(raw + sizeof(void *)) + 63) & ~(uintptr_t)63;
+    ((void **)p)[-1] = raw;
+    return (void *)p;
+}
+
+static POLYC_GEMM_UNUSED void polyc_gemm_free(void *p)
+{
+    if (p)
+        POLYC_GEMM_FREE(((void **)p)[-1]);
+}
+
+/* The packing buffers of one call are one block.  Blocks up to
+ * POLYC_GEMM_CACHE_MAX bytes are kept for the next call (one block per
+ * translation unit, taken with an atomic flag; a concurrent call allocates its
+ * own): glibc otherwise trims the heap at every free and the next call
+ * page-faults the buffers again, which doubled the time of 128..256-sized
+ * problems.  -DPOLYC_GEMM_CACHE_MAX=0 allocates and frees on every call. */
+#ifndef POLYC_GEMM_CACHE_MAX
+#define POLYC_GEMM_CACHE_MAX ((size_t)16 << 20)
+#endif
+static void *polyc_gemm_cache_block;
+static size_t polyc_gemm_cache_bytes;
+static int polyc_gemm_cache_busy;
+
+static POLYC_GEMM_UNUSED void *polyc_gemm_acquire(size_t bytes, int *cached)
+{
+    *cached = 0;
+    if (bytes <= POLYC_GEMM_CACHE_MAX && !__sync_lock_test_and_set(&polyc_gemm_cache_busy, 1)) {
+        if (polyc_gemm_cache_bytes < bytes) {
+            polyc_gemm_free(polyc_gemm_cache_block);
+            polyc_gemm_cache_block = polyc_gemm_alloc(bytes);
+            polyc_gemm_cache_bytes = polyc_gemm_cache_block ? bytes : 0;
+        }
+        if (polyc_gemm_cache_block) {
+            *cached = 1;
+            return polyc_gemm_cache_block;
+        }
+        __sync_lock_release(&polyc_gemm_cache_busy);
+    }
+    return polyc_gemm_alloc(bytes);
+}
+
+static POLYC_GEMM_UNUSED void polyc_gemm_release(void *p, int cached)
+{
+    if (cached)
+        __sync_lock_release(&polyc_gemm_cache_busy);
+    else
+        polyc_gemm_free(p);
+}
+
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Row lists for the unrolled micro-kernels. */
+#define POLYC_GEMM_R4(X) X(0) X(1) X(2) X(3)
+#define POLYC_GEMM_R6(X) POLYC_GEMM_R4(X) X(4) X(5)
+#define POLYC_GEMM_R8(X) POLYC_GEMM_R6(X) X(6) X(7)
+#define POLYC_GEMM_R12(X) POLYC_GEMM_R8(X) X(8) X(9) X(10) X(11)
+#define POLYC_GEMM_R14(X) POLYC_GEMM_R12(X) X(12) X(13)
+
+/* Edge tiles (and every tile of the portable kernel): the accumulators are in
+ * buf (row stride ldb); write the valid mr x nr part to C. */
+#define POLYC_GEMM_DEFINE_TAIL(T, SFX)                                                 \
+    static POLYC_GEMM_UNUSED void polyc_gemm_tail_##SFX(                               \
+        const T *buf, int64_t ldb, T *c, int64_t c_rs, int64_t c_cs, int64_t mr,       \
+        int64_t nr, int beta, const T *bias, int64_t bias_cs, int relu)                \
+    {                                                                                  \
+        int64_t i, j;                                                                  \
+        for (i = 0; i < mr; i++) {                                                     \
+            T *ci = c + i * c_rs;                                                      \
+            const T *bi = buf + i * ldb;                                               \
+            for (j = 0; j < nr; j++) {                                                 \
+                T v = bi[j];                                                           \
+                if (beta)                                                              \
+                    v += ci[j * c_cs];                                                 \
+                if (bias)                                                              \
+                    v += bias[j * bias_cs];                                            \
+                if (relu && !(v > (T)0))                                               \
+                    v = (T)0;                                                          \
+                ci[j * c_cs] = v;                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+POLYC_GEMM_DEFINE_TAIL(float, f32)
+POLYC_GEMM_DEFINE_TAIL(double, f64)
+
+/* ------------------------------------------------------------ micro-kernels
+ * polyc_gemm_ukr_<t>(kc, a, b, c, c_rs, c_cs, mr, nr, beta, bias, bias_cs, relu)
+ *   a: MR x kc sliver, a[k * MR + i]; b: kc x NR sliver, b[k * NR + j], 64-byte
+ *   aligned; C tile at c with valid part mr x nr; beta: add to C; bias (NULL:
+ *   none) at bias[j * bias_cs] for the tile's columns.
+ *
+ * The SIMD kernel (AVX-512 or AVX2+FMA) is one body, NR = 2 vectors, MR rows,
+ * written against the POLYC_GEMM_{T,VT,VL,MR,NR,ROWS,SETZERO,LOAD,LOADU,
+ * STOREU,SET1,FMA,ADD,MAX} macros, which are (re)defined per element type
+ * before each instantiation. */
+
+#define POLYC_GEMM_V_DECL(i)                                                           \
+    POLYC_GEMM_VT c##i##_0 = POLYC_GEMM_SETZERO(), c##i##_1 = POLYC_GEMM_SETZERO();
+#define POLYC_GEMM_V_FMA_U0(i)                                                         \
+    {                                                                                  \
+        const POLYC_GEMM_VT ai = POLYC_GEMM_SET1(a[i]);                                \
+        c##i##_0 = POLYC_GEMM_FMA(ai, b0, c##i##_0);                                   \
+        c##i##_1 = POLYC_GEMM_FMA(ai, b1, c##i##_1);                                   \
+    }
+#define POLYC_GEMM_V_STEP(u)                                                           \
+    {                                                                                  \
+        const POLYC_GEMM_VT b0 = POLYC_GEMM_LOAD(b + (u) * POLYC_GEMM_NR);             \
+        const POLYC_GEMM_VT b1 = POLYC_GEMM_LOAD(b + (u) * POLYC_GEMM_NR + POLYC_GEMM_VL); \
+        POLYC_GEMM_ROWS(POLYC_GEMM_V_FMA_U0)                                           \
+        a += POLYC_GEMM_MR;                                                            \
+    }
+#define POLYC_GEMM_V_PREFETCH_C(i)                                                     \
+    _mm_prefetch((const char *)(c + (i) * c_rs), _MM_HINT_T0);                         \
+    _mm_prefetch((const char *)(c + (i) * c_rs + POLYC_GEMM_NR - 1), _MM_HINT_T0);
+#define POLYC_GEMM_V_STORE(i)                                                          \
+    {                                                                                  \
+        POLYC_GEMM_T *ci = c + (i) * c_rs;                                             \
+        POLYC_GEMM_VT v0 = c##i##_0, v1 = c##i##_1;                                    \
+        if (beta) {                                                                    \
+            v0 = POLYC_GEMM_ADD(v0, POLYC_GEMM_LOADU(ci));                             \
+            v1 = POLYC_GEMM_ADD(v1, POLYC_GEMM_LOADU(ci + POLYC_GEMM_VL));             \
+        }                                                                              \
+        if (bias) {                                                                    \
+            v0 = POLYC_GEMM_ADD(v0, bv0);                                              \
+            v1 = POLYC_GEMM_ADD(v1, bv1);                                              \
+        }                                                                              \
+        if (relu) {                                                                    \
+            v0 = POLYC_GEMM_MAX(v0, zero);                                             \
+            v1 = POLYC_GEMM_MAX(v1, zero);                                             \
+        }                                                                              \
+        POLYC_GEMM_STOREU(ci, v0);                                                     \
+        POLYC_GEMM_STOREU(ci + POLYC_GEMM_VL, v1);                                     \
+    }
+#define POLYC_GEMM_V_SPILL(i)                                                          \
+    POLYC_GEMM_STOREU(buf + (i) * POLYC_GEMM_NR, c##i##_0);                            \
+    POLYC_GEMM_STOREU(buf + (i) * POLYC_GEMM_NR + POLYC_GEMM_VL, c##i##_1);
+
+#define POLYC_GEMM_DEFINE_VKERNEL(SFX)                                                 \
+    static inline void polyc_gemm_ukr_##SFX(                                           \
+        int64_t kc, const POLYC_GEMM_T *restrict a, const POLYC_GEMM_T *restrict b,    \
+        POLYC_GEMM_T *restrict c, int64_t c_rs, int64_t c_cs, int64_t mr, int64_t nr,  \
+        int beta, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu)                 \
+    {                                                                                  \
+        int64_t k;                                                                     \
+        POLYC_GEMM_ROWS(POLYC_GEMM_V_DECL)                                             \
+        POLYC_GEMM_ROWS(POLYC_GEMM_V_PREFETCH_C)                                       \
+        for (k = 0; k < kc; k++) {                                                     \
+            POLYC_GEMM_PREFETCH_A();                                                   \
+            POLYC_GEMM_V_STEP(0)                                                       \
+            b += POLYC_GEMM_NR;                                                        \
+        }                                                                              \
+        if (mr == POLYC_GEMM_MR && nr == POLYC_GEMM_NR && c_cs == 1) {                 \
+            POLYC_GEMM_VT bv0 = POLYC_GEMM_SETZERO(), bv1 = POLYC_GEMM_SETZERO();      \
+            const POLYC_GEMM_VT zero = POLYC_GEMM_SETZERO();                           \
+            if (bias) {                                                                \
+                POLYC_GEMM_T tb[POLYC_GEMM_NR];                                        \
+                int64_t j;                                                             \
+                for (j = 0; j < POLYC_GEMM_NR; j++)                                    \
+                    tb[j] = bias[j * bias_cs];                                         \
+                bv0 = POLYC_GEMM_LOADU(tb);                                            \
+                bv1 = POLYC_GEMM_LOADU(tb + POLYC_GEMM_VL);                            \
+            }                                                                          \
+            POLYC_GEMM_ROWS(POLYC_GEMM_V_STORE)                                        \
+        } else {                                                                       \
+            POLYC_GEMM_T buf[POLYC_GEMM_MR * POLYC_GEMM_NR];                           \
+            POLYC_GEMM_ROWS(POLYC_GEMM_V_SPILL)                                        \
+            polyc_gemm_tail_##SFX(buf, POLYC_GEMM_NR, c, c_rs, c_cs, mr, nr, beta,     \
+                                  bias, bias_cs, relu);                                \
+        }                                                                              \
+    }
+
+/* Portable kernel: plain loops over an MR x NR buffer. */
+#define POLYC_GEMM_DEFINE_PKERNEL(SFX)                                                 \
+    static inline void polyc_gemm_ukr_##SFX(                                           \
+        int64_t kc, const POLYC_GEMM_T *restrict a, const POLYC_GEMM_T *restrict b,    \
+        POLYC_GEMM_T *restrict c, int64_t c_rs, int64_t c_cs, int64_t mr, int64_t nr,  \
+        int beta, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu)                 \
+    {                                                                                  \
+        POLYC_GEMM_T acc[POLYC_GEMM_MR * POLYC_GEMM_NR];                               \
+        int64_t i, j, k;                                                               \
+        for (i = 0; i < POLYC_GEMM_MR * POLYC_GEMM_NR; i++)                            \
+            acc[i] = 0;                                                                \
+        for (k = 0; k < kc; k++) {                                                     \
+            for (i = 0; i < POLYC_GEMM_MR; i++) {                                      \
+                const POLYC_GEMM_T ai = a[i];                                          \
+                for (j = 0; j < POLYC_GEMM_NR; j++)                                    \
+                    acc[i * POLYC_GEMM_NR + j] += ai * b[j];                           \
+            }                                                                          \
+            a += POLYC_GEMM_MR;                                                        \
+            b += POLYC_GEMM_NR;                                                        \
+        }                                                                              \
+        polyc_gemm_tail_##SFX(acc, POLYC_GEMM_NR, c, c_rs, c_cs, mr, nr, beta, bias,   \
+                              bias_cs, relu);                                          \
+    }
+
+/* ------------------------------------------------------- packing and driver
+ * Written against POLYC_GEMM_{T,MR,NR,KC,MC,NC}. */
+#define POLYC_GEMM_DEFINE_DRIVER(SFX)                                                  \
+    typedef struct {                                                                   \
+        int64_t M, N, K;                                                               \
+        const POLYC_GEMM_T *A;                                                         \
+        int64_t a_rs, a_cs;                                                            \
+        const POLYC_GEMM_T *B;                                                         \
+        int64_t b_rs, b_cs;                                                            \
+        POLYC_GEMM_T *C;                                                               \
+        int64_t c_rs, c_cs;                                                            \
+        int accumulate;                                                                \
+        const POLYC_GEMM_T *bias;                                                      \
+        int64_t bias_cs;                                                               \
+        int relu;                                                                      \
+        int64_t kc, mc, nc; /* block sizes used for this call */                       \
+        int split_m;        /* 1: threads take whole MC blocks; 0: split jr */         \
+        POLYC_GEMM_T *bpack, *apack;                                                   \
+        int64_t a_len; /* elements of one thread's A buffer */                         \
+    } polyc_gemm_args_##SFX;                                                           \
+                                                                                       \
+    /* One MR x kc sliver of A (mr valid rows), zero-padded, k-major. */              \
+    static void polyc_gemm_pack_a_##SFX(int64_t mr, int64_t kc,                        \
+                                        const POLYC_GEMM_T *a, int64_t rs, int64_t cs, \
+                                        POLYC_GEMM_T *restrict d)                      \
+    {                                                                                  \
+        int64_t i, k;                                                                  \
+        if (polyc_gemm_pack_a_fast_##SFX(mr, kc, a, rs, cs, d))                        \
+            return;                                                                    \
+        if (mr == POLYC_GEMM_MR && rs > cs) {                                          \
+            for (i = 0; i < POLYC_GEMM_MR; i++) {                                      \
+                const POLYC_GEMM_T *ai = a + i * rs;                                   \
+                if (cs == 1)                                                           \
+                    for (k = 0; k < kc; k++)                                           \
+                        d[k * POLYC_GEMM_MR + i] = ai[k];                              \
+                else                                                                   \
+                    for (k = 0; k < kc; k++)                                           \
+                        d[k * POLYC_GEMM_MR + i] = ai[k * cs];                         \
+            }                                                                          \
+        } else if (mr == POLYC_GEMM_MR) {                                              \
+            for (k = 0; k < kc; k++) {                                                 \
+                const POLYC_GEMM_T *ak = a + k * cs;                                   \
+                POLYC_GEMM_T *dk = d + k * POLYC_GEMM_MR;                              \
+                if (rs == 1)                                                           \
+                    memcpy(dk, ak, POLYC_GEMM_MR * sizeof(POLYC_GEMM_T));              \
+                else                                                                   \
+                    for (i = 0; i < POLYC_GEMM_MR; i++)                                \
+                        dk[i] = ak[i * rs];                                            \
+            }                                                                          \
+        } else {                                                                       \
+            for (k = 0; k < kc; k++) {                                                 \
+                POLYC_GEMM_T *dk = d + k * POLYC_GEMM_MR;                              \
+                for (i = 0; i < mr; i++)                                               \
+                    dk[i] = a[i * rs + k * cs];                                        \
+                for (; i < POLYC_GEMM_MR; i++)                                         \
+                    dk[i] = 0;                                                         \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* One kc x NR sliver of B (nr valid columns), zero-padded, k-major. */           \
+    static void polyc_gemm_pack_b_##SFX(int64_t nr, int64_t kc,                        \
+                                        const POLYC_GEMM_T *b, int64_t rs, int64_t cs, \
+                                        POLYC_GEMM_T *restrict d)                      \
+    {                                                                                  \
+        int64_t j, k;                                                                  \
+        if (polyc_gemm_pack_b_fast_##SFX(nr, kc, b, rs, cs, d))                        \
+            return;                                                                    \
+        if (nr == POLYC_GEMM_NR && cs == 1) {                                          \
+            for (k = 0; k < kc; k++)                                                   \
+                memcpy(d + k * POLYC_GEMM_NR, b + k * rs,                              \
+                       POLYC_GEMM_NR * sizeof(POLYC_GEMM_T));                          \
+        } else if (nr == POLYC_GEMM_NR && cs > rs) {                                   \
+            for (j = 0; j < POLYC_GEMM_NR; j++) {                                      \
+                const POLYC_GEMM_T *bj = b + j * cs;                                   \
+                if (rs == 1)                                                           \
+                    for (k = 0; k < kc; k++)                                           \
+                        d[k * POLYC_GEMM_NR + j] = bj[k];                              \
+                else                                                                   \
+                    for (k = 0; k < kc; k++)                                           \
+                        d[k * POLYC_GEMM_NR + j] = bj[k * rs];                         \
+            }                                                                          \
+        } else {                                                                       \
+            for (k = 0; k < kc; k++) {                                                 \
+                POLYC_GEMM_T *dk = d + k * POLYC_GEMM_NR;                              \
+                for (j = 0; j < nr; j++)                                               \
+                    dk[j] = b[k * rs + j * cs];                                        \
+                for (; j < POLYC_GEMM_NR; j++)                                         \
+                    dk[j] = 0;                                                         \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* Loops jr (slivers j_lo..j_hi of the B panel) and ir over a packed A block   \
+     * of mcb rows starting at row i0. */                                          \
+    static void polyc_gemm_macro_##SFX(const polyc_gemm_args_##SFX *g, int64_t kc,     \
+                                       const POLYC_GEMM_T *ap, int64_t i0, int64_t mcb, \
+                                       int64_t jc, int64_t nc, int64_t j_lo,           \
+                                       int64_t j_hi, int beta, const POLYC_GEMM_T *bias, \
+                                       int relu)                                       \
+    {                                                                                  \
+        int64_t jr, ir;                                                                \
+        const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);                       \
+        for (jr = j_lo; jr < j_hi; jr++) {                                             \
+            const int64_t nr = polyc_gemm_min(POLYC_GEMM_NR, nc - jr * POLYC_GEMM_NR);  \
+            const POLYC_GEMM_T *bp = g->bpack + jr * POLYC_GEMM_NR * kc;               \
+            POLYC_GEMM_T *cj = g->C + i0 * g->c_rs + (jc + jr * POLYC_GEMM_NR) * g->c_cs; \
+            const POLYC_GEMM_T *bj = bias ? bias + jr * POLYC_GEMM_NR * g->bias_cs : NULL; \
+            for (ir = 0; ir < msl; ir++)                                               \
+                polyc_gemm_ukr_##SFX(kc, ap + ir * POLYC_GEMM_MR * kc, bp,             \
+                                     cj + ir * POLYC_GEMM_MR * g->c_rs, g->c_rs,       \
+                                     g->c_cs,                                          \
+                                     polyc_gemm_min(POLYC_GEMM_MR, mcb - ir * POLYC_GEMM_MR), \
+                                     nr, beta, bj, g->bias_cs, relu);                  \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* What thread tid of nthr does (all threads run the same loops, so the        \
+     * barriers match). */                                                         \
+    static void polyc_gemm_body_##SFX(const polyc_gemm_args_##SFX *g, int tid, int nthr) \
+    {                                                                                  \
+        const int64_t M = g->M, N = g->N, K = g->K;                                    \
+        int64_t jc, pc, i0, s;                                                         \
+        for (jc = 0; jc < N; jc += g->nc) {                                            \
+            const int64_t nc = polyc_gemm_min(g->nc, N - jc);                          \
+            const int64_t nsl = polyc_gemm_cdiv(nc, POLYC_GEMM_NR);                    \
+            const int64_t s0 = nsl * tid / nthr, s1 = nsl * (tid + 1) / nthr;          \
+            for (pc = 0; pc < K; pc += g->kc) {                                        \
+                const int64_t kc = polyc_gemm_min(g->kc, K - pc);                      \
+                const int beta = pc == 0 ? g->accumulate : 1;                          \
+                const int last = pc + kc >= K;                                         \
+                const POLYC_GEMM_T *bias =                                             \
+                    last && g->bias ? g->bias + jc * g->bias_cs : NULL;                \
+                const int relu = last && g->relu;                                      \
+                for (s = s0; s < s1; s++)                                              \
+                    polyc_gemm_pack_b_##SFX(                                           \
+                        polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR), kc,     \
+                        g->B + pc * g->b_rs + (jc + s * POLYC_GEMM_NR) * g->b_cs,      \
+                        g->b_rs, g->b_cs, g->bpack + s * POLYC_GEMM_NR * kc);          \
+                POLYC_GEMM_BARRIER();                                                  \
+                if (g->split_m) {                                                      \
+                    POLYC_GEMM_T *ap = g->apack + tid * g->a_len;                      \
+                    for (i0 = tid * g->mc; i0 < M; i0 += nthr * g->mc) {               \
+                        const int64_t mcb = polyc_gemm_min(g->mc, M - i0);             \
+                        const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
+                        for (s = 0; s < msl; s++)                                      \
+                            polyc_gemm_pack_a_##SFX(                                   \
+                                polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc, \
+                                g->A + (i0 + s * POLYC_GEMM_MR) * g->a_rs + pc * g->a_cs, \
+                                g->a_rs, g->a_cs, ap + s * POLYC_GEMM_MR * kc);        \
+                        polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, nsl, beta, \
+                                               bias, relu);                            \
+                    }                                                                  \
+                } else {                                                               \
+                    for (i0 = 0; i0 < M; i0 += g->mc) {                                \
+                        const int64_t mcb = polyc_gemm_min(g->mc, M - i0);             \
+                        const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
+                        const int64_t r0 = msl * tid / nthr, r1 = msl * (tid + 1) / nthr; \
+                        for (s = r0; s < r1; s++)                                      \
+                            polyc_gemm_pack_a_##SFX(                                   \
+                                polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc, \
+                                g->A + (i0 + s * POLYC_GEMM_MR) * g->a_rs + pc * g->a_cs, \
+                                g->a_rs, g->a_cs, g->apack + s * POLYC_GEMM_MR * kc);  \
+                        POLYC_GEMM_BARRIER();                                          \
+                        polyc_gemm_macro_##SFX(g, kc, g->apack, i0, mcb, jc, nc, s0, s1, \
+                                               beta, bias, relu);                      \
+                        POLYC_GEMM_BARRIER();                                          \
+                    }                                                                  \
+                }                                                                      \
+                POLYC_GEMM_BARRIER();                                                  \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* K == 0, or no memory for the packing buffers: straightforward loops. */     \
+    static void polyc_gemm_simple_##SFX(const polyc_gemm_args_##SFX *g)                \
+    {                                                                                  \
+        int64_t i, j, k;                                                               \
+        for (i = 0; i < g->M; i++)                                                     \
+            for (j = 0; j < g->N; j++) {                                               \
+                POLYC_GEMM_T s = 0, *cij = g->C + i * g->c_rs + j * g->c_cs;           \
+                for (k = 0; k < g->K; k++)                                             \
+                    s += g->A[i * g->a_rs + k * g->a_cs] * g->B[k * g->b_rs + j * g->b_cs]; \
+                if (g->accumulate)                                                     \
+                    s += *cij;                                                         \
+                if (g->bias)                                                           \
+                    s += g->bias[j * g->bias_cs];                                      \
+                if (g->relu && !(s > (POLYC_GEMM_T)0))                                 \
+                    s = 0;                                                             \
+                *cij = s;                                                              \
+            }                                                                          \
+    }                                                                                  \
+                                                                                       \
+    static POLYC_GEMM_UNUSED void polyc_gemm_##SFX(                                    \
+        int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
+        int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
+        POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, int accumulate,                   \
+        const POLYC_GEMM_T *bias, int64_t bias_cs, int relu, int nthreads)             \
+    {                                                                                  \
+        polyc_gemm_args_##SFX g;                                                       \
+        int nt = nthreads, cached;                                                     \
+        int64_t msl, nkb, b_len;                                                       \
+        if (M <= 0 || N <= 0)                                                          \
+            return;                                                                    \
+        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
+        g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
+        g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
+        g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
+        g.accumulate = accumulate; g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;  \
+        if (g.K == 0) {                                                                \
+            polyc_gemm_simple_##SFX(&g);                                               \
+            return;                                                                    \
+        }                                                                              \
+        POLYC_GEMM_NUM_THREADS(nt);                                                    \
+        {   /* at least 2^21 multiply-adds (128^3) per thread */                      \
+            const double per = (double)M * (double)N * (double)K / (double)(1 << 21);  \
+            if (per < (double)nt)                                                      \
+                nt = per < 1.0 ? 1 : (int)per;                                         \
+        }                                                                              \
+        nkb = polyc_gemm_cdiv(K, POLYC_GEMM_KC);                                       \
+        g.kc = polyc_gemm_cdiv(K, nkb);                                                \
+        g.nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                       \
+        msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR);                                       \
+        g.split_m = nt == 1 || msl >= 4 * nt;                                          \
+        if (g.split_m) {                                                               \
+            int64_t nic = polyc_gemm_cdiv(M, POLYC_GEMM_MC);                           \
+            nic = polyc_gemm_cdiv(nic, nt) * nt;                                       \
+            g.mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                          \
+        } else {                                                                       \
+            g.mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);                 \
+        }                                                                              \
+        g.a_len = polyc_gemm_cdiv(g.mc * g.kc, 64) * 64;                               \
+        b_len = polyc_gemm_cdiv(g.kc * polyc_gemm_cdiv(g.nc, POLYC_GEMM_NR) * POLYC_GEMM_NR, 64) * 64; \
+        g.bpack = (POLYC_GEMM_T *)polyc_gemm_acquire(                                  \
+            (size_t)(b_len + g.a_len * (g.split_m ? nt : 1)) * sizeof(POLYC_GEMM_T),   \
+            &cached);                                                                  \
+        if (!g.bpack) {                                                                \
+            polyc_gemm_simple_##SFX(&g);                                               \
+            return;                                                                    \
+        }                                                                              \
+        g.apack = g.bpack + b_len;                                                     \
+        if (nt > 1) {                                                                  \
+            POLYC_GEMM_PARALLEL(nt, polyc_gemm_body_##SFX(&g, POLYC_GEMM_TID(),        \
+                                                          POLYC_GEMM_NTHR()));         \
+        } else {                                                                       \
+            polyc_gemm_body_##SFX(&g, 0, 1);                                           \
+        }                                                                              \
+        polyc_gemm_release(g.bpack, cached);                                           \
+    }
+
+#ifdef _OPENMP
+#define POLYC_GEMM_NUM_THREADS(nt)                                                     \
+    do {                                                                               \
+        if ((nt) <= 0)                                                                 \
+            (nt) = omp_get_max_threads();                                              \
+        if ((nt) <= 0)                                                                 \
+            (nt) = 1;                                                                  \
+    } while (0)
+#define POLYC_GEMM_PARALLEL(nt, stmt)                                                  \
+    _Pragma("omp parallel num_threads(nt)") { stmt; }
+#define POLYC_GEMM_TID() omp_get_thread_num()
+#define POLYC_GEMM_NTHR() omp_get_num_threads()
+#else
+#define POLYC_GEMM_NUM_THREADS(nt) ((nt) = 1)
+#define POLYC_GEMM_PARALLEL(nt, stmt) { stmt; }
+#define POLYC_GEMM_TID() 0
+#define POLYC_GEMM_NTHR() 1
+#endif
+
+/* --------------------------------------------------- per-ISA instantiation */
+
+#if defined(__AVX512F__)
+#define POLYC_GEMM_ISA_NAME "avx512"
+#define POLYC_GEMM_PREFETCH_A() _mm_prefetch((const char *)(a + 8 * POLYC_GEMM_MR), _MM_HINT_T0)
+
+/* Packing with in-register transposes, for the layouts where the packed
+ * order is the transpose of memory order (A row-major into k-major slivers,
+ * B given as N x K): 16 x 16 (f32) or 8 x 8 (f64) blocks.  tr_*: rows r < nrows
+ * of src (row stride ld, 16 or 8 columns) transposed; output row c (the
+ * src column c) stored at dst + c * ldd under mask. */
+static inline void polyc_gemm_tr_f32(const float *src, int64_t ld, int64_t nrows, float *dst,
+                                     int64_t ldd, __mmask16 mask)
+{
+    __m512 r[16], t[16];
+    int i, c;
+    for (i = 0; i < 16; i++)
+        r[i] = i < nrows ? _mm512_loadu_ps(src + i * ld) : _mm512_setzero_ps();
+    for (i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* r[4i + c], 128-bit lane L: rows 4i..4i+3 of column 4L + c */
+    for (i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (c = 0; c < 4; c++) {
+        const __m512 a = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);
+        const __m512 b = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xDD);
+        const __m512 e = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        const __m512 f = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xDD);
+        _mm512_mask_storeu_ps(dst + (0 + c) * ldd, mask, _mm512_shuffle_f32x4(a, e, 0x88));
+        _mm512_mask_storeu_ps(dst + (4 + c) * ldd, mask, _mm512_shuffle_f32x4(b, f, 0x88));
+        _mm512_mask_storeu_ps(dst + (8 + c) * ldd, mask, _mm512_shuffle_f32x4(a, e, 0xDD));
+        _mm512_mask_storeu_ps(dst + (12 + c) * ldd, mask, _mm512_shuffle_f32x4(b, f, 0xDD));
+    }
+}
+
+static inline void polyc_gemm_tr_f64(const double *src, int64_t ld, int64_t nrows, double *dst,
+                                     int64_t ldd, __mmask8 mask)
+{
+    __m512d r[8], t[8], u0, u1, u2, u3;
+    int i;
+    for (i = 0; i < 8; i++)
+        r[i] = i < nrows ? _mm512_loadu_pd(src + i * ld) : _mm512_setzero_pd();
+    for (i = 0; i < 4; i++) {
+        t[2 * i] = _mm512_unpacklo_pd(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_pd(r[2 * i], r[2 * i + 1]);
+    }
+    for (i = 0; i < 2; i++) { /* even (i = 0) and odd (i = 1) columns */
+        u0 = _mm512_shuffle_f64x2(t[i], t[2 + i], 0x88);
+        u1 = _mm512_shuffle_f64x2(t[i], t[2 + i], 0xDD);
+        u2 = _mm512_shuffle_f64x2(t[4 + i], t[6 + i], 0x88);
+        u3 = _mm512_shuffle_f64x2(t[4 + i], t[6 + i], 0xDD);
+        _mm512_mask_storeu_pd(dst + (0 + i) * ldd, mask, _mm512_shuffle_f64x2(u0, u2, 0x88));
+        _mm512_mask_storeu_pd(dst + (4 + i) * ldd, mask, _mm512_shuffle_f64x2(u0, u2, 0xDD));
+        _mm512_mask_storeu_pd(dst + (2 + i) * ldd, mask, _mm512_shuffle_f64x2(u1, u3, 0x88));
+        _mm512_mask_storeu_pd(dst + (6 + i) * ldd, mask, _mm512_shuffle_f64x2(u1, u3, 0xDD));
+    }
+}
+
+/* A row-major (cs == 1) into a 14-row sliver; returns 0 where not applicable. */
+static inline int polyc_gemm_pack_a_fast_f32(int64_t mr, int64_t kc, const float *a, int64_t rs,
+                                             int64_t cs, float *d)
+{
+    const int64_t kv = kc - kc % 16;
+    int64_t k, i;
+    if (cs != 1 || rs < 16)
+        return 0;
+    for (k = 0; k < kv; k += 16)
+        polyc_gemm_tr_f32(a + k, rs, mr, d + k * 14, 14, 0x3fff);
+    for (i = 0; i < 14; i++)
+        for (k = kv; k < kc; k++)
+            d[k * 14 + i] = i < mr ? a[i * rs + k] : 0.0f;
+    return 1;
+}
+
+static inline int polyc_gemm_pack_a_fast_f64(int64_t mr, int64_t kc, const double *a,
+                                             int64_t rs, int64_t cs, double *d)
+{
+    const int64_t kv = kc - kc % 8;
+    int64_t k, i;
+    if (cs != 1 || rs < 8)
+        return 0;
+    for (k = 0; k < kv; k += 8) {
+        polyc_gemm_tr_f64(a + k, rs, mr, d + k * 14, 14, 0xff);
+        polyc_gemm_tr_f64(a + 8 * rs + k, rs, mr - 8, d + k * 14 + 8, 14, 0x3f);
+    }
+    for (i = 0; i < 14; i++)
+        for (k = kv; k < kc; k++)
+            d[k * 14 + i] = i < mr ? a[i * rs + k] : 0.0;
+    return 1;
+}
+
+/* B given as N x K (rs == 1) into a 32-column sliver. */
+static inline int polyc_gemm_pack_b_fast_f32(int64_t nr, int64_t kc, const float *b, int64_t rs,
+                                             int64_t cs, float *d)
+{
+    int64_t k, j, h;
+    if (rs != 1 || cs < 16)
+        return 0;
+    for (h = 0; h < 2; h++)
+        for (k = 0; k + 16 <= kc; k += 16)
+            polyc_gemm_tr_f32(b + h * 16 * cs + k, cs, nr - 16 * h, d + k * 32 + 16 * h, 32,
+                              0xffff);
+    for (j = 0; j < 32; j++)
+        for (k = kc - kc % 16; k < kc; k++)
+            d[k * 32 + j] = j < nr ? b[j * cs + k] : 0.0f;
+    return 1;
+}
+
+static inline int polyc_gemm_pack_b_fast_f64(int64_t nr, int64_t kc, const double *b,
+                                             int64_t rs, int64_t cs, double *d)
+{
+    int64_t k, j, h;
+    if (rs != 1 || cs < 8)
+        return 0;
+    for (h = 0; h < 2; h++)
+        for (k = 0; k + 8 <= kc; k += 8)
+            polyc_gemm_tr_f64(b + h * 8 * cs + k, cs, nr - 8 * h, d + k * 16 + 8 * h, 16, 0xff);
+    for (j = 0; j < 16; j++)
+        for (k = kc - kc % 8; k < kc; k++)
+            d[k * 16 + j] = j < nr ? b[j * cs + k] : 0.0;
+    return 1;
+}
+
+#define POLYC_GEMM_T float
+#define POLYC_GEMM_VT __m512
+#define POLYC_GEMM_VL 16
+#define POLYC_GEMM_MR 14
+#define POLYC_GEMM_NR 32
+#define POLYC_GEMM_KC 512
+#define POLYC_GEMM_MC (14 * 18)
+#define POLYC_GEMM_NC 4096
+#define POLYC_GEMM_ROWS POLYC_GEMM_R14
+#define POLYC_GEMM_SETZERO _mm512_setzero_ps
+#define POLYC_GEMM_LOAD _mm512_load_ps
+#define POLYC_GEMM_LOADU _mm512_loadu_ps
+#define POLYC_GEMM_STOREU _mm512_storeu_ps
+#define POLYC_GEMM_SET1 _mm512_set1_ps
+#define POLYC_GEMM_FMA _mm512_fmadd_ps
+#define POLYC_GEMM_ADD _mm512_add_ps
+#define POLYC_GEMM_MAX _mm512_max_ps
+POLYC_GEMM_DEFINE_VKERNEL(f32)
+POLYC_GEMM_DEFINE_DRIVER(f32)
+#undef POLYC_GEMM_T
+#undef POLYC_GEMM_VT
+#undef POLYC_GEMM_VL
+#undef POLYC_GEMM_MR
+#undef POLYC_GEMM_NR
+#undef POLYC_GEMM_KC
+#undef POLYC_GEMM_MC
+#undef POLYC_GEMM_NC
+#undef POLYC_GEMM_ROWS
+#undef POLYC_GEMM_SETZERO
+#undef POLYC_GEMM_LOAD
+#undef POLYC_GEMM_LOADU
+#undef POLYC_GEMM_STOREU
+#undef POLYC_GEMM_SET1
+#undef POLYC_GEMM_FMA
+#undef POLYC_GEMM_ADD
+#undef POLYC_GEMM_MAX
+
+#define POLYC_GEMM_T double
+#define POLYC_GEMM_VT __m512d
+#define POLYC_GEMM_VL 8
+#define POLYC_GEMM_MR 14
+#define POLYC_GEMM_NR 16
+#define POLYC_GEMM_KC 384
+#define POLYC_GEMM_MC (14 * 12)
+#define POLYC_GEMM_NC 2048
+#define POLYC_GEMM_ROWS POLYC_GEMM_R14
+#define POLYC_GEMM_SETZERO _mm512_setzero_pd
+#define POLYC_GEMM_LOAD _mm512_load_pd
+#define POLYC_GEMM_LOADU _mm512_loadu_pd
+#define POLYC_GEMM_STOREU _mm512_storeu_pd
+#define POLYC_GEMM_SET1 _mm512_set1_pd
+#define POLYC_GEMM_FMA _mm512_fmadd_pd
+#define POLYC_GEMM_ADD _mm512_add_pd
+#define POLYC_GEMM_MAX _mm512_max_pd
+POLYC_GEMM_DEFINE_VKERNEL(f64)
+POLYC_GEMM_DEFINE_DRIVER(f64)
+
+#elif defined(__AVX2__) && defined(__FMA__)
+#define POLYC_GEMM_ISA_NAME "avx2"
+#define POLYC_GEMM_PREFETCH_A() _mm_prefetch((const char *)(a + 8 * POLYC_GEMM_MR), _MM_HINT_T0)
+
+/* No transposing packers here: the generic loops do all the packing. */
+#define POLYC_GEMM_NO_FAST_PACK(T, SFX)                                                \
+    static inline int polyc_gemm_pack_a_fast_##SFX(int64_t mr, int64_t kc, const T *a, \
+                                                   int64_t rs, int64_t cs, T *d)       \
+    {                                                                                  \
+        (void)mr, (void)kc, (void)a, (void)rs, (void)cs, (void)d;                      \
+        return 0;                                                                      \
+    }                                                                                  \
+    static inline int polyc_gemm_pack_b_fast_##SFX(int64_t nr, int64_t kc, const T *b, \
+                                                   int64_t rs, int64_t cs, T *d)       \
+    {                                                                                  \
+        (void)nr, (void)kc, (void)b, (void)rs, (void)cs, (void)d;                      \
+        return 0;                                                                      \
+    }
+POLYC_GEMM_NO_FAST_PACK(float, f32)
+POLYC_GEMM_NO_FAST_PACK(double, f64)
+
+#define POLYC_GEMM_T float
+#define POLYC_GEMM_VT __m256
+#define POLYC_GEMM_VL 8
+#define POLYC_GEMM_MR 6
+#define POLYC_GEMM_NR 16
+#define POLYC_GEMM_KC 256
+#define POLYC_GEMM_MC (6 * 42)
+#define POLYC_GEMM_NC 4096
+#define POLYC_GEMM_ROWS POLYC_GEMM_R6
+#define POLYC_GEMM_SETZERO _mm256_setzero_ps
+#define POLYC_GEMM_LOAD _mm256_load_ps
+#define POLYC_GEMM_LOADU _mm256_loadu_ps
+#define POLYC_GEMM_STOREU _mm256_storeu_ps
+#define POLYC_GEMM_SET1 _mm256_set1_ps
+#define POLYC_GEMM_FMA _mm256_fmadd_ps
+#define POLYC_GEMM_ADD _mm256_add_ps
+#define POLYC_GEMM_MAX _mm256_max_ps
+POLYC_GEMM_DEFINE_VKERNEL(f32)
+POLYC_GEMM_DEFINE_DRIVER(f32)
+#undef POLYC_GEMM_T
+#undef POLYC_GEMM_VT
+#undef POLYC_GEMM_VL
+#undef POLYC_GEMM_MR
+#undef POLYC_GEMM_NR
+#undef POLYC_GEMM_KC
+#undef POLYC_GEMM_MC
+#undef POLYC_GEMM_NC
+#undef POLYC_GEMM_ROWS
+#undef POLYC_GEMM_SETZERO
+#undef POLYC_GEMM_LOAD
+#undef POLYC_GEMM_LOADU
+#undef POLYC_GEMM_STOREU
+#undef POLYC_GEMM_SET1
+#undef POLYC_GEMM_FMA
+#undef POLYC_GEMM_ADD
+#undef POLYC_GEMM_MAX
+
+#define POLYC_GEMM_T double
+#define POLYC_GEMM_VT __m256d
+#define POLYC_GEMM_VL 4
+#define POLYC_GEMM_MR 6
+#define POLYC_GEMM_NR 8
+#define POLYC_GEMM_KC 256
+#define POLYC_GEMM_MC (6 * 24)
+#define POLYC_GEMM_NC 2048
+#define POLYC_GEMM_ROWS POLYC_GEMM_R6
+#define POLYC_GEMM_SETZERO _mm256_setzero_pd
+#define POLYC_GEMM_LOAD _mm256_load_pd
+#define POLYC_GEMM_LOADU _mm256_loadu_pd
+#define POLYC_GEMM_STOREU _mm256_storeu_pd
+#define POLYC_GEMM_SET1 _mm256_set1_pd
+#define POLYC_GEMM_FMA _mm256_fmadd_pd
+#define POLYC_GEMM_ADD _mm256_add_pd
+#define POLYC_GEMM_MAX _mm256_max_pd
+POLYC_GEMM_DEFINE_VKERNEL(f64)
+POLYC_GEMM_DEFINE_DRIVER(f64)
+
+#else
+#define POLYC_GEMM_ISA_NAME "portable"
+
+/* No transposing packers here: the generic loops do all the packing. */
+#define POLYC_GEMM_NO_FAST_PACK(T, SFX)                                                \
+    static inline int polyc_gemm_pack_a_fast_##SFX(int64_t mr, int64_t kc, const T *a, \
+                                                   int64_t rs, int64_t cs, T *d)       \
+    {                                                                                  \
+        (void)mr, (void)kc, (void)a, (void)rs, (void)cs, (void)d;                      \
+        return 0;                                                                      \
+    }                                                                                  \
+    static inline int polyc_gemm_pack_b_fast_##SFX(int64_t nr, int64_t kc, const T *b, \
+                                                   int64_t rs, int64_t cs, T *d)       \
+    {                                                                                  \
+        (void)nr, (void)kc, (void)b, (void)rs, (void)cs, (void)d;                      \
+        return 0;                                                                      \
+    }
+POLYC_GEMM_NO_FAST_PACK(float, f32)
+POLYC_GEMM_NO_FAST_PACK(double, f64)
+
+#define POLYC_GEMM_T float
+#define POLYC_GEMM_MR 4
+#define POLYC_GEMM_NR 8
+#define POLYC_GEMM_KC 256
+#define POLYC_GEMM_MC (4 * 32)
+#define POLYC_GEMM_NC 4096
+POLYC_GEMM_DEFINE_PKERNEL(f32)
+POLYC_GEMM_DEFINE_DRIVER(f32)
+#undef POLYC_GEMM_T
+#undef POLYC_GEMM_MR
+#undef POLYC_GEMM_NR
+#undef POLYC_GEMM_KC
+#undef POLYC_GEMM_MC
+#undef POLYC_GEMM_NC
+
+#define POLYC_GEMM_T double
+#define POLYC_GEMM_MR 4
+#define POLYC_GEMM_NR 8
+#define POLYC_GEMM_KC 256
+#define POLYC_GEMM_MC (4 * 32)
+#define POLYC_GEMM_NC 2048
+POLYC_GEMM_DEFINE_PKERNEL(f64)
+POLYC_GEMM_DEFINE_DRIVER(f64)
+#endif
+
+/* The per-type parameters were only needed while instantiating. */
+#undef POLYC_GEMM_T
+#undef POLYC_GEMM_VT
+#undef POLYC_GEMM_VL
+#undef POLYC_GEMM_MR
+#undef POLYC_GEMM_NR
+#undef POLYC_GEMM_KC
+#undef POLYC_GEMM_MC
+#undef POLYC_GEMM_NC
+#undef POLYC_GEMM_ROWS
+#undef POLYC_GEMM_SETZERO
+#undef POLYC_GEMM_LOAD
+#undef POLYC_GEMM_LOADU
+#undef POLYC_GEMM_STOREU
+#undef POLYC_GEMM_SET1
+#undef POLYC_GEMM_FMA
+#undef POLYC_GEMM_ADD
+#undef POLYC_GEMM_MAX
+
+/* Which micro-kernel this build uses: "avx512", "avx2" or "portable". */
+static POLYC_GEMM_UNUSED const char *polyc_gemm_isa(void) { return POLYC_GEMM_ISA_NAME; }
+
+#endif /* POLYC_GEMM_H */

@@ -1,0 +1,286 @@
+"""The header-only GEMM (backends/c/intrinsics/gemm.h) against numpy: sizes
+with edges in M, N and K (0, 1, primes), transposed operands, strided and
+unaligned views, accumulate, bias + relu, 1 and 2 threads; and the AVX2 and
+portable micro-kernels, built with the wider ISAs switched off."""
+
+from __future__ import annotations
+
+import ctypes
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+HEADER_DIR = Path(__file__).resolve().parents[2] / "backends" / "c" / "intrinsics"
+
+SHIM = r"""
+#include "gemm.h"
+const char *isa(void) { return polyc_gemm_isa(); }
+#define SHIM(T, SFX)                                                                \
+    void gemm_##SFX(int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs,      \
+                    int64_t a_cs, const T *B, int64_t b_rs, int64_t b_cs, T *C,     \
+                    int64_t c_rs, int64_t c_cs, int acc, const T *bias,             \
+                    int64_t bias_cs, int relu, int nt)                              \
+    {                                                                               \
+        polyc_gemm_##SFX(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs, acc, \
+                         bias, bias_cs, relu, nt);                                  \
+    }
+SHIM(float, f32)
+SHIM(double, f64)
+"""
+
+FLAGS = {
+    "native": (None, []),
+    "avx2": ("avx2", ["-mno-avx512f"]),
+    "portable": ("portable", ["-mno-avx2", "-mno-avx512f", "-mno-fma"]),
+    # malloc always fails: every call takes the plain-loop fallback
+    "nomem": (None, ["-DPOLYC_GEMM_MALLOC(n)=((void)(n), (void *)0)"]),
+    # no OpenMP (and -pedantic): one thread, whatever nthreads says
+    "serial": (None, ["-pedantic"]),
+}
+
+
+def _native_isa() -> str:
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    if " avx512f" in flags:
+        return "avx512"
+    if " avx2" in flags and " fma" in flags:
+        return "avx2"
+    return "portable"
+
+
+def _build(tmp_path_factory, name: str, extra: list[str]):
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp(f"gemm_{name}")
+    src, lib = d / "shim.c", d / "libshim.so"
+    src.write_text(SHIM)
+    omp = [] if name == "serial" else ["-fopenmp"]
+    cmd = [cc, "-O3", "-march=native", *omp, "-fPIC", "-shared", "-std=c99",
+           "-Wall", "-Wextra", "-Werror", *extra, f"-I{HEADER_DIR}", str(src), "-o", str(lib)]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    so = ctypes.CDLL(str(lib))
+    so.isa.restype = ctypes.c_char_p
+    i64, vp, ci = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    for f in (so.gemm_f32, so.gemm_f64):
+        f.restype = None
+        f.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64, i64, ci, vp, i64,
+                      ci, ci]
+    return so
+
+
+def _lib_fixture(name):
+    @pytest.fixture(scope="module")
+    def lib(tmp_path_factory):
+        expected, extra = FLAGS[name]
+        expected = expected or _native_isa()
+        so = _build(tmp_path_factory, name, extra)
+        assert so.isa().decode() == expected
+        return so
+    return lib
+
+
+native = _lib_fixture("native")
+avx2 = _lib_fixture("avx2")
+portable = _lib_fixture("portable")
+nomem = _lib_fixture("nomem")
+serial = _lib_fixture("serial")
+
+
+def _strides(a: np.ndarray) -> tuple[int, int]:
+    return a.strides[0] // a.itemsize, a.strides[1] // a.itemsize
+
+
+def _ptr(a):
+    return None if a is None else a.ctypes.data
+
+
+def gemm(so, A, B, C, accumulate=False, bias=None, relu=False, nthreads=1):
+    """Call the library on numpy views (any strides); C is written in place."""
+    f = so.gemm_f32 if C.dtype == np.float32 else so.gemm_f64
+    (M, K), N = A.shape, B.shape[1]
+    bias_cs = 0 if bias is None else bias.strides[0] // bias.itemsize
+    f(M, N, K, _ptr(A), *_strides(A), _ptr(B), *_strides(B), _ptr(C), *_strides(C),
+      int(accumulate), _ptr(bias), bias_cs, int(relu), nthreads)
+
+
+def reference(A, B, C0, accumulate, bias, relu):
+    r = A.astype(np.float64) @ B.astype(np.float64)
+    if accumulate:
+        r += C0
+    if bias is not None:
+        r += bias
+    if relu:
+        r = np.maximum(r, 0)
+    return r
+
+
+def check(so, M, N, K, dtype, *, ta=False, tb=False, c_pad=0, unaligned=False,
+          accumulate=False, bias=False, relu=False, nthreads=1, bias_stride=1, seed=0):
+    rng = np.random.default_rng(seed + 7 * M + 13 * N + 17 * K)
+    off = 1 if unaligned else 0
+
+    def make(shape, transpose):
+        rows, cols = shape[::-1] if transpose else shape
+        buf = rng.standard_normal(rows * cols + off).astype(dtype)
+        a = buf[off:].reshape(rows, cols)
+        return a.T if transpose else a
+
+    A, B = make((M, K), ta), make((K, N), tb)
+    cbuf = rng.standard_normal(M * (N + c_pad) + off + 1).astype(dtype)
+    full = cbuf[off:off + M * (N + c_pad)].reshape(M, N + c_pad)
+    C = full[:, :N]
+    C0, pad0, before = C.astype(np.float64), full[:, N:].copy(), cbuf.copy()
+    bvec = None
+    if bias:
+        bvec = rng.standard_normal(max(N * bias_stride, 1)).astype(dtype)[::max(bias_stride, 1)]
+        bvec = bvec[:N]
+    gemm(so, A, B, C, accumulate=accumulate, bias=bvec, relu=relu, nthreads=nthreads)
+    want = reference(A, B, C0, accumulate, bvec, relu)
+    tol = np.sqrt(max(K, 1)) * (1e-5 if dtype == np.float32 else 1e-14)
+    np.testing.assert_allclose(C, want, rtol=10 * tol, atol=10 * tol)
+    np.testing.assert_array_equal(full[:, N:], pad0)  # padding columns untouched
+    if off:
+        assert cbuf[0] == before[0]
+    assert cbuf[-1] == before[-1]
+    return C
+
+
+SIZES = [(1, 1, 1), (7, 17, 31), (17, 7, 1), (31, 1, 7), (97, 131, 97), (131, 97, 300),
+         (300, 257, 513), (14, 32, 256), (28, 64, 5), (1, 513, 64), (513, 1, 64)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("M,N,K", SIZES)
+def test_sizes(native, M, N, K, dtype):
+    check(native, M, N, K, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("M,N,K", [(0, 5, 3), (5, 0, 3), (0, 0, 0)])
+def test_empty_m_or_n(native, M, N, K, dtype):
+    check(native, M, N, K, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_k_zero(native, dtype, accumulate):
+    """K == 0: C = [C if accumulate else 0] + bias, then relu."""
+    check(native, 9, 37, 0, dtype, accumulate=accumulate)
+    check(native, 9, 37, 0, dtype, accumulate=accumulate, bias=True, relu=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("M,N,K", [(7, 17, 31), (131, 97, 300), (300, 257, 513)])
+def test_transposed(native, M, N, K, dtype, ta, tb):
+    check(native, M, N, K, dtype, ta=ta, tb=tb)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("M,N,K", [(7, 17, 31), (97, 131, 97), (300, 257, 513)])
+def test_strided_c_unaligned(native, M, N, K, dtype):
+    check(native, M, N, K, dtype, c_pad=5, unaligned=True)
+    check(native, M, N, K, dtype, c_pad=3, unaligned=True, ta=True, tb=True)
+
+
+def test_strided_columns_of_c(native):
+    """c_cs != 1 (C given transposed) goes through the edge-tile path."""
+    rng = np.random.default_rng(1)
+    A = rng.standard_normal((45, 70)).astype(np.float32)
+    B = rng.standard_normal((70, 66)).astype(np.float32)
+    C = np.zeros((66, 45), np.float32).T
+    gemm(native, A, B, C, nthreads=2)
+    np.testing.assert_allclose(C, A.astype(np.float64) @ B, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("accumulate,bias,relu", [(True, False, False), (False, True, True),
+                                                  (True, True, True), (False, False, True)])
+@pytest.mark.parametrize("M,N,K", [(17, 31, 7), (131, 97, 300), (300, 257, 513)])
+def test_epilogue(native, M, N, K, dtype, accumulate, bias, relu):
+    check(native, M, N, K, dtype, accumulate=accumulate, bias=bias, relu=relu)
+
+
+def test_bias_stride(native):
+    check(native, 64, 96, 40, np.float32, bias=True, bias_stride=3, relu=True)
+    check(native, 64, 96, 40, np.float64, bias=True, bias_stride=2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("M,N,K", [(300, 257, 513), (20, 1000, 300), (1000, 20, 300),
+                                   (64, 64, 64), (130, 4100, 70)])
+def test_two_threads(native, M, N, K, dtype):
+    check(native, M, N, K, dtype, nthreads=2, accumulate=True, bias=True, relu=True)
+    check(native, M, N, K, dtype, nthreads=2, ta=True, tb=True)
+    check(native, M, N, K, dtype, nthreads=0, c_pad=2, unaligned=True)
+
+
+def test_more_threads_than_cores(native):
+    check(native, 300, 257, 513, np.float32, nthreads=3, bias=True, relu=True)
+    check(native, 40, 700, 300, np.float64, nthreads=4, accumulate=True)
+
+
+def test_concurrent_callers(native):
+    """Calls from several threads at once (ctypes drops the GIL): one of them
+    gets the cached packing buffer, the others allocate their own."""
+    import threading
+
+    errors = []
+
+    def work(seed):
+        try:
+            for i in range(6):
+                n = 40 + 37 * ((seed + i) % 5)
+                check(native, n, n + 3, n + 5, np.float32, seed=seed * 100 + i, nthreads=1)
+        except AssertionError as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_threads_deterministic(native):
+    """Each C element sums its k in the same order whatever the thread count."""
+    one = check(native, 200, 300, 700, np.float32, nthreads=1)
+    two = check(native, 200, 300, 700, np.float32, nthreads=2)
+    np.testing.assert_array_equal(one, two)
+
+
+FALLBACK_CASES = [(1, 1, 1), (7, 17, 31), (97, 131, 97), (131, 97, 300), (300, 257, 513)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("M,N,K", FALLBACK_CASES)
+def test_avx2_kernel(avx2, M, N, K, dtype):
+    check(avx2, M, N, K, dtype)
+    check(avx2, M, N, K, dtype, ta=True, tb=True, c_pad=3, unaligned=True, nthreads=2)
+    check(avx2, M, N, K, dtype, accumulate=True, bias=True, relu=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("M,N,K", FALLBACK_CASES)
+def test_portable_kernel(portable, M, N, K, dtype):
+    check(portable, M, N, K, dtype)
+    check(portable, M, N, K, dtype, ta=True, tb=True, c_pad=3, unaligned=True, nthreads=2)
+    check(portable, M, N, K, dtype, accumulate=True, bias=True, relu=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_no_memory_fallback(nomem, dtype):
+    check(nomem, 37, 41, 43, dtype, ta=True, c_pad=2, unaligned=True, nthreads=2)
+    check(nomem, 37, 41, 43, dtype, accumulate=True, bias=True, relu=True)
+    check(nomem, 5, 6, 0, dtype, accumulate=True, bias=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_without_openmp(serial, dtype):
+    check(serial, 131, 97, 300, dtype, tb=True, nthreads=2, bias=True, relu=True)
+    check(serial, 7, 17, 31, dtype, nthreads=0, accumulate=True)
