@@ -20,6 +20,7 @@ Scheduler options (the automatic schedule; ``Config`` fields)::
     --fusion isl|max|min|smart|preserve_coincident   Config.fusion
     --no-skewing                                     Config.allow_skewing = False
     --no-outer-coincidence                           Config.outer_coincidence = False
+    --no-tensorize                                   Config.tensorize = False
 
 ``--schedule RECIPE.json`` compiles (runs, explains) under a recipe saved
 with ``polyc.Schedule.to_json`` / ``polyc compile --emit recipe`` instead of
@@ -140,7 +141,8 @@ def _load(args):
 
 #: ``Config`` fields set by the scheduler options, by argparse destination.
 _SCHEDULER_FIELDS = {"fusion": "fusion", "no_skewing": "allow_skewing",
-                     "no_outer_coincidence": "outer_coincidence"}
+                     "no_outer_coincidence": "outer_coincidence",
+                     "no_tensorize": "tensorize"}
 try:
     from .config import FUSION_STRATEGIES
 except ImportError:  # a Config without fusion strategies
@@ -387,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-outer-coincidence", action="store_true",
                        help="do not ask isl to keep the outermost loop parallel "
                        "(Config.outer_coincidence=False)")
+        p.add_argument("--no-tensorize", action="store_true",
+                       help="keep contractions as loops instead of calls of the GEMM "
+                       "intrinsic (Config.tensorize=False)")
 
     run = sub.add_parser("run", help="compile, run on seeded random inputs, check, time")
     common(run)

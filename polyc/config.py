@@ -95,12 +95,18 @@ class Config:
         "its skewed point loops are not vectorised, and on PolyBench's stencils it "
         "measured 2-5x slower than the parallel spatial loops it replaces", False))
 
+    tensorize: bool = field(default=True, metadata=_opt(
+        "call hand-written intrinsics for statements whose access relations match "
+        "one (polyc.intrinsics: a += product contraction becomes batched calls to "
+        "the packed, register-blocked GEMM of backends/c/intrinsics/gemm.h); "
+        "POLYC_TENSORIZE=0 turns it off", True))
+
     def __post_init__(self):
         if self.fusion not in FUSION_STRATEGIES:
             raise PolycError(f"Config.fusion must be one of {', '.join(FUSION_STRATEGIES)}, "
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
                              f"polyc compile --fusion smart)")
-        for name in ("allow_skewing", "outer_coincidence", "time_tiling"):
+        for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -136,6 +142,8 @@ class Config:
         nt = _env("POLYC_NUM_THREADS") or _env("OMP_NUM_THREADS")
         if nt and nt.isdigit() and int(nt) > 0:
             kw["num_threads"] = int(nt)
+        if _env("POLYC_TENSORIZE") == "0":
+            kw["tensorize"] = False
         if _env("POLYC_DUMP") == "1":
             kw["dump"] = True
         if _env("POLYC_SANITIZE"):

@@ -88,8 +88,11 @@ class Statement:
     indices are index variables); ``op`` is ``"="`` or a reduction operator of
     :data:`REDUCTION_OPS` (``lhs = lhs op rhs``).  ``kind`` is ``"assign"``,
     ``"init"`` (the identity initialisation of a ``!`` reduction),
-    ``"update"`` (a reduction step) or ``"copy"`` (a copy between a tensor
-    and its local buffer, added by promotion).  ``write`` maps the domain to
+    ``"update"`` (a reduction step), ``"copy"`` (a copy between a tensor
+    and its local buffer, added by promotion) or ``"intrinsic"`` (a call of
+    a hand-written intrinsic, added by :mod:`polyc.schedule.tensorize`:
+    ``iterators`` are the loops around the call, ``write``/``reads`` the
+    whole slices it touches).  ``write`` maps the domain to
     the written element; ``reads`` holds one access relation per tensor read,
     including the accumulation read of an update and the index tensors of
     gathers.
@@ -106,6 +109,8 @@ class Statement:
     reduction_iterators: tuple[str, ...] = ()
     text: str = ""
     span: Any = field(default=None, compare=False, repr=False)
+    #: for ``kind == "intrinsic"``: the match it calls (:mod:`polyc.intrinsics`)
+    intrinsic: Any = field(default=None, compare=False, repr=False)
 
     @property
     def tensor(self) -> str:

@@ -3,6 +3,8 @@
 ``compile_program(program, config) -> Kernel``:
 
 1. preconditions (``bounds``): parameter values keeping every access in bounds;
+   then tensorization (``schedule.tensorize``, ``Config.tensorize``): a
+   statement matching an intrinsic becomes calls of it;
 2. dependences (``dependence.compute``): exact flow/anti/output relations;
 3. schedule (``schedule.initial``): isl's scheduler, or the source order when
    ``Config.schedule == "identity"``;
@@ -29,7 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import islpy as isl
@@ -39,7 +41,7 @@ from .config import Config
 from .dependence import Dependences
 from .ir import Program
 from .loopnest import Node, format_loopnest
-from .schedule import initial, legality, marks, profile, tile
+from .schedule import initial, legality, marks, profile, tensorize, tile
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class Lowered:
     deps: Dependences
     schedule: isl.Schedule
     loopnest: Node
+    #: per update statement: the intrinsic it calls, or why it calls none
+    tensorized: dict = field(default_factory=dict)
 
 
 def _dump(config: Config, title: str, text) -> None:
@@ -66,6 +70,9 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     config = config or Config.from_env()
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
+    notes: dict = {}
+    if config.tensorize and config.schedule != "identity":
+        program, notes = tensorize.tensorize(program, config.parallel)        # 1b
     _dump(config, "program", program)
     deps = dependence.compute(program)                                        # 2
     _dump(config, "dependences", deps)
@@ -87,7 +94,7 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     legality.check(sched, deps, program, what="the generated schedule")       # 6
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
-    return Lowered(program, deps, sched, nest)
+    return Lowered(program, deps, sched, nest, notes)
 
 
 #: Version of the lowered-source cache entries (bump when their meaning changes).
@@ -97,15 +104,16 @@ _LOWERED: dict[str, object] = {}
 
 @functools.lru_cache(maxsize=None)
 def code_fingerprint() -> str:
-    """A hash of polyc's own Python sources (the compiler itself): a lowered
-    entry made by other compiler code is never reused."""
+    """A hash of polyc's own sources (the compiler itself, and the C headers
+    of the intrinsics it pastes into generated code): a lowered entry made by
+    other compiler code is never reused."""
     import polyc
     import polyc.backends
     import polyc.frontend
     h = hashlib.sha256()
     roots = {Path(mod.__file__).parent for mod in (polyc, polyc.frontend, polyc.backends)}
     for root in sorted(roots):
-        for f in sorted(root.rglob("*.py")):
+        for f in sorted([*root.rglob("*.py"), *root.rglob("*.h")]):
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 

@@ -517,10 +517,20 @@ class Kernel:
     def explain(self, json: bool = False):
         """For each loop: the dependences it carries, whether it is parallel
         or vectorizable and why not, fusion groups, tile footprints (see
-        :mod:`polyc.schedule.explain`).  Text, or a dict with ``json=True``."""
+        :mod:`polyc.schedule.explain`); then, per reduction, the intrinsic it
+        was tensorized onto or why it was not.  Text, or a dict with
+        ``json=True`` (``"tensorize"``: statement -> that line)."""
         from .schedule.explain import explain
-        return explain(self.schedule, as_json=json,
-                       config=self.config if self._user_schedule is None else None)
+        out = explain(self.schedule, as_json=json,
+                      config=self.config if self._user_schedule is None else None)
+        notes = getattr(self._low(), "tensorized", None) or {}
+        if json:
+            out["tensorize"] = dict(notes)
+            return out
+        if notes:
+            out += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
+                f"  {v}" for v in notes.values())
+        return out
 
     def __call__(self, *args, out=None, **kwargs):
         if kwargs:

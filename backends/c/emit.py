@@ -36,6 +36,7 @@ Guarantees (tested in ``tests/robustness/``):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import cgen as c
 
@@ -59,6 +60,10 @@ from .cexpr import (
 )
 
 ENTRY = "polyc_kernel"
+
+#: hand-written intrinsics (``polyc.intrinsics`` describes them), pasted into
+#: the sources that call them, so the cache key covers their text
+INTRINSICS = Path(__file__).with_name("intrinsics")
 
 #: a parallel loop holding no loop, inside a sequential loop, forks its team
 #: only from this many iterations up: below it a fork and barrier (about a
@@ -154,6 +159,7 @@ class _Emitter:
         self.loop_printer = CExprPrinter(loop_iterator_name, self._access,
                                          self.dtypes.__getitem__)
         self.sequential_depth = 0      # sequential loops around the node printed
+        self.parallel_depth = 0        # parallel loops around it
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
@@ -201,6 +207,9 @@ class _Emitter:
         if s.text:
             body.append(c.Comment(comment_text(s.text)))
         body += self._iterators(zip(s.iterators, inst.args))
+        if s.kind == "intrinsic":
+            body.append(self.gemm_call(s))
+            return c.Block(body)
         pr = self._printer()
         dtype = self.dtypes[s.tensor]
         lhs = pr._access(s.lhs)
@@ -212,6 +221,45 @@ class _Emitter:
             update = combine(s.op, convert(lhs, dtype, acc), convert(rhs, rtype, acc), acc)
             body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
         return c.Block(body)
+
+    def _extent(self, tensor: str, d: int) -> str:
+        """The C expression of ``tensor``'s extent ``d``."""
+        if d > 0:
+            return extent_name(tensor, d)
+        ext = pw_aff_to_expr(self.program.tensor(tensor).shape[d], self.program.context)
+        ext = E.map_expr(ext, lambda x: E.Param(x.name) if isinstance(x, E.Index) else None)
+        return f"({self.loop_printer.index(ext)})"
+
+    def _stride(self, tensor: str, d: int) -> str:
+        """Elements between consecutive indices of dimension ``d`` (row-major)."""
+        nd = self.program.tensor(tensor).ndim
+        return " * ".join(extent_name(tensor, j) for j in range(d + 1, nd)) or "1"
+
+    def gemm_call(self, s: Statement) -> c.Statement:
+        """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, ...)`` for
+        one point of the batch loops (``backends/c/intrinsics/gemm.h``)."""
+        m = s.intrinsic
+        orig = {t: [i.name for i in acc.indices] for t, acc in m.accesses}
+
+        def operand(t: str, rows: tuple, cols: tuple) -> str:
+            # a group of consecutive dimensions strides like its last one
+            idx = orig[t]
+            off = " + ".join(f"({self._stride(t, d)}) * {iterator_name(it)}"
+                             for d, it in enumerate(idx) if it in m.batch) or "0"
+            return (f"{tensor_name(t)} + ({off}), {self._stride(t, idx.index(rows[-1]))}, "
+                    f"{self._stride(t, idx.index(cols[-1]))}")
+        ext1 = {it: self._extent(t, orig[t].index(it))
+                for t in (m.c, m.a, m.b) for it in orig[t]}
+
+        def ext(group: tuple) -> str:
+            return " * ".join(ext1[it] for it in group)
+        threads = "1" if self.parallel_depth or not m.parallel else "polyc_threads"
+        fn = "polyc_gemm_f32" if m.dtype == "float32" else "polyc_gemm_f64"
+        return c.Statement(
+            f"{fn}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {operand(m.a, m.m, m.k)}, "
+            f"{operand(m.b, m.k, m.n)}, {operand(m.c, m.m, m.n)}, "
+            f"{0 if m.init else 1}, {tensor_name(m.bias) if m.bias else 'NULL'}, "
+            f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads})")
 
     def reduction_loop(self, n: L.For) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
@@ -303,11 +351,15 @@ class _Emitter:
             folded = False
             if n.parallel and n.collapse > 1:
                 n, folded = _fold_collapsed_simd(n)
+            if n.simd and _calls_intrinsic(n.body, self.stmts):
+                n = replace(n, simd=False)      # a call with its own threads: no simd
             self.sequential_depth += not n.parallel
+            self.parallel_depth += bool(n.parallel)
             try:
                 loop = self._for(n, self.node(n.body))
             finally:
                 self.sequential_depth -= not n.parallel
+                self.parallel_depth -= bool(n.parallel)
             if n.parallel:
                 simd = " simd" if n.simd or folded else ""
                 collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
@@ -348,6 +400,22 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
+
+
+def _calls_intrinsic(n: L.Node | None, stmts: dict) -> bool:
+    if n is None:
+        return False
+    if isinstance(n, L.StmtInstance):
+        return stmts[n.statement].kind == "intrinsic"
+    if isinstance(n, L.For):
+        return _calls_intrinsic(n.body, stmts)
+    if isinstance(n, L.If):
+        return _calls_intrinsic(n.then, stmts) or _calls_intrinsic(n.otherwise, stmts)
+    if isinstance(n, L.Block):
+        return any(_calls_intrinsic(k, stmts) for k in n.children)
+    if isinstance(n, L.Local):
+        return _calls_intrinsic(n.body, stmts)
+    return False
 
 
 def _contains_for(n: L.Node | None) -> bool:
@@ -396,6 +464,13 @@ def emit(program: Program, nest: L.Node) -> Source:
                    ": omp_get_max_threads();"),
             c.Line("#endif"),
             c.Line("(void)polyc_nthreads;")]
+    if any(st.kind == "intrinsic" for st in program.statements):
+        team += [c.Line("#ifdef _OPENMP"),
+                 c.Line("const int polyc_threads = polyc_team;"),
+                 c.Line("#else"),
+                 c.Line("const int polyc_threads = 1;"),
+                 c.Line("#endif"),
+                 c.Line("(void)polyc_threads;")]
     fn = c.FunctionBody(
         c.FunctionDeclaration(c.Value("void", ENTRY), [
             c.Value("const int64_t *restrict", "polyc_params"),
@@ -403,6 +478,9 @@ def emit(program: Program, nest: L.Node) -> Source:
             c.Value("int32_t", "polyc_nthreads")]),
         c.Block(em.prologue() + team + [em.node(nest)]))
     header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
-    text = header + PRELUDE + "\n" + str(fn) + "\n"
+    intrinsics = ""
+    if any(s.kind == "intrinsic" for s in program.statements):
+        intrinsics = "\n" + (INTRINSICS / "gemm.h").read_text() + "\n"
+    text = header + PRELUDE + intrinsics + "\n" + str(fn) + "\n"
     return Source(text=text, entry=ENTRY, params=tuple(program.params),
                   tensors=tuple(t.name for t in arguments(program)))

@@ -15,6 +15,14 @@ import pytest
 import polyc.reference
 from polyc.cli import main
 
+
+@pytest.fixture(autouse=True)
+def _loops_not_calls(monkeypatch):
+    """These tests read the loops polyc generates for matmul-like kernels:
+    keep contractions as loops (tests/cpu/test_tensorize.py covers the
+    calls of the GEMM intrinsic)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "0")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MM = """\

@@ -18,6 +18,14 @@ from polyc.cli import main
 from polyc.config import Config
 from polyc.schedule.language import Schedule
 
+
+@pytest.fixture(autouse=True)
+def _loops_not_calls(monkeypatch):
+    """These tests read the loops polyc generates for matmul-like kernels:
+    keep contractions as loops (tests/cpu/test_tensorize.py covers the
+    calls of the GEMM intrinsic)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "0")
+
 ROOT = Path(__file__).resolve().parents[2]
 
 MM = """\

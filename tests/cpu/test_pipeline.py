@@ -9,6 +9,14 @@ from polyc.config import Config
 from polyc.errors import BindingError, CacheWarning, DTypeError, ShapeError
 from polyc.pipeline import compile_program, lower
 
+
+@pytest.fixture(autouse=True)
+def _loops_not_calls(monkeypatch):
+    """These tests read the loops polyc generates for matmul-like kernels:
+    keep contractions as loops (tests/cpu/test_tensorize.py covers the
+    calls of the GEMM intrinsic)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "0")
+
 RNG = np.random.default_rng(0)
 
 
@@ -18,7 +26,7 @@ def rand(*shape, dtype="float32"):
 
 @pytest.fixture(scope="module")
 def mm32():
-    return compile_program(programs.matmul("float32"))
+    return compile_program(programs.matmul("float32"), Config.from_env(tensorize=False))
 
 
 @pytest.mark.parametrize("M,N,K", [(1, 1, 1), (7, 13, 5), (97, 211, 131), (0, 3, 4),

@@ -27,6 +27,14 @@ import pytest
 
 import polyc
 
+
+@pytest.fixture(autouse=True)
+def _loops_not_calls(monkeypatch):
+    """These tests read the loops polyc generates for matmul-like kernels:
+    keep contractions as loops (tests/cpu/test_tensorize.py covers the
+    calls of the GEMM intrinsic)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "0")
+
 KERNELS = {
     "matmul": "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }",
     "batched": ("def bmm(double(Bt, M, K) A, double(Bt, K, N) B) -> (C) "

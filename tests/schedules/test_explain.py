@@ -17,6 +17,14 @@ from polyc.schedule.language import Schedule
 
 from . import util
 
+
+@pytest.fixture(autouse=True)
+def _loops_not_calls(monkeypatch):
+    """These tests read the loops polyc generates for matmul-like kernels:
+    keep contractions as loops (tests/cpu/test_tensorize.py covers the
+    calls of the GEMM intrinsic)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "0")
+
 #: consumer reads the producer one element ahead: fusing the loops is illegal
 SHIFT = """
 def shift(float(N) A) -> (T, B) {

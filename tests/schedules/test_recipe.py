@@ -26,6 +26,14 @@ from polyc.schedule.language import METHODS, TRANSFORMS, Schedule
 
 from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, program, start
 
+
+@pytest.fixture(autouse=True)
+def _loops_not_calls(monkeypatch):
+    """These tests read the loops polyc generates for matmul-like kernels:
+    keep contractions as loops (tests/cpu/test_tensorize.py covers the
+    calls of the GEMM intrinsic)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "0")
+
 ADD3 = """
 def add3(float(B, M, N) X, float(B, M, N) Y) -> (Z) {
     Z(b, m, n) = X(b, m, n) + Y(b, m, n)
