@@ -29,12 +29,13 @@ and TVM's tensorize; the GEMM itself, Goto and van de Geijn, ACM TOMS 2008.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import islpy as isl
 
 from . import expr as E
-from .ir import Program, Statement, extent_set
+from .bounds import tensor_box
+from .ir import Program, Statement
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
@@ -89,12 +90,12 @@ def _plain(acc: E.Access) -> list[str] | None:
 
 
 def _relation(stmt: Statement, tensor: str, idx: list[str]) -> isl.Map:
-    """``{ S[iterators] -> tensor[idx] }`` on ``stmt``'s domain, built from
-    the intrinsic's side (isl)."""
+    """``{ S[iterators] -> tensor[idx] }`` for every point of ``stmt``'s
+    space, built from the intrinsic's side (isl)."""
     params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
     text = (f"[{', '.join(params)}] -> {{ {stmt.name}[{', '.join(stmt.iterators)}] -> "
             f"{tensor}[{', '.join(idx)}] }}")
-    return isl.Map(text, context=stmt.domain.get_ctx()).intersect_domain(stmt.domain)
+    return isl.Map(text, context=stmt.domain.get_ctx())
 
 
 def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
@@ -148,14 +149,14 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     for r in stmt.reads:
         have.setdefault(r.get_tuple_name(isl.dim_type.out), r)
     for t, rel in want.items():
-        if not rel.is_equal(have[t].intersect_domain(stmt.domain)):
+        if not rel.intersect_domain(stmt.domain).is_equal(have[t].intersect_domain(stmt.domain)):
             return f"the access relation of {t} differs from the intrinsic's"
-    # the domain must be the whole box the extents give (no triangle, no offset)
+    # the domain must be the whole box the extents give (no triangle, no
+    # offset): every point whose three accesses are in bounds
     ctx = program.parameter_domain()
     box = isl.Set.universe(stmt.domain.get_space())
-    for t, idx in ((stmt.tensor, c_idx), (a.tensor, x_idx), (b.tensor, y_idx)):
-        for d, it in enumerate(idx):
-            box = box.intersect(_iterator_range(stmt, it, program.tensor(t).shape[d]))
+    for t, rel in want.items():
+        box = box.intersect(rel.intersect_range(tensor_box(program, t)).domain())
     dom = stmt.domain.intersect_params(ctx)
     if not dom.is_equal(box.intersect_params(ctx)):
         return "the iteration domain is not the full box of the tensor extents"
@@ -163,30 +164,6 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
                      batch=tuple(batch), m=tuple(m), n=tuple(n), k=tuple(k), c=stmt.tensor,
                      a=a.tensor, b=b.tensor,
                      accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)))
-
-
-def extent_box(program: Program, tensor: str) -> isl.Set:
-    """``{ T[x...] : 0 <= x_d < extent_d }``: every element of ``tensor``."""
-    shape = program.tensor(tensor).shape
-    box = None
-    for ext in shape:
-        d = extent_set(ext)
-        box = d if box is None else box.flat_product(d)
-    box = box if box is not None else isl.Set.universe(
-        isl.Space.set_alloc(program.context.get_ctx(), 0, 0))
-    return box.set_tuple_name(tensor)
-
-
-def _iterator_range(stmt: Statement, it: str, extent: isl.PwAff) -> isl.Set:
-    """``{ S[...] : 0 <= it < extent }`` on ``stmt``'s domain space."""
-    rng = extent_set(extent)                       # { [x] : 0 <= x < extent }
-    n = len(stmt.iterators)
-    pos = stmt.iterators.index(it)
-    rng = rng.insert_dims(isl.dim_type.set, 0, pos).add_dims(isl.dim_type.set, n - pos - 1)
-    rng = rng.set_tuple_name(stmt.name)
-    for i, name in enumerate(stmt.iterators):
-        rng = rng.set_dim_name(isl.dim_type.set, i, name)
-    return rng.align_params(stmt.domain.get_space())
 
 
 def _folded_init(program: Program, stmt: Statement) -> str | None:
@@ -202,7 +179,7 @@ def _folded_init(program: Program, stmt: Statement) -> str | None:
         return None
     ctx = program.parameter_domain()
     written = prev.write.range().intersect_params(ctx)
-    full = extent_box(program, prev.tensor).intersect_params(ctx)
+    full = tensor_box(program, prev.tensor).intersect_params(ctx)
     if not (written.is_equal(full) and stmt.write.range().intersect_params(ctx)
             .is_subset(written)):
         return None
@@ -247,7 +224,6 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
         return m
     ctx = program.parameter_domain()
     if not nxt.write.range().intersect_params(ctx).is_equal(
-            extent_box(program, m.c).intersect_params(ctx)):
+            tensor_box(program, m.c).intersect_params(ctx)):
         return m
-    from dataclasses import replace
     return replace(m, epilogue=nxt.name, bias=bias, relu=relu)

@@ -82,13 +82,13 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
         sched = initial.auto_schedule(program, deps, config)
         _dump(config, "isl schedule", sched)
         sched = _optimized(sched, program, config, deps)                      # 4, 5
-        if config.parallel and not profile.profile(sched, program).coarse:
+        found = profile.profile(sched, program) if config.parallel else None
+        if found is not None and not found.coarse:
             # isl found no coarse parallelism: the source order, optimised the
             # same way, may walk memory better (polyc.schedule.profile)
             src = _optimized(initial.annotate(initial.identity_schedule(program), deps.all()),
                              program, config, deps)
-            if profile.prefer_source_order(profile.profile(sched, program),
-                                           profile.profile(src, program)):
+            if profile.prefer_source_order(found, profile.profile(src, program)):
                 sched = src
     _dump(config, "schedule", sched)
     legality.check(sched, deps, program, what="the generated schedule")       # 6

@@ -186,10 +186,8 @@ class _Emitter:
             out.append(c.Line(f"{qual}{ct} *restrict {tensor_name(t.name)} = "
                               f"({qual}{ct} *)polyc_buffers[{k}];"))
             for d in range(1, t.ndim):
-                ext = pw_aff_to_expr(t.shape[d], p.context)
-                ext = E.map_expr(ext, lambda x: E.Param(x.name) if isinstance(x, E.Index) else None)
                 out.append(c.Initializer(c.Const(c.Value("int64_t", extent_name(t.name, d))),
-                                         self.loop_printer.index(ext)))
+                                         self._extent_expr(t.name, d)))
         return out
 
     # -- statements -------------------------------------------------------------
@@ -222,13 +220,16 @@ class _Emitter:
             body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
         return c.Block(body)
 
-    def _extent(self, tensor: str, d: int) -> str:
-        """The C expression of ``tensor``'s extent ``d``."""
-        if d > 0:
-            return extent_name(tensor, d)
+    def _extent_expr(self, tensor: str, d: int) -> str:
+        """``tensor``'s extent ``d`` computed from the size parameters."""
         ext = pw_aff_to_expr(self.program.tensor(tensor).shape[d], self.program.context)
         ext = E.map_expr(ext, lambda x: E.Param(x.name) if isinstance(x, E.Index) else None)
-        return f"({self.loop_printer.index(ext)})"
+        return self.loop_printer.index(ext)
+
+    def _extent(self, tensor: str, d: int) -> str:
+        """The C expression of ``tensor``'s extent ``d`` (the prologue's
+        ``d<d>_<tensor>`` constant where there is one)."""
+        return extent_name(tensor, d) if d > 0 else f"({self._extent_expr(tensor, d)})"
 
     def _stride(self, tensor: str, d: int) -> str:
         """Elements between consecutive indices of dimension ``d`` (row-major)."""
@@ -313,7 +314,8 @@ class _Emitter:
         trisolv, jacobi-1d), so it is printed twice, the sequential copy
         taken below that trip count (not OpenMP's ``if`` clause: a region
         with a false ``if`` still calls into the runtime)."""
-        if not self.sequential_depth or _contains_for(n.body) or n.collapse > 1:
+        if (not self.sequential_depth or n.collapse > 1
+                or _any_node(n.body, lambda x: isinstance(x, L.For))):
             return None
         cond = n.cond
         if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
@@ -351,7 +353,8 @@ class _Emitter:
             folded = False
             if n.parallel and n.collapse > 1:
                 n, folded = _fold_collapsed_simd(n)
-            if n.simd and _calls_intrinsic(n.body, self.stmts):
+            if n.simd and _any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
+                                    and self.stmts[x.statement].kind == "intrinsic"):
                 n = replace(n, simd=False)      # a call with its own threads: no simd
             self.sequential_depth += not n.parallel
             self.parallel_depth += bool(n.parallel)
@@ -402,33 +405,18 @@ class _Emitter:
         return c.Block([g])
 
 
-def _calls_intrinsic(n: L.Node | None, stmts: dict) -> bool:
+def _any_node(n: L.Node | None, pred) -> bool:
+    """Whether ``pred`` holds for ``n`` or a node below it."""
     if n is None:
         return False
-    if isinstance(n, L.StmtInstance):
-        return stmts[n.statement].kind == "intrinsic"
-    if isinstance(n, L.For):
-        return _calls_intrinsic(n.body, stmts)
-    if isinstance(n, L.If):
-        return _calls_intrinsic(n.then, stmts) or _calls_intrinsic(n.otherwise, stmts)
-    if isinstance(n, L.Block):
-        return any(_calls_intrinsic(k, stmts) for k in n.children)
-    if isinstance(n, L.Local):
-        return _calls_intrinsic(n.body, stmts)
-    return False
-
-
-def _contains_for(n: L.Node | None) -> bool:
-    if n is None or isinstance(n, L.StmtInstance):
-        return False
-    if isinstance(n, L.For):
+    if pred(n):
         return True
+    if isinstance(n, (L.For, L.Local)):
+        return _any_node(n.body, pred)
     if isinstance(n, L.If):
-        return _contains_for(n.then) or _contains_for(n.otherwise)
+        return _any_node(n.then, pred) or _any_node(n.otherwise, pred)
     if isinstance(n, L.Block):
-        return any(_contains_for(k) for k in n.children)
-    if isinstance(n, L.Local):
-        return _contains_for(n.body)
+        return any(_any_node(k, pred) for k in n.children)
     return False
 
 
