@@ -129,6 +129,13 @@ def sanitize_flags(sanitize: Sequence[str]) -> list[str]:
             "-fno-omit-frame-pointer", "-g"]
 
 
+#: Libraries every kernel links, after its source (``--as-needed`` linkers
+#: drop a library named before the objects that use it): libm, whose GNU
+#: linker script also brings in glibc's vector math library (libmvec) for
+#: the SIMD variants of ``expf``/``logf``/... that vectorised loops call.
+LINK_LIBS = ("-lm",)
+
+
 def compile_flags(config: Config) -> list[str]:
     """Every flag :func:`build_library` passes: ``Config.cflags`` then
     :func:`sanitize_flags`.  All of them enter the cache key."""
@@ -139,7 +146,7 @@ def library_key(source: str, *, config: Config) -> str:
     """The cache key :func:`build_library` uses for ``source`` under ``config``.
     Raises :class:`ToolMissingError` like :func:`resolve_compiler`."""
     return cache.make_key(source, compiler=resolve_compiler(config.cc),
-                          flags=compile_flags(config))
+                          flags=[*compile_flags(config), *LINK_LIBS])
 
 
 @functools.lru_cache(maxsize=None)
@@ -264,12 +271,12 @@ def build_library(source: str, *, config: Config) -> Library:
     flags = compile_flags(config)
     if config.sanitize:
         check_sanitizer_runtime(config)
-    key = cache.make_key(source, compiler=compiler, flags=flags)
+    key = library_key(source, config=config)
 
     def build(directory: Path, out: Path) -> dict:
         src = directory / f"{key}.c"
         cache.write_atomic(src, source.encode("utf-8"))
-        argv = [*compiler, *flags, "-o", str(out), str(src)]
+        argv = [*compiler, *flags, "-o", str(out), str(src), *LINK_LIBS]
         return _compile(argv, source=source, src=src, out=out, config=config)
 
     def load(path: Path, meta: dict) -> Library:

@@ -70,10 +70,41 @@ INTRINSICS = Path(__file__).with_name("intrinsics")
 #: microsecond) cost more than the loop's work
 MIN_PARALLEL_TRIP = 16384
 
+#: Prefix of the names of hoisted invariant reads in rewritten statements
+#: (``$`` is never part of a tensor name, so they cannot meet one).
+_HOISTED = "$inv"
+
 PRELUDE = r"""#include <stdint.h>
 #include <math.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+
+/* glibc's vector math library (libmvec, linked through -lm) has SIMD variants
+   of these functions (at most 4 ulp from the correctly rounded result, glibc's
+   documented bound); declared `omp declare simd`, a vectorised loop calls them
+   instead of the scalar function once per element */
+#if defined(__x86_64__) && defined(_OPENMP) && defined(__GLIBC__) && !defined(POLYC_NO_LIBMVEC)
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 22)
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
+#pragma omp declare simd notinbranch
+float logf(float);
+#pragma omp declare simd notinbranch
+double log(double);
+#pragma omp declare simd notinbranch
+float powf(float, float);
+#pragma omp declare simd notinbranch
+double pow(double, double);
+#endif
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+double tanh(double);
+#endif
 #endif
 
 /* index arithmetic: int64_t, floor division and remainder as isl and TC define them */
@@ -159,11 +190,15 @@ class _Emitter:
         self.loop_printer = CExprPrinter(loop_iterator_name, self._access,
                                          self.dtypes.__getitem__)
         self.sequential_depth = 0      # sequential loops around the node printed
+        self.hoisted = 0               # invariant reads hoisted so far (:meth:`_hoist`)
         self.parallel_depth = 0        # parallel loops around it
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
-        local buffer: ``t_T[i][j]`` (constant extents)."""
+        local buffer: ``t_T[i][j]`` (constant extents); a hoisted invariant
+        read (:meth:`_hoist`): its local variable."""
+        if tensor.startswith(_HOISTED):
+            return "polyc_inv" + tensor[len(_HOISTED):]
         if tensor in self.locals:
             return tensor_name(tensor) + ("".join(f"[{i}]" for i in idx) or "[0]")
         if not idx:
@@ -199,8 +234,48 @@ class _Emitter:
         return [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
                 for it, arg in pairs]
 
-    def statement(self, inst: L.StmtInstance) -> c.Generable:
-        s: Statement = self.stmts[inst.statement]
+    def _hoist(self, s: Statement, args, loop: str, defined: set[str] | None = None
+               ) -> tuple[Statement, list, list]:
+        """Loop-invariant reads of one statement's right-hand side in the
+        loop over ``loop``: ``(s with each replaced by a local, the
+        declarations of the iterators they use, the locals' initialisers)``.
+        A read is invariant when no index moves with ``loop`` and ``s`` does
+        not write its tensor (the loop body is ``s`` alone); with ``defined``,
+        only reads whose indices use those iterators (already declared by the
+        caller, so no declarations are returned).  Loading it once
+        before the loop is scalar promotion; it also keeps gcc's partial
+        redundancy elimination from reloading a just-stored element in the
+        loop latch after a call (``expf``), which blocks vectorisation."""
+        moving = {it for it, arg in zip(s.iterators, args) if loop in E.index_names(arg)}
+        reads: list[E.Access] = []
+        for a in E.accesses(s.rhs):
+            idx = set().union(set(), *map(E.index_names, a.indices))
+            if (a.tensor == s.tensor or a.tensor in self.locals or a in reads
+                    or idx & moving or any(E.accesses(i) for i in a.indices)
+                    or (defined is not None and not idx <= defined)):
+                continue
+            reads.append(a)
+        if not reads:
+            return s, [], []
+        pr = self._printer()
+        used = set().union(*(E.index_names(i) for a in reads for i in a.indices))
+        its = [] if defined is not None else self._iterators(
+            [(it, arg) for it, arg in zip(s.iterators, args) if it in used])
+        names = {}
+        inits = []
+        for a in reads:
+            k = f"{_HOISTED}{self.hoisted}"
+            self.hoisted += 1
+            names[a] = E.Access(k, ())
+            dtype = self.dtypes[a.tensor]
+            self.dtypes[k] = dtype
+            inits.append(c.Initializer(c.Const(c.Value(C_TYPES[dtype], self._access(k, []))),
+                                       pr._access(a)))
+        rhs = E.map_expr(s.rhs, lambda e: names.get(e) if isinstance(e, E.Access) else None)
+        return replace(s, rhs=rhs), its, inits
+
+    def statement(self, inst: L.StmtInstance, s: Statement | None = None) -> c.Generable:
+        s = s or self.stmts[inst.statement]
         body: list = []
         if s.text:
             body.append(c.Comment(comment_text(s.text)))
@@ -264,7 +339,8 @@ class _Emitter:
 
     def reduction_loop(self, n: L.For) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
-        accumulator in a local variable (``omp simd reduction`` for + and *);
+        accumulator in a local variable (``omp simd reduction``; for a
+        floating-point max/min, with an exact sequential rerun on NaN);
         ``None`` when the loop body does not have that shape.  The
         accumulator has the type the reduction combines in
         (:func:`accumulator_type`), converted to the output's once, at the
@@ -285,6 +361,7 @@ class _Emitter:
             if it not in s.reduction_iterators and moves:
                 return None
             (inner if it in s.reduction_iterators else outer).append((it, arg))
+        s, _, inits = self._hoist(s, body.args, n.iterator, {it for it, _ in outer})
         pr = self._printer()
         dtype = self.dtypes[s.tensor]
         lhs = pr._access(s.lhs)
@@ -295,15 +372,50 @@ class _Emitter:
         update = combine(s.op, acc, convert(rhs, rtype, acc_t), acc_t)
         loop_body.append(c.Statement(f"{acc} = {update}"))
         loop = self._for(n, c.Block(loop_body))
-        pragma = ([c.Pragma(f"omp simd reduction({s.op}:{acc})")]
-                  if s.op in ("+", "*") else [])
-        block = self._iterators(outer)
+        init = c.Initializer(c.Value(C_TYPES[acc_t], acc), convert(lhs, dtype, acc_t))
+        if s.op in ("max", "min") and acc_t.startswith("float"):
+            # NaN-propagating max/min: vectorised as OpenMP's max/min (which
+            # may drop a NaN) while a flag notes any NaN; on a NaN the exact
+            # sequential loop runs again, so the result is bit for bit numpy's
+            x = c.Initializer(c.Const(c.Value(C_TYPES[acc_t], "polyc_x")),
+                              convert(rhs, rtype, acc_t))
+            cmp = ">" if s.op == "max" else "<"
+            vec = self._for(n, c.Block(self._iterators(inner) + [
+                x, c.Statement(f"{acc} = {acc} {cmp} polyc_x ? {acc} : polyc_x"),
+                c.Statement("polyc_nan |= polyc_x != polyc_x")]))
+            body_ = [init, c.Initializer(c.Value("int32_t", "polyc_nan"), f"{acc} != {acc}"),
+                     c.Pragma(f"omp simd reduction({s.op}:{acc}) reduction(|:polyc_nan)"),
+                     vec,
+                     c.If("polyc_nan", c.Block([
+                         c.Statement(f"{acc} = {convert(lhs, dtype, acc_t)}"), loop]))]
+        else:
+            pragma = ([c.Pragma(f"omp simd reduction({s.op}:{acc})")]
+                      if s.op in ("+", "*", "max", "min") else [])
+            body_ = [init, *pragma, loop]
+        block = self._iterators(outer) + inits
         block += [c.Comment(f"{check_identifier(s.name)}: reduction with a register "
                             "accumulator"),
-                  c.Initializer(c.Value(C_TYPES[acc_t], acc), convert(lhs, dtype, acc_t)),
-                  *pragma, loop,
+                  *body_,
                   c.Statement(f"{lhs} = {convert(acc, acc_t, dtype)}")]
         return c.Block(block)
+
+    def hoisted_loop(self, n: L.For) -> c.Generable | None:
+        """A ``simd`` loop around one statement that reads elements invariant
+        in it, with those reads loaded once before it (:meth:`_hoist`);
+        ``None`` otherwise."""
+        body = n.body
+        while isinstance(body, L.Block) and len(body.children) == 1:
+            body = body.children[0]
+        if not isinstance(body, L.StmtInstance):
+            return None
+        s = self.stmts[body.statement]
+        if s.kind == "intrinsic":
+            return None
+        s, its, inits = self._hoist(s, body.args, n.iterator)
+        if not inits:
+            return None
+        loop = self._for(n, self.statement(body, s))
+        return c.Block([*its, *inits, c.Pragma("omp simd"), loop])
 
     def _long_enough(self, n: L.For) -> str | None:
         """``trip >= MIN_PARALLEL_TRIP`` for a parallel loop that runs once
@@ -349,6 +461,10 @@ class _Emitter:
             red = self.reduction_loop(n)
             if red is not None:
                 return red
+        if isinstance(n, L.For) and n.simd and not n.parallel:
+            hoisted = self.hoisted_loop(n)
+            if hoisted is not None:
+                return hoisted
         if isinstance(n, L.For):
             folded = False
             if n.parallel and n.collapse > 1:

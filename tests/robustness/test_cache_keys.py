@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from polyc import cache
-from polyc.backends.c.build import build_library, compile_flags, library_key, resolve_compiler
+from polyc.backends.c.build import (LINK_LIBS, build_library, compile_flags, library_key,
+                                     resolve_compiler)
 from polyc.config import Config
 from polyc.errors import ToolMissingError
 
@@ -47,7 +48,7 @@ def key(source=SRC, **kw) -> str:
 
 def test_key_is_deterministic():
     assert key() == key() == cache.make_key(SRC, compiler=resolve_compiler(Config().cc),
-                                            flags=list(FAST))
+                                            flags=[*FAST, *LINK_LIBS])
 
 
 def test_key_changes_with_the_source():

@@ -161,7 +161,7 @@ _VOCABULARY = {
     "parallel", "simd", "schedule", "static", "num_threads", "collapse", "reduction",
     "omp_get_max_threads", "INT64_C", "UINT32_C", "UINT64_C", "INT64_MIN", "INFINITY",
     "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fabs", "fabsf",
-    "fmax", "fmaxf", "fmin", "fminf", "pow", "powf",
+    "fmax", "fmaxf", "fmin", "fminf", "pow", "powf", "max", "min",
 }
 _MANGLED = re.compile(r"(t|p|i)_[A-Za-z_][A-Za-z0-9_]*\Z|d[0-9]+_[A-Za-z_][A-Za-z0-9_]*\Z")
 _POLYC = re.compile(r"polyc_[A-Za-z0-9_]+\Z|c[0-9]+(_[0-9]+)*\Z")
