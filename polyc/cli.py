@@ -300,9 +300,12 @@ def cmd_explain(args) -> int:
     program, sizes = _load(args)
     config = _config(args)
     schedule = _user_schedule(args, program)
+    low = None
     if schedule is None:
-        schedule, _ = _automatic_schedule(program, config)
+        schedule, low = _automatic_schedule(program, config)
     result = explain(schedule, as_json=args.json, config=config, sizes=sizes or None)
+    from .pipeline import with_notes
+    result = with_notes(result, low)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -71,8 +71,10 @@ class Config:
     fusion: str = field(default="isl", metadata=_opt(
         "fusion strategy of the automatic scheduler (POLYC_FUSION): 'isl' (the default: "
         "isl's own clustering, which fuses strongly connected components when the "
-        "merged band keeps its full depth and shortens a dependence distance; the "
-        "schedules polyc has always generated), 'max' (fuse wherever legal: each "
+        "merged band keeps its full depth and shortens a dependence distance; a chain "
+        "of row-wise statements that no dependence or reuse crosses, such as a softmax "
+        "or a normalisation, is instead fused along its parallel row loops and runs one "
+        "row at a time: polyc.schedule.rowfuse), 'max' (fuse wherever legal: each "
         "connected component scheduled as a whole, then sibling nests and independent "
         "components fused as deep as their loops go), 'min' (no fusion: each strongly "
         "connected component of the dependence graph its own loop nest), 'smart' "

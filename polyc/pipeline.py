@@ -41,7 +41,7 @@ from .config import Config
 from .dependence import Dependences
 from .ir import Program
 from .loopnest import Node, format_loopnest
-from .schedule import initial, legality, marks, profile, tensorize, tile
+from .schedule import initial, legality, marks, profile, rowfuse, tensorize, tile
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,8 @@ class Lowered:
     loopnest: Node
     #: per update statement: the intrinsic it calls, or why it calls none
     tensorized: dict = field(default_factory=dict)
+    #: what row fusion did (polyc.schedule.rowfuse), or ""
+    row_fusion: str = ""
 
 
 def _dump(config: Config, title: str, text) -> None:
@@ -71,6 +73,7 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
     notes: dict = {}
+    row_note = ""
     if config.tensorize and config.schedule != "identity":
         program, notes = tensorize.tensorize(program, config.parallel)        # 1b
     _dump(config, "program", program)
@@ -81,6 +84,12 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     else:
         sched = initial.auto_schedule(program, deps, config)
         _dump(config, "isl schedule", sched)
+        if config.fusion == "isl":
+            # streaming row kernels: one pass per row (polyc.schedule.rowfuse)
+            rows = rowfuse.row_fused(sched, program, deps)
+            if rows is not None:
+                sched = rows
+                row_note = rowfuse.describe(rows, program)
         sched = _optimized(sched, program, config, deps)                      # 4, 5
         found = profile.profile(sched, program) if config.parallel else None
         if found is not None and not found.coarse:
@@ -94,7 +103,26 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     legality.check(sched, deps, program, what="the generated schedule")       # 6
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
-    return Lowered(program, deps, sched, nest, notes)
+    return Lowered(program, deps, sched, nest, notes, row_note)
+
+
+def with_notes(explained, low: Lowered | None):
+    """``explained`` (the text or JSON dict of :func:`polyc.schedule.explain.explain`)
+    with what tensorization and row fusion did in ``low`` (``None``: a user
+    schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line)
+    and ``"row_fusion"`` (a line, or ``""``), or text sections."""
+    notes = dict(low.tensorized) if low is not None else {}
+    rows = low.row_fusion if low is not None else ""
+    if isinstance(explained, dict):
+        explained["tensorize"] = notes
+        explained["row_fusion"] = rows
+        return explained
+    if notes:
+        explained += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
+            f"  {v}" for v in notes.values())
+    if rows:
+        explained += f"\nrow fusion (polyc.schedule.rowfuse):\n  {rows}\n"
+    return explained
 
 
 #: Version of the lowered-source cache entries (bump when their meaning changes).

@@ -313,3 +313,14 @@ def test_console_script(tcfile):
     p = run_process(["run", tcfile(MM), "--check"], cmd=[shutil.which("polyc")])
     assert p.returncode == 0, p.stderr
     assert "ok" in p.stdout
+
+
+def test_explain_reports_row_fusion(capsys, tcfile):
+    path = tcfile("def sm(float(N, C) I) -> (m, O) {\n    m(n) max=! I(n, c)\n"
+                  "    O(n, c) = exp(I(n, c) - m(n))\n}\n")
+    rc, out, _ = run_main(capsys, ["explain", path])
+    assert rc == 0 and "row fusion (polyc.schedule.rowfuse)" in out and "row loop n" in out
+    rc, out, _ = run_main(capsys, ["explain", path, "--json"])
+    assert rc == 0 and json.loads(out)["row_fusion"].startswith("statements S0_init, S0, S1")
+    rc, out, _ = run_main(capsys, ["explain", path, "--json", "--fusion", "min"])
+    assert rc == 0 and json.loads(out)["row_fusion"] == ""
