@@ -130,6 +130,10 @@ class Binder:
             [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
             for t in self.temps]
         self.gathers = self._direct_gathers(p)
+        #: per signature entry: the input's dtype, or None for a size argument
+        self.signature_kinds = tuple(
+            np.dtype(self.inputs[name].dtype) if name in self.inputs else None
+            for name in p.signature)
         self.work = self._work_estimate(p)
         self.partial = self._partially_written(p)
         self.check = None
@@ -452,6 +456,96 @@ class Binder:
         return f"sizes {sizes} violate the kernel's in-bounds conditions"
 
 
+class _CallPlan:
+    """What a call at one argument signature needs once its checks passed:
+    the parameter array, the outputs' and temporaries' shapes, where each
+    buffer comes from, the thread count.  A later call with the same
+    signature (the same shapes, dtypes and sizes; C-contiguous, aligned
+    arrays; no ``out=``) skips :meth:`Binder.bind`'s checks, which depend
+    on nothing else, and pays only for the allocation and the C call.
+
+    Kernels whose checks depend on the data (gathers through index tensors,
+    in-place arguments that may share memory) have no plans."""
+
+    #: Signatures remembered per kernel (a kernel called at many sizes keeps
+    #: the first ones; the others take the checked path).
+    MAX_PLANS = 64
+
+    __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single")
+
+    @staticmethod
+    def cache_for(program: Program, binder: "Binder") -> dict | None:
+        if binder.gathers or any(t.role == "inout" for t in program.tensors):
+            return None
+        return {}
+
+    @staticmethod
+    def key(binder: "Binder", args: tuple):
+        kinds = binder.signature_kinds
+        if len(args) != len(kinds):
+            return None
+        key = []
+        for arg, dt in zip(args, kinds):
+            if dt is None:
+                if type(arg) is not int:
+                    return None
+                key.append(arg)
+            else:
+                if type(arg) is not np.ndarray or arg.dtype != dt:
+                    return None
+                flags = arg.flags
+                if not (flags.c_contiguous and flags.aligned):
+                    return None
+                key.append(arg.shape)
+        return tuple(key)
+
+    def __init__(self, binder: "Binder", args: tuple, pvals: list[int], run: bool,
+                 threads: int):
+        p = binder.program
+        self.params = np.array(pvals or [0], dtype=np.int64)
+        self.params_at = self.params.ctypes.data
+        shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in binder.out_shapes]
+        self.allocs = [((np.zeros if t.name in binder.partial else np.empty), sh,
+                        np.dtype(t.dtype)) for sh, t in zip(shapes, binder.outputs)]
+        temps = [tuple(max(0, int(fn(*pvals))) for fn in fns) for fns in binder.temp_shapes]
+        position = {name: i for i, name in enumerate(p.signature)}
+        layout = []
+        k = j = 0
+        for t in p.tensors:
+            if t.role == "input":
+                layout.append(("arg", position[t.name], None))
+            elif t.role == "output":
+                layout.append(("out", k, None))
+                k += 1
+            elif t.role == "temp":
+                layout.append(("temp", temps[j], np.dtype(t.dtype)))
+                j += 1
+        self.layout = layout
+        self.threads = threads
+        self.run_c = run
+        self.single = len(self.allocs) == 1
+
+    def run(self, fn, args: tuple):
+        results = [alloc(shape, dt) for alloc, shape, dt in self.allocs]
+        if self.run_c:
+            ptrs = []
+            keep = []
+            for kind, i, dt in self.layout:
+                if kind == "arg":
+                    a = args[i]
+                elif kind == "out":
+                    a = results[i]
+                else:
+                    a = np.empty(i, dtype=dt)
+                    keep.append(a)
+                ptrs.append(a.__array_interface__["data"][0])
+            buf = np.array(ptrs or [0], dtype=np.uintp)
+            fn(self.params_at, buf.ctypes.data, self.threads)
+        if not results:
+            return None
+        return results[0] if self.single else tuple(results)
+
+
 class Kernel:
     """A compiled polyc kernel.  Call it with the inputs in signature order.
 
@@ -477,6 +571,7 @@ class Kernel:
         self._fn = library.function(source.entry, [ctypes.c_void_p, ctypes.c_void_p,
                                                    ctypes.c_int32])
         self._nthreads = int(config.num_threads or 0)
+        self._plans: dict | None = _CallPlan.cache_for(program, self.binder)
 
     #: Below this many statement instances a call runs on one thread: the
     #: OpenMP fork/join would cost more than it saves.
@@ -518,21 +613,22 @@ class Kernel:
         """For each loop: the dependences it carries, whether it is parallel
         or vectorizable and why not, fusion groups, tile footprints (see
         :mod:`polyc.schedule.explain`); then, per reduction, the intrinsic it
-        was tensorized onto or why it was not.  Text, or a dict with
-        ``json=True`` (``"tensorize"``: statement -> that line)."""
+        was tensorized onto or why it was not, and what row fusion did.
+        Text, or a dict with ``json=True`` (``"tensorize"``: statement ->
+        that line; ``"row_fusion"``: the row-fusion line or ``""``)."""
         from .schedule.explain import explain
         out = explain(self.schedule, as_json=json,
                       config=self.config if self._user_schedule is None else None)
-        notes = getattr(self._low(), "tensorized", None) or {}
-        if json:
-            out["tensorize"] = dict(notes)
-            return out
-        if notes:
-            out += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
-                f"  {v}" for v in notes.values())
-        return out
+        from .pipeline import with_notes
+        return with_notes(out, self._low() if self._user_schedule is None else None)
 
     def __call__(self, *args, out=None, **kwargs):
+        plans = self._plans
+        if plans is not None and out is None and not kwargs:
+            key = _CallPlan.key(self.binder, args)
+            plan = plans.get(key) if key is not None else None
+            if plan is not None:
+                return plan.run(self._fn, args)
         if kwargs:
             raise BindingError(
                 f"{self.name}() got an unexpected keyword argument '{next(iter(kwargs))}'; "
@@ -545,11 +641,16 @@ class Kernel:
         work = self.binder.work(*pvals)
         # nothing to execute (every domain empty): skip the call, whose loop
         # bounds may still span a huge empty range at extreme sizes
-        if work > 0 or not self.binder.all_empty(pvals):
-            small = work < self.SERIAL_WORK
-            self._fn(params.ctypes.data, ptrs.ctypes.data, 1 if small else self._nthreads)
+        run = work > 0 or not self.binder.all_empty(pvals)
+        threads = 1 if work < self.SERIAL_WORK else self._nthreads
+        if run:
+            self._fn(params.ctypes.data, ptrs.ctypes.data, threads)
         for tmp, dst in copies:
             dst[...] = tmp
+        if plans is not None and out is None and len(plans) < _CallPlan.MAX_PLANS:
+            key = _CallPlan.key(self.binder, args)
+            if key is not None:
+                plans[key] = _CallPlan(self.binder, args, pvals, run, threads)
         if not self.program.outputs:
             return None              # in-place kernels (@polyc.kernel)
         return results[0] if len(results) == 1 else tuple(results)

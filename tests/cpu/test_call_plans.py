@@ -1,0 +1,83 @@
+"""The warm-call fast path (polyc.runtime._CallPlan): a call at a signature
+that already passed every check skips them, and must still return fresh,
+correct outputs; anything else takes the checked path with its errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import BindingError, DTypeError, ShapeError
+from polyc.runtime import _CallPlan
+
+RNG = np.random.default_rng(11)
+MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
+TWO = "def two(float(N) A) -> (B, C) { B(i) = A(i) * 2\n C(i) = A(i) + 1 }"
+
+
+def test_repeated_calls_return_fresh_correct_outputs():
+    k = polyc.compile(MM)
+    A, B = RNG.standard_normal((5, 3), np.float32), RNG.standard_normal((3, 4), np.float32)
+    first = k(A, B)
+    assert len(k._plans) == 1
+    for _ in range(3):
+        A[...] = RNG.standard_normal(A.shape)
+        C = k(A, B)
+        assert C is not first and not np.shares_memory(C, first)
+        np.testing.assert_allclose(C, A @ B, rtol=1e-5)
+    assert len(k._plans) == 1
+
+
+def test_several_outputs_and_sizes():
+    k = polyc.compile(TWO)
+    for n in (0, 1, 7, 7, 1000, 7):
+        A = RNG.standard_normal(n).astype(np.float32)
+        B, C = k(A)
+        np.testing.assert_array_equal(B, A * 2)
+        np.testing.assert_array_equal(C, A + 1)
+    assert len(k._plans) == 4
+
+
+def test_checked_path_still_rejects_bad_calls_after_a_plan():
+    k = polyc.compile(MM)
+    A, B = np.ones((5, 3), np.float32), np.ones((3, 4), np.float32)
+    k(A, B)
+    k(A, B)
+    with pytest.raises(ShapeError):
+        k(A, np.ones((4, 4), np.float32))
+    with pytest.raises(DTypeError):
+        k(A.astype(np.float64), B)
+    with pytest.raises(BindingError):
+        k(A)
+    with pytest.raises(BindingError):
+        k(A.tolist(), B)
+
+
+def test_views_and_out_take_the_checked_path():
+    k = polyc.compile(MM)
+    A, B = RNG.standard_normal((6, 3), np.float32), RNG.standard_normal((3, 4), np.float32)
+    k(A[::2], B)
+    assert _CallPlan.key(k.binder, (A[::2], B)) is None        # not contiguous
+    np.testing.assert_allclose(k(A[::2], B), A[::2] @ B, rtol=1e-5)
+    out = np.empty((6, 4), np.float32)
+    assert k(A, B, out=out) is out
+    np.testing.assert_allclose(out, A @ B, rtol=1e-5)
+
+
+def test_plans_are_bounded():
+    k = polyc.compile(TWO)
+    for n in range(_CallPlan.MAX_PLANS + 10):
+        A = np.arange(n, dtype=np.float32)
+        np.testing.assert_array_equal(k(A)[0], A * 2)
+    assert len(k._plans) == _CallPlan.MAX_PLANS
+
+
+def test_gathers_have_no_plans():
+    """An index tensor's values are checked on every call."""
+    k = polyc.compile("def emb(float(V, D) LUT, int32(B) I) -> (O) { O(b, d) = LUT(I(b), d) }")
+    assert k._plans is None
+    LUT = np.ones((4, 2), np.float32)
+    k(LUT, np.array([0, 3], np.int32))
+    with pytest.raises(BindingError):
+        k(LUT, np.array([0, 4], np.int32))
