@@ -11,8 +11,13 @@ from pathlib import Path
 import pytest
 
 from polyc import cache
-from polyc.backends.c.build import (LINK_LIBS, build_library, compile_flags, library_key,
-                                     resolve_compiler)
+from polyc.backends.c.build import (
+    LINK_LIBS,
+    build_library,
+    compile_flags,
+    library_key,
+    resolve_compiler,
+)
 from polyc.config import Config
 from polyc.errors import ToolMissingError
 
