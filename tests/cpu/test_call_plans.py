@@ -81,3 +81,33 @@ def test_gathers_have_no_plans():
     k(LUT, np.array([0, 3], np.int32))
     with pytest.raises(BindingError):
         k(LUT, np.array([0, 4], np.int32))
+
+
+def test_read_only_and_empty_arrays_on_the_fast_path():
+    """Pointers of read-only or empty arrays come from the array interface."""
+    k = polyc.compile(MM)
+    A, B = RNG.standard_normal((5, 3), np.float32), RNG.standard_normal((3, 4), np.float32)
+    A.flags.writeable = False
+    for _ in range(2):
+        np.testing.assert_allclose(k(A, B), A @ B, rtol=1e-5)
+    E = np.ones((5, 0), np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(k(E, np.ones((0, 4), np.float32)), np.zeros((5, 4)))
+
+
+def test_concurrent_calls_share_a_plan_safely():
+    """ctypes releases the GIL during the C call: each call has its own
+    pointer array, so threads on one plan never see each other's data."""
+    from concurrent.futures import ThreadPoolExecutor
+    k = polyc.compile(TWO)
+    k(np.ones(4096, np.float32))
+
+    def one(seed):
+        A = np.random.default_rng(seed).standard_normal(4096).astype(np.float32)
+        for _ in range(20):
+            B, C = k(A)
+            if not (np.array_equal(B, A * 2) and np.array_equal(C, A + 1)):
+                return False
+        return True
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(one, range(8)))
