@@ -345,10 +345,8 @@ class _Emitter:
         accumulator has the type the reduction combines in
         (:func:`accumulator_type`), converted to the output's once, at the
         store."""
-        body = n.body
-        while isinstance(body, L.Block) and len(body.children) == 1:
-            body = body.children[0]
-        if not isinstance(body, L.StmtInstance):
+        body = _only_instance(n)
+        if body is None:
             return None
         s = self.stmts[body.statement]
         if s.kind != "update" or s.op not in ("+", "*", "max", "min"):
@@ -403,10 +401,8 @@ class _Emitter:
         """A ``simd`` loop around one statement that reads elements invariant
         in it, with those reads loaded once before it (:meth:`_hoist`);
         ``None`` otherwise."""
-        body = n.body
-        while isinstance(body, L.Block) and len(body.children) == 1:
-            body = body.children[0]
-        if not isinstance(body, L.StmtInstance):
+        body = _only_instance(n)
+        if body is None:
             return None
         s = self.stmts[body.statement]
         if s.kind == "intrinsic":
@@ -519,6 +515,14 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
+
+
+def _only_instance(n: L.For) -> L.StmtInstance | None:
+    """The one statement instance that is ``n``'s whole body, or ``None``."""
+    body = n.body
+    while isinstance(body, L.Block) and len(body.children) == 1:
+        body = body.children[0]
+    return body if isinstance(body, L.StmtInstance) else None
 
 
 def _any_node(n: L.Node | None, pred) -> bool:

@@ -13,34 +13,11 @@ import numpy as np
 import pytest
 
 import polyc
+from benchmarks.tensor import GROUPNORM, LAYERNORM, SOFTMAX  # the peer benchmark's workloads
 from polyc.config import Config
 from polyc.loopnest import For
 
 RNG = np.random.default_rng(5)
-
-SOFTMAX = """def softmax(float(N, C) I) -> (O, maxVal, expDist, expSum) {
-    maxVal(n) max=! I(n, c)
-    expDist(n, c) = exp(I(n, c) - maxVal(n))
-    expSum(n) +=! expDist(n, c)
-    O(n, c) = expDist(n, c) / expSum(n)
-}"""
-LAYERNORM = """def layernorm(float(N, C) I, float(C) gamma, float(C) beta) -> (mean, var, O) {
-    mean(n) +=! I(n, c)
-    var(n) +=! I(n, c) * I(n, c)
-    mean(n) = mean(n) / C
-    var(n) = var(n) / C - mean(n) * mean(n)
-    O(n, c) = (I(n, c) - mean(n)) * rsqrt(var(n) + 1e-5) * gamma(c) + beta(c)
-}"""
-GROUPNORM = """def group_norm(float(N, G, D, H, W) I, float(G, D) gamma, float(G, D) beta)
-    -> (mean, var, O)
-{
-    mean(n, g) +=! I(n, g, r_d, r_h, r_w)
-    var(n, g) +=! I(n, g, r_d, r_h, r_w) * I(n, g, r_d, r_h, r_w)
-    mean(n, g) = mean(n, g) / (D * H * W)
-    var(n, g) = var(n, g) / (D * H * W) - mean(n, g) * mean(n, g)
-    O(n, g, d, h, w) = gamma(g, d) * (I(n, g, d, h, w) - mean(n, g))
-        * rsqrt(var(n, g) + 1e-5) + beta(g, d)
-}"""
 
 
 def _softmax(I):
