@@ -42,6 +42,7 @@ import islpy as isl
 import numpy as np
 
 from . import expr as E
+from .callplan import CallPlan
 from .errors import BindingError, DTypeError, ShapeError
 from .ir import Program
 from .isl_util import pw_aff_to_expr, set_to_condition
@@ -456,102 +457,6 @@ class Binder:
         return f"sizes {sizes} violate the kernel's in-bounds conditions"
 
 
-_addressof = ctypes.addressof
-_c_char = ctypes.c_char
-
-
-class _CallPlan:
-    """What a call at one argument signature needs once its checks passed:
-    the parameter array, the outputs' and temporaries' shapes, where each
-    buffer comes from, the thread count.  A later call with the same
-    signature (the same shapes, dtypes and sizes; C-contiguous, aligned
-    arrays; no ``out=``) skips :meth:`Binder.bind`'s checks, which depend
-    on nothing else, and pays only for the allocation and the C call.
-
-    Kernels whose checks depend on the data (gathers through index tensors,
-    in-place arguments that may share memory) have no plans."""
-
-    #: Signatures remembered per kernel (a kernel called at many sizes keeps
-    #: the first ones; the others take the checked path).
-    MAX_PLANS = 64
-
-    __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single")
-
-    @staticmethod
-    def cache_for(program: Program, binder: "Binder") -> dict | None:
-        if binder.gathers or any(t.role == "inout" for t in program.tensors):
-            return None
-        return {}
-
-    @staticmethod
-    def key(binder: "Binder", args: tuple):
-        kinds = binder.signature_kinds
-        if len(args) != len(kinds):
-            return None
-        key = []
-        for arg, dt in zip(args, kinds):
-            if dt is None:
-                if type(arg) is not int:
-                    return None
-                key.append(arg)
-            else:
-                if type(arg) is not np.ndarray or arg.dtype != dt:
-                    return None
-                flags = arg.flags
-                if not (flags.c_contiguous and flags.aligned):
-                    return None
-                key.append(arg.shape)
-        return tuple(key)
-
-    def __init__(self, binder: "Binder", args: tuple, pvals: list[int], run: bool,
-                 threads: int):
-        p = binder.program
-        self.params = np.array(pvals or [0], dtype=np.int64)
-        self.params_at = self.params.ctypes.data
-        shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in binder.out_shapes]
-        self.allocs = [((np.zeros if t.name in binder.partial else np.empty), sh,
-                        np.dtype(t.dtype)) for sh, t in zip(shapes, binder.outputs)]
-        temps = [tuple(max(0, int(fn(*pvals))) for fn in fns) for fns in binder.temp_shapes]
-        position = {name: i for i, name in enumerate(p.signature)}
-        layout = []
-        k = j = 0
-        for t in p.tensors:
-            if t.role == "input":
-                layout.append(("arg", position[t.name], None))
-            elif t.role == "output":
-                layout.append(("out", k, None))
-                k += 1
-            elif t.role == "temp":
-                layout.append(("temp", temps[j], np.dtype(t.dtype)))
-                j += 1
-        self.layout = layout
-        self.threads = threads
-        self.run_c = run
-        self.single = len(self.allocs) == 1
-
-    def run(self, fn, args: tuple):
-        results = [alloc(shape, dt) for alloc, shape, dt in self.allocs]
-        if self.run_c:
-            ptrs = (ctypes.c_void_p * max(len(self.layout), 1))()
-            keep = []
-            for j, (kind, i, dt) in enumerate(self.layout):
-                if kind == "arg":
-                    a = args[i]
-                elif kind == "out":
-                    a = results[i]
-                else:
-                    a = np.empty(i, dtype=dt)
-                    keep.append(a)
-                try:     # a writable, non-empty buffer: 5x faster than the array interface
-                    ptrs[j] = _addressof(_c_char.from_buffer(a))
-                except (TypeError, ValueError):
-                    ptrs[j] = a.__array_interface__["data"][0]
-            fn(self.params_at, _addressof(ptrs), self.threads)
-        if not results:
-            return None
-        return results[0] if self.single else tuple(results)
-
-
 class Kernel:
     """A compiled polyc kernel.  Call it with the inputs in signature order.
 
@@ -577,7 +482,7 @@ class Kernel:
         self._fn = library.function(source.entry, [ctypes.c_void_p, ctypes.c_void_p,
                                                    ctypes.c_int32])
         self._nthreads = int(config.num_threads or 0)
-        self._plans: dict | None = _CallPlan.cache_for(program, self.binder)
+        self._plans: dict | None = CallPlan.cache_for(program, self.binder)
 
     #: Below this many statement instances a call runs on one thread: the
     #: OpenMP fork/join would cost more than it saves.
@@ -630,8 +535,9 @@ class Kernel:
 
     def __call__(self, *args, out=None, **kwargs):
         plans = self._plans
+        key = None
         if plans is not None and out is None and not kwargs:
-            key = _CallPlan.key(self.binder, args)
+            key = CallPlan.key(self.binder, args)
             plan = plans.get(key) if key is not None else None
             if plan is not None:
                 return plan.run(self._fn, args)
@@ -653,10 +559,8 @@ class Kernel:
             self._fn(params.ctypes.data, ptrs.ctypes.data, threads)
         for tmp, dst in copies:
             dst[...] = tmp
-        if plans is not None and out is None and len(plans) < _CallPlan.MAX_PLANS:
-            key = _CallPlan.key(self.binder, args)
-            if key is not None:
-                plans[key] = _CallPlan(self.binder, args, pvals, run, threads)
+        if key is not None and len(plans) < CallPlan.MAX_PLANS:
+            plans[key] = CallPlan(self.binder, pvals, run, threads)
         if not self.program.outputs:
             return None              # in-place kernels (@polyc.kernel)
         return results[0] if len(results) == 1 else tuple(results)

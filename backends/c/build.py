@@ -145,8 +145,11 @@ def compile_flags(config: Config) -> list[str]:
 def library_key(source: str, *, config: Config) -> str:
     """The cache key :func:`build_library` uses for ``source`` under ``config``.
     Raises :class:`ToolMissingError` like :func:`resolve_compiler`."""
-    return cache.make_key(source, compiler=resolve_compiler(config.cc),
-                          flags=[*compile_flags(config), *LINK_LIBS])
+    return _key(source, resolve_compiler(config.cc), compile_flags(config))
+
+
+def _key(source: str, compiler: list[str], flags: list[str]) -> str:
+    return cache.make_key(source, compiler=compiler, flags=[*flags, *LINK_LIBS])
 
 
 @functools.lru_cache(maxsize=None)
@@ -271,7 +274,7 @@ def build_library(source: str, *, config: Config) -> Library:
     flags = compile_flags(config)
     if config.sanitize:
         check_sanitizer_runtime(config)
-    key = library_key(source, config=config)
+    key = _key(source, compiler, flags)
 
     def build(directory: Path, out: Path) -> dict:
         src = directory / f"{key}.c"

@@ -41,6 +41,7 @@ from .tree import (
     Loop,
     band_names,
     is_names_mark,
+    mupa_from_columns,
     node_at,
     path_of,
     statement_filter,
@@ -163,14 +164,6 @@ def _strip(desc, depth: int):
     return bands, desc
 
 
-def _upa_list_mupa(cols) -> isl.MultiUnionPwAff:
-    space = cols[0].get_space().add_dims(isl.dim_type.set, len(cols))
-    upal = isl.UnionPwAffList.alloc(CTX, len(cols))
-    for c in cols:
-        upal = upal.add(c)
-    return isl.MultiUnionPwAff.from_union_pw_aff_list(space, upal)
-
-
 def fuse_subtrees(schedule: isl.Schedule, q_path, positions, depth: int,
                   deps: isl.UnionMap, names=None, names_from: int | None = None,
                   ) -> tuple[isl.Schedule, tuple[int, ...]]:
@@ -238,7 +231,7 @@ def fuse_subtrees(schedule: isl.Schedule, q_path, positions, depth: int,
     for pos in positions:
         f = desc.parts[pos][0]
         domain = f if domain is None else domain.union(f)
-    fused = _Band(mupa=_upa_list_mupa(cols), domain=domain, permutable=perm,
+    fused = _Band(mupa=mupa_from_columns(cols), domain=domain, permutable=perm,
                   coincident=coinc, loop_types=[], isolate_types=[], options=None,
                   names=list(names) if names is not None else None,
                   child=_Children(desc.kind, inner))

@@ -24,7 +24,7 @@ from ..errors import PolycError, ScheduleError
 from ..ir import Program, original_schedule
 from ..isl_util import CTX, maps_of
 from . import legality
-from .tree import statement_filter
+from .tree import mupa_from_columns, statement_filter
 
 _T = isl.schedule_node_type
 _BAND = _T.band
@@ -480,12 +480,7 @@ def _unskew_band(band: isl.ScheduleNode, program: Program, all_deps: isl.UnionMa
             used |= set(coeffs)
             part = isl.UnionPwAff.from_pw_aff(isl.PwAff.from_aff(aff))
             cols[j] = part if cols[j] is None else cols[j].union_add(part)
-    space = cols[0].get_space().add_dims(isl.dim_type.set, n)
-    upal = isl.UnionPwAffList.alloc(CTX, n)
-    for c in cols:
-        upal = upal.add(c)
-    new_mupa = isl.MultiUnionPwAff.from_union_pw_aff_list(space, upal)
-    node = band.delete().insert_partial_schedule(new_mupa)
+    node = band.delete().insert_partial_schedule(mupa_from_columns(cols))
     return exact_flags(node, all_deps)
 
 

@@ -58,6 +58,7 @@ from polyc.ir import Program, Statement
 
 from . import legality
 from .locality import member_iterator
+from .tree import iterator_band
 
 _BAND = isl.schedule_node_type.band
 _FILTER = isl.schedule_node_type.filter
@@ -84,7 +85,7 @@ def row_fused(sched: isl.Schedule, program: Program, deps: Dependences
     rows = {name: its[:k] for name, its in rows.items()}
     if not _rows_stream(stmts, rows):
         return None
-    outer = _mupa([(s, rows[s.name]) for s in stmts])
+    outer = iterator_band([(s, rows[s.name]) for s in stmts])
     if not _rows_independent(outer, deps):
         return None
     node = isl.Schedule.from_domain(program.domain()).get_root().child(0)
@@ -97,7 +98,7 @@ def row_fused(sched: isl.Schedule, program: Program, deps: Dependences
         inner = [it for it in s.iterators if it not in rows[s.name]]
         if inner:
             node = node.child(i).child(0).insert_partial_schedule(
-                _mupa([(s, inner)])).parent().parent()
+                iterator_band([(s, inner)])).parent().parent()
     fused = node.get_schedule()
     if legality.violations(fused, deps):
         return None
@@ -170,25 +171,6 @@ def _rows_stream(stmts: list[Statement], rows: dict[str, list[str]]) -> bool:
             if not mine <= used or mine & E.index_names(a.indices[-1]):
                 return False
     return True
-
-
-def _mupa(parts: list[tuple[Statement, list[str]]]) -> isl.MultiUnionPwAff:
-    """The band ``{ S[i] -> [its] }`` over the given statements, each
-    scanning the named iterators."""
-    n = len(parts[0][1])
-    cols: list[isl.UnionPwAff | None] = [None] * n
-    for s, its in parts:
-        ls = isl.LocalSpace.from_space(s.domain.get_space())
-        for j, it in enumerate(its):
-            aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, s.iterators.index(it))
-            upa = isl.UnionPwAff.from_pw_aff(
-                isl.PwAff.from_aff(aff).intersect_domain(s.domain))
-            cols[j] = upa if cols[j] is None else cols[j].union_add(upa)
-    space = cols[0].get_space().add_dims(isl.dim_type.set, n)
-    upal = isl.UnionPwAffList.alloc(space.get_ctx(), n)
-    for c in cols:
-        upal = upal.add(c)
-    return isl.MultiUnionPwAff.from_union_pw_aff_list(space, upal)
 
 
 def _rows_independent(outer: isl.MultiUnionPwAff, deps: Dependences) -> bool:

@@ -312,16 +312,29 @@ def _node_kind(node: isl.ScheduleNode) -> str:
 
 def _band_on(stmts: list[Statement], iterators: tuple[str, ...]) -> isl.MultiUnionPwAff:
     """A band scanning ``iterators`` (by name) of every statement in ``stmts``."""
+    return iterator_band([(s, iterators) for s in stmts])
+
+
+def iterator_band(parts) -> isl.MultiUnionPwAff:
+    """The band ``{ S[i] -> [its] }`` over ``parts``, pairs ``(statement,
+    iterator names)``: member ``k`` scans each statement's ``k``-th named
+    iterator (all lists have one length)."""
     cols = []
-    for k, it in enumerate(iterators):
+    for k in range(len(parts[0][1])):
         upa = None
-        for s in stmts:
+        for s, its in parts:
             ls = isl.LocalSpace.from_space(s.domain.get_space())
-            aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, s.iterators.index(it))
+            aff = isl.Aff.var_on_domain(ls, isl.dim_type.set, s.iterators.index(its[k]))
             part = isl.UnionPwAff.from_pw_aff(isl.PwAff.from_aff(aff).intersect_domain(
                 s.domain))
             upa = part if upa is None else upa.union_add(part)
         cols.append(upa)
+    return mupa_from_columns(cols)
+
+
+def mupa_from_columns(cols) -> isl.MultiUnionPwAff:
+    """The band (``isl.MultiUnionPwAff``) whose members are ``cols``, a
+    non-empty list of ``isl.UnionPwAff`` over the same statements."""
     space = cols[0].get_space().add_dims(isl.dim_type.set, len(cols))
     upal = isl.UnionPwAffList.alloc(CTX, len(cols))
     for c in cols:

@@ -1,4 +1,4 @@
-"""The warm-call fast path (polyc.runtime._CallPlan): a call at a signature
+"""The warm-call fast path (polyc.callplan.CallPlan): a call at a signature
 that already passed every check skips them, and must still return fresh,
 correct outputs; anything else takes the checked path with its errors."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import polyc
+from polyc.callplan import CallPlan
 from polyc.errors import BindingError, DTypeError, ShapeError
-from polyc.runtime import _CallPlan
 
 RNG = np.random.default_rng(11)
 MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
@@ -58,7 +58,7 @@ def test_views_and_out_take_the_checked_path():
     k = polyc.compile(MM)
     A, B = RNG.standard_normal((6, 3), np.float32), RNG.standard_normal((3, 4), np.float32)
     k(A[::2], B)
-    assert _CallPlan.key(k.binder, (A[::2], B)) is None        # not contiguous
+    assert CallPlan.key(k.binder, (A[::2], B)) is None        # not contiguous
     np.testing.assert_allclose(k(A[::2], B), A[::2] @ B, rtol=1e-5)
     out = np.empty((6, 4), np.float32)
     assert k(A, B, out=out) is out
@@ -67,10 +67,10 @@ def test_views_and_out_take_the_checked_path():
 
 def test_plans_are_bounded():
     k = polyc.compile(TWO)
-    for n in range(_CallPlan.MAX_PLANS + 10):
+    for n in range(CallPlan.MAX_PLANS + 10):
         A = np.arange(n, dtype=np.float32)
         np.testing.assert_array_equal(k(A)[0], A * 2)
-    assert len(k._plans) == _CallPlan.MAX_PLANS
+    assert len(k._plans) == CallPlan.MAX_PLANS
 
 
 def test_gathers_have_no_plans():
