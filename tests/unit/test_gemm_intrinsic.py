@@ -29,6 +29,18 @@ const char *isa(void) { return polyc_gemm_isa(); }
     }
 SHIM(float, f32)
 SHIM(double, f64)
+#define SHIMX(T, SFX)                                                               \
+    void gemmx_##SFX(int64_t M, int64_t N, int64_t K, const T *A,                   \
+                     const polyc_gemm_dims *ar, const polyc_gemm_dims *ac,          \
+                     const T *B, const polyc_gemm_dims *br,                         \
+                     const polyc_gemm_dims *bc, T *C, int64_t c_rs, int64_t c_cs,   \
+                     int acc, int nt)                                               \
+    {                                                                               \
+        polyc_gemmx_##SFX(M, N, K, A, ar, ac, B, br, bc, C, c_rs, c_cs, acc, NULL,  \
+                          0, 0, nt);                                                \
+    }
+SHIMX(float, f32)
+SHIMX(double, f64)
 """
 
 FLAGS = {
@@ -69,6 +81,9 @@ def _build(tmp_path_factory, name: str, extra: list[str]):
         f.restype = None
         f.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64, i64, ci, vp, i64,
                       ci, ci]
+    for f in (so.gemmx_f32, so.gemmx_f64):
+        f.restype = None
+        f.argtypes = [i64, i64, i64, vp, vp, vp, vp, vp, vp, vp, i64, i64, ci, ci]
     return so
 
 
@@ -284,3 +299,105 @@ def test_no_memory_fallback(nomem, dtype):
 def test_without_openmp(serial, dtype):
     check(serial, 131, 97, 300, dtype, tb=True, nthreads=2, bias=True, relu=True)
     check(serial, 7, 17, 31, dtype, nthreads=0, accumulate=True)
+
+
+# ------------------------------------------- polyc_gemmx: mixed-radix maps
+
+class Dims(ctypes.Structure):
+    """``polyc_gemm_dims``: digits of a row or column index and their strides."""
+    _fields_ = [("n", ctypes.c_int), ("ext", ctypes.c_int64 * 8),
+                ("stride", ctypes.c_int64 * 8)]
+
+
+def dims(*pairs):
+    d = Dims()
+    d.n = len(pairs)
+    for j, (e, st) in enumerate(pairs):
+        d.ext[j], d.stride[j] = e, st
+    return d
+
+
+def offsets(pairs) -> np.ndarray:
+    """The offsets ``polyc_gemm_offset`` gives, computed by numpy."""
+    off = np.zeros(1, np.int64)
+    for e, st in pairs:
+        off = (off[:, None] + st * np.arange(e, dtype=np.int64)[None, :]).reshape(-1)
+    return off
+
+
+def gemmx(so, A, ar, ac, B, br, bc, C, accumulate=False, nthreads=1, base_a=0):
+    """C (a 2-D view) += or = the product of A and B addressed through the maps
+    (A's from element ``base_a`` of the flat A on); returns the float64
+    reference computed from the same maps."""
+    f = so.gemmx_f32 if C.dtype == np.float32 else so.gemmx_f64
+    M, N = C.shape
+    K = int(np.prod([e for e, _ in ac]))
+    ref = A.reshape(-1)[base_a + offsets(ar)[:, None] + offsets(ac)[None, :]] \
+        .astype(np.float64) \
+        @ B.reshape(-1)[offsets(br)[:, None] + offsets(bc)[None, :]].astype(np.float64)
+    if accumulate:
+        ref += C
+    maps = [ctypes.byref(dims(*m)) for m in (ar, ac, br, bc)]
+    f(M, N, K, _ptr(A) + base_a * A.itemsize, maps[0], maps[1], _ptr(B), maps[2], maps[3], _ptr(C),
+      *_strides(C), int(accumulate), nthreads)
+    return ref
+
+
+def conv_check(so, dtype, Cin, K, H, W, KH=3, KW=3, nthreads=1, accumulate=False):
+    """A valid 2-D convolution as one implicit GEMM: A = the filter (K x
+    Cin*KH*KW, strided), B = the input window (Cin*KH*KW x H*W, gathered)."""
+    rng = np.random.default_rng(Cin * 100 + K * 10 + H + W)
+    HP, WP = H + KH - 1, W + KW - 1
+    I = rng.standard_normal((Cin, HP, WP)).astype(dtype)
+    Wt = rng.standard_normal((K, Cin, KH, KW)).astype(dtype)
+    O = rng.standard_normal((K, H, W)).astype(dtype)
+    O0 = O.astype(np.float64)
+    ref = gemmx(so, Wt, [(K, Cin * KH * KW)], [(Cin, KH * KW), (KH, KW), (KW, 1)],
+                I, [(Cin, HP * WP), (KH, WP), (KW, 1)], [(H, WP), (W, 1)],
+                O.reshape(K, H * W), accumulate=accumulate, nthreads=nthreads)
+    win = np.lib.stride_tricks.sliding_window_view(I.astype(np.float64), (KH, KW), axis=(1, 2))
+    want = np.einsum("chwij,kcij->khw", win, Wt.astype(np.float64)) + (O0 if accumulate else 0)
+    tol = np.sqrt(Cin * KH * KW) * (1e-5 if dtype == np.float32 else 1e-14)
+    np.testing.assert_allclose(O, want, rtol=10 * tol, atol=10 * tol)
+    np.testing.assert_allclose(O.reshape(K, -1), ref, rtol=10 * tol, atol=10 * tol)
+
+
+CONV_SIZES = [(64, 64, 56, 56), (1, 1, 1, 1), (3, 5, 7, 17), (8, 8, 26, 26), (17, 31, 13, 40)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("Cin,K,H,W", CONV_SIZES)
+def test_implicit_gemm_convolution(native, dtype, Cin, K, H, W):
+    conv_check(native, dtype, Cin, K, H, W)
+    conv_check(native, dtype, Cin, K, H, W, nthreads=2, accumulate=True)
+
+
+@pytest.mark.parametrize("name", ["avx2", "portable", "nomem", "serial"])
+def test_implicit_gemm_other_builds(request, name):
+    so = request.getfixturevalue(name)
+    for dtype in (np.float32, np.float64):
+        conv_check(so, dtype, 5, 7, 9, 11, nthreads=2)
+        conv_check(so, dtype, 2, 3, 4, 3, KH=1, KW=2, accumulate=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gemmx_tables_everywhere(native, dtype):
+    """Every map a table: repeated offsets (stride 0), negative strides,
+    digits of extent 1, rows of A gathered; and maps that collapse to a
+    stride (an arithmetic progression) next to them."""
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal(4000).astype(dtype)
+    B = rng.standard_normal(4000).astype(dtype)
+    cases = [
+        ([(3, 200), (5, 7)], [(4, 1), (1, 999), (6, 9)], [(4, 3), (6, 50)], [(5, 300), (3, 1)]),
+        ([(15, 60)], [(24, 1)], [(24, 70)], [(15, 1)]),                   # all strides
+        ([(15, -60)], [(2, 0), (12, 1)], [(2, 0), (12, 90)], [(15, 1)]),  # negative, zero
+        ([(1, 5), (20, 11)], [(30, 2)], [(3, 1000), (10, 1)], [(7, 3), (1, 4), (2, 1)]),
+    ]
+    for ar, ac, br, bc in cases:
+        base_a = 1000 if ar[0][1] < 0 else 0
+        M, N = int(np.prod([e for e, _ in ar])), int(np.prod([e for e, _ in bc]))
+        C = np.zeros((M, N), dtype)
+        ref = gemmx(native, A, ar, ac, B, br, bc, C, nthreads=2, base_a=base_a)
+        np.testing.assert_allclose(C, ref, rtol=1e-4 if dtype == np.float32 else 1e-12,
+                                   atol=1e-4 if dtype == np.float32 else 1e-12)

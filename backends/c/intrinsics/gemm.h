@@ -9,6 +9,17 @@
  *   void polyc_gemm_f32(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
  *                       accumulate, bias, bias_cs, relu, nthreads);
  *   void polyc_gemm_f64(... the same with double ...);
+ *
+ *   void polyc_gemmx_f32(M, N, K, A, a_rows, a_cols, B, b_rows, b_cols, C, c_rs, c_cs,
+ *                        accumulate, bias, bias_cs, relu, nthreads);
+ *     the same with A and B addressed through mixed-radix index maps
+ *     (polyc_gemm_dims: a row or column index r of A or B is split into
+ *     digits r = ((d0 * e1 + d1) * e2 + d2) ... over the extents e_j and
+ *     addresses  sum_j d_j * stride_j): the implicit GEMM of a convolution,
+ *     B(k = (c, kh, kw), n = (h, w)) = I[c * HP * WP + (h + kh) * WP + w + kw],
+ *     with no im2col buffer: packing gathers the window.  A map whose digits
+ *     form one arithmetic progression is used as a stride; any other is turned
+ *     into an offset table (one int64 per index) in the packing block.
  *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
  *
  * M, N or K may be 0 (K == 0: C = [C if accumulate else 0] + epilogue).
@@ -162,6 +173,72 @@ static POLYC_GEMM_UNUSED void polyc_gemm_release(void *p, int cached)
 
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* A row or column index map of polyc_gemmx (see the top of this file). */
+#define POLYC_GEMM_MAXDIMS 8
+typedef struct {
+    int n;
+    int64_t ext[POLYC_GEMM_MAXDIMS];
+    int64_t stride[POLYC_GEMM_MAXDIMS];
+} polyc_gemm_dims;
+
+/* The address offset of index r under d (digits from the last extent). */
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_offset(const polyc_gemm_dims *d, int64_t r)
+{
+    int64_t off = 0;
+    int j;
+    for (j = d->n - 1; j >= 0; j--) {
+        off += (r % d->ext[j]) * d->stride[j];
+        r /= d->ext[j];
+    }
+    return off;
+}
+
+/* 1 and *stride when d's offsets are r * *stride (digits of extent 1 do not
+ * matter) with *stride >= 0; 0 otherwise. */
+static POLYC_GEMM_UNUSED int polyc_gemm_collapse(const polyc_gemm_dims *d, int64_t *stride)
+{
+    int64_t span = 1, s = 0;
+    int j, first = 1;
+    for (j = d->n - 1; j >= 0; j--) {
+        if (d->ext[j] == 1)
+            continue;
+        if (first)
+            s = d->stride[j];
+        else if (d->stride[j] != s * span)
+            return 0;
+        first = 0;
+        span *= d->ext[j];
+    }
+    if (s < 0)
+        return 0;
+    *stride = s;
+    return 1;
+}
+
+/* t[r] = polyc_gemm_offset(d, r) for r < len, by counting digits. */
+static POLYC_GEMM_UNUSED void polyc_gemm_table(const polyc_gemm_dims *d, int64_t len, int64_t *t)
+{
+    int64_t digit[POLYC_GEMM_MAXDIMS] = {0}, off = 0, r;
+    int j;
+    for (r = 0; r < len; r++) {
+        t[r] = off;
+        for (j = d->n - 1; j >= 0; j--) {
+            off += d->stride[j];
+            if (++digit[j] < d->ext[j])
+                break;
+            off -= digit[j] * d->stride[j];
+            digit[j] = 0;
+        }
+    }
+}
+
+/* Element r of an operand's row or column map: the table, the map, or the stride. */
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_at(const int64_t *t, const polyc_gemm_dims *d,
+                                               int64_t stride, int64_t r)
+{
+    return t ? t[r] : d ? polyc_gemm_offset(d, r) : r * stride;
+}
 
 /* Row lists for the unrolled micro-kernels. */
 #define POLYC_GEMM_R4(X) X(0) X(1) X(2) X(3)
@@ -325,7 +402,55 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         int split_m;        /* 1: threads take whole MC blocks; 0: split jr */         \
         POLYC_GEMM_T *bpack, *apack;                                                   \
         int64_t a_len; /* elements of one thread's A buffer */                         \
+        /* polyc_gemmx: the maps that are not a stride (NULL: the stride), and   \
+         * their offset tables once built (NULL: not built) */                    \
+        const polyc_gemm_dims *a_rd, *a_cd, *b_rd, *b_cd;                             \
+        const int64_t *a_rt, *a_ct, *b_rt, *b_ct;                                      \
     } polyc_gemm_args_##SFX;                                                           \
+                                                                                       \
+    /* One MR x kc sliver of A through its maps (rows i0.., columns k0..). */      \
+    static void polyc_gemm_pack_at_##SFX(const polyc_gemm_args_##SFX *g, int64_t mr,   \
+                                         int64_t kc, int64_t i0, int64_t k0,           \
+                                         POLYC_GEMM_T *restrict d)                     \
+    {                                                                                  \
+        int64_t ro[POLYC_GEMM_MR], i, k;                                               \
+        for (i = 0; i < mr; i++)                                                       \
+            ro[i] = polyc_gemm_at(g->a_rt, NULL, g->a_rs, i0 + i);                     \
+        for (k = 0; k < kc; k++) {                                                     \
+            const POLYC_GEMM_T *ak = g->A + polyc_gemm_at(g->a_ct, NULL, g->a_cs, k0 + k); \
+            POLYC_GEMM_T *dk = d + k * POLYC_GEMM_MR;                                  \
+            for (i = 0; i < mr; i++)                                                   \
+                dk[i] = ak[ro[i]];                                                     \
+            for (; i < POLYC_GEMM_MR; i++)                                             \
+                dk[i] = 0;                                                             \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* One kc x NR sliver of B through its maps (rows k0.., columns j0..): the    \
+     * columns are copied in runs of consecutive offsets (a window row). */       \
+    static void polyc_gemm_pack_bt_##SFX(const polyc_gemm_args_##SFX *g, int64_t nr,   \
+                                         int64_t kc, int64_t k0, int64_t j0,           \
+                                         POLYC_GEMM_T *restrict d)                     \
+    {                                                                                  \
+        int64_t co[POLYC_GEMM_NR], run[POLYC_GEMM_NR + 1], j, k, r, nrun = 0;          \
+        for (j = 0; j < nr; j++) {                                                     \
+            co[j] = polyc_gemm_at(g->b_ct, NULL, g->b_cs, j0 + j);                     \
+            if (j == 0 || co[j] != co[j - 1] + 1)                                      \
+                run[nrun++] = j;                                                       \
+        }                                                                              \
+        run[nrun] = nr;                                                                \
+        for (k = 0; k < kc; k++) {                                                     \
+            const POLYC_GEMM_T *bk = g->B + polyc_gemm_at(g->b_rt, NULL, g->b_rs, k0 + k); \
+            POLYC_GEMM_T *dk = d + k * POLYC_GEMM_NR;                                  \
+            for (r = 0; r < nrun; r++) {                                               \
+                const POLYC_GEMM_T *src = bk + co[run[r]] - run[r];                    \
+                for (j = run[r]; j < run[r + 1]; j++)                                  \
+                    dk[j] = src[j];                                                    \
+            }                                                                          \
+            for (j = nr; j < POLYC_GEMM_NR; j++)                                       \
+                dk[j] = 0;                                                             \
+        }                                                                              \
+    }                                                                                  \
                                                                                        \
     /* One MR x kc sliver of A (mr valid rows), zero-padded, k-major. */              \
     static void polyc_gemm_pack_a_##SFX(int64_t mr, int64_t kc,                        \
@@ -399,6 +524,18 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         }                                                                              \
     }                                                                                  \
                                                                                        \
+    /* An A sliver (rows i0.., columns k0..) through the maps or the strides. */   \
+    static void polyc_gemm_pack_a_any_##SFX(const polyc_gemm_args_##SFX *g, int64_t mr, \
+                                            int64_t kc, int64_t i0, int64_t k0,        \
+                                            POLYC_GEMM_T *restrict d)                  \
+    {                                                                                  \
+        if (g->a_rt || g->a_ct)                                                        \
+            polyc_gemm_pack_at_##SFX(g, mr, kc, i0, k0, d);                            \
+        else                                                                           \
+            polyc_gemm_pack_a_##SFX(mr, kc, g->A + i0 * g->a_rs + k0 * g->a_cs, g->a_rs, \
+                                    g->a_cs, d);                                       \
+    }                                                                                  \
+                                                                                       \
     /* Loops jr (slivers j_lo..j_hi of the B panel) and ir over a packed A block   \
      * of mcb rows starting at row i0. */                                          \
     static void polyc_gemm_macro_##SFX(const polyc_gemm_args_##SFX *g, int64_t kc,     \
@@ -440,11 +577,16 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                 const POLYC_GEMM_T *bias =                                             \
                     last && g->bias ? g->bias + jc * g->bias_cs : NULL;                \
                 const int relu = last && g->relu;                                      \
-                for (s = s0; s < s1; s++)                                              \
-                    polyc_gemm_pack_b_##SFX(                                           \
-                        polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR), kc,     \
-                        g->B + pc * g->b_rs + (jc + s * POLYC_GEMM_NR) * g->b_cs,      \
-                        g->b_rs, g->b_cs, g->bpack + s * POLYC_GEMM_NR * kc);          \
+                for (s = s0; s < s1; s++) {                                            \
+                    const int64_t nr = polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR); \
+                    if (g->b_rt || g->b_ct)                                            \
+                        polyc_gemm_pack_bt_##SFX(g, nr, kc, pc, jc + s * POLYC_GEMM_NR, \
+                                                 g->bpack + s * POLYC_GEMM_NR * kc);   \
+                    else                                                               \
+                        polyc_gemm_pack_b_##SFX(                                       \
+                            nr, kc, g->B + pc * g->b_rs + (jc + s * POLYC_GEMM_NR) * g->b_cs, \
+                            g->b_rs, g->b_cs, g->bpack + s * POLYC_GEMM_NR * kc);      \
+                }                                                                      \
                 POLYC_GEMM_BARRIER();                                                  \
                 if (g->split_m) {                                                      \
                     POLYC_GEMM_T *ap = g->apack + tid * g->a_len;                      \
@@ -452,10 +594,9 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                         const int64_t mcb = polyc_gemm_min(g->mc, M - i0);             \
                         const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
                         for (s = 0; s < msl; s++)                                      \
-                            polyc_gemm_pack_a_##SFX(                                   \
-                                polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc, \
-                                g->A + (i0 + s * POLYC_GEMM_MR) * g->a_rs + pc * g->a_cs, \
-                                g->a_rs, g->a_cs, ap + s * POLYC_GEMM_MR * kc);        \
+                            polyc_gemm_pack_a_any_##SFX(                               \
+                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc,\
+                                i0 + s * POLYC_GEMM_MR, pc, ap + s * POLYC_GEMM_MR * kc);\
                         polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, nsl, beta, \
                                                bias, relu);                            \
                     }                                                                  \
@@ -465,10 +606,9 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                         const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
                         const int64_t r0 = msl * tid / nthr, r1 = msl * (tid + 1) / nthr; \
                         for (s = r0; s < r1; s++)                                      \
-                            polyc_gemm_pack_a_##SFX(                                   \
-                                polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc, \
-                                g->A + (i0 + s * POLYC_GEMM_MR) * g->a_rs + pc * g->a_cs, \
-                                g->a_rs, g->a_cs, g->apack + s * POLYC_GEMM_MR * kc);  \
+                            polyc_gemm_pack_a_any_##SFX(                               \
+                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc,\
+                                i0 + s * POLYC_GEMM_MR, pc, g->apack + s * POLYC_GEMM_MR * kc);\
                         POLYC_GEMM_BARRIER();                                          \
                         polyc_gemm_macro_##SFX(g, kc, g->apack, i0, mcb, jc, nc, s0, s1, \
                                                beta, bias, relu);                      \
@@ -484,11 +624,14 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
     static void polyc_gemm_simple_##SFX(const polyc_gemm_args_##SFX *g)                \
     {                                                                                  \
         int64_t i, j, k;                                                               \
-        for (i = 0; i < g->M; i++)                                                     \
+        for (i = 0; i < g->M; i++) {                                                   \
+            const int64_t ai = polyc_gemm_at(NULL, g->a_rd, g->a_rs, i);               \
             for (j = 0; j < g->N; j++) {                                               \
+                const int64_t bj = polyc_gemm_at(NULL, g->b_cd, g->b_cs, j);           \
                 POLYC_GEMM_T s = 0, *cij = g->C + i * g->c_rs + j * g->c_cs;           \
                 for (k = 0; k < g->K; k++)                                             \
-                    s += g->A[i * g->a_rs + k * g->a_cs] * g->B[k * g->b_rs + j * g->b_cs]; \
+                    s += g->A[ai + polyc_gemm_at(NULL, g->a_cd, g->a_cs, k)] *         \
+                         g->B[polyc_gemm_at(NULL, g->b_rd, g->b_rs, k) + bj];          \
                 if (g->accumulate)                                                     \
                     s += *cij;                                                         \
                 if (g->bias)                                                           \
@@ -497,26 +640,18 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                     s = 0;                                                             \
                 *cij = s;                                                              \
             }                                                                          \
+        }                                                                              \
     }                                                                                  \
                                                                                        \
-    static POLYC_GEMM_UNUSED void polyc_gemm_##SFX(                                    \
-        int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
-        int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
-        POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, int accumulate,                   \
-        const POLYC_GEMM_T *bias, int64_t bias_cs, int relu, int nthreads)             \
+    /* Blocking, buffers (and the offset tables of the maps that are not a        \
+     * stride), threads; g holds the operands. */                                 \
+    static void polyc_gemm_run_##SFX(polyc_gemm_args_##SFX *g, int nthreads)           \
     {                                                                                  \
-        polyc_gemm_args_##SFX g;                                                       \
         int nt = nthreads, cached;                                                     \
-        int64_t msl, nkb, b_len;                                                       \
-        if (M <= 0 || N <= 0)                                                          \
-            return;                                                                    \
-        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
-        g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
-        g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
-        g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
-        g.accumulate = accumulate; g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;  \
-        if (g.K == 0) {                                                                \
-            polyc_gemm_simple_##SFX(&g);                                               \
+        int64_t msl, nkb, b_len, t_len, *tab;                                          \
+        const int64_t M = g->M, N = g->N, K = g->K;                                    \
+        if (K == 0) {                                                                  \
+            polyc_gemm_simple_##SFX(g);                                                \
             return;                                                                    \
         }                                                                              \
         POLYC_GEMM_NUM_THREADS(nt);                                                    \
@@ -526,34 +661,81 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                 nt = per < 1.0 ? 1 : (int)per;                                         \
         }                                                                              \
         nkb = polyc_gemm_cdiv(K, POLYC_GEMM_KC);                                       \
-        g.kc = polyc_gemm_cdiv(K, nkb);                                                \
-        g.nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                       \
+        g->kc = polyc_gemm_cdiv(K, nkb);                                               \
+        g->nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                      \
         msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR);                                       \
-        g.split_m = nt == 1 || msl >= 4 * nt;                                          \
-        if (g.split_m) {                                                               \
+        g->split_m = nt == 1 || msl >= 4 * nt;                                         \
+        if (g->split_m) {                                                              \
             int64_t nic = polyc_gemm_cdiv(M, POLYC_GEMM_MC);                           \
             nic = polyc_gemm_cdiv(nic, nt) * nt;                                       \
-            g.mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                          \
+            g->mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                         \
         } else {                                                                       \
-            g.mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);                 \
+            g->mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);                \
         }                                                                              \
-        g.a_len = polyc_gemm_cdiv(g.mc * g.kc, 64) * 64;                               \
-        b_len = polyc_gemm_cdiv(g.kc * polyc_gemm_cdiv(g.nc, POLYC_GEMM_NR) * POLYC_GEMM_NR, 64) * 64; \
-        g.bpack = (POLYC_GEMM_T *)polyc_gemm_acquire(                                  \
-            (size_t)(b_len + g.a_len * (g.split_m ? nt : 1)) * sizeof(POLYC_GEMM_T),   \
+        g->a_len = polyc_gemm_cdiv(g->mc * g->kc, 64) * 64;                            \
+        b_len = polyc_gemm_cdiv(g->kc * polyc_gemm_cdiv(g->nc, POLYC_GEMM_NR) * POLYC_GEMM_NR, 64) * 64; \
+        t_len = (g->a_rd ? M : 0) + (g->a_cd ? K : 0) + (g->b_rd ? K : 0) + (g->b_cd ? N : 0); \
+        g->bpack = (POLYC_GEMM_T *)polyc_gemm_acquire(                                 \
+            (size_t)(b_len + g->a_len * (g->split_m ? nt : 1)) * sizeof(POLYC_GEMM_T)  \
+                + (size_t)t_len * sizeof(int64_t),                                     \
             &cached);                                                                  \
-        if (!g.bpack) {                                                                \
-            polyc_gemm_simple_##SFX(&g);                                               \
+        if (!g->bpack) {                                                               \
+            polyc_gemm_simple_##SFX(g);                                                \
             return;                                                                    \
         }                                                                              \
-        g.apack = g.bpack + b_len;                                                     \
+        g->apack = g->bpack + b_len;                                                   \
+        tab = (int64_t *)(g->apack + g->a_len * (g->split_m ? nt : 1));                \
+        if (g->a_rd) { polyc_gemm_table(g->a_rd, M, tab); g->a_rt = tab; tab += M; }   \
+        if (g->a_cd) { polyc_gemm_table(g->a_cd, K, tab); g->a_ct = tab; tab += K; }   \
+        if (g->b_rd) { polyc_gemm_table(g->b_rd, K, tab); g->b_rt = tab; tab += K; }   \
+        if (g->b_cd) { polyc_gemm_table(g->b_cd, N, tab); g->b_ct = tab; }             \
         if (nt > 1) {                                                                  \
-            POLYC_GEMM_PARALLEL(nt, polyc_gemm_body_##SFX(&g, POLYC_GEMM_TID(),        \
+            POLYC_GEMM_PARALLEL(nt, polyc_gemm_body_##SFX(g, POLYC_GEMM_TID(),         \
                                                           POLYC_GEMM_NTHR()));         \
         } else {                                                                       \
-            polyc_gemm_body_##SFX(&g, 0, 1);                                           \
+            polyc_gemm_body_##SFX(g, 0, 1);                                            \
         }                                                                              \
-        polyc_gemm_release(g.bpack, cached);                                           \
+        polyc_gemm_release(g->bpack, cached);                                          \
+    }                                                                                  \
+                                                                                       \
+    static POLYC_GEMM_UNUSED void polyc_gemm_##SFX(                                    \
+        int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
+        int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
+        POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, int accumulate,                   \
+        const POLYC_GEMM_T *bias, int64_t bias_cs, int relu, int nthreads)             \
+    {                                                                                  \
+        polyc_gemm_args_##SFX g;                                                       \
+        if (M <= 0 || N <= 0)                                                          \
+            return;                                                                    \
+        memset(&g, 0, sizeof g);                                                       \
+        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
+        g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
+        g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
+        g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
+        g.accumulate = accumulate; g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;  \
+        polyc_gemm_run_##SFX(&g, nthreads);                                            \
+    }                                                                                  \
+                                                                                       \
+    static POLYC_GEMM_UNUSED void polyc_gemmx_##SFX(                                   \
+        int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A,                        \
+        const polyc_gemm_dims *a_rows, const polyc_gemm_dims *a_cols,                  \
+        const POLYC_GEMM_T *B, const polyc_gemm_dims *b_rows,                          \
+        const polyc_gemm_dims *b_cols, POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs,    \
+        int accumulate, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu,           \
+        int nthreads)                                                                  \
+    {                                                                                  \
+        polyc_gemm_args_##SFX g;                                                       \
+        if (M <= 0 || N <= 0)                                                          \
+            return;                                                                    \
+        memset(&g, 0, sizeof g);                                                       \
+        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
+        g.A = A; g.B = B; g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                       \
+        g.a_rd = polyc_gemm_collapse(a_rows, &g.a_rs) ? NULL : a_rows;                 \
+        g.a_cd = polyc_gemm_collapse(a_cols, &g.a_cs) ? NULL : a_cols;                 \
+        g.b_rd = polyc_gemm_collapse(b_rows, &g.b_rs) ? NULL : b_rows;                 \
+        g.b_cd = polyc_gemm_collapse(b_cols, &g.b_cs) ? NULL : b_cols;                 \
+        g.accumulate = accumulate; g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;  \
+        polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }
 
 #ifdef _OPENMP
