@@ -14,13 +14,18 @@ operands are addressed through strides, so a transposed operand (``B(n, k)``,
 ``A(k, m)``) or any dimension order of a row-major tensor matches too.
 
 :func:`match_gemm` matches one statement: a ``+`` reduction update of a
-product of two plain accesses.  Its iterators are classified by the tensors
-they index (batch: all three; m: C and A; n: C and B; k: A and B), the
-intrinsic's access relations are built for that classification and compared
-with the statement's by isl map equality, and the statement's domain must be
-the full box the tensor extents give.  A match is returned as a
-:class:`GemmMatch`; a mismatch as the reason (a string), which
-``explain`` and the generated source report.
+product of two accesses whose indices are integer-affine in the iterators
+(so every element address is linear in them).  Its iterators are classified
+by the tensors whose address they move (batch: all three; m: C and A; n: C
+and B; k: A and B); each role's iterators are the digits of one GEMM index,
+addressed through one stride or, for a window such as a convolution's
+``I(c, h + kh, w + kw)``, through a mixed-radix map the intrinsic gathers
+while packing (an implicit GEMM, no im2col buffer).  The intrinsic's
+access relations are rebuilt from the coefficients and compared with the
+statement's by isl map equality, and the domain must be a box of tensor
+extents in the iterators the call scans (isl set equality).  A match is
+returned as a :class:`GemmMatch`; a mismatch as the reason (a string),
+which ``explain`` and the generated source report.
 
 Source: tensorization as matching of access relations, Bondhugula et al.,
 "High-performance GPU/CPU tensor contraction via polyhedral tensorization"
@@ -35,20 +40,26 @@ import islpy as isl
 
 from . import expr as E
 from .bounds import tensor_box
-from .ir import Program, Statement
+from .ir import Program, Statement, extent_set
+from .isl_util import NonAffineError, aff_from_expr
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
+#: The most iterators one GEMM index may be made of (``POLYC_GEMM_MAXDIMS``).
+MAX_DIGITS = 8
 
 
 @dataclass(frozen=True)
 class GemmMatch:
-    """``statement`` (C[...] += A[...] * B[...]) as batched GEMM calls.
+    """``statement`` (C[...] += A[...] * B[...]) as GEMM calls.
 
-    ``batch`` iterators stay loops around the call; ``m``, ``n``, ``k`` are
-    the iterators the intrinsic scans; ``c``, ``a``, ``b`` the tensors (``a``
-    holds m and k, ``b`` k and n); ``init`` the ``+=!`` initialisation folded
-    into the call (it then overwrites C instead of accumulating)."""
+    ``batch`` iterators stay loops around the call: those that index all
+    three tensors, and those of m or n outside C's innermost run of m (n)
+    dimensions (a convolution's image index); ``m``, ``n``, ``k`` are the
+    iterators the intrinsic scans, in the order their digits make up the
+    GEMM's row, column and reduction indices; ``c``, ``a``, ``b`` the tensors
+    (``a`` holds m and k, ``b`` k and n); ``init`` the ``+=!`` initialisation
+    folded into the call (it then overwrites C instead of accumulating)."""
     statement: str
     init: str | None
     dtype: str
@@ -61,6 +72,14 @@ class GemmMatch:
     b: str
     #: ``(tensor, access)`` of C, A and B as the statement wrote them
     accesses: tuple = ()
+    #: per tensor, per dimension, the ``(iterator, coefficient)`` pairs of its
+    #: affine index (isl): the address of an element is linear in them
+    linear: tuple = ()
+    #: per scanned iterator, the ``(tensor, dimension)`` whose extent is its range
+    extents: tuple = ()
+    #: whether an operand is addressed through a mixed-radix map rather than
+    #: one stride per role (a window: ``I(c, h + kh, w + kw)``)
+    gather: bool = False
     #: the elementwise statement folded into the call's store (``C = C + bias(n)``
     #: and/or ``C = fmax(C, 0)``), its bias tensor and whether it applies relu
     epilogue: str | None = None
@@ -73,8 +92,10 @@ class GemmMatch:
         roles = ", ".join(f"{r}={'*'.join(g)}" for r, g in
                           (("m", self.m), ("n", self.n), ("k", self.k)))
         if self.batch:
-            roles += f", batch {', '.join(self.batch)}"
+            roles += f", loops {', '.join(self.batch)}"
         extra = "; initialisation folded" if self.init else ""
+        if self.gather:
+            extra += "; implicit GEMM (operands gathered while packing, no copy)"
         if self.epilogue:
             parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
             extra += f"; epilogue {self.epilogue} ({', '.join(parts)}) fused into the store"
@@ -89,33 +110,107 @@ def _plain(acc: E.Access) -> list[str] | None:
     return names
 
 
-def _relation(stmt: Statement, tensor: str, idx: list[str]) -> isl.Map:
-    """``{ S[iterators] -> tensor[idx] }`` for every point of ``stmt``'s
-    space, built from the intrinsic's side (isl)."""
-    params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
-    text = (f"[{', '.join(params)}] -> {{ {stmt.name}[{', '.join(stmt.iterators)}] -> "
-            f"{tensor}[{', '.join(idx)}] }}")
-    return isl.Map(text, context=stmt.domain.get_ctx())
+def _linear(stmt: Statement, acc: E.Access) -> list[dict[str, int]] | str:
+    """Per dimension of ``acc``, its index's coefficients ``{iterator: c}``
+    (non-zero ones), read from the isl affine function; the reason when an
+    index is not an integer-affine function of the iterators."""
+    space = stmt.domain.get_space()
+    out = []
+    for idx in acc.indices:
+        try:
+            pieces = aff_from_expr(idx, space).get_pieces()
+        except NonAffineError as err:
+            return f"an index of {acc.tensor} is not affine ({err.reason})"
+        if len(pieces) != 1 or pieces[0][1].dim(isl.dim_type.div) \
+                or not pieces[0][1].get_denominator_val().is_one():
+            return f"an index of {acc.tensor} has a division, remainder, min or max"
+        aff = pieces[0][1]
+        out.append({it: int(aff.get_coefficient_val(isl.dim_type.in_, i).to_python())
+                    for i, it in enumerate(stmt.iterators)
+                    if not aff.get_coefficient_val(isl.dim_type.in_, i).is_zero()})
+    return out
+
+
+def _relation(stmt: Statement, acc: E.Access, lin: list[dict[str, int]]) -> isl.Map:
+    """``{ S[iterators] -> tensor[...] }`` rebuilt from the coefficients
+    (plus each index's constant part), the intrinsic's side of the match."""
+    space = stmt.domain.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    rel = isl.Map.from_domain(isl.Set.universe(space))
+    for idx, coeffs in zip(acc.indices, lin):
+        aff = aff_from_expr(idx, space).get_pieces()[0][1]
+        for i in range(len(stmt.iterators)):
+            aff = aff.set_coefficient_val(isl.dim_type.in_, i, 0)
+        for it, c in coeffs.items():
+            var = isl.Aff.var_on_domain(ls, isl.dim_type.set, stmt.iterators.index(it))
+            aff = aff.add(var.scale_val(isl.Val.int_from_si(stmt.domain.get_ctx(), c)))
+        rel = rel.flat_range_product(isl.Map.from_aff(aff))
+    return rel.set_tuple_name(isl.dim_type.out, acc.tensor)
+
+
+def _kept_run(c_idx: list[str], group: list[str]) -> list[str]:
+    """The run of consecutive dimensions of C, all of ``group``, that holds the
+    group's innermost one (the rest of the group stays loops)."""
+    pos = sorted(c_idx.index(i) for i in group)
+    first = pos[-1]
+    while first - 1 in pos:
+        first -= 1
+    return c_idx[first:pos[-1] + 1]
+
+
+def _is_plain_run(acc: E.Access, lin: list[dict[str, int]], group: list[str]) -> bool:
+    """Whether ``group`` indexes ``acc`` as consecutive plain dimensions in
+    this order and no other dimension (a single stride addresses it)."""
+    dims = [d for d, idx in enumerate(acc.indices)
+            if isinstance(idx, E.Index) and idx.name in group]
+    if [acc.indices[d].name for d in dims] != group:
+        return False
+    if dims != list(range(dims[0], dims[0] + len(dims))):
+        return False
+    return not any(set(lin[d]) & set(group) for d in range(len(lin)) if d not in dims)
 
 
 def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
-    """Match ``stmt`` onto :data:`GEMM`; the reason it does not match otherwise."""
+    """Match ``stmt`` onto :data:`GEMM`; the reason it does not match otherwise.
+
+    The indices may be any integer-affine functions of the iterators: every
+    element address is then linear in them, so the iterators split into
+    roles by the tensors whose address they move (batch: all three; m: C
+    and A; n: C and B; k: A and B), and each role's iterators are the digits
+    of one GEMM index, addressed through a stride or, for a window such as
+    a convolution's ``I(c, h + kh, w + kw)``, a mixed-radix map the
+    intrinsic gathers while packing (an implicit GEMM).  The operand sharing
+    C's innermost dimension becomes B (the micro-kernel stores rows of C).
+    The iteration domain must be the product of the loops' domain and a box
+    ``0 <= i < extent`` for every scanned iterator."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
     rhs = stmt.rhs
     if not (isinstance(rhs, E.Binary) and rhs.op == "*"
             and isinstance(rhs.lhs, E.Access) and isinstance(rhs.rhs, E.Access)):
         return "the right-hand side is not a product of two tensor elements"
-    c_idx, x_idx, y_idx = _plain(stmt.lhs), _plain(rhs.lhs), _plain(rhs.rhs)
-    if c_idx is None or x_idx is None or y_idx is None:
-        return "an index is not a plain iterator (offset, stride or repeated)"
+    c_idx = _plain(stmt.lhs)
+    if c_idx is None:
+        return "an index of the output is not a plain iterator"
     names = {stmt.tensor, rhs.lhs.tensor, rhs.rhs.tensor}
     if len(names) != 3:
         return "an operand is also the output, or both operands are one tensor"
     dtypes = {program.tensor(t).dtype for t in names}
     if len(dtypes) != 1 or next(iter(dtypes)) not in GEMM_DTYPES:
         return f"operand dtypes {sorted(dtypes)} (gemm takes one of {', '.join(GEMM_DTYPES)})"
-    cs, xs, ys = set(c_idx), set(x_idx), set(y_idx)
+    lin = {}
+    for acc in (stmt.lhs, rhs.lhs, rhs.rhs):
+        found = _linear(stmt, acc)
+        if isinstance(found, str):
+            return found
+        lin[acc.tensor] = found
+
+    def moves(t: str) -> set[str]:
+        return {i for coeffs in lin[t] for i in coeffs}
+    a, b = rhs.lhs, rhs.rhs
+    if c_idx and c_idx[-1] in moves(a.tensor) and c_idx[-1] not in moves(b.tensor):
+        a, b = b, a          # C's innermost dimension is a column of the GEMM
+    cs, xs, ys = set(c_idx), moves(a.tensor), moves(b.tensor)
     batch = [i for i in stmt.iterators if i in cs and i in xs and i in ys]
     m = [i for i in stmt.iterators if i in cs and i in xs and i not in ys]
     n = [i for i in stmt.iterators if i in cs and i in ys and i not in xs]
@@ -127,43 +222,63 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     if not m or not n:
         return "no output dimension comes from one operand alone (an outer or inner " \
                "product shape, not a matrix product)"
-    a, b = (rhs.lhs, rhs.rhs)
-    for role, group, where in (("m", m, (c_idx, x_idx)), ("n", n, (c_idx, y_idx)),
-                               ("k", k, (x_idx, y_idx))):
-        for idx in where:
-            pos = [idx.index(i) for i in group]
-            if pos != list(range(pos[0], pos[0] + len(pos))):
-                return (f"the {role} dimensions ({', '.join(group)}) are not consecutive, in "
-                        f"one order, in every tensor (grouping them needs that)")
-    for t, idx, own in ((stmt.tensor, c_idx, m + n), (a.tensor, x_idx, m + k),
-                        (b.tensor, y_idx, k + n)):
-        if idx and idx[-1] not in own:
-            return (f"{t}'s innermost dimension {idx[-1]} is a batch dimension: each call "
-                    "would be a small strided product; the loops vectorise along it instead")
-    # the intrinsic's access relations under this classification, compared
-    # with the statement's by isl map equality
-    want = {stmt.tensor: _relation(stmt, stmt.tensor, c_idx),
-            a.tensor: _relation(stmt, a.tensor, x_idx),
-            b.tensor: _relation(stmt, b.tensor, y_idx)}
+    m_keep, n_keep = _kept_run(c_idx, m), _kept_run(c_idx, n)
+    loops = [i for i in stmt.iterators if i in batch or (i in cs and i not in m_keep + n_keep)]
+    if c_idx[-1] in batch:
+        return (f"{stmt.tensor}'s innermost dimension {c_idx[-1]} is a batch dimension: each "
+                "call would be a small strided product; the loops vectorise along it instead")
+    for acc, own in ((a, m_keep + k), (b, k + n_keep)):
+        if acc.indices and not set(lin[acc.tensor][-1]) & set(own):
+            return (f"{acc.tensor}'s innermost dimension moves with no iterator the call scans: "
+                    "each call would be a small strided product; the loops vectorise instead")
+    k_order = next((g for g in ([i for i in a_idx if i in k] for a_idx in
+                                (_plain(a) or [], _plain(b) or []))
+                    if sorted(g) == sorted(k)), k)
+    k = list(k_order)
+    if max(len(m_keep), len(n_keep), len(k)) > MAX_DIGITS:
+        return f"more than {MAX_DIGITS} iterators in one role"
+    # the intrinsic's access relations, compared with the statement's by isl
+    # map equality
     have = {stmt.tensor: stmt.write}
     for r in stmt.reads:
         have.setdefault(r.get_tuple_name(isl.dim_type.out), r)
-    for t, rel in want.items():
-        if not rel.intersect_domain(stmt.domain).is_equal(have[t].intersect_domain(stmt.domain)):
-            return f"the access relation of {t} differs from the intrinsic's"
-    # the domain must be the whole box the extents give (no triangle, no
-    # offset): every point whose three accesses are in bounds
+    for acc in (stmt.lhs, a, b):
+        want = _relation(stmt, acc, lin[acc.tensor])
+        if not want.intersect_domain(stmt.domain).is_equal(
+                have[acc.tensor].intersect_domain(stmt.domain)):
+            return f"the access relation of {acc.tensor} differs from the intrinsic's"
+    # every scanned iterator ranges over [0, extent of a dimension it indexes
+    # plainly), independently of the others and of the loops
+    extents = []
+    for it in m_keep + n_keep + k:
+        where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)
+                      for d, idx in enumerate(acc.indices)
+                      if isinstance(idx, E.Index) and idx.name == it), None)
+        if where is None:
+            return f"iterator {it} indexes no tensor dimension plainly (its extent is unknown)"
+        extents.append((it,) + where)
+    params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
     ctx = program.parameter_domain()
-    box = isl.Set.universe(stmt.domain.get_space())
-    for t, rel in want.items():
-        box = box.intersect(rel.intersect_range(tensor_box(program, t)).domain())
-    dom = stmt.domain.intersect_params(ctx)
-    if not dom.is_equal(box.intersect_params(ctx)):
-        return "the iteration domain is not the full box of the tensor extents"
+    head = f"[{', '.join(params)}] -> {{ {stmt.name}[{', '.join(stmt.iterators)}] -> "
+    to_loops = isl.Map(head + f"{stmt.name}[{', '.join(loops)}] }}",
+                       context=stmt.domain.get_ctx())
+    box = to_loops.intersect_range(stmt.domain.apply(to_loops)).domain()
+    for it, t, d in extents:
+        ext = extent_set(program.tensor(t).shape[d].align_params(box.get_space().params()))
+        one = isl.Map(head + f"[{it}] }}", context=stmt.domain.get_ctx())
+        box = box.intersect(one.intersect_range(ext).domain())
+    if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
+        return ("the iteration domain is not the full box of the tensor extents in the "
+                "iterators the call scans")
+    gather = not all(_is_plain_run(acc, lin[acc.tensor], g)
+                     for acc, groups in ((a, (m_keep, k)), (b, (k, n_keep))) for g in groups)
     return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
-                     batch=tuple(batch), m=tuple(m), n=tuple(n), k=tuple(k), c=stmt.tensor,
-                     a=a.tensor, b=b.tensor,
-                     accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)))
+                     batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
+                     c=stmt.tensor, a=a.tensor, b=b.tensor,
+                     accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)),
+                     linear=tuple((t, tuple(tuple(sorted(d.items())) for d in lin[t]))
+                                  for t in (stmt.tensor, a.tensor, b.tensor)),
+                     extents=tuple(extents), gather=gather)
 
 
 def _folded_init(program: Program, stmt: Statement) -> str | None:
@@ -200,7 +315,7 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
     instead of a second pass over C."""
     stmts = list(program.statements)
     i = stmts.index(program.statement(m.statement))
-    if i + 1 >= len(stmts) or m.batch or len(m.n) != 1:
+    if i + 1 >= len(stmts) or m.batch or m.gather or len(m.n) != 1:
         return m
     nxt = stmts[i + 1]
     c_acc = dict(m.accesses)[m.c]

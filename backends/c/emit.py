@@ -192,6 +192,7 @@ class _Emitter:
         self.sequential_depth = 0      # sequential loops around the node printed
         self.hoisted = 0               # invariant reads hoisted so far (:meth:`_hoist`)
         self.parallel_depth = 0        # parallel loops around it
+        self.splitting = False         # printing the parallel copy of a loop around calls
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
@@ -313,29 +314,55 @@ class _Emitter:
 
     def gemm_call(self, s: Statement) -> c.Statement:
         """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, ...)`` for
-        one point of the batch loops (``backends/c/intrinsics/gemm.h``)."""
+        one point of the loops around the call, or ``polyc_gemmx_<...>`` with
+        the operands' mixed-radix maps for an implicit GEMM
+        (``backends/c/intrinsics/gemm.h``).  An element's address is linear
+        in the iterators (``m.linear``): the loops' part and the indices'
+        constants make the base pointer, the scanned iterators' parts the
+        strides of the maps."""
         m = s.intrinsic
-        orig = {t: [i.name for i in acc.indices] for t, acc in m.accesses}
+        lin = dict(m.linear)
+        scanned = set(m.m + m.n + m.k)
 
-        def operand(t: str, rows: tuple, cols: tuple) -> str:
-            # a group of consecutive dimensions strides like its last one
-            idx = orig[t]
-            off = " + ".join(f"({self._stride(t, d)}) * {iterator_name(it)}"
-                             for d, it in enumerate(idx) if it in m.batch) or "0"
-            return (f"{tensor_name(t)} + ({off}), {self._stride(t, idx.index(rows[-1]))}, "
-                    f"{self._stride(t, idx.index(cols[-1]))}")
-        ext1 = {it: self._extent(t, orig[t].index(it))
-                for t in (m.c, m.a, m.b) for it in orig[t]}
+        def stride(t: str, it: str) -> str:
+            terms = [self._stride(t, d) if c == 1 else f"{c} * ({self._stride(t, d)})"
+                     for d, coeffs in enumerate(lin[t]) for i, c in coeffs if i == it]
+            return " + ".join(f"({x})" for x in terms) or "0"
+
+        pr = self._printer()
+
+        def base(t: str) -> str:
+            acc = dict(m.accesses)[t]
+            terms = []
+            for d, idx in enumerate(acc.indices):
+                idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
+                                 and e.name in scanned else None)
+                if not (isinstance(idx, E.Const) and idx.value == 0):
+                    terms.append(f"({self._stride(t, d)}) * ({pr.index(idx)})")
+            return f"{tensor_name(t)} + ({' + '.join(terms) or '0'})"
+        ext1 = {it: self._extent(t, d) for it, t, d in m.extents}
 
         def ext(group: tuple) -> str:
             return " * ".join(ext1[it] for it in group)
+
+        def dims(t: str, group: tuple) -> str:
+            return (f"&(const polyc_gemm_dims){{{len(group)}, "
+                    f"{{{', '.join(ext1[it] for it in group)}}}, "
+                    f"{{{', '.join(stride(t, it) for it in group)}}}}}")
         threads = "1" if self.parallel_depth or not m.parallel else "polyc_threads"
-        fn = "polyc_gemm_f32" if m.dtype == "float32" else "polyc_gemm_f64"
+        sfx = "f32" if m.dtype == "float32" else "f64"
+        c_op = f"{base(m.c)}, {stride(m.c, m.m[-1])}, {stride(m.c, m.n[-1])}"
+        tail = (f"{0 if m.init else 1}, {tensor_name(m.bias) if m.bias else 'NULL'}, "
+                f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
+        if m.gather:
+            return c.Statement(
+                f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
+                f"{dims(m.a, m.m)}, {dims(m.a, m.k)}, {base(m.b)}, {dims(m.b, m.k)}, "
+                f"{dims(m.b, m.n)}, {c_op}, {tail})")
         return c.Statement(
-            f"{fn}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {operand(m.a, m.m, m.k)}, "
-            f"{operand(m.b, m.k, m.n)}, {operand(m.c, m.m, m.n)}, "
-            f"{0 if m.init else 1}, {tensor_name(m.bias) if m.bias else 'NULL'}, "
-            f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads})")
+            f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
+            f"{stride(m.a, m.m[-1])}, {stride(m.a, m.k[-1])}, {base(m.b)}, "
+            f"{stride(m.b, m.k[-1])}, {stride(m.b, m.n[-1])}, {c_op}, {tail})")
 
     def reduction_loop(self, n: L.For) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
@@ -425,6 +452,12 @@ class _Emitter:
         if (not self.sequential_depth or n.collapse > 1
                 or _any_node(n.body, lambda x: isinstance(x, L.For))):
             return None
+        trip = self._trip(n)
+        return None if trip is None else f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
+
+    def _trip(self, n: L.For) -> str | None:
+        """The C expression of ``n``'s trip count (``None`` when its condition
+        is not ``iterator < bound`` or ``<=``)."""
         cond = n.cond
         if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
                 and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator):
@@ -434,7 +467,11 @@ class _Emitter:
         step = int(n.step)
         if step != 1:
             trip = f"({trip}) / {step}"
-        return f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
+        return trip
+
+    def _calls_inside(self, n: L.For) -> bool:
+        return _any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
+                         and self.stmts[x.statement].kind == "intrinsic")
 
     def _for(self, n: L.For, body: c.Generable) -> c.For:
         ip = self.loop_printer.index
@@ -465,9 +502,23 @@ class _Emitter:
             folded = False
             if n.parallel and n.collapse > 1:
                 n, folded = _fold_collapsed_simd(n)
-            if n.simd and _any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
-                                    and self.stmts[x.statement].kind == "intrinsic"):
+            calls = self._calls_inside(n)
+            if n.simd and calls:
                 n = replace(n, simd=False)      # a call with its own threads: no simd
+            if n.parallel and calls and not self.parallel_depth and not self.splitting:
+                # a parallel loop around intrinsic calls: each call on one
+                # thread when the loop has an iteration per thread, else the
+                # loop runs sequentially and each call uses the team (a
+                # convolution of one image: one implicit GEMM)
+                trip = self._trip(n)
+                if trip is not None:
+                    self.splitting = True
+                    try:
+                        par = self.node(n)
+                    finally:
+                        self.splitting = False
+                    seq = self.node(replace(n, parallel=False, collapse=1))
+                    return c.If(f"{trip} >= polyc_team", c.Block([par]), c.Block([seq]))
             self.sequential_depth += not n.parallel
             self.parallel_depth += bool(n.parallel)
             try:

@@ -23,6 +23,17 @@ GROUPED = ("def grouped(float(M, A, K, L) X, float(K, L, N) Y) -> (Z) "
            "{ Z(m, a, n) +=! X(m, a, k, l) * Y(k, l, n) }")
 ACC = ("def acc(float(M, K) A, float(K, N) B, float(M, N) C0) -> (C) "
        "{ C(m, n) = C0(m, n)\n C(m, n) += A(m, k) * B(k, n) }")
+CONV = ("def conv(float(N, C, HP, WP) I, float(K, C, KH, KW) W) -> (O) "
+        "{ O(n, k, h, w) +=! I(n, c, h + kh, w + kw) * W(k, c, kh, kw) }")
+GCONV = ("def gconv(float(N, G, C, H, W) I, float(G, F, C, KH, KW) W1) -> (O) "
+         "{ O(n, g, f, h, w) +=! I(n, g, c, h + kh, w + kw) * W1(g, f, c, kh, kw) }")
+INTERLEAVED = ("def il(float(M, K, L) A, float(L, K, N) B) -> (C) "
+               "{ C(m, n) +=! A(m, k, l) * B(l, k, n) }")
+TRANSPOSED_C = "def tc(float(M, K) A, float(K, N) B) -> (C) { C(n, m) +=! A(m, k) * B(k, n) }"
+SKEWED = ("def sk(float(M, K) A, float(K, N) B) -> (C) "
+          "{ C(m, n) +=! A(m, k) * B(k, n + k) }")
+KRON2 = ("def kron2(float(M, N0, N1, D2) X, float(D1, N1) W1) -> (Y) "
+         "{ Y(m, n0, d1, d2) +=! X(m, n0, r_n1, d2) * W1(d1, r_n1) }")
 
 
 def _match(src: str, which: int = -1):
@@ -37,12 +48,20 @@ def _match(src: str, which: int = -1):
     (TBMM, (("n",), ("m",), ("kk",), ("b",))),            # batched, transposed
     (ACC, (("m",), ("n",), ("k",), ())),                  # accumulates into C
     (GROUPED, (("m", "a"), ("n",), ("k", "l"), ())),      # grouped dimensions
+    # implicit GEMMs: the window I(n, c, h + kh, w + kw) is B, gathered
+    (CONV, (("k",), ("h", "w"), ("c", "kh", "kw"), ("n",))),
+    (GCONV, (("f",), ("h", "w"), ("c", "kh", "kw"), ("n", "g"))),
+    (INTERLEAVED, (("m",), ("n",), ("k", "l"), ())),      # k digits in two orders
+    (TRANSPOSED_C, (("n",), ("m",), ("k",), ())),         # operands swapped: C's rows
+    (SKEWED, (("m",), ("n",), ("k",), ())),               # B's row stride N + 1
+    (KRON2, (("d1",), ("d2",), ("r_n1",), ("m", "n0"))),  # a Kronecker factor
 ])
 def test_contractions_match(src, roles):
     m = _match(src)
     assert isinstance(m, GemmMatch), m
     assert (m.m, m.n, m.k, m.batch) == roles
     assert (m.init is None) == (src is ACC)       # +=! initialisations are folded
+    assert m.gather == (src in (CONV, GCONV, INTERLEAVED, SKEWED))
 
 
 def test_grouped_dimensions_run_as_one():
@@ -57,10 +76,12 @@ def test_grouped_dimensions_run_as_one():
     ("def s(float(M, K) A) -> (C) { C(m) +=! A(m, k) }", "not a product"),
     ("def e(float(M, N) A, float(M, N) B) -> (C) { C(m, n) +=! A(m, n) * B(m, n) }",
      "elementwise"),
-    ("def c(float(N, C, H, W) I, float(K, C, KH, KW) W1) -> (O) "
-     "{ O(n, k, h, w) +=! I(n, c, h + kh, w + kw) * W1(k, c, kh, kw) }", "plain iterator"),
-    ("def g(float(M, K, L) A, float(L, K, N) B) -> (C) "
-     "{ C(m, n) +=! A(m, k, l) * B(l, k, n) }", "not consecutive"),
+    ("def q(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k / 2) * B(k, n) }",
+     "division"),
+    ("def q(float(M, K) A, float(K, N) B, int32(K) ix) -> (C) "
+     "{ C(m, n) +=! A(m, ix(k)) * B(k, n) }", "not affine"),
+    ("def q(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) * 2 }",
+     "not a product of two tensor elements"),
     ("def t(float(N, C1, C2, H) I0, float(N, C2, C3, H) I1) -> (O) "
      "{ O(n, c1, c3, h) +=! I0(n, c1, c2, h) * I1(n, c2, c3, h) }", "innermost dimension h"),
     ("def s(float(N, N) A, float(N, N) B) -> (C) "
@@ -81,6 +102,19 @@ def test_a_sub_box_domain_does_not_match():
            "{ C(m, n) +=! A(m, k) * B(k, n) where k in 1:K }")
     m = _match(src)
     assert isinstance(m, str) and "full box" in m, m
+
+
+def test_a_clipped_stride_does_not_match():
+    """k < K (from B) and 2k + 1 < K2 (from A): the domain is not a box of
+    one extent per iterator, so no call; the loops stay, and are correct."""
+    src = ("def st(float(M, K2) A, float(K, N) B) -> (C) "
+           "{ C(m, n) +=! A(m, 2 * k + 1) * B(k, n) }")
+    m = _match(src)
+    assert isinstance(m, str) and "full box" in m, m
+    A, B = RNG.standard_normal((6, 11)), RNG.standard_normal((5, 7))
+    kern, C = _run(src, A, B, dtype="float64")
+    assert "polyc_gemm" not in kern.source
+    np.testing.assert_allclose(C, A[:, 1::2] @ B, rtol=1e-12)
 
 
 def test_tensorize_rewrites_the_program_and_keeps_the_rest():
@@ -179,3 +213,69 @@ def test_batched_calls_inside_a_parallel_loop():
     k, Z = _run(TBMM, X, Y, num_threads=2)
     assert "#pragma omp parallel for" in k.source
     np.testing.assert_allclose(Z, X @ Y.transpose(0, 2, 1), rtol=2e-5, atol=1e-5)
+
+
+def _conv_ref(I, W):
+    kh, kw = W.shape[2:]
+    win = np.lib.stride_tricks.sliding_window_view(I, (kh, kw), axis=(2, 3))
+    return np.einsum("nchwij,kcij->nkhw", win, W)
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float32", 2e-5), ("float64", 1e-12)])
+@pytest.mark.parametrize("n, c, k, hp, wp, kh, kw", [
+    (1, 64, 64, 58, 58, 3, 3), (1, 1, 1, 3, 3, 3, 3), (2, 3, 5, 9, 17, 3, 3),
+    (3, 7, 1, 5, 4, 2, 1), (1, 17, 31, 13, 40, 5, 3), (2, 2, 3, 4, 4, 1, 1),
+    (1, 3, 2, 2, 5, 3, 3),                 # HP < KH: no output rows
+    (0, 3, 2, 6, 6, 3, 3), (1, 0, 2, 6, 6, 3, 3)])
+def test_implicit_gemm_convolution_matches_numpy(dtype, rtol, n, c, k, hp, wp, kh, kw):
+    I = RNG.standard_normal((n, c, hp, wp)).astype(dtype)
+    W = RNG.standard_normal((k, c, kh, kw)).astype(dtype)
+    kern, O = _run(CONV, I, W, dtype=dtype)
+    assert "polyc_gemmx_f" in kern.source
+    want = _conv_ref(I, W) if hp >= kh else np.zeros((n, k, 0, wp - kw + 1))
+    np.testing.assert_allclose(O, want, rtol=rtol, atol=rtol * max(1, np.sqrt(c * kh * kw)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_convolution_of_one_image_uses_the_team_and_many_images_the_loop(threads):
+    """The image loop around the calls is parallel when it has an iteration
+    per thread; otherwise it runs sequentially and each call uses the team."""
+    W = RNG.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    for n in (1, 5):
+        I = RNG.standard_normal((n, 4, 12, 10)).astype(np.float32)
+        kern, O = _run(CONV, I, W, num_threads=threads)
+        np.testing.assert_allclose(O, _conv_ref(I, W), rtol=2e-5, atol=1e-4)
+    src = kern.source.split("void polyc_kernel")[1]
+    assert ">= polyc_team" in src and "#pragma omp parallel for" in src
+
+
+def test_unaligned_and_strided_views_through_an_implicit_gemm():
+    base = RNG.standard_normal(1 + 2 * 3 * 9 * 12).astype(np.float32)
+    I = base[1:].reshape(2, 3, 9, 12)                       # not 64-byte aligned
+    W = RNG.standard_normal((5, 3, 6, 3)).astype(np.float32)[:, :, ::2, :]   # a view
+    _, O = _run(CONV, I, W)
+    np.testing.assert_allclose(O, _conv_ref(I, W), rtol=2e-5, atol=1e-4)
+
+
+def test_grouped_convolution_kronecker_factor_and_other_implicit_gemms():
+    I = RNG.standard_normal((3, 4, 2, 7, 6))
+    W1 = RNG.standard_normal((4, 5, 2, 3, 3))
+    kern, O = _run(GCONV, I, W1, dtype="float64")
+    win = np.lib.stride_tricks.sliding_window_view(I, (3, 3), axis=(3, 4))
+    np.testing.assert_allclose(O, np.einsum("ngchwij,gfcij->ngfhw", win, W1), rtol=1e-12)
+    X, W = RNG.standard_normal((3, 4, 5, 6)), RNG.standard_normal((7, 5))
+    kern, Y = _run(KRON2, X, W, dtype="float64")
+    assert "polyc_gemm_f64" in kern.source
+    np.testing.assert_allclose(Y, np.einsum("mard,er->maed", X, W), rtol=1e-12)
+    A, B = RNG.standard_normal((4, 5, 6)), RNG.standard_normal((6, 5, 3))
+    kern, C = _run(INTERLEAVED, A, B, dtype="float64")
+    assert "polyc_gemmx_f64" in kern.source
+    np.testing.assert_allclose(C, np.einsum("mkl,lkn->mn", A, B), rtol=1e-12)
+    A, B = RNG.standard_normal((6, 5)), RNG.standard_normal((5, 7))
+    _, C = _run(TRANSPOSED_C, A, B, dtype="float64")
+    np.testing.assert_allclose(C, (A @ B).T, rtol=1e-12)
+    A, B = RNG.standard_normal((6, 5)), RNG.standard_normal((5, 9))
+    kern, C = _run(SKEWED, A, B, dtype="float64")
+    assert "polyc_gemmx_f64" in kern.source
+    skew = np.stack([B[k, k:k + 5] for k in range(5)])
+    np.testing.assert_allclose(C, A @ skew, rtol=1e-12)
