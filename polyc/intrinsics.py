@@ -41,7 +41,7 @@ import islpy as isl
 from . import expr as E
 from .bounds import tensor_box
 from .ir import Program, Statement, extent_set
-from .isl_util import NonAffineError, aff_from_expr
+from .isl_util import NonAffineError, aff_from_expr, pw_aff_to_expr
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
@@ -75,7 +75,9 @@ class GemmMatch:
     #: per tensor, per dimension, the ``(iterator, coefficient)`` pairs of its
     #: affine index (isl): the address of an element is linear in them
     linear: tuple = ()
-    #: per scanned iterator, the ``(tensor, dimension)`` whose extent is its range
+    #: per scanned iterator ``(iterator, tensor, dimension)``: the tensor
+    #: dimension whose extent is its range, or ``(iterator, None, expr)``: its
+    #: range's extent over the size parameters (an expression of them)
     extents: tuple = ()
     #: whether an operand is addressed through a mixed-radix map rather than
     #: one stride per role (a window: ``I(c, h + kh, w + kw)``)
@@ -247,24 +249,31 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         if not want.intersect_domain(stmt.domain).is_equal(
                 have[acc.tensor].intersect_domain(stmt.domain)):
             return f"the access relation of {acc.tensor} differs from the intrinsic's"
-    # every scanned iterator ranges over [0, extent of a dimension it indexes
-    # plainly), independently of the others and of the loops
-    extents = []
+    # every scanned iterator ranges over [0, extent), independently of the
+    # others and of the loops: the extent of a dimension it indexes plainly,
+    # else its range in the domain (isl dim_max + 1, from 0)
+    params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
+    ctx = program.parameter_domain()
+    extents, ext_sets = [], {}
     for it in m_keep + n_keep + k:
         where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)
                       for d, idx in enumerate(acc.indices)
                       if isinstance(idx, E.Index) and idx.name == it), None)
-        if where is None:
-            return f"iterator {it} indexes no tensor dimension plainly (its extent is unknown)"
-        extents.append((it,) + where)
-    params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
-    ctx = program.parameter_domain()
+        if where is not None:
+            extents.append((it,) + where)
+            ext = program.tensor(where[0]).shape[where[1]]
+        else:
+            pos = stmt.iterators.index(it)
+            dom = stmt.domain.intersect_params(ctx)
+            ext = dom.dim_max(pos).add(isl.PwAff.from_aff(isl.Aff.val_on_domain(
+                isl.LocalSpace.from_space(ctx.get_space()), isl.Val.one(ctx.get_ctx()))))
+            extents.append((it, None, pw_aff_to_expr(ext, ctx)))
+        ext_sets[it] = extent_set(ext.align_params(stmt.domain.get_space().params()))
     head = f"[{', '.join(params)}] -> {{ {stmt.name}[{', '.join(stmt.iterators)}] -> "
     to_loops = isl.Map(head + f"{stmt.name}[{', '.join(loops)}] }}",
                        context=stmt.domain.get_ctx())
     box = to_loops.intersect_range(stmt.domain.apply(to_loops)).domain()
-    for it, t, d in extents:
-        ext = extent_set(program.tensor(t).shape[d].align_params(box.get_space().params()))
+    for it, ext in ext_sets.items():
         one = isl.Map(head + f"[{it}] }}", context=stmt.domain.get_ctx())
         box = box.intersect(one.intersect_range(ext).domain())
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):

@@ -299,8 +299,7 @@ class _Emitter:
     def _extent_expr(self, tensor: str, d: int) -> str:
         """``tensor``'s extent ``d`` computed from the size parameters."""
         ext = pw_aff_to_expr(self.program.tensor(tensor).shape[d], self.program.context)
-        ext = E.map_expr(ext, lambda x: E.Param(x.name) if isinstance(x, E.Index) else None)
-        return self.loop_printer.index(ext)
+        return self.loop_printer.index(E.map_expr(ext, _as_param))
 
     def _extent(self, tensor: str, d: int) -> str:
         """The C expression of ``tensor``'s extent ``d`` (the prologue's
@@ -340,7 +339,9 @@ class _Emitter:
                 if not (isinstance(idx, E.Const) and idx.value == 0):
                     terms.append(f"({self._stride(t, d)}) * ({pr.index(idx)})")
             return f"{tensor_name(t)} + ({' + '.join(terms) or '0'})"
-        ext1 = {it: self._extent(t, d) for it, t, d in m.extents}
+        ext1 = {it: self._extent(t, d) if t is not None else
+                f"({self.loop_printer.index(E.map_expr(d, _as_param))})"
+                for it, t, d in m.extents}
 
         def ext(group: tuple) -> str:
             return " * ".join(ext1[it] for it in group)
@@ -566,6 +567,12 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
+
+
+def _as_param(x: E.Expr) -> E.Expr | None:
+    """An identifier of an expression over the size parameters (isl's AST
+    gives :class:`~polyc.expr.Index`) as the parameter it names."""
+    return E.Param(x.name) if isinstance(x, E.Index) else None
 
 
 def _only_instance(n: L.For) -> L.StmtInstance | None:

@@ -279,3 +279,23 @@ def test_grouped_convolution_kronecker_factor_and_other_implicit_gemms():
     assert "polyc_gemmx_f64" in kern.source
     skew = np.stack([B[k, k:k + 5] for k in range(5)])
     np.testing.assert_allclose(C, A @ skew, rtol=1e-12)
+
+
+FLIPPED = ("def flip(float(N, C, HP, WP) I, float(K, C, KH, KW) W) -> (O) "
+           "{ O(n, k, h, w) +=! I(n, c, h + kh, w + kw) * W(k, c, KH - 1 - kh, KW - 1 - kw) }")
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 9), (1, 1, 3, 2), (2, 3, 2, 9)])
+def test_a_flipped_filter_is_an_implicit_gemm_with_negative_strides(shape):
+    """W(k, c, KH - 1 - kh, ...): kh indexes no dimension plainly, so its extent
+    is its range in the domain (isl), and A's column map has negative strides
+    (an offset table)."""
+    n, c, hp, wp = shape
+    I = RNG.standard_normal(shape).astype(np.float32)
+    W = RNG.standard_normal((4, c, 3, 2)).astype(np.float32)
+    kern, O = _run(FLIPPED, I, W)
+    assert "implicit GEMM" in kern.explain(json=True)["tensorize"]["S0"]
+    if hp < 3:
+        assert O.shape == (n, 4, 0, wp - 1)
+        return
+    np.testing.assert_allclose(O, _conv_ref(I, W[:, :, ::-1, ::-1]), rtol=2e-5, atol=1e-4)
