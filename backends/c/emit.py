@@ -273,6 +273,22 @@ class _Emitter:
             inits.append(c.Initializer(c.Const(c.Value(C_TYPES[dtype], self._access(k, []))),
                                        pr._access(a)))
         rhs = E.map_expr(s.rhs, lambda e: names.get(e) if isinstance(e, E.Access) else None)
+        # then whole invariant computations over those locals (1 / sqrt(var + eps)):
+        # once before the loop instead of a division and a square root per vector
+        hoisted = {a.tensor for a in names.values()}
+        ftype = float_type_of(self.dtypes[s.tensor])
+        for sub in _costly_invariants(rhs, hoisted):
+            text, t = pr.typed(sub, ftype)
+            if not t.startswith("float") or any(
+                    not pr.typed(x, ftype)[1].startswith("float") for x in sub.walk()
+                    if isinstance(x, E.Binary) and x.op in ("/", "%")):
+                continue          # an integer division may trap: it stays where it was
+            k = f"{_HOISTED}{self.hoisted}"
+            self.hoisted += 1
+            self.dtypes[k] = t
+            inits.append(c.Initializer(c.Const(c.Value(C_TYPES[t], self._access(k, []))), text))
+            local = E.Access(k, ())
+            rhs = E.map_expr(rhs, lambda e, sub=sub, local=local: local if e == sub else None)
         return replace(s, rhs=rhs), its, inits
 
     def statement(self, inst: L.StmtInstance, s: Statement | None = None) -> c.Generable:
@@ -567,6 +583,30 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
+
+
+def _costly_invariants(e: E.Expr, locals_: set[str]) -> list[E.Expr]:
+    """The largest subexpressions of ``e`` that read nothing but the scalars
+    ``locals_`` (no iterator, no other element) and call a function or divide:
+    worth computing once before a loop."""
+    def invariant(x: E.Expr) -> bool:
+        return not any(isinstance(y, E.Index) or (isinstance(y, E.Access)
+                                                  and (y.tensor not in locals_ or y.indices))
+                       for y in x.walk())
+
+    def costly(x: E.Expr) -> bool:
+        return any(isinstance(y, E.Call) or (isinstance(y, E.Binary) and y.op in ("/", "%"))
+                   for y in x.walk())
+    found: list[E.Expr] = []
+
+    def go(x: E.Expr) -> None:
+        if not isinstance(x, (E.Access, E.Const, E.Param)) and invariant(x) and costly(x):
+            found.append(x)
+            return
+        for child in x.children():
+            go(child)
+    go(e)
+    return found
 
 
 def _as_param(x: E.Expr) -> E.Expr | None:

@@ -151,6 +151,28 @@ def test_invariant_reads_hoisted_out_of_vector_loops():
     assert k.source.count("polyc_inv") >= 4
 
 
+def test_invariant_computations_hoisted_but_not_integer_divisions():
+    """rsqrt(var(n) + eps) is computed once per row, before the vector loop;
+    an integer division of sizes stays in the loop (hoisted above a loop
+    that may run zero times it could divide by zero)."""
+    k = polyc.compile(LAYERNORM)
+    body = k.source.split("void polyc_kernel")[1]
+    sq = [ln for ln in body.splitlines() if "sqrtf(" in ln]
+    assert sq and all(ln.strip().startswith("float const polyc_inv") for ln in sq), sq
+    I = RNG.standard_normal((9, 33)).astype(np.float32)
+    g, b = RNG.standard_normal(33).astype(np.float32), RNG.standard_normal(33).astype(np.float32)
+    want = (I - I.mean(1, keepdims=True)) / np.sqrt(I.var(1, keepdims=True) + 1e-5) * g + b
+    np.testing.assert_allclose(k(I, g, b)[2], want, rtol=2e-4, atol=2e-4)
+    src = ("def q(float(N, C) I, float(N) s) -> (O) "
+           "{ O(n, c) = I(n, c) * s(n) + (C / N) }")
+    k = polyc.compile(src)
+    body = k.source.split("void polyc_kernel")[1]
+    assert not any("polyc_inv" in ln and "/" in ln.split("=", 1)[1] for ln in body.splitlines()
+                   if "const polyc_inv" in ln)
+    I, sv = RNG.standard_normal((4, 7)).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    np.testing.assert_allclose(k(I, sv), I * sv[:, None] + (7 // 4), rtol=1e-6)
+
+
 def test_column_reductions_are_not_row_fused():
     """A row of O(k) +=! A(n, k) is a column of A: strided, so isl's schedule stays."""
     k = polyc.compile("def cs(float(N, K) A) -> (O) { O(k) +=! A(n, k) }")

@@ -299,3 +299,20 @@ def test_a_flipped_filter_is_an_implicit_gemm_with_negative_strides(shape):
         assert O.shape == (n, 4, 0, wp - 1)
         return
     np.testing.assert_allclose(O, _conv_ref(I, W[:, :, ::-1, ::-1]), rtol=2e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa_flags", [("-mno-avx512f",), ("-mno-avx512f", "-mno-avx2", "-mno-fma")],
+                         ids=["avx2", "portable"])
+def test_kernels_built_without_avx512_fall_back_to_the_next_micro_kernel(isa_flags):
+    """A CPU without AVX-512 (or AVX2), simulated by the compiler flags: the
+    same tensorized kernels, on the AVX2 or portable micro-kernel, still
+    match numpy."""
+    cflags = polyc.Config().cflags + isa_flags
+    I = RNG.standard_normal((2, 5, 9, 11)).astype(np.float32)
+    W = RNG.standard_normal((7, 5, 3, 3)).astype(np.float32)
+    kern, O = _run(CONV, I, W, cflags=cflags)
+    assert "polyc_gemmx_f32" in kern.source
+    np.testing.assert_allclose(O, _conv_ref(I, W), rtol=2e-5, atol=1e-4)
+    A, B = RNG.standard_normal((37, 29)), RNG.standard_normal((29, 41))
+    kern, C = _run(GEMM, A, B, dtype="float64", cflags=cflags)
+    np.testing.assert_allclose(C, A @ B, rtol=1e-12)
