@@ -169,7 +169,8 @@ def test_invariant_computations_hoisted_but_not_integer_divisions():
     body = k.source.split("void polyc_kernel")[1]
     assert not any("polyc_inv" in ln and "/" in ln.split("=", 1)[1] for ln in body.splitlines()
                    if "const polyc_inv" in ln)
-    I, sv = RNG.standard_normal((4, 7)).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    I = RNG.standard_normal((4, 7)).astype(np.float32)
+    sv = RNG.standard_normal(4).astype(np.float32)
     np.testing.assert_allclose(k(I, sv), I * sv[:, None] + (7 // 4), rtol=1e-6)
 
 

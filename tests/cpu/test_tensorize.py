@@ -301,7 +301,8 @@ def test_a_flipped_filter_is_an_implicit_gemm_with_negative_strides(shape):
     np.testing.assert_allclose(O, _conv_ref(I, W[:, :, ::-1, ::-1]), rtol=2e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("isa_flags", [("-mno-avx512f",), ("-mno-avx512f", "-mno-avx2", "-mno-fma")],
+@pytest.mark.parametrize("isa_flags", [("-mno-avx512f",),
+                                       ("-mno-avx512f", "-mno-avx2", "-mno-fma")],
                          ids=["avx2", "portable"])
 def test_kernels_built_without_avx512_fall_back_to_the_next_micro_kernel(isa_flags):
     """A CPU without AVX-512 (or AVX2), simulated by the compiler flags: the
