@@ -40,8 +40,8 @@ import islpy as isl
 
 from . import expr as E
 from .bounds import tensor_box
-from .ir import Program, Statement, extent_set
-from .isl_util import NonAffineError, aff_from_expr, pw_aff_to_expr
+from .ir import Program, Statement
+from .isl_util import NonAffineError, aff_from_expr, const_pw_aff, lift_to_set, pw_aff_to_expr
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
@@ -233,10 +233,11 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         if acc.indices and not set(lin[acc.tensor][-1]) & set(own):
             return (f"{acc.tensor}'s innermost dimension moves with no iterator the call scans: "
                     "each call would be a small strided product; the loops vectorise instead")
-    k_order = next((g for g in ([i for i in a_idx if i in k] for a_idx in
-                                (_plain(a) or [], _plain(b) or []))
-                    if sorted(g) == sorted(k)), k)
-    k = list(k_order)
+    for acc in (a, b):       # k's digits in an operand's order where it indexes them plainly
+        order = [i for i in (_plain(acc) or []) if i in k]
+        if len(order) == len(k):
+            k = order
+            break
     if max(len(m_keep), len(n_keep), len(k)) > MAX_DIGITS:
         return f"more than {MAX_DIGITS} iterators in one role"
     # the intrinsic's access relations, compared with the statement's by isl
@@ -252,10 +253,15 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     # every scanned iterator ranges over [0, extent), independently of the
     # others and of the loops: the extent of a dimension it indexes plainly,
     # else its range in the domain (isl dim_max + 1, from 0)
-    params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
     ctx = program.parameter_domain()
-    extents, ext_sets = [], {}
+    space = stmt.domain.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    box = stmt.domain       # the loops' domain, the scanned iterators unconstrained
     for it in m_keep + n_keep + k:
+        box = box.eliminate(isl.dim_type.set, stmt.iterators.index(it), 1)
+    extents = []
+    for it in m_keep + n_keep + k:
+        pos = stmt.iterators.index(it)
         where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)
                       for d, idx in enumerate(acc.indices)
                       if isinstance(idx, E.Index) and idx.name == it), None)
@@ -263,19 +269,12 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
             extents.append((it,) + where)
             ext = program.tensor(where[0]).shape[where[1]]
         else:
-            pos = stmt.iterators.index(it)
-            dom = stmt.domain.intersect_params(ctx)
-            ext = dom.dim_max(pos).add(isl.PwAff.from_aff(isl.Aff.val_on_domain(
-                isl.LocalSpace.from_space(ctx.get_space()), isl.Val.one(ctx.get_ctx()))))
+            ext = stmt.domain.intersect_params(ctx).dim_max(pos).add(
+                const_pw_aff(ctx.get_space(), 1))
             extents.append((it, None, pw_aff_to_expr(ext, ctx)))
-        ext_sets[it] = extent_set(ext.align_params(stmt.domain.get_space().params()))
-    head = f"[{', '.join(params)}] -> {{ {stmt.name}[{', '.join(stmt.iterators)}] -> "
-    to_loops = isl.Map(head + f"{stmt.name}[{', '.join(loops)}] }}",
-                       context=stmt.domain.get_ctx())
-    box = to_loops.intersect_range(stmt.domain.apply(to_loops)).domain()
-    for it, ext in ext_sets.items():
-        one = isl.Map(head + f"[{it}] }}", context=stmt.domain.get_ctx())
-        box = box.intersect(one.intersect_range(ext).domain())
+        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
+        box = box.intersect(x.ge_set(isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls)))) \
+                 .intersect(x.lt_set(lift_to_set(ext, space)))
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
         return ("the iteration domain is not the full box of the tensor extents in the "
                 "iterators the call scans")

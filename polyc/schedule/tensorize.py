@@ -38,12 +38,20 @@ from ..ir import Program, Statement
 
 def _projection(stmt: Statement, name: str, keep: list[str], alias: list[str]) -> isl.Map:
     """``{ stmt[iterators] -> name[alias] }`` keeping the iterators ``keep``
-    (renamed ``alias``)."""
-    params = stmt.domain.get_space().get_var_names(isl.dim_type.param)
-    ren = dict(zip(keep, alias))
-    text = (f"[{', '.join(params)}] -> {{ {stmt.name}[{', '.join(stmt.iterators)}] -> "
-            f"{name}[{', '.join(ren[i] for i in keep)}] }}")
-    return isl.Map(text, context=stmt.domain.get_ctx())
+    (renamed ``alias``), built with isl's API: the names are user text
+    (``NAN`` or ``infty`` would read as values in isl's syntax)."""
+    space = stmt.domain.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    target = isl.Space.set_from_params(space.params()).add_dims(isl.dim_type.set, len(keep))
+    target = target.set_tuple_name(isl.dim_type.set, name)
+    affs = isl.AffList.alloc(space.get_ctx(), len(keep))
+    for it in keep:
+        affs = affs.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, stmt.iterators.index(it)))
+    proj = isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(
+        isl.Space.map_from_domain_and_range(space, target), affs))
+    for i, a in enumerate(alias):
+        proj = proj.set_dim_name(isl.dim_type.out, i, a)
+    return proj
 
 
 def _call(program: Program, m: GemmMatch) -> Statement:

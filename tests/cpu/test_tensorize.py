@@ -317,3 +317,15 @@ def test_kernels_built_without_avx512_fall_back_to_the_next_micro_kernel(isa_fla
     A, B = RNG.standard_normal((37, 29)), RNG.standard_normal((29, 41))
     kern, C = _run(GEMM, A, B, dtype="float64", cflags=cflags)
     np.testing.assert_allclose(C, A @ B, rtol=1e-12)
+
+
+def test_iterators_named_like_isl_values_are_tensorized_correctly():
+    """User names reach isl through its API, never its text syntax: with
+    iterators named NAN and infty the call's domain was once parsed as empty
+    and the kernel computed nothing."""
+    src = ("def q(float(M, K) A, float(K, N) B) -> (C) "
+           "{ C(NAN, infty) +=! A(NAN, k) * B(k, infty) }")
+    A, B = RNG.standard_normal((7, 19)), RNG.standard_normal((19, 5))
+    kern, C = _run(src, A, B, dtype="float64")
+    assert "polyc_gemm_f64" in kern.source
+    np.testing.assert_allclose(C, A @ B, rtol=1e-12)
