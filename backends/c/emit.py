@@ -58,6 +58,7 @@ from .cexpr import (
     param_name,
     tensor_name,
 )
+from .gemmcall import as_param, gemm_call
 
 ENTRY = "polyc_kernel"
 
@@ -223,7 +224,7 @@ class _Emitter:
                               f"({qual}{ct} *)polyc_buffers[{k}];"))
             for d in range(1, t.ndim):
                 out.append(c.Initializer(c.Const(c.Value("int64_t", extent_name(t.name, d))),
-                                         self._extent_expr(t.name, d)))
+                                         self.extent_expr(t.name, d)))
         return out
 
     # -- statements -------------------------------------------------------------
@@ -298,7 +299,7 @@ class _Emitter:
             body.append(c.Comment(comment_text(s.text)))
         body += self._iterators(zip(s.iterators, inst.args))
         if s.kind == "intrinsic":
-            body.append(self.gemm_call(s))
+            body.append(gemm_call(self, s))
             return c.Block(body)
         pr = self._printer()
         dtype = self.dtypes[s.tensor]
@@ -312,74 +313,10 @@ class _Emitter:
             body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
         return c.Block(body)
 
-    def _extent_expr(self, tensor: str, d: int) -> str:
+    def extent_expr(self, tensor: str, d: int) -> str:
         """``tensor``'s extent ``d`` computed from the size parameters."""
         ext = pw_aff_to_expr(self.program.tensor(tensor).shape[d], self.program.context)
-        return self.loop_printer.index(E.map_expr(ext, _as_param))
-
-    def _extent(self, tensor: str, d: int) -> str:
-        """The C expression of ``tensor``'s extent ``d`` (the prologue's
-        ``d<d>_<tensor>`` constant where there is one)."""
-        return extent_name(tensor, d) if d > 0 else f"({self._extent_expr(tensor, d)})"
-
-    def _stride(self, tensor: str, d: int) -> str:
-        """Elements between consecutive indices of dimension ``d`` (row-major)."""
-        nd = self.program.tensor(tensor).ndim
-        return " * ".join(extent_name(tensor, j) for j in range(d + 1, nd)) or "1"
-
-    def gemm_call(self, s: Statement) -> c.Statement:
-        """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, ...)`` for
-        one point of the loops around the call, or ``polyc_gemmx_<...>`` with
-        the operands' mixed-radix maps for an implicit GEMM
-        (``backends/c/intrinsics/gemm.h``).  An element's address is linear
-        in the iterators (``m.linear``): the loops' part and the indices'
-        constants make the base pointer, the scanned iterators' parts the
-        strides of the maps."""
-        m = s.intrinsic
-        lin = dict(m.linear)
-        scanned = set(m.m + m.n + m.k)
-
-        def stride(t: str, it: str) -> str:
-            terms = [self._stride(t, d) if c == 1 else f"{c} * ({self._stride(t, d)})"
-                     for d, coeffs in enumerate(lin[t]) for i, c in coeffs if i == it]
-            return " + ".join(f"({x})" for x in terms) or "0"
-
-        pr = self._printer()
-
-        def base(t: str) -> str:
-            acc = dict(m.accesses)[t]
-            terms = []
-            for d, idx in enumerate(acc.indices):
-                idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
-                                 and e.name in scanned else None)
-                if not (isinstance(idx, E.Const) and idx.value == 0):
-                    terms.append(f"({self._stride(t, d)}) * ({pr.index(idx)})")
-            return f"{tensor_name(t)} + ({' + '.join(terms) or '0'})"
-        ext1 = {it: self._extent(t, d) if t is not None else
-                f"({self.loop_printer.index(E.map_expr(d, _as_param))})"
-                for it, t, d in m.extents}
-
-        def ext(group: tuple) -> str:
-            return " * ".join(ext1[it] for it in group)
-
-        def dims(t: str, group: tuple) -> str:
-            return (f"&(const polyc_gemm_dims){{{len(group)}, "
-                    f"{{{', '.join(ext1[it] for it in group)}}}, "
-                    f"{{{', '.join(stride(t, it) for it in group)}}}}}")
-        threads = "1" if self.parallel_depth or not m.parallel else "polyc_threads"
-        sfx = "f32" if m.dtype == "float32" else "f64"
-        c_op = f"{base(m.c)}, {stride(m.c, m.m[-1])}, {stride(m.c, m.n[-1])}"
-        tail = (f"{0 if m.init else 1}, {tensor_name(m.bias) if m.bias else 'NULL'}, "
-                f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
-        if m.gather:
-            return c.Statement(
-                f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
-                f"{dims(m.a, m.m)}, {dims(m.a, m.k)}, {base(m.b)}, {dims(m.b, m.k)}, "
-                f"{dims(m.b, m.n)}, {c_op}, {tail})")
-        return c.Statement(
-            f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
-            f"{stride(m.a, m.m[-1])}, {stride(m.a, m.k[-1])}, {base(m.b)}, "
-            f"{stride(m.b, m.k[-1])}, {stride(m.b, m.n[-1])}, {c_op}, {tail})")
+        return self.loop_printer.index(E.map_expr(ext, as_param))
 
     def reduction_loop(self, n: L.For) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
@@ -607,12 +544,6 @@ def _costly_invariants(e: E.Expr, locals_: set[str]) -> list[E.Expr]:
             go(child)
     go(e)
     return found
-
-
-def _as_param(x: E.Expr) -> E.Expr | None:
-    """An identifier of an expression over the size parameters (isl's AST
-    gives :class:`~polyc.expr.Index`) as the parameter it names."""
-    return E.Param(x.name) if isinstance(x, E.Index) else None
 
 
 def _only_instance(n: L.For) -> L.StmtInstance | None:

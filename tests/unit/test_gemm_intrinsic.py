@@ -274,18 +274,13 @@ FALLBACK_CASES = [(1, 1, 1), (7, 17, 31), (97, 131, 97), (131, 97, 300), (300, 2
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("M,N,K", FALLBACK_CASES)
-def test_avx2_kernel(avx2, M, N, K, dtype):
-    check(avx2, M, N, K, dtype)
-    check(avx2, M, N, K, dtype, ta=True, tb=True, c_pad=3, unaligned=True, nthreads=2)
-    check(avx2, M, N, K, dtype, accumulate=True, bias=True, relu=True)
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("M,N,K", FALLBACK_CASES)
-def test_portable_kernel(portable, M, N, K, dtype):
-    check(portable, M, N, K, dtype)
-    check(portable, M, N, K, dtype, ta=True, tb=True, c_pad=3, unaligned=True, nthreads=2)
-    check(portable, M, N, K, dtype, accumulate=True, bias=True, relu=True)
+@pytest.mark.parametrize("build", ["avx2", "portable"])
+def test_fallback_kernels(request, build, M, N, K, dtype):
+    """The AVX2 and portable micro-kernels (the wider ISAs switched off)."""
+    so = request.getfixturevalue(build)
+    check(so, M, N, K, dtype)
+    check(so, M, N, K, dtype, ta=True, tb=True, c_pad=3, unaligned=True, nthreads=2)
+    check(so, M, N, K, dtype, accumulate=True, bias=True, relu=True)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

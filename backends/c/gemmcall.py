@@ -1,0 +1,92 @@
+"""The call of the GEMM intrinsic (``backends/c/intrinsics/gemm.h``) that
+a tensorized statement (:mod:`polyc.schedule.tensorize`) becomes.
+
+An element's address is linear in the iterators (``GemmMatch.linear``): the
+part of the loops around the call and the indices' constants make each
+operand's base pointer, the scanned iterators' parts the strides: one per
+role (``polyc_gemm_<f32|f64>``), or a mixed-radix map of digit extents and
+strides per role for an implicit GEMM (``polyc_gemmx_<f32|f64>``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import cgen as c
+
+from polyc import expr as E
+from polyc.ir import Statement
+
+from .cexpr import extent_name, tensor_name
+
+if TYPE_CHECKING:
+    from .emit import _Emitter as Emitter
+
+
+def as_param(x: E.Expr) -> E.Expr | None:
+    """An identifier of an expression over the size parameters (isl's AST
+    gives :class:`~polyc.expr.Index`) as the parameter it names."""
+    return E.Param(x.name) if isinstance(x, E.Index) else None
+
+
+def _stride(em: Emitter, tensor: str, d: int) -> str:
+    """Elements between consecutive indices of dimension ``d`` (row-major)."""
+    nd = em.program.tensor(tensor).ndim
+    return " * ".join(extent_name(tensor, j) for j in range(d + 1, nd)) or "1"
+
+
+def _extent(em: Emitter, tensor: str, d: int) -> str:
+    """The C expression of ``tensor``'s extent ``d`` (the prologue's
+    ``d<d>_<tensor>`` constant where there is one)."""
+    return extent_name(tensor, d) if d > 0 else f"({em.extent_expr(tensor, d)})"
+
+
+def gemm_call(em: Emitter, s: Statement) -> c.Statement:
+    """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, ...)`` or
+    ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
+    point of the loops around the call; one thread inside a parallel loop."""
+    m = s.intrinsic
+    lin = dict(m.linear)
+    scanned = set(m.m + m.n + m.k)
+
+    def stride(t: str, it: str) -> str:
+        terms = [_stride(em, t, d) if c == 1 else f"{c} * ({_stride(em, t, d)})"
+                 for d, coeffs in enumerate(lin[t]) for i, c in coeffs if i == it]
+        return " + ".join(f"({x})" for x in terms) or "0"
+
+    pr = em._printer()
+
+    def base(t: str) -> str:
+        acc = dict(m.accesses)[t]
+        terms = []
+        for d, idx in enumerate(acc.indices):
+            idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
+                             and e.name in scanned else None)
+            if not (isinstance(idx, E.Const) and idx.value == 0):
+                terms.append(f"({_stride(em, t, d)}) * ({pr.index(idx)})")
+        return f"{tensor_name(t)} + ({' + '.join(terms) or '0'})"
+    ext1 = {it: _extent(em, t, d) if t is not None else
+            f"({em.loop_printer.index(E.map_expr(d, as_param))})"
+            for it, t, d in m.extents}
+
+    def ext(group: tuple) -> str:
+        return " * ".join(ext1[it] for it in group)
+
+    def dims(t: str, group: tuple) -> str:
+        return (f"&(const polyc_gemm_dims){{{len(group)}, "
+                f"{{{', '.join(ext1[it] for it in group)}}}, "
+                f"{{{', '.join(stride(t, it) for it in group)}}}}}")
+    threads = "1" if em.parallel_depth or not m.parallel else "polyc_threads"
+    sfx = "f32" if m.dtype == "float32" else "f64"
+    c_op = f"{base(m.c)}, {stride(m.c, m.m[-1])}, {stride(m.c, m.n[-1])}"
+    tail = (f"{0 if m.init else 1}, {tensor_name(m.bias) if m.bias else 'NULL'}, "
+            f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
+    if m.gather:
+        return c.Statement(
+            f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
+            f"{dims(m.a, m.m)}, {dims(m.a, m.k)}, {base(m.b)}, {dims(m.b, m.k)}, "
+            f"{dims(m.b, m.n)}, {c_op}, {tail})")
+    return c.Statement(
+        f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
+        f"{stride(m.a, m.m[-1])}, {stride(m.a, m.k[-1])}, {base(m.b)}, "
+        f"{stride(m.b, m.k[-1])}, {stride(m.b, m.n[-1])}, {c_op}, {tail})")
