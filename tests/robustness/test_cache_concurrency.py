@@ -264,6 +264,7 @@ json.dump({{"wrong": wrong, "builds": s.builds, "disk_hits": s.disk_hits,
            "corrupt": s.corrupt, "fallbacks": s.fallbacks, "lock_timeouts": s.lock_timeouts,
            "max_wait": max(waits, default=0.0),
            "warnings": [str(w.message) for w in caught]}}, open(out, "w"))
+sys.stdin.read()    # stay alive until the parent closes stdin: a SIGKILL always lands
 '''
 
 
@@ -284,7 +285,7 @@ def run_race(tmp_path: Path, n_procs: int, n_kernels: int, rounds: int,
             procs.append(subprocess.Popen(
                 [sys.executable, str(script), str(cache_dir), str(first), str(n_kernels),
                  str(r * 1000 + p), str(out), str(lock_timeout)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
         victim = rng.randrange(n_procs)
         assert procs[victim].stdout.readline().strip() == b"ready"
         # kill it inside its work: once it has finished a random number of
