@@ -759,6 +759,37 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
 
 /* --------------------------------------------------- per-ISA instantiation */
 
+/* The vector intrinsics of the micro-kernel, named from the instantiation's
+ * POLYC_GEMM_VPFX (_mm512_, _mm256_) and POLYC_GEMM_VSFX (_ps, _pd):
+ * POLYC_GEMM_FMA is _mm512_fmadd_ps for AVX-512 float. */
+#define POLYC_GEMM_CAT3_(a, b, c) a##b##c
+#define POLYC_GEMM_CAT3(a, b, c) POLYC_GEMM_CAT3_(a, b, c)
+#define POLYC_GEMM_V(op) POLYC_GEMM_CAT3(POLYC_GEMM_VPFX, op, POLYC_GEMM_VSFX)
+#define POLYC_GEMM_SETZERO POLYC_GEMM_V(setzero)
+#define POLYC_GEMM_LOAD POLYC_GEMM_V(load)
+#define POLYC_GEMM_LOADU POLYC_GEMM_V(loadu)
+#define POLYC_GEMM_STOREU POLYC_GEMM_V(storeu)
+#define POLYC_GEMM_SET1 POLYC_GEMM_V(set1)
+#define POLYC_GEMM_FMA POLYC_GEMM_V(fmadd)
+#define POLYC_GEMM_ADD POLYC_GEMM_V(add)
+#define POLYC_GEMM_MAX POLYC_GEMM_V(max)
+
+/* The transposing packers of an ISA without them (AVX2, portable): they
+ * decline, and the generic loops do all the packing. */
+#define POLYC_GEMM_NO_FAST_PACK(T, SFX)                                                \
+    static inline int polyc_gemm_pack_a_fast_##SFX(int64_t mr, int64_t kc, const T *a, \
+                                                   int64_t rs, int64_t cs, T *d)       \
+    {                                                                                  \
+        (void)mr, (void)kc, (void)a, (void)rs, (void)cs, (void)d;                      \
+        return 0;                                                                      \
+    }                                                                                  \
+    static inline int polyc_gemm_pack_b_fast_##SFX(int64_t nr, int64_t kc, const T *b, \
+                                                   int64_t rs, int64_t cs, T *d)       \
+    {                                                                                  \
+        (void)nr, (void)kc, (void)b, (void)rs, (void)cs, (void)d;                      \
+        return 0;                                                                      \
+    }
+
 #if defined(__AVX512F__)
 #define POLYC_GEMM_ISA_NAME "avx512"
 #define POLYC_GEMM_PREFETCH_A() _mm_prefetch((const char *)(a + 8 * POLYC_GEMM_MR), _MM_HINT_T0)
@@ -895,14 +926,8 @@ static inline int polyc_gemm_pack_b_fast_f64(int64_t nr, int64_t kc, const doubl
 #define POLYC_GEMM_MC (14 * 18)
 #define POLYC_GEMM_NC 4096
 #define POLYC_GEMM_ROWS POLYC_GEMM_R14
-#define POLYC_GEMM_SETZERO _mm512_setzero_ps
-#define POLYC_GEMM_LOAD _mm512_load_ps
-#define POLYC_GEMM_LOADU _mm512_loadu_ps
-#define POLYC_GEMM_STOREU _mm512_storeu_ps
-#define POLYC_GEMM_SET1 _mm512_set1_ps
-#define POLYC_GEMM_FMA _mm512_fmadd_ps
-#define POLYC_GEMM_ADD _mm512_add_ps
-#define POLYC_GEMM_MAX _mm512_max_ps
+#define POLYC_GEMM_VPFX _mm512_
+#define POLYC_GEMM_VSFX _ps
 POLYC_GEMM_DEFINE_VKERNEL(f32)
 POLYC_GEMM_DEFINE_DRIVER(f32)
 #undef POLYC_GEMM_T
@@ -914,14 +939,8 @@ POLYC_GEMM_DEFINE_DRIVER(f32)
 #undef POLYC_GEMM_MC
 #undef POLYC_GEMM_NC
 #undef POLYC_GEMM_ROWS
-#undef POLYC_GEMM_SETZERO
-#undef POLYC_GEMM_LOAD
-#undef POLYC_GEMM_LOADU
-#undef POLYC_GEMM_STOREU
-#undef POLYC_GEMM_SET1
-#undef POLYC_GEMM_FMA
-#undef POLYC_GEMM_ADD
-#undef POLYC_GEMM_MAX
+#undef POLYC_GEMM_VPFX
+#undef POLYC_GEMM_VSFX
 
 #define POLYC_GEMM_T double
 #define POLYC_GEMM_VT __m512d
@@ -932,14 +951,8 @@ POLYC_GEMM_DEFINE_DRIVER(f32)
 #define POLYC_GEMM_MC (14 * 12)
 #define POLYC_GEMM_NC 2048
 #define POLYC_GEMM_ROWS POLYC_GEMM_R14
-#define POLYC_GEMM_SETZERO _mm512_setzero_pd
-#define POLYC_GEMM_LOAD _mm512_load_pd
-#define POLYC_GEMM_LOADU _mm512_loadu_pd
-#define POLYC_GEMM_STOREU _mm512_storeu_pd
-#define POLYC_GEMM_SET1 _mm512_set1_pd
-#define POLYC_GEMM_FMA _mm512_fmadd_pd
-#define POLYC_GEMM_ADD _mm512_add_pd
-#define POLYC_GEMM_MAX _mm512_max_pd
+#define POLYC_GEMM_VPFX _mm512_
+#define POLYC_GEMM_VSFX _pd
 POLYC_GEMM_DEFINE_VKERNEL(f64)
 POLYC_GEMM_DEFINE_DRIVER(f64)
 
@@ -948,19 +961,6 @@ POLYC_GEMM_DEFINE_DRIVER(f64)
 #define POLYC_GEMM_PREFETCH_A() _mm_prefetch((const char *)(a + 8 * POLYC_GEMM_MR), _MM_HINT_T0)
 
 /* No transposing packers here: the generic loops do all the packing. */
-#define POLYC_GEMM_NO_FAST_PACK(T, SFX)                                                \
-    static inline int polyc_gemm_pack_a_fast_##SFX(int64_t mr, int64_t kc, const T *a, \
-                                                   int64_t rs, int64_t cs, T *d)       \
-    {                                                                                  \
-        (void)mr, (void)kc, (void)a, (void)rs, (void)cs, (void)d;                      \
-        return 0;                                                                      \
-    }                                                                                  \
-    static inline int polyc_gemm_pack_b_fast_##SFX(int64_t nr, int64_t kc, const T *b, \
-                                                   int64_t rs, int64_t cs, T *d)       \
-    {                                                                                  \
-        (void)nr, (void)kc, (void)b, (void)rs, (void)cs, (void)d;                      \
-        return 0;                                                                      \
-    }
 POLYC_GEMM_NO_FAST_PACK(float, f32)
 POLYC_GEMM_NO_FAST_PACK(double, f64)
 
@@ -973,14 +973,8 @@ POLYC_GEMM_NO_FAST_PACK(double, f64)
 #define POLYC_GEMM_MC (6 * 42)
 #define POLYC_GEMM_NC 4096
 #define POLYC_GEMM_ROWS POLYC_GEMM_R6
-#define POLYC_GEMM_SETZERO _mm256_setzero_ps
-#define POLYC_GEMM_LOAD _mm256_load_ps
-#define POLYC_GEMM_LOADU _mm256_loadu_ps
-#define POLYC_GEMM_STOREU _mm256_storeu_ps
-#define POLYC_GEMM_SET1 _mm256_set1_ps
-#define POLYC_GEMM_FMA _mm256_fmadd_ps
-#define POLYC_GEMM_ADD _mm256_add_ps
-#define POLYC_GEMM_MAX _mm256_max_ps
+#define POLYC_GEMM_VPFX _mm256_
+#define POLYC_GEMM_VSFX _ps
 POLYC_GEMM_DEFINE_VKERNEL(f32)
 POLYC_GEMM_DEFINE_DRIVER(f32)
 #undef POLYC_GEMM_T
@@ -992,14 +986,8 @@ POLYC_GEMM_DEFINE_DRIVER(f32)
 #undef POLYC_GEMM_MC
 #undef POLYC_GEMM_NC
 #undef POLYC_GEMM_ROWS
-#undef POLYC_GEMM_SETZERO
-#undef POLYC_GEMM_LOAD
-#undef POLYC_GEMM_LOADU
-#undef POLYC_GEMM_STOREU
-#undef POLYC_GEMM_SET1
-#undef POLYC_GEMM_FMA
-#undef POLYC_GEMM_ADD
-#undef POLYC_GEMM_MAX
+#undef POLYC_GEMM_VPFX
+#undef POLYC_GEMM_VSFX
 
 #define POLYC_GEMM_T double
 #define POLYC_GEMM_VT __m256d
@@ -1010,14 +998,8 @@ POLYC_GEMM_DEFINE_DRIVER(f32)
 #define POLYC_GEMM_MC (6 * 24)
 #define POLYC_GEMM_NC 2048
 #define POLYC_GEMM_ROWS POLYC_GEMM_R6
-#define POLYC_GEMM_SETZERO _mm256_setzero_pd
-#define POLYC_GEMM_LOAD _mm256_load_pd
-#define POLYC_GEMM_LOADU _mm256_loadu_pd
-#define POLYC_GEMM_STOREU _mm256_storeu_pd
-#define POLYC_GEMM_SET1 _mm256_set1_pd
-#define POLYC_GEMM_FMA _mm256_fmadd_pd
-#define POLYC_GEMM_ADD _mm256_add_pd
-#define POLYC_GEMM_MAX _mm256_max_pd
+#define POLYC_GEMM_VPFX _mm256_
+#define POLYC_GEMM_VSFX _pd
 POLYC_GEMM_DEFINE_VKERNEL(f64)
 POLYC_GEMM_DEFINE_DRIVER(f64)
 
@@ -1025,19 +1007,6 @@ POLYC_GEMM_DEFINE_DRIVER(f64)
 #define POLYC_GEMM_ISA_NAME "portable"
 
 /* No transposing packers here: the generic loops do all the packing. */
-#define POLYC_GEMM_NO_FAST_PACK(T, SFX)                                                \
-    static inline int polyc_gemm_pack_a_fast_##SFX(int64_t mr, int64_t kc, const T *a, \
-                                                   int64_t rs, int64_t cs, T *d)       \
-    {                                                                                  \
-        (void)mr, (void)kc, (void)a, (void)rs, (void)cs, (void)d;                      \
-        return 0;                                                                      \
-    }                                                                                  \
-    static inline int polyc_gemm_pack_b_fast_##SFX(int64_t nr, int64_t kc, const T *b, \
-                                                   int64_t rs, int64_t cs, T *d)       \
-    {                                                                                  \
-        (void)nr, (void)kc, (void)b, (void)rs, (void)cs, (void)d;                      \
-        return 0;                                                                      \
-    }
 POLYC_GEMM_NO_FAST_PACK(float, f32)
 POLYC_GEMM_NO_FAST_PACK(double, f64)
 
@@ -1076,6 +1045,11 @@ POLYC_GEMM_DEFINE_DRIVER(f64)
 #undef POLYC_GEMM_MC
 #undef POLYC_GEMM_NC
 #undef POLYC_GEMM_ROWS
+#undef POLYC_GEMM_VPFX
+#undef POLYC_GEMM_VSFX
+#undef POLYC_GEMM_V
+#undef POLYC_GEMM_CAT3
+#undef POLYC_GEMM_CAT3_
 #undef POLYC_GEMM_SETZERO
 #undef POLYC_GEMM_LOAD
 #undef POLYC_GEMM_LOADU
