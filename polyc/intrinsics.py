@@ -289,6 +289,10 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
                      extents=tuple(extents), gather=gather)
 
 
+def _is_zero(e: E.Expr) -> bool:
+    return isinstance(e, E.Const) and float(e.value) == 0.0
+
+
 def _folded_init(program: Program, stmt: Statement) -> str | None:
     """The ``+=!`` initialisation of ``stmt`` that the call can absorb: the
     statement right before it, of kind ``init``, writing exactly the output
@@ -306,13 +310,9 @@ def _folded_init(program: Program, stmt: Statement) -> str | None:
     if not (written.is_equal(full) and stmt.write.range().intersect_params(ctx)
             .is_subset(written)):
         return None
-    if not (isinstance(prev.rhs, E.Const) and float(prev.rhs.value) == 0.0):
+    if not _is_zero(prev.rhs):
         return None
     return prev.name
-
-
-def _is_zero(e: E.Expr) -> bool:
-    return isinstance(e, E.Const) and float(e.value) == 0.0
 
 
 def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:

@@ -194,6 +194,8 @@ class _Emitter:
         self.hoisted = 0               # invariant reads hoisted so far (:meth:`_hoist`)
         self.parallel_depth = 0        # parallel loops around it
         self.splitting = False         # printing the parallel copy of a loop around calls
+        #: whether any statement is a call of an intrinsic (then gemm.h is pasted)
+        self.calls = any(st.kind == "intrinsic" for st in program.statements)
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
@@ -251,7 +253,7 @@ class _Emitter:
         moving = {it for it, arg in zip(s.iterators, args) if loop in E.index_names(arg)}
         reads: list[E.Access] = []
         for a in E.accesses(s.rhs):
-            idx = set().union(set(), *map(E.index_names, a.indices))
+            idx = set().union(*map(E.index_names, a.indices))
             if (a.tensor == s.tensor or a.tensor in self.locals or a in reads
                     or idx & moving or any(E.accesses(i) for i in a.indices)
                     or (defined is not None and not idx <= defined)):
@@ -424,7 +426,7 @@ class _Emitter:
         return trip
 
     def _calls_inside(self, n: L.For) -> bool:
-        return _any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
+        return self.calls and _any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
                          and self.stmts[x.statement].kind == "intrinsic")
 
     def _for(self, n: L.For, body: c.Generable) -> c.For:
@@ -601,7 +603,7 @@ def emit(program: Program, nest: L.Node) -> Source:
                    ": omp_get_max_threads();"),
             c.Line("#endif"),
             c.Line("(void)polyc_nthreads;")]
-    if any(st.kind == "intrinsic" for st in program.statements):
+    if em.calls:
         team += [c.Line("#ifdef _OPENMP"),
                  c.Line("const int polyc_threads = polyc_team;"),
                  c.Line("#else"),
@@ -616,7 +618,7 @@ def emit(program: Program, nest: L.Node) -> Source:
         c.Block(em.prologue() + team + [em.node(nest)]))
     header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
     intrinsics = ""
-    if any(s.kind == "intrinsic" for s in program.statements):
+    if em.calls:
         intrinsics = "\n" + (INTRINSICS / "gemm.h").read_text() + "\n"
     text = header + PRELUDE + intrinsics + "\n" + str(fn) + "\n"
     return Source(text=text, entry=ENTRY, params=tuple(program.params),

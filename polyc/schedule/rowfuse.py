@@ -57,7 +57,7 @@ from polyc.dependence import Dependences
 from polyc.ir import Program, Statement
 
 from . import legality
-from .locality import member_iterator
+from .locality import band_statements, member_iterator
 from .tree import iterator_band
 
 _BAND = isl.schedule_node_type.band
@@ -121,10 +121,7 @@ def _row_iterators(sched: isl.Schedule, program: Program) -> dict[str, list[str]
         if node.get_type() != _BAND:
             return False
         mupa = node.band_get_partial_schedule()
-        names = [n for n in (s.get_tuple_name() for s in
-                             _sets(node.get_domain())) if n]
-        for name in names:
-            s = program.statement(name)
+        for s in band_statements(node, program):
             its: list[str] = []
             for j in range(node.band_n_member()):
                 var = (member_iterator(s, mupa.get_union_pw_aff(j))
@@ -132,7 +129,7 @@ def _row_iterators(sched: isl.Schedule, program: Program) -> dict[str, list[str]
                 if var is None or not _plain(s, mupa.get_union_pw_aff(j)):
                     break
                 its.append(var)
-            out[name] = its
+            out[s.name] = its
         return True
 
     if not nest(sched.get_root().child(0)):
@@ -140,12 +137,6 @@ def _row_iterators(sched: isl.Schedule, program: Program) -> dict[str, list[str]
     if set(out) != {s.name for s in program.statements}:
         return None
     return out
-
-
-def _sets(us: isl.UnionSet) -> list[isl.Set]:
-    found: list[isl.Set] = []
-    us.foreach_set(found.append)
-    return found
 
 
 def _plain(stmt: Statement, upa: isl.UnionPwAff) -> bool:
@@ -167,7 +158,7 @@ def _rows_stream(stmts: list[Statement], rows: dict[str, list[str]]) -> bool:
     for s, a in accesses:
         if len(a.indices) == rank:
             mine = set(rows[s.name])
-            used = set().union(set(), *map(E.index_names, a.indices[:-1]))
+            used = set().union(*map(E.index_names, a.indices[:-1]))
             if not mine <= used or mine & E.index_names(a.indices[-1]):
                 return False
     return True
