@@ -59,6 +59,7 @@ from .cexpr import (
     tensor_name,
 )
 from .gemmcall import as_param, gemm_call
+from .hoist import HOISTED, hoist_invariants
 
 ENTRY = "polyc_kernel"
 
@@ -70,10 +71,6 @@ INTRINSICS = Path(__file__).with_name("intrinsics")
 #: only from this many iterations up: below it a fork and barrier (about a
 #: microsecond) cost more than the loop's work
 MIN_PARALLEL_TRIP = 16384
-
-#: Prefix of the names of hoisted invariant reads in rewritten statements
-#: (``$`` is never part of a tensor name, so they cannot meet one).
-_HOISTED = "$inv"
 
 PRELUDE = r"""#include <stdint.h>
 #include <math.h>
@@ -191,7 +188,7 @@ class _Emitter:
         self.loop_printer = CExprPrinter(loop_iterator_name, self._access,
                                          self.dtypes.__getitem__)
         self.sequential_depth = 0      # sequential loops around the node printed
-        self.hoisted = 0               # invariant reads hoisted so far (:meth:`_hoist`)
+        self.hoisted = 0               # locals hoisted so far (.hoist)
         self.parallel_depth = 0        # parallel loops around it
         self.splitting = False         # printing the parallel copy of a loop around calls
         #: whether any statement is a call of an intrinsic (then gemm.h is pasted)
@@ -200,9 +197,9 @@ class _Emitter:
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
         local buffer: ``t_T[i][j]`` (constant extents); a hoisted invariant
-        read (:meth:`_hoist`): its local variable."""
-        if tensor.startswith(_HOISTED):
-            return "polyc_inv" + tensor[len(_HOISTED):]
+        read (:func:`.hoist.hoist_invariants`): its local variable."""
+        if tensor.startswith(HOISTED):
+            return "polyc_inv" + tensor[len(HOISTED):]
         if tensor in self.locals:
             return tensor_name(tensor) + ("".join(f"[{i}]" for i in idx) or "[0]")
         if not idx:
@@ -237,62 +234,6 @@ class _Emitter:
         ip = self.loop_printer.index
         return [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
                 for it, arg in pairs]
-
-    def _hoist(self, s: Statement, args, loop: str, defined: set[str] | None = None
-               ) -> tuple[Statement, list, list]:
-        """Loop-invariant reads of one statement's right-hand side in the
-        loop over ``loop``: ``(s with each replaced by a local, the
-        declarations of the iterators they use, the locals' initialisers)``.
-        A read is invariant when no index moves with ``loop`` and ``s`` does
-        not write its tensor (the loop body is ``s`` alone); with ``defined``,
-        only reads whose indices use those iterators (already declared by the
-        caller, so no declarations are returned).  Loading it once
-        before the loop is scalar promotion; it also keeps gcc's partial
-        redundancy elimination from reloading a just-stored element in the
-        loop latch after a call (``expf``), which blocks vectorisation."""
-        moving = {it for it, arg in zip(s.iterators, args) if loop in E.index_names(arg)}
-        reads: list[E.Access] = []
-        for a in E.accesses(s.rhs):
-            idx = set().union(*map(E.index_names, a.indices))
-            if (a.tensor == s.tensor or a.tensor in self.locals or a in reads
-                    or idx & moving or any(E.accesses(i) for i in a.indices)
-                    or (defined is not None and not idx <= defined)):
-                continue
-            reads.append(a)
-        if not reads:
-            return s, [], []
-        pr = self._printer()
-        used = set().union(*(E.index_names(i) for a in reads for i in a.indices))
-        its = [] if defined is not None else self._iterators(
-            [(it, arg) for it, arg in zip(s.iterators, args) if it in used])
-        names = {}
-        inits = []
-        for a in reads:
-            k = f"{_HOISTED}{self.hoisted}"
-            self.hoisted += 1
-            names[a] = E.Access(k, ())
-            dtype = self.dtypes[a.tensor]
-            self.dtypes[k] = dtype
-            inits.append(c.Initializer(c.Const(c.Value(C_TYPES[dtype], self._access(k, []))),
-                                       pr._access(a)))
-        rhs = E.map_expr(s.rhs, lambda e: names.get(e) if isinstance(e, E.Access) else None)
-        # then whole invariant computations over those locals (1 / sqrt(var + eps)):
-        # once before the loop instead of a division and a square root per vector
-        hoisted = {a.tensor for a in names.values()}
-        ftype = float_type_of(self.dtypes[s.tensor])
-        for sub in _costly_invariants(rhs, hoisted):
-            text, t = pr.typed(sub, ftype)
-            if not t.startswith("float") or any(
-                    not pr.typed(x, ftype)[1].startswith("float") for x in sub.walk()
-                    if isinstance(x, E.Binary) and x.op in ("/", "%")):
-                continue          # an integer division may trap: it stays where it was
-            k = f"{_HOISTED}{self.hoisted}"
-            self.hoisted += 1
-            self.dtypes[k] = t
-            inits.append(c.Initializer(c.Const(c.Value(C_TYPES[t], self._access(k, []))), text))
-            local = E.Access(k, ())
-            rhs = E.map_expr(rhs, lambda e, sub=sub, local=local: local if e == sub else None)
-        return replace(s, rhs=rhs), its, inits
 
     def statement(self, inst: L.StmtInstance, s: Statement | None = None) -> c.Generable:
         s = s or self.stmts[inst.statement]
@@ -342,7 +283,7 @@ class _Emitter:
             if it not in s.reduction_iterators and moves:
                 return None
             (inner if it in s.reduction_iterators else outer).append((it, arg))
-        s, _, inits = self._hoist(s, body.args, n.iterator, {it for it, _ in outer})
+        s, _, inits = hoist_invariants(self, s, body.args, n.iterator, {it for it, _ in outer})
         pr = self._printer()
         dtype = self.dtypes[s.tensor]
         lhs = pr._access(s.lhs)
@@ -382,7 +323,7 @@ class _Emitter:
 
     def hoisted_loop(self, n: L.For) -> c.Generable | None:
         """A ``simd`` loop around one statement that reads elements invariant
-        in it, with those reads loaded once before it (:meth:`_hoist`);
+        in it, with those reads loaded once before it (:func:`.hoist.hoist_invariants`);
         ``None`` otherwise."""
         body = _only_instance(n)
         if body is None:
@@ -390,7 +331,7 @@ class _Emitter:
         s = self.stmts[body.statement]
         if s.kind == "intrinsic":
             return None
-        s, its, inits = self._hoist(s, body.args, n.iterator)
+        s, its, inits = hoist_invariants(self, s, body.args, n.iterator)
         if not inits:
             return None
         loop = self._for(n, self.statement(body, s))
@@ -522,30 +463,6 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
-
-
-def _costly_invariants(e: E.Expr, locals_: set[str]) -> list[E.Expr]:
-    """The largest subexpressions of ``e`` that read nothing but the scalars
-    ``locals_`` (no iterator, no other element) and call a function or divide:
-    worth computing once before a loop."""
-    def invariant(x: E.Expr) -> bool:
-        return not any(isinstance(y, E.Index) or (isinstance(y, E.Access)
-                                                  and (y.tensor not in locals_ or y.indices))
-                       for y in x.walk())
-
-    def costly(x: E.Expr) -> bool:
-        return any(isinstance(y, E.Call) or (isinstance(y, E.Binary) and y.op in ("/", "%"))
-                   for y in x.walk())
-    found: list[E.Expr] = []
-
-    def go(x: E.Expr) -> None:
-        if not isinstance(x, (E.Access, E.Const, E.Param)) and invariant(x) and costly(x):
-            found.append(x)
-            return
-        for child in x.children():
-            go(child)
-    go(e)
-    return found
 
 
 def _only_instance(n: L.For) -> L.StmtInstance | None:
