@@ -29,19 +29,26 @@ from .errors import (  # noqa: E402,F401
     ScheduleError,
     SemanticError,
     ShapeError,
+    TraceError,
     UnsupportedError,
 )
 
 __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "DTypeError", "BindingError", "UnsupportedError", "EinsumError",
            "IllegalScheduleError", "ScheduleError", "CompileError", "compile", "einsum",
-           "Kernel", "Schedule", "Loop", "program", "kernel"]
+           "Kernel", "Schedule", "Loop", "program", "kernel", "jit", "TraceError"]
 
 
 def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
     if name in ("compile", "einsum", "Kernel", "program"):
         from . import api
         return getattr(api, name)
+    if name == "jit":
+        from .graph.jit import jit
+        return jit
+    if name == "graph":
+        import importlib
+        return importlib.import_module(".graph", __name__)
     if name == "kernel":
         from .pykernel import kernel
         return kernel

@@ -43,6 +43,17 @@ class UnsupportedError(PolycError):
     is not a gather.  The message names the construct."""
 
 
+class TraceError(PolycError):
+    """Python code that polyc cannot trace into a graph: control flow that
+    depends on array values (``if x.sum() > 0``, ``float(x)``,
+    ``np.asarray(x)``) inside :func:`polyc.jit`.  ``filename`` and ``line``
+    locate the user's statement; the message carries a hint."""
+
+    def __init__(self, message: str, *, filename: str = "<unknown>", line: int = 0):
+        self.filename, self.line = filename, line
+        super().__init__(message)
+
+
 class EinsumError(PolycError, ValueError):
     """An einsum call numpy would reject; also a ``ValueError`` so code written
     for ``numpy.einsum`` keeps working."""

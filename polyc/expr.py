@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Union
 
 #: Builtins the C backend and the numpy reference both implement, with arity.
 BUILTINS: dict[str, int] = {
-    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1,
+    "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
     "abs": 1, "fabs": 1, "fmax": 2, "fmin": 2, "max": 2, "min": 2, "pow": 2,
 }
 

@@ -18,8 +18,17 @@ _COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equa
 _ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
           "%": np.remainder}
 _UNARY_FLOAT = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+                "erf": lambda x: _erf(x),
                 "fabs": np.abs, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
                 "sigmoid": lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x))}
+
+
+_erf_scalar = np.vectorize(__import__("math").erf, otypes=[np.float64])
+
+
+def _erf(x):
+    """The error function elementwise (math.erf; numpy has none), in x's dtype."""
+    return _erf_scalar(x).astype(x.dtype, copy=False)
 
 
 class Env:

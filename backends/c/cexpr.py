@@ -148,10 +148,10 @@ def arith(op: str, a: str, b: str, dtype: str) -> str:
     return f"polyc_{name}_{C_TYPES[dtype]}({a}, {b})"
 
 
-_FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh",
+_FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
              "abs": "fabs", "fabs": "fabs", "fmax": "fmax", "fmin": "fmin",
              "max": "fmax", "min": "fmin", "pow": "pow"}
-_UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "fabs", "rsqrt", "sigmoid")
+_UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid")
 
 
 class CExprPrinter:

@@ -1,0 +1,14 @@
+"""The graph layer: whole programs of numpy calls compiled as fusion groups.
+
+``polyc.jit`` (:mod:`polyc.graph.jit`) traces a function of numpy arrays
+into a :class:`Graph` of operations (:mod:`polyc.graph.numpy_api`), the
+fusion planner (:mod:`polyc.graph.plan`) groups them from polyhedral
+feedback, and each group compiles through the ordinary pipeline to one
+kernel.  ``polyc.graph.trace(fn, *args)`` returns the graph itself.
+"""
+
+from .core import Graph, Node, Tracer
+from .jit import Jitted, jit, trace
+from .plan import Plan, plan
+
+__all__ = ["Graph", "Node", "Tracer", "Jitted", "jit", "trace", "Plan", "plan"]

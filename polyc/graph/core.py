@@ -1,0 +1,269 @@
+"""The graph of a trace: :class:`Node` (one operation, its TC statements),
+:class:`Graph` (the nodes in program order, the size symbols) and
+:class:`Tracer` (the lazy array the user's code manipulates).
+
+A node's computation is TC text (``../shared/TC-LANGUAGE.md``) over tensor
+names that polyc chose (``x0`` arguments, ``w0`` captured arrays, ``t5``
+results), with every index variable's range given by a ``where`` clause and
+size tokens ``$k`` (symbol ``k`` of the :class:`~polyc.graph.sizes.SymbolTable`)
+that are resolved only when a fusion group is printed, after the whole trace
+has united or specialised sizes.  No user text ever reaches that TC.
+
+A tracer is a *read template* over nodes: the TC expression that reads one
+element at view coordinates ``{0}, {1}, ...`` (``t3({1}, 2*({0}) + 1)`` for a
+strided transpose), so views (slices, transposes, affine reshapes, window
+views) cost nothing: they are folded into the consumer's access relations.
+Comparisons are templates too (``(x0({0}) > 0.0)``), inlined where ``where``
+uses them.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceError
+from .sizes import Size, SizeInt, SymbolTable
+
+#: dtypes a traced value may have (polyc's element types) and bool masks
+_DTYPES = ("float32", "float64", "int32", "int64")
+_TC_TYPE = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64"}
+
+
+def tc_type(dtype: np.dtype) -> str:
+    return _TC_TYPE[np.dtype(dtype).name]
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where in the user's code an operation was called."""
+    filename: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}"
+
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NUMPY = os.path.dirname(np.__file__)
+
+
+def user_location() -> Location:
+    """The innermost stack frame outside polyc.graph and numpy."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not (fn.startswith(_HERE) or fn.startswith(_NUMPY) or "<__array_function__" in fn):
+            line = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+            return Location(f.f_code.co_filename, f.f_lineno, line)
+        f = f.f_back
+    return Location("<unknown>", 0, "")
+
+
+@dataclass(eq=False)
+class Node:
+    """One operation of the graph, producing tensor ``name``.
+
+    ``kind``: ``"arg"`` (the ``position``-th array argument), ``"captured"``
+    (an array closed over or passed as a constant: ``value``, fed at every
+    call, never a literal) or ``"op"``.  ``stmts`` are TC statements writing
+    ``name`` and the node's ``helpers`` (``(name, dtype)`` of scratch
+    tensors such as a mean's sum); ``inputs`` the nodes they read.
+    ``flops`` counts the arithmetic of one evaluation at the traced sizes.
+    """
+    id: int
+    name: str
+    kind: str
+    op: str
+    shape: tuple[Size, ...]
+    dtype: np.dtype
+    location: Location
+    stmts: tuple[str, ...] = ()
+    inputs: tuple[Node, ...] = ()
+    helpers: tuple[tuple[str, np.dtype], ...] = ()
+    position: int = -1
+    value: Any = None
+    flops: int = 0
+    contraction: bool = False
+    reduction: bool = False
+    note: str = ""
+
+    @property
+    def nbytes(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= max(0, s.value)
+        return n * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"<{self.op} {self.name} {tuple(s.value for s in self.shape)} {self.dtype}>"
+
+
+@dataclass(eq=False)
+class Graph:
+    """The operations of one trace, in program order, and its outputs."""
+    symbols: SymbolTable = field(default_factory=SymbolTable)
+    nodes: list[Node] = field(default_factory=list)
+    outputs: list[Node] = field(default_factory=list)
+    #: the structure of the function's return value, with output indices
+    treedef: Any = None
+    name: str = "graph"
+
+    def add(self, kind: str, op: str, shape, dtype, *, prefix: str = "t", **kw) -> Node:
+        node = Node(len(self.nodes), f"{prefix}{len(self.nodes)}", kind, op, tuple(shape),
+                    np.dtype(dtype), kw.pop("location", None) or user_location(), **kw)
+        self.nodes.append(node)
+        return node
+
+    @property
+    def args(self) -> list[Node]:
+        return [n for n in self.nodes if n.kind == "arg"]
+
+    @property
+    def captured(self) -> list[Node]:
+        return [n for n in self.nodes if n.kind == "captured"]
+
+    @property
+    def ops(self) -> list[Node]:
+        return [n for n in self.nodes if n.kind == "op"]
+
+    def consumers(self) -> dict[int, list[Node]]:
+        out: dict[int, list[Node]] = {n.id: [] for n in self.nodes}
+        for n in self.nodes:
+            for i in dict.fromkeys(n.inputs):
+                out[i.id].append(n)
+        return out
+
+    def explain(self, json: bool = False, config=None):
+        """The fusion plan of this graph (:func:`polyc.graph.plan.plan`),
+        as text or, with ``json=True``, a dict of records."""
+        from .plan import plan
+        p = plan(self, config)
+        return p.to_dict() if json else p.explain()
+
+    def __repr__(self) -> str:
+        lines = [f"graph {self.name}:"]
+        for n in self.nodes:
+            src = f"  # {n.location}" if n.kind == "op" else ""
+            ins = ", ".join(i.name for i in dict.fromkeys(n.inputs))
+            lines.append(f"  {n.name} = {n.op}({ins}) : {n.dtype} "
+                         f"{tuple(s.text() for s in n.shape)}{src}")
+        lines.append("  return " + ", ".join(o.name for o in self.outputs))
+        return "\n".join(lines)
+
+
+def identity_template(node: Node) -> str:
+    return f"{node.name}(" + ", ".join(f"{{{k}}}" for k in range(len(node.shape))) + ")"
+
+
+def compose(template: str, coords: list[str]) -> str:
+    """``template`` with its view coordinates ``{k}`` replaced by ``coords[k]``
+    (each parenthesised, so the result is again an expression)."""
+    return template.format(*[c if _atomic(c) else f"({c})" for c in coords])
+
+
+def _atomic(c: str) -> bool:
+    return c.replace("_", "").replace("{", "").replace("}", "").isalnum()
+
+
+class Tracer:
+    """The array value a traced function computes with.
+
+    ``template`` reads one element at view coordinates ``{0}..{ndim-1}``;
+    ``nodes`` are the nodes it reads; ``shape`` is a tuple of
+    :class:`~polyc.graph.sizes.Size`; ``dtype`` a numpy dtype (``bool`` for
+    comparison masks, which exist only as templates).  Implements numpy's
+    ``__array_ufunc__`` (NEP 13) and ``__array_function__`` (NEP 18); see
+    :mod:`polyc.graph.numpy_api` for the functions covered.
+    """
+
+    __array_priority__ = 1000
+
+    def __init__(self, graph: Graph, template: str, nodes: tuple[Node, ...],
+                 shape: tuple[Size, ...], dtype) -> None:
+        self._graph = graph
+        self._template = template
+        self._nodes = tuple(dict.fromkeys(nodes))
+        self._shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+
+    @staticmethod
+    def of(node: Node, graph: Graph) -> Tracer:
+        return Tracer(graph, identity_template(node), (node,), node.shape, node.dtype)
+
+    # -- array attributes ------------------------------------------------------
+    @property
+    def shape(self) -> tuple[SizeInt, ...]:
+        return tuple(SizeInt(s) for s in self._shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    @property
+    def size(self) -> SizeInt:
+        out = SizeInt(Size.constant(self._graph.symbols, 1))
+        for s in self.shape:
+            out = out * s
+        return out
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of unsized object")
+        return int(SizeInt(self._shape[0], "len() read it"))
+
+    def read(self, coords: list[str]) -> str:
+        """The TC expression of the element at ``coords`` (index expressions)."""
+        return compose(self._template, coords)
+
+    @property
+    def node(self) -> Node | None:
+        """The node this tracer is, unviewed, or None."""
+        if len(self._nodes) == 1 and self._template == identity_template(self._nodes[0]):
+            return self._nodes[0]
+        return None
+
+    def __repr__(self) -> str:
+        return (f"<polyc.graph.Tracer shape={tuple(s.value for s in self._shape)} "
+                f"dtype={self.dtype}>")
+
+    # -- value-dependent control flow is refused -------------------------------
+    def _refuse(self, what: str):
+        loc = user_location()
+        raise TraceError(
+            f"{loc}: {what} needs the array's values, which do not exist while polyc "
+            f"traces the function\n    {loc.text}\nhint: keep the decision in the "
+            f"computation (np.where(cond, a, b), np.maximum, masks), or pass the value "
+            f"as a static argument (@polyc.jit(static_argnames=...))",
+            filename=loc.filename, line=loc.line)
+
+    def __bool__(self):
+        self._refuse("bool() of a traced array (an if, while, and/or or assert on it)")
+
+    def __float__(self):
+        self._refuse("float() of a traced array")
+
+    def __int__(self):
+        self._refuse("int() of a traced array")
+
+    def __index__(self):
+        self._refuse("using a traced array as an index")
+
+    def __array__(self, dtype=None, copy=None):
+        self._refuse("np.asarray() / np.array() of a traced array")
+
+    def __iter__(self):
+        n = len(self)
+        return (self[i] for i in range(n))
+
+    def tolist(self):
+        self._refuse(".tolist()")
+
+    def item(self, *args):
+        self._refuse(".item()")

@@ -1,0 +1,589 @@
+"""numpy's protocols on :class:`~polyc.graph.core.Tracer`: ``__array_ufunc__``
+(NEP 13), ``__array_function__`` (NEP 18), the Python operators and the
+common ndarray methods.
+
+Covered: the ufuncs of :data:`UFUNCS` (arithmetic, ``power sqrt reciprocal
+exp log tanh abs maximum minimum`` and comparisons, ``scipy.special.erf``),
+``matmul``; the functions of :data:`FUNCTIONS` (reductions with ``axis`` and
+``keepdims``, contractions, views, ``where clip concatenate stack split pad
+triu tril *_like``).  Anything else raises
+:class:`~polyc.errors.UnsupportedError` naming the function: nothing falls
+back to numpy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from . import ops, views
+from .core import Tracer, user_location
+from .ops import Scalar, elementwise, literal, operand, reduce
+from .sizes import Size
+
+
+def _graph(args) -> Any:
+    for a in args:
+        if isinstance(a, Tracer):
+            return a._graph
+        if isinstance(a, (list, tuple)):
+            g = _graph(a)
+            if g is not None:
+                return g
+    return None
+
+
+def _float_dtype(*ops_: Any) -> np.dtype:
+    dt = ops.result_dtype(*ops_)
+    return dt if dt.kind == "f" else np.dtype("float64")
+
+
+def _unary_float(fn: str) -> Callable:
+    def run(g, x):
+        x = operand(g, x)
+        dt = _float_dtype(x)
+        return elementwise(g, fn, lambda a: f"{fn}({a})", [x], dt, compute_dtype=dt)
+    return run
+
+
+def _binary(sym: str) -> Callable:
+    def run(g, a, b):
+        return elementwise(g, {"+": "add", "-": "subtract", "*": "multiply"}[sym],
+                           lambda x, y: f"({x} {sym} {y})", [a, b])
+    return run
+
+
+def _divide(g, a, b):
+    a, b = operand(g, a), operand(g, b)
+    dt = _float_dtype(a, b)
+    both_int = all(o.dtype.kind in "iub" for o in (a, b))
+    return elementwise(g, "divide", lambda x, y: f"((1.0 * {x}) / {y})" if both_int
+                       else f"({x} / {y})", [a, b], dt, compute_dtype=dt)
+
+
+def _power(g, a, b):
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(b, Scalar) and float(b.value) == 2.0 and not isinstance(a, Scalar):
+        return elementwise(g, "power", lambda x, y: f"({x} * {x})", [a, b])
+    if isinstance(b, Scalar) and float(b.value) == 1.0:
+        return elementwise(g, "power", lambda x, y: x, [a, b])
+    return elementwise(g, "power", lambda x, y: f"pow({x}, {y})", [a, b])
+
+
+def _compare(sym: str) -> Callable:
+    def run(g, a, b):
+        ops_ = [operand(g, a), operand(g, b)]
+        dt = ops.result_dtype(*ops_)
+        t = elementwise(g, "compare", lambda x, y: f"({x} {sym} {y})", ops_, np.dtype(bool),
+                        lazy=True, compute_dtype=dt)
+        return t
+    return run
+
+
+def _logical(sym: str) -> Callable:
+    def run(g, a, b):
+        return elementwise(g, "logical", lambda x, y: f"({_truth(x)} {sym} {_truth(y)})",
+                           [a, b], np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
+    return run
+
+
+def _truth(text: str) -> str:
+    return text
+
+
+def _maximum(kind: str) -> Callable:
+    cmp = ">" if kind == "maximum" else "<"
+
+    def run(g, a, b):
+        # numpy propagates NaN from either operand (C's fmax does not)
+        return elementwise(g, kind, lambda x, y: f"(({x} {cmp} {y} || {x} != {x}) ? {x} : {y})",
+                           [a, b])
+    return run
+
+
+def _abs(g, x):
+    x = operand(g, x)
+    fn = "fabs" if x.dtype.kind == "f" else "abs"
+    return elementwise(g, "absolute", lambda a: f"{fn}({a})", [x])
+
+
+def _negative(g, x):
+    return elementwise(g, "negative", lambda a: f"(-{a})", [x])
+
+
+def _reciprocal(g, x):
+    x = operand(g, x)
+    return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})" if x.dtype.kind == "f"
+                       else f"(1 / {a})", [x])
+
+
+def _square(g, x):
+    return elementwise(g, "square", lambda a: f"({a} * {a})", [x])
+
+
+def _logical_not(g, x):
+    x = operand(g, x)
+    return elementwise(g, "logical_not", lambda a: f"(!{a})" if x.dtype.kind == "b"
+                       else f"({a} == 0)", [x], np.dtype(bool), lazy=True,
+                       compute_dtype=x.dtype)
+
+
+#: ufunc name -> builder(graph, *inputs)
+UFUNCS: dict[str, Callable] = {
+    "add": _binary("+"), "subtract": _binary("-"), "multiply": _binary("*"),
+    "divide": _divide, "true_divide": _divide, "power": _power,
+    "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
+    "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
+    "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
+    "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
+    "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
+    "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),
+    "fmin": lambda g, a, b: elementwise(g, "fmin", lambda x, y: f"fmin({x}, {y})", [a, b]),
+    "greater": _compare(">"), "greater_equal": _compare(">="), "less": _compare("<"),
+    "less_equal": _compare("<="), "equal": _compare("=="), "not_equal": _compare("!="),
+    "logical_and": _logical("&&"), "logical_or": _logical("||"),
+    "logical_not": _logical_not,
+    "matmul": lambda g, a, b: matmul(g, a, b),
+}
+
+
+def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
+    g = self._graph
+    loc = user_location()
+    if method != "__call__":
+        if method == "reduce" and ufunc.__name__ in ("add", "maximum", "minimum"):
+            kind = {"add": "sum", "maximum": "max", "minimum": "min"}[ufunc.__name__]
+            axis = kwargs.pop("axis", 0)
+            keep = kwargs.pop("keepdims", False)
+            if not kwargs:
+                return reduce(g, kind, inputs[0], axis, keep)
+        raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.{method} is not supported in "
+                               f"traced code\n    {loc.text}")
+    if kwargs.get("out") is not None:
+        raise UnsupportedError(f"{loc}: out= is not supported in traced code (traced arrays "
+                               f"are immutable)\n    {loc.text}")
+    kwargs.pop("out", None)
+    dtype = kwargs.pop("dtype", None)
+    if kwargs:
+        raise UnsupportedError(f"{loc}: np.{ufunc.__name__}() with "
+                               f"{', '.join(kwargs)}= is not supported in traced code")
+    fn = UFUNCS.get(ufunc.__name__)
+    if fn is None:
+        raise UnsupportedError(f"{loc}: np.{ufunc.__name__} is not supported by polyc.jit "
+                               f"(supported ufuncs: {', '.join(sorted(UFUNCS))})\n    {loc.text}")
+    out = fn(g, *inputs)
+    if dtype is not None and np.dtype(dtype) != out.dtype:
+        out = astype(out, dtype)
+    return out
+
+
+# -- contractions ---------------------------------------------------------------------
+def matmul(g, a, b) -> Tracer:
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(a, Scalar) or isinstance(b, Scalar):
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    if a_vec:
+        a = views.expand_dims(a, 0)
+    if b_vec:
+        b = views.expand_dims(b, 1)
+    if a._shape[-1].value != b._shape[-2].value:
+        loc = user_location()
+        raise ops.ShapeError(
+            f"{loc}: matmul: Input operand 1 has a mismatch in its core dimension 0, with "
+            f"gufunc signature (n?,k),(k,m?)->(n?,m?) (size {b._shape[-2].value} is different "
+            f"from {a._shape[-1].value})\n    {loc.text}")
+    g.symbols.unify(a._shape[-1], b._shape[-2], "matmul's contracted dimension")
+    batch = ops.broadcast(g, [a._shape[:-2], b._shape[:-2]], "matmul")
+    nb = len(batch)
+    blabels = [f"b{k}" for k in range(nb)]
+    la = blabels[nb - (a.ndim - 2):] + ["m", "k"]
+    lb = blabels[nb - (b.ndim - 2):] + ["k", "n"]
+    sizes = dict(zip(blabels, batch))
+    sizes.update(m=a._shape[-2], k=a._shape[-1], n=b._shape[-1])
+    out = blabels + (["m"] if not a_vec else []) + (["n"] if not b_vec else [])
+    return ops.contraction(g, "matmul", a, b, la, lb, out, sizes)
+
+
+def einsum(g, subscripts, *operands, **kw):
+    from ..frontend import einsum as fe
+    loc = user_location()
+    kw.pop("optimize", None)
+    dtype = kw.pop("dtype", None)
+    if kw.pop("out", None) is not None or kw:
+        raise UnsupportedError(f"{loc}: np.einsum with {', '.join(kw) or 'out'}= is not "
+                               f"supported in traced code")
+    if not isinstance(subscripts, str):
+        raise UnsupportedError(f"{loc}: np.einsum's sublist form is not supported in traced "
+                               f"code; pass a subscripts string")
+    ops_ = [operand(g, o) for o in operands]
+    ts = [o if isinstance(o, Tracer) else ops.materialize(
+        g, Tracer(g, o.literal(o.dtype), (), (), o.dtype)) for o in ops_]
+    spec = fe.parse(subscripts, [tuple(s.value for s in t._shape) for t in ts])
+    sizes: dict[str, Size] = {}
+    for t, labels, bc in zip(ts, spec.input_labels, spec.broadcast):
+        for s, lab, is_bc in zip(t._shape, labels, bc):
+            if is_bc:
+                g.symbols.unify(s, Size.constant(g.symbols, 1), "einsum broadcasting")
+                continue
+            if lab in sizes:
+                g.symbols.unify(sizes[lab], s, f"einsum label {lab}")
+            else:
+                sizes[lab] = s
+    for lab, v in spec.sizes:
+        sizes.setdefault(lab, Size.constant(g.symbols, v))
+    if len(ts) <= 2:
+        return ops.contraction(g, "einsum", ts[0], ts[1] if len(ts) == 2 else None,
+                               spec.input_labels[0],
+                               spec.input_labels[1] if len(ts) == 2 else None,
+                               spec.output_labels, sizes, dtype)
+    return _einsum_path(g, spec, ts, sizes, dtype)
+
+
+def _einsum_path(g, spec, ts, sizes, dtype):
+    """Three or more operands: pairwise contractions along opt_einsum's
+    greedy path (what ``np.einsum(..., optimize=True)`` does), each a node."""
+    import opt_einsum
+    letters = {}
+    pool = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for lab in spec.labels:
+        letters[lab] = next(pool)
+    inputs = ["".join(letters[x] for x in ls) for ls in spec.input_labels]
+    output = "".join(letters[x] for x in spec.output_labels)
+    shapes = [tuple(s.value for s in t._shape) for t in ts]
+    path, _ = opt_einsum.contract_path(",".join(inputs) + "->" + output, *shapes,
+                                       shapes=True, optimize="greedy")
+    back = {v: k for k, v in letters.items()}
+    cur = list(zip(ts, inputs))
+    for step_n, pair in enumerate(path):
+        picked = [cur[i] for i in pair]
+        for i in sorted(pair, reverse=True):
+            cur.pop(i)
+        rest = "".join(s for _, s in cur) + output
+        keep = "".join(dict.fromkeys(c for _, s in picked for c in s if c in rest))
+        last = step_n == len(path) - 1
+        out_sub = output if last else keep
+        t = ops.contraction(g, "einsum", picked[0][0],
+                            picked[1][0] if len(picked) > 1 else None,
+                            [back[c] for c in picked[0][1]],
+                            [back[c] for c in picked[1][1]] if len(picked) > 1 else None,
+                            [back[c] for c in out_sub], sizes, dtype)
+        cur.append((t, out_sub))
+    return cur[-1][0]
+
+
+def tensordot(g, a, b, axes=2):
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(axes, int):
+        ax_a = list(range(a.ndim - axes, a.ndim))
+        ax_b = list(range(axes))
+    else:
+        ax_a, ax_b = [list(np.atleast_1d(x)) for x in axes]
+        ax_a = [ops.normalize_axis(int(x), a.ndim) for x in ax_a]
+        ax_b = [ops.normalize_axis(int(x), b.ndim) for x in ax_b]
+    la = [f"a{k}" for k in range(a.ndim)]
+    lb = [f"b{k}" for k in range(b.ndim)]
+    for x, y in zip(ax_a, ax_b):
+        if a._shape[x].value != b._shape[y].value:
+            raise ValueError("shape-mismatch for sum")
+        lb[y] = la[x]
+    sizes = dict(zip(la, a._shape))
+    for lab, s in zip(lb, b._shape):
+        if lab in sizes:
+            g.symbols.unify(sizes[lab], s, "tensordot")
+        else:
+            sizes[lab] = s
+    out = [la[k] for k in range(a.ndim) if k not in ax_a] + \
+          [lb[k] for k in range(b.ndim) if k not in ax_b]
+    return ops.contraction(g, "tensordot", a, b, la, lb, out, sizes)
+
+
+def dot(g, a, b):
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(a, Scalar) or isinstance(b, Scalar) or a.ndim == 0 or b.ndim == 0:
+        return UFUNCS["multiply"](g, a, b)
+    if b.ndim <= 2:
+        return matmul(g, a, b)
+    return tensordot(g, a, b, axes=([a.ndim - 1], [b.ndim - 2]))
+
+
+# -- other functions ----------------------------------------------------------------
+def astype(t: Tracer, dtype, copy: bool = True) -> Tracer:
+    dt = ops.check_dtype(dtype, "astype's target")
+    if dt == t.dtype and not copy:
+        return t
+    return ops.materialize(t._graph, t, "astype", dt)
+
+
+def where(g, cond, a=None, b=None):
+    if a is None or b is None:
+        raise UnsupportedError(f"{user_location()}: np.where(cond) (indices) has a "
+                               "data-dependent shape; use np.where(cond, a, b)")
+    c = operand(g, cond)
+    x, y = operand(g, a), operand(g, b)
+    dt = ops.result_dtype(x, y)
+    cond_bool = c.dtype.kind == "b"
+    return elementwise(g, "where", lambda cc, p, q: f"({cc} ? {p} : {q})" if cond_bool
+                       else f"(({cc} != 0) ? {p} : {q})", [c, x, y], dt, compute_dtype=dt)
+
+
+def clip(g, a, a_min=None, a_max=None, **kw):
+    kw.pop("out", None)
+    lo = kw.pop("min", a_min)
+    hi = kw.pop("max", a_max)
+    x = operand(g, a)
+    args = [x] + [v for v in (lo, hi) if v is not None]
+
+    def fn(v, *bounds):
+        out, k = v, 0
+        if lo is not None:
+            out = f"({out} < {bounds[k]} ? {bounds[k]} : {out})"
+            k += 1
+        if hi is not None:
+            out = f"({out} > {bounds[k]} ? {bounds[k]} : {out})"
+        return out
+    return elementwise(g, "clip", fn, args)
+
+
+def concatenate(g, arrays, axis=0, **kw):
+    ts = [operand(g, a) for a in arrays]
+    if not ts or any(isinstance(t, Scalar) for t in ts):
+        raise ValueError("zero-dimensional arrays cannot be concatenated")
+    if axis is None:
+        ts = [views.reshape(t, (-1,)) for t in ts]
+        axis = 0
+    nd = ts[0].ndim
+    axis = ops.normalize_axis(int(axis), nd)
+    dt = ops.result_dtype(*ts)
+    shape = list(ts[0]._shape)
+    for t in ts[1:]:
+        if t.ndim != nd:
+            raise ValueError("all the input array dimensions except for the concatenation "
+                             "axis must match exactly")
+        for d in range(nd):
+            if d != axis:
+                if t._shape[d].value != shape[d].value:
+                    raise ValueError("all the input array dimensions except for the "
+                                     "concatenation axis must match exactly, but along "
+                                     f"dimension {d}, the array at index 1 has size "
+                                     f"{t._shape[d].value} and the array at index 0 has "
+                                     f"size {shape[d].value}")
+                g.symbols.unify(shape[d], t._shape[d], "concatenate")
+    its = ops.iters(nd)
+    offsets = []
+    total = Size.constant(g.symbols, 0)
+    for t in ts:
+        offsets.append(total)
+        total = total + t._shape[axis]
+    shape[axis] = total
+    ia = its[axis]
+    expr = None
+    for t, off in reversed(list(zip(ts, offsets))):
+        co = list(its)
+        o = ops.s_token(off)
+        co[axis] = ia if o == "0" else f"{ia} - {o}"
+        rd = t.read(co)
+        if expr is None:
+            expr = rd
+        else:
+            end = ops.s_token(off + t._shape[axis])
+            expr = f"({ia} < {end} ? {rd} : {expr})"
+    return ops.new_node(g, "concatenate", tuple(shape), dt, ts, lambda name: [
+        f"{ops.lhs(name, its)} = {expr}{ops.where_clause(its, shape)}"])
+
+
+def stack(g, arrays, axis=0, **kw):
+    ts = [operand(g, a) for a in arrays]
+    nd = ts[0].ndim + 1
+    axis = ops.normalize_axis(int(axis), nd)
+    return concatenate(g, [views.expand_dims(t, axis) for t in ts], axis)
+
+
+def split(g, ary, indices_or_sections, axis=0):
+    t = operand(g, ary)
+    axis = ops.normalize_axis(int(axis), t.ndim)
+    n = t._shape[axis].value
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if n % k:
+            raise ValueError("array split does not result in an equal division")
+        cuts = [n // k * j for j in range(1, k)]
+    else:
+        cuts = [int(c) for c in indices_or_sections]
+    bounds = [0] + cuts + [n]
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        key = [slice(None)] * t.ndim
+        key[axis] = slice(lo, hi)
+        out.append(views.getitem(t, tuple(key)))
+    return out
+
+
+def pad(g, array, pad_width, mode="constant", constant_values=0, **kw):
+    if mode != "constant" or kw:
+        raise UnsupportedError(f"{user_location()}: np.pad(mode={mode!r}) is not supported; "
+                               "only mode='constant'")
+    t = operand(g, array)
+    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
+    cv = np.broadcast_to(np.asarray(constant_values), (t.ndim, 2))
+    if np.any(cv != cv.flat[0]):
+        raise UnsupportedError("np.pad with different constant_values per side")
+    const = literal(cv.flat[0], t.dtype)
+    its = ops.iters(t.ndim)
+    shape, coords, conds = [], [], []
+    for d, (s, (lo, hi)) in enumerate(zip(t._shape, pw)):
+        lo, hi = int(lo), int(hi)
+        shape.append(s + (lo + hi))
+        coords.append(its[d] if lo == 0 else f"{its[d]} - {lo}")
+        if lo:
+            conds.append(f"{its[d]} >= {lo}")
+        if hi:
+            conds.append(f"{its[d]} < {ops.s_token(s + lo)}")
+    rd = t.read(coords)
+    expr = f"(({' && '.join(conds)}) ? {rd} : {const})" if conds else rd
+    return ops.new_node(g, "pad", tuple(shape), t.dtype, [t], lambda name: [
+        f"{ops.lhs(name, its)} = {expr}{ops.where_clause(its, shape)}"])
+
+
+def _tri(kind: str):
+    def run(g, m, k=0):
+        t = operand(g, m)
+        if t.ndim < 2:
+            raise UnsupportedError(f"np.{kind} of a {t.ndim}-d array")
+        its = ops.iters(t.ndim)
+        i, j = its[-2], its[-1]
+        cond = f"{j} >= {i} + ({int(k)})" if kind == "triu" else f"{j} <= {i} + ({int(k)})"
+        zero = literal(0, t.dtype)
+        rd = t.read(its)
+        return ops.new_node(g, kind, t._shape, t.dtype, [t], lambda name: [
+            f"{ops.lhs(name, its)} = ({cond} ? {rd} : {zero}){ops.where_clause(its, t._shape)}"])
+    return run
+
+
+def _like(value):
+    def run(g, a, *args, dtype=None, shape=None, **kw):
+        t = operand(g, a)
+        fill = args[0] if value is None else value
+        dt = np.dtype(dtype) if dtype is not None else t.dtype
+        sh = t.shape if shape is None else ops.shape_arg(shape)
+        text = literal(fill, dt)
+        return ops.creation(g, "full_like", sh, dt, lambda its: text)
+    return run
+
+
+def _reduction(kind: str):
+    def run(g, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
+        if out is not None:
+            raise UnsupportedError("out= is not supported in traced code")
+        kw.pop("where", None) if kw.get("where", True) is True else None
+        if kw.pop("initial", None) is not None or kw:
+            raise UnsupportedError(f"{user_location()}: np.{kind} with "
+                                   f"{', '.join(kw) or 'initial'}= is not supported")
+        return reduce(g, kind, a, axis, bool(keepdims), dtype, ddof)
+    return run
+
+
+FUNCTIONS: dict[str, Callable] = {
+    "sum": _reduction("sum"), "max": _reduction("max"), "amax": _reduction("max"),
+    "min": _reduction("min"), "amin": _reduction("min"), "mean": _reduction("mean"),
+    "var": _reduction("var"), "std": _reduction("std"),
+    "dot": dot, "einsum": einsum, "tensordot": tensordot,
+    "matmul": matmul,
+    "reshape": lambda g, a, shape=None, *args, newshape=None, order="C", **kw:
+        views.reshape(operand(g, a), shape if shape is not None else newshape),
+    "transpose": lambda g, a, axes=None: views.transpose(operand(g, a), axes),
+    "swapaxes": lambda g, a, x, y: views.swapaxes(operand(g, a), x, y),
+    "moveaxis": lambda g, a, s, d: views.moveaxis(operand(g, a), s, d),
+    "expand_dims": lambda g, a, axis: views.expand_dims(operand(g, a), axis),
+    "squeeze": lambda g, a, axis=None: views.squeeze(operand(g, a), axis),
+    "broadcast_to": lambda g, a, shape, subok=False: views.broadcast_to(
+        operand(g, a), ops.shape_arg(shape)),
+    "sliding_window_view": lambda g, x, window_shape, axis=None, **kw:
+        views.sliding_window_view(operand(g, x), window_shape, axis),
+    "concatenate": concatenate, "stack": stack, "split": split, "pad": pad,
+    "where": where, "clip": clip, "triu": _tri("triu"), "tril": _tri("tril"),
+    "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
+    "empty_like": _like(0),
+    "copy": lambda g, a, **kw: ops.materialize(g, operand(g, a)),
+    "astype": lambda g, a, dtype, **kw: astype(operand(g, a), dtype),
+    "square": lambda g, x: _square(g, x),
+    "ndim": lambda g, a: operand(g, a).ndim,
+    "shape": lambda g, a: operand(g, a).shape,
+}
+
+
+def array_function(self: Tracer, func, types, args, kwargs):
+    name = func.__name__
+    fn = FUNCTIONS.get(name)
+    if fn is None:
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (see "
+                               f"docs/graph.md for the covered functions)\n    {loc.text}")
+    g = _graph(args) or self._graph
+    return fn(g, *args, **kwargs)
+
+
+# -- the Tracer's operators and methods --------------------------------------------
+def _op(name: str, swap: bool = False):
+    uf = UFUNCS[name]
+
+    def method(self, other):
+        if not isinstance(other, (Tracer, np.ndarray, int, float, np.generic)) and not \
+                hasattr(other, "__index__"):
+            return NotImplemented
+        return uf(self._graph, other, self) if swap else uf(self._graph, self, other)
+    return method
+
+
+def _install() -> None:
+    T = Tracer
+    T.__array_ufunc__ = array_ufunc
+    T.__array_function__ = array_function
+    for sym, name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
+                      ("truediv", "divide"), ("pow", "power"), ("matmul", "matmul")):
+        setattr(T, f"__{sym}__", _op(name))
+        setattr(T, f"__r{sym}__", _op(name, swap=True))
+    for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),
+                      ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal")):
+        setattr(T, f"__{sym}__", _op(name))
+    T.__and__ = _op("logical_and")
+    T.__or__ = _op("logical_or")
+    T.__invert__ = lambda self: _logical_not(self._graph, self)
+    T.__hash__ = object.__hash__
+    T.__neg__ = lambda self: _negative(self._graph, self)
+    T.__pos__ = lambda self: self
+    T.__abs__ = lambda self: _abs(self._graph, self)
+    T.__getitem__ = lambda self, key: views.getitem(self, key)
+
+    def setitem(self, key, value):
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: assignment into a traced array is not supported "
+                               f"(traced arrays are immutable); build the result with "
+                               f"np.where, np.concatenate or np.pad\n    {loc.text}")
+    T.__setitem__ = setitem
+    for kind in ("sum", "max", "min", "mean", "var", "std"):
+        setattr(T, kind, (lambda k: lambda self, axis=None, dtype=None, out=None,
+                          keepdims=False, **kw: _reduction(k)(
+                              self._graph, self, axis, dtype, out, keepdims, **kw))(kind))
+
+    def reshape_method(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return views.reshape(self, shape)
+    T.reshape = reshape_method
+    T.transpose = lambda self, *axes: views.transpose(
+        self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else
+        (axes or None))
+    T.T = property(lambda self: views.transpose(self))
+    T.mT = property(lambda self: views.swapaxes(self, -1, -2))
+    T.swapaxes = lambda self, a, b: views.swapaxes(self, a, b)
+    T.astype = lambda self, dtype, copy=True, **kw: astype(self, dtype, copy)
+    T.squeeze = lambda self, axis=None: views.squeeze(self, axis)
+    T.copy = lambda self: ops.materialize(self._graph, self)
+    T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
+    T.dot = lambda self, other: dot(self._graph, self, other)
+
+
+_install()

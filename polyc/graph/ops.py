@@ -1,0 +1,392 @@
+"""Operations of the graph: each numpy call becomes a :class:`~polyc.graph.core.Node`
+whose TC statements compute it (elementwise maps, reductions, contractions,
+materialised copies), or a view: a new read template over the same nodes.
+
+Semantics follow numpy 2 (NEP 50 promotion: Python scalars are weak,
+numpy scalars and arrays are not; broadcasting; ``axis``/``keepdims``);
+every shape error is a :class:`~polyc.errors.ShapeError` naming the user's
+line.  Constants are printed exactly (``repr`` of the double; ``±inf`` and
+NaN as IEEE quotients).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, UnsupportedError
+from .core import Graph, Tracer, compose, user_location
+from .sizes import Size, SizeInt
+
+_ALLOWED = ("float32", "float64", "int32", "int64", "bool")
+
+
+class Scalar:
+    """A Python or numpy scalar operand (a literal in the TC text)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.dtype = np.asarray(value).dtype
+        self.weak = isinstance(value, (int, float, bool)) and not isinstance(value, np.generic)
+
+    def literal(self, dtype: np.dtype) -> str:
+        return literal(self.value, dtype)
+
+
+def literal(value: Any, dtype: np.dtype) -> str:
+    """``value`` as an exact TC literal of element type ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        v = float(value)
+        if math.isnan(v):
+            return "(0.0/0.0)"
+        if math.isinf(v):
+            return "(1.0/0.0)" if v > 0 else "(-1.0/0.0)"
+        text = repr(v)
+        return f"({text})" if v < 0 else text
+    if dtype.kind == "b":
+        return "1" if bool(value) else "0"
+    v = int(value)
+    return f"({v})" if v < 0 else str(v)
+
+
+def check_dtype(dtype: Any, what: str) -> np.dtype:
+    d = np.dtype(dtype)
+    if d.name not in _ALLOWED:
+        raise DTypeError(f"{user_location()}: {what} has dtype {d.name}; polyc.jit computes "
+                         f"in float32, float64, int32 and int64")
+    return d
+
+
+def operand(graph: Graph, x: Any) -> Tracer | Scalar:
+    """A traced operand: tracers as they are, numpy arrays as captured graph
+    inputs (fed at every call, never literals), scalars as literals."""
+    if isinstance(x, (Tracer, Scalar)):
+        return x
+    if isinstance(x, SizeInt):
+        return Scalar(int(x))
+    if isinstance(x, np.generic):
+        check_dtype(x.dtype, "a scalar")
+        return Scalar(x)
+    if isinstance(x, (bool, int, float)):
+        return Scalar(x)
+    if isinstance(x, np.ndarray) and x.ndim == 0:
+        check_dtype(x.dtype, "a scalar")
+        return Scalar(x[()])
+    if isinstance(x, np.ndarray):
+        return capture(graph, x)
+    if isinstance(x, (list, tuple)):
+        return capture(graph, np.asarray(x))
+    if hasattr(x, "__dlpack__"):
+        return capture(graph, np.from_dlpack(x))
+    raise UnsupportedError(f"{user_location()}: cannot trace an operand of type "
+                           f"{type(x).__name__}")
+
+
+def capture(graph: Graph, value: np.ndarray) -> Tracer:
+    """A numpy array the traced code uses without receiving it as an argument
+    (a weight closed over, a constant table): a graph input whose extents are
+    constants, fed from the same array at every call."""
+    for n in graph.captured:
+        if n.value is value:
+            return Tracer.of(n, graph)
+    d = check_dtype(value.dtype, "a captured array")
+    if d.kind == "b":
+        raise UnsupportedError(f"{user_location()}: boolean arrays as inputs are not "
+                               "supported; pass a float mask")
+    shape = tuple(Size.constant(graph.symbols, s) for s in value.shape)
+    node = graph.add("captured", "array", shape, d, prefix="w", value=value)
+    return Tracer.of(node, graph)
+
+
+# -- shapes -----------------------------------------------------------------------
+def broadcast(graph: Graph, shapes: Sequence[tuple[Size, ...]], what: str) -> tuple[Size, ...]:
+    """numpy's broadcast of ``shapes``; equal extents are united as sizes."""
+    nd = max((len(s) for s in shapes), default=0)
+    out: list[Size] = []
+    for d in range(nd):
+        dims = [s[len(s) - nd + d] for s in shapes if len(s) - nd + d >= 0]
+        big = [s for s in dims if s.value != 1 or not s.is_constant]
+        if not big:
+            out.append(dims[0])
+            continue
+        first = big[0]
+        for other in big[1:]:
+            if other.value != first.value:
+                loc = user_location()
+                raise ShapeError(
+                    f"{loc}: {what}: operands could not be broadcast together with shapes "
+                    + " ".join(str(tuple(x.value for x in s)) for s in shapes)
+                    + f"\n    {loc.text}")
+            graph.symbols.unify(first, other, f"{what} broadcasts them together")
+        for s in big:
+            if s.value == 1 and len(big) != len(dims):
+                # a symbolic extent of value 1 broadcast against a constant 1
+                graph.symbols.unify(s, Size.constant(graph.symbols, 1), "broadcast of 1")
+        out.append(first)
+    return tuple(out)
+
+
+def broadcast_read(t: Tracer | Scalar, coords: list[str], dtype: np.dtype) -> str:
+    """``t``'s element for output coordinates ``coords`` (right-aligned;
+    dimensions of extent 1 read index 0)."""
+    if isinstance(t, Scalar):
+        return t.literal(dtype)
+    nd = t.ndim
+    own = coords[len(coords) - nd:] if nd else []
+    sizes = t._shape
+    mine = ["0" if (s.is_constant and s.normal().const == 1) else c for s, c in zip(sizes, own)]
+    return t.read(mine)
+
+
+def result_dtype(*ops: Tracer | Scalar) -> np.dtype:
+    args = []
+    for o in ops:
+        if isinstance(o, Scalar):
+            args.append(o.value)
+        else:
+            args.append(o.dtype)
+    return np.result_type(*args)
+
+
+def normalize_axis(axis: int, ndim: int, loc=None) -> int:
+    if not -ndim <= axis < ndim:
+        from numpy.exceptions import AxisError
+        raise AxisError(axis, ndim)
+    return axis % ndim
+
+
+def iters(n: int, prefix: str = "i") -> list[str]:
+    return [f"{prefix}{k}" for k in range(n)]
+
+
+def where_clause(names: Sequence[str], sizes: Sequence[Size]) -> str:
+    if not names:
+        return ""
+    return " where " + ", ".join(f"{n} in 0:{s_token(s)}" for n, s in zip(names, sizes))
+
+
+def s_token(s: Size) -> str:
+    """A size in TC text with symbol tokens ``$k`` (resolved when printed)."""
+    parts = [("$%d" % sym) if c == 1 else f"{c}*${sym}" for sym, c in s.terms]
+    if s.const or not parts:
+        parts.append(str(s.const))
+    return "(" + " + ".join(parts) + ")" if len(parts) > 1 else parts[0]
+
+
+def lhs(name: str, names: Sequence[str]) -> str:
+    return f"{name}({', '.join(names)})" if names else name
+
+
+# -- node builders -------------------------------------------------------------------
+def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
+             reads: Sequence[Tracer], stmts: Callable[[str], list[str]], *,
+             flops: int = 0, helpers: Sequence[tuple[str, np.dtype]] = (),
+             contraction: bool = False, reduction: bool = False, note: str = "") -> Tracer:
+    dtype = check_dtype(dtype, op)
+    if dtype.kind == "b":
+        raise UnsupportedError(f"{user_location()}: {op} would materialise a boolean array; "
+                               "polyc keeps comparisons as masks inside np.where")
+    name = f"t{len(graph.nodes)}"
+    inputs = tuple(dict.fromkeys(n for r in reads for n in r._nodes))
+    texts = stmts(name)
+    node = graph.add("op", op, shape, dtype, stmts=tuple(texts), inputs=inputs,
+                     helpers=tuple((f"{name}_{h}", np.dtype(d)) for h, d in helpers),
+                     flops=flops, contraction=contraction, reduction=reduction, note=note)
+    assert node.name == name
+    return Tracer.of(node, graph)
+
+
+def count(shape: Sequence[Size]) -> int:
+    n = 1
+    for s in shape:
+        n *= max(0, s.value)
+    return n
+
+
+def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequence[Any],
+                dtype: np.dtype | None = None, *, lazy: bool = False,
+                compute_dtype: np.dtype | None = None) -> Tracer:
+    """``fn`` applied elementwise to the broadcast ``operands``.  ``lazy``:
+    return a template (comparisons), not a node."""
+    ops = [operand(graph, o) for o in operands]
+    shape = broadcast(graph, [o._shape for o in ops if isinstance(o, Tracer)], op)
+    rdt = compute_dtype if compute_dtype is not None else result_dtype(*ops)
+    out_dt = np.dtype(dtype) if dtype is not None else rdt
+    tracers = [o for o in ops if isinstance(o, Tracer)]
+    if lazy:
+        coords = [f"{{{k}}}" for k in range(len(shape))]
+        text = fn(*[broadcast_read(o, coords, rdt) for o in ops])
+        return Tracer(graph, text, tuple(n for t in tracers for n in t._nodes), shape, out_dt)
+    its = iters(len(shape))
+    rhs = fn(*[broadcast_read(o, its, rdt) for o in ops])
+    return new_node(graph, op, shape, out_dt, tracers,
+                    lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, shape)}"],
+                    flops=count(shape))
+
+
+def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer:
+    """``t`` as a node of its own (a copy of a view, or a conversion)."""
+    dt = np.dtype(dtype) if dtype is not None else t.dtype
+    its = iters(t.ndim)
+    rhs = t.read(its)
+    if t.dtype.kind == "b":
+        rhs = f"({rhs}) ? 1 : 0"
+    return new_node(graph, op, t._shape, dt, [t],
+                    lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, t._shape)}"])
+
+
+def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
+           dtype=None, ddof: int = 0, where_loc: str = "") -> Tracer:
+    """``sum max min mean var std`` over ``axis`` (None, an int or a tuple;
+    negative allowed) with ``keepdims``."""
+    x = operand(graph, x)
+    if isinstance(x, Scalar):
+        x = materialize(graph, Tracer(graph, x.literal(x.dtype), (), (), x.dtype))
+    nd = x.ndim
+    if axis is None:
+        axes = tuple(range(nd))
+    else:
+        axes = tuple(normalize_axis(int(a), nd) for a in
+                     (axis if isinstance(axis, (tuple, list)) else (axis,)))
+        if len(set(axes)) != len(axes):
+            raise ValueError("duplicate value in 'axis'")
+    out_shape = tuple(Size.constant(graph.symbols, 1) if d in axes else x._shape[d]
+                      for d in range(nd) if keepdims or d not in axes)
+    its = iters(len(out_shape))
+    red = iters(len(axes), "r")
+    coords, k, r = [], 0, 0
+    for d in range(nd):
+        if d in axes:
+            coords.append(red[r])
+            r += 1
+            if keepdims:
+                k += 1
+        else:
+            coords.append(its[k])
+            k += 1
+    out_idx = its
+    out_ranges = list(out_shape)
+    red_sizes = [x._shape[d] for d in axes]
+    n = count(red_sizes)
+    elem = x.read(coords)
+    if x.dtype.kind == "b":
+        elem = f"(({elem}) ? 1 : 0)"
+        x_dtype = np.dtype("int64")
+    else:
+        x_dtype = x.dtype
+    wc = where_clause(out_idx + red, out_ranges + red_sizes)
+    wo = where_clause(out_idx, out_ranges)
+    flops = count(x._shape)
+    cnt = _count_text(red_sizes)
+    if kind in ("max", "min"):
+        if n == 0:
+            raise ValueError(f"zero-size array to reduction operation {kind}imum which has "
+                             "no identity")
+        dt = x_dtype
+        return new_node(graph, kind, out_shape, dt, [x], lambda name: [
+            f"{lhs(name, out_idx)} {kind}=! {elem}{wc}"], flops=flops, reduction=True)
+    if kind == "sum":
+        dt = np.dtype(dtype) if dtype is not None else (
+            np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
+        return new_node(graph, "sum", out_shape, dt, [x], lambda name: [
+            f"{lhs(name, out_idx)} +=! {elem}{wc}"], flops=flops, reduction=True)
+    fdt = np.dtype(dtype) if dtype is not None else (
+        np.dtype("float64") if x_dtype.kind in "iub" else x_dtype)
+    if kind == "mean":
+        return new_node(graph, "mean", out_shape, fdt, [x], lambda name: [
+            f"{lhs(name + '_s', out_idx)} +=! {elem}{wc}",
+            f"{lhs(name, out_idx)} = {lhs(name + '_s', out_idx)} / {cnt}{wo}"],
+            helpers=[("s", fdt)], flops=flops, reduction=True)
+    if kind in ("var", "std"):
+        def stmts(name):
+            m, q = lhs(name + "_m", out_idx), lhs(name + "_q", out_idx)
+            dev = f"({elem} - {m})"
+            final = f"{q} / ({cnt} - {int(ddof)})"
+            if kind == "std":
+                final = f"sqrt({final})"
+            return [f"{lhs(name + '_s', out_idx)} +=! {elem}{wc}",
+                    f"{m} = {lhs(name + '_s', out_idx)} / {cnt}{wo}",
+                    f"{q} +=! {dev} * {dev}{wc}",
+                    f"{lhs(name, out_idx)} = {final}{wo}"]
+        return new_node(graph, kind, out_shape, fdt, [x], stmts,
+                        helpers=[("s", fdt), ("m", fdt), ("q", fdt)], flops=3 * flops,
+                        reduction=True)
+    raise UnsupportedError(f"reduction {kind}")
+
+
+def _count_text(sizes: Sequence[Size]) -> str:
+    if not sizes:
+        return "1"
+    return "(" + " * ".join(s_token(s) for s in sizes) + ")"
+
+
+def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Sequence[str],
+                b_labels: Sequence[str] | None, out_labels: Sequence[str],
+                sizes: dict[str, Size], dtype: np.dtype | None = None) -> Tracer:
+    """``out[out_labels] = sum over the other labels of a[a_labels] * b[b_labels]``
+    (einsum semantics with one or two operands; labels repeated within an
+    operand take diagonals).  Size-1 broadcast dimensions read index 0."""
+    operands = [(a, a_labels)] + ([(b, b_labels)] if b is not None else [])
+    red = [lab for lab in dict.fromkeys(x for _, ls in operands for x in ls)
+           if lab not in out_labels]
+    name_of = {lab: f"i{k}" for k, lab in enumerate(out_labels)}
+    name_of.update({lab: f"r{k}" for k, lab in enumerate(red)})
+    dt = np.dtype(dtype) if dtype is not None else result_dtype(*[t for t, _ in operands])
+    reads = []
+    for t, labels in operands:
+        coords = []
+        for s, lab in zip(t._shape, labels):
+            big = sizes[lab]
+            if s.is_constant and s.normal().const == 1 and not (
+                    big.is_constant and big.normal().const == 1):
+                coords.append("0")
+            else:
+                coords.append(name_of[lab])
+        reads.append(t.read(coords))
+    out_shape = tuple(sizes[lab] for lab in out_labels)
+    its = [name_of[lab] for lab in out_labels]
+    rs = [name_of[lab] for lab in red]
+    rhs = " * ".join(reads)
+    wc = where_clause(its + rs, list(out_shape) + [sizes[lab] for lab in red])
+    flops = 2 * count(list(out_shape) + [sizes[lab] for lab in red])
+    if not red:
+        return new_node(graph, op, out_shape, dt, [t for t, _ in operands], lambda name: [
+            f"{lhs(name, its)} = {rhs}{wc}"], flops=flops // 2)
+    return new_node(graph, op, out_shape, dt, [t for t, _ in operands], lambda name: [
+        f"{lhs(name, its)} +=! {rhs}{wc}"], flops=flops, contraction=b is not None,
+        reduction=True)
+
+
+def creation(graph: Graph, op: str, shape: Sequence[Any], dtype, rhs: Callable[[list[str]], str],
+             reads: Sequence[Tracer] = ()) -> Tracer:
+    """A new array of ``shape`` (ints or extents) whose element at
+    ``i0, i1, ...`` is ``rhs(iterators)``."""
+    sizes = tuple(to_size(graph, s) for s in shape)
+    its = iters(len(sizes))
+    text = rhs(its)
+    return new_node(graph, op, sizes, np.dtype(dtype), list(reads), lambda name: [
+        f"{lhs(name, its)} = {text}{where_clause(its, sizes)}"])
+
+
+def to_size(graph: Graph, s: Any) -> Size:
+    if isinstance(s, SizeInt):
+        return s.size
+    if isinstance(s, Tracer):
+        s._refuse("a traced array as a size")
+    v = int(s)
+    if v < 0:
+        raise ValueError("negative dimensions are not allowed")
+    return Size.constant(graph.symbols, v)
+
+
+def shape_arg(shape: Any) -> tuple:
+    if isinstance(shape, (int, np.integer, SizeInt)):
+        return (shape,)
+    return tuple(shape)
+
+
+__all__ = ["Scalar", "literal", "operand", "capture", "broadcast", "elementwise", "reduce",
+           "contraction", "creation", "materialize", "new_node", "compose"]
