@@ -9,6 +9,6 @@ kernel.  ``polyc.graph.trace(fn, *args)`` returns the graph itself.
 
 from .core import Graph, Node, Tracer
 from .jit import Jitted, jit, trace
-from .plan import Plan, plan
+from .plan import Plan
 
-__all__ = ["Graph", "Node", "Tracer", "Jitted", "jit", "trace", "Plan", "plan"]
+__all__ = ["Graph", "Node", "Tracer", "Jitted", "jit", "trace", "Plan"]

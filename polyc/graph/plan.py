@@ -213,8 +213,9 @@ def _shares_loop(fb: Feedback, a: set[str], b: set[str]) -> bool:
     return bool(la & lb)
 
 
-def plan(graph: Graph, config: Config | None = None) -> Plan:
-    """The fusion plan of ``graph`` (see the module docstring)."""
+def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Plan:
+    """The fusion plan of ``graph`` (see the module docstring); ``fuse=False``
+    gives one kernel per operation (the unfused baseline)."""
     config = config or Config.from_env()
     groups = [Group([n]) for n in graph.ops]
     decisions: list[Decision] = []
@@ -226,8 +227,7 @@ def plan(graph: Graph, config: Config | None = None) -> Plan:
             cache[g.key] = feedback(graph, g.nodes, config)
         return cache[g.key]
 
-    outputs = {n.id for n in graph.outputs}
-    while True:
+    while fuse:
         owner = {n.id: k for k, g in enumerate(groups) for n in g.nodes}
         edges: dict[tuple[int, int], int] = {}
         for k, g in enumerate(groups):
@@ -293,7 +293,6 @@ def plan(graph: Graph, config: Config | None = None) -> Plan:
         if not merged:
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
-    del outputs
     return Plan(graph, _toposort(order), decisions, config)
 
 

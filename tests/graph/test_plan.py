@@ -1,0 +1,145 @@
+"""The fusion planner (polyc.graph.plan): which operations become one kernel,
+why, and that a fused group computes what the unfused sequence of per-op
+kernels and numpy compute.  Tolerances: polyc.testing.assert_close with the
+reduction length of the longest reduction (sums are reassociated)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.graph import trace
+from polyc.graph.plan import plan as make_plan
+from polyc.testing import assert_close
+
+RNG = np.random.default_rng(14)
+
+
+def softmax(x):
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def layernorm_gelu(x, g, b):
+    m = x.mean(-1, keepdims=True)
+    v = x.var(-1, keepdims=True)
+    y = (x - m) / np.sqrt(v + 1e-5) * g + b
+    return 0.5 * y * (1.0 + np.tanh(0.7978845608028654 * (y + 0.044715 * y ** 3)))
+
+
+def attention(q, k, v):
+    s = q @ k.swapaxes(-1, -2) * (1.0 / 8.0)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def rbf(x, y):
+    d = x[:, None, :] - y[None, :, :]
+    return np.exp(-(d * d).sum(-1)).sum(-1)
+
+
+def _run_unfused(fn, *args):
+    g = trace(fn, *args)
+    p = make_plan(g, fuse=False)
+    assert len(p.groups) == len(g.ops)
+    env = p.run({n.name: a for n, a in zip(g.args, args)},
+                {r: v for r, v in enumerate(g.symbols.values)})
+    return env[g.outputs[0].name], p
+
+
+def _fused(fn, *args):
+    j = polyc.jit(fn)
+    return j(*args), j.plan(*args), j
+
+
+@pytest.mark.parametrize("shape", [(16, 33), (3, 1, 7)])
+def test_softmax_is_one_kernel(shape):
+    x = RNG.standard_normal(shape).astype(np.float32)
+    out, p, j = _fused(softmax, x)
+    assert len(p.groups) == 1
+    assert all(d.verdict == "fused" for d in p.decisions)
+    assert_close(out, softmax(x), reduction_length=shape[-1])
+    ref, unfused = _run_unfused(softmax, x)
+    assert len(unfused.groups) == 5
+    assert_close(out, ref, reduction_length=shape[-1])
+    rec = j.explain(x, json=True)
+    assert rec["kernels"] == 1
+    assert set(rec["groups"][0]["ops"]) == {"max", "subtract", "exp", "sum", "divide"}
+    # the intermediates never leave the kernel
+    assert rec["groups"][0]["outputs"] == [p.graph.outputs[0].name]
+
+
+def test_layernorm_gelu_is_one_kernel_with_parallel_rows():
+    x = RNG.standard_normal((24, 64)).astype(np.float32)
+    g = RNG.standard_normal(64).astype(np.float32)
+    b = RNG.standard_normal(64).astype(np.float32)
+    out, p, j = _fused(layernorm_gelu, x, g, b)
+    assert len(p.groups) == 1
+    assert all(d.parallel["fused"] >= 1 for d in p.decisions)
+    assert out.dtype == np.float32
+    assert_close(out, layernorm_gelu(x, g, b), reduction_length=64)
+    ref, _ = _run_unfused(layernorm_gelu, x, g, b)
+    assert_close(out, ref, reduction_length=64)
+
+
+def test_attention_is_one_kernel_with_both_products_tensorized():
+    q, k, v = (RNG.standard_normal((2, 3, 40, 16)).astype(np.float32) for _ in range(3))
+    out, p, j = _fused(attention, q, k, v)
+    assert len(p.groups) == 1
+    last = p.decisions[-1]
+    assert last.verdict == "fused" and last.tensorized["fused"] >= 1
+    assert_close(out, attention(q, k, v), reduction_length=40)
+    text = j.explain(q, k, v)
+    assert "1 kernel" in text and "matmul" in text
+
+
+def test_broadcast_then_reduce():
+    x = RNG.standard_normal((50, 3))
+    y = RNG.standard_normal((70, 3))
+    out, p, _ = _fused(rbf, x, y)
+    assert_close(out, rbf(x, y), reduction_length=70)
+    assert len(p.groups) <= 2
+
+
+def test_refused_fusion_is_recorded_with_its_rule():
+    # a column sum consumed row-wise: the consumer needs the whole reduction
+    def colnorm(x):
+        s = x.sum(axis=0)
+        return x / s
+    x = RNG.random((30, 20)) + 0.5
+    out, p, j = _fused(colnorm, x)
+    assert_close(out, colnorm(x), reduction_length=30)
+    rec = j.explain(x, json=True)
+    for d in rec["decisions"]:
+        assert d["verdict"] in ("fused", "kept apart") and d["rule"]
+        assert d["lines"] and all("test_plan.py" in line for line in d["lines"])
+
+
+def test_plan_json_is_stable():
+    x = RNG.standard_normal((8, 9)).astype(np.float32)
+    a = polyc.jit(softmax).plan(x).to_json()
+    b = polyc.jit(softmax).plan(x).to_json()
+    assert a == b
+    assert json.loads(a)["kernels"] == 1
+
+
+def test_shape_class_reuses_the_plan():
+    j = polyc.jit(softmax)
+    for n, c in [(4, 5), (9, 31), (2, 3)]:
+        x = RNG.standard_normal((n, c))
+        assert_close(j(x), softmax(x), reduction_length=c)
+    assert sum(len(v) for v in j._plans.values()) == 1
+
+
+def test_specialised_size_is_guarded():
+    def scaled(q):
+        return q / np.sqrt(q.shape[-1])
+    j = polyc.jit(scaled)
+    for c in (4, 9, 4):
+        x = RNG.standard_normal((3, c))
+        assert_close(j(x), scaled(x))
+    assert sum(len(v) for v in j._plans.values()) == 2
+    assert "specialised" in j.explain(x)
