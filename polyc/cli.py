@@ -12,6 +12,8 @@ Commands::
                       [--schedule RECIPE.json] [SCHEDULER OPTIONS]
     polyc compile|explain KERNELS.py [--def FUNCTION] [--dtype float32] ...
                       (a @polyc.kernel function; arrays of --dtype, float64 by default)
+    polyc explain PROGRAM.py --def FUNCTION --shapes 8x512x64,8x512x64 [--dtype float32]
+                      [--json]   (a numpy function or @polyc.jit: its fusion plan)
     polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32]
                             [--check] [--bench] [--json]
 
@@ -295,8 +297,43 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def _explain_graph(args) -> int:
+    """``polyc explain FILE.py --def FN --shapes ...``: import the file, trace
+    the numpy function ``FN`` (plain or ``@polyc.jit``) on seeded random
+    arrays of those shapes, and print its fusion plan."""
+    import importlib.util
+
+    from .graph.jit import Jitted, jit
+    path = Path(args.file)
+    if not path.is_file():
+        raise UsageError(f"cannot read {path}")
+    if not args.def_name:
+        raise UsageError("name the function with --def")
+    spec = importlib.util.spec_from_file_location(f"_polyc_explain_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except PolycError:
+        raise
+    except Exception as e:
+        raise UsageError(f"importing {path} failed: {type(e).__name__}: {e}") from None
+    fn = getattr(module, args.def_name, None)
+    if fn is None:
+        raise UsageError(f"{path} defines no {args.def_name}")
+    if not isinstance(fn, Jitted):
+        fn = jit(fn)
+    rng = np.random.default_rng(args.seed)
+    arrays = [rng.standard_normal(s).astype(args.dtype or "float32")
+              for s in _parse_shapes(args.shapes)]
+    result = fn.explain(*arrays, json=args.json)
+    print(json.dumps(result, indent=2) if args.json else result)
+    return 0
+
+
 def cmd_explain(args) -> int:
     from .schedule.explain import explain
+    if getattr(args, "shapes", None):
+        return _explain_graph(args)
     program, sizes = _load(args)
     config = _config(args)
     schedule = _user_schedule(args, program)
@@ -420,6 +457,10 @@ def build_parser() -> argparse.ArgumentParser:
     common(exp)
     scheduling(exp)
     exp.add_argument("--json", action="store_true", help="print one JSON object")
+    exp.add_argument("--shapes", help="with a .py file: trace the numpy function --def "
+                     "on arrays of these shapes (e.g. 8x512x64,8x512x64) and explain its "
+                     "fusion plan")
+    exp.add_argument("--seed", type=int, default=0)
     exp.set_defaults(func=cmd_explain)
 
     ein = sub.add_parser("einsum", help="run an einsum on random operands")
