@@ -39,6 +39,9 @@ class GroupSource:
     size_args: tuple[int, ...]
     outputs: tuple[Node, ...]
     temps: tuple[str, ...]
+    #: the tensor that holds each output (an epilogue computed in place
+    #: holds its result in its contraction's buffer)
+    out_tensors: tuple[str, ...] = ()
 
 
 def resolve(graph: Graph, text: str) -> str:
@@ -65,6 +68,32 @@ def _dim_text(s: Size, bound: set[int], fresh: list[int]) -> str:
     return f"D{fresh[0]}"
 
 
+def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> dict[str, str]:
+    """Elementwise consumers computed in place in the buffer of the
+    contraction they read (``t4 = t3 + b`` becomes ``t3 = t3 + b``), so that
+    the GEMM intrinsic can fold them into its store
+    (:func:`polyc.intrinsics.match_epilogue`): the contraction's result is
+    internal to the group, read by that consumer alone, at the same element,
+    with the same shape and dtype."""
+    members = {n.id for n in nodes}
+    consumers = graph.consumers()
+    alias: dict[str, str] = {}
+    for n in nodes:
+        if n.kind != "op" or n.reduction or len(n.stmts) != 1 or n.helpers:
+            continue
+        for p in n.inputs:
+            if (p.id in members and p.contraction and p.id not in keep
+                    and p.name not in alias.values()
+                    and [c.id for c in consumers[p.id]] == [n.id]
+                    and p.shape == n.shape and p.dtype == n.dtype):
+                its = ", ".join(f"i{k}" for k in range(len(n.shape)))
+                reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
+                if reads and all(r == its for r in reads):
+                    alias[n.name] = p.name
+                    break
+    return alias
+
+
 def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str) -> GroupSource:
     """The definition of the group ``nodes`` (program order); ``keep``: ids
     of the nodes whose tensors must leave the group."""
@@ -82,23 +111,33 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
         dims = [_dim_text(s, bound, fresh) for s in i.shape]
         t = tc_type(i.dtype)
         params.append(f"{t}({', '.join(dims)}) {i.name}" if dims else f"{t} {i.name}")
-    body = [resolve(graph, s) for n in nodes for s in n.stmts]
+    alias = _epilogue_aliases(graph, nodes, keep)
+    body = []
+    for n in nodes:
+        for st in n.stmts:
+            for old, new in alias.items():
+                st = re.sub(rf"\b{old}\b", new, st)
+            body.append(resolve(graph, st))
     used = sorted({int(m) for line in body for m in _PARAM.findall(line)})
     size_args = tuple(s for s in used if s not in bound)
     params += [f"int64 N{s}" for s in size_args]
+    kept_tensors = {alias.get(n.name, n.name): n for n in nodes if n.id in keep}
     outs, temps, written = [], [], []
     for n in nodes:
         for h, dt in n.helpers:
             written.append(f"{tc_type(dt)} {h}")
             temps.append(h)
+        if n.name in alias:
+            continue
         written.append(f"{tc_type(n.dtype)} {n.name}")
-        if n.id in keep:
-            outs.append(n)
+        if n.name in kept_tensors:
+            outs.append((kept_tensors[n.name], n.name))
         else:
             temps.append(n.name)
     text = (f"def {name}({', '.join(params)}) -> ({', '.join(written)}) {{\n"
             + "\n".join(f"    {line}" for line in body) + "\n}\n")
-    return GroupSource(name, text, ins, size_args, tuple(outs), tuple(temps))
+    return GroupSource(name, text, ins, size_args, tuple(o for o, _ in outs), tuple(temps),
+                       tuple(t for _, t in outs))
 
 
 def group_program(gs: GroupSource):

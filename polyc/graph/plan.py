@@ -35,7 +35,7 @@ from ..config import Config
 from ..errors import PolycError
 from ..loopnest import Block, For, If, Local, StmtInstance
 from .core import Graph, Node
-from .lower import GroupSource, compile_group, group_program, group_source
+from .lower import compile_group, group_program, group_source
 
 
 @dataclass
@@ -49,6 +49,7 @@ class Feedback:
     loops: dict[str, tuple[int, ...]]
     writers: dict[str, str]
     nests: int
+    statements: int = 0
     error: str = ""
 
 
@@ -92,14 +93,8 @@ class Plan:
     def __init__(self, graph: Graph, groups: list[Group], decisions: list[Decision],
                  config: Config) -> None:
         self.graph, self.groups, self.decisions, self.config = graph, groups, decisions, config
-        self.sources: list[GroupSource] = []
-        outs = {n.id for n in graph.outputs}
-        consumers = graph.consumers()
-        for k, g in enumerate(groups):
-            members = g.key
-            keep = {n.id for n in g.nodes if n.id in outs or
-                    any(c.id not in members for c in consumers[n.id])}
-            self.sources.append(group_source(graph, g.nodes, keep, f"{graph.name}_g{k}"))
+        self.sources = [group_source(graph, g.nodes, _keep(graph, g.nodes), f"{graph.name}_g{k}")
+                        for k, g in enumerate(groups)]
         self.kernels: list[Any] | None = None
 
     # -- compile and run --------------------------------------------------------------
@@ -183,10 +178,20 @@ def _loops(nest) -> dict[str, list[For]]:
     return out
 
 
+def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
+    """Ids of the group's nodes whose tensors leave it (graph outputs, or
+    read by another group)."""
+    members = {n.id for n in nodes}
+    outs = {n.id for n in graph.outputs}
+    consumers = graph.consumers()
+    return {n.id for n in nodes if n.id in outs or
+            any(c.id not in members for c in consumers[n.id])}
+
+
 def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
-    """Lower the group ``nodes`` (all of its tensors kept) and read the result."""
+    """Lower the group ``nodes`` as the plan would compile it and read the result."""
     from ..pipeline import lower
-    src = group_source(graph, nodes, {n.id for n in nodes}, "probe")
+    src = group_source(graph, nodes, _keep(graph, nodes), "probe")
     try:
         low = lower(group_program(src), config)
     except PolycError as e:
@@ -200,7 +205,7 @@ def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
     tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
     nests = len(low.loopnest.children) if isinstance(low.loopnest, Block) else 1
     return Feedback(par, tens, {s: tuple(id(f) for f in fs) for s, fs in loops.items()},
-                    writers, nests)
+                    writers, nests, len(low.program.statements))
 
 
 def _tensors(nodes: list[Node]) -> set[str]:
@@ -270,6 +275,9 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                            sorted({str(n.location) for n in M.nodes}))
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
+            elif fm.tensorized and fm.statements < fp.statements + fc.statements:
+                rec.verdict = "fused"
+                rec.rule = "epilogue folded into the GEMM micro-kernel's store"
             elif not _shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)):
                 rec.rule = ("no common loop: isl's scheduler keeps them in separate nests "
                             "(no fusion that respects the dependences and keeps the "
