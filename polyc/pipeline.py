@@ -67,8 +67,13 @@ def _optimized(sched, program: Program, config: Config, deps):
     return marks.mark_parallel(sched) if config.parallel else sched
 
 
-def lower(program: Program, config: Config | None = None) -> Lowered:
-    """Steps 1-7: from an ``ir.Program`` to a checked schedule and its LoopNest."""
+def lower(program: Program, config: Config | None = None, *, probe: bool = False) -> Lowered:
+    """Steps 1-7: from an ``ir.Program`` to a checked schedule and its LoopNest.
+
+    ``probe=True`` stops after step 5 (no legality proof, no loop nest:
+    ``loopnest`` is ``None``): what the fusion planner reads off a candidate
+    group (:mod:`polyc.graph.plan`) before anything is compiled, which then
+    goes through every step."""
     config = config or Config.from_env()
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
@@ -100,6 +105,8 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
             if profile.prefer_source_order(found, profile.profile(src, program)):
                 sched = src
     _dump(config, "schedule", sched)
+    if probe:
+        return Lowered(program, deps, sched, None, notes, row_note)
     legality.check(sched, deps, program, what="the generated schedule")       # 6
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))

@@ -31,9 +31,12 @@ import json as _json
 from dataclasses import dataclass, field
 from typing import Any
 
+import islpy as isl
+
 from ..config import Config
 from ..errors import PolycError
-from ..loopnest import Block, For, If, Local, StmtInstance
+from ..isl_util import sets_of
+from ..schedule.marks import parse_parallel_mark
 from .core import Graph, Node
 from .lower import compile_group, group_program, group_source
 
@@ -42,8 +45,8 @@ from .lower import compile_group, group_program, group_source
 class Feedback:
     """What the pipeline did with one group: ``parallel`` (parallel loops
     around its hottest statements, the fewest over them), ``tensorized``
-    (statements calling an intrinsic), ``loops`` (statement -> ids of the
-    loops around it), ``nests`` (outermost loop nests)."""
+    (statements calling an intrinsic), ``loops`` (statement -> the bands
+    around it), ``statements`` (after tensorization folded some)."""
     parallel: int
     tensorized: int
     loops: dict[str, tuple[int, ...]]
@@ -157,25 +160,58 @@ class Plan:
 
 
 # -- feedback ---------------------------------------------------------------------------
-def _loops(nest) -> dict[str, list[For]]:
-    out: dict[str, list[For]] = {}
+_BAND = isl.schedule_node_type.band
+_MARK = isl.schedule_node_type.mark
+_LEAF = isl.schedule_node_type.leaf
 
-    def walk(node, stack):
-        if isinstance(node, For):
-            walk(node.body, stack + [node])
-        elif isinstance(node, If):
-            walk(node.then, stack)
-            if node.otherwise is not None:
-                walk(node.otherwise, stack)
-        elif isinstance(node, Block):
-            for c in node.children:
-                walk(c, stack)
-        elif isinstance(node, Local):
-            walk(node.body, stack)
-        elif isinstance(node, StmtInstance):
-            out.setdefault(node.statement, stack)
-    walk(nest, [])
-    return out
+
+def _schedule_paths(schedule: isl.Schedule) -> tuple[dict[str, set[int]], dict[str, int]]:
+    """Per statement: the bands (numbered in tree order) with at least one
+    member above it, and the parallel loops above it (collapse depths of
+    ``parallel`` marks)."""
+    bands: dict[str, set[int]] = {}
+    par: dict[str, int] = {}
+    counter = [0]
+
+    def walk(node: isl.ScheduleNode, above: frozenset, npar: int) -> None:
+        t = node.get_type()
+        if t == _BAND and node.band_n_member() > 0:
+            counter[0] += 1
+            above = above | {counter[0]}
+        elif t == _MARK:
+            npar += parse_parallel_mark(node.mark_get_id().get_name())
+        if t == _LEAF:
+            dom = node.get_domain()
+            for st in sets_of(dom):
+                name = st.get_tuple_name()
+                bands.setdefault(name, set()).update(above)
+                par[name] = min(par.get(name, npar), npar)
+            return
+        for k in range(node.n_children()):
+            walk(node.child(k), above, npar)
+    walk(schedule.get_root(), frozenset(), 0)
+    return bands, par
+
+
+def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
+    """Lower the group ``nodes`` as the plan would compile it (up to the
+    optimised schedule tree: :func:`polyc.pipeline.lower` with ``probe``)
+    and read the result."""
+    from ..pipeline import lower
+    src = group_source(graph, nodes, _keep(graph, nodes), "probe")
+    try:
+        low = lower(group_program(src), config, probe=True)
+    except PolycError as e:
+        return Feedback(0, 0, {}, {}, 0, error=str(e).splitlines()[0])
+    bands, par_of = _schedule_paths(low.schedule)
+    writers = {s.name: s.tensor for s in low.program.statements}
+    depth = {s.name: len(s.iterators) for s in low.program.statements}
+    hot_depth = max(depth.values(), default=0)
+    hot = [s for s, d in depth.items() if d == hot_depth and s in par_of]
+    par = min((par_of[s] for s in hot), default=0)
+    tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
+    return Feedback(par, tens, {s: tuple(b) for s, b in bands.items()}, writers, 0,
+                    len(low.program.statements))
 
 
 def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
@@ -186,26 +222,6 @@ def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
     consumers = graph.consumers()
     return {n.id for n in nodes if n.id in outs or
             any(c.id not in members for c in consumers[n.id])}
-
-
-def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
-    """Lower the group ``nodes`` as the plan would compile it and read the result."""
-    from ..pipeline import lower
-    src = group_source(graph, nodes, _keep(graph, nodes), "probe")
-    try:
-        low = lower(group_program(src), config)
-    except PolycError as e:
-        return Feedback(0, 0, {}, {}, 0, error=str(e).splitlines()[0])
-    loops = _loops(low.loopnest)
-    writers = {s.name: s.tensor for s in low.program.statements}
-    depth = {s.name: len(s.iterators) for s in low.program.statements}
-    hot_depth = max(depth.values(), default=0)
-    hot = [s for s, d in depth.items() if d == hot_depth and s in loops]
-    par = min((sum(f.collapse if f.parallel else 0 for f in loops[s]) for s in hot), default=0)
-    tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
-    nests = len(low.loopnest.children) if isinstance(low.loopnest, Block) else 1
-    return Feedback(par, tens, {s: tuple(id(f) for f in fs) for s, fs in loops.items()},
-                    writers, nests, len(low.program.statements))
 
 
 def _tensors(nodes: list[Node]) -> set[str]:
