@@ -135,6 +135,10 @@ class _Traced:
     graph: Graph
     plan: Plan
     guards: list
+    arg_names: list[str]
+    captured: list[tuple[str, np.ndarray]]
+    #: size classes some kernel takes as an argument -> (array, dim) binding it
+    size_args: dict[int, tuple[int, int]]
 
 
 class Jitted:
@@ -149,14 +153,28 @@ class Jitted:
         self.static_argnames = tuple(static_argnames)
         self.config = config
         self._plans: dict[tuple, list[_Traced]] = {}
+        self._names = _param_names(fn, 64)
 
-    def _key(self, args, kwargs) -> tuple:
-        names = _param_names(self.fn, len(args))
+    def _split(self, args, kwargs) -> tuple[tuple, list[np.ndarray], bool]:
+        """One pass over the call's arguments: the shape-class key, the
+        arrays in argument order, and whether any was a torch tensor."""
+        names = self._names if len(args) <= len(self._names) else \
+            _param_names(self.fn, len(args))
         parts = []
-        for a, n in list(zip(args, names)) + [(v, k) for k, v in sorted(kwargs.items())]:
-            if n not in self.static_argnames and _is_array(a):
+        arrays: list[np.ndarray] = []
+        torch_in = False
+        items = list(zip(args, names))
+        if kwargs:
+            items += sorted(((v, k) for k, v in kwargs.items()), key=lambda t: t[1])
+        for a, n in items:
+            if type(a) is np.ndarray and n not in self.static_argnames:
+                arrays.append(a)
+                parts.append((a.dtype.str, a.shape.count(1) and tuple(s == 1 for s in a.shape)))
+            elif n not in self.static_argnames and _is_array(a):
+                torch_in = torch_in or _is_torch(a)
                 x = _as_numpy(a)
-                parts.append(("array", x.dtype.str, tuple(s == 1 for s in x.shape)))
+                arrays.append(x)
+                parts.append((x.dtype.str, x.shape.count(1) and tuple(s == 1 for s in x.shape)))
             else:
                 try:
                     hash(a)
@@ -164,92 +182,73 @@ class Jitted:
                     raise BindingError(f"static argument {n or '?'} of type "
                                        f"{type(a).__name__} is not hashable") from None
                 parts.append(("static", type(a).__name__, a))
-        return (tuple(parts), tuple(sorted(kwargs)))
+        return (tuple(parts), tuple(sorted(kwargs))), arrays, torch_in
 
-    def _shapes(self, args, kwargs) -> list[tuple[int, ...]]:
-        names = _param_names(self.fn, len(args))
-        out = []
-        for a, n in list(zip(args, names)) + [(v, k) for k, v in kwargs.items()]:
-            if n not in self.static_argnames and _is_array(a):
-                out.append(tuple(_as_numpy(a).shape))
-        return out
-
-    def _traced(self, args, kwargs) -> _Traced:
-        key = self._key(args, kwargs)
-        shapes = self._shapes(args, kwargs)
-        for t in self._plans.get(key, []):
-            if _guards_hold(t.guards, shapes):
-                return t
-        graph = trace(self.fn, *args, static_argnames=self.static_argnames, **kwargs)
+    def _traced(self, args, kwargs) -> tuple[_Traced, list[np.ndarray], bool]:
+        key, arrays, torch_in = self._split(args, kwargs)
+        for t in self._plans.get(key, ()):
+            if not t.guards or _guards_hold(t.guards, arrays):
+                return t, arrays, torch_in
+        kw = dict(sorted(kwargs.items()))
+        graph = trace(self.fn, *args, static_argnames=self.static_argnames, **kw)
         p = plan(graph, self.config or Config.from_env())
-        t = _Traced(graph, p, graph.symbols.guards())
+        t = _Traced(graph, p, graph.symbols.guards(), [n.name for n in graph.args],
+                    [(n.name, n.value) for n in graph.captured], _size_args(graph, p))
         self._plans.setdefault(key, []).append(t)
         log.info("polyc.jit %s: traced %d ops into %d kernels", graph.name, len(graph.ops),
                  len(p.groups))
-        return t
+        return t, arrays, torch_in
 
     def __call__(self, *args, **kwargs):
-        t = self._traced(args, kwargs)
-        t.plan.compile()
-        names = _param_names(self.fn, len(args))
-        arrays = {}
-        pos = 0
-        torch_out = False
-        for a, n in list(zip(args, names)) + [(v, k) for k, v in kwargs.items()]:
-            if n not in self.static_argnames and _is_array(a):
-                torch_out = torch_out or _is_torch(a)
-                arrays[f"x{_arg_node(t.graph, pos).id}"] = _as_numpy(a)
-                pos += 1
-        for n in t.graph.captured:
-            arrays[n.name] = n.value
-        sizes = t.graph.symbols.param_values(self._shapes(args, kwargs))
-        for r in list(sizes):
-            sizes[r] = sizes[r]
-        env = t.plan.run(arrays, _all_sizes(t.graph, sizes))
+        t, arrays, torch_out = self._traced(args, kwargs)
+        env = dict(zip(t.arg_names, arrays))
+        env.update(t.captured)
+        sizes = {r: arrays[p].shape[d] for r, (p, d) in t.size_args.items()}
+        env = t.plan.compile().run(env, sizes)
         leaves = [env[o.name] if isinstance(o, Node) else o for o in t.graph.leaves]
         if torch_out:
             import torch
             leaves = [torch.from_numpy(v) if isinstance(v, np.ndarray) else v for v in leaves]
+        if t.graph.treedef == 0:
+            return leaves[0]
         return _unflatten(t.graph.treedef, leaves)
 
     def graph(self, *args, **kwargs) -> Graph:
-        return self._traced(args, kwargs).graph
+        return self._traced(args, kwargs)[0].graph
 
     def plan(self, *args, **kwargs) -> Plan:
-        return self._traced(args, kwargs).plan
+        return self._traced(args, kwargs)[0].plan
 
     def explain(self, *args, json: bool = False, **kwargs):
         """The plan for these arguments' shape class: text, or a dict with
         ``json=True`` (groups with their source lines, every fusion decision
         with the rule that decided it, specialised sizes)."""
-        p = self._traced(args, kwargs).plan
+        p = self._traced(args, kwargs)[0].plan
         return p.to_dict() if json else p.explain()
 
     def __repr__(self) -> str:
         return f"<polyc.jit {getattr(self.fn, '__name__', '?')}>"
 
 
-def _arg_node(graph: Graph, pos: int) -> Node:
-    for n in graph.args:
-        if n.position == pos:
-            return n
-    raise AssertionError(pos)
-
-
-def _all_sizes(graph: Graph, vals: dict[int, int]) -> dict[int, int]:
-    """Extents of every size class the kernels may take as an argument."""
+def _size_args(graph: Graph, p: Plan) -> dict[int, tuple[int, int]]:
+    """The size classes the plan's kernels take as ``int64`` arguments, each
+    with an argument dimension that binds it."""
     table = graph.symbols
-    out = {}
-    for s in range(len(table.values)):
+    need = {r for src in p.sources for r in src.size_args}
+    out: dict[int, tuple[int, int]] = {}
+    for s, org in enumerate(table.origin):
         r = table.find(s)
-        out[r] = vals.get(r, table.values[r])
+        if r in need and org is not None:
+            out.setdefault(r, org)
+    missing = need - out.keys()
+    assert not missing, f"size classes {missing} bound by no argument"
     return out
 
 
-def _guards_hold(guards, shapes) -> bool:
+def _guards_hold(guards, arrays) -> bool:
     for kind, a, b in guards:
-        va = shapes[a[0]][a[1]]
-        if kind == "eq" and va != shapes[b[0]][b[1]]:
+        va = arrays[a[0]].shape[a[1]]
+        if kind == "eq" and va != arrays[b[0]].shape[b[1]]:
             return False
         if kind == "val" and va != b:
             return False
