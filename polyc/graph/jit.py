@@ -219,6 +219,23 @@ class Jitted:
     def plan(self, *args, **kwargs) -> Plan:
         return self._traced(args, kwargs)[0].plan
 
+    def use_plan(self, new_plan, *args, **kwargs) -> Plan:
+        """Run this shape class with ``new_plan``: a :class:`Plan` made from
+        this function's plan (``jitted.plan(*args).edit(...)``) or plan JSON
+        (:meth:`Plan.to_json`, possibly edited), checked by
+        :func:`polyc.graph.plan.from_dict`.  Returns the plan in use."""
+        from ..errors import ScheduleError
+        from .plan import from_dict
+        t = self._traced(args, kwargs)[0]
+        if not isinstance(new_plan, Plan):
+            new_plan = from_dict(t.graph, new_plan, self.config)
+        elif new_plan.graph is not t.graph:
+            raise ScheduleError("use_plan: the plan was made for another trace; edit "
+                                "jitted.plan(*args) of these arguments")
+        t.plan = new_plan
+        t.size_args = _size_args(t.graph, new_plan)
+        return new_plan
+
     def explain(self, *args, json: bool = False, **kwargs):
         """The plan for these arguments' shape class: text, or a dict with
         ``json=True`` (groups with their source lines, every fusion decision

@@ -94,9 +94,12 @@ class Plan:
     executes them."""
 
     def __init__(self, graph: Graph, groups: list[Group], decisions: list[Decision],
-                 config: Config) -> None:
+                 config: Config, keep: set[int] = frozenset()) -> None:
         self.graph, self.groups, self.decisions, self.config = graph, groups, decisions, config
-        self.sources = [group_source(graph, g.nodes, _keep(graph, g.nodes), f"{graph.name}_g{k}")
+        self.extra_keep = set(keep)
+        self.sources = [group_source(graph, g.nodes,
+                                     _keep(graph, g.nodes) | (self.extra_keep & g.key),
+                                     f"{graph.name}_g{k}")
                         for k, g in enumerate(groups)]
         self.kernels: list[Any] | None = None
 
@@ -130,6 +133,7 @@ class Plan:
                 "tensors": [n.name for n in g.nodes],
                 "lines": sorted({str(n.location) for n in g.nodes}),
                 "inputs": [n.name for n in s.inputs], "outputs": [n.name for n in s.outputs],
+                "materialized": sorted(n.name for n in g.nodes if n.id in self.extra_keep),
                 "temporaries": list(s.temps)})
         specialised = {f"N{r}": {"value": self.graph.symbols.values[r], "why": why}
                        for r, why in sorted(self.graph.symbols.fixed.items())}
@@ -138,7 +142,13 @@ class Plan:
                 "specialised_sizes": specialised}
 
     def to_json(self) -> str:
+        """The plan as JSON text; :func:`from_dict` replays it (byte-identical
+        kernels), possibly after a hand edit of its ``groups``."""
         return _json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    def edit(self, *, fuse=(), keep_apart=(), materialize=()) -> Plan:
+        """See :func:`edit`."""
+        return edit(self, fuse=fuse, keep_apart=keep_apart, materialize=materialize)
 
     def explain(self) -> str:
         d = self.to_dict()
@@ -334,3 +344,114 @@ def _toposort(groups: list[Group]) -> list[Group]:
         else:
             raise AssertionError("cycle among fusion groups")
     return out
+
+
+# -- plans as data: replay and edits ----------------------------------------------------
+def from_dict(graph: Graph, data: dict | str, config: Config | None = None) -> Plan:
+    """The plan whose groups ``data`` lists (:meth:`Plan.to_dict` or its
+    JSON, possibly edited by hand), rebuilt on ``graph``: the same groups
+    give byte-identical kernels.  Raises :class:`~polyc.errors.ScheduleError`
+    when a group names an unknown tensor, leaves an operation out, names one
+    twice, or when the groups depend on each other in a cycle."""
+    from ..errors import ScheduleError
+    if isinstance(data, str):
+        data = _json.loads(data)
+    by_name = {n.name: n for n in graph.ops}
+    seen: set[str] = set()
+    groups = []
+    for g in data.get("groups", []):
+        nodes = []
+        for t in g.get("tensors", []):
+            if t not in by_name:
+                raise ScheduleError(f"plan group {g.get('name', '?')}: no operation writes "
+                                    f"{t!r} in graph {graph.name} (operations: "
+                                    f"{', '.join(by_name)})")
+            if t in seen:
+                raise ScheduleError(f"plan: {t!r} is in two groups")
+            seen.add(t)
+            nodes.append(by_name[t])
+        if nodes:
+            groups.append(Group(sorted(nodes, key=lambda n: n.id)))
+    missing = [t for t in by_name if t not in seen]
+    if missing:
+        raise ScheduleError(f"plan: no group computes {', '.join(missing)}")
+    order = _toposort_checked(groups)
+    return Plan(graph, order, [], config or Config.from_env())
+
+
+def _toposort_checked(groups: list[Group]) -> list[Group]:
+    from ..errors import ScheduleError
+    try:
+        return _toposort(groups)
+    except AssertionError:
+        owner = {n.id: k for k, g in enumerate(groups) for n in g.nodes}
+        cyc = [g.label for k, g in enumerate(groups)
+               if any(owner.get(i.id, k) != k for n in g.nodes for i in n.inputs)]
+        raise ScheduleError("plan: these groups depend on each other in a cycle (a group "
+                            "would have to run both before and after another): "
+                            + "; ".join(cyc)) from None
+
+
+def edit(p: Plan, *, fuse: tuple = (), keep_apart: tuple = (),
+         materialize: tuple = ()) -> Plan:
+    """``p`` with user decisions applied and re-checked.
+
+    ``fuse``: pairs of tensors whose groups become one; the fusion of their
+    loops is checked against the exact dependences with the schedule
+    language's ``fuse`` (:mod:`polyc.schedule.fusion`), and an illegal one
+    raises :class:`~polyc.errors.IllegalScheduleError` naming the violated
+    dependence with an instance pair.  ``keep_apart``: pairs ``(a, b)`` in
+    one group; ``b`` and everything in the group computed from it move to a
+    group of their own.  ``materialize``: tensors that must leave their
+    group (written to memory and returned to the plan).  Raises
+    :class:`~polyc.errors.ScheduleError` for unknown tensors or a cycle."""
+    from ..errors import IllegalScheduleError, ScheduleError
+    from ..schedule.language import Schedule
+    groups = [Group(list(g.nodes)) for g in p.groups]
+    by_name = {n.name: n for n in p.graph.ops}
+
+    def node(t: str) -> Node:
+        if t not in by_name:
+            raise ScheduleError(f"plan edit: no operation writes {t!r} (operations: "
+                                f"{', '.join(by_name)})")
+        return by_name[t]
+
+    def owner(n: Node) -> int:
+        return next(k for k, g in enumerate(groups) if n in g.nodes)
+    decisions = list(p.decisions)
+    for a, b in fuse:
+        na, nb = node(a), node(b)
+        ka, kb = owner(na), owner(nb)
+        if ka == kb:
+            continue
+        merged = Group(sorted(groups[ka].nodes + groups[kb].nodes, key=lambda n: n.id))
+        src = group_source(p.graph, merged.nodes, _keep(p.graph, merged.nodes), "edit")
+        prog = group_program(src)
+        try:
+            Schedule.from_program(prog).fuse(a, b)
+        except IllegalScheduleError as e:
+            lines = sorted({str(n.location) for n in (na, nb)})
+            raise IllegalScheduleError(f"plan edit fuse({a!r}, {b!r}) at "
+                                       f"{', '.join(lines)}: {e}") from None
+        groups = [g for k, g in enumerate(groups) if k not in (ka, kb)] + [merged]
+        decisions.append(Decision([a], [b], "fused", "user edit: fuse (checked)", 0))
+    for a, b in keep_apart:
+        na, nb = node(a), node(b)
+        k = owner(na)
+        if owner(nb) != k:
+            continue
+        moved = {nb.id}
+        for n in groups[k].nodes:
+            if any(i.id in moved for i in n.inputs):
+                moved.add(n.id)
+        if na.id in moved:
+            raise ScheduleError(f"plan edit keep_apart({a!r}, {b!r}): {a} is computed from "
+                                f"{b}; name the producer first")
+        rest = [n for n in groups[k].nodes if n.id not in moved]
+        out = [n for n in groups[k].nodes if n.id in moved]
+        groups[k] = Group(rest)
+        groups.append(Group(out))
+        decisions.append(Decision([a], [b], "kept apart", "user edit: keep_apart", 0))
+    new = Plan(p.graph, _toposort_checked(groups), decisions, p.config,
+               keep={node(t).id for t in materialize} | p.extra_keep)
+    return new

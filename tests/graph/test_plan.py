@@ -12,6 +12,7 @@ import pytest
 
 import polyc
 from polyc.graph import trace
+from polyc.graph.plan import from_dict
 from polyc.graph.plan import plan as make_plan
 from polyc.testing import assert_close
 
@@ -143,3 +144,54 @@ def test_specialised_size_is_guarded():
         assert_close(j(x), scaled(x))
     assert sum(len(v) for v in j._plans.values()) == 2
     assert "specialised" in j.explain(x)
+
+
+def test_plan_json_replays_to_identical_kernels():
+    x = RNG.standard_normal((6, 10)).astype(np.float32)
+    j = polyc.jit(layernorm_gelu)
+    g_, b_ = np.ones(10, np.float32), np.zeros(10, np.float32)
+    p = j.plan(x, g_, b_)
+    q = from_dict(p.graph, p.to_json())
+    assert [s.text for s in q.sources] == [s.text for s in p.sources]
+
+
+def test_edited_plan_runs_and_matches():
+    x = RNG.standard_normal((6, 10)).astype(np.float32)
+    j = polyc.jit(softmax)
+    p = j.plan(x)
+    g = p.graph
+    mx, sm = g.ops[0].name, g.ops[3].name          # max, sum
+    split = p.edit(keep_apart=[(mx, sm)], materialize=[mx])
+    assert len(split.groups) == 2
+    assert mx in split.to_dict()["groups"][0]["materialized"]
+    j.use_plan(split, x)
+    assert_close(j(x), softmax(x), reduction_length=10)
+    # the JSON route: one group per operation, edited by hand
+    data = json.loads(p.to_json())
+    data["groups"] = [{"name": f"g{k}", "tensors": [n.name]} for k, n in enumerate(g.ops)]
+    j.use_plan(json.dumps(data), x)
+    assert len(j.plan(x).groups) == len(g.ops)
+    assert_close(j(x), softmax(x), reduction_length=10)
+
+
+def test_illegal_plan_edits_are_refused_with_a_witness():
+    def diff(x):
+        t = np.exp(x)
+        return t[1:] - t[:-1]       # reads t one row ahead
+    x = RNG.random((5, 4))
+    j = polyc.jit(diff)
+    assert_close(j(x), diff(x))
+    p = j.plan(x)
+    p = p.edit(keep_apart=[(p.graph.ops[0].name, p.graph.ops[1].name)]) \
+        if len(p.groups) == 1 else p
+    s, q = p.graph.ops[0].name, p.graph.ops[1].name
+    with pytest.raises(polyc.IllegalScheduleError) as e:
+        p.edit(fuse=[(s, q)])
+    msg = str(e.value)
+    assert "test_plan.py" in msg and "flow" in msg and "->" in msg
+    with pytest.raises(polyc.ScheduleError, match="no operation writes"):
+        p.edit(fuse=[(s, "nope")])
+    data = json.loads(p.to_json())
+    data["groups"] = data["groups"][:1]
+    with pytest.raises(polyc.ScheduleError, match="no group computes"):
+        from_dict(p.graph, data)
