@@ -37,6 +37,7 @@ from ..config import Config
 from ..errors import PolycError
 from ..isl_util import sets_of
 from ..schedule.marks import parse_parallel_mark
+from . import roofline as roof
 from .core import Graph, Node
 from .lower import compile_group, group_program, group_source
 
@@ -67,12 +68,16 @@ class Decision:
     parallel: dict[str, int] = field(default_factory=dict)
     tensorized: dict[str, int] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    kind: str = "producer-consumer"      # or "sibling", "user edit"
+    #: roofline times (seconds) of the two groups apart and of the merge
+    predicted_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return {"producer": self.producer, "consumer": self.consumer, "verdict": self.verdict,
-                "rule": self.rule, "bytes_kept_in_group": self.bytes_kept,
-                "parallel_loops": self.parallel, "tensorized": self.tensorized,
-                "lines": self.lines}
+        return {"kind": self.kind, "producer": self.producer, "consumer": self.consumer,
+                "verdict": self.verdict, "rule": self.rule,
+                "bytes_kept_in_group": self.bytes_kept, "parallel_loops": self.parallel,
+                "tensorized": self.tensorized, "lines": self.lines,
+                "predicted_us": {k: round(v * 1e6, 3) for k, v in self.predicted_s.items()}}
 
 
 @dataclass
@@ -160,8 +165,13 @@ class Plan:
                 lines.append(f"    internal tensors: {', '.join(g['temporaries'])}")
         lines.append("decisions (largest intermediate first):")
         for rec in self.decisions:
-            lines.append(f"  {'+'.join(rec.producer)} -> {'+'.join(rec.consumer)}: "
-                         f"{rec.verdict} ({rec.rule}; {rec.bytes_kept} bytes)")
+            arrow = " & " if rec.kind == "sibling" else " -> "
+            pred = ""
+            if rec.predicted_s:
+                pred = (f"; roofline {rec.predicted_s['apart'] * 1e6:.1f} -> "
+                        f"{rec.predicted_s['fused'] * 1e6:.1f} us")
+            lines.append(f"  {'+'.join(rec.producer)}{arrow}{'+'.join(rec.consumer)}: "
+                         f"{rec.verdict} ({rec.rule}; {rec.bytes_kept} bytes{pred})")
         if d["specialised_sizes"]:
             lines.append("specialised sizes:")
             for k, v in d["specialised_sizes"].items():
@@ -284,12 +294,13 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 stack.extend(succ.get(x, ()))
             return False
 
-        cands = sorted(((b, p, c) for (p, c), b in edges.items()
-                        if (groups[p].key, groups[c].key) not in refused
-                        and not reaches(p, c, True)),
-                       key=lambda t: (-t[0], t[1], t[2]))
+        cands = [(b, p, c, "producer-consumer") for (p, c), b in edges.items()
+                 if (groups[p].key, groups[c].key) not in refused
+                 and not reaches(p, c, True)]
+        cands += _siblings(groups, owner, refused, reaches)
+        cands.sort(key=lambda t: (-t[0], t[1], t[2]))
         merged = False
-        for nbytes, p, c in cands:
+        for nbytes, p, c, kind in cands:
             P, C = groups[p], groups[c]
             M = Group(sorted(P.nodes + C.nodes, key=lambda n: n.id))
             fp, fc, fm = fb(P), fb(C), fb(M)
@@ -298,7 +309,10 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                            {"producer": fp.parallel, "consumer": fc.parallel, "fused": fm.parallel},
                            {"producer": fp.tensorized, "consumer": fc.tensorized,
                             "fused": fm.tensorized},
-                           sorted({str(n.location) for n in M.nodes}))
+                           sorted({str(n.location) for n in M.nodes}), kind=kind,
+                           predicted_s={"apart": roof.seconds(graph, P.nodes)
+                                        + roof.seconds(graph, C.nodes),
+                                        "fused": roof.seconds(graph, M.nodes)})
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
             elif fm.tensorized and fm.statements < fp.statements + fc.statements:
@@ -313,6 +327,8 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                             f"{min(fp.parallel, fc.parallel)})")
             elif fm.tensorized < fp.tensorized + fc.tensorized:
                 rec.rule = "a contraction would leave the GEMM micro-kernel"
+            elif rec.predicted_s["fused"] > rec.predicted_s["apart"] * 1.0001:
+                rec.rule = "the roofline predicts the fused group slower"
             else:
                 rec.verdict = "fused"
                 rec.rule = (f"common loop nest, {fm.parallel} parallel loop(s) kept"
@@ -328,6 +344,32 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
     return Plan(graph, _toposort(order), decisions, config)
+
+
+def _siblings(groups, owner, refused, reaches) -> list[tuple[int, int, int, str]]:
+    """Sibling candidates: two groups that read the same tensor (Q/K/V
+    projections of one input) with no path between them; the bytes are the
+    shared input's, read once instead of twice when the loops fuse."""
+    readers: dict[int, set[int]] = {}
+    size: dict[int, int] = {}
+    for k, g in enumerate(groups):
+        for n in g.nodes:
+            for i in n.inputs:
+                if owner.get(i.id) != k:
+                    readers.setdefault(i.id, set()).add(k)
+                    size[i.id] = i.nbytes
+    out: dict[tuple[int, int], int] = {}
+    for t, ks in readers.items():
+        ks = sorted(ks)
+        for a in range(len(ks)):
+            for b in range(a + 1, len(ks)):
+                p, c = ks[a], ks[b]
+                if (groups[p].key, groups[c].key) in refused:
+                    continue
+                if reaches(p, c, False) or reaches(c, p, False):
+                    continue
+                out[(p, c)] = out.get((p, c), 0) + size[t]
+    return [(b, p, c, "sibling") for (p, c), b in out.items()]
 
 
 def _toposort(groups: list[Group]) -> list[Group]:

@@ -195,3 +195,31 @@ def test_illegal_plan_edits_are_refused_with_a_witness():
     data["groups"] = data["groups"][:1]
     with pytest.raises(polyc.ScheduleError, match="no group computes"):
         from_dict(p.graph, data)
+
+
+def test_sibling_candidates():
+    def two_maps(x):
+        return np.exp(x), np.tanh(x)          # siblings: both read x
+
+    def qkv(x, wq, wk, wv):
+        return x @ wq, x @ wk, x @ wv
+
+    x = RNG.standard_normal((12, 16)).astype(np.float32)
+    j = polyc.jit(two_maps)
+    a, b = j(x)
+    assert_close(a, np.exp(x))
+    assert_close(b, np.tanh(x))
+    rec = j.explain(x, json=True)
+    # isl's scheduler has no reason to fuse two nests that share only a read
+    # (no dependence, so no proximity): the planner records it and keeps them apart
+    assert [d["kind"] for d in rec["decisions"]] == ["sibling"]
+    assert rec["decisions"][0]["verdict"] == "kept apart"
+    assert rec["decisions"][0]["rule"].startswith("no common loop")
+    ws = [RNG.standard_normal((16, 8)).astype(np.float32) for _ in range(3)]
+    j = polyc.jit(qkv)
+    for got, w in zip(j(x, *ws), ws):
+        assert_close(got, x @ w, reduction_length=16)
+    rec = j.explain(x, *ws, json=True)
+    sib = [d for d in rec["decisions"] if d["kind"] == "sibling"]
+    assert sib and all(d["rule"] for d in sib)
+    assert all(set(d["predicted_us"]) == {"apart", "fused"} for d in rec["decisions"])
