@@ -42,6 +42,9 @@ class GroupSource:
     #: the tensor that holds each output (an epilogue computed in place
     #: holds its result in its contraction's buffer)
     out_tensors: tuple[str, ...] = ()
+    #: elementwise results read once inside the group: computed inside their
+    #: reader's expression, never stored (contracted to a scalar)
+    inlined: tuple[str, ...] = ()
 
 
 def resolve(graph: Graph, text: str) -> str:
@@ -94,6 +97,96 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
     return alias
 
 
+_ITER = re.compile(r"\bi(\d+)\b")
+
+
+def _call_args(text: str, start: int) -> tuple[list[str], int]:
+    """The comma-separated arguments of the parenthesis opening at
+    ``text[start]``, and the index just past its closing parenthesis."""
+    depth, args, cur = 0, [], start + 1
+    for k in range(start, len(text)):
+        ch = text[k]
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                args.append(text[cur:k].strip())
+                return [a for a in args if a], k + 1
+        elif ch == "," and depth == 1:
+            args.append(text[cur:k].strip())
+            cur = k + 1
+    raise AssertionError(f"unbalanced parentheses in {text!r}")
+
+
+def _injective(args: list[str], st: str) -> bool:
+    """Whether a read with index expressions ``args`` in statement ``st``
+    touches each element at most once: every index is a distinct iterator
+    (or the constant 0), and every iterator of the statement whose range is
+    more than one value appears (a read ``m(i0, 0)`` inside a loop over
+    ``i1`` would recompute ``m`` once per ``i1``)."""
+    where = st.split(" where ", 1)[1] if " where " in st else ""
+    ranges = dict(re.findall(r"(\w+) in (0:[^,]+?)(?=,\s*\w+ in |$)", where))
+    names = [a for a in args if a != "0"]
+    if len(set(names)) != len(names) or not all(a in ranges for a in names):
+        return False
+    return all(r.strip() == "0:1" or it in names for it, r in ranges.items())
+
+
+def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
+                       alias: dict[str, str]) -> set[str]:
+    """Array contraction to scalars: an elementwise result that the group
+    reads exactly once, in a statement of its own element type, and that
+    does not leave the group is computed inside that reading expression
+    (its indices substituted for the producer's iterators) instead of
+    being stored: no recomputation (one read), no memory.  Returns the names
+    inlined."""
+    dtypes = {n.name: n.dtype for n in nodes}
+    dtypes.update({h: d for n in nodes for h, d in n.helpers})
+    inlined: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for n in nodes:
+            if (n.name in inlined or n.id in keep or n.reduction or n.helpers
+                    or len(texts[n.name]) != 1 or n.name in alias
+                    or n.name in alias.values() or n.kind != "op"):
+                continue
+            m = re.fullmatch(rf"{n.name}(?:\(([^()]*)\))? = (.*?)(?: where .*)?",
+                             texts[n.name][0])
+            if m is None:
+                continue
+            its = [x.strip() for x in (m.group(1) or "").split(",") if x.strip()]
+            if its != [f"i{k}" for k in range(len(its))]:
+                continue
+            pattern = re.compile(rf"\b{n.name}\b" + (r"(?=\()" if its else r"(?!\()"))
+            hits = [(k.name, j) for k in nodes if k.name not in inlined and k is not n
+                    for j, st in enumerate(texts[k.name]) for _ in pattern.finditer(st)]
+            if len(hits) != 1:
+                continue
+            reader, j = hits[0]
+            st = texts[reader][j]
+            lhs = re.match(r"\s*(\w+)", st).group(1)
+            if dtypes.get(lhs) != n.dtype:
+                continue
+            hit = pattern.search(st)
+            rhs = m.group(2)
+            if its:
+                args, end = _call_args(st, hit.end())
+                if not _injective(args, st):
+                    continue
+                rhs = _ITER.sub(lambda x: f"\0{x.group(1)}\0", rhs)
+                for k, a in enumerate(args):
+                    rhs = rhs.replace(f"\0{k}\0", a if a.isidentifier() or a.isdigit()
+                                      else f"({a})")
+            else:
+                end = hit.end()
+            texts[reader][j] = st[:hit.start()] + f"({rhs})" + st[end:]
+            inlined.add(n.name)
+            changed = True
+    return inlined
+
+
 def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str) -> GroupSource:
     """The definition of the group ``nodes`` (program order); ``keep``: ids
     of the nodes whose tensors must leave the group."""
@@ -112,12 +205,15 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
         t = tc_type(i.dtype)
         params.append(f"{t}({', '.join(dims)}) {i.name}" if dims else f"{t} {i.name}")
     alias = _epilogue_aliases(graph, nodes, keep)
-    body = []
+    texts: dict[str, list[str]] = {}
     for n in nodes:
+        texts[n.name] = []
         for st in n.stmts:
             for old, new in alias.items():
                 st = re.sub(rf"\b{old}\b", new, st)
-            body.append(resolve(graph, st))
+            texts[n.name].append(resolve(graph, st))
+    inlined = _inline_single_use(nodes, texts, keep, alias)
+    body = [st for n in nodes if n.name not in inlined for st in texts[n.name]]
     used = sorted({int(m) for line in body for m in _PARAM.findall(line)})
     size_args = tuple(s for s in used if s not in bound)
     params += [f"int64 N{s}" for s in size_args]
@@ -127,7 +223,7 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
         for h, dt in n.helpers:
             written.append(f"{tc_type(dt)} {h}")
             temps.append(h)
-        if n.name in alias:
+        if n.name in alias or n.name in inlined:
             continue
         written.append(f"{tc_type(n.dtype)} {n.name}")
         if n.name in kept_tensors:
@@ -137,7 +233,7 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
     text = (f"def {name}({', '.join(params)}) -> ({', '.join(written)}) {{\n"
             + "\n".join(f"    {line}" for line in body) + "\n}\n")
     return GroupSource(name, text, ins, size_args, tuple(o for o, _ in outs), tuple(temps),
-                       tuple(t for _, t in outs))
+                       tuple(t for _, t in outs), tuple(sorted(inlined, key=lambda t: int(t[1:]))))
 
 
 def group_program(gs: GroupSource):

@@ -54,6 +54,7 @@ class Feedback:
     writers: dict[str, str]
     nests: int
     statements: int = 0
+    inlined: tuple[str, ...] = ()
     error: str = ""
 
 
@@ -139,7 +140,7 @@ class Plan:
                 "lines": sorted({str(n.location) for n in g.nodes}),
                 "inputs": [n.name for n in s.inputs], "outputs": [n.name for n in s.outputs],
                 "materialized": sorted(n.name for n in g.nodes if n.id in self.extra_keep),
-                "temporaries": list(s.temps)})
+                "temporaries": list(s.temps), "inlined": list(s.inlined)})
         specialised = {f"N{r}": {"value": self.graph.symbols.values[r], "why": why}
                        for r, why in sorted(self.graph.symbols.fixed.items())}
         return {"graph": self.graph.name, "kernels": len(self.groups), "groups": groups,
@@ -162,7 +163,10 @@ class Plan:
             lines.append(f"  kernel {g['name']}: {' -> '.join(g['ops'])}  "
                          f"(lines {', '.join(g['lines'])})")
             if g["temporaries"]:
-                lines.append(f"    internal tensors: {', '.join(g['temporaries'])}")
+                lines.append(f"    internal arrays: {', '.join(g['temporaries'])}")
+            if g["inlined"]:
+                lines.append(f"    contracted to scalars (computed where read once): "
+                             f"{', '.join(g['inlined'])}")
         lines.append("decisions (largest intermediate first):")
         for rec in self.decisions:
             arrow = " & " if rec.kind == "sibling" else " -> "
@@ -231,7 +235,7 @@ def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
     par = min((par_of[s] for s in hot), default=0)
     tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
     return Feedback(par, tens, {s: tuple(b) for s, b in bands.items()}, writers, 0,
-                    len(low.program.statements))
+                    len(low.program.statements), src.inlined)
 
 
 def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
@@ -318,6 +322,12 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             elif fm.tensorized and fm.statements < fp.statements + fc.statements:
                 rec.verdict = "fused"
                 rec.rule = "epilogue folded into the GEMM micro-kernel's store"
+            elif (_tensors(P.nodes) | _tensors(C.nodes)) & set(fm.inlined) - \
+                    set(fp.inlined) - set(fc.inlined) and fm.parallel >= min(
+                        fp.parallel, fc.parallel):
+                rec.verdict = "fused"
+                rec.rule = ("computed inside its reader's statement (contracted to a scalar), "
+                            f"{fm.parallel} parallel loop(s) kept")
             elif not _shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)):
                 rec.rule = ("no common loop: isl's scheduler keeps them in separate nests "
                             "(no fusion that respects the dependences and keeps the "

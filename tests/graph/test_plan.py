@@ -79,6 +79,12 @@ def test_layernorm_gelu_is_one_kernel_with_parallel_rows():
     b = RNG.standard_normal(64).astype(np.float32)
     out, p, j = _fused(layernorm_gelu, x, g, b)
     assert len(p.groups) == 1
+    src = p.sources[0]
+    # elementwise values read once are contracted to scalars; the per-row
+    # statistics, read once per element of the row, stay arrays (no recomputation)
+    assert len(src.inlined) >= 8
+    assert all(n.name not in src.inlined for n in p.graph.ops if n.op in ("mean", "var"))
+    assert "sqrt" in src.text and src.text.count("sqrt(") == 1
     assert all(d.parallel["fused"] >= 1 for d in p.decisions)
     assert out.dtype == np.float32
     assert_close(out, layernorm_gelu(x, g, b), reduction_length=64)
