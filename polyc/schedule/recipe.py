@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ..errors import ScheduleError
 from ..ir import Program
+from .registry import METHODS
 from .tree import Loop
 
 FORMAT = "polyc-recipe-1"
@@ -86,6 +87,19 @@ def make_recipe(schedule) -> dict:
     return out
 
 
+def replay_step(schedule, step: dict):
+    """Apply one recipe step (``{"op", "args", "kwargs"}``, as JSON decodes
+    it) to ``schedule``; returns the new schedule.  Raises
+    :class:`ScheduleError` for an op that is not a transformation method."""
+    op = step.get("op")
+    args, kwargs = decode_args(step.get("args", []), step.get("kwargs", {}))
+    if op == "with_reassociation":
+        return schedule.with_reassociation(*args)
+    if op not in METHODS:
+        raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}")
+    return schedule.apply(op, *args, **kwargs)
+
+
 def load(recipe) -> dict:
     """A recipe from a dict, a list of steps, JSON text, or a path to a JSON
     file."""
@@ -124,7 +138,6 @@ def replay(cls, program: Program, recipe):
     """Apply the steps of ``recipe`` to ``program`` from the recipe's start
     schedule.  Raises :class:`ScheduleError` when the recipe's fingerprint is
     another program's."""
-    from .language import replay_step
     data = load(recipe)
     fp = data.get("fingerprint")
     if fp is not None and fp != program_fingerprint(program):
