@@ -10,17 +10,33 @@ allocation and the C call.
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from .ir import Program
-
-if TYPE_CHECKING:
-    from .runtime import Binder
+from .ir import Program, Tensor
 
 _addressof = ctypes.addressof
 _c_char = ctypes.c_char
+
+
+class Binder(Protocol):
+    """What a plan reads of the checks of one kernel's arguments
+    (:class:`polyc.runtime.Binder` provides it; this module does not import
+    the runtime)."""
+
+    program: Program
+    #: ``(index tensor, gathered tensor, dim)`` per gather (data-dependent checks)
+    gathers: Sequence[tuple[str, str, int]]
+    #: per call argument: its dtype (a tensor) or ``None`` (a size)
+    signature_kinds: Sequence[np.dtype | None]
+    #: the outputs, and per output / temporary one extent function per
+    #: dimension (of the parameter values)
+    outputs: Sequence[Tensor]
+    out_shapes: Sequence[Sequence[Callable[..., int]]]
+    temp_shapes: Sequence[Sequence[Callable[..., int]]]
+    #: the outputs some sizes leave partly unwritten (allocated zero-filled)
+    partial: frozenset[str]
 
 
 class CallPlan:

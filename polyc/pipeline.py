@@ -31,30 +31,17 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import islpy as isl
 
 from . import astgen, bounds, dependence
 from .config import Config
-from .dependence import Dependences
 from .ir import Program
-from .loopnest import Node, format_loopnest
+from .loopnest import format_loopnest
+from .lowered import Lowered, with_notes
 from .schedule import initial, legality, marks, profile, rowfuse, tensorize, tile
 
-
-@dataclass(frozen=True)
-class Lowered:
-    """Every stage up to the loop nest (no C involved)."""
-    program: Program
-    deps: Dependences
-    schedule: isl.Schedule
-    loopnest: Node
-    #: per update statement: the intrinsic it calls, or why it calls none
-    tensorized: dict = field(default_factory=dict)
-    #: what row fusion did (polyc.schedule.rowfuse), or ""
-    row_fusion: str = ""
+__all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
+           "compile_program", "compile_schedule", "code_fingerprint"]
 
 
 def _dump(config: Config, title: str, text) -> None:
@@ -104,25 +91,6 @@ def lower(program: Program, config: Config | None = None) -> Lowered:
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
     return Lowered(program, deps, sched, nest, notes, row_note)
-
-
-def with_notes(explained, low: Lowered | None):
-    """``explained`` (the text or JSON dict of :func:`polyc.schedule.explain.explain`)
-    with what tensorization and row fusion did in ``low`` (``None``: a user
-    schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line)
-    and ``"row_fusion"`` (a line, or ``""``), or text sections."""
-    notes = dict(low.tensorized) if low is not None else {}
-    rows = low.row_fusion if low is not None else ""
-    if isinstance(explained, dict):
-        explained["tensorize"] = notes
-        explained["row_fusion"] = rows
-        return explained
-    if notes:
-        explained += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
-            f"  {v}" for v in notes.values())
-    if rows:
-        explained += f"\nrow fusion (polyc.schedule.rowfuse):\n  {rows}\n"
-    return explained
 
 
 #: Version of the lowered-source cache entries (bump when their meaning changes).

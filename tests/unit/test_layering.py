@@ -129,3 +129,18 @@ def test_schedule_package_imports_form_a_dag():
     cycle = _cycle(graph)
     assert cycle is None, "import cycle in polyc/schedule: " + " -> ".join(cycle)
 
+
+def test_runtime_pipeline_callplan_form_no_cycle():
+    """The runtime never imports the driver, the call plans never import the
+    runtime: no cycle of polyc's top-level modules runs through them."""
+    graph = _local_graph(ROOT / "polyc", "polyc")
+    assert "pipeline" not in graph["runtime"]
+    assert "runtime" not in graph["callplan"]
+    for start in ("runtime", "pipeline", "callplan"):
+        reach, todo = set(), [start]
+        while todo:
+            for dep in graph[todo.pop()]:
+                if dep not in reach:
+                    reach.add(dep)
+                    todo.append(dep)
+        assert start not in reach, f"polyc.{start} imports itself back through {sorted(reach)}"
