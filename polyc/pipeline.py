@@ -38,6 +38,7 @@ from .config import Config
 from .ir import Program
 from .loopnest import format_loopnest
 from .lowered import Lowered, with_notes
+from .runtime import Kernel
 from .schedule import initial, legality, marks, profile, rowfuse, tensorize, tile
 
 __all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
@@ -115,13 +116,15 @@ def code_fingerprint() -> str:
 
 
 def lowered_key(program: Program, config: Config, schedule_text: str = "") -> str:
-    """Content key of everything steps 2-8 depend on: the printed program
-    (domains, access relations, bodies, preconditions; isl's notation), the
-    code-generation options and, for a user schedule, its tree in isl's
-    text form."""
+    """Content key of everything steps 2-8 depend on: the program's
+    :meth:`~polyc.ir.Program.fingerprint` (domains, access relations,
+    bodies, signature, preconditions) and its statements' source text (the
+    C source quotes it in comments), the code-generation options and, for a
+    user schedule, its tree in isl's text form."""
     from . import __version__
-    text = "\0".join([LOWERED_FORMAT, __version__, code_fingerprint(), str(program),
-                      repr(program.signature), repr(config.codegen_key()), schedule_text])
+    texts = repr([s.text for s in program.statements])
+    text = "\0".join([LOWERED_FORMAT, __version__, code_fingerprint(), program.fingerprint(),
+                      texts, repr(config.codegen_key()), schedule_text])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -192,7 +195,6 @@ def compile_schedule(schedule, config: Config | None = None):
     by the program and the schedule tree's text)."""
     from polyc.backends.c import build, emit
 
-    from .runtime import Kernel
     config = config or Config.from_env()
     program = schedule.program
     key = lowered_key(program, config, schedule.to_text())
@@ -222,7 +224,6 @@ def compile_program(program: Program, config: Config | None = None):
     """
     from polyc.backends.c import build, emit
 
-    from .runtime import Kernel
     config = config or Config.from_env()
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1

@@ -188,8 +188,10 @@ class Schedule:
         """Same program, same tree (isl text), same reassociation setting."""
         if not isinstance(other, Schedule):
             return NotImplemented
-        return (self._base is other._base or str(self._base) == str(other._base)) and \
-            self.reassociate == other.reassociate and self.to_text() == other.to_text()
+        same = self._base is other._base or \
+            self._base.fingerprint() == other._base.fingerprint()
+        return same and self.reassociate == other.reassociate and \
+            self.to_text() == other.to_text()
 
     def __hash__(self) -> int:
         return hash(self.to_text())

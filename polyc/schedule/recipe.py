@@ -7,16 +7,15 @@ SHA256, "start": "source"|"isl", "steps": [{"op": "tile", "args": [...],
 when the schedule started from a given tree rather than from ``start``
 (``kernel.schedule``, :meth:`Schedule.from_text`).  Loops appear as
 ``{"loop": [target, name]}`` when they were named, ``{"path": [...],
-"member": k}`` otherwise; tuples become lists.  The fingerprint is a hash
-of the printed program (domains, access relations, statements), so a recipe
-replayed on another program is refused by name.  Replaying the steps on
+"member": k}`` otherwise; tuples become lists.  The fingerprint is the
+program's :meth:`~polyc.ir.Program.fingerprint` (domains, access relations,
+statements), so a recipe replayed on another program is refused by name.  Replaying the steps on
 the same program rebuilds the same isl tree, hence byte-identical generated
 code.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -29,9 +28,9 @@ FORMAT = "polyc-recipe-1"
 
 
 def program_fingerprint(program: Program) -> str:
-    """A hash of the printed program (its statements, domains and access
-    relations, without the preconditions polyc derives)."""
-    return hashlib.sha256(str(program.replace(preconditions=None)).encode()).hexdigest()
+    """:meth:`Program.fingerprint` without the preconditions polyc derives
+    (its statements, domains and access relations)."""
+    return program.replace(preconditions=None).fingerprint()
 
 
 def encode_value(v):
