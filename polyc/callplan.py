@@ -20,7 +20,7 @@ _addressof = ctypes.addressof
 _c_char = ctypes.c_char
 
 
-class Binder(Protocol):
+class BinderLike(Protocol):
     """What a plan reads of the checks of one kernel's arguments
     (:class:`polyc.runtime.Binder` provides it; this module does not import
     the runtime)."""
@@ -57,13 +57,13 @@ class CallPlan:
     __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single")
 
     @staticmethod
-    def cache_for(program: Program, binder: Binder) -> dict | None:
+    def cache_for(program: Program, binder: BinderLike) -> dict | None:
         if binder.gathers or any(t.role == "inout" for t in program.tensors):
             return None
         return {}
 
     @staticmethod
-    def key(binder: Binder, args: tuple):
+    def key(binder: BinderLike, args: tuple):
         kinds = binder.signature_kinds
         if len(args) != len(kinds):
             return None
@@ -82,7 +82,7 @@ class CallPlan:
                 key.append(arg.shape)
         return tuple(key)
 
-    def __init__(self, binder: Binder, pvals: list[int], run: bool, threads: int):
+    def __init__(self, binder: BinderLike, pvals: list[int], run: bool, threads: int):
         p = binder.program
         self.params = np.array(pvals or [0], dtype=np.int64)
         self.params_at = self.params.ctypes.data

@@ -22,7 +22,6 @@ _LEAF = isl.schedule_node_type.leaf
 MAX_DISTANCES = 8
 
 
-
 def distances(m: isl.Map, program) -> list[tuple[int, ...]] | None:
     """The distance vectors ``sink - source`` of dependence ``m`` over all
     parameter values, when there are at most :data:`MAX_DISTANCES` of them
