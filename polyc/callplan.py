@@ -10,17 +10,33 @@ allocation and the C call.
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from .ir import Program
-
-if TYPE_CHECKING:
-    from .runtime import Binder
+from .ir import Program, Tensor
 
 _addressof = ctypes.addressof
 _c_char = ctypes.c_char
+
+
+class BinderLike(Protocol):
+    """What a plan reads of the checks of one kernel's arguments
+    (:class:`polyc.runtime.Binder` provides it; this module does not import
+    the runtime)."""
+
+    program: Program
+    #: ``(index tensor, gathered tensor, dim)`` per gather (data-dependent checks)
+    gathers: Sequence[tuple[str, str, int]]
+    #: per call argument: its dtype (a tensor) or ``None`` (a size)
+    signature_kinds: Sequence[np.dtype | None]
+    #: the outputs, and per output / temporary one extent function per
+    #: dimension (of the parameter values)
+    outputs: Sequence[Tensor]
+    out_shapes: Sequence[Sequence[Callable[..., int]]]
+    temp_shapes: Sequence[Sequence[Callable[..., int]]]
+    #: the outputs some sizes leave partly unwritten (allocated zero-filled)
+    partial: frozenset[str]
 
 
 class CallPlan:
@@ -41,13 +57,13 @@ class CallPlan:
     __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single")
 
     @staticmethod
-    def cache_for(program: Program, binder: Binder) -> dict | None:
+    def cache_for(program: Program, binder: BinderLike) -> dict | None:
         if binder.gathers or any(t.role == "inout" for t in program.tensors):
             return None
         return {}
 
     @staticmethod
-    def key(binder: Binder, args: tuple):
+    def key(binder: BinderLike, args: tuple):
         kinds = binder.signature_kinds
         if len(args) != len(kinds):
             return None
@@ -66,7 +82,7 @@ class CallPlan:
                 key.append(arg.shape)
         return tuple(key)
 
-    def __init__(self, binder: Binder, pvals: list[int], run: bool, threads: int):
+    def __init__(self, binder: BinderLike, pvals: list[int], run: bool, threads: int):
         p = binder.program
         self.params = np.array(pvals or [0], dtype=np.int64)
         self.params_at = self.params.ctypes.data

@@ -161,6 +161,38 @@ def map_expr(e: Expr, fn: Callable[[Expr], Expr | None]) -> Expr:
     return e if r is None else r
 
 
+def rename_tensors(e: Expr, mapping) -> Expr:
+    """``e`` with every read of a tensor named in ``mapping`` (a ``Mapping``
+    old name -> new name) reading the new name instead."""
+    def fn(x: Expr) -> Expr | None:
+        if isinstance(x, Access) and x.tensor in mapping:
+            return Access(mapping[x.tensor], x.indices, x.span)
+        return None
+    return map_expr(e, fn)
+
+
+def canonical(e: Expr) -> list:
+    """``e`` as nested JSON lists, one per node (``["Binary", "+", lhs,
+    rhs]``): its structure without printing choices (precedence,
+    parentheses); a constant keeps its Python type and exact ``repr``.
+    Spans are left out.  :meth:`polyc.ir.Program.fingerprint` hashes it."""
+    if isinstance(e, Const):
+        return ["Const", type(e.value).__name__, repr(e.value)]
+    if isinstance(e, (Index, Param)):
+        return [type(e).__name__, e.name]
+    if isinstance(e, Access):
+        return ["Access", e.tensor, [canonical(i) for i in e.indices]]
+    if isinstance(e, Unary):
+        return ["Unary", e.op, canonical(e.operand)]
+    if isinstance(e, Binary):
+        return ["Binary", e.op, canonical(e.lhs), canonical(e.rhs)]
+    if isinstance(e, Call):
+        return ["Call", e.fn, [canonical(a) for a in e.args]]
+    if isinstance(e, Select):
+        return ["Select", canonical(e.cond), canonical(e.then), canonical(e.otherwise)]
+    raise AssertionError(type(e))
+
+
 # TC's precedence: all comparisons share one level (left-associative)
 _PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
          "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}

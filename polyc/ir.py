@@ -13,18 +13,24 @@ Frontends build statements with :func:`make_statement`, which derives the
 access relations from the expression trees with isl; gathers (an index that
 reads a tensor) are over-approximated by the full extent of that dimension so
 that dependences stay sound.  Objects are frozen; transformations return new
-ones.
+ones.  :meth:`Program.fingerprint` is a program's content key;
+:meth:`Program.rename_statements`, :meth:`Program.rename_tensors` and
+:func:`merge_programs` (several programs as one) serve planners that
+combine programs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import islpy as isl
 import numpy as np
 
 from . import expr as E
+from .errors import DTypeError, ShapeError
 from .isl_util import CTX, NonAffineError, aff_from_expr, param_space
 
 #: Element types polyc compiles, by numpy name, with their C spelling.
@@ -227,9 +233,131 @@ class Program:
     def replace(self, **kw) -> "Program":
         return replace(self, **kw)
 
+    def fingerprint(self) -> str:
+        """A SHA-256 hex digest of the program's content, stable across
+        processes: name, parameters, context, tensors (name, dtype, role,
+        origin, extents, in order), statements (name, kind, iterators,
+        domain, access relations, body as an expression tree, reduction
+        operator, the intrinsic a tensorized one calls), signature, size
+        bindings, fixed sizes, preconditions (when they say more than the
+        context) and ``order``: everything ``str(program)`` prints, and a
+        little more.  Left out: ``source`` and each statement's ``text`` and
+        spans (where the program came from, not what it computes).
+
+        isl objects enter as isl's text after aligning their parameters to
+        ``params`` (isl prints parameters in whatever order an object was
+        built with); bodies enter as :func:`polyc.expr.canonical` trees, not
+        as printed text.  Two equal sets built through different constraints
+        may still print, hence hash, differently: equal fingerprints mean
+        equal programs, not the converse."""
+        return hashlib.sha256(json.dumps(_canonical(self), separators=(",", ":"))
+                              .encode()).hexdigest()
+
+    def rename_statements(self, mapping: Mapping[str, str]) -> "Program":
+        """This program with statement ``old`` named ``mapping[old]`` (others
+        unchanged): in its ``Statement``, the tuple of its domain and the
+        domain tuple of its access relations, and in ``order``.  Statement
+        names are isl tuple names, so isl sees the same program.  Raises
+        ``KeyError`` for a name that is no statement, ``ValueError`` when
+        two statements would share a name or a statement calls an intrinsic
+        (tensorized programs are not renamed)."""
+        mapping = _checked_renaming(mapping, [s.name for s in self.statements], "statement",
+                                    self)
+        if not mapping:
+            return self
+        stmts = []
+        for s in self.statements:
+            new = mapping.get(s.name)
+            if new is not None:
+                s = replace(s, name=new, domain=s.domain.set_tuple_name(new),
+                            write=s.write.set_tuple_name(isl.dim_type.in_, new),
+                            reads=tuple(r.set_tuple_name(isl.dim_type.in_, new)
+                                        for r in s.reads))
+            stmts.append(s)
+        order = self.order
+        if order is not None:
+            # pull the tree back along { new[i] -> old[i] } (identity elsewhere)
+            back = isl.UnionMap.empty(param_space(self.params))
+            for s in self.statements:
+                ident = isl.Map.identity(s.domain.get_space().map_from_set())
+                back = back.union(isl.UnionMap.from_map(ident.set_tuple_name(
+                    isl.dim_type.in_, mapping.get(s.name, s.name))))
+            order = order.pullback_union_pw_multi_aff(
+                isl.UnionPwMultiAff.from_union_map(back))
+        return self.replace(statements=tuple(stmts), order=order)
+
+    def rename_tensors(self, mapping: Mapping[str, str]) -> "Program":
+        """This program with tensor ``old`` named ``mapping[old]``: in
+        ``tensors`` (and a local buffer's ``origin``), the range tuple of
+        every access relation, every read and write in the bodies, the
+        signature and the size bindings.  Statements' source ``text`` is
+        left as written.  Raises ``KeyError`` for a name that is no tensor,
+        ``ValueError`` when two tensors would share a name or a statement
+        calls an intrinsic."""
+        mapping = _checked_renaming(mapping, [t.name for t in self.tensors], "tensor", self)
+        if not mapping:
+            return self
+
+        def rel(m: isl.Map) -> isl.Map:
+            old = m.get_tuple_name(isl.dim_type.out)
+            return m.set_tuple_name(isl.dim_type.out, mapping[old]) if old in mapping else m
+
+        tensors = tuple(replace(t, name=mapping.get(t.name, t.name),
+                                origin=mapping.get(t.origin, t.origin)) for t in self.tensors)
+        stmts = tuple(replace(s, lhs=E.rename_tensors(s.lhs, mapping),
+                              rhs=E.rename_tensors(s.rhs, mapping), write=rel(s.write),
+                              reads=tuple(rel(r) for r in s.reads))
+                      for s in self.statements)
+        bindings = {k: (mapping.get(v[0], v[0]), v[1]) if v is not None else None
+                    for k, v in self.param_bindings.items()}
+        return self.replace(tensors=tensors, statements=stmts, param_bindings=bindings,
+                            signature=tuple(mapping.get(a, a) for a in self.signature))
+
     def __str__(self) -> str:
         from .printing import format_program
         return format_program(self)
+
+
+def _isl_text(obj, space: isl.Space) -> str:
+    return obj.align_params(space).to_str()
+
+
+def _canonical(p: Program) -> list:
+    """The content :meth:`Program.fingerprint` hashes, as JSON lists."""
+    space = param_space(p.params)
+    ctx = p.context.params()
+    pre = None
+    if p.preconditions is not None and not p.preconditions.is_equal(ctx):
+        pre = _isl_text(p.preconditions, space)
+    tensors = [[t.name, t.dtype, t.role, t.origin, [_isl_text(d, space) for d in t.shape]]
+               for t in p.tensors]
+    stmts = [[s.name, s.kind, list(s.iterators), list(s.reduction_iterators), s.op,
+              E.canonical(s.lhs), E.canonical(s.rhs), _isl_text(s.domain, space),
+              _isl_text(s.write, space), [_isl_text(r, space) for r in s.reads],
+              None if s.intrinsic is None else repr(s.intrinsic)]
+             for s in p.statements]
+    bindings = sorted([k, list(v) if v is not None else None]
+                      for k, v in p.param_bindings.items())
+    return ["polyc-program-1", p.name, list(p.params), _isl_text(ctx, space), tensors, stmts,
+            list(p.signature), bindings, sorted([k, int(v)] for k, v in p.fixed_sizes.items()),
+            pre, None if p.order is None else p.order.to_str()]
+
+
+def _checked_renaming(mapping: Mapping[str, str], names: list[str], what: str,
+                      program: Program) -> dict[str, str]:
+    mapping = {k: v for k, v in mapping.items() if k != v}
+    unknown = sorted(set(mapping) - set(names))
+    if unknown:
+        raise KeyError(f"program {program.name} has no {what} {unknown[0]!r}")
+    if mapping and any(s.intrinsic is not None for s in program.statements):
+        raise ValueError(f"program {program.name} calls intrinsics (it was tensorized); "
+                         f"rename its {what}s before tensorization")
+    renamed = [mapping.get(n, n) for n in names]
+    clash = sorted({n for n in renamed if renamed.count(n) > 1})
+    if clash:
+        raise ValueError(f"renaming the {what}s of program {program.name} gives two "
+                         f"{what}s named {clash[0]!r}")
+    return mapping
 
 
 #: Prefix of the mark nodes that name a band's loops (``loops:i,j``), above
@@ -338,3 +466,150 @@ def original_schedule(program: Program) -> isl.Schedule:
     elif stmts and stmts[0].domain.dim(isl.dim_type.set) > 0:
         node = node.insert_partial_schedule(_identity_band(stmts[0].domain))
     return node.get_schedule()
+
+
+def merge_programs(programs: Sequence[Program], *, prefixes: Sequence[str] | None = None,
+                   outputs: Collection[str] | None = None, name: str | None = None) -> Program:
+    """One program running ``programs`` one after the other (a producer
+    before its consumers): the statements of each, in the given order.
+
+    * Statement names: each program's get its prefix (``prefixes[k]``;
+      default: ``"<program name>_"``, or ``"p<k>_"`` when two programs share
+      a name), so that ``S0`` of two definitions never collide; a ``temp``
+      tensor that another program also names gets the prefix too.
+    * Parameters: the union, in order of appearance; same-named parameters
+      are the same size.  Context: the intersection.  Preconditions:
+      ``None`` (derived again from the merged program).
+    * Tensors, united by name (dtype, rank and extents must agree): written
+      by one program (its ``output``/``temp``) and read by a later one, a
+      tensor becomes ``"temp"`` (runtime scratch, not returned) unless
+      ``outputs`` names it.  ``outputs=None`` keeps as outputs the outputs
+      that no other program reads; otherwise exactly the tensors in
+      ``outputs`` are outputs, in that order.  Tensors nobody writes are
+      inputs.  Order: inputs, in-place arrays, outputs, temporaries.
+    * Signature: the programs' signatures united, without the tensors that
+      became internal; a size bound only through such a tensor becomes a
+      scalar size argument.  ``order``: when any program has one, the
+      sequence of each program's order (or source order).
+
+    Raises ``ValueError`` for programs that cannot be combined (a tensor
+    written twice, read before it is written, a local buffer or an
+    intrinsic call, an unknown name in ``outputs``), and
+    :class:`~polyc.errors.ShapeError` / :class:`~polyc.errors.DTypeError`
+    when the programs disagree on a tensor.
+    """
+    programs = list(programs)
+    if not programs:
+        raise ValueError("merge_programs: give at least one program")
+    if prefixes is None:
+        names = [p.name for p in programs]
+        unique = len(set(names)) == len(names) and all(n.isidentifier() for n in names)
+        prefixes = [f"{n}_" if unique else f"p{k}_" for k, n in enumerate(names)]
+    elif len(prefixes) != len(programs):
+        raise ValueError(f"merge_programs: {len(prefixes)} prefixes for {len(programs)} "
+                         f"programs")
+    for p in programs:
+        if p.locals:
+            raise ValueError(f"program {p.name} has local buffers (promotion); merge "
+                             f"programs before scheduling them")
+    # statements and colliding temporaries take the program's prefix
+    renamed = []
+    for k, (p, pre) in enumerate(zip(programs, prefixes)):
+        others = {t.name for j, q in enumerate(programs) if j != k for t in q.tensors}
+        p = p.rename_tensors({t.name: pre + t.name for t in p.tensors
+                              if t.role == "temp" and t.name in others})
+        renamed.append(p.rename_statements({s.name: pre + s.name for s in p.statements}))
+    stmt_names = [s.name for p in renamed for s in p.statements]
+    clash = sorted({n for n in stmt_names if stmt_names.count(n) > 1})
+    if clash:
+        raise ValueError(f"merge_programs: two statements would be named {clash[0]!r}; "
+                         f"choose other prefixes")
+    params = tuple(dict.fromkeys(q for p in renamed for q in p.params))
+    space = param_space(params)
+    context = isl.Set.universe(space).params()
+    for p in renamed:
+        context = context.intersect(p.context.params().align_params(space))
+
+    # every tensor by name: (program index, tensor) in order of appearance
+    seen: dict[str, list[tuple[int, Tensor]]] = {}
+    for k, p in enumerate(renamed):
+        for t in p.tensors:
+            seen.setdefault(t.name, []).append((k, t))
+    wanted = list(dict.fromkeys(outputs)) if outputs is not None else None
+    roles: dict[str, str] = {}
+    chosen: dict[str, Tensor] = {}
+    for tname, entries in seen.items():
+        writers = [(k, t) for k, t in entries if t.role in ("output", "temp", "inout")]
+        first = writers[0][1] if writers else entries[0][1]
+        for k, t in entries:
+            if t.dtype != first.dtype:
+                raise DTypeError(f"tensor {tname} is {first.dtype} in program "
+                                 f"{programs[entries[0][0]].name} but {t.dtype} in "
+                                 f"{programs[k].name}")
+            if len(t.shape) != len(first.shape) or not all(
+                    a.align_params(space).is_equal(b.align_params(space))
+                    for a, b in zip(t.shape, first.shape)):
+                raise ShapeError(f"tensor {tname} has different shapes in programs "
+                                 f"{programs[entries[0][0]].name} and {programs[k].name}")
+        if len(writers) > 1:
+            raise ValueError(f"tensor {tname} is written by programs "
+                             f"{programs[writers[0][0]].name} and {programs[writers[1][0]].name}")
+        if writers and (first.role == "inout" and len(entries) > 1):
+            raise ValueError(f"tensor {tname} is updated in place by program "
+                             f"{programs[writers[0][0]].name}; it cannot be shared")
+        if writers and entries[0][0] < writers[0][0]:
+            raise ValueError(f"program {programs[entries[0][0]].name} reads tensor {tname} "
+                             f"before program {programs[writers[0][0]].name} writes it; "
+                             f"give the producer first")
+        if not writers:
+            role = "input"
+        elif first.role == "inout":
+            role = "inout"
+        elif wanted is not None:
+            role = "output" if tname in wanted else "temp"
+        else:
+            role = "output" if first.role == "output" and len(entries) == 1 else "temp"
+        roles[tname] = role
+        chosen[tname] = replace(first, role=role,
+                                shape=tuple(d.align_params(space) for d in first.shape))
+    if wanted is not None:
+        unknown = [n for n in wanted if roles.get(n) != "output"]
+        if unknown:
+            raise ValueError(f"merge_programs: no program writes an output tensor "
+                             f"{unknown[0]!r}")
+    by_role = {r: [chosen[n] for n in seen if roles[n] == r]
+               for r in ("input", "inout", "output", "temp")}
+    if wanted is not None:
+        by_role["output"] = [chosen[n] for n in wanted]
+    tensors = tuple(by_role["input"] + by_role["inout"] + by_role["output"] + by_role["temp"])
+
+    arguments = {n for n, r in roles.items() if r in ("input", "inout")}
+    bindings: dict[str, tuple[str, int] | None] = {}
+    for q in params:
+        found = [p.param_bindings[q] for p in renamed if q in p.param_bindings]
+        if found:
+            bindings[q] = None if None in found else next(
+                (b for b in found if b[0] in arguments), None)
+    signature = [a for p in renamed for a in p.signature if a in arguments or a in params]
+    signature += [q for q, b in bindings.items() if b is None]
+    fixed: dict = {}
+    for p in renamed:
+        for k, v in p.fixed_sizes.items():
+            if fixed.setdefault(k, v) != v:
+                raise ValueError(f"size {k} is fixed to {fixed[k]} and to {v}")
+    stmts = tuple(replace(s, domain=s.domain.align_params(space),
+                          write=s.write.align_params(space),
+                          reads=tuple(r.align_params(space) for r in s.reads))
+                  for p in renamed for s in p.statements)
+    order = None
+    if any(p.order is not None for p in renamed):
+        parts = [original_schedule(p) for p in renamed]
+        order = parts[0]
+        for part in parts[1:]:
+            order = order.sequence(part)
+    return Program(name=name or "_".join(p.name for p in programs), params=params,
+                   context=context, tensors=tensors, statements=stmts,
+                   param_bindings=bindings, signature=tuple(dict.fromkeys(signature)),
+                   fixed_sizes=fixed, preconditions=None,
+                   source="\n".join(dict.fromkeys(p.source for p in programs if p.source)),
+                   order=order)

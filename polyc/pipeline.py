@@ -31,30 +31,18 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-
-import islpy as isl
 
 from . import astgen, bounds, dependence
 from .config import Config
-from .dependence import Dependences
 from .ir import Program
-from .loopnest import Node, format_loopnest
+from .loopnest import format_loopnest
+from .lowered import Lowered, with_notes
+from .runtime import Kernel
 from .schedule import initial, legality, marks, profile, rowfuse, tensorize, tile
 
-
-@dataclass(frozen=True)
-class Lowered:
-    """Every stage up to the loop nest (no C involved)."""
-    program: Program
-    deps: Dependences
-    schedule: isl.Schedule
-    loopnest: Node
-    #: per update statement: the intrinsic it calls, or why it calls none
-    tensorized: dict = field(default_factory=dict)
-    #: what row fusion did (polyc.schedule.rowfuse), or ""
-    row_fusion: str = ""
+__all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
+           "compile_program", "compile_schedule", "code_fingerprint"]
 
 
 def _dump(config: Config, title: str, text) -> None:
@@ -113,25 +101,6 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     return Lowered(program, deps, sched, nest, notes, row_note)
 
 
-def with_notes(explained, low: Lowered | None):
-    """``explained`` (the text or JSON dict of :func:`polyc.schedule.explain.explain`)
-    with what tensorization and row fusion did in ``low`` (``None``: a user
-    schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line)
-    and ``"row_fusion"`` (a line, or ``""``), or text sections."""
-    notes = dict(low.tensorized) if low is not None else {}
-    rows = low.row_fusion if low is not None else ""
-    if isinstance(explained, dict):
-        explained["tensorize"] = notes
-        explained["row_fusion"] = rows
-        return explained
-    if notes:
-        explained += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
-            f"  {v}" for v in notes.values())
-    if rows:
-        explained += f"\nrow fusion (polyc.schedule.rowfuse):\n  {rows}\n"
-    return explained
-
-
 #: Version of the lowered-source cache entries (bump when their meaning changes).
 LOWERED_FORMAT = "polyc-lowered-1"
 _LOWERED: dict[str, object] = {}
@@ -154,13 +123,15 @@ def code_fingerprint() -> str:
 
 
 def lowered_key(program: Program, config: Config, schedule_text: str = "") -> str:
-    """Content key of everything steps 2-8 depend on: the printed program
-    (domains, access relations, bodies, preconditions; isl's notation), the
-    code-generation options and, for a user schedule, its tree in isl's
-    text form."""
+    """Content key of everything steps 2-8 depend on: the program's
+    :meth:`~polyc.ir.Program.fingerprint` (domains, access relations,
+    bodies, signature, preconditions) and its statements' source text (the
+    C source quotes it in comments), the code-generation options and, for a
+    user schedule, its tree in isl's text form."""
     from . import __version__
-    text = "\0".join([LOWERED_FORMAT, __version__, code_fingerprint(), str(program),
-                      repr(program.signature), repr(config.codegen_key()), schedule_text])
+    texts = repr([s.text for s in program.statements])
+    text = "\0".join([LOWERED_FORMAT, __version__, code_fingerprint(), program.fingerprint(),
+                      texts, repr(config.codegen_key()), schedule_text])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -231,7 +202,6 @@ def compile_schedule(schedule, config: Config | None = None):
     by the program and the schedule tree's text)."""
     from polyc.backends.c import build, emit
 
-    from .runtime import Kernel
     config = config or Config.from_env()
     program = schedule.program
     key = lowered_key(program, config, schedule.to_text())
@@ -261,7 +231,6 @@ def compile_program(program: Program, config: Config | None = None):
     """
     from polyc.backends.c import build, emit
 
-    from .runtime import Kernel
     config = config or Config.from_env()
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1

@@ -46,6 +46,7 @@ from .callplan import CallPlan
 from .errors import BindingError, DTypeError, ShapeError
 from .ir import Program
 from .isl_util import pw_aff_to_expr, set_to_condition
+from .lowered import with_notes
 
 
 def _py(e: E.Expr) -> str:
@@ -530,7 +531,6 @@ class Kernel:
         from .schedule.explain import explain
         out = explain(self.schedule, as_json=json,
                       config=self.config if self._user_schedule is None else None)
-        from .pipeline import with_notes
         return with_notes(out, self._low() if self._user_schedule is None else None)
 
     def __call__(self, *args, out=None, **kwargs):

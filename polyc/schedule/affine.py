@@ -43,7 +43,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..isl_util import CTX, maps_of, sets_of
 from . import legality, surgery
-from .language import transform
+from .registry import transform
 from .tree import (
     Loop,
     band_names,

@@ -13,7 +13,7 @@ import islpy as isl
 from ..errors import IllegalScheduleError, PolycError
 from ..isl_util import maps_of
 from . import tree
-from .explain import _BAND, _LEAF, _MARK, _carried, _dep_phrase, _dep_record
+from .explain_deps import _BAND, _LEAF, _MARK, _carried, _dep_phrase, _dep_record
 
 
 def _outer_nests(schedule) -> list[dict]:

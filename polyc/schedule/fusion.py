@@ -35,8 +35,8 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..isl_util import CTX, sets_of
 from . import legality, surgery
-from .language import transform
 from .rebuild import _Band, _Children, _filter_list, _kind, describe, replace_subtree
+from .registry import transform
 from .tree import (
     Loop,
     band_names,
@@ -44,6 +44,7 @@ from .tree import (
     mupa_from_columns,
     node_at,
     path_of,
+    set_band_names,
     statement_filter,
     statements_of,
     target_statements,
@@ -121,7 +122,6 @@ def _split_raw(band: isl.ScheduleNode, pos: int) -> isl.ScheduleNode:
     outer = band.band_split(pos)
     if names is None:
         return outer
-    from .tree import set_band_names
     inner = set_band_names(outer.child(0), names[pos:])
     outer = inner.parent().parent()
     return set_band_names(outer, names[:pos])

@@ -24,7 +24,8 @@ from ..errors import PolycError, ScheduleError
 from ..ir import Program, original_schedule
 from ..isl_util import CTX, maps_of
 from . import legality
-from .tree import mupa_from_columns, statement_filter
+from .fusion import exact_flags, fuse_subtrees, head_depth
+from .tree import bands, mupa_from_columns, node_at, path_of, statement_filter, statements_of
 
 _T = isl.schedule_node_type
 _BAND = _T.band
@@ -309,7 +310,6 @@ def fuse_independent(sched: isl.Schedule, all_deps: isl.UnionMap) -> isl.Schedul
     """Fuse the outer bands of the children of a ``set`` node at the top of
     ``sched`` (isl's independent components, which share no dependence, so
     any fusion of them is legal) as deep as their leading bands all go."""
-    from .fusion import fuse_subtrees, head_depth
     top = sched.get_root().child(0)
     if top.get_type() != _T.set:
         return sched
@@ -426,7 +426,6 @@ def _iterator_coefficients(aff: isl.Aff) -> dict[int, int]:
 def skewed_members(sched: isl.Schedule, program: Program) -> list[tuple]:
     """``(band path, member, statement)`` for every band member that combines
     several iterators of a statement (a skewed loop such as ``t+i``)."""
-    from .tree import bands, path_of, statements_of
     out = []
     for band in bands(sched):
         mupa = band.band_get_partial_schedule()
@@ -449,8 +448,6 @@ def _unskew_band(band: isl.ScheduleNode, program: Program, all_deps: isl.UnionMa
                  ) -> isl.ScheduleNode:
     """Rewrite every skewed member of ``band`` to the single iterator it adds
     to the enclosing loops, per statement; flags recomputed."""
-    from .fusion import exact_flags
-    from .tree import statements_of
     mupa = band.band_get_partial_schedule()
     prefix = band.get_prefix_schedule_multi_union_pw_aff()
     n = band.band_n_member()
@@ -492,7 +489,6 @@ def unskew(sched: isl.Schedule, program: Program, all_deps: isl.UnionMap) -> isl
         found = skewed_members(sched, program)
         if not found:
             break
-        from .tree import node_at
         path = min(p for p, _, _ in found)
         sched = _unskew_band(node_at(sched, path), program, all_deps).get_schedule()
         if any(p == path for p, _, _ in skewed_members(sched, program)):
@@ -519,8 +515,6 @@ def _without_skewing(sched: isl.Schedule, program: Program, all_deps: isl.UnionM
 def annotate(sched: isl.Schedule, all_deps: isl.UnionMap) -> isl.Schedule:
     """``sched`` with the ``coincident`` members and ``permutable`` flag of
     every band computed from the dependences."""
-    from .fusion import exact_flags
-    from .tree import bands, node_at, path_of
     for path in [path_of(b) for b in bands(sched)]:
         sched = exact_flags(node_at(sched, path), all_deps).get_schedule()
     return sched

@@ -25,34 +25,24 @@ by passing ``("C", "m")`` tuples straight to a transformation.
 
 from __future__ import annotations
 
-import functools
 import json
-from typing import Any, Callable
 
 import islpy as isl
 
+from .. import bounds, dependence
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, PolycError, ScheduleError
 from ..ir import Program
-from . import legality, tree
+from . import affine, fusion, initial, legality, promotion, transforms, tree, unroll
+from .promotion import LOCAL_MARK, check_promotions
+from .recipe import encode_step, make_recipe, replay
+from .registry import KINDS, METHODS, TRANSFORMS, lookup, transform
 from .tree import Loop
 
-#: Transformations by name: ``fn(schedule, *args, **kwargs)`` returning a new
-#: ``isl.Schedule``, or ``(isl.Schedule, Program)`` when the transformation
-#: adds statements (promotion).  Filled by :func:`transform`.
-TRANSFORMS: dict[str, Callable] = {}
-#: ``"checked"`` (the result is checked against the dependences) or
-#: ``"structural"`` (cannot change the order of any two instances).
-KINDS: dict[str, str] = {}
-
-
-def transform(name: str, kind: str = "checked"):
-    """Register a transformation function under ``name``."""
-    def deco(fn):
-        TRANSFORMS[name] = fn
-        KINDS[name] = kind
-        return fn
-    return deco
+#: The modules whose transformations register themselves in
+#: :mod:`polyc.schedule.registry` when imported: importing the language
+#: fills the table.  None of them imports this module.
+TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion)
 
 
 def _describe(value) -> str:
@@ -110,8 +100,6 @@ class Schedule:
         reorder the terms of a reduction (``+=!`` and friends): reduction
         dependences then constrain only parallelism, not order.
         """
-        from .. import bounds, dependence
-        from . import initial
         if program.preconditions is None:
             program = program.replace(preconditions=bounds.preconditions(program))
         deps = dependence.compute(program)
@@ -128,7 +116,6 @@ class Schedule:
                  deps: Dependences | None = None) -> "Schedule":
         """Wrap an existing tree (e.g. a compiled kernel's); bands without a
         ``loops:`` mark get derived names."""
-        from .. import dependence
         deps = deps or dependence.compute(program)
         text = tree.name_all_bands(schedule, program).to_str()
         # a recipe replays from this very tree (polyc's band optimisation and
@@ -191,7 +178,6 @@ class Schedule:
         legality.check_tree(self.isl, self.deps, self.program, what=what,
                             reassociate=self.reassociate)
         if tree.has_extension(self.isl):
-            from .promotion import check_promotions
             check_promotions(self, what)
 
     # ------------------------------------------------------------ printing
@@ -202,8 +188,10 @@ class Schedule:
         """Same program, same tree (isl text), same reassociation setting."""
         if not isinstance(other, Schedule):
             return NotImplemented
-        return (self._base is other._base or str(self._base) == str(other._base)) and \
-            self.reassociate == other.reassociate and self.to_text() == other.to_text()
+        same = self._base is other._base or \
+            self._base.fingerprint() == other._base.fingerprint()
+        return same and self.reassociate == other.reassociate and \
+            self.to_text() == other.to_text()
 
     def __hash__(self) -> int:
         return hash(self.to_text())
@@ -250,7 +238,6 @@ class Schedule:
                 f"the schedule text runs statements {', '.join(unknown)} (copies of a "
                 f"promotion) that program {self.program.name} does not have; apply "
                 f"promote() to the schedule instead of reading the promoted tree")
-        from .promotion import LOCAL_MARK
         locals_ = {t.name for t in self.program.tensors if t.role == "local"}
         for node in tree.walk(sched.get_root()):
             if node.get_type() == isl.schedule_node_type.mark:
@@ -270,7 +257,6 @@ class Schedule:
     def to_recipe(self) -> dict:
         """The recipe as a JSON-serialisable dict (see
         :mod:`polyc.schedule.recipe`)."""
-        from .recipe import make_recipe
         return make_recipe(self)
 
     def to_json(self, **kw) -> str:
@@ -281,16 +267,12 @@ class Schedule:
         """Re-apply ``recipe`` (dict, JSON text or path of a ``.json`` file)
         to ``program``: the same tree, hence byte-identical generated code.
         Raises :class:`ScheduleError` for a recipe made for another program."""
-        from .recipe import replay
         return replay(cls, program, recipe)
 
     # ------------------------------------------------------------ applying
     def apply(self, op: str, *args, **kwargs) -> "Schedule":
         """Apply transformation ``op`` (a name of :data:`TRANSFORMS`)."""
-        fn = TRANSFORMS.get(op)
-        if fn is None:
-            raise ScheduleError(f"unknown transformation {op!r}; known: "
-                                f"{', '.join(sorted(TRANSFORMS))}")
+        fn = lookup(op)
         shown = [_describe(a) for a in args]
         shown += [f"{k}={_describe(v)}" for k, v in kwargs.items()]
         what = f"{op}({', '.join(shown)})"
@@ -310,7 +292,6 @@ class Schedule:
         program = self.program
         if isinstance(result, tuple):
             result, program = result
-        from .recipe import encode_step
         step = encode_step(op, args, kwargs)
         new = Schedule(program, self.deps, result, recipe=self.recipe + (step,),
                        start=self.start, reassociate=self.reassociate, base=self._base,
@@ -338,10 +319,6 @@ def _method(op: str):
     return method
 
 
-#: The transformation methods of :class:`Schedule`, in documentation order.
-METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew",
-           "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
-           "isolate_full_tiles", "promote", "mark")
 for _op in METHODS:
     setattr(Schedule, _op, _method(_op))
 
@@ -354,21 +331,7 @@ def document_methods() -> None:
             getattr(Schedule, op).__doc__ = fn.__doc__
 
 
-def replay_step(schedule: Schedule, step: dict) -> Schedule:
-    """Apply one decoded recipe step."""
-    from .recipe import decode_args
-    op = step.get("op")
-    args, kwargs = decode_args(step.get("args", []), step.get("kwargs", {}))
-    if op == "with_reassociation":
-        return schedule.with_reassociation(*args)
-    if op not in METHODS:
-        raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}")
-    return schedule.apply(op, *args, **kwargs)
+document_methods()
 
-
-__all__ = ["Schedule", "Loop", "transform", "TRANSFORMS", "IllegalScheduleError",
-           "functools", "Any"]
-
-
-# the transformations register themselves (and their docstrings) on import
-from . import transforms  # noqa: E402,F401
+__all__ = ["Schedule", "Loop", "transform", "TRANSFORMS", "KINDS", "METHODS",
+           "IllegalScheduleError"]

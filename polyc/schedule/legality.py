@@ -16,6 +16,8 @@ from ..dependence import Dependences
 from ..errors import IllegalScheduleError
 from ..ir import Program
 from ..isl_util import maps_of
+from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
+from .tree import band_names
 
 
 def schedule_order(schedule: isl.Schedule) -> isl.UnionMap:
@@ -236,7 +238,6 @@ def _outer_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:
 def _mark_loops(name: str) -> tuple[str, int]:
     """``("parallel", k)`` / ``("simd", 1)`` / ``("simd_reduction", 1)`` for a
     mark the code generator turns into a pragma; ``("", 0)`` otherwise."""
-    from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
     k = parse_parallel_mark(name)
     if k:
         return "parallel", k
@@ -252,7 +253,6 @@ def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | No
     """Raise :class:`IllegalScheduleError` when a ``parallel`` or ``simd``
     mark sits on a loop that carries a dependence (an ``omp_simd_reduction``
     loop may carry only its own reduction dependences)."""
-    from .tree import band_names
     problems: list[str] = []
 
     def visit(node):

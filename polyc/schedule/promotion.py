@@ -77,7 +77,7 @@ import islpy as isl
 import numpy as np
 
 from .. import expr as E
-from ..errors import ScheduleError
+from ..errors import IllegalScheduleError, ScheduleError
 from ..ir import Program, Statement, Tensor
 from ..isl_util import (
     CTX,
@@ -89,8 +89,9 @@ from ..isl_util import (
     param_space,
 )
 from . import surgery
-from .language import transform
-from .tree import band_names, fresh_name, set_band_names, statements_of
+from .legality import without_extensions
+from .registry import transform
+from .tree import band_names, fresh_name, set_band_names, statements_of, walk
 
 #: Prefix of the mark above a promotion's extension node naming the local
 #: buffer whose scope is the subtree below it (``promote:A_local``); the code
@@ -377,7 +378,6 @@ def promote(s, tensor, at, name=None):
                                     f"needs affine accesses") from None
 
     # footprints { [p] -> T[x] } of one iteration of the prefix
-    from .legality import without_extensions
     fr_all, fw, fr = _footprints(node, users, t, program, without_extensions(s.isl))
     footprint = _tidy(fr_all.union(fw))
     pspace = param_space(program.params)
@@ -506,11 +506,8 @@ def check_promotions(s, what: str = "schedule") -> None:
     buffer element its copies use.  A transformation of the loops at or
     above a promotion after it (e.g. an interchange of the tile loops)
     breaks that; :meth:`Schedule.check` calls this after the order check."""
-    from ..errors import IllegalScheduleError
-    from .tree import walk
     program: Program = s.program
     ctx = program.parameter_domain()
-    from .legality import without_extensions
     order = without_extensions(s.isl)
     for ext in walk(s.isl.get_root()):
         if ext.get_type() != _EXT:

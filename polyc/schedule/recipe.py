@@ -7,30 +7,30 @@ SHA256, "start": "source"|"isl", "steps": [{"op": "tile", "args": [...],
 when the schedule started from a given tree rather than from ``start``
 (``kernel.schedule``, :meth:`Schedule.from_text`).  Loops appear as
 ``{"loop": [target, name]}`` when they were named, ``{"path": [...],
-"member": k}`` otherwise; tuples become lists.  The fingerprint is a hash
-of the printed program (domains, access relations, statements), so a recipe
-replayed on another program is refused by name.  Replaying the steps on
+"member": k}`` otherwise; tuples become lists.  The fingerprint is the
+program's :meth:`~polyc.ir.Program.fingerprint` (domains, access relations,
+statements), so a recipe replayed on another program is refused by name.  Replaying the steps on
 the same program rebuilds the same isl tree, hence byte-identical generated
 code.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from ..errors import ScheduleError
 from ..ir import Program
+from .registry import METHODS
 from .tree import Loop
 
 FORMAT = "polyc-recipe-1"
 
 
 def program_fingerprint(program: Program) -> str:
-    """A hash of the printed program (its statements, domains and access
-    relations, without the preconditions polyc derives)."""
-    return hashlib.sha256(str(program.replace(preconditions=None)).encode()).hexdigest()
+    """:meth:`Program.fingerprint` without the preconditions polyc derives
+    (its statements, domains and access relations)."""
+    return program.replace(preconditions=None).fingerprint()
 
 
 def encode_value(v):
@@ -86,6 +86,19 @@ def make_recipe(schedule) -> dict:
     return out
 
 
+def replay_step(schedule, step: dict):
+    """Apply one recipe step (``{"op", "args", "kwargs"}``, as JSON decodes
+    it) to ``schedule``; returns the new schedule.  Raises
+    :class:`ScheduleError` for an op that is not a transformation method."""
+    op = step.get("op")
+    args, kwargs = decode_args(step.get("args", []), step.get("kwargs", {}))
+    if op == "with_reassociation":
+        return schedule.with_reassociation(*args)
+    if op not in METHODS:
+        raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}")
+    return schedule.apply(op, *args, **kwargs)
+
+
 def load(recipe) -> dict:
     """A recipe from a dict, a list of steps, JSON text, or a path to a JSON
     file."""
@@ -124,7 +137,6 @@ def replay(cls, program: Program, recipe):
     """Apply the steps of ``recipe`` to ``program`` from the recipe's start
     schedule.  Raises :class:`ScheduleError` when the recipe's fingerprint is
     another program's."""
-    from .language import replay_step
     data = load(recipe)
     fp = data.get("fingerprint")
     if fp is not None and fp != program_fingerprint(program):

@@ -57,7 +57,8 @@ from polyc.dependence import Dependences
 from polyc.ir import Program, Statement
 
 from . import legality
-from .locality import band_statements, member_iterator
+from .initial import annotate
+from .locality import _member_aff, band_statements, member_iterator
 from .tree import iterator_band
 
 _BAND = isl.schedule_node_type.band
@@ -102,7 +103,6 @@ def row_fused(sched: isl.Schedule, program: Program, deps: Dependences
     fused = node.get_schedule()
     if legality.violations(fused, deps):
         return None
-    from .initial import annotate
     # the row band is not tiled: no reuse crosses rows (its rows run whole)
     return annotate(fused, deps.all()).get_root().child(0).band_set_permutable(0).get_schedule()
 
@@ -142,7 +142,6 @@ def _row_iterators(sched: isl.Schedule, program: Program) -> dict[str, list[str]
 def _plain(stmt: Statement, upa: isl.UnionPwAff) -> bool:
     """Whether ``upa`` is exactly one iterator of ``stmt`` (no constant or
     parameter term)."""
-    from .locality import _member_aff
     aff = _member_aff(stmt, upa)
     if aff is None or not aff.get_constant_val().is_zero():
         return False

@@ -12,7 +12,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..isl_util import CTX
-from .tree import Loop, band_names, is_names_mark, node_at, set_band_names
+from .tree import Loop, band_names, is_names_mark, node_at, path_of, set_band_names
 
 _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark
@@ -98,7 +98,6 @@ def chain(schedule: isl.Schedule, program, loops: list[Loop]) -> list[isl.Schedu
         if p[:len(paths[0])] != paths[0]:
             raise ScheduleError(_not_nested(loops))
     while len(out) < 64:
-        from .tree import path_of
         if path_of(node) == inner_path:
             return out
         if node.n_children() != 1:
@@ -126,7 +125,6 @@ def merge(schedule: isl.Schedule, program, loops: list[Loop]) -> tuple[isl.Sched
     returns it and the member index of each loop in it."""
     bands_ = chain(schedule, program, loops)
     offsets, total = {}, 0
-    from .tree import path_of
     for b in bands_:
         offsets[path_of(b)] = total
         total += b.band_n_member()

@@ -7,8 +7,9 @@ the result against the dependences.  The other transformations live in
 :mod:`polyc.schedule.fusion` (fuse, distribute), :mod:`polyc.schedule.affine`
 (skew, shift, reverse), :mod:`polyc.schedule.unroll` (unroll,
 unroll_and_jam, isolate_full_tiles) and
-:mod:`polyc.schedule.promotion` (promote); importing this module registers
-them all.
+:mod:`polyc.schedule.promotion` (promote); each module registers its own
+(:mod:`polyc.schedule.registry`), and :mod:`polyc.schedule.language`
+imports them all.
 
 The loop nests in the docstrings use ``C(m,n) +=! A(m,k) * B(k,n)``
 (statements ``S0_init`` and ``S0``) in the source order::
@@ -22,17 +23,17 @@ import re
 
 import islpy as isl
 
-from ..errors import ScheduleError
+from ..errors import IllegalScheduleError, ScheduleError
 from ..isl_util import CTX
-from . import surgery
-from .language import document_methods, transform
-from .marks import PARALLEL, SIMD, SIMD_REDUCTION
-from .tree import band_names, fresh_name, loop_names_near, set_band_names
+from . import legality, surgery
+from .marks import PARALLEL, SIMD, SIMD_REDUCTION, has_band_below
+from .registry import transform
+from .tile import _is_pure_reduction_band
+from .tree import Loop, band_names, fresh_name, loop_names_near, set_band_names
 
 
 def _loops(s, loops, what: str):
     """Resolve one loop spec or a list of them."""
-    from .tree import Loop
     single = (isinstance(loops, (str, Loop, dict))
               or (isinstance(loops, (tuple, list)) and len(loops) == 2
                   and all(isinstance(x, str) and "." not in x for x in loops)))
@@ -207,11 +208,6 @@ def parallel(s, loop):
     return top.insert_mark(isl.Id(PARALLEL, context=CTX)).get_schedule()
 
 
-def _has_band_below(node: isl.ScheduleNode) -> bool:
-    from .marks import has_band_below
-    return has_band_below(node)
-
-
 @transform("vectorize")
 def vectorize(s, loop):
     """Vectorize an innermost loop (``#pragma omp simd``).  Checked: the loop
@@ -225,11 +221,9 @@ def vectorize(s, loop):
         for m: for k: for n: S0         for m: for k: #pragma omp simd
                                                       for n: S0
     """
-    from . import legality
-    from .tile import _is_pure_reduction_band
     lp = s.resolve(loop)
     band = surgery.band_node(s.isl, lp)
-    if lp.member != band.band_n_member() - 1 or _has_band_below(band):
+    if lp.member != band.band_n_member() - 1 or has_band_below(band):
         raise ScheduleError(f"vectorize: loop {lp.name} is not innermost; make it the "
                             f"innermost loop first (reorder / interchange)")
     band = _own_band(s, lp)
@@ -240,7 +234,6 @@ def vectorize(s, loop):
     if reduction_only:
         if not s.reassociate:
             c = legality.carried_by_member(band, 0, s.deps.reduction)
-            from ..errors import IllegalScheduleError
             m = legality.maps_of(c)[0]
             raise IllegalScheduleError(
                 f"loop {lp.name} carries the reduction dependence on tensor "
@@ -248,7 +241,6 @@ def vectorize(s, loop):
                 f"{legality.describe_carried(c, s.program)}; vectorizing it reorders the "
                 f"reduction: allow that with schedule.with_reassociation() first")
         if not _is_pure_reduction_band(band, s.program):
-            from ..errors import IllegalScheduleError
             raise IllegalScheduleError(
                 f"loop {lp.name} carries a reduction but does not scan only the reduction "
                 f"of one update statement whose accumulator nothing else reads, so it "
@@ -282,9 +274,3 @@ def mark(s, loop, name):
     band = _own_band(s, lp)
     top = surgery.top_of_band(band)
     return top.insert_mark(isl.Id(name, context=CTX)).get_schedule()
-
-
-# the other transformations register themselves on import
-from . import affine, fusion, promotion, unroll  # noqa: E402,F401
-
-document_methods()

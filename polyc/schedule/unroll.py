@@ -18,7 +18,7 @@ from ..errors import ScheduleError
 from ..isl_util import CTX, sets_of
 from . import legality, surgery
 from .affine import _band, _drop_isolate, _update_flags
-from .language import transform
+from .registry import transform
 from .tree import (
     Loop,
     band_names,

@@ -156,3 +156,20 @@ def test_codegen_key_and_lowered_key():
     assert pipeline.lowered_key(prog, Config(compile_timeout=3.0)) == base
     names = [n for n, _ in Config().codegen_key()]
     assert "sanitize" in names and "compile_timeout" not in names
+
+
+def test_lowered_key_follows_the_program_fingerprint_and_statement_text():
+    """The key is the program's content (Program.fingerprint) plus the
+    statements' source text, which the C source quotes in comments: a
+    definition written with other spacing gets its own lowered source."""
+    from polyc import pipeline
+    from polyc.api import program
+    tight = program("def f(float(N) X) -> (Y) { Y(n) = X(n) + 1.0 }")
+    spaced = program("def f(float(N) X) -> (Y) { Y(n)  =  X(n) + 1.0 }")
+    assert tight.fingerprint() == spaced.fingerprint()
+    assert tight.statements[0].text != spaced.statements[0].text
+    assert pipeline.lowered_key(tight, Config()) != pipeline.lowered_key(spaced, Config())
+    again = program("def f(float(N) X) -> (Y) { Y(n) = X(n) + 1.0 }")
+    assert pipeline.lowered_key(again, Config()) == pipeline.lowered_key(tight, Config())
+    other = program("def f(float(N) X) -> (Y) { Y(n) = X(n) + 2.0 }")
+    assert pipeline.lowered_key(other, Config()) != pipeline.lowered_key(tight, Config())

@@ -66,3 +66,81 @@ def test_nothing_installs_top_level_frontend_or_backends():
     assert "polyc.frontend = frontend" in cfg and "polyc.backends = backends" in cfg
     for line in cfg.splitlines():
         assert line.strip() not in ("frontend", "backends"), line
+
+
+def _local_graph(directory: Path, package: str) -> dict[str, set[str]]:
+    """Which modules of ``package`` (the ``*.py`` files of ``directory``, not
+    its subpackages) each one imports, at module level or inside a function
+    (``TYPE_CHECKING`` blocks included): every ``import`` statement the
+    source holds, found with :mod:`ast`."""
+    names = {p.stem for p in directory.glob("*.py") if p.stem != "__init__"}
+    graph: dict[str, set[str]] = {}
+    for name in names:
+        deps = set()
+        for imp in _imports(f"{package}.{name}", directory / f"{name}.py"):
+            if imp.startswith(package + "."):
+                head = imp[len(package) + 1:].split(".")[0]
+                if head in names and head != name:
+                    deps.add(head)
+        graph[name] = deps
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` (its modules in import order), or ``None``."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph[node]):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state:
+                found = visit(dep)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_schedule_package_imports_form_a_dag():
+    """The transformations register through polyc.schedule.registry, so no
+    module of polyc/schedule imports one that imports it back, not even
+    inside a function."""
+    graph = _local_graph(ROOT / "polyc" / "schedule", "polyc.schedule")
+    assert {"language", "registry", "transforms"} <= set(graph)
+    assert not graph["registry"] & {"transforms", "affine", "fusion", "unroll", "promotion",
+                                    "language"}
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle in polyc/schedule: " + " -> ".join(cycle)
+
+
+def test_runtime_pipeline_callplan_form_no_cycle():
+    """The runtime never imports the driver, the call plans never import the
+    runtime: no cycle of polyc's top-level modules runs through them."""
+    graph = _local_graph(ROOT / "polyc", "polyc")
+    assert "pipeline" not in graph["runtime"]
+    assert "runtime" not in graph["callplan"]
+    for start in ("runtime", "pipeline", "callplan"):
+        reach, todo = set(), [start]
+        while todo:
+            for dep in graph[todo.pop()]:
+                if dep not in reach:
+                    reach.add(dep)
+                    todo.append(dep)
+        assert start not in reach, f"polyc.{start} imports itself back through {sorted(reach)}"

@@ -1,0 +1,51 @@
+"""The result of lowering: :class:`Lowered`, every stage of one compilation
+up to the loop nest (``ir.Program``, ``Dependences``, the checked
+``isl.Schedule``, the LoopNest), and :func:`with_notes`, which adds what
+tensorization and row fusion did to an explanation.
+
+:mod:`polyc.pipeline` makes these; :class:`polyc.runtime.Kernel` keeps one
+(or re-lowers on demand) and explains it.  This module imports neither, so
+the runtime never imports the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from .dependence import Dependences
+from .ir import Program
+from .loopnest import Node
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """Every stage up to the loop nest (no C involved)."""
+    program: Program
+    deps: Dependences
+    schedule: isl.Schedule
+    loopnest: Node
+    #: per update statement: the intrinsic it calls, or why it calls none
+    tensorized: dict = field(default_factory=dict)
+    #: what row fusion did (polyc.schedule.rowfuse), or ""
+    row_fusion: str = ""
+
+
+def with_notes(explained, low: Lowered | None):
+    """``explained`` (the text or JSON dict of :func:`polyc.schedule.explain.explain`)
+    with what tensorization and row fusion did in ``low`` (``None``: a user
+    schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line)
+    and ``"row_fusion"`` (a line, or ``""``), or text sections."""
+    notes = dict(low.tensorized) if low is not None else {}
+    rows = low.row_fusion if low is not None else ""
+    if isinstance(explained, dict):
+        explained["tensorize"] = notes
+        explained["row_fusion"] = rows
+        return explained
+    if notes:
+        explained += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
+            f"  {v}" for v in notes.values())
+    if rows:
+        explained += f"\nrow fusion (polyc.schedule.rowfuse):\n  {rows}\n"
+    return explained

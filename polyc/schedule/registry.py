@@ -1,0 +1,51 @@
+"""The table of schedule-language transformations, by name.
+
+A transformation module (:mod:`~polyc.schedule.transforms`,
+:mod:`~polyc.schedule.fusion`, :mod:`~polyc.schedule.affine`,
+:mod:`~polyc.schedule.unroll`, :mod:`~polyc.schedule.promotion`) registers
+each of its functions with :func:`transform`; :mod:`polyc.schedule.language`
+imports those modules, so that importing the language fills the table, and
+looks transformations up here (:func:`lookup`).  This module imports no
+transformation module: the import graph of the package stays acyclic.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import ScheduleError
+
+#: Transformations by name: ``fn(schedule, *args, **kwargs)`` returning a new
+#: ``isl.Schedule``, or ``(isl.Schedule, Program)`` when the transformation
+#: adds statements (promotion).  Filled by :func:`transform`.
+TRANSFORMS: dict[str, Callable] = {}
+#: ``"checked"`` (the result is checked against the dependences) or
+#: ``"structural"`` (cannot change the order of any two instances).
+KINDS: dict[str, str] = {}
+
+#: The transformation methods of :class:`polyc.schedule.language.Schedule`,
+#: in documentation order; a recipe step may name only these (or
+#: ``with_reassociation``).
+METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew",
+           "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
+           "isolate_full_tiles", "promote", "mark")
+
+
+def transform(name: str, kind: str = "checked"):
+    """Register a transformation function under ``name`` (a decorator);
+    ``kind`` is ``"checked"`` or ``"structural"`` (see :data:`KINDS`)."""
+    def deco(fn):
+        TRANSFORMS[name] = fn
+        KINDS[name] = kind
+        return fn
+    return deco
+
+
+def lookup(name: str) -> Callable:
+    """The transformation registered as ``name``; raises
+    :class:`~polyc.errors.ScheduleError` listing the known ones otherwise."""
+    fn = TRANSFORMS.get(name)
+    if fn is None:
+        raise ScheduleError(f"unknown transformation {name!r}; known: "
+                            f"{', '.join(sorted(TRANSFORMS))}")
+    return fn
