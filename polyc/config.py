@@ -103,7 +103,25 @@ class Config:
         "the packed, register-blocked GEMM of backends/c/intrinsics/gemm.h); "
         "POLYC_TENSORIZE=0 turns it off", True))
 
+    plan: str = field(default="model", metadata=_opt(
+        "how polyc.jit's fusion planner decides (POLYC_PLAN): 'model' (polyhedral "
+        "feedback and the roofline) or 'measure' (also time the merged group against "
+        "its parts and keep the faster, recording both times)", False))
+    peak_gflops: float = field(default=150.0, metadata=_opt(
+        "FMA peak (GFLOP/s, all cores) of the planner's roofline (POLYC_PEAK_GFLOPS; "
+        "python -m benchmarks.peak measures it)", False))
+    peak_gbs: float = field(default=20.0, metadata=_opt(
+        "memory bandwidth (GB/s) of the planner's roofline (POLYC_PEAK_GBS: the STREAM "
+        "triad of python -m benchmarks.peak)", False))
+
     def __post_init__(self):
+        if self.plan not in ("model", "measure"):
+            raise PolycError(f"Config.plan must be 'model' or 'measure', got {self.plan!r} "
+                             f"(e.g. POLYC_PLAN=measure)")
+        for name in ("peak_gflops", "peak_gbs"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise PolycError(f"Config.{name} must be a positive number, got {v!r}")
         if self.fusion not in FUSION_STRATEGIES:
             raise PolycError(f"Config.fusion must be one of {', '.join(FUSION_STRATEGIES)}, "
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
@@ -158,6 +176,14 @@ class Config:
                 raise PolycError(f"POLYC_COMPILE_TIMEOUT={timeout!r} is not a number of "
                                  f"seconds; set it to e.g. 300, or unset it for no "
                                  f"limit") from None
+        if _env("POLYC_PLAN"):
+            kw["plan"] = _env("POLYC_PLAN")
+        for var, name in (("POLYC_PEAK_GFLOPS", "peak_gflops"), ("POLYC_PEAK_GBS", "peak_gbs")):
+            if _env(var):
+                try:
+                    kw[name] = float(_env(var))
+                except ValueError:
+                    raise PolycError(f"{var}={_env(var)!r} is not a number") from None
         fusion = _env("POLYC_FUSION")
         if fusion:
             if fusion not in FUSION_STRATEGIES:

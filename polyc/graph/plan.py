@@ -72,13 +72,16 @@ class Decision:
     kind: str = "producer-consumer"      # or "sibling", "user edit"
     #: roofline times (seconds) of the two groups apart and of the merge
     predicted_s: dict[str, float] = field(default_factory=dict)
+    #: measured times (seconds; ``Config.plan == "measure"``)
+    measured_s: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "producer": self.producer, "consumer": self.consumer,
                 "verdict": self.verdict, "rule": self.rule,
                 "bytes_kept_in_group": self.bytes_kept, "parallel_loops": self.parallel,
                 "tensorized": self.tensorized, "lines": self.lines,
-                "predicted_us": {k: round(v * 1e6, 3) for k, v in self.predicted_s.items()}}
+                "predicted_us": {k: round(v * 1e6, 3) for k, v in self.predicted_s.items()},
+                "measured_us": {k: round(v * 1e6, 3) for k, v in self.measured_s.items()}}
 
 
 @dataclass
@@ -314,9 +317,9 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                            {"producer": fp.tensorized, "consumer": fc.tensorized,
                             "fused": fm.tensorized},
                            sorted({str(n.location) for n in M.nodes}), kind=kind,
-                           predicted_s={"apart": roof.seconds(graph, P.nodes)
-                                        + roof.seconds(graph, C.nodes),
-                                        "fused": roof.seconds(graph, M.nodes)})
+                           predicted_s={"apart": roof.seconds(graph, P.nodes, config)
+                                        + roof.seconds(graph, C.nodes, config),
+                                        "fused": roof.seconds(graph, M.nodes, config)})
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
             elif fm.tensorized and fm.statements < fp.statements + fc.statements:
@@ -343,6 +346,13 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 rec.verdict = "fused"
                 rec.rule = (f"common loop nest, {fm.parallel} parallel loop(s) kept"
                             + (", contractions still tensorized" if fm.tensorized else ""))
+            if rec.verdict == "fused" and config.plan == "measure":
+                rec.measured_s = {"apart": _measure(graph, P.nodes, config)
+                                  + _measure(graph, C.nodes, config),
+                                  "fused": _measure(graph, M.nodes, config)}
+                if rec.measured_s["fused"] > rec.measured_s["apart"]:
+                    rec.verdict = "kept apart"
+                    rec.rule = "measured slower fused: " + rec.rule
             decisions.append(rec)
             if rec.verdict == "fused":
                 groups[p] = M
@@ -354,6 +364,30 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
     return Plan(graph, _toposort(order), decisions, config)
+
+
+def _measure(graph: Graph, nodes: list[Node], config: Config) -> float:
+    """The median time (seconds) of the group's kernel on seeded random
+    inputs at the traced sizes (``Config.plan == "measure"``)."""
+    import time
+
+    import numpy as np
+    src = group_source(graph, nodes, _keep(graph, nodes), f"{graph.name}_measure")
+    kernel = compile_group(src, config)
+    rng = np.random.default_rng(0)
+    args = [rng.random(tuple(s.value for s in n.shape)).astype(n.dtype) + 0.5
+            if n.kind != "captured" else n.value for n in src.inputs]
+    sizes = [graph.symbols.values[graph.symbols.find(s)] for s in src.size_args]
+    kernel(*args, *sizes)
+    times = []
+    deadline = time.perf_counter() + 0.2
+    while len(times) < 5 or time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        kernel(*args, *sizes)
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 200:
+            break
+    return sorted(times)[len(times) // 2]
 
 
 def _siblings(groups, owner, refused, reaches) -> list[tuple[int, int, int, str]]:

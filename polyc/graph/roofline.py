@@ -3,33 +3,20 @@ machine's FMA peak and its memory traffic at the machine's bandwidth
 (Williams, Waterman, Patterson, "Roofline", CACM 2009).
 
 Traffic counts the bytes of the tensors that cross the group's boundary
-(inputs read once, results written once) plus its internal temporaries when
-they do not fit the per-core cache (written and read back).  The machine's
-figures come from ``POLYC_PEAK_GFLOPS`` / ``POLYC_PEAK_GBS`` (e.g. the
-figures ``python -m benchmarks.peak`` prints), else conservative defaults
-for a 2-core AVX2 machine (150 GFLOP/s fp32, 20 GB/s, 1 MiB of cache per
-core).
+(inputs read once, results written once) plus its internal arrays when they
+do not fit the per-core cache (written and read back).  The machine's
+figures are ``Config.peak_gflops`` / ``Config.peak_gbs`` (``POLYC_PEAK_GFLOPS``
+/ ``POLYC_PEAK_GBS``, e.g. what ``python -m benchmarks.peak`` prints), by
+default those of a 2-core AVX2 machine (150 GFLOP/s fp32, 20 GB/s), with
+1 MiB of cache per core.
 """
 
 from __future__ import annotations
 
-import os
-
+from ..config import Config
 from .core import Graph, Node
 
-DEFAULT_GFLOPS = 150.0
-DEFAULT_GBS = 20.0
 CACHE_BYTES = 1 << 20
-
-
-def machine() -> tuple[float, float]:
-    """(FLOP/s, bytes/s) of this machine for the model."""
-    def env(name: str, default: float) -> float:
-        try:
-            return float(os.environ.get(name, default))
-        except ValueError:
-            return default
-    return env("POLYC_PEAK_GFLOPS", DEFAULT_GFLOPS) * 1e9, env("POLYC_PEAK_GBS", DEFAULT_GBS) * 1e9
 
 
 def traffic(graph: Graph, nodes: list[Node]) -> int:
@@ -48,7 +35,7 @@ def traffic(graph: Graph, nodes: list[Node]) -> int:
     return total
 
 
-def seconds(graph: Graph, nodes: list[Node]) -> float:
-    flops, bw = machine()
+def seconds(graph: Graph, nodes: list[Node], config: Config) -> float:
+    """The group's roofline time in seconds."""
     work = sum(n.flops for n in nodes)
-    return max(work / flops, traffic(graph, nodes) / bw)
+    return max(work / (config.peak_gflops * 1e9), traffic(graph, nodes) / (config.peak_gbs * 1e9))

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import polyc
+from polyc.config import Config
 from polyc.graph import trace
 from polyc.graph.plan import from_dict
 from polyc.graph.plan import plan as make_plan
@@ -229,3 +230,24 @@ def test_sibling_candidates():
     sib = [d for d in rec["decisions"] if d["kind"] == "sibling"]
     assert sib and all(d["rule"] for d in sib)
     assert all(set(d["predicted_us"]) == {"apart", "fused"} for d in rec["decisions"])
+
+
+def test_measured_mode_records_both_times():
+    x = RNG.standard_normal((32, 40)).astype(np.float32)
+    j = polyc.jit(softmax, config=Config.from_env(plan="measure"))
+    assert_close(j(x), softmax(x), reduction_length=40)
+    rec = j.explain(x, json=True)
+    fused = [d for d in rec["decisions"] if d["measured_us"]]
+    assert fused and all(set(d["measured_us"]) == {"apart", "fused"} for d in fused)
+    assert all(v > 0 for d in fused for v in d["measured_us"].values())
+
+
+def test_roofline_figures_come_from_the_config():
+    x = RNG.standard_normal((8, 9)).astype(np.float32)
+    slow = polyc.jit(softmax, config=Config.from_env(peak_gbs=1.0)).explain(x, json=True)
+    fast = polyc.jit(softmax, config=Config.from_env(peak_gbs=100.0)).explain(x, json=True)
+    a = slow["decisions"][0]["predicted_us"]["apart"]
+    b = fast["decisions"][0]["predicted_us"]["apart"]
+    assert a == pytest.approx(100 * b, rel=0.02)     # (microseconds, rounded)
+    with pytest.raises(polyc.PolycError, match="POLYC_PLAN"):
+        Config(plan="guess")
