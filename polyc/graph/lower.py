@@ -71,6 +71,11 @@ def _dim_text(s: Size, bound: set[int], fresh: list[int]) -> str:
     return f"D{fresh[0]}"
 
 
+def _masks(n: int) -> list[tuple[bool, ...]]:
+    return [tuple(bool(m >> k & 1) for k in range(n)) for m in range(1 << n)] if n <= 6 \
+        else [(True,) * n]
+
+
 def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> dict[str, str]:
     """Elementwise consumers computed in place in the buffer of the
     contraction they read (``t4 = t3 + b`` becomes ``t3 = t3 + b``), so that
@@ -89,9 +94,12 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
                     and p.name not in alias.values()
                     and [c.id for c in consumers[p.id]] == [n.id]
                     and p.shape == n.shape and p.dtype == n.dtype):
-                its = ", ".join(f"i{k}" for k in range(len(n.shape)))
+                # the same element: index k is i<k>, or 0 along an extent of 1
+                same = {", ".join(f"i{k}" if not (s.is_constant and s.value == 1) or c else "0"
+                                  for k, (s, c) in enumerate(zip(n.shape, mask)))
+                        for mask in _masks(len(n.shape))}
                 reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
-                if reads and all(r == its for r in reads):
+                if reads and all(r in same for r in reads):
                     alias[n.name] = p.name
                     break
     return alias
@@ -209,6 +217,10 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
     for n in nodes:
         texts[n.name] = []
         for st in n.stmts:
+            if n.name in alias:
+                # read the contraction's element exactly as it is written
+                its = ", ".join(f"i{k}" for k in range(len(n.shape)))
+                st = re.sub(rf"\b{alias[n.name]}\([^()]*\)", f"{alias[n.name]}({its})", st)
             for old, new in alias.items():
                 st = re.sub(rf"\b{old}\b", new, st)
             texts[n.name].append(resolve(graph, st))

@@ -129,15 +129,22 @@ def broadcast(graph: Graph, shapes: Sequence[tuple[Size, ...]], what: str) -> tu
     return tuple(out)
 
 
-def broadcast_read(t: Tracer | Scalar, coords: list[str], dtype: np.dtype) -> str:
+def broadcast_read(t: Tracer | Scalar, coords: list[str], dtype: np.dtype,
+                   out_shape: Sequence[Size] | None = None) -> str:
     """``t``'s element for output coordinates ``coords`` (right-aligned;
-    dimensions of extent 1 read index 0)."""
+    a dimension of extent 1 broadcast against a larger one reads index 0;
+    against an output extent of 1 it keeps the iterator, so that every
+    access of a row-wise chain indexes the same iterators)."""
     if isinstance(t, Scalar):
         return t.literal(dtype)
     nd = t.ndim
     own = coords[len(coords) - nd:] if nd else []
-    sizes = t._shape
-    mine = ["0" if (s.is_constant and s.normal().const == 1) else c for s, c in zip(sizes, own)]
+    outs = list(out_shape[len(out_shape) - nd:]) if out_shape is not None and nd else \
+        [None] * nd
+
+    def one(s) -> bool:
+        return s is not None and s.is_constant and s.normal().const == 1
+    mine = ["0" if one(s) and not one(o) else c for s, o, c in zip(t._shape, outs, own)]
     return t.read(mine)
 
 
@@ -218,10 +225,10 @@ def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequenc
     tracers = [o for o in ops if isinstance(o, Tracer)]
     if lazy:
         coords = [f"{{{k}}}" for k in range(len(shape))]
-        text = fn(*[broadcast_read(o, coords, rdt) for o in ops])
+        text = fn(*[broadcast_read(o, coords, rdt, shape) for o in ops])
         return Tracer(graph, text, tuple(n for t in tracers for n in t._nodes), shape, out_dt)
     its = iters(len(shape))
-    rhs = fn(*[broadcast_read(o, its, rdt) for o in ops])
+    rhs = fn(*[broadcast_read(o, its, rdt, shape) for o in ops])
     return new_node(graph, op, shape, out_dt, tracers,
                     lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, shape)}"],
                     flops=count(shape))
