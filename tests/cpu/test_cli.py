@@ -324,3 +324,33 @@ def test_explain_reports_row_fusion(capsys, tcfile):
     assert rc == 0 and json.loads(out)["row_fusion"].startswith("statements S0_init, S0, S1")
     rc, out, _ = run_main(capsys, ["explain", path, "--json", "--fusion", "min"])
     assert rc == 0 and json.loads(out)["row_fusion"] == ""
+
+
+GRAPH_PY = """\
+import numpy as np
+
+def softmax(x):
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+def branchy(x):
+    if x.sum() > 0:
+        return x
+    return -x
+"""
+
+
+def test_explain_numpy_function_plan(capsys, tmp_path):
+    path = tmp_path / "prog.py"
+    path.write_text(GRAPH_PY)
+    rc, out, _ = run_main(capsys, ["explain", str(path), "--def", "softmax",
+                                   "--shapes", "16x33"])
+    assert rc == 0 and "graph softmax: 1 kernel(s)" in out and "fused" in out
+    rc, out, _ = run_main(capsys, ["explain", str(path), "--def", "softmax",
+                                   "--shapes", "16x33", "--json"])
+    assert rc == 0 and json.loads(out)["kernels"] == 1
+    rc, _, err = run_main(capsys, ["explain", str(path), "--def", "branchy",
+                                   "--shapes", "4x4"])
+    assert rc == 2 and "prog.py:8" in err and "bool()" in err
+    rc, _, err = run_main(capsys, ["explain", str(path), "--def", "nope", "--shapes", "4"])
+    assert rc == 2 and "defines no nope" in err
