@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import sys
 from pathlib import Path
 
@@ -229,9 +230,13 @@ def compile_program(program: Program, config: Config | None = None):
     when the C compiler fails, :class:`~polyc.errors.ToolMissingError` without
     one.
     """
-    from polyc.backends.c import build, emit
+    return compile_programs([program], config)[0]
 
-    config = config or Config.from_env()
+
+def _lowered_source(program: Program, config: Config):
+    """Steps 1-8 of one program: (program with preconditions, Source,
+    Lowered or None when the source came from the cache)."""
+    from polyc.backends.c import emit
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
     key = lowered_key(program, config)
@@ -242,6 +247,26 @@ def compile_program(program: Program, config: Config | None = None):
         source = emit.emit(low.program, low.loopnest)                         # 8
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
-    lib = build.build_library(source.text, config=config)                     # 9
-    return Kernel(program, source, lib, config, lowered=low,                  # 10
-                  relower=lambda: lower(program, config))
+    return program, source, low
+
+
+def compile_programs(programs: list[Program], config: Config | None = None) -> list:
+    """:func:`compile_program` for several programs: steps 1-8 run one
+    program after the other (isl is not shared between threads), the C
+    compiler runs for all of them at once on the machine's cores (step 9),
+    so a fusion plan's kernels build in parallel.  Same errors."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from polyc.backends.c import build
+    config = config or Config.from_env()
+    staged = [_lowered_source(p, config) for p in programs]
+    texts = [src.text for _, src, _ in staged]
+    if len(texts) > 1:
+        workers = min(len(texts), os.cpu_count() or 1)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            libs = list(pool.map(lambda t: build.build_library(t, config=config), texts))
+    else:
+        libs = [build.build_library(t, config=config) for t in texts]               # 9
+    return [Kernel(p, src, lib, config, lowered=low,                              # 10
+                   relower=(lambda p=p: lower(p, config)))
+            for (p, src, low), lib in zip(staged, libs)]

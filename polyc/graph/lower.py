@@ -262,5 +262,11 @@ def group_program(gs: GroupSource):
 
 def compile_group(gs: GroupSource, config: Config | None = None):
     """The compiled :class:`polyc.runtime.Kernel` of a group."""
-    from ..pipeline import compile_program
-    return compile_program(group_program(gs), config)
+    return compile_groups([gs], config)[0]
+
+
+def compile_groups(sources: Sequence[GroupSource], config: Config | None = None) -> list:
+    """The kernels of several groups (the C compiler runs for all of them at
+    once: :func:`polyc.pipeline.compile_programs`)."""
+    from ..pipeline import compile_programs
+    return compile_programs([group_program(gs) for gs in sources], config)

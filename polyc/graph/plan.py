@@ -39,7 +39,7 @@ from ..isl_util import sets_of
 from ..schedule.marks import parse_parallel_mark
 from . import roofline as roof
 from .core import Graph, Node
-from .lower import compile_group, group_program, group_source
+from .lower import compile_group, compile_groups, group_program, group_source
 
 
 @dataclass
@@ -115,7 +115,7 @@ class Plan:
     # -- compile and run --------------------------------------------------------------
     def compile(self) -> Plan:
         if self.kernels is None:
-            self.kernels = [compile_group(s, self.config) for s in self.sources]
+            self.kernels = compile_groups(self.sources, self.config)
         return self
 
     def run(self, arrays: dict[str, Any], sizes: dict[int, int]) -> dict[str, Any]:
