@@ -4,7 +4,7 @@
 definition to an ``ir.Program`` and compiles it through
 :func:`polyc.pipeline.compile_program`; ``polyc.einsum`` is numpy-compatible
 (see :mod:`polyc.einsum_call`), and ``polyc.einsum_path`` shows the pairwise
-contractions it takes with ``optimize=`` (see :mod:`polyc.einsum_path`).
+contractions it takes with ``optimize=`` (see :mod:`polyc.einsum_plan`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from .config import Config
 from .einsum_call import einsum
-from .einsum_path import einsum_path
+from .einsum_plan import einsum_path
 from .errors import BindingError, ScheduleError, UnsupportedError
 from .frontend import tc
 from .pipeline import compile_program

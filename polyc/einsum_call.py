@@ -21,7 +21,7 @@ import numpy as np
 
 from . import ir
 from .config import Config
-from .einsum_path import ContractionStep, normalize_optimize, plan_for_spec
+from .einsum_plan import ContractionStep, normalize_optimize, plan_for_spec
 from .errors import BindingError, DTypeError, EinsumError
 from .frontend.einsum import EinsumSpec, lower, parse, subscripts_from_sublists
 
@@ -53,7 +53,7 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     the whole call into one loop nest; ``True``, ``'greedy'``, ``'optimal'``,
     ``(name, memory_limit)`` or an explicit ``['einsum_path', (0, 1), ...]``
     contract the operands pairwise along that path (opt_einsum's search, see
-    :mod:`polyc.einsum_path`), each step its own compiled einsum kernel and
+    :mod:`polyc.einsum_plan`), each step its own compiled einsum kernel and
     each intermediate allocated by polyc.  A chain such as
     ``"ij,jk,kl->il"`` is O(n^4) as one nest and O(n^3) pairwise: pass
     ``optimize=True`` for three operands or more.
