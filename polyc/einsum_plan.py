@@ -186,6 +186,9 @@ def plan_for_spec(spec: EinsumSpec, dtypes: tuple[str, ...], opt: Optimize, fina
             for lab, n in zip(labels, shape):
                 if lab not in sizes or sizes[lab] == 1:
                     sizes[lab] = n
+        if last and rest:
+            raise IncompletePathError(f"Invalid einsum_path is specified: {len(rest)} more "
+                                      "operands has to be contracted.")
         if last:
             out_labels = spec.output_labels
         else:
@@ -206,7 +209,7 @@ def plan_for_spec(spec: EinsumSpec, dtypes: tuple[str, ...], opt: Optimize, fina
                       + labels_text(out_labels))
         steps.append(ContractionStep(taken, subscripts, shape, dt, flops, len(sizes)))
         current = rest + [(out_labels, shape, dt)]
-    if len(current) != 1:
+    if len(current) != 1:      # an empty path on several operands
         raise IncompletePathError(f"Invalid einsum_path is specified: {len(current) - 1} "
                                   "more operands has to be contracted.")
     return tuple(steps)
