@@ -250,6 +250,8 @@ def _path(spec: EinsumSpec, opt: Optimize) -> tuple[tuple[int, ...], ...]:
     limit = opt.memory_limit
     if limit is None and opt.strategy == "optimal":
         limit = _numpy_memory_limit(spec)
+    if limit is not None and limit < 1:
+        return everything        # no intermediate fits (opt_einsum refuses such limits)
     path, _ = opt_einsum.contract_path(_symbolic(spec), *spec.shapes, shapes=True,
                                        optimize=opt.strategy, memory_limit=limit)
     return tuple(tuple(int(p) for p in step) for step in path)

@@ -119,6 +119,16 @@ def test_memory_limit_is_passed_to_the_search():
     assert _numpy_path(eq, shapes, ("optimal", 1)) == [(0, 1, 2, 3, 4)]
 
 
+def test_limits_below_one_leave_one_step():
+    # a zero-size operand makes numpy's default bound 0, which opt_einsum
+    # refuses (numpy lets size-0 intermediates fit; either way nothing is computed)
+    shapes = [(0, 3), (3, 0), (3, 0)]
+    for optimize in ("optimal", ("greedy", 0), ("optimal", -1)):
+        assert [s.operands for s in _plan("li,ij,ij", shapes, optimize)] == [(0, 1, 2)]
+    assert [s.operands for s in _plan("ij,jk,kl", [(2, 3), (3, 2), (2, 3)], ("greedy", 0))] == [
+        (0, 1, 2)] == _numpy_path("ij,jk,kl", [(2, 3), (3, 2), (2, 3)], ("greedy", 0))
+
+
 def test_explicit_path_is_taken_as_given():
     shapes = [(2, 3), (3, 4), (4, 5)]
     steps = _plan("ij,jk,kl->il", shapes, ["einsum_path", (2, 1), (0, 1)])
