@@ -8,6 +8,8 @@ sizes reuse one parametric kernel.  Takes numpy arrays (anything
 ``np.asarray`` accepts); builds an :class:`~polyc.frontend.einsum.EinsumSpec`
 and a :class:`~polyc.ir.Program` with :mod:`polyc.frontend.einsum` and
 compiles it with :func:`polyc.pipeline.compile_program`; returns numpy arrays.
+With ``optimize=``, :mod:`polyc.einsum_plan` gives the pairwise contractions
+and each runs here as an einsum of its own (its own memoised kernel).
 """
 
 from __future__ import annotations
