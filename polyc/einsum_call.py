@@ -99,8 +99,8 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
         raise EinsumError("operand array with iterator write flag set is read-only")
     compute = _compute_dtype(arrays, out, dtype, casting)
     config = config if config is not None else Config.from_env()
-    steps = plan_for_spec(spec, tuple(a.dtype.name for a in arrays), opt, compute.name,
-                          dtype is not None)
+    steps = () if opt.strategy is None else plan_for_spec(
+        spec, tuple(a.dtype for a in arrays), opt, compute.name, dtype is not None)
     if len(steps) > 1:
         arrays = _intermediates(steps[:-1], arrays, config)
         spec = _parse(steps[-1].subscripts, tuple(a.shape for a in arrays),

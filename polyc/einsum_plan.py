@@ -167,11 +167,12 @@ def plan_contraction(subscripts: str | bytes, shapes: Sequence[Sequence[int]],
 
 
 @functools.lru_cache(maxsize=1024)
-def plan_for_spec(spec: EinsumSpec, dtypes: tuple[str, ...], opt: Optimize, final: str,
+def plan_for_spec(spec: EinsumSpec, dtypes: tuple[Any, ...], opt: Optimize, final: str,
                   forced: bool) -> tuple[ContractionStep, ...]:
     """:func:`plan_contraction` of a parsed spec (remembered: a hot call
-    repeats it).  ``final`` is the call's computation type; ``forced`` says
-    it was given as ``dtype=`` (then every step computes in it)."""
+    repeats it).  ``dtypes`` are the operands' (numpy dtypes or names);
+    ``final`` is the call's computation type; ``forced`` says it was given
+    as ``dtype=`` (then every step computes in it)."""
     path = _path(spec, opt)
     current = [(labels, shape, dt) for labels, shape, dt
                in zip(spec.input_labels, spec.shapes, dtypes)]
