@@ -190,3 +190,14 @@ def test_subscript_errors_do_not_depend_on_optimize():
             polyc.einsum("ij,jk,kl->iz", *ops, optimize=optimize)
         with pytest.raises(polyc.DTypeError, match="could not be cast"):
             polyc.einsum("ij,jk,kl->il", *ops, optimize=optimize, dtype="int32")
+
+
+def test_the_examples_of_docs_einsum_md_run():
+    from pathlib import Path
+    text = (Path(__file__).resolve().parents[2] / "docs" / "einsum.md").read_text()
+    blocks = [b.split("```")[0] for b in text.split("```python\n")[1:]]
+    assert any("optimize=path" in b for b in blocks)
+    namespace: dict = {}          # the page reads top to bottom: one namespace
+    for block in blocks:
+        exec(compile(block, "docs/einsum.md", "exec"), namespace)
+    assert namespace["path"] == ["einsum_path", (0, 1), (0, 1)]
