@@ -91,16 +91,8 @@ class EinsumSpec:
     @property
     def canonical(self) -> str:
         """The explicit subscripts string equivalent to this spec ("ij,jk->ik")."""
-        def text(labels: Sequence[str]) -> str:
-            out, in_ellipsis = [], False
-            for lab in labels:
-                if len(lab) == 1:
-                    out.append(lab)
-                elif not in_ellipsis:
-                    out.append("...")
-                in_ellipsis = len(lab) > 1
-            return "".join(out)
-        return ",".join(text(ls) for ls in self.input_labels) + "->" + text(self.output_labels)
+        return (",".join(labels_text(ls) for ls in self.input_labels) + "->"
+                + labels_text(self.output_labels))
 
     @property
     def key(self) -> tuple:
@@ -115,6 +107,20 @@ class EinsumSpec:
         if len(names) != self.nop:
             raise EinsumError(f"einsum has {self.nop} operands but {len(names)} dtypes were given")
         return replace(self, dtypes=names, out_dtype=_dtype_name(out_dtype))
+
+
+def labels_text(labels: Sequence[str]) -> str:
+    """One operand's (or the output's) subscripts from its labels: letters as
+    they are, a run of generated ``e0, e1, ...`` labels as one ``...``
+    (``("e0", "i", "j")`` is ``"...ij"``)."""
+    out, in_ellipsis = [], False
+    for lab in labels:
+        if len(lab) == 1:
+            out.append(lab)
+        elif not in_ellipsis:
+            out.append("...")
+        in_ellipsis = len(lab) > 1
+    return "".join(out)
 
 
 def param_name(label: str) -> str:

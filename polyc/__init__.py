@@ -23,8 +23,12 @@ from .errors import (  # noqa: E402,F401
     CompileError,
     DTypeError,
     EinsumError,
+    EinsumPathError,
     IllegalScheduleError,
+    IncompletePathError,
     ParseError,
+    PathIndexError,
+    PathNameError,
     PolycError,
     ScheduleError,
     SemanticError,
@@ -35,12 +39,14 @@ from .errors import (  # noqa: E402,F401
 
 __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "DTypeError", "BindingError", "UnsupportedError", "EinsumError",
+           "EinsumPathError", "PathNameError", "PathIndexError", "IncompletePathError",
            "IllegalScheduleError", "ScheduleError", "CompileError", "compile", "einsum",
+           "einsum_path",
            "Kernel", "Schedule", "Loop", "program", "kernel", "jit", "TraceError"]
 
 
 def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
-    if name in ("compile", "einsum", "Kernel", "program"):
+    if name in ("compile", "einsum", "einsum_path", "Kernel", "program"):
         from . import api
         return getattr(api, name)
     if name == "jit":

@@ -1,9 +1,10 @@
-"""The user API: :func:`compile`, :func:`einsum`, :class:`Kernel`.
+"""The user API: :func:`compile`, :func:`einsum`, :func:`einsum_path`, :class:`Kernel`.
 
 ``polyc.compile(tc_source)`` parses Tensor Comprehensions source, lowers each
 definition to an ``ir.Program`` and compiles it through
 :func:`polyc.pipeline.compile_program`; ``polyc.einsum`` is numpy-compatible
-(see :mod:`polyc.einsum_call`).
+(see :mod:`polyc.einsum_call`), and ``polyc.einsum_path`` shows the pairwise
+contractions it takes with ``optimize=`` (see :mod:`polyc.einsum_plan`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from typing import Any, Mapping
 
 from .config import Config
 from .einsum_call import einsum
+from .einsum_plan import einsum_path
 from .errors import BindingError, ScheduleError, UnsupportedError
 from .frontend import tc
 from .pipeline import compile_program
 from .runtime import Kernel
 
-__all__ = ["compile", "einsum", "Kernel", "SpecializingKernel", "lower_def", "program"]
+__all__ = ["compile", "einsum", "einsum_path", "Kernel", "SpecializingKernel", "lower_def",
+           "program"]
 
 _FLOAT_TYPES = ("float", "double", "float32", "float64", "half", "float16")
 

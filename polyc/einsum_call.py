@@ -8,18 +8,22 @@ sizes reuse one parametric kernel.  Takes numpy arrays (anything
 ``np.asarray`` accepts); builds an :class:`~polyc.frontend.einsum.EinsumSpec`
 and a :class:`~polyc.ir.Program` with :mod:`polyc.frontend.einsum` and
 compiles it with :func:`polyc.pipeline.compile_program`; returns numpy arrays.
+With ``optimize=``, :mod:`polyc.einsum_plan` gives the pairwise contractions
+and each runs here as an einsum of its own (its own memoised kernel).
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from . import ir
 from .config import Config
+from .einsum_plan import ContractionStep, normalize_optimize, plan_for_spec
 from .errors import BindingError, DTypeError, EinsumError
 from .frontend.einsum import EinsumSpec, lower, parse, subscripts_from_sublists
 
@@ -43,18 +47,27 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     ``dtype`` forces the computation type (inputs are cast under
     ``casting``, default ``'safe'``); ``out`` receives the result (its shape
     must match, as numpy requires, and the computation type must cast to its
-    dtype under ``casting``).  ``optimize`` is accepted for compatibility and
-    ignored: polyc's scheduler decides the loop order.  The computation type
-    must be float32, float64, int32 or int64.  Returns a new array (a numpy
-    scalar for a 0-d result) or ``out``; never a view of an operand.
+    dtype under ``casting``).  The computation type must be float32,
+    float64, int32 or int64.  Returns a new array (a numpy scalar for a 0-d
+    result) or ``out``; never a view of an operand.
+
+    ``optimize`` is numpy's: ``False`` (the default, as in numpy) compiles
+    the whole call into one loop nest; ``True``, ``'greedy'``, ``'optimal'``,
+    ``(name, memory_limit)`` or an explicit ``['einsum_path', (0, 1), ...]``
+    contract the operands pairwise along that path (opt_einsum's search, see
+    :mod:`polyc.einsum_plan`), each step its own compiled einsum kernel and
+    each intermediate allocated by polyc.  A chain such as
+    ``"ij,jk,kl->il"`` is O(n^4) as one nest and O(n^3) pairwise: pass
+    ``optimize=True`` for three operands or more.
 
     Raises :class:`~polyc.errors.EinsumError` (a ``ValueError``) where numpy
     raises ``ValueError``, :class:`~polyc.errors.DTypeError` (a
     ``TypeError``) for casts numpy refuses and for unsupported element
     types, :class:`~polyc.errors.BindingError` (a ``TypeError``) for a
-    non-array ``out`` or a malformed subscript list.
+    non-array ``out``, a malformed subscript list or an ``optimize`` numpy
+    does not understand, and the :class:`~polyc.errors.EinsumPathError`
+    classes for paths numpy rejects.
     """
-    del optimize
     if unsupported:
         key = next(iter(unsupported))
         if key == "order":
@@ -73,6 +86,7 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
                           f"'unsafe' (got {casting!r})")
     if out is not None and not isinstance(out, np.ndarray):
         raise BindingError("keyword parameter out must be an array for einsum")
+    opt = normalize_optimize(optimize)
     arrays = [_operand(k, op) for k, op in enumerate(operands)]
     if dtype is not None:
         try:
@@ -84,8 +98,15 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     if out is not None and not out.flags.writeable:
         raise EinsumError("operand array with iterator write flag set is read-only")
     compute = _compute_dtype(arrays, out, dtype, casting)
+    config = config if config is not None else Config.from_env()
+    steps = () if opt.strategy is None else plan_for_spec(
+        spec, tuple(a.dtype for a in arrays), opt, compute.name, dtype is not None)
+    if len(steps) > 1:
+        arrays = _intermediates(steps[:-1], arrays, config)
+        spec = _parse(steps[-1].subscripts, tuple(a.shape for a in arrays),
+                      None if out is None else out.shape)
     spec = _with_dtype(spec, compute.name)
-    kernel = _kernel_for(spec, config if config is not None else Config.from_env())
+    kernel = _kernel_for(spec, config)
     inputs = [a.astype(compute, copy=False) for a in arrays]
 
     if out is None:
@@ -98,6 +119,21 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     # out broadcasts the result, has another dtype or layout, or overlaps an input
     np.copyto(out, kernel(*inputs), casting="unsafe")
     return out
+
+
+def _intermediates(steps: Sequence[ContractionStep], arrays: list[np.ndarray],
+                   config: Config) -> list[np.ndarray]:
+    """The operands left after ``steps`` (all but a path's last): each
+    step's operands replaced by its result, a new array from its kernel."""
+    current = list(arrays)
+    for step in steps:
+        ops = [current[p] for p in step.operands]
+        current = [a for p, a in enumerate(current) if p not in step.operands]
+        spec = _with_dtype(_parse(step.subscripts, tuple(a.shape for a in ops), None),
+                           step.dtype)
+        kernel = _kernel_for(spec, config)
+        current.append(kernel(*[a.astype(step.dtype, copy=False) for a in ops]))
+    return current
 
 
 def _operand(k: int, op: Any) -> np.ndarray:

@@ -59,6 +59,31 @@ class EinsumError(PolycError, ValueError):
     for ``numpy.einsum`` keeps working."""
 
 
+class EinsumPathError(PolycError):
+    """An ``optimize=`` contraction path that numpy's ``einsum`` rejects.
+    Each concrete class is also the built-in class numpy raises, so code
+    written for ``numpy.einsum`` keeps working: :class:`PathNameError`
+    (``KeyError``), :class:`PathIndexError` (``IndexError``),
+    :class:`IncompletePathError` (``RuntimeError``).  Malformed paths that
+    numpy rejects with ``TypeError``/``ValueError`` raise
+    :class:`BindingError`/:class:`EinsumError`."""
+
+
+class PathNameError(EinsumPathError, KeyError):
+    """``optimize`` names a path strategy that does not exist."""
+
+    def __str__(self) -> str:   # KeyError's would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class PathIndexError(EinsumPathError, IndexError):
+    """An explicit path names an operand position past the operands left."""
+
+
+class IncompletePathError(EinsumPathError, RuntimeError):
+    """An explicit path leaves more than one operand uncontracted."""
+
+
 class ShapeError(PolycError, ValueError):
     """Array shapes contradict each other or the kernel's signature."""
 
