@@ -12,6 +12,7 @@ NaN as IEEE quotients).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -253,15 +254,17 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
                      (axis if isinstance(axis, (tuple, list)) else (axis,)))
         if len(set(axes)) != len(axes):
             raise ValueError("duplicate value in 'axis'")
+        axes = tuple(sorted(axes))  # the reduction iterators follow the dimensions
     out_shape = tuple(Size.constant(graph.symbols, 1) if d in axes else x._shape[d]
                       for d in range(nd) if keepdims or d not in axes)
     its = iters(len(out_shape))
-    red = iters(len(axes), "r")
-    coords, k, r = [], 0, 0
+    # reduced dimensions of extent 1 read index 0 (no loop)
+    loop_axes = [d for d in axes if not _is_one(x._shape[d])]
+    red = iters(len(loop_axes), "r")
+    coords, k = [], 0
     for d in range(nd):
         if d in axes:
-            coords.append(red[r])
-            r += 1
+            coords.append(red[loop_axes.index(d)] if d in loop_axes else "0")
             if keepdims:
                 k += 1
         else:
@@ -270,14 +273,19 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     out_idx = its
     out_ranges = list(out_shape)
     red_sizes = [x._shape[d] for d in axes]
+    loop_sizes = [x._shape[d] for d in loop_axes]
     n = count(red_sizes)
     elem = x.read(coords)
+    if any(not _uses(elem, r) for r in red):
+        # a view that ignores a reduced coordinate (broadcast_to): reduce a copy
+        x = materialize(graph, x, dtype=np.int64 if x.dtype.kind == "b" else None)
+        elem = x.read(coords)
     if x.dtype.kind == "b":
         elem = f"(({elem}) ? 1 : 0)"
         x_dtype = np.dtype("int64")
     else:
         x_dtype = x.dtype
-    wc = where_clause(out_idx + red, out_ranges + red_sizes)
+    wc = where_clause(out_idx + red, out_ranges + loop_sizes)
     wo = where_clause(out_idx, out_ranges)
     flops = count(x._shape)
     cnt = _count_text(red_sizes)
@@ -317,6 +325,14 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     raise UnsupportedError(f"reduction {kind}")
 
 
+def _is_one(s: Size) -> bool:
+    return s.is_constant and s.normal().const == 1
+
+
+def _uses(text: str, it: str) -> bool:
+    return re.search(rf"\b{it}\b", text) is not None
+
+
 def _count_text(sizes: Sequence[Size]) -> str:
     if not sizes:
         return "1"
@@ -332,20 +348,27 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
     operands = [(a, a_labels)] + ([(b, b_labels)] if b is not None else [])
     red = [lab for lab in dict.fromkeys(x for _, ls in operands for x in ls)
            if lab not in out_labels]
+    # a summed label of extent 1 has the single index 0 (no loop)
+    red = [lab for lab in red if not _is_one(sizes[lab])]
     name_of = {lab: f"i{k}" for k, lab in enumerate(out_labels)}
     name_of.update({lab: f"r{k}" for k, lab in enumerate(red)})
     dt = np.dtype(dtype) if dtype is not None else result_dtype(*[t for t, _ in operands])
     reads = []
-    for t, labels in operands:
+    for k, (t, labels) in enumerate(operands):
         coords = []
         for s, lab in zip(t._shape, labels):
-            big = sizes[lab]
-            if s.is_constant and s.normal().const == 1 and not (
-                    big.is_constant and big.normal().const == 1):
+            if lab not in name_of or (_is_one(s) and not _is_one(sizes[lab])):
                 coords.append("0")
             else:
                 coords.append(name_of[lab])
-        reads.append(t.read(coords))
+        text = t.read(coords)
+        if any(c != "0" and not _uses(text, c) for c in coords):
+            # a view that ignores a coordinate (broadcast_to): the summation
+            # must still run over it, so read a copy
+            t = materialize(graph, t)
+            operands[k] = (t, labels)
+            text = t.read(coords)
+        reads.append(text)
     out_shape = tuple(sizes[lab] for lab in out_labels)
     its = [name_of[lab] for lab in out_labels]
     rs = [name_of[lab] for lab in red]

@@ -1,0 +1,489 @@
+"""Operation coverage of ``@polyc.jit`` (issue 14): every numpy call the
+graph layer traces, checked against plain numpy on seeded random inputs.
+
+Each case runs the *same* Python function twice: on numpy arrays (the
+reference) and through ``polyc.jit``.  The result must have numpy's shape
+and dtype (numpy 2 / NEP 50 promotion) and values within
+:func:`polyc.testing.assert_close`'s per-dtype tolerances; the inputs must
+be unchanged afterwards.  Each distinct jitted function compiles C, so the
+cases share functions where they can and use small sizes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import scipy.special
+
+import polyc
+from polyc.errors import ShapeError, TraceError, UnsupportedError
+from polyc.testing import assert_close
+
+HERE = os.path.basename(__file__)
+F32, F64 = np.float32, np.float64
+
+#: jitted versions of the case functions, shared between parametrizations
+_JITTED: dict = {}
+
+
+def jitted(fn):
+    if fn not in _JITTED:
+        _JITTED[fn] = polyc.jit(fn)
+    return _JITTED[fn]
+
+
+def rand(shape, dtype=F32, seed=0, lo=-1.0, hi=1.0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(lo, hi, size=shape).astype(dtype)
+
+
+def check(fn, *args, reduction_length: int = 1):
+    """``polyc.jit(fn)(*args)`` equals ``fn(*args)``: structure, shapes,
+    dtypes, values; the arguments are not modified."""
+    expected = fn(*args)
+    before = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+    actual = jitted(fn)(*args)
+    for a, b in zip(args, before):
+        if isinstance(a, np.ndarray):
+            np.testing.assert_array_equal(a, b, err_msg="polyc.jit modified an input")
+    _compare(actual, expected, reduction_length)
+    return actual
+
+
+def _compare(actual, expected, n):
+    if isinstance(expected, (tuple, list)):
+        assert type(actual) is type(expected) and len(actual) == len(expected)
+        for k, (a, e) in enumerate(zip(actual, expected)):
+            _compare_one(a, e, n, f"output {k}")
+    else:
+        _compare_one(actual, expected, n, "output")
+
+
+def _compare_one(a, e, n, name):
+    assert isinstance(a, np.ndarray), f"{name}: {type(a).__name__} is not an ndarray"
+    e = np.asarray(e)
+    assert a.shape == e.shape, f"{name}: shape {a.shape}, numpy gives {e.shape}"
+    assert a.dtype == e.dtype, f"{name}: dtype {a.dtype}, numpy gives {e.dtype}"
+    assert_close(a, e, reduction_length=n, name=name)
+
+
+# -- elementwise ----------------------------------------------------------------------
+def _ew_binary(a, b):
+    return a + b, a - b, a * b, a / b, np.maximum(a, b), np.minimum(a, b)
+
+
+def _ew_scalars(x):
+    return (2 - x, x - 2, x * 2.5, 2.5 * x, 1 / x, x / 3, x ** 2, x ** 3, 2.0 ** x, -x,
+            x + 1, x * np.float64(2.0))
+
+
+def _ew_unary(x):
+    p = np.abs(x) + 0.5
+    return (np.sqrt(p), np.reciprocal(p), np.exp(x), np.log(p), np.tanh(x), np.abs(x),
+            abs(x), np.negative(x), np.power(p, x), np.square(x))
+
+
+def _ew_select(x, y):
+    m = (x > 0) & (y < 0.5) | ~(x < -0.5)
+    return (np.where(x > 0, x, 0.1 * x), np.where(m, x, y), np.where(x >= y, 1.0, y),
+            np.where(x != y, x, 0), np.where(x == x, y, x), np.where(x <= 0.25, x, y))
+
+
+def _ew_clip(x):
+    return np.clip(x, -0.5, 0.5), x.clip(-0.25, None), np.clip(x, None, 0.0)
+
+
+def _erf(x):
+    return scipy.special.erf(x)
+
+
+def _casts(x):
+    return x.astype(np.float64), x.astype(np.float32), x.astype(np.float64) * x
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("sa,sb", [((3, 1, 5), (4, 1)), ((4, 5), (4, 5)), ((1,), (2, 3))])
+def test_elementwise_binary_broadcast(sa, sb, dtype):
+    check(_ew_binary, rand(sa, dtype, 1), rand(sb, dtype, 2, 0.5, 2.0))
+
+
+def test_elementwise_mixed_dtypes():
+    check(_ew_binary, rand((3, 4), F32, 1), rand((4,), F64, 2, 0.5, 2.0))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_scalar_operands_both_sides(dtype):
+    out = check(_ew_scalars, rand((3, 4), dtype, 3, 0.5, 2.0))
+    # NEP 50: Python scalars are weak, np.float64 is strong
+    assert out[0].dtype == dtype and out[-1].dtype == F64
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_elementwise_unary(dtype):
+    check(_ew_unary, rand((2, 1, 7), dtype, 4))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_where_comparisons_and_masks(dtype):
+    check(_ew_select, rand((3, 5), dtype, 5), rand((5,), dtype, 6))
+
+
+def test_clip():
+    check(_ew_clip, rand((4, 6), F32, 7))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_erf(dtype):
+    check(_erf, rand((5, 3), dtype, 8, -3, 3))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_astype(dtype):
+    check(_casts, rand((3, 4), dtype, 9))
+
+
+def test_nan_propagation_maximum_minimum():
+    a = rand((2, 6), F32, 10)
+    b = rand((2, 6), F32, 11)
+    a[0, 1] = np.nan
+    b[1, 2] = np.nan
+    a[1, 3] = b[1, 3] = np.nan
+    out = check(_ew_binary, a, b)
+    assert np.isnan(out[4][0, 1]) and np.isnan(out[4][1, 2]) and np.isnan(out[5][0, 1])
+    assert np.isnan(out[5][1, 2]) and np.isnan(out[4][1, 3])
+
+
+def _int_ops(a, b):
+    return a + b, a * 3, a / b, a - 1.5
+
+
+def test_integer_true_divide_promotes():
+    a = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
+    b = np.arange(2, 6, dtype=np.int32)
+    out = check(_int_ops, a, b)
+    assert out[2].dtype == F64 and out[0].dtype == np.int32
+
+
+# -- reductions -----------------------------------------------------------------------
+def _red_methods(x, axis, keepdims):
+    return (x.sum(axis=axis, keepdims=keepdims), x.max(axis=axis, keepdims=keepdims),
+            x.min(axis=axis, keepdims=keepdims), x.mean(axis=axis, keepdims=keepdims),
+            x.var(axis=axis, keepdims=keepdims), x.std(axis=axis, keepdims=keepdims, ddof=1))
+
+
+def _red_functions(x, axis, keepdims):
+    return (np.sum(x, axis=axis, keepdims=keepdims), np.amax(x, axis=axis, keepdims=keepdims),
+            np.amin(x, axis, keepdims=keepdims), np.mean(x, axis, keepdims=keepdims),
+            np.var(x, axis=axis, ddof=1, keepdims=keepdims), np.std(x, axis, keepdims=keepdims),
+            np.max(x, axis=axis, keepdims=keepdims), np.min(x, axis=axis, keepdims=keepdims))
+
+
+def _jit_static(fn):
+    key = ("static", fn)
+    if key not in _JITTED:
+        _JITTED[key] = polyc.jit(fn, static_argnames=("axis", "keepdims"))
+    return _JITTED[key]
+
+
+@pytest.mark.parametrize("fn,axis,keepdims,dtype", [
+    (_red_methods, None, False, F32),
+    (_red_methods, -1, True, F64),
+    (_red_methods, (0, 2), False, F32),
+    (_red_functions, 1, False, F64),
+    (_red_functions, (-1, -3), True, F32),
+    (_red_functions, None, True, F64),
+])
+def test_reductions(fn, axis, keepdims, dtype):
+    x = rand((3, 4, 5), dtype, 12)
+    before = x.copy()
+    expected = fn(x, axis, keepdims)
+    actual = _jit_static(fn)(x, axis=axis, keepdims=keepdims)
+    np.testing.assert_array_equal(x, before)
+    _compare(actual, expected, x.size)
+
+
+def _red_size1(x):
+    return x.sum(-1), x.mean(axis=(0, 1), keepdims=True), np.var(x, axis=0)
+
+
+def test_reduction_over_size1_dims():
+    check(_red_size1, rand((1, 4, 1), F32, 13), reduction_length=4)
+
+
+# -- contractions ---------------------------------------------------------------------
+def _matmul(a, b):
+    return a @ b
+
+
+def _matmul_fn(a, b):
+    return np.matmul(a, b)
+
+
+@pytest.mark.parametrize("sa,sb", [
+    ((4, 3), (3, 5)), ((2, 4, 3), (3, 5)), ((2, 1, 4, 3), (3, 3, 2)), ((3,), (3, 5)),
+    ((4, 3), (3,)), ((3,), (3,)), ((1, 4, 3), (2, 3, 5)),
+])
+def test_matmul(sa, sb):
+    check(_matmul, rand(sa, F32, 14), rand(sb, F32, 15), reduction_length=3)
+
+
+def test_matmul_function_float64():
+    check(_matmul_fn, rand((2, 4, 3), F64, 14), rand((2, 3, 2), F64, 15), reduction_length=3)
+
+
+def _dot(a, b):
+    return np.dot(a, b)
+
+
+@pytest.mark.parametrize("sa,sb", [((4, 3), (3, 5)), ((3,), (3,)), ((2, 4, 3), (5, 3, 2)),
+                                   ((4, 3), (3,))])
+def test_dot(sa, sb):
+    check(_dot, rand(sa, F32, 16), rand(sb, F32, 17), reduction_length=3)
+
+
+def _einsum1(x):
+    return (np.einsum("ij->ji", x), np.einsum("ij->", x), np.einsum("ii->i", x[:, :3]),
+            np.einsum("...j->...", x))
+
+
+def _einsum2(a, b):
+    return (np.einsum("bij,bjk->bik", a, b), np.einsum("...ij,...jk->...ik", a, b),
+            np.einsum("bij,bjk", a, b))
+
+
+def _einsum3(a, b, c):
+    return np.einsum("ij,jk,kl->il", a, b, c), np.einsum("ij,jk,k->i", a, b, c[:, 0])
+
+
+def test_einsum_one_operand():
+    check(_einsum1, rand((3, 4), F32, 18), reduction_length=12)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_einsum_two_operands(dtype):
+    check(_einsum2, rand((2, 3, 4), dtype, 19), rand((2, 4, 5), dtype, 20), reduction_length=4)
+
+
+def test_einsum_three_operands():
+    check(_einsum3, rand((3, 4), F64, 21), rand((4, 5), F64, 22), rand((5, 2), F64, 23),
+          reduction_length=20)
+
+
+def _tensordot(a, b):
+    return (np.tensordot(a, b, axes=2), np.tensordot(a, b, axes=([1, 2], [0, 1])),
+            np.tensordot(a, b, axes=([-1], [1])), np.tensordot(a, b, axes=0))
+
+
+def test_tensordot():
+    check(_tensordot, rand((2, 3, 4), F32, 24), rand((3, 4, 2), F32, 25), reduction_length=12)
+
+
+# -- layout and views -----------------------------------------------------------------
+def _reshapes(x):
+    n, m = x.shape[0], x.shape[1]
+    return (x.reshape(n * m, -1) * 2, x.reshape(-1) + 1, x.reshape(n, m, 2, 3) + 1,
+            np.reshape(x, (n, -1)) - 1, x.reshape((m * n * 6,)) * 1.0,
+            x.reshape(n, 1, m, 6) + 0.5)
+
+
+def test_reshape():
+    check(_reshapes, rand((2, 3, 6), F32, 26))
+
+
+def _transposes(x):
+    return (x.T + 0, np.transpose(x, (1, 0, 2)) * 1, x.transpose(2, 0, 1) + 0,
+            np.swapaxes(x, 0, -1) + 0, x.swapaxes(1, 2) + 0, np.moveaxis(x, 0, -1) + 0,
+            np.moveaxis(x, [0, 1], [-1, 0]) + 0)
+
+
+def test_transposes():
+    check(_transposes, rand((2, 3, 4), F64, 27))
+
+
+def _dims(x, y):
+    return (np.expand_dims(x, 0) + 0, np.expand_dims(x, (-1, 1)) * 1, np.squeeze(y) + 0,
+            y.squeeze(0) + 0, np.squeeze(y, axis=(0, 2)) + 0,
+            np.broadcast_to(x, (2, 3, 4)) + 0, np.broadcast_to(y, (5, 3, 1, 4)) * 1)
+
+
+def test_expand_squeeze_broadcast_to():
+    check(_dims, rand((3, 4), F32, 28), rand((1, 3, 1, 4), F32, 29))
+
+
+def _joins(x, y):
+    return (np.concatenate([x, y], axis=0), np.concatenate((x, y, x), axis=-1 + 0),
+            np.concatenate([x, y], axis=None), np.stack([x, y]), np.stack([x, y], axis=-1),
+            np.stack((x, x, y), axis=1))
+
+
+def test_concatenate_stack():
+    check(_joins, rand((3, 4), F32, 30), rand((3, 4), F32, 31))
+
+
+def _splits(x):
+    a, b = np.split(x, 2, axis=1)
+    c, d, e = np.split(x, [1, 3])
+    return a + 0, b * 1, c + 0, d + 0, e + 0, sum(np.split(x, 3, axis=0))
+
+
+def test_split():
+    check(_splits, rand((6, 4), F64, 32))
+
+
+def _slices(x):
+    return (x[1:3] + 0, x[::2] * 1, x[:, ::-1] + 0, x[-3:-1, 1::3] + 0, x[None, :, 2] + 0,
+            x[..., 1] + 0, x[1, ...] + 0, x[2] * 1, x[-1, -2] + x[0], x[:, None, 1:] + 0,
+            x[..., None] + 0, x[5:1:-2, ::-3] + 0)
+
+
+def test_slicing():
+    check(_slices, rand((6, 7), F32, 33))
+
+
+def _pads(x):
+    return (np.pad(x, 1), np.pad(x, ((1, 2), (0, 3))), np.pad(x, ((0, 0), (2, 1)),
+                                                           constant_values=-1.5))
+
+
+def test_pad():
+    check(_pads, rand((3, 4), F32, 34))
+
+
+def _windows(x):
+    sw = np.lib.stride_tricks.sliding_window_view
+    return sw(x, 3, axis=-1) + 0, sw(x, (2, 2)) * 1
+
+
+def test_sliding_window_view():
+    check(_windows, rand((4, 6), F32, 35))
+
+
+def _conv1d(x, w):
+    """A 'same' 1-D convolution over the last axis, numpy style."""
+    k = w.shape[-1]
+    xp = np.pad(x, ((0, 0), (0, 0), (k // 2, k // 2)))
+    win = np.lib.stride_tricks.sliding_window_view(xp, k, axis=-1)
+    return np.einsum("bcwk,ock->bow", win, w)
+
+
+def test_convolution_pad_window_einsum():
+    check(_conv1d, rand((2, 3, 8), F32, 36), rand((4, 3, 3), F32, 37), reduction_length=9)
+
+
+# -- creation ----------------------------------------------------------------------
+def _creation(x):
+    return (np.zeros_like(x), np.ones_like(x), np.full_like(x, 2.5), np.zeros_like(x, dtype=F64),
+            np.triu(x), np.tril(x, -1), np.triu(x, 1) + np.ones_like(x))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_creation(dtype):
+    check(_creation, rand((2, 4, 4), dtype, 38))
+
+
+# -- errors ---------------------------------------------------------------------------
+def _value_if(x):
+    if x.sum() > 0:  # LINE-IF
+        return x
+    return -x
+
+
+def _float_of(x):
+    return x * float(x[0])  # LINE-FLOAT
+
+
+def _asarray_of(x):
+    return np.asarray(x) + 1  # LINE-ASARRAY
+
+
+def _line_of(marker: str) -> int:
+    with open(__file__) as f:
+        for k, line in enumerate(f, 1):
+            if f"# {marker}" in line and "_line_of" not in line:
+                return k
+    raise AssertionError(marker)
+
+
+@pytest.mark.parametrize("fn,marker", [(_value_if, "LINE-IF"), (_float_of, "LINE-FLOAT"),
+                                       (_asarray_of, "LINE-ASARRAY")])
+def test_value_dependent_code_raises_trace_error(fn, marker):
+    with pytest.raises(TraceError) as e:
+        polyc.jit(fn)(rand((4,), F32))
+    assert f"{HERE}:{_line_of(marker)}" in str(e.value)
+    assert e.value.line == _line_of(marker)
+
+
+@pytest.mark.parametrize("name", ["sort", "cumsum"])
+def test_unsupported_function_is_named(name):
+    f = polyc.jit(lambda x: getattr(np, name)(x) + 1)
+    with pytest.raises(UnsupportedError, match=f"np.{name}"):
+        f(rand((4,), F32))
+
+
+def _mismatch(a, b):
+    return a + b  # LINE-MISMATCH
+
+
+def _mismatch_matmul(a, b):
+    return a @ b  # LINE-MATMUL
+
+
+@pytest.mark.parametrize("fn,marker,sb", [(_mismatch, "LINE-MISMATCH", (3, 5)),
+                                          (_mismatch_matmul, "LINE-MATMUL", (5, 2))])
+def test_shape_mismatch_names_line(fn, marker, sb):
+    with pytest.raises((ShapeError, ValueError)) as e:
+        polyc.jit(fn)(rand((3, 4), F32), rand(sb, F32))
+    assert f"{HERE}:{_line_of(marker)}" in str(e.value)
+
+
+def test_no_silent_fallback_for_ufunc_methods():
+    f = polyc.jit(lambda x: np.add.accumulate(x))
+    with pytest.raises(UnsupportedError, match="accumulate"):
+        f(rand((4,), F32))
+
+
+# -- shape classes --------------------------------------------------------------------
+def _counted(fn):
+    calls = []
+
+    def wrapper(*args):
+        calls.append(1)
+        return fn(*args)
+    wrapper.__name__ = fn.__name__
+    return polyc.jit(wrapper), calls
+
+
+def _softmax(x):
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+
+
+def test_one_plan_serves_a_shape_class():
+    f, calls = _counted(_softmax)
+    for shape in [(4, 6), (5, 9), (3, 2)]:
+        x = rand(shape, F32, 40)
+        assert_close(f(x), _softmax(x), reduction_length=shape[1])
+    assert len(calls) == 1
+
+
+def _scaled(q, k):
+    return (q @ k.T) / np.sqrt(q.shape[-1])
+
+
+def test_size_read_as_value_is_specialised():
+    f, calls = _counted(_scaled)
+    for (n, d) in [(3, 4), (5, 4), (3, 9)]:
+        q, k = rand((n, d), F32, 41), rand((n + 1, d), F32, 42)
+        out = f(q, k)
+        _compare_one(out, _scaled(q, k), d, f"d={d}")
+    assert len(calls) == 2  # (5, 4) reused the plan of (3, 4); d=9 re-traced
+
+
+def test_size_one_dims_retrace():
+    f, calls = _counted(_softmax)
+    for shape in [(4, 6), (1, 6), (4, 1), (5, 7)]:
+        x = rand(shape, F64, 43)
+        _compare_one(f(x), _softmax(x), shape[1], str(shape))
+    assert len(calls) == 3
