@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from . import ops, views
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
@@ -64,11 +64,20 @@ def _divide(g, a, b):
 
 
 def _power(g, a, b):
+    """``a ** b``; a scalar exponent of 2, 1, 0, -1 or 0.5 on a float array
+    takes numpy's fast paths (``x * x``, ``x``, ``1``, ``1 / x``,
+    ``sqrt(x)``), which give the same values; other exponents call ``pow``."""
     a, b = operand(g, a), operand(g, b)
-    if isinstance(b, Scalar) and float(b.value) == 2.0 and not isinstance(a, Scalar):
-        return elementwise(g, "power", lambda x, y: f"({x} * {x})", [a, b])
-    if isinstance(b, Scalar) and float(b.value) == 1.0:
-        return elementwise(g, "power", lambda x, y: x, [a, b])
+    if isinstance(b, Scalar) and not isinstance(a, Scalar) and b.dtype.kind in "iuf":
+        e = float(b.value)
+        fast = {2.0: lambda x, y: f"({x} * {x})", 1.0: lambda x, y: f"(1 * {x})"}
+        if a.dtype.kind == "f" or ops.result_dtype(a, b).kind == "f":
+            fast.update({0.0: lambda x, y: "1.0", -1.0: lambda x, y: f"(1.0 / {x})",
+                         0.5: lambda x, y: f"sqrt({x})"})
+        else:
+            fast[0.0] = lambda x, y: "1"
+        if e in fast:
+            return elementwise(g, "power", fast[e], [a, b])
     return elementwise(g, "power", lambda x, y: f"pow({x}, {y})", [a, b])
 
 
@@ -91,6 +100,37 @@ def _logical(sym: str) -> Callable:
 
 def _truth(text: str) -> str:
     return text
+
+
+def _bitwise(name: str, sym: str) -> Callable:
+    """``&``, ``|`` (``bitwise_and``, ``bitwise_or``): logical on boolean
+    masks, as numpy's; bitwise on integers, which polyc does not compute;
+    a TypeError on floats, as numpy's."""
+    def run(g, a, b):
+        ops_ = [operand(g, a), operand(g, b)]
+        _check_bool(name, ops_)
+        return elementwise(g, "logical", lambda x, y: f"({x} {sym} {y})", ops_,
+                           np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
+    return run
+
+
+def _check_bool(name: str, ops_) -> None:
+    kinds = {o.dtype.kind for o in ops_}
+    if kinds <= {"b"}:
+        return
+    loc = user_location()
+    if kinds & {"f"}:
+        raise TypeError(f"{loc}: ufunc '{name}' not supported for float inputs (numpy "
+                        f"raises too)\n    {loc.text}")
+    raise UnsupportedError(f"{loc}: np.{name} of integer arrays (bitwise) is not supported "
+                           f"by polyc.jit; it is supported on boolean masks\n    {loc.text}")
+
+
+def _invert(g, x):
+    x = operand(g, x)
+    _check_bool("invert", [x])
+    return elementwise(g, "logical_not", lambda a: f"(!{a})", [x], np.dtype(bool), lazy=True,
+                       compute_dtype=x.dtype)
 
 
 def _maximum(kind: str) -> Callable:
@@ -145,6 +185,8 @@ UFUNCS: dict[str, Callable] = {
     "less_equal": _compare("<="), "equal": _compare("=="), "not_equal": _compare("!="),
     "logical_and": _logical("&&"), "logical_or": _logical("||"),
     "logical_not": _logical_not,
+    "bitwise_and": _bitwise("bitwise_and", "&&"), "bitwise_or": _bitwise("bitwise_or", "||"),
+    "invert": _invert,
     "matmul": lambda g, a, b: matmul(g, a, b),
 }
 
@@ -173,7 +215,7 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     if fn is None:
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__} is not supported by polyc.jit "
                                f"(supported ufuncs: {', '.join(sorted(UFUNCS))})\n    {loc.text}")
-    out = fn(g, *inputs)
+    out = located(f"np.{ufunc.__name__}", fn, g, *inputs)
     if dtype is not None and np.dtype(dtype) != out.dtype:
         out = astype(out, dtype)
     return out
@@ -522,7 +564,33 @@ def array_function(self: Tracer, func, types, args, kwargs):
         raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (see "
                                f"docs/graph.md for the covered functions)\n    {loc.text}")
     g = _graph(args) or self._graph
-    return fn(g, *args, **kwargs)
+    return located(f"np.{name}", fn, g, *args, **kwargs)
+
+
+def located(what: str, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)``; a shape, axis or index error it raises
+    without the user's file and line gets them (a plain ``ValueError``
+    becomes a :class:`~polyc.errors.ShapeError`, which is one)."""
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, IndexError) as e:
+        loc = user_location()
+        msg = str(e)
+        if f"{loc.filename}:" in msg:
+            raise
+        text = f"{loc}: {what}: {msg}\n    {loc.text}"
+        if isinstance(e, np.exceptions.AxisError):
+            raise np.exceptions.AxisError(text) from None
+        if type(e) in (ValueError, ShapeError):
+            raise ShapeError(text) from None
+        raise type(e)(text) from None
+
+
+def _method(what: str, fn: Callable) -> Callable:
+    def method(*args, **kwargs):
+        return located(what, fn, *args, **kwargs)
+    method.__name__ = fn.__name__
+    return method
 
 
 # -- the Tracer's operators and methods --------------------------------------------
@@ -533,7 +601,8 @@ def _op(name: str, swap: bool = False):
         if not isinstance(other, (Tracer, np.ndarray, int, float, np.generic)) and not \
                 hasattr(other, "__index__"):
             return NotImplemented
-        return uf(self._graph, other, self) if swap else uf(self._graph, self, other)
+        args = (other, self) if swap else (self, other)
+        return located(name, uf, self._graph, *args)
     return method
 
 
@@ -548,9 +617,11 @@ def _install() -> None:
     for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),
                       ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal")):
         setattr(T, f"__{sym}__", _op(name))
-    T.__and__ = _op("logical_and")
-    T.__or__ = _op("logical_or")
-    T.__invert__ = lambda self: _logical_not(self._graph, self)
+    T.__and__ = _op("bitwise_and")
+    T.__rand__ = _op("bitwise_and", swap=True)
+    T.__or__ = _op("bitwise_or")
+    T.__ror__ = _op("bitwise_or", swap=True)
+    T.__invert__ = lambda self: _invert(self._graph, self)
     T.__hash__ = object.__hash__
     T.__neg__ = lambda self: _negative(self._graph, self)
     T.__pos__ = lambda self: self
@@ -584,6 +655,9 @@ def _install() -> None:
     T.copy = lambda self: ops.materialize(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
+    for attr in ("__getitem__", "sum", "max", "min", "mean", "var", "std", "reshape",
+                 "transpose", "swapaxes", "astype", "squeeze", "clip", "dot"):
+        setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 
 _install()

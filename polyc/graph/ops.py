@@ -190,6 +190,15 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
     if dtype.kind == "b":
         raise UnsupportedError(f"{user_location()}: {op} would materialise a boolean array; "
                                "polyc keeps comparisons as masks inside np.where")
+    if dtype.kind in "iu" and any(_float_literals(t) for t in stmts("t")):
+        # a TC statement computes in its element type, literals included: a
+        # comparison of floats with 0.5 (a mask) in an integer statement is
+        # computed in float64 (exact for these values) and then converted
+        tmp = new_node(graph, op, shape, np.dtype("float64"), reads, stmts, flops=flops,
+                       helpers=[(h, np.dtype("float64") if np.dtype(d).kind in "iu" else d)
+                                for h, d in helpers],
+                       contraction=contraction, reduction=reduction, note=note)
+        return materialize(graph, tmp, "astype", dtype)
     name = f"t{len(graph.nodes)}"
     inputs = tuple(dict.fromkeys(n for r in reads for n in r._nodes))
     texts = stmts(name)
@@ -198,6 +207,18 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
                      flops=flops, contraction=contraction, reduction=reduction, note=note)
     assert node.name == name
     return Tracer.of(node, graph)
+
+
+_FLOAT_LITERAL = re.compile(r"(?<![\w.$])(\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+)")
+
+
+def _float_literals(text: str) -> bool:
+    """Whether ``text`` has a literal an integer statement cannot compute
+    with (fractional, huge, or a ``/0.0`` quotient for inf and NaN)."""
+    if "/0.0" in text:
+        return True
+    return any(not float(m).is_integer() or abs(float(m)) >= 2.0 ** 62
+               for m in _FLOAT_LITERAL.findall(text))
 
 
 def count(shape: Sequence[Size]) -> int:

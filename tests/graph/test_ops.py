@@ -76,7 +76,7 @@ def _ew_binary(a, b):
 
 def _ew_scalars(x):
     return (2 - x, x - 2, x * 2.5, 2.5 * x, 1 / x, x / 3, x ** 2, x ** 3, 2.0 ** x, -x,
-            x + 1, x * np.float64(2.0))
+            x + 1, x ** 0.5, x ** -1, x ** 0, x ** 1.5, x * np.float64(2.0))
 
 
 def _ew_unary(x):
@@ -128,6 +128,29 @@ def test_elementwise_unary(dtype):
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_where_comparisons_and_masks(dtype):
     check(_ew_select, rand((3, 5), dtype, 5), rand((5,), dtype, 6))
+
+
+def _masks_as_numbers(x, y):
+    m = x > 0.25
+    return (m * x, m.astype(np.float32), (x < y).astype(np.int32), np.sum(m), np.sum(m, axis=0),
+            np.mean(x > 0.5, axis=-1), np.where(m, 1, 0), m + 1.0, np.where(x > 0.5, y, 2))
+
+
+def test_masks_as_numbers():
+    x, y = rand((3, 5), F32, 5), rand((3, 5), F32, 6)
+    check(_masks_as_numbers, x, y, reduction_length=15)
+
+
+def test_masks_are_not_outputs():
+    with pytest.raises(UnsupportedError, match="boolean"):
+        polyc.jit(lambda x: x > 0)(rand((3,), F32))
+
+
+def test_bitwise_operators_on_numbers():
+    with pytest.raises(TypeError, match="invert"):
+        polyc.jit(lambda x: np.where(~x, x, 0))(rand((3,), F32))
+    with pytest.raises(UnsupportedError, match="bitwise_and"):
+        polyc.jit(lambda x: x & 3)(np.arange(4, dtype=np.int32))
 
 
 def test_clip():
@@ -269,6 +292,15 @@ def test_einsum_two_operands(dtype):
 def test_einsum_three_operands():
     check(_einsum3, rand((3, 4), F64, 21), rand((4, 5), F64, 22), rand((5, 2), F64, 23),
           reduction_length=20)
+
+
+def _einsum3_ellipsis(a, b, c):
+    return np.einsum("...ij,...jk,...kl->...il", a, b, c)
+
+
+def test_einsum_three_operands_ellipsis():
+    check(_einsum3_ellipsis, rand((2, 3, 4), F32, 21), rand((2, 4, 5), F32, 22),
+          rand((5, 2), F32, 23), reduction_length=20)
 
 
 def _tensordot(a, b):
@@ -438,6 +470,43 @@ def test_shape_mismatch_names_line(fn, marker, sb):
     assert f"{HERE}:{_line_of(marker)}" in str(e.value)
 
 
+def _bad_concat(a, b):
+    return np.concatenate([a, b], axis=1)  # LINE-CONCAT
+
+
+def _bad_reshape(a, b):
+    return a.reshape(5, -1) + b  # LINE-RESHAPE
+
+
+def _bad_einsum(a, b):
+    return np.einsum("ij,jk->ik", a, b)  # LINE-EINSUM
+
+
+def _bad_tensordot(a, b):
+    return np.tensordot(a, b, axes=([1], [1]))  # LINE-TENSORDOT
+
+
+def _bad_axis(a, b):
+    return a.sum(axis=2) + b  # LINE-AXIS
+
+
+def _bad_index(a, b):
+    return a[3] + b  # LINE-INDEX
+
+
+@pytest.mark.parametrize("fn,marker,error", [
+    (_bad_concat, "LINE-CONCAT", ValueError), (_bad_reshape, "LINE-RESHAPE", ValueError),
+    (_bad_einsum, "LINE-EINSUM", ValueError), (_bad_tensordot, "LINE-TENSORDOT", ValueError),
+    (_bad_axis, "LINE-AXIS", np.exceptions.AxisError), (_bad_index, "LINE-INDEX", IndexError)])
+def test_shape_errors_name_line(fn, marker, error):
+    a, b = rand((3, 4), F32), rand((2, 5), F32)
+    with pytest.raises(error):
+        fn(a, b)
+    with pytest.raises(error) as e:
+        polyc.jit(fn)(a, b)
+    assert f"{HERE}:{_line_of(marker)}" in str(e.value)
+
+
 def test_no_silent_fallback_for_ufunc_methods():
     f = polyc.jit(lambda x: np.add.accumulate(x))
     with pytest.raises(UnsupportedError, match="accumulate"):
@@ -479,6 +548,21 @@ def test_size_read_as_value_is_specialised():
         out = f(q, k)
         _compare_one(out, _scaled(q, k), d, f"d={d}")
     assert len(calls) == 2  # (5, 4) reused the plan of (3, 4); d=9 re-traced
+
+
+def _views(x, y):
+    return (np.concatenate([x, y, x], axis=0) * 2, np.pad(x, ((1, 2), (0, 3))),
+            np.lib.stride_tricks.sliding_window_view(y, 2, axis=-1).sum(-1),
+            x[1:-1] + x[2:], x[-1] * 1, y[:, -2:] + 0, x.reshape(x.shape[0], -1, 2).sum(-1),
+            np.stack([y, y], axis=1)[:, ::-2] * 1, x.T @ x)
+
+
+def test_views_serve_a_shape_class():
+    f, calls = _counted(_views)
+    for n, m in [(4, 3), (6, 5)]:
+        x, y = rand((n, 4), F32, 44), rand((m, 4), F32, 45)
+        _compare(f(x, y), _views(x, y), n)
+    assert len(calls) == 1
 
 
 def test_size_one_dims_retrace():
