@@ -192,6 +192,9 @@ class Tracer:
         self._nodes = tuple(dict.fromkeys(nodes))
         self._shape = tuple(shape)
         self.dtype = np.dtype(dtype)
+        #: a mask's comparisons hold float literals that must be computed in
+        #: this type (None for other tracers); see ops.new_node
+        self._literal_dtype: np.dtype | None = None
 
     @staticmethod
     def of(node: Node, graph: Graph) -> Tracer:

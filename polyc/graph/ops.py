@@ -190,6 +190,14 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
     if dtype.kind == "b":
         raise UnsupportedError(f"{user_location()}: {op} would materialise a boolean array; "
                                "polyc keeps comparisons as masks inside np.where")
+    lit = _widest([r._literal_dtype for r in reads])
+    if lit is not None and lit.itemsize > dtype.itemsize and dtype.kind == "f":
+        # a statement's literals take its float type: a mask comparing float64
+        # values with 0.1 inside a float32 statement is computed in float64
+        # (one rounding of each float32 operation's exact result: the same values)
+        tmp = new_node(graph, op, shape, lit, reads, stmts, flops=flops, helpers=helpers,
+                       contraction=contraction, reduction=reduction, note=note)
+        return materialize(graph, tmp, "astype", dtype)
     if dtype.kind in "iu" and any(_float_literals(t) for t in stmts("t")):
         # a TC statement computes in its element type, literals included: a
         # comparison of floats with 0.5 (a mask) in an integer statement is
@@ -207,6 +215,11 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
                      flops=flops, contraction=contraction, reduction=reduction, note=note)
     assert node.name == name
     return Tracer.of(node, graph)
+
+
+def _widest(dtypes) -> np.dtype | None:
+    ds = [np.dtype(d) for d in dtypes if d is not None]
+    return max(ds, key=lambda d: d.itemsize) if ds else None
 
 
 _FLOAT_LITERAL = re.compile(r"(?<![\w.$])(\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+)")
@@ -241,7 +254,11 @@ def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequenc
     if lazy:
         coords = [f"{{{k}}}" for k in range(len(shape))]
         text = fn(*[broadcast_read(o, coords, rdt) for o in ops])
-        return Tracer(graph, text, tuple(n for t in tracers for n in t._nodes), shape, out_dt)
+        t = Tracer(graph, text, tuple(n for t in tracers for n in t._nodes), shape, out_dt)
+        # the float type its literals must be computed in (see new_node)
+        t._literal_dtype = _widest([rdt if rdt.kind == "f" else None] +
+                                   [o._literal_dtype for o in tracers])
+        return t
     its = iters(len(shape))
     rhs = fn(*[broadcast_read(o, its, rdt) for o in ops])
     return new_node(graph, op, shape, out_dt, tracers,

@@ -24,7 +24,9 @@ from .sizes import Size, SizeInt
 
 def _view(t: Tracer, coords: Sequence[str], shape: Sequence[Size]) -> Tracer:
     """The view whose element ``{0}, {1}, ...`` is ``t``'s element at ``coords``."""
-    return Tracer(t._graph, compose(t._template, list(coords)), t._nodes, tuple(shape), t.dtype)
+    out = Tracer(t._graph, compose(t._template, list(coords)), t._nodes, tuple(shape), t.dtype)
+    out._literal_dtype = t._literal_dtype
+    return out
 
 
 def ph(k: int) -> str:

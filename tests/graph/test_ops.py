@@ -141,6 +141,17 @@ def test_masks_as_numbers():
     check(_masks_as_numbers, x, y, reduction_length=15)
 
 
+def _where_f64_mask(x, a):
+    return np.where(x > 0.1, a, -a), (x <= 0.1) * a
+
+
+def test_float64_comparison_in_a_float32_result():
+    # 0.1 + 1e-10 > 0.1 in float64, but not against float32(0.1)
+    x = np.array([0.1 + 1e-10, 0.1, 0.09, 0.2])
+    out = check(_where_f64_mask, x, np.ones(4, F32))
+    assert out[0].dtype == F32 and out[0][0] == 1
+
+
 def test_masks_are_not_outputs():
     with pytest.raises(UnsupportedError, match="boolean"):
         polyc.jit(lambda x: x > 0)(rand((3,), F32))
