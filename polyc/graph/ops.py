@@ -40,7 +40,10 @@ def literal(value: Any, dtype: np.dtype) -> str:
     """``value`` as an exact TC literal of element type ``dtype``."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        v = float(value)
+        # the value in ``dtype`` (printed as the double that equals it), so
+        # that a statement of a wider float type computes with the same value
+        with np.errstate(over="ignore"):
+            v = float(dtype.type(value))
         if math.isnan(v):
             return "(0.0/0.0)"
         if math.isinf(v):

@@ -152,6 +152,17 @@ def test_float64_comparison_in_a_float32_result():
     assert out[0].dtype == F32 and out[0][0] == 1
 
 
+def _mask_f32_in_f64(x):
+    return np.mean(x > 0.1), np.where(x > 0.1, 1.0, 0.0)
+
+
+def test_float32_comparison_in_a_float64_result():
+    # float32(0.1) > 0.1 is False in float32, but True against the double 0.1
+    x = np.array([0.1, 0.2, 0.05, 0.1], F32)
+    out = check(_mask_f32_in_f64, x, reduction_length=4)
+    assert out[1][0] == 0
+
+
 def test_masks_are_not_outputs():
     with pytest.raises(UnsupportedError, match="boolean"):
         polyc.jit(lambda x: x > 0)(rand((3,), F32))
