@@ -155,8 +155,26 @@ def _negative(g, x):
 
 def _reciprocal(g, x):
     x = operand(g, x)
-    return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})" if x.dtype.kind == "f"
-                       else f"(1 / {a})", [x])
+    if x.dtype.kind == "f":
+        return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})", [x])
+    # numpy's integer 1 / x truncates toward zero (TC's / floors)
+    return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : ({a} == -1 ? -1 : 0))",
+                       [x])
+
+
+def _isnan(kind: str) -> Callable:
+    def run(g, x):
+        x = operand(g, x)
+        if x.dtype.kind != "f":
+            text = {"isnan": "0", "isinf": "0", "isfinite": "1"}[kind]
+            return elementwise(g, kind, lambda a: text, [x],
+                               np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+        inf = literal(np.inf, x.dtype)
+        fn = {"isnan": lambda a: f"({a} != {a})",
+              "isinf": lambda a: f"({a} == {inf} || {a} == -{inf})",
+              "isfinite": lambda a: f"({a} == {a} && {a} != {inf} && {a} != -{inf})"}[kind]
+        return elementwise(g, kind, fn, [x], np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+    return run
 
 
 def _square(g, x):
@@ -185,6 +203,7 @@ UFUNCS: dict[str, Callable] = {
     "less_equal": _compare("<="), "equal": _compare("=="), "not_equal": _compare("!="),
     "logical_and": _logical("&&"), "logical_or": _logical("||"),
     "logical_not": _logical_not,
+    "isnan": _isnan("isnan"), "isinf": _isnan("isinf"), "isfinite": _isnan("isfinite"),
     "bitwise_and": _bitwise("bitwise_and", "&&"), "bitwise_or": _bitwise("bitwise_or", "||"),
     "invert": _invert,
     "matmul": lambda g, a, b: matmul(g, a, b),
@@ -356,6 +375,11 @@ def astype(t: Tracer, dtype, copy: bool = True) -> Tracer:
     dt = ops.check_dtype(dtype, "astype's target")
     if dt == t.dtype and not copy:
         return t
+    if dt.kind == "b":
+        if t.dtype.kind == "b":
+            return t
+        return elementwise(t._graph, "astype", lambda a: f"({a} != 0)", [t], dt, lazy=True,
+                           compute_dtype=t.dtype)
     return ops.materialize(t._graph, t, "astype", dt)
 
 
@@ -519,6 +543,10 @@ def _reduction(kind: str):
     def run(g, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
         if out is not None:
             raise UnsupportedError("out= is not supported in traced code")
+        if kind in ("var", "std") and kw.get("correction") is not None:
+            if ddof:
+                raise ValueError("ddof and correction can't be provided simultaneously.")
+            ddof = kw.pop("correction")
         kw.pop("where", None) if kw.get("where", True) is True else None
         if kw.pop("initial", None) is not None or kw:
             raise UnsupportedError(f"{user_location()}: np.{kind} with "
@@ -561,6 +589,9 @@ def array_function(self: Tracer, func, types, args, kwargs):
     fn = FUNCTIONS.get(name)
     if fn is None:
         loc = user_location()
+        sub = next((m for m in ("linalg", "fft", "random", "ma") if
+                    f"numpy.{m}" in (getattr(func, "__module__", "") or "")), None)
+        name = f"{sub}.{name}" if sub else name
         raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (see "
                                f"docs/graph.md for the covered functions)\n    {loc.text}")
     g = _graph(args) or self._graph

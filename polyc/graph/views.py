@@ -201,6 +201,9 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
                 0 <= lo.value <= size.value and hi.value <= size.value:
             if hi.value - lo.value > 0 or (hi - lo).is_constant:
                 return lo, hi - lo, 1
+    if step == -1 and k.start is None and k.stop is None:
+        # x[::-1]: start N - 1, length N, affine for every N >= 1
+        return size - 1, size, -1
     for s in size.symbols():
         g.symbols.fix(s, "a slice whose bounds numpy clamps or steps over")
     return Size.constant(g.symbols, start_v), Size.constant(g.symbols, n), step

@@ -163,6 +163,26 @@ def test_float32_comparison_in_a_float64_result():
     assert out[1][0] == 0
 
 
+def _nan_masks(x):
+    return (np.where(np.isnan(x), 0.0, x), np.where(np.isinf(x), 1.0, x),
+            np.where(np.isfinite(x), x, -1.0), np.sum(np.isnan(x), axis=0),
+            np.where(x.astype(bool), 1.0, 2.0))
+
+
+def test_nan_masks_and_bool_casts():
+    x = rand((3, 4), F64, 46)
+    x[0, 1], x[1, 2], x[2, 0], x[2, 3] = np.nan, np.inf, -np.inf, 0.0
+    check(_nan_masks, x)
+
+
+def _int_reciprocal(x):
+    return np.reciprocal(x)
+
+
+def test_integer_reciprocal_truncates():
+    check(_int_reciprocal, np.array([1, -1, 2, -2, 5, -7], np.int32))
+
+
 def test_masks_are_not_outputs():
     with pytest.raises(UnsupportedError, match="boolean"):
         polyc.jit(lambda x: x > 0)(rand((3,), F32))
@@ -222,7 +242,8 @@ def _red_functions(x, axis, keepdims):
     return (np.sum(x, axis=axis, keepdims=keepdims), np.amax(x, axis=axis, keepdims=keepdims),
             np.amin(x, axis, keepdims=keepdims), np.mean(x, axis, keepdims=keepdims),
             np.var(x, axis=axis, ddof=1, keepdims=keepdims), np.std(x, axis, keepdims=keepdims),
-            np.max(x, axis=axis, keepdims=keepdims), np.min(x, axis=axis, keepdims=keepdims))
+            np.max(x, axis=axis, keepdims=keepdims), np.min(x, axis=axis, keepdims=keepdims),
+            np.std(x, axis=axis, keepdims=keepdims, correction=1))
 
 
 def _jit_static(fn):
@@ -469,9 +490,10 @@ def test_value_dependent_code_raises_trace_error(fn, marker):
     assert e.value.line == _line_of(marker)
 
 
-@pytest.mark.parametrize("name", ["sort", "cumsum"])
+@pytest.mark.parametrize("name", ["sort", "cumsum", "linalg.norm"])
 def test_unsupported_function_is_named(name):
-    f = polyc.jit(lambda x: getattr(np, name)(x) + 1)
+    fn = np.linalg.norm if name == "linalg.norm" else getattr(np, name)
+    f = polyc.jit(lambda x: fn(x) + 1)
     with pytest.raises(UnsupportedError, match=f"np.{name}"):
         f(rand((4,), F32))
 
@@ -576,7 +598,7 @@ def _views(x, y):
     return (np.concatenate([x, y, x], axis=0) * 2, np.pad(x, ((1, 2), (0, 3))),
             np.lib.stride_tricks.sliding_window_view(y, 2, axis=-1).sum(-1),
             x[1:-1] + x[2:], x[-1] * 1, y[:, -2:] + 0, x.reshape(x.shape[0], -1, 2).sum(-1),
-            np.stack([y, y], axis=1)[:, ::-2] * 1, x.T @ x)
+            np.stack([y, y], axis=1)[:, ::-2] * 1, x.T @ x, x[::-1] + 0)
 
 
 def test_views_serve_a_shape_class():
