@@ -248,6 +248,10 @@ def _all_sizes(graph: Graph, vals: dict[int, int]) -> dict[int, int]:
 
 def _guards_hold(guards, shapes) -> bool:
     for kind, a, b in guards:
+        if kind == "ge":
+            if sum(c * shapes[o[0]][o[1]] for c, o in a) + b < 0:
+                return False
+            continue
         va = shapes[a[0]][a[1]]
         if kind == "eq" and va != shapes[b[0]][b[1]]:
             return False

@@ -21,7 +21,7 @@ from ..errors import ShapeError, UnsupportedError
 from . import ops, views
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
-from .sizes import Size
+from .sizes import Size, SizeInt
 
 
 def _graph(args) -> Any:
@@ -470,15 +470,18 @@ def stack(g, arrays, axis=0, **kw):
 def split(g, ary, indices_or_sections, axis=0):
     t = operand(g, ary)
     axis = ops.normalize_axis(int(axis), t.ndim)
-    n = t._shape[axis].value
+    size = t._shape[axis]
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
-        if n % k:
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if size.value % k:
             raise ValueError("array split does not result in an equal division")
-        cuts = [n // k * j for j in range(1, k)]
+        part = size.floordiv(k, "np.split divides it")   # exact, or specialised
+        cuts: list = [SizeInt(part.scale(j)) for j in range(1, k)]
     else:
-        cuts = [int(c) for c in indices_or_sections]
-    bounds = [0] + cuts + [n]
+        cuts = [c if isinstance(c, SizeInt) else int(c) for c in indices_or_sections]
+    bounds = [0] + cuts + [None]
     out = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         key = [slice(None)] * t.ndim

@@ -112,6 +112,13 @@ def broadcast(graph: Graph, shapes: Sequence[tuple[Size, ...]], what: str) -> tu
     out: list[Size] = []
     for d in range(nd):
         dims = [s[len(s) - nd + d] for s in shapes if len(s) - nd + d >= 0]
+        if any(s.value != 1 for s in dims):
+            # an extent of traced value 1 that is symbolic (``x[2:]`` of 3
+            # rows) broadcasts: it is specialised to 1
+            for s in dims:
+                if s.value == 1 and not s.is_constant:
+                    graph.symbols.unify(s, Size.constant(graph.symbols, 1),
+                                        f"{what} broadcasts an extent of 1")
         big = [s for s in dims if s.value != 1 or not s.is_constant]
         if not big:
             out.append(dims[0])

@@ -162,9 +162,9 @@ def getitem(t: Tracer, key: Any) -> Tracer:
             if not -size.value <= v < size.value:
                 raise IndexError(f"index {v} is out of bounds for axis {d - 1} with size "
                                  f"{size.value}")
-            pos = idx if v >= 0 else size + idx
-            if v < 0 and not size.is_constant:
-                pass  # N - k stays symbolic
+            pos = idx if v >= 0 else size + idx   # N - k stays symbolic
+            g.symbols.require(pos, "an index")
+            g.symbols.require(size - pos - 1, "an index")
             coords.append(s_token(pos))
     return _view(t, coords, shape)
 
@@ -200,6 +200,9 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
         if lo.value == start_v and hi.value - lo.value == n and n >= 0 and \
                 0 <= lo.value <= size.value and hi.value <= size.value:
             if hi.value - lo.value > 0 or (hi - lo).is_constant:
+                # numpy clamps nothing while 0 <= lo <= hi <= size: the plan's guard
+                for form in (lo, hi - lo, size - hi):
+                    g.symbols.require(form, "a slice's bounds")
                 return lo, hi - lo, 1
     if step == -1 and k.start is None and k.stop is None:
         # x[::-1]: start N - 1, length N, affine for every N >= 1
@@ -353,6 +356,7 @@ def sliding_window_view(t: Tracer, window_shape, axis=None) -> Tracer:
             raise ValueError("`window_shape` cannot contain negative values")
         if shape[a].value < w:
             raise ValueError("window shape cannot be larger than input array shape")
+        g.symbols.require(shape[a] - w, "a window")
         shape[a] = shape[a] - (w - 1)
         coords[a] = f"{coords[a]} + {ph(t.ndim + j)}"
     shape += [Size.constant(g.symbols, w) for w in ws]

@@ -609,6 +609,33 @@ def test_views_serve_a_shape_class():
     assert len(calls) == 1
 
 
+def _bounded(x):
+    sw = np.lib.stride_tricks.sliding_window_view
+    return (x[1:3] * 2, x[-3:] + 0, np.split(x, [1, 3])[1] * 1, sw(x, 2, axis=0).sum(-1),
+            x[-1] * 1)
+
+
+def test_slices_guard_their_bounds():
+    """A plan whose slices assume ``0 <= start <= stop <= n`` (no clamping)
+    is reused only where that holds; a call where numpy clamps re-traces."""
+    f, calls = _counted(_bounded)
+    for n in (5, 7, 2):
+        x = rand((n, 3), F32, 47)
+        _compare(f(x), _bounded(x), 2)
+    assert len(calls) == 2
+
+
+def _symbolic_one(x, y):
+    return x[2:] + y
+
+
+def test_symbolic_extent_of_one_broadcasts():
+    x, y = rand((3, 4), F32, 48), rand((5, 4), F32, 49)
+    check(_symbolic_one, x, y)
+    with pytest.raises(ValueError, match="broadcast"):
+        jitted(_symbolic_one)(rand((4, 4), F32), y)
+
+
 def test_size_one_dims_retrace():
     f, calls = _counted(_softmax)
     for shape in [(4, 6), (1, 6), (4, 1), (5, 7)]:
