@@ -236,6 +236,11 @@ def reshape(t: Tracer, newshape: Sequence[Any]) -> Tracer:
         shown = tuple(s.size.value if isinstance(s, SizeInt) else s for s in newshape)
         raise ValueError(f"cannot reshape array of size {total} into shape {shown}")
     in_sizes = list(t._shape)
+    one = Size.constant(g.symbols, 1)
+    for sz in in_sizes:
+        if sz.value == 1 and not sz.is_constant:
+            # regrouped as an extent of 1 (read at index 0): specialised
+            g.symbols.unify(sz, one, "reshape drops an extent of 1")
     if total == 0:
         # an empty array: nothing to address; its extents become constants
         for sz in in_sizes:

@@ -636,6 +636,18 @@ def test_symbolic_extent_of_one_broadcasts():
         jitted(_symbolic_one)(rand((4, 4), F32), y)
 
 
+def _reshape_symbolic_one(x):
+    return x[2:].reshape(-1) * 2
+
+
+def test_reshape_of_a_symbolic_extent_of_one_retraces():
+    f, calls = _counted(_reshape_symbolic_one)
+    for n in (3, 4):
+        x = rand((n, 4), F32, 50)
+        _compare_one(f(x), _reshape_symbolic_one(x), 1, f"n={n}")
+    assert len(calls) == 2
+
+
 def test_size_one_dims_retrace():
     f, calls = _counted(_softmax)
     for shape in [(4, 6), (1, 6), (4, 1), (5, 7)]:
