@@ -159,6 +159,8 @@ class Graph:
 
 
 def identity_template(node: Node) -> str:
+    if not node.shape:
+        return node.name        # a rank-0 tensor reads as its name in TC
     return f"{node.name}(" + ", ".join(f"{{{k}}}" for k in range(len(node.shape))) + ")"
 
 

@@ -220,11 +220,28 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
     name = f"t{len(graph.nodes)}"
     inputs = tuple(dict.fromkeys(n for r in reads for n in r._nodes))
     texts = stmts(name)
+    one_element = not shape and dtype.kind in "iu" and op != "copy"
+    if one_element:
+        # TC reads a rank-0 integer argument as a size, so a rank-0 integer
+        # result (x.sum() of ints) that another group may read is stored as
+        # one element and read as t(0); a copy (a returned value) stays rank 0
+        texts = [_as_one_element(t, name) for t in texts]
+        shape = (Size.constant(graph.symbols, 1),)
     node = graph.add("op", op, shape, dtype, stmts=tuple(texts), inputs=inputs,
                      helpers=tuple((f"{name}_{h}", np.dtype(d)) for h, d in helpers),
                      flops=flops, contraction=contraction, reduction=reduction, note=note)
     assert node.name == name
+    if one_element:
+        return Tracer(graph, f"{name}(0)", (node,), (), dtype)
     return Tracer.of(node, graph)
+
+
+def _as_one_element(text: str, name: str) -> str:
+    if not text.startswith(name + " "):
+        return text
+    rest = text[len(name):]
+    rest += ", z0 in 0:1" if " where " in rest else " where z0 in 0:1"
+    return f"{name}(z0){rest}"
 
 
 def _widest(dtypes) -> np.dtype | None:

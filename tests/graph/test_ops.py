@@ -231,6 +231,16 @@ def test_integer_true_divide_promotes():
     assert out[2].dtype == F64 and out[0].dtype == np.int32
 
 
+def _int_scalar_results(x):
+    total = x.sum()
+    return total, x / total, np.exp(x), np.sqrt(x), x.max() - x, x.sum(axis=0) * 2
+
+
+def test_integer_rank0_results_between_kernels():
+    check(_int_scalar_results, np.arange(1, 13, dtype=np.int32).reshape(3, 4),
+          reduction_length=12)
+
+
 # -- reductions -----------------------------------------------------------------------
 def _red_methods(x, axis, keepdims):
     return (x.sum(axis=axis, keepdims=keepdims), x.max(axis=axis, keepdims=keepdims),
