@@ -103,8 +103,12 @@ def _casts(x):
     return x.astype(np.float64), x.astype(np.float32), x.astype(np.float64) * x
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
-@pytest.mark.parametrize("sa,sb", [((3, 1, 5), (4, 1)), ((4, 5), (4, 5)), ((1,), (2, 3))])
+SLOW_F64 = pytest.param(F64, marks=pytest.mark.slow)
+
+
+@pytest.mark.parametrize("sa,sb,dtype", [((3, 1, 5), (4, 1), F32), ((3, 1, 5), (4, 1), F64),
+                                         pytest.param((4, 5), (4, 5), F32, marks=pytest.mark.slow),
+                                         ((1,), (2, 3), F64)])
 def test_elementwise_binary_broadcast(sa, sb, dtype):
     check(_ew_binary, rand(sa, dtype, 1), rand(sb, dtype, 2, 0.5, 2.0))
 
@@ -113,19 +117,19 @@ def test_elementwise_mixed_dtypes():
     check(_ew_binary, rand((3, 4), F32, 1), rand((4,), F64, 2, 0.5, 2.0))
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_scalar_operands_both_sides(dtype):
     out = check(_ew_scalars, rand((3, 4), dtype, 3, 0.5, 2.0))
     # NEP 50: Python scalars are weak, np.float64 is strong
     assert out[0].dtype == dtype and out[-1].dtype == F64
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_elementwise_unary(dtype):
     check(_ew_unary, rand((2, 1, 7), dtype, 4))
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_where_comparisons_and_masks(dtype):
     check(_ew_select, rand((3, 5), dtype, 5), rand((5,), dtype, 6))
 
@@ -265,11 +269,11 @@ def _jit_static(fn):
 
 @pytest.mark.parametrize("fn,axis,keepdims,dtype", [
     (_red_methods, None, False, F32),
-    (_red_methods, -1, True, F64),
+    pytest.param(_red_methods, -1, True, F64, marks=pytest.mark.slow),
     (_red_methods, (0, 2), False, F32),
     (_red_functions, 1, False, F64),
     (_red_functions, (-1, -3), True, F32),
-    (_red_functions, None, True, F64),
+    pytest.param(_red_functions, None, True, F64, marks=pytest.mark.slow),
 ])
 def test_reductions(fn, axis, keepdims, dtype):
     x = rand((3, 4, 5), dtype, 12)
@@ -337,7 +341,7 @@ def test_einsum_one_operand():
     check(_einsum1, rand((3, 4), F32, 18), reduction_length=12)
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_einsum_two_operands(dtype):
     check(_einsum2, rand((2, 3, 4), dtype, 19), rand((2, 4, 5), dtype, 20), reduction_length=4)
 
@@ -463,7 +467,7 @@ def _creation(x):
             np.triu(x), np.tril(x, -1), np.triu(x, 1) + np.ones_like(x))
 
 
-@pytest.mark.parametrize("dtype", [F32, F64])
+@pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_creation(dtype):
     check(_creation, rand((2, 4, 4), dtype, 38))
 
