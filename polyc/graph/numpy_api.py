@@ -216,10 +216,20 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     if method != "__call__":
         if method == "reduce" and ufunc.__name__ in ("add", "maximum", "minimum"):
             kind = {"add": "sum", "maximum": "max", "minimum": "min"}[ufunc.__name__]
+            # ufunc.reduce(array, axis=0, dtype=None, out=None, keepdims=False, ...)
+            pos = dict(zip(("axis", "dtype", "out", "keepdims"), inputs[1:]))
+            if len(inputs) > 5 or set(pos) & set(kwargs):
+                raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.reduce with these "
+                                       f"arguments is not supported\n    {loc.text}")
+            kwargs.update(pos)
             axis = kwargs.pop("axis", 0)
             keep = kwargs.pop("keepdims", False)
+            dtype = kwargs.pop("dtype", None)
+            if kwargs.get("out", None) is None:
+                kwargs.pop("out", None)
             if not kwargs:
-                return reduce(g, kind, inputs[0], axis, keep)
+                return located(f"np.{ufunc.__name__}.reduce", reduce, g, kind, inputs[0],
+                               axis, bool(keep), dtype)
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.{method} is not supported in "
                                f"traced code\n    {loc.text}")
     if kwargs.get("out") is not None:
@@ -234,8 +244,14 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     if fn is None:
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__} is not supported by polyc.jit "
                                f"(supported ufuncs: {', '.join(sorted(UFUNCS))})\n    {loc.text}")
+    if dtype is not None:
+        # numpy computes in dtype: the inputs are converted first
+        dt = ops.check_dtype(dtype, f"np.{ufunc.__name__}'s dtype")
+        inputs = tuple(astype(i, dt) if isinstance(i, Tracer) and i.dtype != dt else
+                       (Scalar(dt.type(i)) if isinstance(i, (int, float)) else i)
+                       for i in inputs)
     out = located(f"np.{ufunc.__name__}", fn, g, *inputs)
-    if dtype is not None and np.dtype(dtype) != out.dtype:
+    if dtype is not None and np.dtype(dtype) != out.dtype and out.dtype.kind != "b":
         out = astype(out, dtype)
     return out
 
@@ -413,7 +429,22 @@ def clip(g, a, a_min=None, a_max=None, **kw):
     return elementwise(g, "clip", fn, args)
 
 
-def concatenate(g, arrays, axis=0, **kw):
+def _out_dtype_kw(what: str, kw: dict):
+    """The ``dtype=`` of a joining function; ``out=`` and ``casting=`` are
+    refused rather than ignored."""
+    if kw.pop("out", None) is not None:
+        raise UnsupportedError(f"{user_location()}: {what} with out= is not supported")
+    dtype = kw.pop("dtype", None)
+    if kw.pop("casting", "same_kind") != "same_kind" or kw:
+        raise UnsupportedError(f"{user_location()}: {what} with "
+                               f"{', '.join(kw) or 'casting'}= is not supported")
+    return dtype
+
+
+def concatenate(g, arrays, axis=0, out=None, **kw):
+    dtype = _out_dtype_kw("np.concatenate", dict(kw, out=out))
+    if dtype is not None:
+        return astype(concatenate(g, arrays, axis), dtype)
     ts = [operand(g, a) for a in arrays]
     if not ts or any(isinstance(t, Scalar) for t in ts):
         raise ValueError("zero-dimensional arrays cannot be concatenated")
@@ -460,7 +491,10 @@ def concatenate(g, arrays, axis=0, **kw):
         f"{ops.lhs(name, its)} = {expr}{ops.where_clause(its, shape)}"])
 
 
-def stack(g, arrays, axis=0, **kw):
+def stack(g, arrays, axis=0, out=None, **kw):
+    dtype = _out_dtype_kw("np.stack", dict(kw, out=out))
+    if dtype is not None:
+        return astype(stack(g, arrays, axis), dtype)
     ts = [operand(g, a) for a in arrays]
     nd = ts[0].ndim + 1
     axis = ops.normalize_axis(int(axis), nd)
@@ -533,8 +567,19 @@ def _tri(kind: str):
 
 def _like(value):
     def run(g, a, *args, dtype=None, shape=None, **kw):
+        # zeros_like(a, dtype, order, subok, shape); full_like(a, fill_value, dtype, ...)
         t = operand(g, a)
-        fill = args[0] if value is None else value
+        if value is None:
+            fill, args = args[0], args[1:]
+        else:
+            fill = value
+        if args:
+            dtype = args[0] if dtype is None else dtype
+            if len(args) >= 4 and shape is None:
+                shape = args[3]
+        if isinstance(fill, Tracer) or kw.get("device") not in (None, "cpu"):
+            raise UnsupportedError(f"{user_location()}: np.full_like with a traced fill "
+                                   "value is not supported; use np.where or broadcasting")
         dt = np.dtype(dtype) if dtype is not None else t.dtype
         sh = t.shape if shape is None else ops.shape_arg(shape)
         text = literal(fill, dt)
@@ -564,8 +609,8 @@ FUNCTIONS: dict[str, Callable] = {
     "var": _reduction("var"), "std": _reduction("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
     "matmul": matmul,
-    "reshape": lambda g, a, shape=None, *args, newshape=None, order="C", **kw:
-        views.reshape(operand(g, a), shape if shape is not None else newshape),
+    "reshape": lambda g, a, shape=None, order="C", *, newshape=None, copy=None:
+        views.reshape(operand(g, a), shape if shape is not None else newshape, order),
     "transpose": lambda g, a, axes=None: views.transpose(operand(g, a), axes),
     "swapaxes": lambda g, a, x, y: views.swapaxes(operand(g, a), x, y),
     "moveaxis": lambda g, a, s, d: views.moveaxis(operand(g, a), s, d),
@@ -673,10 +718,10 @@ def _install() -> None:
                           keepdims=False, **kw: _reduction(k)(
                               self._graph, self, axis, dtype, out, keepdims, **kw))(kind))
 
-    def reshape_method(self, *shape, order="C"):
+    def reshape_method(self, *shape, order="C", copy=None):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return views.reshape(self, shape)
+        return views.reshape(self, shape, order)
     T.reshape = reshape_method
     T.transpose = lambda self, *axes: views.transpose(
         self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else

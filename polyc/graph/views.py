@@ -212,8 +212,11 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
     return Size.constant(g.symbols, start_v), Size.constant(g.symbols, n), step
 
 
-def reshape(t: Tracer, newshape: Sequence[Any]) -> Tracer:
+def reshape(t: Tracer, newshape: Sequence[Any], order: str = "C") -> Tracer:
     g = t._graph
+    if order != "C":
+        raise UnsupportedError(f"{user_location()}: reshape with order={order!r} is not "
+                               "supported; only order='C'")
     if isinstance(newshape, (int, np.integer, SizeInt)):
         newshape = (newshape,)
     newshape = list(newshape)

@@ -472,6 +472,19 @@ def test_creation(dtype):
     check(_creation, rand((2, 4, 4), dtype, 38))
 
 
+def _argument_forms(x):
+    """Positional and keyword forms that must not be ignored."""
+    return (np.add.reduce(x, 1), np.maximum.reduce(x, axis=0, keepdims=True),
+            np.add.reduce(x, 0, np.float64), np.add(x, 0.1, dtype=np.float64),
+            np.concatenate([x, x], dtype=np.float64), np.stack([x, x], dtype=np.float64),
+            np.zeros_like(x, np.float64), np.full_like(x, 3, np.int32),
+            np.ones_like(x, shape=(2, 3)), np.reshape(x, shape=(6, 4)) + 0)
+
+
+def test_argument_forms():
+    check(_argument_forms, rand((4, 6), F32, 51), reduction_length=6)
+
+
 # -- errors ---------------------------------------------------------------------------
 def _value_if(x):
     if x.sum() > 0:  # LINE-IF
@@ -565,10 +578,15 @@ def test_shape_errors_name_line(fn, marker, error):
     assert f"{HERE}:{_line_of(marker)}" in str(e.value)
 
 
-def test_no_silent_fallback_for_ufunc_methods():
-    f = polyc.jit(lambda x: np.add.accumulate(x))
-    with pytest.raises(UnsupportedError, match="accumulate"):
-        f(rand((4,), F32))
+@pytest.mark.parametrize("fn,match", [
+    (lambda x: np.add.accumulate(x), "accumulate"),
+    (lambda x: x.reshape(2, 2, order="F"), "order='F'"),
+    (lambda x: np.concatenate([x, x], casting="unsafe"), "casting"),
+    (lambda x: np.sum(x, where=x > 0), "where"),
+])
+def test_no_silent_fallback(fn, match):
+    with pytest.raises(UnsupportedError, match=match):
+        polyc.jit(fn)(rand((4,), F32))
 
 
 # -- shape classes --------------------------------------------------------------------
