@@ -603,10 +603,25 @@ def _reduction(kind: str):
     return run
 
 
+def _max_fn(kind: str):
+    """np.max/np.min/np.amax/np.amin: ``(a, axis, out, keepdims, initial, where)``."""
+    def run(g, a, axis=None, out=None, keepdims=False, *args, **kw):
+        kw.update(zip(("initial", "where"), args))
+        return _reduction(kind)(g, a, axis, None, out, keepdims, **kw)
+    return run
+
+
+def _var_fn(kind: str):
+    """np.var/np.std: ``(a, axis, dtype, out, ddof, keepdims, *, where, mean, correction)``."""
+    def run(g, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return _reduction(kind)(g, a, axis, dtype, out, keepdims, ddof, **kw)
+    return run
+
+
 FUNCTIONS: dict[str, Callable] = {
-    "sum": _reduction("sum"), "max": _reduction("max"), "amax": _reduction("max"),
-    "min": _reduction("min"), "amin": _reduction("min"), "mean": _reduction("mean"),
-    "var": _reduction("var"), "std": _reduction("std"),
+    "sum": _reduction("sum"), "max": _max_fn("max"), "amax": _max_fn("max"),
+    "min": _max_fn("min"), "amin": _max_fn("min"), "mean": _reduction("mean"),
+    "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
     "matmul": matmul,
     "reshape": lambda g, a, shape=None, order="C", *, newshape=None, copy=None:
@@ -713,10 +728,24 @@ def _install() -> None:
                                f"(traced arrays are immutable); build the result with "
                                f"np.where, np.concatenate or np.pad\n    {loc.text}")
     T.__setitem__ = setitem
-    for kind in ("sum", "max", "min", "mean", "var", "std"):
-        setattr(T, kind, (lambda k: lambda self, axis=None, dtype=None, out=None,
-                          keepdims=False, **kw: _reduction(k)(
-                              self._graph, self, axis, dtype, out, keepdims, **kw))(kind))
+    # the ndarray methods' own positional orders
+    def _sum_like(k):
+        def method(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+            return _reduction(k)(self._graph, self, axis, dtype, out, keepdims, **kw)
+        return method
+
+    def _max_like(k):
+        def method(self, axis=None, out=None, keepdims=False, **kw):
+            return _reduction(k)(self._graph, self, axis, None, out, keepdims, **kw)
+        return method
+
+    def _var_like(k):
+        def method(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+            return _reduction(k)(self._graph, self, axis, dtype, out, keepdims, ddof, **kw)
+        return method
+    for kind, make in (("sum", _sum_like), ("mean", _sum_like), ("max", _max_like),
+                       ("min", _max_like), ("var", _var_like), ("std", _var_like)):
+        setattr(T, kind, make(kind))
 
     def reshape_method(self, *shape, order="C", copy=None):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):

@@ -478,7 +478,9 @@ def _argument_forms(x):
             np.add.reduce(x, 0, np.float64), np.add(x, 0.1, dtype=np.float64),
             np.concatenate([x, x], dtype=np.float64), np.stack([x, x], dtype=np.float64),
             np.zeros_like(x, np.float64), np.full_like(x, 3, np.int32),
-            np.ones_like(x, shape=(2, 3)), np.reshape(x, shape=(6, 4)) + 0)
+            np.ones_like(x, shape=(2, 3)), np.reshape(x, shape=(6, 4)) + 0,
+            np.var(x, 0, None, None, 1), x.std(1, None, None, 2), np.max(x, 1, None, True),
+            x.min(0, None, True), x.sum(0, np.float64))
 
 
 def test_argument_forms():
