@@ -78,11 +78,18 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
     bound: set[int] = set()
     fresh = [0]
     params = []
+    one_element = set()
     for i in ins:
         dims = [_dim_text(s, bound, fresh) for s in i.shape]
         t = tc_type(i.dtype)
+        if not dims and i.dtype.kind in "iu":
+            # TC takes a rank-0 integer argument as a size: pass one element
+            one_element.add(i.name)
+            dims = ["1"]
         params.append(f"{t}({', '.join(dims)}) {i.name}" if dims else f"{t} {i.name}")
     body = [resolve(graph, s) for n in nodes for s in n.stmts]
+    for name in one_element:
+        body = [re.sub(rf"\b{name}\b(?!\s*\()", f"{name}(0)", line) for line in body]
     used = sorted({int(m) for line in body for m in _PARAM.findall(line)})
     size_args = tuple(s for s in used if s not in bound)
     params += [f"int64 N{s}" for s in size_args]

@@ -149,7 +149,16 @@ def broadcast_read(t: Tracer | Scalar, coords: list[str], dtype: np.dtype) -> st
     own = coords[len(coords) - nd:] if nd else []
     sizes = t._shape
     mine = ["0" if (s.is_constant and s.normal().const == 1) else c for s, c in zip(sizes, own)]
-    return t.read(mine)
+    return as_float(t.read(mine), t.dtype, dtype)
+
+
+def as_float(text: str, have: np.dtype, want: np.dtype) -> str:
+    """``text`` (of dtype ``have``) converted to the float ``want`` before
+    arithmetic, as numpy converts: C would compute ``float * int64`` in
+    float, numpy in float64 (the ``1.0`` takes the statement's float type)."""
+    if np.dtype(want).kind == "f" and np.dtype(have).kind in "iu":
+        return f"(1.0 * {text})"
+    return text
 
 
 def result_dtype(*ops: Tracer | Scalar) -> np.dtype:
@@ -208,7 +217,7 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
         tmp = new_node(graph, op, shape, lit, reads, stmts, flops=flops, helpers=helpers,
                        contraction=contraction, reduction=reduction, note=note)
         return materialize(graph, tmp, "astype", dtype)
-    if dtype.kind in "iu" and any(_float_literals(t) for t in stmts("t")):
+    if dtype.kind in "iu" and (lit is not None or any(_float_literals(t) for t in stmts("t"))):
         # a TC statement computes in its element type, literals included: a
         # comparison of floats with 0.5 (a mask) in an integer statement is
         # computed in float64 (exact for these values) and then converted
@@ -220,28 +229,11 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
     name = f"t{len(graph.nodes)}"
     inputs = tuple(dict.fromkeys(n for r in reads for n in r._nodes))
     texts = stmts(name)
-    one_element = not shape and dtype.kind in "iu" and op != "copy"
-    if one_element:
-        # TC reads a rank-0 integer argument as a size, so a rank-0 integer
-        # result (x.sum() of ints) that another group may read is stored as
-        # one element and read as t(0); a copy (a returned value) stays rank 0
-        texts = [_as_one_element(t, name) for t in texts]
-        shape = (Size.constant(graph.symbols, 1),)
     node = graph.add("op", op, shape, dtype, stmts=tuple(texts), inputs=inputs,
                      helpers=tuple((f"{name}_{h}", np.dtype(d)) for h, d in helpers),
                      flops=flops, contraction=contraction, reduction=reduction, note=note)
     assert node.name == name
-    if one_element:
-        return Tracer(graph, f"{name}(0)", (node,), (), dtype)
     return Tracer.of(node, graph)
-
-
-def _as_one_element(text: str, name: str) -> str:
-    if not text.startswith(name + " "):
-        return text
-    rest = text[len(name):]
-    rest += ", z0 in 0:1" if " where " in rest else " where z0 in 0:1"
-    return f"{name}(z0){rest}"
 
 
 def _widest(dtypes) -> np.dtype | None:
@@ -426,13 +418,13 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
                 coords.append("0")
             else:
                 coords.append(name_of[lab])
-        text = t.read(coords)
+        text = as_float(t.read(coords), t.dtype, dt)
         if any(c != "0" and not _uses(text, c) for c in coords):
             # a view that ignores a coordinate (broadcast_to): the summation
             # must still run over it, so read a copy
             t = materialize(graph, t)
             operands[k] = (t, labels)
-            text = t.read(coords)
+            text = as_float(t.read(coords), t.dtype, dt)
         reads.append(text)
     out_shape = tuple(sizes[lab] for lab in out_labels)
     its = [name_of[lab] for lab in out_labels]

@@ -228,6 +228,20 @@ def _int_ops(a, b):
     return a + b, a * 3, a / b, a - 1.5
 
 
+def _mixed_int_float(x, i, m):
+    return x * i, x + i, np.where(x > i, x, -x), x @ m, np.where(x < i, x, i)
+
+
+def test_float32_with_int64_computes_in_float64():
+    # 2**24 + 1 is not a float32: numpy converts both operands to float64
+    big = 2 ** 24 + 1
+    x = np.full((2, 3), 2.0 ** 24, F32) + np.arange(3, dtype=F32)
+    i = np.array([big, big - 2, big + 1], np.int64)
+    m = np.full((3, 2), big, np.int64)
+    out = check(_mixed_int_float, x, i, m, reduction_length=3)
+    assert out[0].dtype == F64 and out[2].dtype == F32
+
+
 def test_integer_true_divide_promotes():
     a = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
     b = np.arange(2, 6, dtype=np.int32)
@@ -243,6 +257,15 @@ def _int_scalar_results(x):
 def test_integer_rank0_results_between_kernels():
     check(_int_scalar_results, np.arange(1, 13, dtype=np.int32).reshape(3, 4),
           reduction_length=12)
+
+
+def _scale(x, s):
+    return x * s, s + 1
+
+
+def test_rank0_arguments():
+    check(_scale, rand((3,), F32, 52), np.array(3))
+    check(_scale, rand((3,), F32, 52), np.array(2.5, F32))
 
 
 # -- reductions -----------------------------------------------------------------------
