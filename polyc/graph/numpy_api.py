@@ -603,6 +603,12 @@ def _reduction(kind: str):
     return run
 
 
+def _at_least_2d(t: Tracer) -> Tracer:
+    if isinstance(t, Scalar):
+        raise UnsupportedError(f"{user_location()}: np.vstack of a scalar")
+    return views.reshape(t, (1, t.shape[0])) if t.ndim == 1 else t
+
+
 def _max_fn(kind: str):
     """np.max/np.min/np.amax/np.amin: ``(a, axis, out, keepdims, initial, where)``."""
     def run(g, a, axis=None, out=None, keepdims=False, *args, **kw):
@@ -636,6 +642,11 @@ FUNCTIONS: dict[str, Callable] = {
     "sliding_window_view": lambda g, x, window_shape, axis=None, **kw:
         views.sliding_window_view(operand(g, x), window_shape, axis),
     "concatenate": concatenate, "stack": stack, "split": split, "pad": pad,
+    "hstack": lambda g, tup, **kw: concatenate(
+        g, tup, 0 if operand(g, tup[0]).ndim == 1 else 1, **kw),
+    "vstack": lambda g, tup, **kw: concatenate(
+        g, [_at_least_2d(operand(g, t)) for t in tup], 0, **kw),
+    "matrix_transpose": lambda g, a: views.swapaxes(operand(g, a), -1, -2),
     "where": where, "clip": clip, "triu": _tri("triu"), "tril": _tri("tril"),
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
     "empty_like": _like(0),

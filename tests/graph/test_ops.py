@@ -407,7 +407,8 @@ def test_reshape():
 def _transposes(x):
     return (x.T + 0, np.transpose(x, (1, 0, 2)) * 1, x.transpose(2, 0, 1) + 0,
             np.swapaxes(x, 0, -1) + 0, x.swapaxes(1, 2) + 0, np.moveaxis(x, 0, -1) + 0,
-            np.moveaxis(x, [0, 1], [-1, 0]) + 0)
+            np.moveaxis(x, [0, 1], [-1, 0]) + 0, np.permute_dims(x, (2, 1, 0)) * 1,
+            np.matrix_transpose(x) + 0, x.mT + 0)
 
 
 def test_transposes():
@@ -427,7 +428,8 @@ def test_expand_squeeze_broadcast_to():
 def _joins(x, y):
     return (np.concatenate([x, y], axis=0), np.concatenate((x, y, x), axis=-1 + 0),
             np.concatenate([x, y], axis=None), np.stack([x, y]), np.stack([x, y], axis=-1),
-            np.stack((x, x, y), axis=1))
+            np.stack((x, x, y), axis=1), np.hstack([x, y]), np.vstack([x, y]),
+            np.vstack([x[0], y[1]]), np.hstack([x[0], y[0]]), np.concat([x, y], axis=1))
 
 
 def test_concatenate_stack():
