@@ -3,10 +3,13 @@
 common ndarray methods.
 
 Covered: the ufuncs of :data:`UFUNCS` (arithmetic, ``power sqrt reciprocal
-exp log tanh abs maximum minimum`` and comparisons, ``scipy.special.erf``),
-``matmul``; the functions of :data:`FUNCTIONS` (reductions with ``axis`` and
-``keepdims``, contractions, views, ``where clip concatenate stack split pad
-triu tril *_like``).  Anything else raises
+exp log tanh abs maximum minimum``, comparisons, ``isnan isinf isfinite``,
+logical operations and ``& | ~`` on masks, ``scipy.special.erf``), ``matmul``
+and ``add/maximum/minimum.reduce``; the functions of :data:`FUNCTIONS`
+(reductions with ``axis``, ``keepdims``, ``ddof``; contractions; views;
+``where clip concatenate stack hstack vstack split pad triu tril *_like``).
+Comparisons are masks (templates inlined into ``np.where`` and arithmetic);
+a mask cannot be returned.  Anything else raises
 :class:`~polyc.errors.UnsupportedError` naming the function: nothing falls
 back to numpy.
 """
@@ -666,8 +669,8 @@ def array_function(self: Tracer, func, types, args, kwargs):
         sub = next((m for m in ("linalg", "fft", "random", "ma") if
                     f"numpy.{m}" in (getattr(func, "__module__", "") or "")), None)
         name = f"{sub}.{name}" if sub else name
-        raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (see "
-                               f"docs/graph.md for the covered functions)\n    {loc.text}")
+        raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (covered: "
+                               f"{', '.join(sorted(FUNCTIONS))})\n    {loc.text}")
     g = _graph(args) or self._graph
     return located(f"np.{name}", fn, g, *args, **kwargs)
 
