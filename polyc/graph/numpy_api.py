@@ -84,6 +84,22 @@ def _power(g, a, b):
     return elementwise(g, "power", lambda x, y: f"pow({x}, {y})", [a, b])
 
 
+def _floor_divide(g, a, b):
+    """``a // b`` on integers (TC's ``/`` floors and gives 0 for a zero
+    divisor, as numpy); floats have no floor in TC's builtins."""
+    a, b = operand(g, a), operand(g, b)
+    if ops.result_dtype(a, b).kind != "i":
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.floor_divide (//) of floats is not supported by "
+                               f"polyc.jit; it is supported on integers\n    {loc.text}")
+    return elementwise(g, "floor_divide", lambda x, y: f"({x} / {y})", [a, b])
+
+
+def _remainder(g, a, b):
+    """``a % b`` with numpy's sign rule (the divisor's), integers and floats."""
+    return elementwise(g, "remainder", lambda x, y: f"({x} % {y})", [a, b])
+
+
 def _compare(sym: str) -> Callable:
     def run(g, a, b):
         ops_ = [operand(g, a), operand(g, b)]
@@ -195,6 +211,7 @@ def _logical_not(g, x):
 UFUNCS: dict[str, Callable] = {
     "add": _binary("+"), "subtract": _binary("-"), "multiply": _binary("*"),
     "divide": _divide, "true_divide": _divide, "power": _power,
+    "floor_divide": _floor_divide, "remainder": _remainder,
     "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
     "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
@@ -719,7 +736,8 @@ def _install() -> None:
     T.__array_ufunc__ = array_ufunc
     T.__array_function__ = array_function
     for sym, name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
-                      ("truediv", "divide"), ("pow", "power"), ("matmul", "matmul")):
+                      ("truediv", "divide"), ("pow", "power"), ("matmul", "matmul"),
+                      ("floordiv", "floor_divide"), ("mod", "remainder")):
         setattr(T, f"__{sym}__", _op(name))
         setattr(T, f"__r{sym}__", _op(name, swap=True))
     for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),

@@ -242,6 +242,25 @@ def test_float32_with_int64_computes_in_float64():
     assert out[0].dtype == F64 and out[2].dtype == F32
 
 
+def _floor_div_mod(a, b):
+    return a // b, a % b, a // 3, -7 // b, a % 3, np.remainder(a, b)
+
+
+def _float_mod(a, b):
+    return a % b, a % 2.5, np.mod(a, b)
+
+
+def test_floor_divide_and_remainder():
+    i = np.array([7, -7, 7, -7, 0, 5], np.int32)
+    j = np.array([2, 2, -2, -2, 3, 0], np.int32)
+    with np.errstate(divide="ignore"):
+        check(_floor_div_mod, i, j)    # numpy gives 0 for a zero divisor
+    x = np.array([5.5, -5.5, 5.5, -5.5, 0.0], F32)
+    check(_float_mod, x, np.array([2, 2, -2, -2, 3], F32))
+    with pytest.raises(UnsupportedError, match="floor_divide"):
+        polyc.jit(lambda a, b: a // b)(x, x)
+
+
 def test_integer_true_divide_promotes():
     a = np.arange(1, 13, dtype=np.int32).reshape(3, 4)
     b = np.arange(2, 6, dtype=np.int32)
