@@ -412,6 +412,54 @@ def extent_set(extent: isl.PwAff) -> isl.Set:
     return x.ge_set(zero).intersect(x.lt_set(ext))
 
 
+def guarded_accesses(e: E.Expr, domain: isl.Set) -> list[tuple[E.Access, isl.Set]]:
+    """Every tensor read of ``e`` (the order of :func:`E.accesses`) with the
+    part of ``domain`` where it happens: a read in a branch of ``c ? a : b``
+    whose condition is affine in index variables and sizes happens only
+    where its branch is taken (TC-LANGUAGE.md, guarded reads); any other
+    read on the whole ``domain``."""
+    out: list[tuple[E.Access, isl.Set]] = []
+
+    def visit(x: E.Expr, dom: isl.Set) -> None:
+        if isinstance(x, E.Access):
+            out.append((x, dom))
+        if isinstance(x, E.Select):
+            visit(x.cond, dom)
+            cond = condition_set(x.cond, domain.get_space())
+            visit(x.then, dom if cond is None else dom.intersect(cond))
+            visit(x.otherwise, dom if cond is None else dom.subtract(cond))
+            return
+        for c in x.children():
+            visit(c, dom)
+    visit(e, domain)
+    return out
+
+
+_COMPARE = {"<": "lt_set", "<=": "le_set", ">": "gt_set", ">=": "ge_set", "==": "eq_set",
+            "!=": "ne_set"}
+
+
+def condition_set(e: E.Expr, space: isl.Space) -> isl.Set | None:
+    """The points of ``space`` where the condition ``e`` holds, or ``None``
+    when ``e`` is not affine (comparisons of affine index expressions
+    combined with ``&&``, ``||`` and ``!``)."""
+    if isinstance(e, E.Binary) and e.op in _COMPARE:
+        try:
+            a, b = aff_from_expr(e.lhs, space), aff_from_expr(e.rhs, space)
+        except NonAffineError:
+            return None
+        return getattr(a, _COMPARE[e.op])(b)
+    if isinstance(e, E.Binary) and e.op in ("&&", "||"):
+        a, b = condition_set(e.lhs, space), condition_set(e.rhs, space)
+        if a is None or b is None:
+            return None
+        return a.intersect(b) if e.op == "&&" else a.union(b)
+    if isinstance(e, E.Unary) and e.op == "!":
+        a = condition_set(e.operand, space)
+        return None if a is None else isl.Set.universe(space).subtract(a)
+    return None
+
+
 def make_statement(*, name: str, iterators: Sequence[str], domain: isl.Set,
                    lhs: E.Access, op: str, rhs: E.Expr, shapes: dict,
                    kind: str = "assign", reduction_iterators: Sequence[str] = (),
@@ -428,8 +476,8 @@ def make_statement(*, name: str, iterators: Sequence[str], domain: isl.Set,
     reads = []
     if kind == "update":
         reads.append(write)
-    for acc in E.accesses(rhs):
-        reads.append(access_relation(domain, acc, shapes[acc.tensor]))
+    for acc, dom in guarded_accesses(rhs, domain):
+        reads.append(access_relation(dom, acc, shapes[acc.tensor]))
     return Statement(name=name, iterators=tuple(iterators), domain=domain, lhs=lhs,
                      op=op, rhs=rhs, write=write, reads=tuple(reads), kind=kind,
                      reduction_iterators=tuple(reduction_iterators), text=text, span=span)

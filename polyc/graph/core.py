@@ -159,6 +159,8 @@ class Graph:
 
 
 def identity_template(node: Node) -> str:
+    if not node.shape:
+        return node.name        # a rank-0 tensor reads as its name in TC
     return f"{node.name}(" + ", ".join(f"{{{k}}}" for k in range(len(node.shape))) + ")"
 
 
@@ -192,6 +194,9 @@ class Tracer:
         self._nodes = tuple(dict.fromkeys(nodes))
         self._shape = tuple(shape)
         self.dtype = np.dtype(dtype)
+        #: a mask's comparisons hold float literals that must be computed in
+        #: this type (None for other tracers); see ops.new_node
+        self._literal_dtype: np.dtype | None = None
 
     @staticmethod
     def of(node: Node, graph: Graph) -> Tracer:

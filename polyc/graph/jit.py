@@ -169,12 +169,12 @@ class Jitted:
         for a, n in items:
             if type(a) is np.ndarray and n not in self.static_argnames:
                 arrays.append(a)
-                parts.append((a.dtype.str, a.shape.count(1) and tuple(s == 1 for s in a.shape)))
+                parts.append((a.dtype.str, a.ndim, 1 in a.shape and tuple(s == 1 for s in a.shape)))
             elif n not in self.static_argnames and _is_array(a):
                 torch_in = torch_in or _is_torch(a)
                 x = _as_numpy(a)
                 arrays.append(x)
-                parts.append((x.dtype.str, x.shape.count(1) and tuple(s == 1 for s in x.shape)))
+                parts.append((x.dtype.str, x.ndim, 1 in x.shape and tuple(s == 1 for s in x.shape)))
             else:
                 try:
                     hash(a)
@@ -264,6 +264,10 @@ def _size_args(graph: Graph, p: Plan) -> dict[int, tuple[int, int]]:
 
 def _guards_hold(guards, arrays) -> bool:
     for kind, a, b in guards:
+        if kind == "ge":
+            if sum(c * arrays[o[0]].shape[o[1]] for c, o in a) + b < 0:
+                return False
+            continue
         va = arrays[a[0]].shape[a[1]]
         if kind == "eq" and va != arrays[b[0]].shape[b[1]]:
             return False

@@ -144,8 +144,9 @@ def _injective(args: list[str], st: str) -> bool:
 def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
                        alias: dict[str, str]) -> set[str]:
     """Array contraction to scalars: an elementwise result that the group
-    reads exactly once, in a statement of its own element type, and that
-    does not leave the group is computed inside that reading expression
+    reads exactly once, in a statement of its own element type, computed
+    from tensors of that type too, and that does not leave the group is
+    computed inside that reading expression
     (its indices substituted for the producer's iterators) instead of
     being stored: no recomputation (one read), no memory.  Returns the names
     inlined."""
@@ -158,7 +159,9 @@ def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep:
         for n in nodes:
             if (n.name in inlined or n.id in keep or n.reduction or n.helpers
                     or len(texts[n.name]) != 1 or n.name in alias
-                    or n.name in alias.values() or n.kind != "op"):
+                    or n.name in alias.values() or n.kind != "op"
+                    or any(i.dtype != n.dtype for i in n.inputs)):
+                # (a conversion happens where a value is stored: keep those stores)
                 continue
             m = re.fullmatch(rf"{n.name}(?:\(([^()]*)\))? = (.*?)(?: where .*)?",
                              texts[n.name][0])
@@ -208,9 +211,14 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
     bound: set[int] = set()
     fresh = [0]
     params = []
+    one_element = set()
     for i in ins:
         dims = [_dim_text(s, bound, fresh) for s in i.shape]
         t = tc_type(i.dtype)
+        if not dims and i.dtype.kind in "iu":
+            # TC takes a rank-0 integer argument as a size: pass one element
+            one_element.add(i.name)
+            dims = ["1"]
         params.append(f"{t}({', '.join(dims)}) {i.name}" if dims else f"{t} {i.name}")
     alias = _epilogue_aliases(graph, nodes, keep)
     texts: dict[str, list[str]] = {}
@@ -223,7 +231,10 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
                 st = re.sub(rf"\b{alias[n.name]}\([^()]*\)", f"{alias[n.name]}({its})", st)
             for old, new in alias.items():
                 st = re.sub(rf"\b{old}\b", new, st)
-            texts[n.name].append(resolve(graph, st))
+            st = resolve(graph, st)
+            for one in one_element:
+                st = re.sub(rf"\b{one}\b(?!\s*\()", f"{one}(0)", st)
+            texts[n.name].append(st)
     inlined = _inline_single_use(nodes, texts, keep, alias)
     body = [st for n in nodes if n.name not in inlined for st in texts[n.name]]
     used = sorted({int(m) for line in body for m in _PARAM.findall(line)})

@@ -3,10 +3,13 @@
 common ndarray methods.
 
 Covered: the ufuncs of :data:`UFUNCS` (arithmetic, ``power sqrt reciprocal
-exp log tanh abs maximum minimum`` and comparisons, ``scipy.special.erf``),
-``matmul``; the functions of :data:`FUNCTIONS` (reductions with ``axis`` and
-``keepdims``, contractions, views, ``where clip concatenate stack split pad
-triu tril *_like``).  Anything else raises
+exp log tanh abs maximum minimum``, comparisons, ``isnan isinf isfinite``,
+logical operations and ``& | ~`` on masks, ``scipy.special.erf``), ``matmul``
+and ``add/maximum/minimum.reduce``; the functions of :data:`FUNCTIONS`
+(reductions with ``axis``, ``keepdims``, ``ddof``; contractions; views;
+``where clip concatenate stack hstack vstack split pad triu tril *_like``).
+Comparisons are masks (templates inlined into ``np.where`` and arithmetic);
+a mask cannot be returned.  Anything else raises
 :class:`~polyc.errors.UnsupportedError` naming the function: nothing falls
 back to numpy.
 """
@@ -17,11 +20,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import ShapeError, UnsupportedError
 from . import ops, views
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
-from .sizes import Size
+from .sizes import Size, SizeInt
 
 
 def _graph(args) -> Any:
@@ -64,12 +67,37 @@ def _divide(g, a, b):
 
 
 def _power(g, a, b):
+    """``a ** b``; a scalar exponent of 2, 1, 0, -1 or 0.5 on a float array
+    takes numpy's fast paths (``x * x``, ``x``, ``1``, ``1 / x``,
+    ``sqrt(x)``), which give the same values; other exponents call ``pow``."""
     a, b = operand(g, a), operand(g, b)
-    if isinstance(b, Scalar) and float(b.value) == 2.0 and not isinstance(a, Scalar):
-        return elementwise(g, "power", lambda x, y: f"({x} * {x})", [a, b])
-    if isinstance(b, Scalar) and float(b.value) == 1.0:
-        return elementwise(g, "power", lambda x, y: x, [a, b])
+    if isinstance(b, Scalar) and not isinstance(a, Scalar) and b.dtype.kind in "iuf":
+        e = float(b.value)
+        fast = {2.0: lambda x, y: f"({x} * {x})", 1.0: lambda x, y: f"(1 * {x})"}
+        if a.dtype.kind == "f" or ops.result_dtype(a, b).kind == "f":
+            fast.update({0.0: lambda x, y: "1.0", -1.0: lambda x, y: f"(1.0 / {x})",
+                         0.5: lambda x, y: f"sqrt({x})"})
+        else:
+            fast[0.0] = lambda x, y: "1"
+        if e in fast:
+            return elementwise(g, "power", fast[e], [a, b])
     return elementwise(g, "power", lambda x, y: f"pow({x}, {y})", [a, b])
+
+
+def _floor_divide(g, a, b):
+    """``a // b`` on integers (TC's ``/`` floors and gives 0 for a zero
+    divisor, as numpy); floats have no floor in TC's builtins."""
+    a, b = operand(g, a), operand(g, b)
+    if ops.result_dtype(a, b).kind != "i":
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.floor_divide (//) of floats is not supported by "
+                               f"polyc.jit; it is supported on integers\n    {loc.text}")
+    return elementwise(g, "floor_divide", lambda x, y: f"({x} / {y})", [a, b])
+
+
+def _remainder(g, a, b):
+    """``a % b`` with numpy's sign rule (the divisor's), integers and floats."""
+    return elementwise(g, "remainder", lambda x, y: f"({x} % {y})", [a, b])
 
 
 def _compare(sym: str) -> Callable:
@@ -91,6 +119,37 @@ def _logical(sym: str) -> Callable:
 
 def _truth(text: str) -> str:
     return text
+
+
+def _bitwise(name: str, sym: str) -> Callable:
+    """``&``, ``|`` (``bitwise_and``, ``bitwise_or``): logical on boolean
+    masks, as numpy's; bitwise on integers, which polyc does not compute;
+    a TypeError on floats, as numpy's."""
+    def run(g, a, b):
+        ops_ = [operand(g, a), operand(g, b)]
+        _check_bool(name, ops_)
+        return elementwise(g, "logical", lambda x, y: f"({x} {sym} {y})", ops_,
+                           np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
+    return run
+
+
+def _check_bool(name: str, ops_) -> None:
+    kinds = {o.dtype.kind for o in ops_}
+    if kinds <= {"b"}:
+        return
+    loc = user_location()
+    if kinds & {"f"}:
+        raise TypeError(f"{loc}: ufunc '{name}' not supported for float inputs (numpy "
+                        f"raises too)\n    {loc.text}")
+    raise UnsupportedError(f"{loc}: np.{name} of integer arrays (bitwise) is not supported "
+                           f"by polyc.jit; it is supported on boolean masks\n    {loc.text}")
+
+
+def _invert(g, x):
+    x = operand(g, x)
+    _check_bool("invert", [x])
+    return elementwise(g, "logical_not", lambda a: f"(!{a})", [x], np.dtype(bool), lazy=True,
+                       compute_dtype=x.dtype)
 
 
 def _maximum(kind: str) -> Callable:
@@ -115,8 +174,26 @@ def _negative(g, x):
 
 def _reciprocal(g, x):
     x = operand(g, x)
-    return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})" if x.dtype.kind == "f"
-                       else f"(1 / {a})", [x])
+    if x.dtype.kind == "f":
+        return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})", [x])
+    # numpy's integer 1 / x truncates toward zero (TC's / floors)
+    return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : ({a} == -1 ? -1 : 0))",
+                       [x])
+
+
+def _isnan(kind: str) -> Callable:
+    def run(g, x):
+        x = operand(g, x)
+        if x.dtype.kind != "f":
+            text = {"isnan": "0", "isinf": "0", "isfinite": "1"}[kind]
+            return elementwise(g, kind, lambda a: text, [x],
+                               np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+        inf = literal(np.inf, x.dtype)
+        fn = {"isnan": lambda a: f"({a} != {a})",
+              "isinf": lambda a: f"({a} == {inf} || {a} == -{inf})",
+              "isfinite": lambda a: f"({a} == {a} && {a} != {inf} && {a} != -{inf})"}[kind]
+        return elementwise(g, kind, fn, [x], np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+    return run
 
 
 def _square(g, x):
@@ -134,6 +211,7 @@ def _logical_not(g, x):
 UFUNCS: dict[str, Callable] = {
     "add": _binary("+"), "subtract": _binary("-"), "multiply": _binary("*"),
     "divide": _divide, "true_divide": _divide, "power": _power,
+    "floor_divide": _floor_divide, "remainder": _remainder,
     "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
     "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
@@ -145,6 +223,9 @@ UFUNCS: dict[str, Callable] = {
     "less_equal": _compare("<="), "equal": _compare("=="), "not_equal": _compare("!="),
     "logical_and": _logical("&&"), "logical_or": _logical("||"),
     "logical_not": _logical_not,
+    "isnan": _isnan("isnan"), "isinf": _isnan("isinf"), "isfinite": _isnan("isfinite"),
+    "bitwise_and": _bitwise("bitwise_and", "&&"), "bitwise_or": _bitwise("bitwise_or", "||"),
+    "invert": _invert,
     "matmul": lambda g, a, b: matmul(g, a, b),
 }
 
@@ -155,10 +236,20 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     if method != "__call__":
         if method == "reduce" and ufunc.__name__ in ("add", "maximum", "minimum"):
             kind = {"add": "sum", "maximum": "max", "minimum": "min"}[ufunc.__name__]
+            # ufunc.reduce(array, axis=0, dtype=None, out=None, keepdims=False, ...)
+            pos = dict(zip(("axis", "dtype", "out", "keepdims"), inputs[1:]))
+            if len(inputs) > 5 or set(pos) & set(kwargs):
+                raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.reduce with these "
+                                       f"arguments is not supported\n    {loc.text}")
+            kwargs.update(pos)
             axis = kwargs.pop("axis", 0)
             keep = kwargs.pop("keepdims", False)
+            dtype = kwargs.pop("dtype", None)
+            if kwargs.get("out", None) is None:
+                kwargs.pop("out", None)
             if not kwargs:
-                return reduce(g, kind, inputs[0], axis, keep)
+                return located(f"np.{ufunc.__name__}.reduce", reduce, g, kind, inputs[0],
+                               axis, bool(keep), dtype)
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.{method} is not supported in "
                                f"traced code\n    {loc.text}")
     if kwargs.get("out") is not None:
@@ -173,8 +264,14 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     if fn is None:
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__} is not supported by polyc.jit "
                                f"(supported ufuncs: {', '.join(sorted(UFUNCS))})\n    {loc.text}")
-    out = fn(g, *inputs)
-    if dtype is not None and np.dtype(dtype) != out.dtype:
+    if dtype is not None:
+        # numpy computes in dtype: the inputs are converted first
+        dt = ops.check_dtype(dtype, f"np.{ufunc.__name__}'s dtype")
+        inputs = tuple(astype(i, dt) if isinstance(i, Tracer) and i.dtype != dt else
+                       (Scalar(dt.type(i)) if isinstance(i, (int, float)) else i)
+                       for i in inputs)
+    out = located(f"np.{ufunc.__name__}", fn, g, *inputs)
+    if dtype is not None and np.dtype(dtype) != out.dtype and out.dtype.kind != "b":
         out = astype(out, dtype)
     return out
 
@@ -314,6 +411,11 @@ def astype(t: Tracer, dtype, copy: bool = True) -> Tracer:
     dt = ops.check_dtype(dtype, "astype's target")
     if dt == t.dtype and not copy:
         return t
+    if dt.kind == "b":
+        if t.dtype.kind == "b":
+            return t
+        return elementwise(t._graph, "astype", lambda a: f"({a} != 0)", [t], dt, lazy=True,
+                           compute_dtype=t.dtype)
     return ops.materialize(t._graph, t, "astype", dt)
 
 
@@ -347,7 +449,22 @@ def clip(g, a, a_min=None, a_max=None, **kw):
     return elementwise(g, "clip", fn, args)
 
 
-def concatenate(g, arrays, axis=0, **kw):
+def _out_dtype_kw(what: str, kw: dict):
+    """The ``dtype=`` of a joining function; ``out=`` and ``casting=`` are
+    refused rather than ignored."""
+    if kw.pop("out", None) is not None:
+        raise UnsupportedError(f"{user_location()}: {what} with out= is not supported")
+    dtype = kw.pop("dtype", None)
+    if kw.pop("casting", "same_kind") != "same_kind" or kw:
+        raise UnsupportedError(f"{user_location()}: {what} with "
+                               f"{', '.join(kw) or 'casting'}= is not supported")
+    return dtype
+
+
+def concatenate(g, arrays, axis=0, out=None, **kw):
+    dtype = _out_dtype_kw("np.concatenate", dict(kw, out=out))
+    if dtype is not None:
+        return astype(concatenate(g, arrays, axis), dtype)
     ts = [operand(g, a) for a in arrays]
     if not ts or any(isinstance(t, Scalar) for t in ts):
         raise ValueError("zero-dimensional arrays cannot be concatenated")
@@ -394,7 +511,10 @@ def concatenate(g, arrays, axis=0, **kw):
         f"{ops.lhs(name, its)} = {expr}{ops.where_clause(its, shape)}"])
 
 
-def stack(g, arrays, axis=0, **kw):
+def stack(g, arrays, axis=0, out=None, **kw):
+    dtype = _out_dtype_kw("np.stack", dict(kw, out=out))
+    if dtype is not None:
+        return astype(stack(g, arrays, axis), dtype)
     ts = [operand(g, a) for a in arrays]
     nd = ts[0].ndim + 1
     axis = ops.normalize_axis(int(axis), nd)
@@ -404,15 +524,18 @@ def stack(g, arrays, axis=0, **kw):
 def split(g, ary, indices_or_sections, axis=0):
     t = operand(g, ary)
     axis = ops.normalize_axis(int(axis), t.ndim)
-    n = t._shape[axis].value
+    size = t._shape[axis]
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
-        if n % k:
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if size.value % k:
             raise ValueError("array split does not result in an equal division")
-        cuts = [n // k * j for j in range(1, k)]
+        part = size.floordiv(k, "np.split divides it")   # exact, or specialised
+        cuts: list = [SizeInt(part.scale(j)) for j in range(1, k)]
     else:
-        cuts = [int(c) for c in indices_or_sections]
-    bounds = [0] + cuts + [n]
+        cuts = [c if isinstance(c, SizeInt) else int(c) for c in indices_or_sections]
+    bounds = [0] + cuts + [None]
     out = []
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         key = [slice(None)] * t.ndim
@@ -464,8 +587,19 @@ def _tri(kind: str):
 
 def _like(value):
     def run(g, a, *args, dtype=None, shape=None, **kw):
+        # zeros_like(a, dtype, order, subok, shape); full_like(a, fill_value, dtype, ...)
         t = operand(g, a)
-        fill = args[0] if value is None else value
+        if value is None:
+            fill, args = args[0], args[1:]
+        else:
+            fill = value
+        if args:
+            dtype = args[0] if dtype is None else dtype
+            if len(args) >= 4 and shape is None:
+                shape = args[3]
+        if isinstance(fill, Tracer) or kw.get("device") not in (None, "cpu"):
+            raise UnsupportedError(f"{user_location()}: np.full_like with a traced fill "
+                                   "value is not supported; use np.where or broadcasting")
         dt = np.dtype(dtype) if dtype is not None else t.dtype
         sh = t.shape if shape is None else ops.shape_arg(shape)
         text = literal(fill, dt)
@@ -477,6 +611,10 @@ def _reduction(kind: str):
     def run(g, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
         if out is not None:
             raise UnsupportedError("out= is not supported in traced code")
+        if kind in ("var", "std") and kw.get("correction") is not None:
+            if ddof:
+                raise ValueError("ddof and correction can't be provided simultaneously.")
+            ddof = kw.pop("correction")
         kw.pop("where", None) if kw.get("where", True) is True else None
         if kw.pop("initial", None) is not None or kw:
             raise UnsupportedError(f"{user_location()}: np.{kind} with "
@@ -485,14 +623,35 @@ def _reduction(kind: str):
     return run
 
 
+def _at_least_2d(t: Tracer) -> Tracer:
+    if isinstance(t, Scalar):
+        raise UnsupportedError(f"{user_location()}: np.vstack of a scalar")
+    return views.reshape(t, (1, t.shape[0])) if t.ndim == 1 else t
+
+
+def _max_fn(kind: str):
+    """np.max/np.min/np.amax/np.amin: ``(a, axis, out, keepdims, initial, where)``."""
+    def run(g, a, axis=None, out=None, keepdims=False, *args, **kw):
+        kw.update(zip(("initial", "where"), args))
+        return _reduction(kind)(g, a, axis, None, out, keepdims, **kw)
+    return run
+
+
+def _var_fn(kind: str):
+    """np.var/np.std: ``(a, axis, dtype, out, ddof, keepdims, *, where, mean, correction)``."""
+    def run(g, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return _reduction(kind)(g, a, axis, dtype, out, keepdims, ddof, **kw)
+    return run
+
+
 FUNCTIONS: dict[str, Callable] = {
-    "sum": _reduction("sum"), "max": _reduction("max"), "amax": _reduction("max"),
-    "min": _reduction("min"), "amin": _reduction("min"), "mean": _reduction("mean"),
-    "var": _reduction("var"), "std": _reduction("std"),
+    "sum": _reduction("sum"), "max": _max_fn("max"), "amax": _max_fn("max"),
+    "min": _max_fn("min"), "amin": _max_fn("min"), "mean": _reduction("mean"),
+    "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
     "matmul": matmul,
-    "reshape": lambda g, a, shape=None, *args, newshape=None, order="C", **kw:
-        views.reshape(operand(g, a), shape if shape is not None else newshape),
+    "reshape": lambda g, a, shape=None, order="C", *, newshape=None, copy=None:
+        views.reshape(operand(g, a), shape if shape is not None else newshape, order),
     "transpose": lambda g, a, axes=None: views.transpose(operand(g, a), axes),
     "swapaxes": lambda g, a, x, y: views.swapaxes(operand(g, a), x, y),
     "moveaxis": lambda g, a, s, d: views.moveaxis(operand(g, a), s, d),
@@ -503,6 +662,11 @@ FUNCTIONS: dict[str, Callable] = {
     "sliding_window_view": lambda g, x, window_shape, axis=None, **kw:
         views.sliding_window_view(operand(g, x), window_shape, axis),
     "concatenate": concatenate, "stack": stack, "split": split, "pad": pad,
+    "hstack": lambda g, tup, **kw: concatenate(
+        g, tup, 0 if operand(g, tup[0]).ndim == 1 else 1, **kw),
+    "vstack": lambda g, tup, **kw: concatenate(
+        g, [_at_least_2d(operand(g, t)) for t in tup], 0, **kw),
+    "matrix_transpose": lambda g, a: views.swapaxes(operand(g, a), -1, -2),
     "where": where, "clip": clip, "triu": _tri("triu"), "tril": _tri("tril"),
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
     "empty_like": _like(0),
@@ -519,10 +683,39 @@ def array_function(self: Tracer, func, types, args, kwargs):
     fn = FUNCTIONS.get(name)
     if fn is None:
         loc = user_location()
-        raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (see "
-                               f"docs/graph.md for the covered functions)\n    {loc.text}")
+        sub = next((m for m in ("linalg", "fft", "random", "ma") if
+                    f"numpy.{m}" in (getattr(func, "__module__", "") or "")), None)
+        name = f"{sub}.{name}" if sub else name
+        raise UnsupportedError(f"{loc}: np.{name} is not supported by polyc.jit (covered: "
+                               f"{', '.join(sorted(FUNCTIONS))})\n    {loc.text}")
     g = _graph(args) or self._graph
-    return fn(g, *args, **kwargs)
+    return located(f"np.{name}", fn, g, *args, **kwargs)
+
+
+def located(what: str, fn: Callable, *args, **kwargs):
+    """``fn(*args, **kwargs)``; a shape, axis or index error it raises
+    without the user's file and line gets them (a plain ``ValueError``
+    becomes a :class:`~polyc.errors.ShapeError`, which is one)."""
+    try:
+        return fn(*args, **kwargs)
+    except (ValueError, IndexError) as e:
+        loc = user_location()
+        msg = str(e)
+        if f"{loc.filename}:" in msg:
+            raise
+        text = f"{loc}: {what}: {msg}\n    {loc.text}"
+        if isinstance(e, np.exceptions.AxisError):
+            raise np.exceptions.AxisError(text) from None
+        if type(e) in (ValueError, ShapeError):
+            raise ShapeError(text) from None
+        raise type(e)(text) from None
+
+
+def _method(what: str, fn: Callable) -> Callable:
+    def method(*args, **kwargs):
+        return located(what, fn, *args, **kwargs)
+    method.__name__ = fn.__name__
+    return method
 
 
 # -- the Tracer's operators and methods --------------------------------------------
@@ -533,7 +726,8 @@ def _op(name: str, swap: bool = False):
         if not isinstance(other, (Tracer, np.ndarray, int, float, np.generic)) and not \
                 hasattr(other, "__index__"):
             return NotImplemented
-        return uf(self._graph, other, self) if swap else uf(self._graph, self, other)
+        args = (other, self) if swap else (self, other)
+        return located(name, uf, self._graph, *args)
     return method
 
 
@@ -542,15 +736,18 @@ def _install() -> None:
     T.__array_ufunc__ = array_ufunc
     T.__array_function__ = array_function
     for sym, name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
-                      ("truediv", "divide"), ("pow", "power"), ("matmul", "matmul")):
+                      ("truediv", "divide"), ("pow", "power"), ("matmul", "matmul"),
+                      ("floordiv", "floor_divide"), ("mod", "remainder")):
         setattr(T, f"__{sym}__", _op(name))
         setattr(T, f"__r{sym}__", _op(name, swap=True))
     for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),
                       ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal")):
         setattr(T, f"__{sym}__", _op(name))
-    T.__and__ = _op("logical_and")
-    T.__or__ = _op("logical_or")
-    T.__invert__ = lambda self: _logical_not(self._graph, self)
+    T.__and__ = _op("bitwise_and")
+    T.__rand__ = _op("bitwise_and", swap=True)
+    T.__or__ = _op("bitwise_or")
+    T.__ror__ = _op("bitwise_or", swap=True)
+    T.__invert__ = lambda self: _invert(self._graph, self)
     T.__hash__ = object.__hash__
     T.__neg__ = lambda self: _negative(self._graph, self)
     T.__pos__ = lambda self: self
@@ -563,15 +760,29 @@ def _install() -> None:
                                f"(traced arrays are immutable); build the result with "
                                f"np.where, np.concatenate or np.pad\n    {loc.text}")
     T.__setitem__ = setitem
-    for kind in ("sum", "max", "min", "mean", "var", "std"):
-        setattr(T, kind, (lambda k: lambda self, axis=None, dtype=None, out=None,
-                          keepdims=False, **kw: _reduction(k)(
-                              self._graph, self, axis, dtype, out, keepdims, **kw))(kind))
+    # the ndarray methods' own positional orders
+    def _sum_like(k):
+        def method(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+            return _reduction(k)(self._graph, self, axis, dtype, out, keepdims, **kw)
+        return method
 
-    def reshape_method(self, *shape, order="C"):
+    def _max_like(k):
+        def method(self, axis=None, out=None, keepdims=False, **kw):
+            return _reduction(k)(self._graph, self, axis, None, out, keepdims, **kw)
+        return method
+
+    def _var_like(k):
+        def method(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+            return _reduction(k)(self._graph, self, axis, dtype, out, keepdims, ddof, **kw)
+        return method
+    for kind, make in (("sum", _sum_like), ("mean", _sum_like), ("max", _max_like),
+                       ("min", _max_like), ("var", _var_like), ("std", _var_like)):
+        setattr(T, kind, make(kind))
+
+    def reshape_method(self, *shape, order="C", copy=None):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return views.reshape(self, shape)
+        return views.reshape(self, shape, order)
     T.reshape = reshape_method
     T.transpose = lambda self, *axes: views.transpose(
         self, axes[0] if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else
@@ -584,6 +795,9 @@ def _install() -> None:
     T.copy = lambda self: ops.materialize(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
+    for attr in ("__getitem__", "sum", "max", "min", "mean", "var", "std", "reshape",
+                 "transpose", "swapaxes", "astype", "squeeze", "clip", "dot"):
+        setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 
 _install()

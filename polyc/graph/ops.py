@@ -12,6 +12,7 @@ NaN as IEEE quotients).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -39,7 +40,10 @@ def literal(value: Any, dtype: np.dtype) -> str:
     """``value`` as an exact TC literal of element type ``dtype``."""
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
-        v = float(value)
+        # the value in ``dtype`` (printed as the double that equals it), so
+        # that a statement of a wider float type computes with the same value
+        with np.errstate(over="ignore"):
+            v = float(dtype.type(value))
         if math.isnan(v):
             return "(0.0/0.0)"
         if math.isinf(v):
@@ -108,6 +112,13 @@ def broadcast(graph: Graph, shapes: Sequence[tuple[Size, ...]], what: str) -> tu
     out: list[Size] = []
     for d in range(nd):
         dims = [s[len(s) - nd + d] for s in shapes if len(s) - nd + d >= 0]
+        if any(s.value != 1 for s in dims):
+            # an extent of traced value 1 that is symbolic (``x[2:]`` of 3
+            # rows) broadcasts: it is specialised to 1
+            for s in dims:
+                if s.value == 1 and not s.is_constant:
+                    graph.symbols.unify(s, Size.constant(graph.symbols, 1),
+                                        f"{what} broadcasts an extent of 1")
         big = [s for s in dims if s.value != 1 or not s.is_constant]
         if not big:
             out.append(dims[0])
@@ -145,7 +156,16 @@ def broadcast_read(t: Tracer | Scalar, coords: list[str], dtype: np.dtype,
     def one(s) -> bool:
         return s is not None and s.is_constant and s.normal().const == 1
     mine = ["0" if one(s) and not one(o) else c for s, o, c in zip(t._shape, outs, own)]
-    return t.read(mine)
+    return as_float(t.read(mine), t.dtype, dtype)
+
+
+def as_float(text: str, have: np.dtype, want: np.dtype) -> str:
+    """``text`` (of dtype ``have``) converted to the float ``want`` before
+    arithmetic, as numpy converts: C would compute ``float * int64`` in
+    float, numpy in float64 (the ``1.0`` takes the statement's float type)."""
+    if np.dtype(want).kind == "f" and np.dtype(have).kind in "iu":
+        return f"(1.0 * {text})"
+    return text
 
 
 def result_dtype(*ops: Tracer | Scalar) -> np.dtype:
@@ -196,6 +216,23 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
     if dtype.kind == "b":
         raise UnsupportedError(f"{user_location()}: {op} would materialise a boolean array; "
                                "polyc keeps comparisons as masks inside np.where")
+    lit = _widest([r._literal_dtype for r in reads])
+    if lit is not None and lit.itemsize > dtype.itemsize and dtype.kind == "f":
+        # a statement's literals take its float type: a mask comparing float64
+        # values with 0.1 inside a float32 statement is computed in float64
+        # (one rounding of each float32 operation's exact result: the same values)
+        tmp = new_node(graph, op, shape, lit, reads, stmts, flops=flops, helpers=helpers,
+                       contraction=contraction, reduction=reduction, note=note)
+        return materialize(graph, tmp, "astype", dtype)
+    if dtype.kind in "iu" and (lit is not None or any(_float_literals(t) for t in stmts("t"))):
+        # a TC statement computes in its element type, literals included: a
+        # comparison of floats with 0.5 (a mask) in an integer statement is
+        # computed in float64 (exact for these values) and then converted
+        tmp = new_node(graph, op, shape, np.dtype("float64"), reads, stmts, flops=flops,
+                       helpers=[(h, np.dtype("float64") if np.dtype(d).kind in "iu" else d)
+                                for h, d in helpers],
+                       contraction=contraction, reduction=reduction, note=note)
+        return materialize(graph, tmp, "astype", dtype)
     name = f"t{len(graph.nodes)}"
     inputs = tuple(dict.fromkeys(n for r in reads for n in r._nodes))
     texts = stmts(name)
@@ -204,6 +241,23 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
                      flops=flops, contraction=contraction, reduction=reduction, note=note)
     assert node.name == name
     return Tracer.of(node, graph)
+
+
+def _widest(dtypes) -> np.dtype | None:
+    ds = [np.dtype(d) for d in dtypes if d is not None]
+    return max(ds, key=lambda d: d.itemsize) if ds else None
+
+
+_FLOAT_LITERAL = re.compile(r"(?<![\w.$])(\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+)")
+
+
+def _float_literals(text: str) -> bool:
+    """Whether ``text`` has a literal an integer statement cannot compute
+    with (fractional, huge, or a ``/0.0`` quotient for inf and NaN)."""
+    if "/0.0" in text:
+        return True
+    return any(not float(m).is_integer() or abs(float(m)) >= 2.0 ** 62
+               for m in _FLOAT_LITERAL.findall(text))
 
 
 def count(shape: Sequence[Size]) -> int:
@@ -226,7 +280,11 @@ def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequenc
     if lazy:
         coords = [f"{{{k}}}" for k in range(len(shape))]
         text = fn(*[broadcast_read(o, coords, rdt, shape) for o in ops])
-        return Tracer(graph, text, tuple(n for t in tracers for n in t._nodes), shape, out_dt)
+        t = Tracer(graph, text, tuple(n for t in tracers for n in t._nodes), shape, out_dt)
+        # the float type its literals must be computed in (see new_node)
+        t._literal_dtype = _widest([rdt if rdt.kind == "f" else None] +
+                                   [o._literal_dtype for o in tracers])
+        return t
     its = iters(len(shape))
     rhs = fn(*[broadcast_read(o, its, rdt, shape) for o in ops])
     return new_node(graph, op, shape, out_dt, tracers,
@@ -260,15 +318,17 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
                      (axis if isinstance(axis, (tuple, list)) else (axis,)))
         if len(set(axes)) != len(axes):
             raise ValueError("duplicate value in 'axis'")
+        axes = tuple(sorted(axes))  # the reduction iterators follow the dimensions
     out_shape = tuple(Size.constant(graph.symbols, 1) if d in axes else x._shape[d]
                       for d in range(nd) if keepdims or d not in axes)
     its = iters(len(out_shape))
-    red = iters(len(axes), "r")
-    coords, k, r = [], 0, 0
+    # reduced dimensions of extent 1 read index 0 (no loop)
+    loop_axes = [d for d in axes if not _is_one(x._shape[d])]
+    red = iters(len(loop_axes), "r")
+    coords, k = [], 0
     for d in range(nd):
         if d in axes:
-            coords.append(red[r])
-            r += 1
+            coords.append(red[loop_axes.index(d)] if d in loop_axes else "0")
             if keepdims:
                 k += 1
         else:
@@ -277,14 +337,19 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     out_idx = its
     out_ranges = list(out_shape)
     red_sizes = [x._shape[d] for d in axes]
+    loop_sizes = [x._shape[d] for d in loop_axes]
     n = count(red_sizes)
     elem = x.read(coords)
+    if any(not _uses(elem, r) for r in red):
+        # a view that ignores a reduced coordinate (broadcast_to): reduce a copy
+        x = materialize(graph, x, dtype=np.int64 if x.dtype.kind == "b" else None)
+        elem = x.read(coords)
     if x.dtype.kind == "b":
         elem = f"(({elem}) ? 1 : 0)"
         x_dtype = np.dtype("int64")
     else:
         x_dtype = x.dtype
-    wc = where_clause(out_idx + red, out_ranges + red_sizes)
+    wc = where_clause(out_idx + red, out_ranges + loop_sizes)
     wo = where_clause(out_idx, out_ranges)
     flops = count(x._shape)
     cnt = _count_text(red_sizes)
@@ -324,6 +389,14 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     raise UnsupportedError(f"reduction {kind}")
 
 
+def _is_one(s: Size) -> bool:
+    return s.is_constant and s.normal().const == 1
+
+
+def _uses(text: str, it: str) -> bool:
+    return re.search(rf"\b{it}\b", text) is not None
+
+
 def _count_text(sizes: Sequence[Size]) -> str:
     if not sizes:
         return "1"
@@ -339,20 +412,27 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
     operands = [(a, a_labels)] + ([(b, b_labels)] if b is not None else [])
     red = [lab for lab in dict.fromkeys(x for _, ls in operands for x in ls)
            if lab not in out_labels]
+    # a summed label of extent 1 has the single index 0 (no loop)
+    red = [lab for lab in red if not _is_one(sizes[lab])]
     name_of = {lab: f"i{k}" for k, lab in enumerate(out_labels)}
     name_of.update({lab: f"r{k}" for k, lab in enumerate(red)})
     dt = np.dtype(dtype) if dtype is not None else result_dtype(*[t for t, _ in operands])
     reads = []
-    for t, labels in operands:
+    for k, (t, labels) in enumerate(operands):
         coords = []
         for s, lab in zip(t._shape, labels):
-            big = sizes[lab]
-            if s.is_constant and s.normal().const == 1 and not (
-                    big.is_constant and big.normal().const == 1):
+            if lab not in name_of or (_is_one(s) and not _is_one(sizes[lab])):
                 coords.append("0")
             else:
                 coords.append(name_of[lab])
-        reads.append(t.read(coords))
+        text = as_float(t.read(coords), t.dtype, dt)
+        if any(c != "0" and not _uses(text, c) for c in coords):
+            # a view that ignores a coordinate (broadcast_to): the summation
+            # must still run over it, so read a copy
+            t = materialize(graph, t)
+            operands[k] = (t, labels)
+            text = as_float(t.read(coords), t.dtype, dt)
+        reads.append(text)
     out_shape = tuple(sizes[lab] for lab in out_labels)
     its = [name_of[lab] for lab in out_labels]
     rs = [name_of[lab] for lab in red]

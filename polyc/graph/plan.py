@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import islpy as isl
+import numpy as np
 
 from ..config import Config
 from ..errors import PolycError
@@ -125,7 +126,9 @@ class Plan:
         self.compile()
         env = dict(arrays)
         for src, kernel in zip(self.sources, self.kernels):
-            args = [env[n.name] for n in src.inputs] + [sizes[s] for s in src.size_args]
+            args = [np.reshape(env[n.name], (1,)) if not n.shape and n.dtype.kind in "iu"
+                    else env[n.name] for n in src.inputs]      # see lower.group_source
+            args += [sizes[s] for s in src.size_args]
             res = kernel(*args)
             if len(src.outputs) == 1:
                 res = (res,)

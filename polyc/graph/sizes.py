@@ -38,6 +38,9 @@ class SymbolTable:
         self.fixed: dict[int, str] = {}
         #: symbol -> (argument position, dimension) it binds from, or None
         self.origin: list[tuple[int, int] | None] = []
+        #: affine forms of sizes that must stay >= 0 for the plan to hold
+        #: (a slice's constant stop inside the extent, an index in range)
+        self.nonneg: list[tuple[Size, str]] = []
 
     def new(self, value: int, origin: tuple[int, int] | None = None) -> int:
         self._parent.append(len(self._parent))
@@ -88,9 +91,18 @@ class SymbolTable:
         for s, _ in a.terms + b.terms:
             self.fix(s, why)
 
+    def require(self, size: Size, why: str) -> None:
+        """Record that ``size`` (>= 0 at the traced values) must stay >= 0:
+        a plan whose templates assume it is not reused where it fails."""
+        assert size.value >= 0, (size, why)
+        if not size.is_constant:
+            self.nonneg.append((size, why))
+
     def guards(self) -> list[tuple[str, Any]]:
         """The conditions a call's argument extents must meet to reuse a
-        plan traced here: ``("eq", (p, d), (q, e))`` and ``("val", (p, d), v)``."""
+        plan traced here: ``("eq", (p, d), (q, e))``, ``("val", (p, d), v)``
+        and ``("ge", ((coeff, (p, d)), ...), const)`` (the sum plus ``const``
+        is >= 0)."""
         out: list[tuple[str, Any]] = []
         first: dict[int, tuple[int, int]] = {}
         for s, org in enumerate(self.origin):
@@ -103,6 +115,16 @@ class SymbolTable:
                 out.append(("eq", first[r], org))
             else:
                 first[r] = org
+        for size, _ in self.nonneg:
+            n = size.normal()
+            terms = []
+            for sym, c in n.terms:
+                org = next((o for q, o in enumerate(self.origin)
+                            if o is not None and self.find(q) == sym), None)
+                assert org is not None, "every size symbol binds from an argument"
+                terms.append((c, org))
+            if terms:
+                out.append(("ge", tuple(terms), n.const))
         return out
 
     def param_values(self, shapes: list[tuple[int, ...]]) -> dict[int, int]:

@@ -24,7 +24,9 @@ from .sizes import Size, SizeInt
 
 def _view(t: Tracer, coords: Sequence[str], shape: Sequence[Size]) -> Tracer:
     """The view whose element ``{0}, {1}, ...`` is ``t``'s element at ``coords``."""
-    return Tracer(t._graph, compose(t._template, list(coords)), t._nodes, tuple(shape), t.dtype)
+    out = Tracer(t._graph, compose(t._template, list(coords)), t._nodes, tuple(shape), t.dtype)
+    out._literal_dtype = t._literal_dtype
+    return out
 
 
 def ph(k: int) -> str:
@@ -160,9 +162,9 @@ def getitem(t: Tracer, key: Any) -> Tracer:
             if not -size.value <= v < size.value:
                 raise IndexError(f"index {v} is out of bounds for axis {d - 1} with size "
                                  f"{size.value}")
-            pos = idx if v >= 0 else size + idx
-            if v < 0 and not size.is_constant:
-                pass  # N - k stays symbolic
+            pos = idx if v >= 0 else size + idx   # N - k stays symbolic
+            g.symbols.require(pos, "an index")
+            g.symbols.require(size - pos - 1, "an index")
             coords.append(s_token(pos))
     return _view(t, coords, shape)
 
@@ -198,14 +200,23 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
         if lo.value == start_v and hi.value - lo.value == n and n >= 0 and \
                 0 <= lo.value <= size.value and hi.value <= size.value:
             if hi.value - lo.value > 0 or (hi - lo).is_constant:
+                # numpy clamps nothing while 0 <= lo <= hi <= size: the plan's guard
+                for form in (lo, hi - lo, size - hi):
+                    g.symbols.require(form, "a slice's bounds")
                 return lo, hi - lo, 1
+    if step == -1 and k.start is None and k.stop is None:
+        # x[::-1]: start N - 1, length N, affine for every N >= 1
+        return size - 1, size, -1
     for s in size.symbols():
         g.symbols.fix(s, "a slice whose bounds numpy clamps or steps over")
     return Size.constant(g.symbols, start_v), Size.constant(g.symbols, n), step
 
 
-def reshape(t: Tracer, newshape: Sequence[Any]) -> Tracer:
+def reshape(t: Tracer, newshape: Sequence[Any], order: str = "C") -> Tracer:
     g = t._graph
+    if order != "C":
+        raise UnsupportedError(f"{user_location()}: reshape with order={order!r} is not "
+                               "supported; only order='C'")
     if isinstance(newshape, (int, np.integer, SizeInt)):
         newshape = (newshape,)
     newshape = list(newshape)
@@ -228,6 +239,11 @@ def reshape(t: Tracer, newshape: Sequence[Any]) -> Tracer:
         shown = tuple(s.size.value if isinstance(s, SizeInt) else s for s in newshape)
         raise ValueError(f"cannot reshape array of size {total} into shape {shown}")
     in_sizes = list(t._shape)
+    one = Size.constant(g.symbols, 1)
+    for sz in in_sizes:
+        if sz.value == 1 and not sz.is_constant:
+            # regrouped as an extent of 1 (read at index 0): specialised
+            g.symbols.unify(sz, one, "reshape drops an extent of 1")
     if total == 0:
         # an empty array: nothing to address; its extents become constants
         for sz in in_sizes:
@@ -348,6 +364,7 @@ def sliding_window_view(t: Tracer, window_shape, axis=None) -> Tracer:
             raise ValueError("`window_shape` cannot contain negative values")
         if shape[a].value < w:
             raise ValueError("window shape cannot be larger than input array shape")
+        g.symbols.require(shape[a] - w, "a window")
         shape[a] = shape[a] - (w - 1)
         coords[a] = f"{coords[a]} + {ph(t.ndim + j)}"
     shape += [Size.constant(g.symbols, w) for w in ws]
