@@ -288,7 +288,8 @@ LOWERINGS: dict[Any, Callable] = {
     aten.clamp_max: lambda x, m: np.minimum(x, m),
     aten.eq: _cmp(operator.eq), aten.ne: _cmp(operator.ne), aten.lt: _cmp(operator.lt),
     aten.le: _cmp(operator.le), aten.gt: _cmp(operator.gt), aten.ge: _cmp(operator.ge),
-    aten.logical_not: np.logical_not,
+    aten.logical_not: np.logical_not, aten.logical_and: np.logical_and,
+    aten.logical_or: np.logical_or,
     aten.where: _where,
     aten.masked_fill: lambda x, mask, value: _where(mask, value, x),
     # normalisations
@@ -339,9 +340,14 @@ def _lowering(target) -> Callable | None:
 
 
 def _where_in_model(node) -> str:
-    trace = (node.meta.get("stack_trace") or "").strip().splitlines()
-    lines = [ln.strip() for ln in trace if ln.strip()]
-    return f" (called at: {' '.join(lines[-2:])})" if lines else ""
+    """`` (at file:line: source)`` of the model code that made ``node``."""
+    lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    for k in range(len(lines) - 1, -1, -1):
+        text = lines[k].strip()
+        if text.startswith("File "):
+            code = lines[k + 1].strip() if k + 1 < len(lines) else ""
+            return f" (at {text.replace('File ', '', 1)}: {code})"
+    return ""
 
 
 def unsupported_ops(gm: torch.fx.GraphModule) -> list[str]:
@@ -432,7 +438,6 @@ def polyc_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callab
     Raises :class:`~polyc.errors.UnsupportedError` (TorchDynamo wraps it in
     ``BackendCompilerFailed``) for a graph that needs a backward, inputs
     off the CPU, and ATen operators polyc does not lower."""
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
 
     tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
@@ -446,7 +451,15 @@ def polyc_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callab
             raise UnsupportedError(f"torch.compile(backend='polyc') runs on the CPU; got "
                                    f"a tensor on {x.device}")
     return aot_autograd(fw_compiler=_compile_aten,
-                        decompositions=core_aten_decompositions())(gm, example_inputs)
+                        decompositions=_decompositions())(gm, example_inputs)
+
+
+def _decompositions() -> dict:
+    """torch's core-ATen decompositions, less those of operators polyc lowers
+    itself (``triu`` stays ``triu``, ``gelu`` stays ``gelu``)."""
+    from torch._decomp import core_aten_decompositions
+    return {op: fn for op, fn in core_aten_decompositions().items()
+            if getattr(op, "overloadpacket", None) not in LOWERINGS}
 
 
 def _register() -> None:
