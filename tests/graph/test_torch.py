@@ -1,0 +1,210 @@
+"""The torch path: ``torch.compile(model, backend="polyc")`` against torch
+eager, its refusals (graphs that need gradients, operators polyc does not
+lower), and torch tensors crossing into polyc kernels and jitted functions
+without copies.  Skipped where torch is not installed."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import polyc  # noqa: E402
+from polyc.errors import UnsupportedError  # noqa: E402
+from polyc.testing import assert_close  # noqa: E402
+
+
+def _has_cc() -> bool:
+    try:
+        from polyc.backends.c.build import resolve_compiler
+        from polyc.config import Config
+        resolve_compiler(Config.from_env().cc)
+        return True
+    except Exception:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _has_cc(), reason="needs a C compiler")
+
+import polyc.graph.torch_backend as tb  # noqa: E402  (registers backend="polyc")
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=8, d_hidden=16, d_out=4, approximate="none", norm=False):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.act = nn.GELU(approximate=approximate)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+        self.norm = nn.LayerNorm(d_out) if norm else nn.Identity()
+
+    def forward(self, x):
+        return self.norm(self.fc2(self.act(self.fc1(x))))
+
+
+class Attention(nn.Module):
+    def __init__(self, d=16, causal=False):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.d, self.causal = d, causal
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        att = q @ k.transpose(-2, -1) / math.sqrt(self.d)
+        if self.causal:
+            t = x.shape[1]
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+            att = att.masked_fill(mask, float("-inf"))
+        return self.o(torch.softmax(att, dim=-1) @ v)
+
+
+def _check_against_eager(model: nn.Module, x: torch.Tensor, reduction_length: int):
+    """Compiled (float32) against eager in float64, with float32's tolerance."""
+    torch.manual_seed(0)
+    model = model.eval()
+    with torch.no_grad():
+        got = torch.compile(model, backend="polyc")(x)
+        ref = model.double()(x.double())
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
+    assert_close(got.numpy(), ref.numpy(), dtype=np.float32,
+                 reduction_length=reduction_length)
+
+
+@pytest.mark.parametrize("approximate,norm", [("none", False), ("tanh", True)])
+def test_linear_gelu_linear(approximate, norm):
+    torch.manual_seed(1)
+    _check_against_eager(MLP(approximate=approximate, norm=norm), torch.randn(3, 8), 16)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(causal):
+    torch.manual_seed(2)
+    _check_against_eager(Attention(causal=causal), torch.randn(2, 5, 16), 16 * 5)
+
+
+def test_inference_mode():
+    torch.manual_seed(3)
+    m, x = MLP(), torch.randn(2, 8)
+    with torch.inference_mode():
+        got = torch.compile(m, backend="polyc")(x)
+        ref = m(x)
+    assert_close(got.numpy(), ref.numpy(), reduction_length=16)
+
+
+def _polyc_cause(exc: BaseException) -> BaseException:
+    """The polyc error inside TorchDynamo's ``BackendCompilerFailed``."""
+    seen = exc
+    while seen is not None and not isinstance(seen, polyc.PolycError):
+        seen = getattr(seen, "inner_exception", None) or seen.__cause__
+    assert seen is not None, f"no polyc error in {exc!r}"
+    return seen
+
+
+def test_graph_needing_gradients_is_refused():
+    m = nn.Linear(4, 3)                       # parameters require grad, grad mode on
+    with pytest.raises(Exception) as info:
+        torch.compile(m, backend="polyc")(torch.randn(2, 4))
+    err = _polyc_cause(info.value)
+    assert isinstance(err, UnsupportedError)
+    assert "torch.no_grad()" in str(err) and "inference" in str(err)
+
+
+def test_input_requiring_grad_is_refused():
+    x = torch.randn(2, 4, requires_grad=True)
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda t: t * 2, backend="polyc")(x)
+    assert isinstance(_polyc_cause(info.value), UnsupportedError)
+
+
+class Cumsum(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=0) + 1
+
+
+def test_unsupported_operator_names_op_and_line():
+    """Documented policy (docs/torch.md): no partitioning; the compile fails
+    with an UnsupportedError naming each operator and the model line."""
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        torch.compile(Cumsum(), backend="polyc")(torch.randn(3, 2))
+    err = _polyc_cause(info.value)
+    assert isinstance(err, UnsupportedError)
+    assert "aten.cumsum" in str(err)
+    assert "test_torch.py" in str(err) and "torch.cumsum(x, dim=0)" in str(err)
+
+
+def test_backend_is_registered():
+    assert "polyc" in torch._dynamo.list_backends()
+    assert torch._dynamo.lookup_backend("polyc") is tb.polyc_backend
+
+
+def test_polyc_does_not_import_torch():
+    code = ("import sys, polyc, polyc.graph; polyc.jit; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- DLPack: torch tensors in and out without copies ------------------------------
+_ADD = """
+def add(float(N) A, float(N) B) -> (C) {
+    C(i) = A(i) + B(i) where i in 0:N
+}
+"""
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def test_kernel_reads_and_returns_torch_tensors_without_copies(monkeypatch):
+    from polyc.runtime import Binder
+    kernel = polyc.compile(_ADD)
+    seen = {}
+    bind = Binder.bind
+
+    def spy(self, args, out):
+        seen["args"] = [_ptr(a) for a in args]
+        got = bind(self, args, out)
+        seen["results"] = [_ptr(r) for r in got[2]]
+        return got
+    monkeypatch.setattr(Binder, "bind", spy)
+    a, b = torch.arange(6, dtype=torch.float32), torch.ones(6)
+    c = kernel(a, b)
+    assert seen["args"] == [a.data_ptr(), b.data_ptr()]
+    assert isinstance(c, torch.Tensor) and c.data_ptr() == seen["results"][0]
+    np.testing.assert_array_equal(c.numpy(), np.arange(6, dtype=np.float32) + 1)
+    # out= as a torch tensor is written in place
+    out = torch.empty(6)
+    r = kernel(a, b, out=out)
+    assert r.data_ptr() == out.data_ptr()
+    np.testing.assert_array_equal(out.numpy(), c.numpy())
+    # numpy arrays still come back as numpy arrays
+    assert type(kernel(a.numpy(), b.numpy())) is np.ndarray
+
+
+def test_jit_reads_and_returns_torch_tensors_without_copies(monkeypatch):
+    from polyc.graph.plan import Plan
+
+    @polyc.jit
+    def softmax(x):
+        p = np.exp(x - x.max(axis=-1, keepdims=True))
+        return p / p.sum(axis=-1, keepdims=True)
+
+    seen = {}
+    run = Plan.run
+
+    def spy(self, arrays, sizes):
+        seen["in"] = {k: _ptr(v) for k, v in arrays.items()}
+        env = run(self, arrays, sizes)
+        seen["out"] = {k: _ptr(v) for k, v in env.items() if isinstance(v, np.ndarray)}
+        return env
+    monkeypatch.setattr(Plan, "run", spy)
+    x = torch.randn(3, 5)
+    y = softmax(x)
+    assert x.data_ptr() in seen["in"].values()
+    assert isinstance(y, torch.Tensor) and y.data_ptr() in seen["out"].values()
+    assert_close(y.numpy(), torch.softmax(x, -1).numpy(), reduction_length=5)
