@@ -96,6 +96,50 @@ def test_inference_mode():
     assert_close(got.numpy(), ref.numpy(), reduction_length=16)
 
 
+class ManyOps(nn.Module):
+    """One graph over many lowerings: activations, reductions with dims and
+    keepdim, views (permute, slicing, select, reshape/view), cat, where,
+    log_softmax, clamp, pow, rsqrt, several outputs."""
+
+    def forward(self, x, y):
+        a = torch.relu(x) + torch.sigmoid(y) * nn.functional.silu(x)
+        b = (a.var(dim=-1, keepdim=True) + a.mean(dim=(0,), keepdim=True).sum()
+             - a.amax(-1, keepdim=True))
+        c = torch.log_softmax(a.permute(1, 0), dim=0).permute(1, 0)
+        d = torch.cat([c[:, :2], c[:, 2:]], dim=1) * torch.rsqrt(b.clamp(min=0.5) + 1)
+        e = torch.where(x > 0, d, x.pow(2)) + x[1].unsqueeze(0)
+        f = e.reshape(2, -1).sum(0).view(e.shape[0] // 2, -1)
+        return e, f.std(dim=1), torch.tanh(e).clamp(-0.5, 0.5)
+
+
+def test_many_operators_in_one_graph(monkeypatch):
+    from polyc.graph.plan import Plan
+    runs = []
+    run = Plan.run
+    monkeypatch.setattr(Plan, "run", lambda self, *a: runs.append(1) or run(self, *a))
+    torch.manual_seed(4)
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    m = ManyOps()
+    with torch.no_grad():
+        got = torch.compile(m, backend="polyc")(x, y)
+        ref = m(x.double(), y.double())
+    assert runs, "polyc did not run the graph"
+    for g, r in zip(got, ref):
+        assert_close(g.numpy(), r.numpy(), dtype=np.float32, reduction_length=24)
+
+
+def test_batch_sizes_recompile():
+    """TorchDynamo recompiles for a new batch size (then with symbolic
+    sizes, which reach polyc as integer arguments)."""
+    torch.manual_seed(5)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4), nn.Softmax(-1))
+    with torch.no_grad():
+        c = torch.compile(m, backend="polyc")
+        for b in (3, 5, 7):
+            x = torch.randn(b, 8)
+            assert_close(c(x).numpy(), m(x).numpy(), reduction_length=16)
+
+
 def _polyc_cause(exc: BaseException) -> BaseException:
     """The polyc error inside TorchDynamo's ``BackendCompilerFailed``."""
     seen = exc
