@@ -252,3 +252,13 @@ def test_jit_reads_and_returns_torch_tensors_without_copies(monkeypatch):
     assert x.data_ptr() in seen["in"].values()
     assert isinstance(y, torch.Tensor) and y.data_ptr() in seen["out"].values()
     assert_close(y.numpy(), torch.softmax(x, -1).numpy(), reduction_length=5)
+
+
+def test_docs_list_every_lowering():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "torch.md").read_text()
+    table = doc[doc.index("### Operators"):]
+    words = set(table.replace("`", " ").replace(",", " ").split())
+    missing = [str(op) for op in tb.LOWERINGS
+               if str(op).removeprefix("aten.") not in words]
+    assert not missing, f"docs/torch.md does not list {missing}"
