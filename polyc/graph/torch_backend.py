@@ -28,7 +28,10 @@ returns a callable on torch CPU tensors.  The route, in order:
    polyc cannot trace into a compile-time error.
 5. **Run**: each call hands the torch tensors to the jitted function, which
    reads them through DLPack (``np.from_dlpack``, no copy) and returns its
-   results as ``torch.from_numpy`` views of polyc's output arrays.
+   results as ``torch.from_numpy`` views of polyc's output arrays.  A
+   symbolic size (a ``torch.SymInt`` input, when TorchDynamo recompiles
+   with dynamic shapes) is not passed: it is read from a tensor input's
+   shape, so polyc keeps it symbolic and one trace serves every size.
 
 Importing this module registers the backend with TorchDynamo under the name
 ``"polyc"``; an installed polyc also declares it as a
@@ -362,22 +365,34 @@ def unsupported_ops(gm: torch.fx.GraphModule) -> list[str]:
     return out
 
 
-def interpreter(gm: torch.fx.GraphModule) -> Callable:
+def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | None = None
+                ) -> Callable:
     """A function of the graph's inputs (numpy arrays, tracers, ints) that
-    evaluates ``gm``'s ATen graph with :data:`LOWERINGS`."""
+    evaluates ``gm``'s ATen graph with :data:`LOWERINGS`.
+
+    ``sizes`` maps a placeholder's position to ``(position of a tensor
+    placeholder, dimension)``: that placeholder is a symbolic size, read from
+    the tensor's shape (so polyc keeps it symbolic) and not passed."""
     graph = gm.graph
+    sizes = sizes or {}
 
     def run(*args):
         env: dict = {}
-        placeholders = iter(args)
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        given = iter(args)
+        for k, node in enumerate(placeholders):
+            if k not in sizes:
+                env[node] = next(given)
+        for k, (j, d) in sizes.items():
+            env[placeholders[k]] = env[placeholders[j]].shape[d]
 
         def value(a):
             return torch.fx.node.map_arg(a, lambda n: env[n])
 
         for node in graph.nodes:
             if node.op == "placeholder":
-                env[node] = next(placeholders)
-            elif node.op == "get_attr":
+                continue
+            if node.op == "get_attr":
                 attr = gm
                 for part in node.target.split("."):
                     attr = getattr(attr, part)
@@ -397,8 +412,27 @@ def interpreter(gm: torch.fx.GraphModule) -> Callable:
                 return tuple(value(node.args[0]))
             else:
                 raise UnsupportedError(f"FX node {node.op} {node.target} is not supported")
+        raise AssertionError("an FX graph without output")
     run.__name__ = "torch_graph"
     return run
+
+
+def _size_sources(example_inputs) -> dict[int, tuple[int, int]]:
+    """For each symbolic-size example input (a ``torch.SymInt`` when
+    TorchDynamo compiles with dynamic shapes), a tensor input and dimension
+    of that size."""
+    out = {}
+    for k, x in enumerate(example_inputs):
+        if not isinstance(x, torch.SymInt):
+            continue
+        for j, t in enumerate(example_inputs):
+            if isinstance(t, torch.Tensor):
+                d = next((d for d, s in enumerate(t.shape) if isinstance(s, torch.SymInt)
+                          and s.node.expr == x.node.expr), None)
+                if d is not None:
+                    out[k] = (j, d)
+                    break
+    return out
 
 
 def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
@@ -415,7 +449,8 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
             if x.dtype is torch.bool:
                 raise UnsupportedError(f"input {k} is a torch.bool tensor; polyc takes no "
                                        "boolean inputs (pass a float mask)")
-    jitted = Jitted(interpreter(gm))
+    sizes = _size_sources(example_inputs)
+    jitted = Jitted(interpreter(gm, sizes))
     shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]
     if all(s is None or all(isinstance(d, int) for d in s) for s in shapes):
         # trace now, on zero arrays of the example shapes: an operator polyc
@@ -427,7 +462,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     def compiled(*args):
         # parameters require grad even under no_grad; DLPack refuses those
         return jitted(*[a.detach() if isinstance(a, torch.Tensor) and a.requires_grad
-                        else a for a in args])
+                        else a for k, a in enumerate(args) if k not in sizes])
     compiled.jitted = jitted
     return compiled
 

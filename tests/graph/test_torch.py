@@ -129,16 +129,23 @@ def test_many_operators_in_one_graph(monkeypatch):
         assert_close(g.numpy(), r.numpy(), dtype=np.float32, reduction_length=24)
 
 
-def test_batch_sizes_recompile():
-    """TorchDynamo recompiles for a new batch size (then with symbolic
-    sizes, which reach polyc as integer arguments)."""
+def test_batch_sizes_recompile_once_with_symbolic_sizes(monkeypatch):
+    """TorchDynamo recompiles for a second batch size with symbolic sizes;
+    polyc reads them from the tensors' shapes, so one trace serves every
+    later batch size."""
+    made = []
+    compile_aten = tb._compile_aten
+    monkeypatch.setattr(tb, "_compile_aten",
+                        lambda gm, ex: made.append(compile_aten(gm, ex)) or made[-1])
     torch.manual_seed(5)
     m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4), nn.Softmax(-1))
     with torch.no_grad():
         c = torch.compile(m, backend="polyc")
-        for b in (3, 5, 7):
+        for b in (3, 5, 7, 9):
             x = torch.randn(b, 8)
             assert_close(c(x).numpy(), m(x).numpy(), reduction_length=16)
+    assert len(made) == 2                      # static, then dynamic
+    assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
 
 
 def _polyc_cause(exc: BaseException) -> BaseException:
