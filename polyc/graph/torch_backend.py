@@ -184,6 +184,12 @@ def _reduction(fn: Callable) -> Callable:
     return run
 
 
+def _any(x, dim=None, keepdim=False):
+    """``any`` as a max over 0/1 (the graph layer reduces numbers, not masks)."""
+    ones = _where(x if x.dtype == np.bool_ else x != 0, 1.0, 0.0)
+    return np.max(ones, axis=_axes(dim, x.ndim), keepdims=keepdim) > 0
+
+
 def _var(std: bool) -> Callable:
     def run(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
         if isinstance(unbiased, (bool, type(None))):
@@ -292,7 +298,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.eq: _cmp(operator.eq), aten.ne: _cmp(operator.ne), aten.lt: _cmp(operator.lt),
     aten.le: _cmp(operator.le), aten.gt: _cmp(operator.gt), aten.ge: _cmp(operator.ge),
     aten.logical_not: np.logical_not, aten.logical_and: np.logical_and,
-    aten.logical_or: np.logical_or,
+    aten.logical_or: np.logical_or, aten.any: _any,
     aten.where: _where,
     aten.masked_fill: lambda x, mask, value: _where(mask, value, x),
     # normalisations

@@ -88,6 +88,21 @@ def test_attention(causal):
     _check_against_eager(Attention(causal=causal), torch.randn(2, 5, 16), 16 * 5)
 
 
+class SDPA(nn.Module):
+    def forward(self, q, k, v):
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_scaled_dot_product_attention_causal():
+    """torch's own attention decomposes into operators polyc lowers."""
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    with torch.no_grad():
+        got = torch.compile(SDPA(), backend="polyc")(q, k, v)
+        ref = SDPA()(q.double(), k.double(), v.double())
+    assert_close(got.numpy(), ref.numpy(), dtype=np.float32, reduction_length=8)
+
+
 def test_inference_mode():
     torch.manual_seed(3)
     m, x = MLP(), torch.randn(2, 8)
