@@ -103,6 +103,16 @@ def test_scaled_dot_product_attention_causal():
     assert_close(got.numpy(), ref.numpy(), dtype=np.float32, reduction_length=8)
 
 
+def test_multihead_attention_module():
+    torch.manual_seed(7)
+    m = nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        got, _ = torch.compile(m, backend="polyc")(x, x, x)
+        ref, _ = m.double()(x.double(), x.double(), x.double())
+    assert_close(got.numpy(), ref.numpy(), dtype=np.float32, reduction_length=16 * 5)
+
+
 def test_inference_mode():
     torch.manual_seed(3)
     m, x = MLP(), torch.randn(2, 8)
@@ -306,3 +316,11 @@ def test_kernel_takes_any_dlpack_producer():
     c = kernel(_Producer(a), _Producer(a))
     assert type(c) is np.ndarray
     np.testing.assert_array_equal(c, 2 * a)
+
+
+def test_unsupported_dtype_is_refused():
+    m = nn.Linear(4, 3).half()
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        torch.compile(m, backend="polyc")(torch.randn(2, 4).half())
+    err = _polyc_cause(info.value)
+    assert isinstance(err, UnsupportedError) and "torch.float16" in str(err)
