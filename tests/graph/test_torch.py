@@ -158,6 +158,7 @@ def test_batch_sizes_recompile_once_with_symbolic_sizes(monkeypatch):
     """TorchDynamo recompiles for a second batch size with symbolic sizes;
     polyc reads them from the tensors' shapes, so one trace serves every
     later batch size."""
+    torch._dynamo.reset()          # automatic dynamic shapes remember earlier tests' sizes
     made = []
     compile_aten = tb._compile_aten
     monkeypatch.setattr(tb, "_compile_aten",
