@@ -30,7 +30,12 @@ Calling convention (documented for users in the README):
   allocated zero-filled (never uninitialised memory);
 * when no statement has anything to execute at the given sizes, the
   generated code is not called at all;
-* inputs are never modified.
+* inputs are never modified;
+* a torch CPU tensor, or any other DLPack producer, is accepted wherever an
+  array is, read without a copy through ``np.from_dlpack``; when an input
+  was a torch tensor the results come back as torch tensors sharing memory
+  with polyc's output arrays (``torch.from_numpy``).  Only calls that miss
+  the call-plan fast path (:mod:`polyc.callplan`) look for such arguments.
 """
 
 from __future__ import annotations
@@ -458,6 +463,39 @@ class Binder:
         return f"sizes {sizes} violate the kernel's in-bounds conditions"
 
 
+def _foreign(x) -> bool:
+    """An array that is not a numpy array but exports DLPack (a torch tensor)."""
+    return not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__")
+
+
+def _as_numpy(x):
+    if not _foreign(x):
+        return x
+    try:
+        return np.from_dlpack(x)
+    except (TypeError, BufferError, RuntimeError) as e:
+        raise BindingError(f"cannot read a {type(x).__name__} through DLPack: {e}") from None
+
+
+def _from_dlpack_call(kernel: Kernel, args: tuple, out, kwargs: dict):
+    """A call with DLPack producers among the arguments: they are read as
+    numpy arrays without a copy (``np.from_dlpack``), so in-place kernels
+    update them; when one was a torch tensor the results are returned as
+    torch tensors sharing memory with polyc's output arrays."""
+    torch_in = any(_foreign(a) and type(a).__module__.startswith("torch") for a in args)
+    if isinstance(out, (tuple, list)):
+        out = type(out)(_as_numpy(o) for o in out)
+    else:
+        out = _as_numpy(out)
+    result = kernel(*[_as_numpy(a) for a in args], out=out, **kwargs)
+    if not torch_in or result is None:
+        return result
+    import torch
+    if isinstance(result, tuple):
+        return tuple(torch.from_numpy(r) for r in result)
+    return torch.from_numpy(result)
+
+
 class Kernel:
     """A compiled polyc kernel.  Call it with the inputs in signature order.
 
@@ -541,6 +579,9 @@ class Kernel:
             plan = plans.get(key) if key is not None else None
             if plan is not None:
                 return plan.run(self._fn, args)
+        if any(_foreign(a) for a in args) or _foreign(out) or (
+                isinstance(out, (tuple, list)) and any(_foreign(o) for o in out)):
+            return _from_dlpack_call(self, args, out, kwargs)
         if kwargs:
             raise BindingError(
                 f"{self.name}() got an unexpected keyword argument '{next(iter(kwargs))}'; "

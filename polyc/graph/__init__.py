@@ -5,6 +5,9 @@ into a :class:`Graph` of operations (:mod:`polyc.graph.numpy_api`), the
 fusion planner (:mod:`polyc.graph.plan`) groups them from polyhedral
 feedback, and each group compiles through the ordinary pipeline to one
 kernel.  ``polyc.graph.trace(fn, *args)`` returns the graph itself.
+:mod:`polyc.graph.torch_backend` (imported only on demand: it needs torch)
+is the ``torch.compile`` backend ``"polyc"`` built on the same path
+(``docs/torch.md``).
 """
 
 from .core import Graph, Node, Tracer

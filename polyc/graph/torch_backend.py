@@ -1,0 +1,517 @@
+"""``torch.compile(model, backend="polyc")``: a TorchDynamo backend that
+compiles a model's inference graph with :func:`polyc.jit`.
+
+Takes the FX ``GraphModule`` TorchDynamo captured and its example inputs;
+returns a callable on torch CPU tensors.  The route, in order:
+
+1. **Refuse what is not inference**: an example input that requires grad
+   while grad mode is on (a graph that would need a backward) raises
+   :class:`~polyc.errors.UnsupportedError`: run the model under
+   ``torch.no_grad()`` or ``torch.inference_mode()``.  So do inputs that
+   are not on the CPU.
+2. **Lower to ATen**: ``aot_autograd`` (``torch._dynamo.backends.common``)
+   functionalizes the torch-level graph and decomposes it into ATen
+   operators with torch's core-ATen decompositions
+   (``torch._decomp.core_aten_decompositions``): ``linear`` arrives as
+   ``t``/``addmm``, ``softmax`` as ``_softmax``, ``layer_norm`` as
+   ``native_layer_norm``.  Parameters are graph inputs, so a model's
+   weights are ordinary arguments of the compiled function.
+3. **Check coverage**: every ATen operator must be in :data:`LOWERINGS`;
+   otherwise :class:`~polyc.errors.UnsupportedError` names each missing
+   operator and the model line that called it.  polyc does not partition
+   the graph: a model compiles whole or not at all (the error tells what to
+   do: remove the op, or leave that part out of ``torch.compile``).
+4. **Interpret with tracers**: the returned function walks the ATen graph
+   on numpy values, each ATen operator written as numpy calls
+   (:data:`LOWERINGS`), and is wrapped in :func:`polyc.jit`; tracing it
+   once here, on zero arrays of the example shapes, turns a lowering that
+   polyc cannot trace into a compile-time error.
+5. **Run**: each call hands the torch tensors to the jitted function, which
+   reads them through DLPack (``np.from_dlpack``, no copy) and returns its
+   results as ``torch.from_numpy`` views of polyc's output arrays.  A
+   symbolic size (a ``torch.SymInt`` input, when TorchDynamo recompiles
+   with dynamic shapes) is not passed: it is read from a tensor input's
+   shape, so polyc keeps it symbolic and one trace serves every size.
+
+Importing this module registers the backend with TorchDynamo under the name
+``"polyc"``; an installed polyc also declares it as a
+``torch_dynamo_backends`` entry point, so ``backend="polyc"`` works without
+the import.  Nothing else in polyc imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..errors import PolycError, UnsupportedError
+from . import ops as _ops
+from .core import Tracer
+from .jit import Jitted
+
+aten = torch.ops.aten
+
+#: torch dtypes polyc computes in, and their numpy names
+_DTYPES = {torch.float32: np.float32, torch.float64: np.float64,
+           torch.int32: np.int32, torch.int64: np.int64}
+
+
+def _np_dtype(dtype: torch.dtype | None, default=None):
+    if dtype is None:
+        return default
+    if dtype is torch.bool:
+        return np.bool_
+    if dtype not in _DTYPES:
+        raise UnsupportedError(f"torch dtype {dtype} is not supported by polyc "
+                               f"(supported: {', '.join(str(d) for d in _DTYPES)})")
+    return _DTYPES[dtype]
+
+
+# -- helpers on numpy values (tracers or concrete arrays) --------------------------
+def _axes(dim, ndim: int) -> tuple[int, ...] | None:
+    """A torch ``dim`` argument (None, an int, a list; empty means all) as
+    numpy's ``axis``."""
+    if dim is None:
+        return None
+    if isinstance(dim, int):
+        return (dim,)
+    return tuple(dim) or None
+
+
+def _cond(c):
+    """A condition usable by ``np.where`` on tracers: polyc takes no boolean
+    arrays as inputs, so a concrete mask (a causal mask built from
+    ``ones``/``triu``) enters as a float array compared with zero."""
+    if isinstance(c, np.ndarray) and c.dtype == np.bool_ and c.ndim > 0:
+        return _Lazy(c)
+    return c
+
+
+class _Lazy:
+    """A concrete boolean mask waiting for the tracer's graph (see :func:`_cond`)."""
+
+    def __init__(self, mask: np.ndarray) -> None:
+        self.mask = mask
+
+    def on(self, like):
+        if isinstance(like, Tracer):
+            return _ops.capture(like._graph, self.mask.astype(np.float32)) != 0
+        return self.mask
+
+
+def _where(c, a, b):
+    c = _cond(c)
+    if isinstance(c, _Lazy):
+        like = a if isinstance(a, Tracer) else b
+        c = c.on(like)
+    return np.where(c, a, b)
+
+
+def _erf(x):
+    if isinstance(x, Tracer):
+        from .numpy_api import UFUNCS
+        return UFUNCS["erf"](x._graph, x)
+    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+def _gelu(x, approximate: str = "none"):
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * (x * x * x))
+        return 0.5 * x * (1.0 + np.tanh(inner))
+    return 0.5 * x * (1.0 + _erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _softmax(x, dim: int, half_to_float: bool = False):
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def _log_softmax(x, dim: int, half_to_float: bool = False):
+    s = x - np.max(x, axis=dim, keepdims=True)
+    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+
+
+def _native_layer_norm(x, normalized_shape, weight, bias, eps: float):
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    rstd = 1.0 / np.sqrt(np.mean(d * d, axis=axes, keepdims=True) + eps)
+    out = d * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def _addmm(bias, a, b, beta=1, alpha=1):
+    out = np.matmul(a, b)
+    if alpha != 1:
+        out = out * alpha
+    if beta == 0:
+        return out
+    return (bias if beta == 1 else bias * beta) + out
+
+
+def _linear(x, w, b=None):
+    out = np.matmul(x, np.swapaxes(w, -1, -2) if w.ndim == 2 else w)
+    return out if b is None else out + b
+
+
+def _scaled(b, alpha):
+    return b if alpha == 1 else b * alpha
+
+
+def _div(a, b, rounding_mode=None):
+    if rounding_mode is not None:
+        raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} is not "
+                               "supported by polyc")
+    return np.divide(a, b)
+
+
+def _reduction(fn: Callable) -> Callable:
+    def run(x, dim=None, keepdim=False, *, dtype=None):
+        out = fn(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+        return out if dtype is None else out.astype(_np_dtype(dtype))
+    return run
+
+
+def _any(x, dim=None, keepdim=False):
+    """``any`` as a max over 0/1 (the graph layer reduces numbers, not masks)."""
+    ones = _where(x if x.dtype == np.bool_ else x != 0, 1.0, 0.0)
+    return np.max(ones, axis=_axes(dim, x.ndim), keepdims=keepdim) > 0
+
+
+def _var(std: bool) -> Callable:
+    def run(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        if isinstance(unbiased, (bool, type(None))):
+            ddof = correction if correction is not None else (0 if unbiased is False else 1)
+        else:                              # var.correction(x, dim, *, correction, keepdim)
+            ddof = 1 if unbiased is None else unbiased
+        ddof = 1 if ddof is None else ddof
+        f = np.std if std else np.var
+        return f(x, axis=_axes(dim, x.ndim), ddof=ddof, keepdims=keepdim)
+    return run
+
+
+def _expand(x, sizes, implicit: bool = False):
+    off = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - off] if s == -1 else s for i, s in enumerate(sizes))
+    return np.broadcast_to(x, shape)
+
+
+def _squeeze(x, dim=None):
+    if dim is None:
+        dims = [d for d in range(x.ndim) if x.shape[d] == 1]
+    else:
+        dims = [d % max(x.ndim, 1) for d in ((dim,) if isinstance(dim, int) else dim)]
+        dims = [d for d in dims if x.ndim and x.shape[d] == 1]   # torch: no-op otherwise
+    return np.squeeze(x, axis=tuple(dims)) if dims else x
+
+
+_BIG = 2 ** 62
+
+
+def _slice(x, dim=0, start=None, end=None, step=1):
+    if start is not None and start == 0:
+        start = None
+    if end is not None and end >= _BIG:
+        end = None
+    key = (slice(None),) * (dim % x.ndim) + (slice(start, end, step),)
+    return x[key]
+
+
+def _select(x, dim, index):
+    return x[(slice(None),) * (dim % x.ndim) + (index,)]
+
+
+def _split(x, split_size, dim=0):
+    n = int(x.shape[dim])
+    return _split_sizes(x, [min(split_size, n - s) for s in range(0, n, split_size)], dim)
+
+
+def _split_sizes(x, sizes, dim=0):
+    out, at = [], 0
+    for s in sizes:
+        out.append(_slice(x, dim, at, at + s))
+        at += s
+    return out
+
+
+def _to(x, dtype=None, **kw):
+    return x if dtype is None else x.astype(_np_dtype(dtype))
+
+
+def _full(size, value, *, dtype=None, **kw):
+    default = (np.bool_ if isinstance(value, bool) else
+               np.int64 if isinstance(value, int) else np.float32)
+    return np.full(tuple(size), value, dtype=_np_dtype(dtype, default))
+
+
+def _full_like(x, value, *, dtype=None, **kw):
+    return np.full_like(x, value, dtype=_np_dtype(dtype))
+
+
+def _arange(*args, dtype=None, **kw):
+    default = np.int64 if all(isinstance(a, int) for a in args) else np.float32
+    return np.arange(*args, dtype=_np_dtype(dtype, default))
+
+
+def _identity(x, *args, **kw):
+    return x
+
+
+def _cmp(fn: Callable) -> Callable:
+    return lambda a, b: fn(a, b)
+
+
+#: ATen operator (packet) -> its numpy lowering, called with the node's
+#: arguments; ``docs/torch.md`` lists the same operators.
+LOWERINGS: dict[Any, Callable] = {
+    # contractions
+    aten.mm: np.matmul, aten.bmm: np.matmul, aten.matmul: np.matmul,
+    aten.addmm: _addmm, aten.linear: _linear,
+    # elementwise
+    aten.add: lambda a, b, alpha=1: a + _scaled(b, alpha),
+    aten.sub: lambda a, b, alpha=1: a - _scaled(b, alpha),
+    aten.rsub: lambda a, b, alpha=1: b - _scaled(a, alpha),
+    aten.mul: lambda a, b: a * b,
+    aten.div: _div,
+    aten.neg: np.negative, aten.exp: np.exp, aten.log: np.log, aten.sqrt: np.sqrt,
+    aten.rsqrt: lambda x: 1.0 / np.sqrt(x), aten.tanh: np.tanh, aten.erf: _erf,
+    aten.reciprocal: lambda x: 1.0 / x, aten.abs: np.abs,
+    aten.pow: np.power,
+    aten.relu: lambda x: np.maximum(x, 0), aten.gelu: _gelu, aten.sigmoid: _sigmoid,
+    aten.silu: lambda x: x * _sigmoid(x),
+    aten.maximum: np.maximum, aten.minimum: np.minimum,
+    aten.clamp: lambda x, min=None, max=None: np.clip(x, min, max),
+    aten.clamp_min: lambda x, m: np.maximum(x, m),
+    aten.clamp_max: lambda x, m: np.minimum(x, m),
+    aten.eq: _cmp(operator.eq), aten.ne: _cmp(operator.ne), aten.lt: _cmp(operator.lt),
+    aten.le: _cmp(operator.le), aten.gt: _cmp(operator.gt), aten.ge: _cmp(operator.ge),
+    aten.logical_not: np.logical_not, aten.logical_and: np.logical_and,
+    aten.logical_or: np.logical_or, aten.any: _any,
+    aten.where: _where,
+    aten.masked_fill: lambda x, mask, value: _where(mask, value, x),
+    # normalisations
+    aten._softmax: _softmax, aten.softmax: lambda x, dim, dtype=None: _softmax(x, dim),
+    aten._log_softmax: _log_softmax,
+    aten.native_layer_norm: _native_layer_norm,
+    # reductions
+    aten.sum: _reduction(np.sum), aten.mean: _reduction(np.mean),
+    aten.amax: _reduction(np.max), aten.amin: _reduction(np.min),
+    aten.var: _var(False), aten.std: _var(True),
+    # views and copies
+    aten.view: np.reshape, aten._unsafe_view: np.reshape, aten.reshape: np.reshape,
+    aten.expand: _expand, aten.permute: np.transpose,
+    aten.transpose: np.swapaxes, aten.t: lambda x: np.swapaxes(x, 0, 1) if x.ndim == 2 else x,
+    aten.unsqueeze: np.expand_dims, aten.squeeze: _squeeze,
+    aten.slice: _slice, aten.select: _select,
+    aten.split: _split, aten.split_with_sizes: _split_sizes,
+    aten.cat: lambda ts, dim=0: np.concatenate(list(ts), axis=dim),
+    aten.stack: lambda ts, dim=0: np.stack(list(ts), axis=dim),
+    aten.clone: _identity, aten.contiguous: _identity, aten.alias: _identity,
+    aten.detach: _identity, aten.lift_fresh_copy: _identity,
+    aten._to_copy: _to, torch.ops.prims.convert_element_type: _to,
+    aten.triu: lambda x, diagonal=0: np.triu(x, diagonal),
+    aten.tril: lambda x, diagonal=0: np.tril(x, diagonal),
+    # creation (concrete arrays, captured when a traced value uses them)
+    aten.full: _full,
+    aten.zeros: lambda size, **kw: _full(size, 0.0, **kw),
+    aten.ones: lambda size, **kw: _full(size, 1.0, **kw),
+    aten.scalar_tensor: lambda v, **kw: _full((), v, **kw),
+    aten.full_like: _full_like,
+    aten.zeros_like: lambda x, **kw: _full_like(x, 0, **kw),
+    aten.ones_like: lambda x, **kw: _full_like(x, 1, **kw),
+    aten.arange: _arange,
+    # sizes (dynamic shapes)
+    aten.sym_size: lambda x, d: x.shape[d],
+}
+
+#: Python-level targets that appear in ATen graphs (tuple outputs, size arithmetic)
+_PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,
+               operator.floordiv, operator.mod, operator.neg, operator.truediv)
+
+
+def _lowering(target) -> Callable | None:
+    if target in _PY_TARGETS:
+        return target
+    packet = getattr(target, "overloadpacket", target)
+    return LOWERINGS.get(packet)
+
+
+def _where_in_model(node) -> str:
+    """`` (at file:line: source)`` of the model code that made ``node``."""
+    lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    for k in range(len(lines) - 1, -1, -1):
+        text = lines[k].strip()
+        if text.startswith("File "):
+            code = lines[k + 1].strip() if k + 1 < len(lines) else ""
+            return f" (at {text.replace('File ', '', 1)}: {code})"
+    return ""
+
+
+def unsupported_ops(gm: torch.fx.GraphModule) -> list[str]:
+    """The ATen operators of ``gm`` that polyc does not lower, each with the
+    model line that called it."""
+    out = []
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and _lowering(node.target) is None:
+            out.append(f"{node.target}{_where_in_model(node)}")
+        elif node.op in ("call_module", "call_method"):
+            out.append(f"{node.op} {node.target}")
+    return out
+
+
+def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | None = None
+                ) -> Callable:
+    """A function of the graph's inputs (numpy arrays, tracers, ints) that
+    evaluates ``gm``'s ATen graph with :data:`LOWERINGS`.
+
+    ``sizes`` maps a placeholder's position to ``(position of a tensor
+    placeholder, dimension)``: that placeholder is a symbolic size, read from
+    the tensor's shape (so polyc keeps it symbolic) and not passed."""
+    graph = gm.graph
+    sizes = sizes or {}
+
+    def run(*args):
+        env: dict = {}
+        placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+        given = iter(args)
+        for k, node in enumerate(placeholders):
+            if k not in sizes:
+                env[node] = next(given)
+        for k, (j, d) in sizes.items():
+            env[placeholders[k]] = env[placeholders[j]].shape[d]
+
+        def value(a):
+            return torch.fx.node.map_arg(a, lambda n: env[n])
+
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "get_attr":
+                attr = gm
+                for part in node.target.split("."):
+                    attr = getattr(attr, part)
+                env[node] = np.from_dlpack(attr.detach()) if isinstance(attr, torch.Tensor) \
+                    else attr
+            elif node.op == "call_function":
+                args_, kwargs = value(node.args), value(node.kwargs)
+                kwargs = {k: v for k, v in kwargs.items()
+                          if k not in ("device", "layout", "pin_memory", "memory_format",
+                                       "non_blocking")}
+                try:
+                    env[node] = _lowering(node.target)(*args_, **kwargs)
+                except PolycError as e:
+                    raise type(e)(f"lowering {node.target}{_where_in_model(node)}: {e}") \
+                        from None
+            elif node.op == "output":
+                return tuple(value(node.args[0]))
+            else:
+                raise UnsupportedError(f"FX node {node.op} {node.target} is not supported")
+        raise AssertionError("an FX graph without output")
+    run.__name__ = "torch_graph"
+    return run
+
+
+def _size_sources(example_inputs) -> dict[int, tuple[int, int]]:
+    """For each symbolic-size example input (a ``torch.SymInt`` when
+    TorchDynamo compiles with dynamic shapes), a tensor input and dimension
+    of that size."""
+    out = {}
+    for k, x in enumerate(example_inputs):
+        if not isinstance(x, torch.SymInt):
+            continue
+        for j, t in enumerate(example_inputs):
+            if isinstance(t, torch.Tensor):
+                d = next((d for d, s in enumerate(t.shape) if isinstance(s, torch.SymInt)
+                          and s.node.expr == x.node.expr), None)
+                if d is not None:
+                    out[k] = (j, d)
+                    break
+    return out
+
+
+def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+    missing = unsupported_ops(gm)
+    if missing:
+        raise UnsupportedError(
+            "torch.compile(backend='polyc'): polyc does not lower these operators: "
+            + "; ".join(dict.fromkeys(missing)) + ". polyc compiles a graph whole (no "
+            "fallback to torch for parts of it): rewrite them with supported operations "
+            "(docs/torch.md), or keep that code outside the compiled module")
+    for k, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor):
+            _np_dtype(x.dtype)
+            if x.dtype is torch.bool:
+                raise UnsupportedError(f"input {k} is a torch.bool tensor; polyc takes no "
+                                       "boolean inputs (pass a float mask)")
+    sizes = _size_sources(example_inputs)
+    jitted = Jitted(interpreter(gm, sizes))
+    shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]
+    if all(s is None or all(isinstance(d, int) for d in s) for s in shapes):
+        # trace now, on zero arrays of the example shapes: an operator polyc
+        # cannot trace fails at compile time; the first call reuses the plan
+        dummies = [np.zeros(s, dtype=_np_dtype(x.dtype)) if s is not None else x
+                   for s, x in zip(shapes, example_inputs)]
+        jitted.plan(*dummies)
+
+    def compiled(*args):
+        # parameters require grad even under no_grad; DLPack refuses those
+        return jitted(*[a.detach() if isinstance(a, torch.Tensor) and a.requires_grad
+                        else a for k, a in enumerate(args) if k not in sizes])
+    compiled.jitted = jitted
+    return compiled
+
+
+def polyc_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callable:
+    """The TorchDynamo backend ``"polyc"`` (see the module docstring).
+
+    Raises :class:`~polyc.errors.UnsupportedError` (TorchDynamo wraps it in
+    ``BackendCompilerFailed``) for a graph that needs a backward, inputs
+    off the CPU, and ATen operators polyc does not lower."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+        raise UnsupportedError(
+            "torch.compile(backend='polyc') compiles inference only, but this graph "
+            "needs gradients (an input or parameter requires grad and grad mode is on); "
+            "call the model under torch.no_grad() or torch.inference_mode()")
+    for x in tensors:
+        if x.device.type != "cpu":
+            raise UnsupportedError(f"torch.compile(backend='polyc') runs on the CPU; got "
+                                   f"a tensor on {x.device}")
+    return aot_autograd(fw_compiler=_compile_aten,
+                        decompositions=_decompositions())(gm, example_inputs)
+
+
+def _decompositions() -> dict:
+    """torch's core-ATen decompositions, less those of operators polyc lowers
+    itself (``triu`` stays ``triu``, ``gelu`` stays ``gelu``)."""
+    from torch._decomp import core_aten_decompositions
+    return {op: fn for op, fn in core_aten_decompositions().items()
+            if getattr(op, "overloadpacket", None) not in LOWERINGS}
+
+
+def _register() -> None:
+    """Registers ``polyc_backend`` under the name "polyc", unless the
+    ``torch_dynamo_backends`` entry point is loading this module (TorchDynamo
+    registers it then) or it is registered already."""
+    from torch._dynamo.backends import registry
+    known = getattr(registry, "_BACKENDS", {})
+    if known.get("polyc") is not None or "polyc" in getattr(registry, "_COMPILER_FNS", {}):
+        return
+    registry.register_backend(polyc_backend, name="polyc")
+
+
+_register()

@@ -1,0 +1,327 @@
+"""The torch path: ``torch.compile(model, backend="polyc")`` against torch
+eager, its refusals (graphs that need gradients, operators polyc does not
+lower), and torch tensors crossing into polyc kernels and jitted functions
+without copies.  Skipped where torch is not installed."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+import polyc  # noqa: E402
+from polyc.errors import UnsupportedError  # noqa: E402
+from polyc.testing import assert_close  # noqa: E402
+
+
+def _has_cc() -> bool:
+    try:
+        from polyc.backends.c.build import resolve_compiler
+        from polyc.config import Config
+        resolve_compiler(Config.from_env().cc)
+        return True
+    except Exception:
+        return False
+
+
+pytestmark = pytest.mark.skipif(not _has_cc(), reason="needs a C compiler")
+
+import polyc.graph.torch_backend as tb  # noqa: E402  (registers backend="polyc")
+
+
+class MLP(nn.Module):
+    def __init__(self, d_in=8, d_hidden=16, d_out=4, approximate="none", norm=False):
+        super().__init__()
+        self.fc1 = nn.Linear(d_in, d_hidden)
+        self.act = nn.GELU(approximate=approximate)
+        self.fc2 = nn.Linear(d_hidden, d_out)
+        self.norm = nn.LayerNorm(d_out) if norm else nn.Identity()
+
+    def forward(self, x):
+        return self.norm(self.fc2(self.act(self.fc1(x))))
+
+
+class Attention(nn.Module):
+    def __init__(self, d=16, causal=False):
+        super().__init__()
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+        self.d, self.causal = d, causal
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        att = q @ k.transpose(-2, -1) / math.sqrt(self.d)
+        if self.causal:
+            t = x.shape[1]
+            mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+            att = att.masked_fill(mask, float("-inf"))
+        return self.o(torch.softmax(att, dim=-1) @ v)
+
+
+def _check_against_eager(model: nn.Module, x: torch.Tensor, reduction_length: int):
+    """Compiled (float32) against eager in float64, with float32's tolerance."""
+    torch.manual_seed(0)
+    model = model.eval()
+    with torch.no_grad():
+        got = torch.compile(model, backend="polyc")(x)
+        ref = model.double()(x.double())
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float32
+    assert_close(got.numpy(), ref.numpy(), dtype=np.float32,
+                 reduction_length=reduction_length)
+
+
+@pytest.mark.parametrize("approximate,norm", [("none", False), ("tanh", True)])
+def test_linear_gelu_linear(approximate, norm):
+    torch.manual_seed(1)
+    _check_against_eager(MLP(approximate=approximate, norm=norm), torch.randn(3, 8), 16)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(causal):
+    torch.manual_seed(2)
+    _check_against_eager(Attention(causal=causal), torch.randn(2, 5, 16), 16 * 5)
+
+
+class SDPA(nn.Module):
+    def forward(self, q, k, v):
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_scaled_dot_product_attention_causal():
+    """torch's own attention decomposes into operators polyc lowers."""
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
+    with torch.no_grad():
+        got = torch.compile(SDPA(), backend="polyc")(q, k, v)
+        ref = SDPA()(q.double(), k.double(), v.double())
+    assert_close(got.numpy(), ref.numpy(), dtype=np.float32, reduction_length=8)
+
+
+def test_multihead_attention_module():
+    torch.manual_seed(7)
+    m = nn.MultiheadAttention(16, 2, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    with torch.no_grad():
+        got, _ = torch.compile(m, backend="polyc")(x, x, x)
+        ref, _ = m.double()(x.double(), x.double(), x.double())
+    assert_close(got.numpy(), ref.numpy(), dtype=np.float32, reduction_length=16 * 5)
+
+
+def test_inference_mode():
+    torch.manual_seed(3)
+    m, x = MLP(), torch.randn(2, 8)
+    with torch.inference_mode():
+        got = torch.compile(m, backend="polyc")(x)
+        ref = m(x)
+    assert_close(got.numpy(), ref.numpy(), reduction_length=16)
+
+
+class ManyOps(nn.Module):
+    """One graph over many lowerings: activations, reductions with dims and
+    keepdim, views (permute, slicing, select, reshape/view), cat, where,
+    log_softmax, clamp, pow, rsqrt, several outputs."""
+
+    def forward(self, x, y):
+        a = torch.relu(x) + torch.sigmoid(y) * nn.functional.silu(x)
+        b = (a.var(dim=-1, keepdim=True) + a.mean(dim=(0,), keepdim=True).sum()
+             - a.amax(-1, keepdim=True))
+        c = torch.log_softmax(a.permute(1, 0), dim=0).permute(1, 0)
+        d = torch.cat([c[:, :2], c[:, 2:]], dim=1) * torch.rsqrt(b.clamp(min=0.5) + 1)
+        e = torch.where(x > 0, d, x.pow(2)) + x[1].unsqueeze(0)
+        f = e.reshape(2, -1).sum(0).view(e.shape[0] // 2, -1)
+        return e, f.std(dim=1), torch.tanh(e).clamp(-0.5, 0.5)
+
+
+def test_many_operators_in_one_graph(monkeypatch):
+    from polyc.graph.plan import Plan
+    runs = []
+    run = Plan.run
+    monkeypatch.setattr(Plan, "run", lambda self, *a: runs.append(1) or run(self, *a))
+    torch.manual_seed(4)
+    x, y = torch.randn(4, 6), torch.randn(4, 6)
+    m = ManyOps()
+    with torch.no_grad():
+        got = torch.compile(m, backend="polyc")(x, y)
+        ref = m(x.double(), y.double())
+    assert runs, "polyc did not run the graph"
+    for g, r in zip(got, ref):
+        assert_close(g.numpy(), r.numpy(), dtype=np.float32, reduction_length=24)
+
+
+def test_batch_sizes_recompile_once_with_symbolic_sizes(monkeypatch):
+    """TorchDynamo recompiles for a second batch size with symbolic sizes;
+    polyc reads them from the tensors' shapes, so one trace serves every
+    later batch size."""
+    torch._dynamo.reset()          # automatic dynamic shapes remember earlier tests' sizes
+    made = []
+    compile_aten = tb._compile_aten
+    monkeypatch.setattr(tb, "_compile_aten",
+                        lambda gm, ex: made.append(compile_aten(gm, ex)) or made[-1])
+    torch.manual_seed(5)
+    m = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4), nn.Softmax(-1))
+    with torch.no_grad():
+        c = torch.compile(m, backend="polyc")
+        for b in (3, 5, 7, 9):
+            x = torch.randn(b, 8)
+            assert_close(c(x).numpy(), m(x).numpy(), reduction_length=16)
+    assert len(made) == 2                      # static, then dynamic
+    assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
+
+
+def _polyc_cause(exc: BaseException) -> BaseException:
+    """The polyc error inside TorchDynamo's ``BackendCompilerFailed``."""
+    seen = exc
+    while seen is not None and not isinstance(seen, polyc.PolycError):
+        seen = getattr(seen, "inner_exception", None) or seen.__cause__
+    assert seen is not None, f"no polyc error in {exc!r}"
+    return seen
+
+
+def test_graph_needing_gradients_is_refused():
+    m = nn.Linear(4, 3)                       # parameters require grad, grad mode on
+    with pytest.raises(Exception) as info:
+        torch.compile(m, backend="polyc")(torch.randn(2, 4))
+    err = _polyc_cause(info.value)
+    assert isinstance(err, UnsupportedError)
+    assert "torch.no_grad()" in str(err) and "inference" in str(err)
+
+
+def test_input_requiring_grad_is_refused():
+    x = torch.randn(2, 4, requires_grad=True)
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda t: t * 2, backend="polyc")(x)
+    assert isinstance(_polyc_cause(info.value), UnsupportedError)
+
+
+class Cumsum(nn.Module):
+    def forward(self, x):
+        return torch.cumsum(x, dim=0) + 1
+
+
+def test_unsupported_operator_names_op_and_line():
+    """Documented policy (docs/torch.md): no partitioning; the compile fails
+    with an UnsupportedError naming each operator and the model line."""
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        torch.compile(Cumsum(), backend="polyc")(torch.randn(3, 2))
+    err = _polyc_cause(info.value)
+    assert isinstance(err, UnsupportedError)
+    assert "aten.cumsum" in str(err)
+    assert "test_torch.py" in str(err) and "torch.cumsum(x, dim=0)" in str(err)
+
+
+def test_backend_is_registered():
+    assert "polyc" in torch._dynamo.list_backends()
+    assert torch._dynamo.lookup_backend("polyc") is tb.polyc_backend
+
+
+def test_polyc_does_not_import_torch():
+    code = ("import sys, polyc, polyc.graph; polyc.jit; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
+
+
+# -- DLPack: torch tensors in and out without copies ------------------------------
+_ADD = """
+def add(float(N) A, float(N) B) -> (C) {
+    C(i) = A(i) + B(i) where i in 0:N
+}
+"""
+
+
+def _ptr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def test_kernel_reads_and_returns_torch_tensors_without_copies(monkeypatch):
+    from polyc.runtime import Binder
+    kernel = polyc.compile(_ADD)
+    seen = {}
+    bind = Binder.bind
+
+    def spy(self, args, out):
+        seen["args"] = [_ptr(a) for a in args]
+        got = bind(self, args, out)
+        seen["results"] = [_ptr(r) for r in got[2]]
+        return got
+    monkeypatch.setattr(Binder, "bind", spy)
+    a, b = torch.arange(6, dtype=torch.float32), torch.ones(6)
+    c = kernel(a, b)
+    assert seen["args"] == [a.data_ptr(), b.data_ptr()]
+    assert isinstance(c, torch.Tensor) and c.data_ptr() == seen["results"][0]
+    np.testing.assert_array_equal(c.numpy(), np.arange(6, dtype=np.float32) + 1)
+    # out= as a torch tensor is written in place
+    out = torch.empty(6)
+    r = kernel(a, b, out=out)
+    assert r.data_ptr() == out.data_ptr()
+    np.testing.assert_array_equal(out.numpy(), c.numpy())
+    # numpy arrays still come back as numpy arrays
+    assert type(kernel(a.numpy(), b.numpy())) is np.ndarray
+
+
+def test_jit_reads_and_returns_torch_tensors_without_copies(monkeypatch):
+    from polyc.graph.plan import Plan
+
+    @polyc.jit
+    def softmax(x):
+        p = np.exp(x - x.max(axis=-1, keepdims=True))
+        return p / p.sum(axis=-1, keepdims=True)
+
+    seen = {}
+    run = Plan.run
+
+    def spy(self, arrays, sizes):
+        seen["in"] = {k: _ptr(v) for k, v in arrays.items()}
+        env = run(self, arrays, sizes)
+        seen["out"] = {k: _ptr(v) for k, v in env.items() if isinstance(v, np.ndarray)}
+        return env
+    monkeypatch.setattr(Plan, "run", spy)
+    x = torch.randn(3, 5)
+    y = softmax(x)
+    assert x.data_ptr() in seen["in"].values()
+    assert isinstance(y, torch.Tensor) and y.data_ptr() in seen["out"].values()
+    assert_close(y.numpy(), torch.softmax(x, -1).numpy(), reduction_length=5)
+
+
+def test_docs_list_every_lowering():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "torch.md").read_text()
+    table = doc[doc.index("### Operators"):]
+    words = set(table.replace("`", " ").replace(",", " ").split())
+    missing = [str(op) for op in tb.LOWERINGS
+               if str(op).removeprefix("aten.") not in words]
+    assert not missing, f"docs/torch.md does not list {missing}"
+
+
+class _Producer:
+    """A DLPack producer that is neither numpy nor torch."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __dlpack__(self, **kw):
+        return self.a.__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_kernel_takes_any_dlpack_producer():
+    kernel = polyc.compile(_ADD)
+    a = np.arange(4, dtype=np.float32)
+    c = kernel(_Producer(a), _Producer(a))
+    assert type(c) is np.ndarray
+    np.testing.assert_array_equal(c, 2 * a)
+
+
+def test_unsupported_dtype_is_refused():
+    m = nn.Linear(4, 3).half()
+    with torch.no_grad(), pytest.raises(Exception) as info:
+        torch.compile(m, backend="polyc")(torch.randn(2, 4).half())
+    err = _polyc_cause(info.value)
+    assert isinstance(err, UnsupportedError) and "torch.float16" in str(err)
