@@ -305,9 +305,14 @@ def matmul(g, a, b) -> Tracer:
 
 
 def einsum(g, subscripts, *operands, **kw):
+    """``np.einsum`` in traced code, honouring ``optimize=`` as numpy does:
+    ``False`` (numpy's default) is one loop nest over every label; ``True``,
+    ``'greedy'``, ``'optimal'`` or an explicit path are pairwise
+    contractions along that path (:func:`polyc.einsum_plan.plan_contraction`,
+    opt_einsum's paths), each an operation the planner may fuse."""
     from ..frontend import einsum as fe
     loc = user_location()
-    kw.pop("optimize", None)
+    optimize = kw.pop("optimize", False)
     dtype = kw.pop("dtype", None)
     if kw.pop("out", None) is not None or kw:
         raise UnsupportedError(f"{loc}: np.einsum with {', '.join(kw) or 'out'}= is not "
@@ -331,44 +336,42 @@ def einsum(g, subscripts, *operands, **kw):
                 sizes[lab] = s
     for lab, v in spec.sizes:
         sizes.setdefault(lab, Size.constant(g.symbols, v))
-    if len(ts) <= 2:
-        return ops.contraction(g, "einsum", ts[0], ts[1] if len(ts) == 2 else None,
+    if len(ts) <= 2 or optimize is False or optimize is None:
+        return ops.contraction(g, "einsum", ts[0], ts[1] if len(ts) >= 2 else None,
                                spec.input_labels[0],
-                               spec.input_labels[1] if len(ts) == 2 else None,
-                               spec.output_labels, sizes, dtype)
-    return _einsum_path(g, spec, ts, sizes, dtype)
+                               spec.input_labels[1] if len(ts) >= 2 else None,
+                               spec.output_labels, sizes, dtype,
+                               more=list(zip(ts[2:], spec.input_labels[2:])))
+    return _einsum_path(g, spec, ts, sizes, dtype, optimize)
 
 
-def _einsum_path(g, spec, ts, sizes, dtype):
-    """Three or more operands: pairwise contractions along opt_einsum's
-    greedy path (what ``np.einsum(..., optimize=True)`` does), each a node."""
-    import opt_einsum
+def _einsum_path(g, spec, ts, sizes, dtype, optimize):
+    """Three or more operands with a path: the pairwise steps of
+    :func:`polyc.einsum_plan.plan_contraction`, each a node."""
+    from ..einsum_plan import plan_contraction
     letters = {}
     pool = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
     for lab in spec.labels:
         letters[lab] = next(pool)
+    back = {v: k for k, v in letters.items()}
     inputs = ["".join(letters[x] for x in ls) for ls in spec.input_labels]
     output = "".join(letters[x] for x in spec.output_labels)
     shapes = [tuple(s.value for s in t._shape) for t in ts]
-    path, _ = opt_einsum.contract_path(",".join(inputs) + "->" + output, *shapes,
-                                       shapes=True, optimize="greedy")
-    back = {v: k for k, v in letters.items()}
-    cur = list(zip(ts, inputs))
-    for step_n, pair in enumerate(path):
-        picked = [cur[i] for i in pair]
-        for i in sorted(pair, reverse=True):
+    steps = plan_contraction(",".join(inputs) + "->" + output, shapes,
+                             [t.dtype for t in ts], optimize, dtype=dtype)
+    cur = list(ts)
+    for step in steps:
+        picked = [cur[i] for i in step.operands]
+        for i in sorted(step.operands, reverse=True):
             cur.pop(i)
-        rest = "".join(s for _, s in cur) + output
-        keep = "".join(dict.fromkeys(c for _, s in picked for c in s if c in rest))
-        last = step_n == len(path) - 1
-        out_sub = output if last else keep
-        t = ops.contraction(g, "einsum", picked[0][0],
-                            picked[1][0] if len(picked) > 1 else None,
-                            [back[c] for c in picked[0][1]],
-                            [back[c] for c in picked[1][1]] if len(picked) > 1 else None,
-                            [back[c] for c in out_sub], sizes, dtype)
-        cur.append((t, out_sub))
-    return cur[-1][0]
+        ins, out_sub = step.subscripts.split("->")
+        labs = [[back[c] for c in x] for x in ins.split(",")]
+        t = ops.contraction(g, "einsum", picked[0], picked[1] if len(picked) > 1 else None,
+                            labs[0], labs[1] if len(picked) > 1 else None,
+                            [back[c] for c in out_sub], sizes, step.dtype,
+                            more=list(zip(picked[2:], labs[2:])))
+        cur.append(t)
+    return cur[-1]
 
 
 def tensordot(g, a, b, axes=2):

@@ -405,11 +405,14 @@ def _count_text(sizes: Sequence[Size]) -> str:
 
 def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Sequence[str],
                 b_labels: Sequence[str] | None, out_labels: Sequence[str],
-                sizes: dict[str, Size], dtype: np.dtype | None = None) -> Tracer:
+                sizes: dict[str, Size], dtype: np.dtype | None = None,
+                more: Sequence[tuple[Tracer, Sequence[str]]] = ()) -> Tracer:
     """``out[out_labels] = sum over the other labels of a[a_labels] * b[b_labels]``
-    (einsum semantics with one or two operands; labels repeated within an
-    operand take diagonals).  Size-1 broadcast dimensions read index 0."""
-    operands = [(a, a_labels)] + ([(b, b_labels)] if b is not None else [])
+    (einsum semantics with one or two operands, or more in ``more``: one
+    loop nest over every label, numpy's ``optimize=False``; labels repeated
+    within an operand take diagonals).  Size-1 broadcast dimensions read
+    index 0."""
+    operands = [(a, a_labels)] + ([(b, b_labels)] if b is not None else []) + list(more)
     red = [lab for lab in dict.fromkeys(x for _, ls in operands for x in ls)
            if lab not in out_labels]
     # a summed label of extent 1 has the single index 0 (no loop)

@@ -251,3 +251,17 @@ def test_roofline_figures_come_from_the_config():
     assert a == pytest.approx(100 * b, rel=0.02)     # (microseconds, rounded)
     with pytest.raises(polyc.PolycError, match="POLYC_PLAN"):
         Config(plan="guess")
+
+
+@pytest.mark.parametrize("optimize, nodes", [(False, 1), (True, 2), ("optimal", 2),
+                                             (["einsum_path", (1, 2), (0, 1)], 2)])
+def test_traced_einsum_honours_optimize(optimize, nodes):
+    def chain(a, b, c, optimize):
+        return np.einsum("ij,jk,kl->il", a, b, c, optimize=optimize)
+    a, b, c = (RNG.standard_normal((9, 7)), RNG.standard_normal((7, 8)),
+               RNG.standard_normal((8, 5)))
+    j = polyc.jit(chain, static_argnames=("optimize",))
+    opt = tuple(optimize) if isinstance(optimize, list) else optimize   # hashable
+    got = j(a, b, c, opt)
+    assert_close(got, np.einsum("ij,jk,kl->il", a, b, c), reduction_length=56)
+    assert len(j.graph(a, b, c, opt).ops) == nodes
