@@ -388,6 +388,7 @@ def test_einsum_two_operands(dtype):
     check(_einsum2, rand((2, 3, 4), dtype, 19), rand((2, 4, 5), dtype, 20), reduction_length=4)
 
 
+@pytest.mark.slow
 def test_einsum_three_operands():
     check(_einsum3, rand((3, 4), F64, 21), rand((4, 5), F64, 22), rand((5, 2), F64, 23),
           reduction_length=20)
