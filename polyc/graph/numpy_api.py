@@ -760,6 +760,16 @@ def _install() -> None:
                                f"(traced arrays are immutable); build the result with "
                                f"np.where, np.concatenate or np.pad\n    {loc.text}")
     T.__setitem__ = setitem
+
+    def getattr_(self, name):
+        # an ndarray method or attribute polyc does not trace: say so by name
+        # (dunder names stay AttributeErrors: numpy and hasattr() probe them)
+        if not name.startswith("__") and hasattr(np.ndarray, name):
+            loc = user_location()
+            raise UnsupportedError(f"{loc}: ndarray.{name} is not supported by polyc.jit on "
+                                   f"traced arrays\n    {loc.text}")
+        raise AttributeError(f"'Tracer' object has no attribute {name!r}")
+    T.__getattr__ = getattr_
     # the ndarray methods' own positional orders
     def _sum_like(k):
         def method(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
