@@ -206,7 +206,8 @@ class Jitted:
         for r in list(sizes):
             sizes[r] = sizes[r]
         env = t.plan.run(arrays, _all_sizes(t.graph, sizes))
-        leaves = [env[o.name] if isinstance(o, Node) else o for o in t.graph.leaves]
+        leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])
+                  if isinstance(o, Node) else o for o in t.graph.leaves]
         if torch_out:
             import torch
             leaves = [torch.from_numpy(v) if isinstance(v, np.ndarray) else v for v in leaves]

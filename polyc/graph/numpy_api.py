@@ -9,7 +9,8 @@ and ``add/maximum/minimum.reduce``; the functions of :data:`FUNCTIONS`
 (reductions with ``axis``, ``keepdims``, ``ddof``; contractions; views;
 ``where clip concatenate stack hstack vstack split pad triu tril *_like``).
 Comparisons are masks (templates inlined into ``np.where`` and arithmetic);
-a mask cannot be returned.  Anything else raises
+a returned mask is an int32 0/1 tensor converted to bool on the way out.
+Anything else raises
 :class:`~polyc.errors.UnsupportedError` naming the function: nothing falls
 back to numpy.
 """
@@ -435,6 +436,12 @@ def _reduction(kind: str):
     return run
 
 
+def _copy(g, a) -> Tracer:
+    """A copy; a mask is returned as it is (traced values are immutable)."""
+    t = operand(g, a)
+    return t if t.dtype.kind == "b" else ops.materialize(g, t)
+
+
 def _at_least_2d(t: Tracer) -> Tracer:
     if isinstance(t, Scalar):
         raise UnsupportedError(f"{user_location()}: np.vstack of a scalar")
@@ -482,7 +489,7 @@ FUNCTIONS: dict[str, Callable] = {
     "where": where, "clip": clip, "triu": _tri("triu"), "tril": _tri("tril"),
     "zeros_like": _like(0), "ones_like": _like(1), "full_like": _like(None),
     "empty_like": _like(0),
-    "copy": lambda g, a, **kw: ops.materialize(g, operand(g, a)),
+    "copy": lambda g, a, **kw: _copy(g, a),
     "astype": lambda g, a, dtype, **kw: astype(operand(g, a), dtype),
     "square": lambda g, x: _square(g, x),
     "ndim": lambda g, a: operand(g, a).ndim,
@@ -614,7 +621,7 @@ def _install() -> None:
     T.swapaxes = lambda self, a, b: views.swapaxes(self, a, b)
     T.astype = lambda self, dtype, copy=True, **kw: astype(self, dtype, copy)
     T.squeeze = lambda self, axis=None: views.squeeze(self, axis)
-    T.copy = lambda self: ops.materialize(self._graph, self)
+    T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
     for attr in ("__getitem__", "sum", "max", "min", "mean", "var", "std", "reshape",

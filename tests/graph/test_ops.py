@@ -187,9 +187,14 @@ def test_integer_reciprocal_truncates():
     check(_int_reciprocal, np.array([1, -1, 2, -2, 5, -7], np.int32))
 
 
-def test_masks_are_not_outputs():
-    with pytest.raises(UnsupportedError, match="boolean"):
-        polyc.jit(lambda x: x > 0)(rand((3,), F32))
+def _masks_out(x, y):
+    return x > 0, (x > 0.1) & (y < 0.3), np.isnan(x).T, np.copy(x <= y)[1:], ~(x == y)
+
+
+def test_masks_as_outputs():
+    x, y = rand((3, 4), F64, 53), rand((3, 4), F64, 54)
+    y[0, 0] = x[0, 0]
+    check(_masks_out, x, y)
 
 
 def test_bitwise_operators_on_numbers():
