@@ -93,6 +93,8 @@ class Node:
     contraction: bool = False
     reduction: bool = False
     note: str = ""
+    #: an int32 0/1 tensor holding a mask, returned as a numpy bool array
+    as_bool: bool = False
 
     @property
     def nbytes(self) -> int:

@@ -205,7 +205,8 @@ class Jitted:
         env.update(t.captured)
         sizes = {r: arrays[p].shape[d] for r, (p, d) in t.size_args.items()}
         env = t.plan.compile().run(env, sizes)
-        leaves = [env[o.name] if isinstance(o, Node) else o for o in t.graph.leaves]
+        leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])
+                  if isinstance(o, Node) else o for o in t.graph.leaves]
         if torch_out:
             import torch
             leaves = [torch.from_numpy(v) if isinstance(v, np.ndarray) else v for v in leaves]

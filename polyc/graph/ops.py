@@ -293,14 +293,20 @@ def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequenc
 
 
 def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer:
-    """``t`` as a node of its own (a copy of a view, or a conversion)."""
-    dt = np.dtype(dtype) if dtype is not None else t.dtype
+    """``t`` as a node of its own (a copy of a view, or a conversion).  A
+    mask without a ``dtype`` becomes an int32 0/1 node marked ``as_bool``
+    (polyc has no boolean tensors; the jit returns it as a numpy bool array)."""
+    as_bool = t.dtype.kind == "b" and dtype is None
+    dt = np.dtype("int32") if as_bool else np.dtype(dtype) if dtype is not None else t.dtype
     its = iters(t.ndim)
     rhs = t.read(its)
     if t.dtype.kind == "b":
         rhs = f"({rhs}) ? 1 : 0"
-    return new_node(graph, op, t._shape, dt, [t],
-                    lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, t._shape)}"])
+    out = new_node(graph, op, t._shape, dt, [t],
+                   lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, t._shape)}"])
+    if as_bool:
+        out.node.as_bool = True
+    return out
 
 
 def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,

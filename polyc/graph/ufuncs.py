@@ -1,0 +1,210 @@
+"""The ufuncs :func:`polyc.jit` traces: each builds an elementwise node (or a
+mask template, for comparisons and logical operations) with numpy 2's
+semantics: NEP 50 promotion, NaN propagation of ``maximum``/``minimum``,
+integer vs float division, numpy's fast paths of ``power``.  The table
+:data:`UFUNCS` maps a ufunc's ``__name__`` to its builder
+``(graph, *inputs) -> Tracer``; :mod:`polyc.graph.numpy_api` dispatches to it
+(and adds ``matmul``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from . import ops
+from .core import user_location
+from .ops import Scalar, elementwise, literal, operand
+
+
+def _float_dtype(*ops_: Any) -> np.dtype:
+    dt = ops.result_dtype(*ops_)
+    return dt if dt.kind == "f" else np.dtype("float64")
+
+
+def _unary_float(fn: str) -> Callable:
+    def run(g, x):
+        x = operand(g, x)
+        dt = _float_dtype(x)
+        return elementwise(g, fn, lambda a: f"{fn}({a})", [x], dt, compute_dtype=dt)
+    return run
+
+
+def _binary(sym: str) -> Callable:
+    def run(g, a, b):
+        return elementwise(g, {"+": "add", "-": "subtract", "*": "multiply"}[sym],
+                           lambda x, y: f"({x} {sym} {y})", [a, b])
+    return run
+
+
+def _divide(g, a, b):
+    a, b = operand(g, a), operand(g, b)
+    dt = _float_dtype(a, b)
+    both_int = all(o.dtype.kind in "iub" for o in (a, b))
+    return elementwise(g, "divide", lambda x, y: f"((1.0 * {x}) / {y})" if both_int
+                       else f"({x} / {y})", [a, b], dt, compute_dtype=dt)
+
+
+def _power(g, a, b):
+    """``a ** b``; a scalar exponent of 2, 1, 0, -1 or 0.5 on a float array
+    takes numpy's fast paths (``x * x``, ``x``, ``1``, ``1 / x``,
+    ``sqrt(x)``), which give the same values; other exponents call ``pow``."""
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(b, Scalar) and not isinstance(a, Scalar) and b.dtype.kind in "iuf":
+        e = float(b.value)
+        fast = {2.0: lambda x, y: f"({x} * {x})", 1.0: lambda x, y: f"(1 * {x})"}
+        if a.dtype.kind == "f" or ops.result_dtype(a, b).kind == "f":
+            fast.update({0.0: lambda x, y: "1.0", -1.0: lambda x, y: f"(1.0 / {x})",
+                         0.5: lambda x, y: f"sqrt({x})"})
+        else:
+            fast[0.0] = lambda x, y: "1"
+        if e in fast:
+            return elementwise(g, "power", fast[e], [a, b])
+    return elementwise(g, "power", lambda x, y: f"pow({x}, {y})", [a, b])
+
+
+def _floor_divide(g, a, b):
+    """``a // b`` on integers (TC's ``/`` floors and gives 0 for a zero
+    divisor, as numpy); floats have no floor in TC's builtins."""
+    a, b = operand(g, a), operand(g, b)
+    if ops.result_dtype(a, b).kind != "i":
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.floor_divide (//) of floats is not supported by "
+                               f"polyc.jit; it is supported on integers\n    {loc.text}")
+    return elementwise(g, "floor_divide", lambda x, y: f"({x} / {y})", [a, b])
+
+
+def _remainder(g, a, b):
+    """``a % b`` with numpy's sign rule (the divisor's), integers and floats."""
+    return elementwise(g, "remainder", lambda x, y: f"({x} % {y})", [a, b])
+
+
+def _compare(sym: str) -> Callable:
+    def run(g, a, b):
+        ops_ = [operand(g, a), operand(g, b)]
+        dt = ops.result_dtype(*ops_)
+        t = elementwise(g, "compare", lambda x, y: f"({x} {sym} {y})", ops_, np.dtype(bool),
+                        lazy=True, compute_dtype=dt)
+        return t
+    return run
+
+
+def _logical(sym: str) -> Callable:
+    def run(g, a, b):
+        return elementwise(g, "logical", lambda x, y: f"({_truth(x)} {sym} {_truth(y)})",
+                           [a, b], np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
+    return run
+
+
+def _truth(text: str) -> str:
+    return text
+
+
+def _bitwise(name: str, sym: str) -> Callable:
+    """``&``, ``|`` (``bitwise_and``, ``bitwise_or``): logical on boolean
+    masks, as numpy's; bitwise on integers, which polyc does not compute;
+    a TypeError on floats, as numpy's."""
+    def run(g, a, b):
+        ops_ = [operand(g, a), operand(g, b)]
+        _check_bool(name, ops_)
+        return elementwise(g, "logical", lambda x, y: f"({x} {sym} {y})", ops_,
+                           np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
+    return run
+
+
+def _check_bool(name: str, ops_) -> None:
+    kinds = {o.dtype.kind for o in ops_}
+    if kinds <= {"b"}:
+        return
+    loc = user_location()
+    if kinds & {"f"}:
+        raise TypeError(f"{loc}: ufunc '{name}' not supported for float inputs (numpy "
+                        f"raises too)\n    {loc.text}")
+    raise UnsupportedError(f"{loc}: np.{name} of integer arrays (bitwise) is not supported "
+                           f"by polyc.jit; it is supported on boolean masks\n    {loc.text}")
+
+
+def _invert(g, x):
+    x = operand(g, x)
+    _check_bool("invert", [x])
+    return elementwise(g, "logical_not", lambda a: f"(!{a})", [x], np.dtype(bool), lazy=True,
+                       compute_dtype=x.dtype)
+
+
+def _maximum(kind: str) -> Callable:
+    cmp = ">" if kind == "maximum" else "<"
+
+    def run(g, a, b):
+        # numpy propagates NaN from either operand (C's fmax does not)
+        return elementwise(g, kind, lambda x, y: f"(({x} {cmp} {y} || {x} != {x}) ? {x} : {y})",
+                           [a, b])
+    return run
+
+
+def _abs(g, x):
+    x = operand(g, x)
+    fn = "fabs" if x.dtype.kind == "f" else "abs"
+    return elementwise(g, "absolute", lambda a: f"{fn}({a})", [x])
+
+
+def _negative(g, x):
+    return elementwise(g, "negative", lambda a: f"(-{a})", [x])
+
+
+def _reciprocal(g, x):
+    x = operand(g, x)
+    if x.dtype.kind == "f":
+        return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})", [x])
+    # numpy's integer 1 / x truncates toward zero (TC's / floors)
+    return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : ({a} == -1 ? -1 : 0))",
+                       [x])
+
+
+def _isnan(kind: str) -> Callable:
+    def run(g, x):
+        x = operand(g, x)
+        if x.dtype.kind != "f":
+            text = {"isnan": "0", "isinf": "0", "isfinite": "1"}[kind]
+            return elementwise(g, kind, lambda a: text, [x],
+                               np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+        inf = literal(np.inf, x.dtype)
+        fn = {"isnan": lambda a: f"({a} != {a})",
+              "isinf": lambda a: f"({a} == {inf} || {a} == -{inf})",
+              "isfinite": lambda a: f"({a} == {a} && {a} != {inf} && {a} != -{inf})"}[kind]
+        return elementwise(g, kind, fn, [x], np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+    return run
+
+
+def _square(g, x):
+    return elementwise(g, "square", lambda a: f"({a} * {a})", [x])
+
+
+def _logical_not(g, x):
+    x = operand(g, x)
+    return elementwise(g, "logical_not", lambda a: f"(!{a})" if x.dtype.kind == "b"
+                       else f"({a} == 0)", [x], np.dtype(bool), lazy=True,
+                       compute_dtype=x.dtype)
+
+
+#: ufunc name -> builder(graph, *inputs)
+UFUNCS: dict[str, Callable] = {
+    "add": _binary("+"), "subtract": _binary("-"), "multiply": _binary("*"),
+    "divide": _divide, "true_divide": _divide, "power": _power,
+    "floor_divide": _floor_divide, "remainder": _remainder,
+    "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
+    "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
+    "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
+    "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
+    "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
+    "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),
+    "fmin": lambda g, a, b: elementwise(g, "fmin", lambda x, y: f"fmin({x}, {y})", [a, b]),
+    "greater": _compare(">"), "greater_equal": _compare(">="), "less": _compare("<"),
+    "less_equal": _compare("<="), "equal": _compare("=="), "not_equal": _compare("!="),
+    "logical_and": _logical("&&"), "logical_or": _logical("||"),
+    "logical_not": _logical_not,
+    "isnan": _isnan("isnan"), "isinf": _isnan("isinf"), "isfinite": _isnan("isfinite"),
+    "bitwise_and": _bitwise("bitwise_and", "&&"), "bitwise_or": _bitwise("bitwise_or", "||"),
+    "invert": _invert,
+}
