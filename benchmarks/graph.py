@@ -7,7 +7,9 @@
 
 Each workload is one plain-numpy function (issue 14's list: LayerNorm+GELU,
 softmax, relu(XW+b), the BERT FFN, attention plain and causal, the RBF
-broadcast-reduce).  Peers, on the same seeded inputs in the same process:
+broadcast-reduce, the BERT-base encoder layer at seq 128 and 512 of
+``examples/bert_layer.py``, the ResNet basic block of
+``examples/resnet_block.py``).  Peers, on the same seeded inputs in the same process:
 
 * **numpy**: the function itself;
 * **jax.jit**: the same function body with ``jax.numpy`` (when jax imports);
@@ -139,6 +141,54 @@ class Workload:
     shapes: Callable[[bool], list[tuple[int, ...]]]
     flops: Callable[[list], float] | None = None     # None: memory-bound
     extra: Callable[[list], list] | None = None      # arrays derived from the shapes
+    #: the whole argument list (weights scaled as a model's), instead of shapes
+    inputs: Callable[[bool], list[np.ndarray]] | None = None
+    #: the torch formulation, when it is not _torch(name)
+    torch_fn: Callable[[], Callable] | None = None
+    jax: bool = True
+
+
+def _example(name: str):
+    """A module of ``examples/`` (not a package), imported by path."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"_polyc_example_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _bert(seq: int) -> Workload:
+    def inputs(tiny):
+        return _example("bert_layer").make_inputs(16 if tiny else seq, *((96, 384) if tiny
+                                                                          else (768, 3072)))
+
+    def flops(_):
+        s, d, f = seq, 768, 3072
+        return 2.0 * s * d * d * 4 + 4.0 * s * s * d + 4.0 * s * d * f
+    return Workload(f"bert_layer_{seq}", lambda xp: _example("bert_layer").bert_layer_numpy,
+                    lambda t: [], flops, inputs=inputs,
+                    torch_fn=lambda: _example("bert_layer").bert_layer_numpy_torch, jax=False)
+
+
+def _resnet() -> Workload:
+    def inputs(tiny):
+        return _example("resnet_block").make_inputs(*((16, 14) if tiny else (64, 56)))
+
+    def torch_block():
+        import torch
+        f = torch.nn.functional
+
+        def block(x, w1, s1, b1, w2, s2, b2):
+            y = torch.relu(f.conv2d(x[None], w1, padding=1)[0] * s1[:, None, None]
+                           + b1[:, None, None])
+            y = f.conv2d(y[None], w2, padding=1)[0] * s2[:, None, None] + b2[:, None, None]
+            return torch.relu(y + x)
+        return block
+    return Workload("resnet_block", lambda xp: _example("resnet_block").resnet_block_numpy,
+                    lambda t: [], lambda s: 2 * 2.0 * 64 * 64 * 9 * 56 * 56, inputs=inputs,
+                    torch_fn=torch_block, jax=False)
 
 
 def _causal_mask(shapes):
@@ -163,12 +213,17 @@ WORKLOADS = [
              lambda s: 4.0 * s[0][0] * s[0][1] * s[0][1] * s[0][2], _causal_mask),
     Workload("rbf", rbf, lambda t: [(64, 3), (96, 3)] if t else [(4096, 3), (4096, 3)],
              lambda s: 9.0 * s[0][0] * s[1][0]),
+    _bert(128),
+    _bert(512),
+    _resnet(),
 ]
 
 
 def _peers(w: Workload, args: list[np.ndarray]) -> dict[str, Callable[[], Any]]:
     out: dict[str, Callable[[], Any]] = {"numpy": lambda: w.make(np)(*args)}
     try:
+        if not w.jax:
+            raise ImportError
         import jax
         import jax.numpy as jnp
         jargs = [jnp.asarray(a) for a in args]
@@ -179,7 +234,7 @@ def _peers(w: Workload, args: list[np.ndarray]) -> dict[str, Callable[[], Any]]:
     try:
         import torch
         targs = [torch.from_numpy(a) for a in args]
-        tf = _torch(w.name)
+        tf = w.torch_fn() if w.torch_fn else _torch(w.name)
 
         def eager():
             with torch.no_grad():
@@ -198,14 +253,18 @@ def _peers(w: Workload, args: list[np.ndarray]) -> dict[str, Callable[[], Any]]:
 
 def run_workload(w: Workload, tiny: bool, repeat_time: float, peak: dict | None) -> dict:
     rng = np.random.default_rng(0)
-    shapes = w.shapes(tiny)
-    args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    if w.inputs:
+        args = w.inputs(tiny)
+        shapes = [a.shape for a in args]
+    else:
+        shapes = w.shapes(tiny)
+        args = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     if w.extra:
         args += w.extra(shapes)
     fn = polyc.jit(w.make(np))
     out, cold = _wall(lambda: fn(*args))
     ref = w.make(np)(*args)
-    testing.assert_close(out, ref, reduction_length=max(s[-1] for s in shapes))
+    testing.assert_close(out, ref, reduction_length=max(s[-1] for s in shapes if s))
     row: dict[str, Any] = {"workload": w.name, "shapes": shapes,
                            "kernels": len(fn.plan(*args).groups), "cold_s": cold}
     row["polyc_ms"] = measure(lambda: fn(*args), repeat_time).median_s * 1e3
@@ -213,8 +272,15 @@ def run_workload(w: Workload, tiny: bool, repeat_time: float, peak: dict | None)
         call()
         row[f"{name}_ms"] = measure(call, repeat_time).median_s * 1e3
         row[f"ratio_{name}"] = row[f"{name}_ms"] / row["polyc_ms"]
+    # the jitted call's own overhead: the call minus its kernels called directly
+    p = fn.plan(*args)
+    env_args = dict(zip([n.name for n in p.graph.args], args))
+    env_args.update({n.name: n.value for n in p.graph.captured})
+    sizes = {r: v for r, v in enumerate(p.graph.symbols.values)}
+    kernels_ms = measure(lambda: p.run(env_args, sizes), repeat_time).median_s * 1e3
+    row["jit_overhead_us"] = max(row["polyc_ms"] - kernels_ms, 0.0) * 1e3
     seconds = row["polyc_ms"] / 1e3
-    if w.flops:
+    if w.flops and not (tiny and w.inputs):
         row["gflops"] = w.flops(shapes) / seconds / 1e9
         if peak and peak.get("fma_gflops_allcores_f32"):
             row["fraction_of_peak"] = row["gflops"] / peak["fma_gflops_allcores_f32"]
