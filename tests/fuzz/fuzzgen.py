@@ -15,7 +15,12 @@ arrays pre-filled with NaN (or the integer minimum) so that a missed write
 fails, and ``polyc.testing.assert_close`` with the tolerance scaled by the
 reduction length.  A size set outside the program's preconditions must be
 refused by both (``ShapeError``).  For einsum (:func:`run_einsum`): the same
-with ``numpy.einsum`` (in float64 / int64) as the reference.
+with ``numpy.einsum`` (in float64 / int64) as the reference, and numpy's
+behaviour expected, errors included: where ``numpy.einsum`` called with the
+same arguments (``out=`` and ``dtype=`` too) raises, ``polyc.einsum`` must
+raise the same class (or a subclass: ``DTypeError`` is a ``TypeError``,
+``EinsumError`` a ``ValueError``) with the same message, and the size set
+counts as refused by both.
 
 Programs are generated mostly valid: every index variable of a statement
 appears as a plain index of some read (or gets a ``where`` range), so range
@@ -967,22 +972,23 @@ def run_einsum(case: EinsumCase) -> Result:
     for k, shapes in enumerate(case.shapes):
         ops = _einsum_operands(case, shapes, k)
         kw = {"dtype": case.force_dtype} if case.force_dtype else {}
+
+        def call(fn, out, ops=ops, kw=kw):
+            """``fn`` (numpy.einsum or polyc.einsum) called as the case says."""
+            extra = {"config": config} if fn is not np.einsum else {}
+            if case.interleaved:
+                return fn(*_interleaved(case.subscripts, ops), out=out, **kw, **extra)
+            return fn(case.subscripts, *ops, out=out, **kw, **extra)
+
         try:
             with np.errstate(all="ignore"):
-                like = np.einsum(case.subscripts, *ops, **kw)
-        except ValueError as e:
-            # numpy refuses: polyc must refuse with a ValueError too
-            try:
-                polyc.einsum(case.subscripts, *ops, config=config, **kw)
-            except ValueError:
-                res.refused += 1
-                continue
-            except Exception as e2:  # noqa: BLE001
-                return Result("einsum", "fail", _fail_text(
-                    case, f"numpy raised ValueError ({e}); polyc raised", e2, shapes, k))
-            return Result("einsum", "fail", _fail_text(
-                case, f"numpy raised ValueError ({e}); polyc did not", None, shapes, k))
-        like = np.asarray(like)
+                like = np.asarray(call(np.einsum, None))
+        except Exception as e:  # noqa: BLE001 - numpy refuses: polyc must refuse alike
+            failed = _same_error(case, e, lambda: call(polyc.einsum, None), shapes, k)
+            if failed is not None:
+                return failed
+            res.refused += 1
+            continue
         wide = [o.astype(np.float64 if like.dtype.kind == "f" else np.int64) for o in ops]
         want = np.asarray(np.einsum(case.subscripts, *wide))
         before = [o.copy() for o in ops]
@@ -1000,15 +1006,30 @@ def run_einsum(case: EinsumCase) -> Result:
         elif case.out_mode == "cast":
             # a wider out: numpy computes in result_type(operands, out)
             out = _fill(like.shape, np.float64 if like.dtype.kind == "f" else np.int64)
-            like = np.asarray(np.einsum(case.subscripts, *ops, out=_fill(like.shape, out.dtype),
-                                        **kw))
         aliased = out is not None and any(out is o for o in ops)
+        if out is not None:
+            # numpy with this out= (on copies: an aliased out overwrites an
+            # operand): its result type, or its refusal (a dtype= that cannot
+            # be cast to out's type), which polyc must repeat
+            n_ops = [o.copy() for o in ops]
+            n_out = next((c for o, c in zip(ops, n_ops) if o is out), None)
+            n_out = out.copy() if n_out is None else n_out
+            try:
+                with np.errstate(all="ignore"):
+                    like = np.asarray(call(np.einsum, n_out, ops=n_ops))
+            except Exception as e:  # noqa: BLE001
+                failed = _same_error(case, e, lambda: call(polyc.einsum, out), shapes, k)
+                if failed is None and not all(np.array_equal(o, b, equal_nan=True)
+                                              for o, b in zip(ops, before)):
+                    failed = Result("einsum", "fail", _fail_text(
+                        case, "polyc.einsum modified an operand before refusing", None,
+                        shapes, k))
+                if failed is not None:
+                    return failed
+                res.refused += 1
+                continue
         try:
-            if case.interleaved:
-                got = polyc.einsum(*_interleaved(case.subscripts, ops), out=out,
-                                   config=config, **kw)
-            else:
-                got = polyc.einsum(case.subscripts, *ops, out=out, config=config, **kw)
+            got = call(polyc.einsum, out)
         except PolycError as e:
             return Result("einsum", "fail", _fail_text(case, "polyc.einsum raised", e, shapes, k))
         except Exception as e:  # noqa: BLE001
@@ -1037,6 +1058,22 @@ def run_einsum(case: EinsumCase) -> Result:
             return Result("einsum", "fail", _fail_text(case, "mismatch", e, shapes, k))
         res.compared += 1
     return res
+
+
+def _same_error(case, exc: Exception, polyc_call, shapes, k) -> Result | None:
+    """numpy raised ``exc``: ``None`` when ``polyc_call()`` raises the same
+    class (or a subclass: ``DTypeError`` is a ``TypeError``, ``EinsumError``
+    a ``ValueError``) with the same message, else the failure."""
+    what = f"numpy raised {type(exc).__name__}({str(exc)!r})"
+    try:
+        polyc_call()
+    except Exception as e2:  # noqa: BLE001
+        if isinstance(e2, type(exc)) and str(e2) == str(exc):
+            return None
+        return Result("einsum", "fail", _fail_text(
+            case, f"{what}; polyc raised {type(e2).__name__}({str(e2)!r})", e2, shapes, k))
+    return Result("einsum", "fail", _fail_text(case, f"{what}; polyc did not", None,
+                                               shapes, k))
 
 
 def _interleaved(subscripts: str, ops) -> list:
@@ -1159,7 +1196,8 @@ def _einsum_reproducer(case: EinsumCase, shapes, k: int) -> str:
         "strided: a non-contiguous out=)",
         f"# interleaved={case.interleaved!r} (True: called as einsum(op0, sublist0, ...)), "
         f"dtype={case.force_dtype!r}",
-        f"got = polyc.einsum(subscripts, *ops, config=Config.from_env(**{cfg!r}))",
+        f"got = polyc.einsum(subscripts, *ops, config=Config.from_env(**{cfg!r})"
+        + (f", dtype={case.force_dtype!r})" if case.force_dtype else ")"),
         "np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)",
     ]) + "\n"
 
