@@ -19,7 +19,8 @@ def _check_tc(src, sizes, config=None, dtype: str | None = "float32"):
     program = kernel.program
     inputs = testing.random_inputs(program, sizes, seed=0)
     want = reference.evaluate(program, inputs, sizes)
-    outs = tuple(np.full(w.shape, np.nan, w.dtype) for w in want.values())
+    outs = tuple(np.full(w.shape, np.nan if w.dtype.kind == "f" else np.iinfo(w.dtype).min,
+                         w.dtype) for w in want.values())
     got = kernel(*testing.call_args(program, inputs, sizes),
                  out=outs if len(outs) > 1 else outs[0])
     got = got if isinstance(got, tuple) else (got,)
@@ -68,6 +69,22 @@ def test_collapse_over_degenerate_band_member_minimal():
         _check_tc(ISSUE_19_MINIMAL, sizes)
     # threads: the reduction loop must not be one of the collapsed parallel loops
     _check_tc(ISSUE_19_MINIMAL, {"N": 64, "K": 9}, config=Config.from_env(num_threads=3))
+
+
+def test_reference_wraps_an_integer_reduction_into_a_scalar():
+    # fresh seed 2026112403: polyc.reference raised OverflowError storing an
+    # int64 sum into a 0-d int32 output (numpy refuses an out-of-range scalar
+    # on assignment); the kernel wraps, as numpy's int32 arithmetic does
+    src = "def f(int32(N) A) -> (S) {\n    S +=! A(i) * 1000000000\n}\n"
+    _check_tc(src, {"N": 31}, dtype=None)
+    src = """
+def f(int32(N, N) A) -> (O0, O2) {
+    O0(i) = A(i, i)
+    O0(i) += -A(i, i) + O0(i) + -A(j, i)
+    O2 +=! O0(i) + -A(i, i) + O0(i)
+}
+"""
+    _check_tc(src, {"N": 31}, dtype=None)
 
 
 def test_scheduler_fails_under_bounded_preconditions():
