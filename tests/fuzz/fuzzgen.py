@@ -212,7 +212,7 @@ def _index(draw, s: _Stmt, t: _Tensor, d: int, index_tensors: list[_Tensor],
     if form < 82:
         return f"{v} + {_pick(draw, s.vars)}"
     if form < 86:
-        return f"2*{v}"
+        return f"2*{v}" if _chance(draw, 50) else f"2*{v} + 0"
     if form < 92:
         return f"{v} / 2"
     if allow_gather and index_tensors:
@@ -303,6 +303,12 @@ def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool)
     if _chance(draw, 8):
         text = f"({_condition(draw, s, sizes, int_mode)}) ? {text} : " \
                f"{'0' if int_mode else '-0.5'}"
+    elif _chance(draw, 7):
+        # nested ?: (issue 19): (c1) ? (c2 ? text : other) : constant
+        other = _pick(draw, s.exact_leaves) if s.exact_leaves else ("1" if int_mode else "0.5")
+        text = (f"({_condition(draw, s, sizes, int_mode)}) ? "
+                f"({_condition(draw, s, sizes, int_mode)} ? {text} : {other}) : "
+                f"{'0' if int_mode else '-0.5'}")
     return text
 
 
@@ -361,6 +367,11 @@ TEMPLATES: list[tuple[str, list[str]]] = [
         "O(h, w) +=! I(h*S + kh, w*S + kw) * W(kh, kw)", "R(h, w) = {act}(O(h, w))"]),
     ("float(N, M) A, int64 S", ["O(i, j) = A(i, j + S) where j in 0:M - S",
                                 "T(i) {red} O(i, j) * S"]),
+    # a degenerate band member (extent 1) next to a reduction (issue 19)
+    ("float(N, 1, K) B", ["S {red} B(i, j, k)", "O(i, j) {red} B(i, 2*j + 0, k)"]),
+    ("float(1, N, K) B, float(N, N) A", [
+        "O0 +=! A(i, i)", "O1() {red} (A(m, i) > 0) ? (A(m, i) <= -0.25 ? A(m, i) : B(0, m, k))"
+        " : -0.5", "O2(j, i) {red} B(j, i, k)", "O3 +=! O0 + O2(0, i)"]),
 ]
 _ACTS = ("tanh", "sigmoid", "fabs", "", "-")
 _REDS = ("+=!", "max=!", "min=!")
@@ -397,8 +408,12 @@ def tc_programs(draw) -> tuple[str, bool]:
     nsizes = draw(st.integers(1, 4))
     sizes = list(SIZE_NAMES[:nsizes])
 
+    # one program in six has many extent-1 dimensions: degenerate loops that
+    # isl prints as no loop, next to sizes that may be 0 (issue 19)
+    ones = 35 if _chance(draw, 16) else 8
+
     def dims(rank):
-        return tuple("1" if _chance(draw, 8) else _pick(draw, sizes) for _ in range(rank))
+        return tuple("1" if _chance(draw, ones) else _pick(draw, sizes) for _ in range(rank))
 
     inputs: list[_Tensor] = []
     for name in FLOAT_NAMES[:draw(st.integers(1, 4))]:
@@ -426,6 +441,9 @@ def tc_programs(draw) -> tuple[str, bool]:
 
     outputs: list[_Tensor] = []
     lines = []
+    # one program in five gives its new outputs different ranks (a scalar,
+    # a vector, a matrix... in one definition)
+    free_ranks = list(draw(st.permutations([0, 1, 2, 3]))) if _chance(draw, 20) else None
     for k in range(draw(st.integers(1, 4))):
         nvars = draw(st.sampled_from((1, 2, 3, 2, 3, 4, 1, 5, 6)))
         vs = list(VARS[:nvars])
@@ -440,9 +458,13 @@ def tc_programs(draw) -> tuple[str, bool]:
                 else vs[:target.rank]
             anchored = set(lhs)
         else:
-            target = _Tensor(f"O{k}", tuple("?" for _ in range(
-                draw(st.integers(0, min(len(vs), 3))) if not _chance(draw, 3) else 0)),
-                "float", output=True)
+            if free_ranks:
+                rank = free_ranks.pop(0)
+                while len(vs) < rank:
+                    vs.append(VARS[len(vs)])
+            else:
+                rank = draw(st.integers(0, min(len(vs), 3))) if not _chance(draw, 3) else 0
+            target = _Tensor(f"O{k}", tuple("?" for _ in range(rank)), "float", output=True)
             lhs = list(draw(st.permutations(vs)))[:target.rank] if _chance(draw, 50) \
                 else vs[:target.rank]
             anchored = set()
@@ -525,8 +547,12 @@ def tc_programs(draw) -> tuple[str, bool]:
 def _size_sets(draw, n: int) -> tuple:
     out = []
     for _ in range(n):
-        out.append(tuple((name, _pick(draw, SIZES)) for name in SIZE_NAMES)
-                   + (("S", _pick(draw, (1, 2, 3, 5, 0))),))
+        sizes = {name: _pick(draw, SIZES) for name in SIZE_NAMES}
+        if _chance(draw, 15):
+            # size-1 and size-0 dimensions together
+            one, zero = draw(st.permutations(SIZE_NAMES))[:2]
+            sizes[one], sizes[zero] = 1, 0
+        out.append(tuple(sizes.items()) + (("S", _pick(draw, (1, 2, 3, 5, 0))),))
     return tuple(out)
 
 
