@@ -256,6 +256,10 @@ def _condition(draw, s: _Stmt, sizes: list[str], int_mode: bool) -> str:
     return f"({v} != 1 && {w} <= 4)"
 
 
+#: a read of a computed value (an output, ``O<k>``) in an expression's text
+_COMPUTED = re.compile(r"\bO\d")
+
+
 def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool) -> str:
     """Combine ``leaves`` ((text, exact)) into one expression."""
     nodes = []
@@ -292,7 +296,9 @@ def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool)
         elif op < 86 and int_mode:
             # integer / and % round toward negative infinity; x / 0 is 0 (numpy's)
             c = f"({a}) {_pick(draw, ('/', '%'))} ({b} - 4)"
-        elif op < 88:
+        elif op < 88 and (int_mode or not _COMPUTED.search(a)):
+            # (a float remainder only of input values: a computed value's
+            # rounding, e.g. a sum's order, moves its remainder anywhere)
             c = f"({a} < {b})" if int_mode else f"({a}) % 0.75 - {b}"
         else:
             c = f"({_condition(draw, s, sizes, int_mode)} ? {a} : {b})"
