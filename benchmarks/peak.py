@@ -21,6 +21,11 @@ JSON object:
 
 ``--quick`` shrinks run times and array sizes about 10x (the arrays may then fit
 in the last-level cache), for tests.
+
+``peak.c`` runs as a child process: when it crashes or runs past
+:data:`TIMEOUT` seconds, :func:`measure` raises :class:`PeakError` saying so
+(``crashed (SIGSEGV)``, ``timed out after 300 s``), and ``python -m
+benchmarks.tensor`` goes on without the fractions of peak.
 """
 
 from __future__ import annotations
@@ -33,8 +38,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from .isolate import signal_name
+
 SOURCE = Path(__file__).with_name("peak.c")
 CFLAGS = ["-O3", "-march=native", "-fopenmp", "-std=c99"]
+#: Seconds ``peak.c`` may run (about 10 s on 2 cores).
+TIMEOUT = 300.0
+
+
+class PeakError(RuntimeError):
+    """``peak.c`` could not be built, crashed, timed out or printed no result."""
 
 
 def measure(quick: bool = False) -> dict[str, Any]:
@@ -49,16 +62,22 @@ def measure(quick: bool = False) -> dict[str, Any]:
                 text=True,
             )
         except OSError as err:
-            raise RuntimeError(f"cannot run the C compiler {cc!r}: {err}") from err
+            raise PeakError(f"cannot run the C compiler {cc!r}: {err}") from err
         if build.returncode != 0:
-            raise RuntimeError(f"{cc} failed to build {SOURCE}:\n{build.stderr}")
-        run = subprocess.run(
-            [str(exe), *(["quick"] if quick else [])],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    return json.loads(run.stdout)
+            raise PeakError(f"{cc} failed to build {SOURCE}:\n{build.stderr}")
+        try:
+            run = subprocess.run([str(exe), *(["quick"] if quick else [])],
+                                 capture_output=True, text=True, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise PeakError(f"{SOURCE.name} timed out after {TIMEOUT:g} s") from None
+    if run.returncode < 0:
+        raise PeakError(f"{SOURCE.name} crashed ({signal_name(-run.returncode)})")
+    if run.returncode != 0:
+        raise PeakError(f"{SOURCE.name} exited with status {run.returncode}:\n{run.stderr}")
+    try:
+        return json.loads(run.stdout)
+    except json.JSONDecodeError as err:
+        raise PeakError(f"{SOURCE.name} printed no JSON object: {err}") from None
 
 
 if __name__ == "__main__":

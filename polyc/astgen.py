@@ -21,7 +21,7 @@ import islpy as isl
 from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
-from .loopnest import Block, For, If, Local, Node, StmtInstance
+from .loopnest import Block, For, If, Local, Node, StmtInstance, perfect_depth
 from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .schedule.promotion import LOCAL_MARK
 
@@ -58,57 +58,42 @@ def _fix_params(e: E.Expr, params: frozenset[str]) -> E.Expr:
                       if isinstance(x, E.Index) and x.name in params else None)
 
 
-def _flag_outer_fors(node: Node, iterator: str | None = None, **flags) -> Node:
-    """Set ``flags`` on every outermost For of ``node`` (only those over
-    ``iterator``, when given: the marked band's own loop)."""
+def _map_outer_fors(node: Node, iterator: str | None, fn) -> Node:
+    """``node`` with every outermost For ``f`` replaced by ``fn(f)`` (only
+    those over ``iterator``, when given: the marked band's own loop)."""
     if isinstance(node, For):
-        return node if iterator not in (None, node.iterator) else replace(node, **flags)
+        return node if iterator not in (None, node.iterator) else fn(node)
     if isinstance(node, Block):
-        return Block(tuple(_flag_outer_fors(c, iterator, **flags) for c in node.children))
+        return Block(tuple(_map_outer_fors(c, iterator, fn) for c in node.children))
     if isinstance(node, If):
-        return If(node.cond, _flag_outer_fors(node.then, iterator, **flags),
+        return If(node.cond, _map_outer_fors(node.then, iterator, fn),
                   None if node.otherwise is None
-                  else _flag_outer_fors(node.otherwise, iterator, **flags))
+                  else _map_outer_fors(node.otherwise, iterator, fn))
     if isinstance(node, Local):
-        return replace(node, body=_flag_outer_fors(node.body, iterator, **flags))
+        return replace(node, body=_map_outer_fors(node.body, iterator, fn))
     return node
 
 
-def _collapsible(node: Node, depth: int) -> int:
-    """How many of ``depth`` nested loops starting at the outermost For(s) of
-    ``node`` OpenMP can collapse: perfectly nested, and each inner loop's
-    bounds independent of the outer iterators (a rectangular space)."""
-    fors = [f for f in _outer_fors(node)]
-    best = depth
-    for f in fors:
-        k, outer, cur = 1, {f.iterator}, f
-        while k < depth:
-            inner = cur.body
-            if not isinstance(inner, For):
-                break
-            names = E.index_names(inner.init) | E.index_names(inner.cond.rhs
-                                                               if isinstance(inner.cond, E.Binary)
-                                                               else inner.cond)
-            if names & outer:
-                break
-            outer.add(inner.iterator)
-            cur, k = inner, k + 1
-        best = min(best, k)
-    return best
+def _flag_outer_fors(node: Node, iterator: str | None = None, **flags) -> Node:
+    """Set ``flags`` on every outermost For of ``node`` (only those over
+    ``iterator``, when given)."""
+    return _map_outer_fors(node, iterator, lambda f: replace(f, **flags))
 
 
-def _outer_fors(node: Node):
-    if isinstance(node, For):
-        yield node
-    elif isinstance(node, Block):
-        for c in node.children:
-            yield from _outer_fors(c)
-    elif isinstance(node, If):
-        yield from _outer_fors(node.then)
-        if node.otherwise is not None:
-            yield from _outer_fors(node.otherwise)
-    elif isinstance(node, Local):
-        yield from _outer_fors(node.body)
+def _flag_parallel(node: Node, depth: int | None, collapse: int) -> Node:
+    """Flag parallel the outermost For(s) of the band marked at schedule
+    depth ``depth`` (``None``: every outermost For), each with the collapse
+    count its own loops allow (:func:`polyc.loopnest.perfect_depth`): at
+    most ``collapse``, and only over loops ``c<depth>``, ``c<depth+1>``, ...
+    (the marked band's coincident members) that nest perfectly.  isl prints
+    no loop for a degenerate member (``O2(i, j)`` with ``j`` fixed to 0), so
+    counting the Fors below instead would collapse a loop of the band below,
+    which may carry a dependence, and whose accumulator declarations sit
+    between the loops."""
+    loop = None if depth is None else f"c{depth}"
+    names = None if depth is None else tuple(f"c{depth + k}" for k in range(collapse))
+    return _map_outer_fors(node, loop, lambda f: replace(
+        f, parallel=True, collapse=perfect_depth(f, collapse, names)))
 
 
 def to_loopnest(ast: isl.AstNode, params: frozenset[str],
@@ -142,14 +127,14 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
         if t == _T.mark:
             mark = n.mark_get_id().get_name()
             body = go(n.mark_get_node())
-            loop = None
+            loop, depth = None, None
             if "@" in mark:
-                mark, depth = mark.rsplit("@", 1)
+                mark, at = mark.rsplit("@", 1)
+                depth = int(at)
                 loop = f"c{depth}"
             collapse = parse_parallel_mark(mark)
             if collapse:
-                return _flag_outer_fors(body, loop, parallel=True,
-                                        collapse=_collapsible(body, collapse))
+                return _flag_parallel(body, depth, collapse)
             if mark == SIMD:
                 return _flag_outer_fors(body, loop, simd=True)
             if mark == SIMD_REDUCTION:

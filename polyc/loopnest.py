@@ -71,6 +71,45 @@ class StmtInstance(Node):
     args: tuple[E.Expr, ...]
 
 
+def perfect_depth(loop: For, depth: int, iterators: tuple[str, ...] | None = None) -> int:
+    """How many loops, from ``loop`` down and at most ``depth``, form a
+    perfect rectangular nest, the loops OpenMP's ``collapse(k)`` may cover.
+
+    Each next loop is the whole body of the loop above it (at most wrapped
+    in a one-child :class:`Block`): no statement, guard (:class:`If`), local
+    buffer (:class:`Local`), sibling loop or anything else in between; its
+    bounds read no iterator of the loops above (a rectangular space); its
+    condition is in OpenMP's canonical form ``iterator < bound`` (or
+    ``<=``, ``>``, ``>=``).  When ``iterators`` is given, the k-th loop must
+    run over ``iterators[k]``: the members of the one marked band, so that a
+    member isl printed as no loop (degenerate: one value) ends the count
+    instead of letting a loop of the band below it (a reduction loop, say,
+    that carries a dependence) take its place.  ``loop`` itself always
+    counts (1 when ``depth`` is 1)."""
+    k, outer, cur = 1, {loop.iterator}, loop
+    while k < depth:
+        inner = cur.body
+        while isinstance(inner, Block) and len(inner.children) == 1:
+            inner = inner.children[0]
+        if not isinstance(inner, For) or not _canonical(inner):
+            break
+        if iterators is not None and (k >= len(iterators) or inner.iterator != iterators[k]):
+            break
+        if (E.index_names(inner.init) | E.index_names(inner.cond.rhs)) & outer:
+            break
+        outer.add(inner.iterator)
+        cur, k = inner, k + 1
+    return k
+
+
+def _canonical(loop: For) -> bool:
+    """``loop``'s condition compares its iterator with a bound."""
+    c = loop.cond
+    return (isinstance(c, E.Binary) and c.op in ("<", "<=", ">", ">=")
+            and isinstance(c.lhs, E.Index) and c.lhs.name == loop.iterator
+            and loop.iterator not in E.index_names(c.rhs))
+
+
 def walk(node: Node):
     """Pre-order traversal."""
     yield node

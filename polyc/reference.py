@@ -373,14 +373,19 @@ def _run_chunk(stmt, env, mask, kept, absent, factors, lhs_names):
     # red: one axis per kept iterator, in iterator order
     kept_names = [env.iterators[k] for k in kept]
     combine = _REDUCE[stmt.op]
+    # the combined values are stored with a C cast (integers wrap, as the
+    # generated code's do): an int64 sum stored into int32 wraps instead of
+    # raising OverflowError when the result is a numpy scalar (a 0-d output)
     if len(set(lhs_names)) == len(lhs_names):
         view = _lhs_view(out, lhs_names, env)
-        view[...] = combine(view, np.transpose(red, [kept_names.index(x) for x in lhs_names]))
+        np.copyto(view, combine(view, np.transpose(red, [kept_names.index(x)
+                                                         for x in lhs_names])),
+                  casting="unsafe")
     else:
         idx = tuple(np.arange(env.lo[env.axis[x]], env.hi[env.axis[x]] + 1)
                     .reshape([-1 if kept_names[a] == x else 1 for a in range(len(kept))])
                     for x in lhs_names)
-        out[idx] = combine(out[idx], red)
+        out[idx] = np.asarray(combine(out[idx], red)).astype(out.dtype, copy=False)
 
 
 def _lhs_view(out, lhs_names, env):

@@ -489,15 +489,26 @@ def _any_node(n: L.Node | None, pred) -> bool:
 
 
 def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
-    """``n`` with the ``simd`` flag of the loops its ``collapse(k)`` covers
-    cleared, and whether one had it: a pragma between collapsed loops breaks
-    their perfect nesting (gcc: "not enough perfectly nested loops"), so the
-    simd goes onto the combined ``parallel for simd collapse(k)``."""
+    """``n`` with the loops its ``collapse(k)`` covers made plain loops, and
+    whether one had the ``simd`` flag.  Nothing may come between collapsed
+    loop headers (gcc: "not enough perfectly nested loops"): no ``simd``
+    pragma (the simd goes onto the combined ``parallel for simd
+    collapse(k)``), and no register accumulator or hoisted load that
+    :meth:`_Emitter.reduction_loop` / :meth:`_Emitter.hoisted_loop` would
+    declare around a ``reduction`` / ``simd`` loop.  The LoopNest promises
+    that ``k`` loops nest perfectly (:func:`polyc.loopnest.perfect_depth`)."""
+    assert L.perfect_depth(n, n.collapse) == n.collapse, L.format_loopnest(n)
+
     def strip(f: L.Node, depth: int) -> tuple[L.Node, bool]:
-        if depth == 0 or not isinstance(f, L.For):
+        if depth == 0:
             return f, False
+        if isinstance(f, L.Block):
+            (only,) = f.children
+            body, found = strip(only, depth)
+            return L.Block((body,)), found
+        assert isinstance(f, L.For), f
         body, found = strip(f.body, depth - 1)
-        return replace(f, body=body, simd=False), found or f.simd
+        return replace(f, body=body, simd=False, reduction=False), found or f.simd
     body, found = strip(n.body, n.collapse - 1)
     return replace(n, body=body), found
 

@@ -24,6 +24,12 @@ the copy is not timed).  ``compile s`` is polyc's cold compile (dependences,
 isl scheduling, code generation and the C compiler, in an empty cache).
 ``err`` is the largest relative difference (scaled by each output's largest
 magnitude) of polyc's outputs from the gcc -O3 baseline's.
+
+The peers (gcc -O3, Polly) run in child processes, one per kernel and column
+(:mod:`benchmarks.isolate`): a peer that crashes (Polly's packed arrays can
+overflow an 8 MB stack on ``2mm`` at LARGE) or runs past ``--peer-timeout``
+gets a cell that says so (``crashed (SIGSEGV)``, ``timed out after 900 s``)
+and the run goes on.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import numpy as np
 
 from polyc.config import Config
 
+from ..isolate import DEFAULT_TIMEOUT, run_isolated
 from . import BENCHMARKS, DATASETS
 
 BASE_FLAGS = ("-O3", "-march=native", "-fPIC", "-shared", "-std=c99")
@@ -109,19 +116,47 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.max(np.abs(a - b))) / scale if scale > 0 else float(np.max(np.abs(a)))
 
 
+def measure_peer(name: str, dataset: str, config: Config, repeat_time: float,
+                 max_runs: int, dtype: str) -> tuple[float, list]:
+    """Build ``name``'s kernel with ``config`` (a peer: gcc -O3, Polly) and
+    measure it on PolyBench's inputs: median seconds and its comparable
+    outputs.  Runs in a child process (:func:`benchmarks.isolate.run_isolated`),
+    so it rebuilds the inputs there (``init`` is deterministic)."""
+    bench = BENCHMARKS[name]
+    sizes = bench.sizes[dataset]
+    args = bench.init(sizes, np.dtype(dtype))
+    k = bench.kernel.with_config(config)
+    k.specialize(*args)
+    t, res = measure(k, args, repeat_time, max_runs)
+    return t, bench.comparable(sizes, [res[i] for i in bench.outputs])
+
+
 def run_one(bench, dataset: str, configs: dict, repeat_time: float, max_runs: int,
-            dtype) -> dict:
+            dtype, peer_timeout: float = DEFAULT_TIMEOUT) -> dict:
+    """One row: polyc measured in this process, each other column (a peer
+    compiler's build of the same loop nest) in a child process, so that a
+    peer that crashes or hangs becomes a cell saying so (``errors[col]``:
+    ``"crashed (SIGSEGV)"``, ``"timed out after 900 s"``) instead of the end
+    of the run."""
     sizes = bench.sizes[dataset]
     args = bench.init(sizes, dtype)
     row = {"kernel": bench.name, "category": bench.category, "sizes": sizes}
     outs = {}
     for col, cfg in configs.items():
+        if col != "polyc":
+            got = run_isolated(measure_peer, bench.name, dataset, cfg, repeat_time,
+                               max_runs, np.dtype(dtype).name, timeout=peer_timeout)
+            if got.ok:
+                row[col], outs[col] = got.value
+            else:
+                row[col] = None
+                row.setdefault("errors", {})[col] = got.error
+            continue
         k = bench.kernel.with_config(cfg)
         try:
             t0 = time.perf_counter()
             k.specialize(*args)
-            if col == "polyc":
-                row["compile_s"] = time.perf_counter() - t0
+            row["compile_s"] = time.perf_counter() - t0
             row[col], res = measure(k, args, repeat_time, max_runs)
             outs[col] = bench.comparable(sizes, [res[i] for i in bench.outputs])
         except Exception as err:  # noqa: BLE001 (reported in the row)
@@ -145,11 +180,15 @@ def table(rows: list[dict], cols: list[str]) -> str:
             *(f"speedup vs {c}" for c in cols if c != "polyc"), "compile s", "err"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
-    def ms(v):
-        return "fail" if v is None else f"{v * 1e3:.2f}"
+    def ms(r, c):
+        v = r.get(c)
+        if v is not None:
+            return f"{v * 1e3:.2f}"
+        why = r.get("errors", {}).get(c, "")
+        return why if why.startswith(("crashed", "timed out")) else "fail"
     for r in rows:
-        cells = [r["kernel"], ms(r.get("polyc"))]
-        cells += [ms(r.get(c)) for c in cols if c != "polyc"]
+        cells = [r["kernel"], ms(r, "polyc")]
+        cells += [ms(r, c) for c in cols if c != "polyc"]
         cells += [f"{r[f'vs {c}']:.2f}x" if r.get(f"vs {c}") else "-"
                   for c in cols if c != "polyc"]
         cells += [f"{r['compile_s']:.2f}" if "compile_s" in r else "-",
@@ -174,6 +213,10 @@ def main(argv=None) -> int:
     ap.add_argument("--max-runs", type=int, default=7)
     ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     ap.add_argument("--no-polly", action="store_true", help="skip the Polly column")
+    ap.add_argument("--peer-timeout", type=float, default=DEFAULT_TIMEOUT,
+                    help="seconds a peer (gcc -O3, Polly) may take for one kernel, build "
+                         f"and runs, before its cell says it timed out (default "
+                         f"{DEFAULT_TIMEOUT:g})")
     ap.add_argument("--variants", nargs="*", metavar="COLUMN",
                     help="measure only these columns (polyc, 'gcc -O3', Polly)")
     a = ap.parse_args(argv)
@@ -199,7 +242,7 @@ def main(argv=None) -> int:
         for n in names:
             print(f"[polybench] {n} ...", file=sys.stderr, flush=True)
             rows.append(run_one(BENCHMARKS[n], a.dataset, configs, a.repeat_time,
-                                a.max_runs, np.dtype(a.dtype)))
+                                a.max_runs, np.dtype(a.dtype), a.peer_timeout))
             print(f"[polybench] {json.dumps(rows[-1], default=str)}", file=sys.stderr,
                   flush=True)
     cols = list(configs)

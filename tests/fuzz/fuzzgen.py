@@ -15,7 +15,12 @@ arrays pre-filled with NaN (or the integer minimum) so that a missed write
 fails, and ``polyc.testing.assert_close`` with the tolerance scaled by the
 reduction length.  A size set outside the program's preconditions must be
 refused by both (``ShapeError``).  For einsum (:func:`run_einsum`): the same
-with ``numpy.einsum`` (in float64 / int64) as the reference.
+with ``numpy.einsum`` (in float64 / int64) as the reference, and numpy's
+behaviour expected, errors included: where ``numpy.einsum`` called with the
+same arguments (``out=`` and ``dtype=`` too) raises, ``polyc.einsum`` must
+raise the same class (or a subclass: ``DTypeError`` is a ``TypeError``,
+``EinsumError`` a ``ValueError``) with the same message, and the size set
+counts as refused by both.
 
 Programs are generated mostly valid: every index variable of a statement
 appears as a plain index of some read (or gets a ``where`` range), so range
@@ -208,7 +213,7 @@ def _index(draw, s: _Stmt, t: _Tensor, d: int, index_tensors: list[_Tensor],
     if form < 82:
         return f"{v} + {_pick(draw, s.vars)}"
     if form < 86:
-        return f"2*{v}"
+        return f"2*{v}" if _chance(draw, 50) else f"2*{v} + 0"
     if form < 92:
         return f"{v} / 2"
     if allow_gather and index_tensors:
@@ -252,6 +257,10 @@ def _condition(draw, s: _Stmt, sizes: list[str], int_mode: bool) -> str:
     return f"({v} != 1 && {w} <= 4)"
 
 
+#: a read of a computed value (an output, ``O<k>``) in an expression's text
+_COMPUTED = re.compile(r"\bO\d")
+
+
 def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool) -> str:
     """Combine ``leaves`` ((text, exact)) into one expression."""
     nodes = []
@@ -288,7 +297,9 @@ def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool)
         elif op < 86 and int_mode:
             # integer / and % round toward negative infinity; x / 0 is 0 (numpy's)
             c = f"({a}) {_pick(draw, ('/', '%'))} ({b} - 4)"
-        elif op < 88:
+        elif op < 88 and (int_mode or not _COMPUTED.search(a)):
+            # (a float remainder only of input values: a computed value's
+            # rounding, e.g. a sum's order, moves its remainder anywhere)
             c = f"({a} < {b})" if int_mode else f"({a}) % 0.75 - {b}"
         else:
             c = f"({_condition(draw, s, sizes, int_mode)} ? {a} : {b})"
@@ -299,6 +310,12 @@ def _expr(draw, s: _Stmt, leaves: list[tuple[str, bool]], sizes, int_mode: bool)
     if _chance(draw, 8):
         text = f"({_condition(draw, s, sizes, int_mode)}) ? {text} : " \
                f"{'0' if int_mode else '-0.5'}"
+    elif _chance(draw, 7):
+        # nested ?: (issue 19): (c1) ? (c2 ? text : other) : constant
+        other = _pick(draw, s.exact_leaves) if s.exact_leaves else ("1" if int_mode else "0.5")
+        text = (f"({_condition(draw, s, sizes, int_mode)}) ? "
+                f"({_condition(draw, s, sizes, int_mode)} ? {text} : {other}) : "
+                f"{'0' if int_mode else '-0.5'}")
     return text
 
 
@@ -357,6 +374,11 @@ TEMPLATES: list[tuple[str, list[str]]] = [
         "O(h, w) +=! I(h*S + kh, w*S + kw) * W(kh, kw)", "R(h, w) = {act}(O(h, w))"]),
     ("float(N, M) A, int64 S", ["O(i, j) = A(i, j + S) where j in 0:M - S",
                                 "T(i) {red} O(i, j) * S"]),
+    # a degenerate band member (extent 1) next to a reduction (issue 19)
+    ("float(N, 1, K) B", ["S {red} B(i, j, k)", "O(i, j) {red} B(i, 2*j + 0, k)"]),
+    ("float(1, N, K) B, float(N, N) A", [
+        "O0 +=! A(i, i)", "O1() {red} (A(m, i) > 0) ? (A(m, i) <= -0.25 ? A(m, i) : B(0, m, k))"
+        " : -0.5", "O2(j, i) {red} B(j, i, k)", "O3 +=! O0 + O2(0, i)"]),
 ]
 _ACTS = ("tanh", "sigmoid", "fabs", "", "-")
 _REDS = ("+=!", "max=!", "min=!")
@@ -393,8 +415,12 @@ def tc_programs(draw) -> tuple[str, bool]:
     nsizes = draw(st.integers(1, 4))
     sizes = list(SIZE_NAMES[:nsizes])
 
+    # one program in six has many extent-1 dimensions: degenerate loops that
+    # isl prints as no loop, next to sizes that may be 0 (issue 19)
+    ones = 35 if _chance(draw, 16) else 8
+
     def dims(rank):
-        return tuple("1" if _chance(draw, 8) else _pick(draw, sizes) for _ in range(rank))
+        return tuple("1" if _chance(draw, ones) else _pick(draw, sizes) for _ in range(rank))
 
     inputs: list[_Tensor] = []
     for name in FLOAT_NAMES[:draw(st.integers(1, 4))]:
@@ -422,6 +448,9 @@ def tc_programs(draw) -> tuple[str, bool]:
 
     outputs: list[_Tensor] = []
     lines = []
+    # one program in five gives its new outputs different ranks (a scalar,
+    # a vector, a matrix... in one definition)
+    free_ranks = list(draw(st.permutations([0, 1, 2, 3]))) if _chance(draw, 20) else None
     for k in range(draw(st.integers(1, 4))):
         nvars = draw(st.sampled_from((1, 2, 3, 2, 3, 4, 1, 5, 6)))
         vs = list(VARS[:nvars])
@@ -436,9 +465,13 @@ def tc_programs(draw) -> tuple[str, bool]:
                 else vs[:target.rank]
             anchored = set(lhs)
         else:
-            target = _Tensor(f"O{k}", tuple("?" for _ in range(
-                draw(st.integers(0, min(len(vs), 3))) if not _chance(draw, 3) else 0)),
-                "float", output=True)
+            if free_ranks:
+                rank = free_ranks.pop(0)
+                while len(vs) < rank:
+                    vs.append(VARS[len(vs)])
+            else:
+                rank = draw(st.integers(0, min(len(vs), 3))) if not _chance(draw, 3) else 0
+            target = _Tensor(f"O{k}", tuple("?" for _ in range(rank)), "float", output=True)
             lhs = list(draw(st.permutations(vs)))[:target.rank] if _chance(draw, 50) \
                 else vs[:target.rank]
             anchored = set()
@@ -521,8 +554,12 @@ def tc_programs(draw) -> tuple[str, bool]:
 def _size_sets(draw, n: int) -> tuple:
     out = []
     for _ in range(n):
-        out.append(tuple((name, _pick(draw, SIZES)) for name in SIZE_NAMES)
-                   + (("S", _pick(draw, (1, 2, 3, 5, 0))),))
+        sizes = {name: _pick(draw, SIZES) for name in SIZE_NAMES}
+        if _chance(draw, 15):
+            # size-1 and size-0 dimensions together
+            one, zero = draw(st.permutations(SIZE_NAMES))[:2]
+            sizes[one], sizes[zero] = 1, 0
+        out.append(tuple(sizes.items()) + (("S", _pick(draw, (1, 2, 3, 5, 0))),))
     return tuple(out)
 
 
@@ -974,22 +1011,25 @@ def run_einsum(case: EinsumCase) -> Result:
         ops = _einsum_operands(case, shapes, k)
         kw = {"dtype": case.force_dtype} if case.force_dtype else {}
         pkw = {**kw, "optimize": case.optimize} if case.optimize is not False else kw
+
+        def call(fn, out, ops=ops, kw=kw, pkw=pkw):
+            """``fn`` (numpy.einsum or polyc.einsum) called as the case says
+            (polyc with the case's optimize=, numpy with its default)."""
+            extra = {"config": config} if fn is not np.einsum else {}
+            args = kw if fn is np.einsum else pkw
+            if case.interleaved:
+                return fn(*_interleaved(case.subscripts, ops), out=out, **args, **extra)
+            return fn(case.subscripts, *ops, out=out, **args, **extra)
+
         try:
             with np.errstate(all="ignore"):
-                like = np.einsum(case.subscripts, *ops, **kw)
-        except ValueError as e:
-            # numpy refuses: polyc must refuse with a ValueError too
-            try:
-                polyc.einsum(case.subscripts, *ops, config=config, **pkw)
-            except ValueError:
-                res.refused += 1
-                continue
-            except Exception as e2:  # noqa: BLE001
-                return Result("einsum", "fail", _fail_text(
-                    case, f"numpy raised ValueError ({e}); polyc raised", e2, shapes, k))
-            return Result("einsum", "fail", _fail_text(
-                case, f"numpy raised ValueError ({e}); polyc did not", None, shapes, k))
-        like = np.asarray(like)
+                like = np.asarray(call(np.einsum, None))
+        except Exception as e:  # noqa: BLE001 - numpy refuses: polyc must refuse alike
+            failed = _same_error(case, e, lambda: call(polyc.einsum, None), shapes, k)
+            if failed is not None:
+                return failed
+            res.refused += 1
+            continue
         if case.force_dtype:
             # numpy ignores dtype= where it returns a view ("...lk->...lk");
             # polyc honours it (docs/einsum.md, "Differences from numpy")
@@ -1011,15 +1051,30 @@ def run_einsum(case: EinsumCase) -> Result:
         elif case.out_mode == "cast":
             # a wider out: numpy computes in result_type(operands, out)
             out = _fill(like.shape, np.float64 if like.dtype.kind == "f" else np.int64)
-            like = np.asarray(np.einsum(case.subscripts, *ops, out=_fill(like.shape, out.dtype),
-                                        **kw))
         aliased = out is not None and any(out is o for o in ops)
+        if out is not None:
+            # numpy with this out= (on copies: an aliased out overwrites an
+            # operand): its result type, or its refusal (a dtype= that cannot
+            # be cast to out's type), which polyc must repeat
+            n_ops = [o.copy() for o in ops]
+            n_out = next((c for o, c in zip(ops, n_ops) if o is out), None)
+            n_out = out.copy() if n_out is None else n_out
+            try:
+                with np.errstate(all="ignore"):
+                    like = np.asarray(call(np.einsum, n_out, ops=n_ops))
+            except Exception as e:  # noqa: BLE001
+                failed = _same_error(case, e, lambda: call(polyc.einsum, out), shapes, k)
+                if failed is None and not all(np.array_equal(o, b, equal_nan=True)
+                                              for o, b in zip(ops, before)):
+                    failed = Result("einsum", "fail", _fail_text(
+                        case, "polyc.einsum modified an operand before refusing", None,
+                        shapes, k))
+                if failed is not None:
+                    return failed
+                res.refused += 1
+                continue
         try:
-            if case.interleaved:
-                got = polyc.einsum(*_interleaved(case.subscripts, ops), out=out,
-                                   config=config, **pkw)
-            else:
-                got = polyc.einsum(case.subscripts, *ops, out=out, config=config, **pkw)
+            got = call(polyc.einsum, out)
         except PolycError as e:
             return Result("einsum", "fail", _fail_text(case, "polyc.einsum raised", e, shapes, k))
         except Exception as e:  # noqa: BLE001
@@ -1051,6 +1106,22 @@ def run_einsum(case: EinsumCase) -> Result:
             return Result("einsum", "fail", _fail_text(case, "mismatch", e, shapes, k))
         res.compared += 1
     return res
+
+
+def _same_error(case, exc: Exception, polyc_call, shapes, k) -> Result | None:
+    """numpy raised ``exc``: ``None`` when ``polyc_call()`` raises the same
+    class (or a subclass: ``DTypeError`` is a ``TypeError``, ``EinsumError``
+    a ``ValueError``) with the same message, else the failure."""
+    what = f"numpy raised {type(exc).__name__}({str(exc)!r})"
+    try:
+        polyc_call()
+    except Exception as e2:  # noqa: BLE001
+        if isinstance(e2, type(exc)) and str(e2) == str(exc):
+            return None
+        return Result("einsum", "fail", _fail_text(
+            case, f"{what}; polyc raised {type(e2).__name__}({str(e2)!r})", e2, shapes, k))
+    return Result("einsum", "fail", _fail_text(case, f"{what}; polyc did not", None,
+                                               shapes, k))
 
 
 def _interleaved(subscripts: str, ops) -> list:
@@ -1174,6 +1245,7 @@ def _einsum_reproducer(case: EinsumCase, shapes, k: int) -> str:
         f"# interleaved={case.interleaved!r} (True: called as einsum(op0, sublist0, ...)), "
         f"dtype={case.force_dtype!r}",
         f"got = polyc.einsum(subscripts, *ops, config=Config.from_env(**{cfg!r})"
+        + (f", dtype={case.force_dtype!r}" if case.force_dtype else "")
         + (f", optimize={case.optimize!r})" if case.optimize is not False else ")"),
         "np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)",
     ]) + "\n"

@@ -13,10 +13,19 @@ runs the long mode: 10,000 TC and 5,000 einsum programs from a random seed
 (``FUZZ_SEED`` fixes it; ``FUZZ_LONG_EXAMPLES`` changes the number of
 batches); on failure hypothesis prints the seed and a ``@reproduce_failure``
 blob.
+
+``test_fresh_seeds`` (marked ``slow``, no ``--fuzz-long`` needed) runs the
+long fuzzer on ``FUZZ_FRESH_SEEDS`` (default 3) seeds derived from today's
+date (``FUZZ_DATE=YYYYMMDD`` replays another day's), ``FUZZ_FRESH_EXAMPLES``
+(default 25) batches per kind and seed; it prints the seeds, and a failure
+names the command that replays it.  ``docs/testing.md`` has the command for
+many seeds in parallel on a bigger machine.  Every failure a fuzzer finds
+stays as a regression test in ``test_known_bugs.py``.
 """
 
 from __future__ import annotations
 
+import datetime
 import os
 
 import fuzzgen
@@ -36,8 +45,12 @@ LONG_EINSUM_EXAMPLES = int(os.environ.get("FUZZ_LONG_EXAMPLES", 1250))
 MAX_REJECTION_RATE = 0.40
 
 
-def _fuzz(kind, strategy, runner, *, examples, long):
-    stats = fuzzgen.STATS.setdefault(kind + (" (long)" if long else ""), fuzzgen.Stats())
+def _fuzz(kind, strategy, runner, *, examples, long, seed_value=None):
+    """Run ``examples`` batches; ``seed_value`` (long mode) fixes hypothesis's
+    seed, else ``FUZZ_SEED`` does, else a random one."""
+    label = kind + (" (long)" if long else "") + (
+        f" (seed {seed_value})" if seed_value is not None else "")
+    stats = fuzzgen.STATS.setdefault(label, fuzzgen.Stats())
 
     @settings(max_examples=examples, derandomize=not long, deadline=None, database=None,
               print_blob=True, suppress_health_check=list(HealthCheck))
@@ -51,7 +64,9 @@ def _fuzz(kind, strategy, runner, *, examples, long):
             raise AssertionError(f"{len(failures)} of {len(batch)} programs failed; the "
                                  f"first:\n{failures[0].message}")
 
-    if long and os.environ.get("FUZZ_SEED"):
+    if long and seed_value is not None:
+        check = seed(seed_value)(check)
+    elif long and os.environ.get("FUZZ_SEED"):
         check = seed(int(os.environ["FUZZ_SEED"]))(check)
     check()
     return stats
@@ -93,3 +108,41 @@ def test_einsum_programs_long(fuzz_long, fuzz_runner):
     stats = _fuzz("einsum", fuzzgen.einsum_cases(), fuzz_runner,
                   examples=LONG_EINSUM_EXAMPLES, long=True)
     _check_totals(stats, BATCH * LONG_EINSUM_EXAMPLES)
+
+
+FRESH_SEEDS = int(os.environ.get("FUZZ_FRESH_SEEDS", 3))
+FRESH_EXAMPLES = int(os.environ.get("FUZZ_FRESH_EXAMPLES", 25))
+
+
+def fresh_seeds(day: str | None = None, n: int = FRESH_SEEDS) -> list[int]:
+    """``n`` seeds for the day ``day`` (``YYYYMMDD``; ``FUZZ_DATE``, else
+    today, UTC): ``YYYYMMDD * 100 + k``, k = 1..n (2026-11-24: 2026112401,
+    2026112402, ...), so a run on a given day is reproducible from its date,
+    and no day's seeds are another day's."""
+    day = day or os.environ.get("FUZZ_DATE") or \
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%d")
+    return [int(day) * 100 + k for k in range(1, n + 1)]
+
+
+def test_fresh_seeds_differ_per_day():
+    assert fresh_seeds("20261124", 3) == [2026112401, 2026112402, 2026112403]
+    assert not set(fresh_seeds("20261124")) & set(fresh_seeds("20261125"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("k", range(FRESH_SEEDS))
+@pytest.mark.parametrize("kind", ["tc", "einsum"])
+def test_fresh_seeds(kind, k, fuzz_runner):
+    """The long fuzzer on one of today's seeds (:func:`fresh_seeds`)."""
+    value = fresh_seeds()[k]
+    replay = (f"FUZZ_SEED={value} FUZZ_LONG_EXAMPLES={FRESH_EXAMPLES} python -m pytest -q "
+              f"--fuzz-long -m slow tests/fuzz/test_fuzz.py -k {kind}_programs_long")
+    print(f"fresh fuzzer seed {value} ({kind}); replay: {replay}")
+    strategy = fuzzgen.tc_cases() if kind == "tc" else fuzzgen.einsum_cases()
+    try:
+        stats = _fuzz(kind, strategy, fuzz_runner, examples=FRESH_EXAMPLES, long=True,
+                      seed_value=value)
+    except Exception as e:
+        raise AssertionError(f"seed {value} found a failure; replay with:\n  {replay}\n"
+                             f"then add the minimal reproducer to test_known_bugs.py") from e
+    _check_totals(stats, BATCH * FRESH_EXAMPLES)
