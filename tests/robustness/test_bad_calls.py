@@ -250,11 +250,16 @@ for kname, tensors in TENSORS.items():
             error_case(f"{kname}-{name}-{label}", bad_call(kname, replace(pos, make)),
                        "BindingError", f"argument {name}", TYPE_NAMES[label])
 if HAVE_TORCH:  # pragma: no cover - depends on the machine
+    # torch CPU tensors are accepted without a copy (issue 14; the result is a
+    # tensor too): the same values as the numpy call
+    def _as_numpy_args(kname):
+        return lambda *a: REFS[kname](*[x.numpy() if hasattr(x, "numpy") else x for x in a])
     for kname, tensors in TENSORS.items():
         pos, name, rank, dtype = tensors[0]
-        error_case(f"{kname}-{name}-torch-tensor",
-                   bad_call(kname, replace(pos, lambda a: __import__("torch").from_numpy(
-                       np.ascontiguousarray(a)))), "BindingError", f"argument {name}", "Tensor")
+        torchify = replace(pos, lambda a: __import__("torch").from_numpy(np.ascontiguousarray(a)))
+        ok_case(f"{kname}-{name}-torch-tensor",
+                call_case(kname, lambda k=kname, t=torchify: t(GOOD[k]()),
+                          expect=_as_numpy_args(kname)))
 
 # ------------------------------------------------------------- shapes that contradict
 SHAPE_CASES = [
@@ -725,8 +730,9 @@ def test_counts():
 
 
 def test_torch_tensors_are_covered_when_torch_is_installed():
-    """Torch tensors are bad-call cases when torch is importable (each tensor
-    argument of each kernel: a BindingError naming it); skipped otherwise."""
+    """Torch tensors are call cases when torch is importable (the first tensor
+    argument of each kernel as a torch tensor: accepted, same values);
+    skipped otherwise."""
     if not HAVE_TORCH:
         pytest.skip("torch is not installed")
     assert any(c.endswith("-torch-tensor") for c in CASES)
