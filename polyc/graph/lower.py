@@ -45,6 +45,9 @@ class GroupSource:
     #: elementwise results read once inside the group: computed inside their
     #: reader's expression, never stored (contracted to a scalar)
     inlined: tuple[str, ...] = ()
+    #: the node each statement of the definition computes, in order (TC
+    #: names statement k ``S<k>``, its initialisation ``S<k>_init``)
+    line_nodes: tuple[str, ...] = ()
 
 
 def resolve(graph: Graph, text: str) -> str:
@@ -94,14 +97,55 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
                     and p.name not in alias.values()
                     and [c.id for c in consumers[p.id]] == [n.id]
                     and p.shape == n.shape and p.dtype == n.dtype):
-                # the same element: index k is i<k>, or 0 along an extent of 1
-                same = {", ".join(f"i{k}" if not (s.is_constant and s.value == 1) or c else "0"
-                                  for k, (s, c) in enumerate(zip(n.shape, mask)))
-                        for mask in _masks(len(n.shape))}
                 reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
-                if reads and all(r in same for r in reads):
+                if reads and all(r in _same_element(n.shape) for r in reads):
                     alias[n.name] = p.name
                     break
+    return alias
+
+
+def _same_element(shape) -> set[str]:
+    """The index lists that read element ``i0, i1, ...`` of a tensor of
+    ``shape``: ``i<k>``, or ``0`` along an extent of 1."""
+    return {", ".join(f"i{k}" if not (s.is_constant and s.value == 1) or c else "0"
+                      for k, (s, c) in enumerate(zip(shape, mask)))
+            for mask in _masks(len(shape))}
+
+
+def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
+                   skip: set[str]) -> dict[str, str]:
+    """Storage reuse after contraction to scalars: an elementwise statement
+    that is the last reader of an internal array (program order) and reads
+    it element for element, with the same shape and dtype, writes that
+    array's buffer instead of a new one (``y = e / s`` becomes ``e = e / s``:
+    a softmax keeps no temporary of its size).  The in-place program's
+    dependences (anti dependences from the earlier readers) are computed
+    and respected like any other.  Rewrites ``texts``; returns the renames."""
+    order = [n for n in nodes if n.name not in skip]
+    alias: dict[str, str] = {}
+    for idx, n in enumerate(order):
+        if (n.kind != "op" or n.reduction or n.helpers or len(texts[n.name]) != 1
+                or n.name in alias.values()):
+            continue
+        st = texts[n.name][0]
+        for p in n.inputs:
+            if (p not in order or p.kind != "op" or p.id in keep or p.name in alias
+                    or p.name in alias.values() or p.shape != n.shape or p.dtype != n.dtype):
+                continue
+            mention = re.compile(rf"\b{p.name}\b")
+            if any(mention.search(t) for k in order[idx + 1:] for t in texts[k.name]):
+                continue                      # read again later: n is not the last reader
+            reads = re.findall(rf"\b{p.name}\(([^()]*)\)", st)
+            if not reads or not all(r in _same_element(n.shape) for r in reads):
+                continue
+            its = ", ".join(f"i{k}" for k in range(len(n.shape)))
+            st = re.sub(rf"\b{p.name}\([^()]*\)", f"{p.name}({its})", st)
+            texts[n.name][0] = re.sub(rf"^{n.name}\b", p.name, st)
+            new = re.compile(rf"\b{n.name}\b")
+            for k in order[idx + 1:]:
+                texts[k.name] = [new.sub(p.name, t) for t in texts[k.name]]
+            alias[n.name] = p.name
+            break
     return alias
 
 
@@ -144,12 +188,13 @@ def _injective(args: list[str], st: str) -> bool:
 def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
                        alias: dict[str, str]) -> set[str]:
     """Array contraction to scalars: an elementwise result that the group
-    reads exactly once, in a statement of its own element type, computed
-    from tensors of that type too, and that does not leave the group is
-    computed inside that reading expression
-    (its indices substituted for the producer's iterators) instead of
-    being stored: no recomputation (one read), no memory.  Returns the names
-    inlined."""
+    reads in one statement only, at one element per statement instance (an
+    injective read, possibly written several times: ``d * d``), in a
+    statement of its own element type, computed from tensors of that type
+    too, and that does not leave the group is computed inside that reading
+    expression (its indices substituted for the producer's iterators)
+    instead of being stored: no recomputation across instances, no memory.
+    Returns the names inlined."""
     dtypes = {n.name: n.dtype for n in nodes}
     dtypes.update({h: d for n in nodes for h, d in n.helpers})
     inlined: set[str] = set()
@@ -173,26 +218,31 @@ def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep:
             pattern = re.compile(rf"\b{n.name}\b" + (r"(?=\()" if its else r"(?!\()"))
             hits = [(k.name, j) for k in nodes if k.name not in inlined and k is not n
                     for j, st in enumerate(texts[k.name]) for _ in pattern.finditer(st)]
-            if len(hits) != 1:
+            if not hits or len(set(hits)) != 1:
                 continue
             reader, j = hits[0]
             st = texts[reader][j]
             lhs = re.match(r"\s*(\w+)", st).group(1)
             if dtypes.get(lhs) != n.dtype:
                 continue
-            hit = pattern.search(st)
+            # every read: one, or several of one element in one statement
+            # instance (the C compiler computes the common expression once)
+            spans, arg_sets = [], set()
+            for hit in pattern.finditer(st):
+                args, end = _call_args(st, hit.end()) if its else ([], hit.end())
+                arg_sets.add(tuple(args))
+                spans.append((hit.start(), end, args))
+            if len(arg_sets) != 1 or (its and not _injective(spans[0][2], st)):
+                continue
             rhs = m.group(2)
             if its:
-                args, end = _call_args(st, hit.end())
-                if not _injective(args, st):
-                    continue
                 rhs = _ITER.sub(lambda x: f"\0{x.group(1)}\0", rhs)
-                for k, a in enumerate(args):
+                for k, a in enumerate(spans[0][2]):
                     rhs = rhs.replace(f"\0{k}\0", a if a.isidentifier() or a.isdigit()
                                       else f"({a})")
-            else:
-                end = hit.end()
-            texts[reader][j] = st[:hit.start()] + f"({rhs})" + st[end:]
+            for start, end, _ in reversed(spans):
+                st = st[:start] + f"({rhs})" + st[end:]
+            texts[reader][j] = st
             inlined.add(n.name)
             changed = True
     return inlined
@@ -236,11 +286,13 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
                 st = re.sub(rf"\b{one}\b(?!\s*\()", f"{one}(0)", st)
             texts[n.name].append(st)
     inlined = _inline_single_use(nodes, texts, keep, alias)
+    alias.update(_reuse_storage(nodes, texts, keep, inlined | set(alias)))
     body = [st for n in nodes if n.name not in inlined for st in texts[n.name]]
+    line_nodes = tuple(n.name for n in nodes if n.name not in inlined for _ in texts[n.name])
     used = sorted({int(m) for line in body for m in _PARAM.findall(line)})
     size_args = tuple(s for s in used if s not in bound)
     params += [f"int64 N{s}" for s in size_args]
-    kept_tensors = {alias.get(n.name, n.name): n for n in nodes if n.id in keep}
+    kept_tensors = {_root(alias, n.name): n for n in nodes if n.id in keep}
     outs, temps, written = [], [], []
     for n in nodes:
         for h, dt in n.helpers:
@@ -256,7 +308,14 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
     text = (f"def {name}({', '.join(params)}) -> ({', '.join(written)}) {{\n"
             + "\n".join(f"    {line}" for line in body) + "\n}\n")
     return GroupSource(name, text, ins, size_args, tuple(o for o, _ in outs), tuple(temps),
-                       tuple(t for _, t in outs), tuple(sorted(inlined, key=lambda t: int(t[1:]))))
+                       tuple(t for _, t in outs), tuple(sorted(inlined, key=lambda t: int(t[1:]))),
+                       line_nodes)
+
+
+def _root(alias: dict[str, str], name: str) -> str:
+    while name in alias:
+        name = alias[name]
+    return name
 
 
 def group_program(gs: GroupSource):

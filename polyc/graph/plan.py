@@ -28,6 +28,7 @@ against the exact dependences with :mod:`polyc.schedule.legality`).
 from __future__ import annotations
 
 import json as _json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,7 +235,11 @@ def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
     except PolycError as e:
         return Feedback(0, 0, {}, {}, 0, error=str(e).splitlines()[0])
     bands, par_of = _schedule_paths(low.schedule)
-    writers = {s.name: s.tensor for s in low.program.statements}
+    def node_of(stmt) -> str:
+        m = re.match(r"S(\d+)", stmt.name)
+        k = int(m.group(1)) if m else -1
+        return src.line_nodes[k] if 0 <= k < len(src.line_nodes) else stmt.tensor
+    writers = {s.name: node_of(s) for s in low.program.statements}
     depth = {s.name: len(s.iterators) for s in low.program.statements}
     hot_depth = max(depth.values(), default=0)
     hot = [s for s, d in depth.items() if d == hot_depth and s in par_of]
@@ -255,7 +260,8 @@ def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
 
 
 def _tensors(nodes: list[Node]) -> set[str]:
-    return {n.name for n in nodes} | {h for n in nodes for h, _ in n.helpers}
+    """The nodes' names (statements are mapped to the node they compute)."""
+    return {n.name for n in nodes}
 
 
 def _shares_loop(fb: Feedback, a: set[str], b: set[str]) -> bool:

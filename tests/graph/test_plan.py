@@ -265,3 +265,22 @@ def test_traced_einsum_honours_optimize(optimize, nodes):
     got = j(a, b, c, opt)
     assert_close(got, np.einsum("ij,jk,kl->il", a, b, c), reduction_length=56)
     assert len(j.graph(a, b, c, opt).ops) == nodes
+
+
+def test_storage_reuse_and_broadcast_reduce_contract():
+    # softmax: the division writes the exp values' buffer; only per-row
+    # arrays (max, sum) remain
+    x = RNG.standard_normal((20, 30)).astype(np.float32)
+    p = polyc.jit(softmax).plan(x)
+    src = p.sources[0]
+    assert len(p.groups) == 1
+    assert all(n.nbytes <= 20 * 4 for n in p.graph.ops if n.name in src.temps)
+    # sum_j exp(-|x_i - y_j|^2): the difference d, read twice in one
+    # statement instance (d * d), is computed where it is read
+    x, y = RNG.standard_normal((40, 3)), RNG.standard_normal((50, 3))
+    j = polyc.jit(rbf)
+    assert_close(j(x, y), rbf(x, y), reduction_length=50)
+    src = j.plan(x, y).sources
+    d = next(n for n in j.graph(x, y).ops if n.op == "subtract")
+    assert any(d.name in s.inlined for s in src)
+    assert all(d.name not in s.temps for s in src)
