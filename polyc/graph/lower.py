@@ -128,8 +128,10 @@ def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set
                 or n.name in alias.values()):
             continue
         st = texts[n.name][0]
-        for p in n.inputs:
-            if (p not in order or p.kind != "op" or p.id in keep or p.name in alias
+        for p in order[:idx]:          # what the statement reads, inlined values included
+            if not re.search(rf"\b{p.name}\(", st):
+                continue
+            if (p.kind != "op" or p.id in keep or p.name in alias
                     or p.name in alias.values() or p.shape != n.shape or p.dtype != n.dtype):
                 continue
             mention = re.compile(rf"\b{p.name}\b")
@@ -185,6 +187,16 @@ def _injective(args: list[str], st: str) -> bool:
     return all(r.strip() == "0:1" or it in names for it, r in ranges.items())
 
 
+_CALL = re.compile(r"\b(exp|log|sqrt|rsqrt|tanh|erf|pow|sigmoid|fabs|abs|fmax|fmin)\(")
+
+
+def _cheap(rhs: str) -> bool:
+    """Whether an expression is worth writing once per read (``x - y``):
+    no calls, no division, a handful of operators."""
+    return not _CALL.search(rhs) and "/" not in rhs and "%" not in rhs and \
+        sum(rhs.count(op) for op in "+-*?") <= 4
+
+
 def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
                        alias: dict[str, str]) -> set[str]:
     """Array contraction to scalars: an elementwise result that the group
@@ -235,6 +247,8 @@ def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep:
             if len(arg_sets) != 1 or (its and not _injective(spans[0][2], st)):
                 continue
             rhs = m.group(2)
+            if len(spans) > 1 and not _cheap(rhs):
+                continue       # written once per read: only a few additions or products
             if its:
                 rhs = _ITER.sub(lambda x: f"\0{x.group(1)}\0", rhs)
                 for k, a in enumerate(spans[0][2]):
