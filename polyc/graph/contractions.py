@@ -1,0 +1,153 @@
+"""Contractions in traced code: ``@``/``np.matmul`` (batch broadcasting,
+1-D operands), ``np.dot``, ``np.tensordot`` and ``np.einsum`` (numpy's
+grammar through :func:`polyc.frontend.einsum.parse`; ``optimize=`` honoured
+through :func:`polyc.einsum_plan.plan_contraction`).  Each becomes a
+``+=!`` statement (:func:`polyc.graph.ops.contraction`) that the pipeline
+may tensorize onto the GEMM micro-kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from . import ops, views
+from .core import Tracer, user_location
+from .ops import Scalar, operand
+from .sizes import Size
+from .ufuncs import UFUNCS
+
+
+def matmul(g, a, b) -> Tracer:
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(a, Scalar) or isinstance(b, Scalar):
+        raise ValueError("matmul: Input operand does not have enough dimensions")
+    a_vec, b_vec = a.ndim == 1, b.ndim == 1
+    if a_vec:
+        a = views.expand_dims(a, 0)
+    if b_vec:
+        b = views.expand_dims(b, 1)
+    if a._shape[-1].value != b._shape[-2].value:
+        loc = user_location()
+        raise ops.ShapeError(
+            f"{loc}: matmul: Input operand 1 has a mismatch in its core dimension 0, with "
+            f"gufunc signature (n?,k),(k,m?)->(n?,m?) (size {b._shape[-2].value} is different "
+            f"from {a._shape[-1].value})\n    {loc.text}")
+    g.symbols.unify(a._shape[-1], b._shape[-2], "matmul's contracted dimension")
+    batch = ops.broadcast(g, [a._shape[:-2], b._shape[:-2]], "matmul")
+    nb = len(batch)
+    blabels = [f"b{k}" for k in range(nb)]
+    la = blabels[nb - (a.ndim - 2):] + ["m", "k"]
+    lb = blabels[nb - (b.ndim - 2):] + ["k", "n"]
+    sizes = dict(zip(blabels, batch))
+    sizes.update(m=a._shape[-2], k=a._shape[-1], n=b._shape[-1])
+    out = blabels + (["m"] if not a_vec else []) + (["n"] if not b_vec else [])
+    return ops.contraction(g, "matmul", a, b, la, lb, out, sizes)
+
+
+def einsum(g, subscripts, *operands, **kw):
+    """``np.einsum`` in traced code, honouring ``optimize=`` as numpy does:
+    ``False`` (numpy's default) is one loop nest over every label; ``True``,
+    ``'greedy'``, ``'optimal'`` or an explicit path are pairwise
+    contractions along that path (:func:`polyc.einsum_plan.plan_contraction`,
+    opt_einsum's paths), each an operation the planner may fuse."""
+    from ..frontend import einsum as fe
+    loc = user_location()
+    optimize = kw.pop("optimize", False)
+    dtype = kw.pop("dtype", None)
+    if kw.pop("out", None) is not None or kw:
+        raise UnsupportedError(f"{loc}: np.einsum with {', '.join(kw) or 'out'}= is not "
+                               f"supported in traced code")
+    if not isinstance(subscripts, str):
+        raise UnsupportedError(f"{loc}: np.einsum's sublist form is not supported in traced "
+                               f"code; pass a subscripts string")
+    ops_ = [operand(g, o) for o in operands]
+    ts = [o if isinstance(o, Tracer) else ops.materialize(
+        g, Tracer(g, o.literal(o.dtype), (), (), o.dtype)) for o in ops_]
+    spec = fe.parse(subscripts, [tuple(s.value for s in t._shape) for t in ts])
+    sizes: dict[str, Size] = {}
+    for t, labels, bc in zip(ts, spec.input_labels, spec.broadcast):
+        for s, lab, is_bc in zip(t._shape, labels, bc):
+            if is_bc:
+                g.symbols.unify(s, Size.constant(g.symbols, 1), "einsum broadcasting")
+                continue
+            if lab in sizes:
+                g.symbols.unify(sizes[lab], s, f"einsum label {lab}")
+            else:
+                sizes[lab] = s
+    for lab, v in spec.sizes:
+        sizes.setdefault(lab, Size.constant(g.symbols, v))
+    if len(ts) <= 2 or optimize is False or optimize is None:
+        return ops.contraction(g, "einsum", ts[0], ts[1] if len(ts) >= 2 else None,
+                               spec.input_labels[0],
+                               spec.input_labels[1] if len(ts) >= 2 else None,
+                               spec.output_labels, sizes, dtype,
+                               more=list(zip(ts[2:], spec.input_labels[2:])))
+    return _einsum_path(g, spec, ts, sizes, dtype, optimize)
+
+
+def _einsum_path(g, spec, ts, sizes, dtype, optimize):
+    """Three or more operands with a path: the pairwise steps of
+    :func:`polyc.einsum_plan.plan_contraction`, each a node."""
+    from ..einsum_plan import plan_contraction
+    letters = {}
+    pool = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    for lab in spec.labels:
+        letters[lab] = next(pool)
+    back = {v: k for k, v in letters.items()}
+    inputs = ["".join(letters[x] for x in ls) for ls in spec.input_labels]
+    output = "".join(letters[x] for x in spec.output_labels)
+    shapes = [tuple(s.value for s in t._shape) for t in ts]
+    steps = plan_contraction(",".join(inputs) + "->" + output, shapes,
+                             [t.dtype for t in ts], optimize, dtype=dtype)
+    cur = list(ts)
+    for step in steps:
+        picked = [cur[i] for i in step.operands]
+        for i in sorted(step.operands, reverse=True):
+            cur.pop(i)
+        ins, out_sub = step.subscripts.split("->")
+        labs = [[back[c] for c in x] for x in ins.split(",")]
+        t = ops.contraction(g, "einsum", picked[0], picked[1] if len(picked) > 1 else None,
+                            labs[0], labs[1] if len(picked) > 1 else None,
+                            [back[c] for c in out_sub], sizes, step.dtype,
+                            more=list(zip(picked[2:], labs[2:])))
+        cur.append(t)
+    return cur[-1]
+
+
+def tensordot(g, a, b, axes=2):
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(axes, int):
+        ax_a = list(range(a.ndim - axes, a.ndim))
+        ax_b = list(range(axes))
+    else:
+        ax_a, ax_b = [list(np.atleast_1d(x)) for x in axes]
+        ax_a = [ops.normalize_axis(int(x), a.ndim) for x in ax_a]
+        ax_b = [ops.normalize_axis(int(x), b.ndim) for x in ax_b]
+    la = [f"a{k}" for k in range(a.ndim)]
+    lb = [f"b{k}" for k in range(b.ndim)]
+    for x, y in zip(ax_a, ax_b):
+        if a._shape[x].value != b._shape[y].value:
+            raise ValueError("shape-mismatch for sum")
+        lb[y] = la[x]
+    sizes = dict(zip(la, a._shape))
+    for lab, s in zip(lb, b._shape):
+        if lab in sizes:
+            g.symbols.unify(sizes[lab], s, "tensordot")
+        else:
+            sizes[lab] = s
+    out = [la[k] for k in range(a.ndim) if k not in ax_a] + \
+          [lb[k] for k in range(b.ndim) if k not in ax_b]
+    return ops.contraction(g, "tensordot", a, b, la, lb, out, sizes)
+
+
+def dot(g, a, b):
+    a, b = operand(g, a), operand(g, b)
+    if isinstance(a, Scalar) or isinstance(b, Scalar) or a.ndim == 0 or b.ndim == 0:
+        return UFUNCS["multiply"](g, a, b)
+    if b.ndim <= 2:
+        return matmul(g, a, b)
+    return tensordot(g, a, b, axes=([a.ndim - 1], [b.ndim - 2]))
+
+
+# -- other functions ----------------------------------------------------------------
