@@ -68,13 +68,8 @@ def make_inputs(seq: int, d: int = 768, ff: int = 3072, batch: int = 1, seed: in
             1 + w(d, scale=0.1), w(d)]
 
 
-def _median(fn, reps: int = 10) -> float:
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+def _median(fn) -> float:
+    return testing.median_time(fn, min_time=0.3)[0]
 
 
 def main(argv=None) -> None:

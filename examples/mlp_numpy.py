@@ -45,14 +45,8 @@ def main() -> None:
     testing.assert_close(out, ref, reduction_length=1024)
     print(mlp.explain(*args))
 
-    def best(fn, reps=20):
-        times = []
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return sorted(times)[len(times) // 2]
-    tp, tn = best(lambda: mlp(*args)), best(lambda: reference(*args))
+    tp = testing.median_time(lambda: mlp(*args), min_time=0.3)[0]
+    tn = testing.median_time(lambda: reference(*args), min_time=0.3)[0]
     print(f"checked against numpy; first call (trace, plan, compile) {cold:.2f} s; "
           f"polyc {tp * 1e3:.2f} ms, numpy {tn * 1e3:.2f} ms ({tn / tp:.2f}x)")
 

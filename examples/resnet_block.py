@@ -48,13 +48,8 @@ def make_inputs(c: int, hw: int, seed: int = 0):
     return [x, w1, s1, b1, w2, s2, b2]
 
 
-def _median(fn, reps: int = 10) -> float:
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[len(times) // 2]
+def _median(fn) -> float:
+    return testing.median_time(fn, min_time=0.3)[0]
 
 
 def main(argv=None) -> None:
