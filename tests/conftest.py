@@ -48,7 +48,7 @@ def _needs_cc(item) -> bool:
     path = Path(str(item.fspath))
     if path.name in _CC_AWARE:
         return False
-    return path.parent.name in ("cpu", "fuzz", "robustness")
+    return path.parent.name in ("cpu", "fuzz", "robustness", "graph", "bench")
 
 
 def pytest_collection_modifyitems(config, items):

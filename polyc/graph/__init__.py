@@ -10,8 +10,8 @@ is the ``torch.compile`` backend ``"polyc"`` built on the same path
 (``docs/torch.md``).
 """
 
-from .core import Graph, Node, Tracer
+from .core import Node, Tracer
 from .jit import Jitted, jit, trace
-from .plan import Plan
+from .plan import Graph, Plan
 
 __all__ = ["Graph", "Node", "Tracer", "Jitted", "jit", "trace", "Plan"]

@@ -1,5 +1,7 @@
 """The graph of a trace: :class:`Node` (one operation, its TC statements),
-:class:`Graph` (the nodes in program order, the size symbols) and
+:class:`Graph` (the nodes in program order, the size symbols; the traced
+graph users get is :class:`polyc.graph.plan.Graph`, which adds
+``explain``) and
 :class:`Tracer` (the lazy array the user's code manipulates).
 
 A node's computation is TC text (``../shared/TC-LANGUAGE.md``) over tensor
@@ -116,11 +118,13 @@ class Graph:
     #: the structure of the function's return value, with output indices
     treedef: Any = None
     name: str = "graph"
+    _consumers: Any = field(default=None, compare=False, repr=False)
 
     def add(self, kind: str, op: str, shape, dtype, *, prefix: str = "t", **kw) -> Node:
         node = Node(len(self.nodes), f"{prefix}{len(self.nodes)}", kind, op, tuple(shape),
                     np.dtype(dtype), kw.pop("location", None) or user_location(), **kw)
         self.nodes.append(node)
+        self._consumers = None
         return node
 
     @property
@@ -136,18 +140,15 @@ class Graph:
         return [n for n in self.nodes if n.kind == "op"]
 
     def consumers(self) -> dict[int, list[Node]]:
-        out: dict[int, list[Node]] = {n.id: [] for n in self.nodes}
-        for n in self.nodes:
-            for i in dict.fromkeys(n.inputs):
-                out[i.id].append(n)
-        return out
-
-    def explain(self, json: bool = False, config=None):
-        """The fusion plan of this graph (:func:`polyc.graph.plan.plan`),
-        as text or, with ``json=True``, a dict of records."""
-        from .plan import plan
-        p = plan(self, config)
-        return p.to_dict() if json else p.explain()
+        """Node id -> the nodes that read it (computed once per node added;
+        the planner asks for it for every candidate group)."""
+        if self._consumers is None:
+            out: dict[int, list[Node]] = {n.id: [] for n in self.nodes}
+            for n in self.nodes:
+                for i in dict.fromkeys(n.inputs):
+                    out[i.id].append(n)
+            self._consumers = out
+        return self._consumers
 
     def __repr__(self) -> str:
         lines = [f"graph {self.name}:"]

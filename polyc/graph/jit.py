@@ -25,9 +25,9 @@ import numpy as np
 from ..config import Config
 from ..errors import BindingError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
-from .core import Graph, Location, Node, Tracer
+from .core import Location, Node, Tracer
 from .ops import check_dtype, materialize
-from .plan import Plan, plan
+from .plan import Graph, Plan, plan
 from .sizes import Size
 
 log = logging.getLogger(__name__)
@@ -167,14 +167,12 @@ class Jitted:
         if kwargs:
             items += sorted(((v, k) for k, v in kwargs.items()), key=lambda t: t[1])
         for a, n in items:
-            if type(a) is np.ndarray and n not in self.static_argnames:
+            if n not in self.static_argnames and (type(a) is np.ndarray or _is_array(a)):
+                if type(a) is not np.ndarray:
+                    torch_in = torch_in or _is_torch(a)
+                    a = _as_numpy(a)
                 arrays.append(a)
                 parts.append((a.dtype.str, a.ndim, 1 in a.shape and tuple(s == 1 for s in a.shape)))
-            elif n not in self.static_argnames and _is_array(a):
-                torch_in = torch_in or _is_torch(a)
-                x = _as_numpy(a)
-                arrays.append(x)
-                parts.append((x.dtype.str, x.ndim, 1 in x.shape and tuple(s == 1 for s in x.shape)))
             else:
                 try:
                     hash(a)

@@ -74,11 +74,6 @@ def _dim_text(s: Size, bound: set[int], fresh: list[int]) -> str:
     return f"D{fresh[0]}"
 
 
-def _masks(n: int) -> list[tuple[bool, ...]]:
-    return [tuple(bool(m >> k & 1) for k in range(n)) for m in range(1 << n)] if n <= 6 \
-        else [(True,) * n]
-
-
 def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> dict[str, str]:
     """Elementwise consumers computed in place in the buffer of the
     contraction they read (``t4 = t3 + b`` becomes ``t3 = t3 + b``), so that
@@ -98,18 +93,20 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
                     and [c.id for c in consumers[p.id]] == [n.id]
                     and p.shape == n.shape and p.dtype == n.dtype):
                 reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
-                if reads and all(r in _same_element(n.shape) for r in reads):
+                if reads and all(_same_element(r, n.shape) for r in reads):
                     alias[n.name] = p.name
                     break
     return alias
 
 
-def _same_element(shape) -> set[str]:
-    """The index lists that read element ``i0, i1, ...`` of a tensor of
-    ``shape``: ``i<k>``, or ``0`` along an extent of 1."""
-    return {", ".join(f"i{k}" if not (s.is_constant and s.value == 1) or c else "0"
-                      for k, (s, c) in enumerate(zip(shape, mask)))
-            for mask in _masks(len(shape))}
+def _same_element(read: str, shape) -> bool:
+    """Whether the index list ``read`` (``"i0, 0, i2"``) reads element
+    ``i0, i1, ...`` of a tensor of ``shape``: index k is ``i<k>``, or ``0``
+    along an extent of 1."""
+    idx = [x.strip() for x in read.split(",")] if read.strip() else []
+    return len(idx) == len(shape) and all(
+        x == f"i{k}" or (x == "0" and s.is_constant and s.value == 1)
+        for k, (x, s) in enumerate(zip(idx, shape)))
 
 
 def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
@@ -138,7 +135,7 @@ def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set
             if any(mention.search(t) for k in order[idx + 1:] for t in texts[k.name]):
                 continue                      # read again later: n is not the last reader
             reads = re.findall(rf"\b{p.name}\(([^()]*)\)", st)
-            if not reads or not all(r in _same_element(n.shape) for r in reads):
+            if not reads or not all(_same_element(r, n.shape) for r in reads):
                 continue
             its = ", ".join(f"i{k}" for k in range(len(n.shape)))
             st = re.sub(rf"\b{p.name}\([^()]*\)", f"{p.name}({its})", st)

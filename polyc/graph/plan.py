@@ -39,9 +39,21 @@ from ..config import Config
 from ..errors import PolycError
 from ..isl_util import sets_of
 from ..schedule.marks import parse_parallel_mark
+from . import core
 from . import roofline as roof
-from .core import Graph, Node
+from .core import Node
 from .lower import compile_group, compile_groups, group_program, group_source
+
+
+class Graph(core.Graph):
+    """A traced graph (:class:`polyc.graph.core.Graph`) that explains its
+    fusion plan; what :func:`polyc.graph.trace` returns."""
+
+    def explain(self, json: bool = False, config: Config | None = None):
+        """The fusion plan of this graph (:func:`plan`), as text or, with
+        ``json=True``, a dict of records."""
+        p = plan(self, config)
+        return p.to_dict() if json else p.explain()
 
 
 @dataclass
@@ -377,26 +389,16 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
 
 def _measure(graph: Graph, nodes: list[Node], config: Config) -> float:
     """The median time (seconds) of the group's kernel on seeded random
-    inputs at the traced sizes (``Config.plan == "measure"``)."""
-    import time
-
-    import numpy as np
+    inputs at the traced sizes (``Config.plan == "measure"``;
+    :func:`polyc.testing.median_time`: a warm-up call, then 0.2 s or 5 calls)."""
+    from ..testing import median_time
     src = group_source(graph, nodes, _keep(graph, nodes), f"{graph.name}_measure")
     kernel = compile_group(src, config)
     rng = np.random.default_rng(0)
     args = [rng.random(tuple(s.value for s in n.shape)).astype(n.dtype) + 0.5
             if n.kind != "captured" else n.value for n in src.inputs]
     sizes = [graph.symbols.values[graph.symbols.find(s)] for s in src.size_args]
-    kernel(*args, *sizes)
-    times = []
-    deadline = time.perf_counter() + 0.2
-    while len(times) < 5 or time.perf_counter() < deadline:
-        t0 = time.perf_counter()
-        kernel(*args, *sizes)
-        times.append(time.perf_counter() - t0)
-        if len(times) >= 200:
-            break
-    return sorted(times)[len(times) // 2]
+    return median_time(lambda: kernel(*args, *sizes), min_time=0.2, max_reps=200)[0]
 
 
 def _siblings(groups, owner, refused, reaches) -> list[tuple[int, int, int, str]]:

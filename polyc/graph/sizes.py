@@ -127,14 +127,6 @@ class SymbolTable:
                 out.append(("ge", tuple(terms), n.const))
         return out
 
-    def param_values(self, shapes: list[tuple[int, ...]]) -> dict[int, int]:
-        """Representative -> extent, read from the argument ``shapes``."""
-        vals: dict[int, int] = {}
-        for s, org in enumerate(self.origin):
-            if org is not None:
-                vals.setdefault(self.find(s), int(shapes[org[0]][org[1]]))
-        return vals
-
 
 @dataclass(frozen=True, eq=False)
 class Size:

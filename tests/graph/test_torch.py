@@ -17,23 +17,9 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 
 import polyc  # noqa: E402
+import polyc.graph.torch_backend as tb  # noqa: E402  (registers backend="polyc")
 from polyc.errors import UnsupportedError  # noqa: E402
 from polyc.testing import assert_close  # noqa: E402
-
-
-def _has_cc() -> bool:
-    try:
-        from polyc.backends.c.build import resolve_compiler
-        from polyc.config import Config
-        resolve_compiler(Config.from_env().cc)
-        return True
-    except Exception:
-        return False
-
-
-pytestmark = pytest.mark.skipif(not _has_cc(), reason="needs a C compiler")
-
-import polyc.graph.torch_backend as tb  # noqa: E402  (registers backend="polyc")
 
 
 class MLP(nn.Module):
