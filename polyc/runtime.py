@@ -48,6 +48,7 @@ import numpy as np
 
 from . import expr as E
 from .callplan import CallPlan
+from .dlpack import as_numpy, is_foreign, is_torch, to_torch
 from .errors import BindingError, DTypeError, ShapeError
 from .ir import Program
 from .isl_util import pw_aff_to_expr, set_to_condition
@@ -463,37 +464,18 @@ class Binder:
         return f"sizes {sizes} violate the kernel's in-bounds conditions"
 
 
-def _foreign(x) -> bool:
-    """An array that is not a numpy array but exports DLPack (a torch tensor)."""
-    return not isinstance(x, np.ndarray) and hasattr(x, "__dlpack__")
-
-
-def _as_numpy(x):
-    if not _foreign(x):
-        return x
-    try:
-        return np.from_dlpack(x)
-    except (TypeError, BufferError, RuntimeError) as e:
-        raise BindingError(f"cannot read a {type(x).__name__} through DLPack: {e}") from None
-
-
 def _from_dlpack_call(kernel: Kernel, args: tuple, out, kwargs: dict):
     """A call with DLPack producers among the arguments: they are read as
     numpy arrays without a copy (``np.from_dlpack``), so in-place kernels
     update them; when one was a torch tensor the results are returned as
     torch tensors sharing memory with polyc's output arrays."""
-    torch_in = any(_foreign(a) and type(a).__module__.startswith("torch") for a in args)
+    torch_in = any(is_foreign(a) and is_torch(a) for a in args)
     if isinstance(out, (tuple, list)):
-        out = type(out)(_as_numpy(o) for o in out)
+        out = type(out)(as_numpy(o) for o in out)
     else:
-        out = _as_numpy(out)
-    result = kernel(*[_as_numpy(a) for a in args], out=out, **kwargs)
-    if not torch_in or result is None:
-        return result
-    import torch
-    if isinstance(result, tuple):
-        return tuple(torch.from_numpy(r) for r in result)
-    return torch.from_numpy(result)
+        out = as_numpy(out)
+    result = kernel(*[as_numpy(a) for a in args], out=out, **kwargs)
+    return to_torch(result) if torch_in and result is not None else result
 
 
 class Kernel:
@@ -579,8 +561,8 @@ class Kernel:
             plan = plans.get(key) if key is not None else None
             if plan is not None:
                 return plan.run(self._fn, args)
-        if any(_foreign(a) for a in args) or _foreign(out) or (
-                isinstance(out, (tuple, list)) and any(_foreign(o) for o in out)):
+        if any(is_foreign(a) for a in args) or is_foreign(out) or (
+                isinstance(out, (tuple, list)) and any(is_foreign(o) for o in out)):
             return _from_dlpack_call(self, args, out, kwargs)
         if kwargs:
             raise BindingError(

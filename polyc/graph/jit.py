@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..config import Config
+from ..dlpack import as_numpy, is_foreign, is_torch, to_torch
 from ..errors import BindingError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
@@ -34,20 +35,7 @@ log = logging.getLogger(__name__)
 
 
 def _is_array(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or (hasattr(x, "__dlpack__") and not isinstance(x, Tracer))
-
-
-def _as_numpy(x: Any) -> np.ndarray:
-    if isinstance(x, np.ndarray):
-        return x
-    try:
-        return np.from_dlpack(x)
-    except (TypeError, BufferError, RuntimeError) as e:
-        raise BindingError(f"cannot read a {type(x).__name__} through DLPack: {e}") from None
-
-
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.startswith("torch")
+    return isinstance(x, np.ndarray) or (is_foreign(x) and not isinstance(x, Tracer))
 
 
 def _flatten(value: Any, leaves: list) -> Any:
@@ -86,7 +74,7 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
         nonlocal pos
         if name in static_argnames or not _is_array(x):
             return x
-        a = _as_numpy(x)
+        a = as_numpy(x)
         d = check_dtype(a.dtype, f"argument {pos}")
         shape = tuple(Size.constant(graph.symbols, 1) if v == 1 else
                       Size.symbol(graph.symbols, graph.symbols.new(v, (pos, k)))
@@ -169,8 +157,8 @@ class Jitted:
         for a, n in items:
             if n not in self.static_argnames and (type(a) is np.ndarray or _is_array(a)):
                 if type(a) is not np.ndarray:
-                    torch_in = torch_in or _is_torch(a)
-                    a = _as_numpy(a)
+                    torch_in = torch_in or is_torch(a)
+                    a = as_numpy(a)
                 arrays.append(a)
                 parts.append((a.dtype.str, a.ndim, 1 in a.shape and tuple(s == 1 for s in a.shape)))
             else:
@@ -206,8 +194,7 @@ class Jitted:
         leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])
                   if isinstance(o, Node) else o for o in t.graph.leaves]
         if torch_out:
-            import torch
-            leaves = [torch.from_numpy(v) if isinstance(v, np.ndarray) else v for v in leaves]
+            leaves = to_torch(leaves)
         if t.graph.treedef == 0:
             return leaves[0]
         return _unflatten(t.graph.treedef, leaves)
