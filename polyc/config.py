@@ -102,6 +102,11 @@ class Config:
         "one (polyc.intrinsics: a += product contraction becomes batched calls to "
         "the packed, register-blocked GEMM of backends/c/intrinsics/gemm.h); "
         "POLYC_TENSORIZE=0 turns it off", True))
+    contract: bool = field(default=True, metadata=_opt(
+        "array contraction: a temporary whose every dependence stays inside one "
+        "iteration of a loop becomes a buffer declared in that loop's body (a scalar "
+        "for one element) instead of an allocated array (polyc.schedule.contraction); "
+        "POLYC_CONTRACT=0 turns it off", True))
 
     plan: str = field(default="model", metadata=_opt(
         "how polyc.jit's fusion planner decides (POLYC_PLAN): 'model' (polyhedral "
@@ -164,6 +169,8 @@ class Config:
             kw["num_threads"] = int(nt)
         if _env("POLYC_TENSORIZE") == "0":
             kw["tensorize"] = False
+        if _env("POLYC_CONTRACT") == "0":
+            kw["contract"] = False
         if _env("POLYC_DUMP") == "1":
             kw["dump"] = True
         if _env("POLYC_SANITIZE"):

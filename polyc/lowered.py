@@ -30,6 +30,9 @@ class Lowered:
     tensorized: dict = field(default_factory=dict)
     #: what row fusion did (polyc.schedule.rowfuse), or ""
     row_fusion: str = ""
+    #: temporaries contracted to per-iteration buffers
+    #: (polyc.schedule.contraction.Contraction)
+    contracted: tuple = ()
 
 
 def with_notes(explained, low: Lowered | None):
@@ -39,13 +42,18 @@ def with_notes(explained, low: Lowered | None):
     and ``"row_fusion"`` (a line, or ``""``), or text sections."""
     notes = dict(low.tensorized) if low is not None else {}
     rows = low.row_fusion if low is not None else ""
+    contracted = low.contracted if low is not None else ()
     if isinstance(explained, dict):
         explained["tensorize"] = notes
         explained["row_fusion"] = rows
+        explained["contracted"] = [c.to_dict() for c in contracted]
         return explained
     if notes:
         explained += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
             f"  {v}" for v in notes.values())
     if rows:
         explained += f"\nrow fusion (polyc.schedule.rowfuse):\n  {rows}\n"
+    if contracted:
+        explained += "\narray contraction (polyc.schedule.contraction):\n" + "\n".join(
+            f"  {c.describe()}" for c in contracted) + "\n"
     return explained

@@ -12,7 +12,10 @@
 5. parallel marks (``schedule.marks``): the outermost coincident loops;
    when no hot statement gets a parallel loop outside its innermost one,
    the source order optimised the same way replaces isl's schedule if it
-   walks memory better (``schedule.profile``);
+   walks memory better (``schedule.profile``); then array contraction
+   (``schedule.contraction``, ``Config.contract``): a temporary whose
+   dependences stay inside one iteration of a loop becomes a buffer
+   declared in that loop's body;
 6. legality (``schedule.legality.check``) of the final schedule;
 7. AST (``astgen``): isl AST -> LoopNest;
 8. C source (``backends.c.emit``);
@@ -40,7 +43,7 @@ from .ir import Program
 from .loopnest import format_loopnest
 from .lowered import Lowered, with_notes
 from .runtime import Kernel
-from .schedule import initial, legality, marks, profile, rowfuse, tensorize, tile
+from .schedule import contraction, initial, legality, marks, profile, rowfuse, tensorize, tile
 
 __all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
            "compile_program", "compile_schedule", "code_fingerprint"]
@@ -93,13 +96,17 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
                              program, config, deps)
             if profile.prefer_source_order(found, profile.profile(src, program)):
                 sched = src
+    contracted: tuple = ()
+    if config.contract and config.schedule != "identity":                     # 5b
+        sched, program, found = contraction.contract_temporaries(sched, program)
+        contracted = tuple(found)
     _dump(config, "schedule", sched)
     if probe:
-        return Lowered(program, deps, sched, None, notes, row_note)
+        return Lowered(program, deps, sched, None, notes, row_note, contracted)
     legality.check(sched, deps, program, what="the generated schedule")       # 6
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
-    return Lowered(program, deps, sched, nest, notes, row_note)
+    return Lowered(program, deps, sched, nest, notes, row_note, contracted)
 
 
 #: Version of the lowered-source cache entries (bump when their meaning changes).

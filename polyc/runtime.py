@@ -478,6 +478,18 @@ def _from_dlpack_call(kernel: Kernel, args: tuple, out, kwargs: dict):
     return to_torch(result) if torch_in and result is not None else result
 
 
+def _as_called(program: Program, source) -> Program:
+    """``program`` with only the temporaries the C function takes: array
+    contraction (:mod:`polyc.schedule.contraction`) turns some into buffers
+    of the generated code, which the caller no longer allocates.  The
+    source's argument list says which, also when it came from the cache."""
+    passed = set(source.tensors)
+    if all(t.role != "temp" or t.name in passed for t in program.tensors):
+        return program
+    return program.replace(tensors=tuple(t for t in program.tensors
+                                         if t.role != "temp" or t.name in passed))
+
+
 class Kernel:
     """A compiled polyc kernel.  Call it with the inputs in signature order.
 
@@ -499,7 +511,7 @@ class Kernel:
         self._source = source
         self.library = library
         self.config = config
-        self.binder = Binder(program)
+        self.binder = Binder(_as_called(program, source))
         self._fn = library.function(source.entry, [ctypes.c_void_p, ctypes.c_void_p,
                                                    ctypes.c_int32])
         self._nthreads = int(config.num_threads or 0)

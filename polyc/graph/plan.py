@@ -69,6 +69,9 @@ class Feedback:
     nests: int
     statements: int = 0
     inlined: tuple[str, ...] = ()
+    #: temporaries contracted to per-iteration buffers, by tensor name
+    #: (:class:`polyc.schedule.contraction.Contraction`)
+    contracted: dict = field(default_factory=dict)
     error: str = ""
 
 
@@ -88,6 +91,9 @@ class Decision:
     predicted_s: dict[str, float] = field(default_factory=dict)
     #: measured times (seconds; ``Config.plan == "measure"``)
     measured_s: dict[str, float] = field(default_factory=dict)
+    #: tensors of the merged group contracted to per-iteration buffers:
+    #: name -> {"bytes_before", "bytes_after", "loop", "depth"}
+    contracted: dict[str, dict] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "producer": self.producer, "consumer": self.consumer,
@@ -95,7 +101,8 @@ class Decision:
                 "bytes_kept_in_group": self.bytes_kept, "parallel_loops": self.parallel,
                 "tensorized": self.tensorized, "lines": self.lines,
                 "predicted_us": {k: round(v * 1e6, 3) for k, v in self.predicted_s.items()},
-                "measured_us": {k: round(v * 1e6, 3) for k, v in self.measured_s.items()}}
+                "measured_us": {k: round(v * 1e6, 3) for k, v in self.measured_s.items()},
+                "contracted": self.contracted}
 
 
 @dataclass
@@ -117,9 +124,12 @@ class Plan:
     executes them."""
 
     def __init__(self, graph: Graph, groups: list[Group], decisions: list[Decision],
-                 config: Config, keep: set[int] = frozenset()) -> None:
+                 config: Config, keep: set[int] = frozenset(),
+                 feedback: dict | None = None) -> None:
         self.graph, self.groups, self.decisions, self.config = graph, groups, decisions, config
         self.extra_keep = set(keep)
+        #: the planner's feedback per group (node ids), reused by explain
+        self._feedback = dict(feedback or {}) if not keep else {}
         self.sources = [group_source(graph, g.nodes,
                                      _keep(graph, g.nodes) | (self.extra_keep & g.key),
                                      f"{graph.name}_g{k}")
@@ -150,16 +160,24 @@ class Plan:
         return env
 
     # -- explain ----------------------------------------------------------------------
+    def _group_feedback(self, g: Group) -> Feedback:
+        if g.key not in self._feedback:
+            self._feedback[g.key] = feedback(self.graph, g.nodes, self.config,
+                                             self.extra_keep & g.key)
+        return self._feedback[g.key]
+
     def to_dict(self) -> dict:
         groups = []
         for g, s in zip(self.groups, self.sources):
+            fb = self._group_feedback(g)
             groups.append({
                 "name": s.name, "ops": [n.op for n in g.nodes],
                 "tensors": [n.name for n in g.nodes],
                 "lines": sorted({str(n.location) for n in g.nodes}),
                 "inputs": [n.name for n in s.inputs], "outputs": [n.name for n in s.outputs],
                 "materialized": sorted(n.name for n in g.nodes if n.id in self.extra_keep),
-                "temporaries": list(s.temps), "inlined": list(s.inlined)})
+                "temporaries": [t for t in s.temps if t not in fb.contracted],
+                "inlined": list(s.inlined), "contracted": _contracted(self.graph, fb)})
         specialised = {f"N{r}": {"value": self.graph.symbols.values[r], "why": why}
                        for r, why in sorted(self.graph.symbols.fixed.items())}
         return {"graph": self.graph.name, "kernels": len(self.groups), "groups": groups,
@@ -186,6 +204,16 @@ class Plan:
             if g["inlined"]:
                 lines.append(f"    contracted to scalars (computed where read once): "
                              f"{', '.join(g['inlined'])}")
+            by_loop: dict[tuple, list[str]] = {}
+            for t, c in g["contracted"].items():
+                size = (f"{c['bytes_before']} -> {c['bytes_after']} bytes"
+                        if c["bytes_before"] is not None else f"{c['bytes_after']} bytes")
+                by_loop.setdefault((c["loop"], c["depth"]), []).append(
+                    f"{t} ({c['buffer']}, {size})")
+            for (loop, depth), items in by_loop.items():
+                where = (f"per-iteration buffers of loop {loop} (depth {depth})" if depth
+                         else "buffers of the kernel's body (no loop around them)")
+                lines.append(f"    contracted to {where}: {', '.join(items)}")
         lines.append("decisions (largest intermediate first):")
         for rec in self.decisions:
             arrow = " & " if rec.kind == "sibling" else " -> "
@@ -236,12 +264,13 @@ def _schedule_paths(schedule: isl.Schedule) -> tuple[dict[str, set[int]], dict[s
     return bands, par
 
 
-def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
+def feedback(graph: Graph, nodes: list[Node], config: Config, keep=frozenset()) -> Feedback:
     """Lower the group ``nodes`` as the plan would compile it (up to the
-    optimised schedule tree: :func:`polyc.pipeline.lower` with ``probe``)
-    and read the result."""
+    optimised schedule tree and the array contraction:
+    :func:`polyc.pipeline.lower` with ``probe``) and read the result;
+    ``keep``: ids of further nodes whose tensors stay arrays (materialised)."""
     from ..pipeline import lower
-    src = group_source(graph, nodes, _keep(graph, nodes), "probe")
+    src = group_source(graph, nodes, _keep(graph, nodes) | set(keep), "probe")
     try:
         low = lower(group_program(src), config, probe=True)
     except PolycError as e:
@@ -258,7 +287,18 @@ def feedback(graph: Graph, nodes: list[Node], config: Config) -> Feedback:
     par = min((par_of[s] for s in hot), default=0)
     tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
     return Feedback(par, tens, {s: tuple(b) for s, b in bands.items()}, writers, 0,
-                    len(low.program.statements), src.inlined)
+                    len(low.program.statements), src.inlined,
+                    {c.tensor: c for c in low.contracted})
+
+
+def _contracted(graph: Graph, fb: Feedback) -> dict[str, dict]:
+    """The explain record of the contractions in ``fb``: bytes of the array
+    at the traced sizes and of the buffer that replaced it."""
+    nodes = {n.name: n for n in graph.ops}
+    return {name: {"bytes_before": nodes[name].nbytes if name in nodes else None,
+                   "bytes_after": c.nbytes, "loop": c.loop, "depth": c.depth,
+                   "buffer": "scalar" if c.scalar else "x".join(map(str, c.sizes))}
+            for name, c in sorted(fb.contracted.items())}
 
 
 def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
@@ -338,9 +378,13 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                            {"producer": fp.tensorized, "consumer": fc.tensorized,
                             "fused": fm.tensorized},
                            sorted({str(n.location) for n in M.nodes}), kind=kind,
-                           predicted_s={"apart": roof.seconds(graph, P.nodes, config)
-                                        + roof.seconds(graph, C.nodes, config),
-                                        "fused": roof.seconds(graph, M.nodes, config)})
+                           predicted_s={"apart": roof.seconds(graph, P.nodes, config,
+                                                              fp.contracted)
+                                        + roof.seconds(graph, C.nodes, config, fc.contracted),
+                                        "fused": roof.seconds(graph, M.nodes, config,
+                                                              fm.contracted)},
+                           contracted=_contracted(graph, fm))
+            newly = sorted(set(fm.contracted) - set(fp.contracted) - set(fc.contracted))
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
             elif fm.tensorized and fm.statements < fp.statements + fc.statements:
@@ -352,6 +396,14 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 rec.verdict = "fused"
                 rec.rule = ("computed inside its reader's statement (contracted to a scalar), "
                             f"{fm.parallel} parallel loop(s) kept")
+            elif not _shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)) and \
+                    rec.predicted_s["fused"] < roof.SMALL_GROUP_S and \
+                    fm.parallel >= min(fp.parallel, fc.parallel) and \
+                    fm.tensorized >= fp.tensorized + fc.tensorized:
+                rec.verdict = "fused"
+                rec.rule = (f"small group (roofline {rec.predicted_s['fused'] * 1e6:.1f} us < "
+                            f"{roof.SMALL_GROUP_S * 1e6:.0f} us): one kernel call instead of "
+                            f"two, its nests in sequence (no common loop)")
             elif not _shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)):
                 rec.rule = ("no common loop: isl's scheduler keeps them in separate nests "
                             "(no fusion that respects the dependences and keeps the "
@@ -366,7 +418,8 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             else:
                 rec.verdict = "fused"
                 rec.rule = (f"common loop nest, {fm.parallel} parallel loop(s) kept"
-                            + (", contractions still tensorized" if fm.tensorized else ""))
+                            + (", contractions still tensorized" if fm.tensorized else "")
+                            + "".join(f", {fm.contracted[t].describe()}" for t in newly))
             if rec.verdict == "fused" and config.plan == "measure":
                 rec.measured_s = {"apart": _measure(graph, P.nodes, config)
                                   + _measure(graph, C.nodes, config),
@@ -384,7 +437,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
         if not merged:
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
-    return Plan(graph, _toposort(order), decisions, config)
+    return Plan(graph, _toposort(order), decisions, config, feedback=cache)
 
 
 def _measure(graph: Graph, nodes: list[Node], config: Config) -> float:

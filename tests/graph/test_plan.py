@@ -57,7 +57,7 @@ def _fused(fn, *args):
     return j(*args), j.plan(*args), j
 
 
-@pytest.mark.parametrize("shape", [(16, 33), (3, 1, 7)])
+@pytest.mark.parametrize("shape", [(16, 33), (3, 1, 7), (1, 100), (1, 1, 40)])
 def test_softmax_is_one_kernel(shape):
     x = RNG.standard_normal(shape).astype(np.float32)
     out, p, j = _fused(softmax, x)
@@ -72,6 +72,14 @@ def test_softmax_is_one_kernel(shape):
     assert set(rec["groups"][0]["ops"]) == {"max", "subtract", "exp", "sum", "divide"}
     # the intermediates never leave the kernel
     assert rec["groups"][0]["outputs"] == [p.graph.outputs[0].name]
+    # the row maximum and sum are contracted to scalars (of the row loop, or
+    # of the kernel's body for a single row)
+    stats = {n.name for n in p.graph.ops if n.op in ("max", "sum")}
+    contracted = rec["groups"][0]["contracted"]
+    assert stats <= set(contracted)
+    assert all(contracted[t]["buffer"] == "scalar" and contracted[t]["bytes_after"] == 4
+               for t in stats)
+    assert not stats & set(rec["groups"][0]["temporaries"])
 
 
 def test_layernorm_gelu_is_one_kernel_with_parallel_rows():
@@ -85,6 +93,11 @@ def test_layernorm_gelu_is_one_kernel_with_parallel_rows():
     # statistics, read once per element of the row, stay arrays (no recomputation)
     assert len(src.inlined) >= 8
     assert all(n.name not in src.inlined for n in p.graph.ops if n.op in ("mean", "var"))
+    # ... and are contracted to scalars of the row loop (array contraction)
+    rec = j.explain(x, g, b, json=True)["groups"][0]["contracted"]
+    stats = [n.name for n in p.graph.ops if n.op in ("mean", "var")]
+    assert all(rec[t]["buffer"] == "scalar" and rec[t]["depth"] >= 1 for t in stats)
+    assert "contracted to per-iteration buffers of loop" in j.explain(x, g, b)
     assert "sqrt" in src.text and src.text.count("sqrt(") == 1
     assert all(d.parallel["fused"] >= 1 for d in p.decisions)
     assert out.dtype == np.float32
@@ -105,11 +118,24 @@ def test_attention_is_one_kernel_with_both_products_tensorized():
 
 
 def test_broadcast_then_reduce():
+    # sum_j exp(-|x_i - y_j|^2): one kernel; the differences are computed
+    # where they are read, and the squared distance of each pair (a
+    # reduction over the 3 coordinates) is contracted to a scalar of the j
+    # loop: the 50x70 matrix is never stored
     x = RNG.standard_normal((50, 3))
     y = RNG.standard_normal((70, 3))
-    out, p, _ = _fused(rbf, x, y)
+    out, p, j = _fused(rbf, x, y)
     assert_close(out, rbf(x, y), reduction_length=70)
-    assert len(p.groups) <= 2
+    assert len(p.groups) == 1
+    dist = next(n for n in p.graph.ops if n.op == "sum" and len(n.shape) == 2)
+    rec = j.explain(x, y, json=True)
+    c = rec["groups"][0]["contracted"][dist.name]
+    assert c == {"bytes_before": 50 * 70 * 8, "bytes_after": 8, "buffer": "scalar",
+                 "loop": c["loop"], "depth": c["depth"]} and c["depth"] >= 1
+    assert rec["groups"][0]["temporaries"] == []
+    assert any(dist.name in d["contracted"] for d in rec["decisions"])
+    assert f"(depth {c['depth']}): {dist.name} (scalar, 28000 -> 8 bytes)" in j.explain(x, y)
+    assert dist.name not in p.compile().kernels[0]._source.tensors
 
 
 def test_refused_fusion_is_recorded_with_its_rule():
@@ -211,17 +237,26 @@ def test_sibling_candidates():
     def qkv(x, wq, wk, wv):
         return x @ wq, x @ wk, x @ wv
 
-    x = RNG.standard_normal((12, 16)).astype(np.float32)
+    big = RNG.standard_normal((256, 512)).astype(np.float32)
     j = polyc.jit(two_maps)
-    a, b = j(x)
-    assert_close(a, np.exp(x))
-    assert_close(b, np.tanh(x))
-    rec = j.explain(x, json=True)
+    a, b = j(big)
+    assert_close(a, np.exp(big))
+    assert_close(b, np.tanh(big))
+    rec = j.explain(big, json=True)
     # isl's scheduler has no reason to fuse two nests that share only a read
     # (no dependence, so no proximity): the planner records it and keeps them apart
     assert [d["kind"] for d in rec["decisions"]] == ["sibling"]
     assert rec["decisions"][0]["verdict"] == "kept apart"
     assert rec["decisions"][0]["rule"].startswith("no common loop")
+    # ... unless the group is so small that a kernel call costs as much as its
+    # work: then one kernel runs both nests in sequence
+    x = RNG.standard_normal((12, 16)).astype(np.float32)
+    a, b = j(x)
+    assert_close(a, np.exp(x))
+    assert_close(b, np.tanh(x))
+    rec = j.explain(x, json=True)
+    assert rec["kernels"] == 1 and rec["decisions"][0]["verdict"] == "fused"
+    assert rec["decisions"][0]["rule"].startswith("small group")
     ws = [RNG.standard_normal((16, 8)).astype(np.float32) for _ in range(3)]
     j = polyc.jit(qkv)
     for got, w in zip(j(x, *ws), ws):

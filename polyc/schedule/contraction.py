@@ -1,0 +1,234 @@
+"""Array contraction: a temporary that lives only inside one iteration of a
+loop becomes a buffer declared in that loop's body (a scalar for one
+element), so it is never allocated, written to memory, or read back.
+
+A temporary (``ir.Tensor`` with role ``"temp"``: an intermediate of a fusion
+group, or an expanded scalar) is *contractible at loop* ``at`` when
+
+* every statement that accesses it runs below ``at`` (all its instances),
+  through affine accesses, and is an ordinary statement (no intrinsic call,
+  no promotion copy);
+* no read of an iteration of ``at`` takes a value from outside that
+  iteration: the upward-exposed reads of one iteration of the prefix
+  schedule are empty (isl's dataflow analysis with the prefix added to the
+  data, :func:`polyc.schedule.promotion._footprints`): every dependence
+  through the tensor has distance 0 on the loops down to ``at``;
+* the elements one iteration accesses fit in a box of constant size
+  (``isl_map_get_range_simple_fixed_box_hull``), and all local buffers
+  together stay under :data:`~polyc.schedule.promotion.MAX_LOCAL_BYTES`.
+
+Nothing is read after the kernel (a temporary is not a result), so the
+values need no copy-out, and none flows in, so none needs a copy-in: the
+buffer replaces the tensor outright.  This is promotion
+(:mod:`polyc.schedule.promotion`) without its copies: a ``promote:<buffer>``
+mark at the body of ``at`` declares the buffer, and the accesses become
+``buffer[x - o(p)]`` with ``o`` the box's offset in the prefix ``p``.
+No statement instance moves, and the contraction removes only the
+storage-related (anti and output) dependences between iterations of
+``at``, so the checked schedule stays legal; the buffer is private to the
+thread running the iteration.
+
+The automatic pipeline contracts each temporary at the deepest loop that
+qualifies (:func:`contract_temporaries`), after the loops and marks are
+final; when no loop does, a temporary of constant size (a reduction to one
+value in front of its readers) becomes a buffer of the kernel's body.  Sources: Darte & Huard, "New results on array contraction", ASAP
+2002 (contraction by distance-0 dependences), and the per-iteration
+storage of PPCG's and TVM's ``compute_at``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import islpy as isl
+import numpy as np
+
+from .. import expr as E
+from ..ir import Program, Statement, Tensor
+from ..isl_util import CTX, NonAffineError, aff_from_expr, const_pw_aff, fixed_box_hull, param_space
+from . import promotion, surgery
+from .tree import band_names, fresh_name
+
+log = logging.getLogger(__name__)
+
+_BAND = isl.schedule_node_type.band
+_LEAF = isl.schedule_node_type.leaf
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """A temporary ``tensor`` replaced by the local ``buffer`` of constant
+    ``sizes`` (elements; ``()`` never: a scalar is ``(1, ..., 1)``),
+    declared in the body of loop ``loop`` at schedule depth ``depth`` (the
+    number of loops outside the buffer; depth 0 and ``loop`` empty: the
+    kernel's body)."""
+    tensor: str
+    buffer: str
+    loop: str
+    depth: int
+    sizes: tuple[int, ...]
+    dtype: str
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.sizes) * np.dtype(self.dtype).itemsize
+
+    @property
+    def scalar(self) -> bool:
+        return math.prod(self.sizes) == 1
+
+    def describe(self) -> str:
+        what = "a scalar" if self.scalar else \
+            f"a {'x'.join(map(str, self.sizes))} buffer ({self.nbytes} bytes)"
+        where = f"per iteration of loop {self.loop}" if self.depth else "of the kernel's body"
+        return f"{self.tensor} -> {what} {where}"
+
+    def to_dict(self) -> dict:
+        return {"tensor": self.tensor, "buffer": self.buffer, "loop": self.loop,
+                "depth": self.depth, "sizes": list(self.sizes), "bytes": self.nbytes}
+
+
+def _users(program: Program, name: str) -> list[Statement] | None:
+    """The statements accessing ``name``, or ``None`` when one of them
+    forbids contraction (an intrinsic call, a copy, a non-affine access)."""
+    users = [st for st in program.statements
+             if st.tensor == name or name in st.read_tensors()]
+    for st in users:
+        if st.kind not in ("assign", "init", "update"):
+            return None
+        for acc in E.accesses(st.lhs) + E.accesses(st.rhs):
+            if acc.tensor != name:
+                continue
+            try:
+                for i in acc.indices:
+                    aff_from_expr(i, st.domain.get_space())
+            except NonAffineError:
+                return None
+    return users
+
+
+def _bands_above(schedule: isl.Schedule, users: list[Statement],
+                 ctx: isl.Set) -> list[isl.ScheduleNode]:
+    """The bands on the path from the root to the deepest node whose
+    instances include every instance of ``users``, outermost first."""
+    def covers(node: isl.ScheduleNode) -> bool:
+        dom = node.get_domain()
+        return all(st.domain.intersect_params(ctx).is_subset(
+            dom.extract_set(st.domain.get_space())) for st in users)
+
+    bands = []
+    node = schedule.get_root()
+    while True:
+        if node.get_type() == _BAND and node.band_n_member() > 0:
+            bands.append(node)
+        if node.n_children() == 0:
+            return bands
+        if node.n_children() == 1:
+            node = node.child(0)
+            continue
+        nxt = [node.child(k) for k in range(node.n_children()) if covers(node.child(k))]
+        if len(nxt) != 1:
+            return bands
+        node = nxt[0]
+
+
+def _try(band: isl.ScheduleNode, member: int, t: Tensor,
+         users: list[Statement], program: Program, budget: int):
+    """The contraction of ``t`` at member ``member`` of ``band``, as
+    ``(node below the split band, offset, sizes)``, or ``None``."""
+    if member + 1 < band.band_n_member():
+        band = surgery.split_band(band, member + 1, program).parent()
+        while band.get_type() != _BAND:           # past the inner band's names mark
+            band = band.parent()
+    return _check(band.child(0), t, users, program, budget)
+
+
+def _check(node: isl.ScheduleNode, t: Tensor, users: list[Statement], program: Program,
+           budget: int):
+    fr, fw, exposed = promotion._footprints(node, users, t, program, node.get_schedule())
+    if not exposed.is_empty():
+        return None
+    footprint = promotion._tidy(fr.union(fw))
+    if footprint.is_empty():
+        return None
+    box = fixed_box_hull(footprint)
+    if box is None:
+        return None
+    offset, sizes = box
+    if math.prod(sizes) * np.dtype(t.dtype).itemsize > budget:
+        return None
+    return node, offset, tuple(int(v) for v in sizes)
+
+
+def contract(schedule: isl.Schedule, program: Program, name: str, budget: int):
+    """Contract temporary ``name`` at the deepest loop that qualifies (see
+    the module docstring): ``(schedule, program, Contraction)``, or ``None``
+    when no loop does."""
+    t = program.tensor(name)
+    users = _users(program, name)
+    if not users:
+        return None
+    ctx = program.parameter_domain()
+    bands = _bands_above(schedule, users, ctx)
+    for band in reversed(bands):
+        for member in reversed(range(band.band_n_member())):
+            found = _try(band, member, t, users, program, budget)
+            if found is None:
+                continue
+            node, offset, sizes = found
+            return _apply(node, offset, sizes, t, users, program,
+                          band_names(band, program)[member].split("|")[0])
+    # no loop qualifies: the body of the kernel itself (all threads share it)
+    found = _check(schedule.get_root().child(0), t, users, program, budget)
+    if found is not None:
+        node, offset, sizes = found
+        return _apply(node, offset, sizes, t, users, program, "")
+    return None
+
+
+def _apply(node: isl.ScheduleNode, offset: isl.MultiAff, sizes: tuple[int, ...], t: Tensor,
+           users: list[Statement], program: Program, loop: str):
+    taken = {x.name for x in program.tensors}
+    buf = fresh_name(f"{t.name}_c", taken, "_")
+    pspace = param_space(program.params)
+    local = Tensor(name=buf, dtype=t.dtype, shape=tuple(const_pw_aff(pspace, v) for v in sizes),
+                   role="local", origin=t.name)
+    prefix_pma = node.get_prefix_schedule_union_pw_multi_aff()
+    rewritten = {st.name: promotion._rewrite(st, t.name, buf, offset, prefix_pma, program.params)
+                 for st in users}
+    depth = node.get_schedule_depth()
+    node = node.insert_mark(isl.Id(promotion.LOCAL_MARK + buf, context=CTX))
+    tensors = tuple(local if x.name == t.name else x for x in program.tensors)
+    stmts = tuple(rewritten.get(st.name, st) for st in program.statements)
+    info = Contraction(t.name, buf, loop, depth, sizes, t.dtype)
+    log.debug("contracted %s", info.describe())
+    return node.get_schedule(), program.replace(tensors=tensors, statements=stmts), info
+
+
+def contract_temporaries(schedule: isl.Schedule, program: Program,
+                         budget: int = promotion.MAX_LOCAL_BYTES):
+    """Contract every temporary of ``program`` that some loop of
+    ``schedule`` allows, each at the deepest such loop, while the local
+    buffers take at most ``budget`` bytes together: ``(schedule, program,
+    [Contraction, ...])``.  The schedule must be final (tiled, marked):
+    the buffers are declared in the bodies of its loops."""
+    done: list[Contraction] = []
+    used = sum(math.prod(lt.constant_shape()) * np.dtype(lt.dtype).itemsize
+               for lt in program.locals)
+    for t in [x for x in program.tensors if x.role == "temp"]:
+        try:
+            got = contract(schedule, program, t.name, budget - used)
+        except isl.Error as e:           # a footprint isl cannot handle: keep the array
+            log.debug("no contraction of %s: %s", t.name, e)
+            got = None
+        if got is None:
+            continue
+        schedule, program, info = got
+        used += info.nbytes
+        done.append(info)
+    return schedule, program, done
+
+
+__all__ = ["Contraction", "contract", "contract_temporaries"]

@@ -1,0 +1,140 @@
+"""Array contraction (polyc.schedule.contraction): temporaries whose every
+dependence stays inside one iteration of a loop become buffers declared in
+that loop's body.  Each case checks which temporaries were contracted, at
+which loop and to what size, that the C function no longer takes them, and
+the kernel's result against numpy (tolerance: polyc.testing.assert_close
+with the longest reduction's length)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from polyc import api
+from polyc.config import Config
+from polyc.pipeline import compile_program, lower
+from polyc.testing import assert_close
+
+RNG = np.random.default_rng(7)
+
+RBF = """
+def rbf(double(N,D) X, double(M,D) Y) -> (O, T) {
+    T(i, j) +=! (X(i, d) - Y(j, d)) * (X(i, d) - Y(j, d))
+    O(i) +=! exp(-T(i, j))
+}
+"""
+
+SOFTMAX = """
+def softmax(float(N,K) X) -> (O, Mx, E, S) {
+    Mx(i) max=! X(i, j)
+    E(i, j) = exp(X(i, j) - Mx(i))
+    S(i) +=! E(i, j)
+    O(i, j) = E(i, j) / S(i)
+}
+"""
+
+ALL_TO_ALL = """
+def all_to_all(float(N) X) -> (O, T) {
+    T(i) = X(i) * 2.0
+    O(i) +=! T(j) * X(i)
+}
+"""
+
+ROWS = """
+def rows(float(N,K) X, float(K,J) W) -> (O, T) {
+    T(i, k) = X(i, k) * X(i, k)
+    O(i, j) +=! T(i, k) * W(k, j)
+}
+"""
+
+
+def with_temps(source: str, temps: set[str], **kw):
+    prog = api.program(source, **kw)
+    return prog.replace(tensors=tuple(replace(t, role="temp") if t.name in temps else t
+                                      for t in prog.tensors))
+
+
+def cfg(**kw) -> Config:
+    return Config(disk_cache=False, **kw)
+
+
+def contracted(low) -> dict:
+    return {c.tensor: c for c in low.contracted}
+
+
+def test_reduction_result_contracts_to_a_scalar():
+    prog = with_temps(RBF, {"T"})
+    got = contracted(lower(prog, cfg()))
+    assert set(got) == {"T"} and got["T"].scalar and got["T"].sizes == (1, 1)
+    k = compile_program(prog, cfg())
+    assert "T" not in k._source.tensors and "double t_T_c[1][1]" in k.source
+    x, y = RNG.standard_normal((37, 3)), RNG.standard_normal((45, 3))
+    want = np.exp(-((x[:, None, :] - y[None]) ** 2).sum(-1)).sum(-1)
+    assert_close(k(x, y), want, reduction_length=45)
+
+
+def test_per_row_statistics_contract_and_the_row_stays_an_array():
+    prog = with_temps(SOFTMAX, {"Mx", "E", "S"})
+    got = contracted(lower(prog, cfg()))
+    assert {"Mx", "S"} <= set(got) and all(got[t].scalar for t in ("Mx", "S"))
+    assert "E" not in got                      # a row of N elements: no constant box
+    k = compile_program(prog, cfg())
+    assert "E" in k._source.tensors and "Mx" not in k._source.tensors
+    x = RNG.standard_normal((20, 33)).astype(np.float32)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    assert_close(k(x), e / e.sum(-1, keepdims=True), reduction_length=33)
+
+
+def test_a_value_read_by_other_iterations_is_not_contracted():
+    prog = with_temps(ALL_TO_ALL, {"T"})
+    assert contracted(lower(prog, cfg())) == {}
+    k = compile_program(prog, cfg())
+    assert "T" in k._source.tensors
+    x = RNG.standard_normal(50).astype(np.float32)
+    assert_close(k(x), (2 * x).sum() * x, reduction_length=50)
+
+
+def test_a_constant_box_becomes_a_small_buffer():
+    prog = with_temps(ROWS, {"T"}, sizes={"K": 8})
+    got = contracted(lower(prog, cfg(tensorize=False)))
+    # the row of T that one iteration of i (or of its tile loop) reads
+    assert got["T"].sizes[1:] == (8,) and got["T"].sizes[0] <= 256
+    k = compile_program(prog, cfg(tensorize=False))
+    assert "T" not in k._source.tensors and "float t_T_c[" in k.source
+    x = RNG.standard_normal((30, 8)).astype(np.float32)
+    w = RNG.standard_normal((8, 11)).astype(np.float32)
+    assert_close(k(x, w), (x * x) @ w, reduction_length=8)
+
+
+def test_contraction_can_be_turned_off():
+    prog = with_temps(RBF, {"T"})
+    assert contracted(lower(prog, cfg(contract=False))) == {}
+    k = compile_program(prog, cfg(contract=False))
+    assert "T" in k._source.tensors
+
+
+def test_a_kernel_whose_source_comes_from_the_cache_allocates_no_contracted_temporary(tmp_path):
+    prog = with_temps(RBF, {"T"})
+    from polyc import cache, pipeline
+    config = Config.from_env(cache_dir=str(tmp_path), disk_cache=True)
+    pipeline._LOWERED.clear()          # lowered by the tests above: write it to disk
+    first = compile_program(prog, config)
+    pipeline._LOWERED.clear()          # a new process: only the disk cache is left
+    cache.clear_memory()
+    again = compile_program(prog, config)         # the lowered source read from disk
+    assert again._lowered is None and "T" not in again._source.tensors
+    x, y = RNG.standard_normal((9, 2)), RNG.standard_normal((13, 2))
+    assert_close(again(x, y), first(x, y), reduction_length=13)
+    assert "array contraction" in again.explain()
+
+
+@pytest.mark.parametrize("budget", [0, 4])
+def test_the_budget_of_local_buffers_is_respected(budget):
+    from polyc.schedule.contraction import contract_temporaries
+    prog = with_temps(ROWS, {"T"}, sizes={"K": 8})
+    low = lower(prog, cfg(tensorize=False, contract=False))
+    _, prog2, done = contract_temporaries(low.schedule, low.program, budget=budget)
+    # at budget 4 the 1x8 float row does not fit; a deeper loop has no box
+    assert done == [] and prog2 is low.program
