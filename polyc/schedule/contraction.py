@@ -31,9 +31,10 @@ thread running the iteration.
 The automatic pipeline contracts each temporary at the deepest loop that
 qualifies (:func:`contract_temporaries`), after the loops and marks are
 final; when no loop does, a temporary of constant size (a reduction to one
-value in front of its readers) becomes a buffer of the kernel's body.  Sources: Darte & Huard, "New results on array contraction", ASAP
-2002 (contraction by distance-0 dependences), and the per-iteration
-storage of PPCG's and TVM's ``compute_at``.
+value in front of its readers) becomes a buffer of the kernel's body.
+Sources: Darte & Huard, "New results on array contraction", ASAP 2002
+(contraction by distance-0 dependences), and the per-iteration storage of
+PPCG's and TVM's ``compute_at``.
 """
 
 from __future__ import annotations
