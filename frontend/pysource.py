@@ -137,6 +137,10 @@ def parse_file(path: str, name: str | None):
     if name is None:
         decorated = [f for f in funcs if any("kernel" in ast.unparse(d)
                                               for d in f.decorator_list)]
+        if not decorated:
+            from polyc.errors import BindingError
+            raise BindingError(f"{path} holds no @polyc.kernel function; decorate one "
+                               "with @polyc.kernel, or name a function with --def NAME")
         if len(decorated) != 1:
             from polyc.errors import BindingError
             raise BindingError(f"{path} defines {len(decorated)} @polyc.kernel functions "
@@ -148,7 +152,7 @@ def parse_file(path: str, name: str | None):
         if not found:
             from polyc.errors import BindingError
             raise BindingError(f"no function {name!r} in {path}; it defines "
-                               f"{', '.join(f.name for f in funcs)}")
+                               f"{', '.join(f.name for f in funcs) or 'none'}")
         fdef = found[0]
     # line numbers in the whole file: the lowering adds line0 - 1
     return fdef, path, 1, text.splitlines()

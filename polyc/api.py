@@ -49,9 +49,10 @@ def program(source: str, name: str | None = None, *, dtype: str | None = None,
     """The ``ir.Program`` of one TC definition (``name``, or the only one):
     what :meth:`polyc.Schedule.from_program` takes.  ``sizes`` fixes size
     parameters to constants (needed for ``h*S + kh`` indices).  Raises
-    :class:`~polyc.errors.ParseError` / ``SemanticError`` and
+    :class:`~polyc.errors.ParseError` / ``SemanticError`` (``ParseError``
+    too for a source without a ``def``) and
     :class:`~polyc.errors.BindingError` for an unknown ``name``."""
-    module = tc.parse(source, filename)
+    module = tc.require_definitions(tc.parse(source, filename))
     defs = {d.name: d for d in module.defs}
     if name is None:
         if len(defs) != 1:
@@ -186,7 +187,8 @@ def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A0
     one compiled kernel serves every shape.  ``dtype`` ("float32"/"float64")
     overrides the floating-point argument types.  Raises
     :class:`~polyc.errors.ParseError` / ``SemanticError`` (with line, column
-    and a caret excerpt), :class:`~polyc.errors.UnsupportedError`,
+    and a caret excerpt; a ``ParseError`` without them when the source holds
+    no ``def``), :class:`~polyc.errors.UnsupportedError`,
     :class:`~polyc.errors.CompileError`.
 
     ``schedule``: compile under a user schedule instead of the automatic one:
@@ -200,7 +202,7 @@ def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A0
     if target != "c":
         raise UnsupportedError(f"target {target!r} is not supported yet; use target='c'")
     config = config or Config.from_env()
-    module = tc.parse(source, filename)
+    module = tc.require_definitions(tc.parse(source, filename))
     names = [d.name for d in module.defs]
     schedules = _schedules_by_def(schedule, names)
     kernels: dict[str, Any] = {}

@@ -128,7 +128,7 @@ def _load(args):
         text = path.read_text()
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    module = tc.parse(text, str(path))
+    module = tc.require_definitions(tc.parse(text, str(path)))
     defn = _select_def(module, args.def_name)
     sizes = {**tc.sizes_header(text), **_parse_sizes(args.sizes)}
     needs = tc.needs_specialization(defn)

@@ -1,7 +1,13 @@
 """Configuration: one frozen dataclass, the only reader of environment variables.
 
 Each field's metadata says whether it changes generated code (``codegen``);
-those fields enter the cache key through :meth:`Config.codegen_key`.
+those fields enter the cache key through :meth:`Config.codegen_key`.  A field
+that changes the schedule of a kernel changes its code, so it is ``codegen``
+too (``time_tiling``, ``fusion``, ...).  The fusion planner's options
+(``plan``, ``peak_gflops``, ``peak_gbs``) change which groups
+:func:`polyc.jit` compiles, never the code of one kernel: they are not
+``codegen`` (a ``Jitted`` keeps its configuration with its plans, see
+:mod:`polyc.graph.jit`).  tests/unit/test_config_keys.py classifies every field.
 """
 
 from __future__ import annotations
@@ -95,7 +101,7 @@ class Config:
         "permutable skewed band (no outer coincidence) so that it tiles, and run the "
         "tiles as a wavefront (parallel along the second tile loop); off by default: "
         "its skewed point loops are not vectorised, and on PolyBench's stencils it "
-        "measured 2-5x slower than the parallel spatial loops it replaces", False))
+        "measured 2-5x slower than the parallel spatial loops it replaces", True))
 
     tensorize: bool = field(default=True, metadata=_opt(
         "call hand-written intrinsics for statements whose access relations match "

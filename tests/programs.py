@@ -110,3 +110,30 @@ def stencil() -> ir.Program:
          E.Binary("+", A_("B", (E.Binary("-", I("i"), C_(1)),)), A_("B", (I("i"),))),
          "assign", ()),
     ])
+
+
+def jacobi_1d() -> ir.Program:
+    """PolyBench's jacobi-1d: ``for t < T: B(i) = (A(i-1) + A(i) + A(i+1)) / 3
+    for 1 <= i < N-1, then A(i) = (B(i-1) + B(i) + B(i+1)) / 3``, in place
+    (A and B are ``inout``; ``T`` is a scalar argument).  The time loop
+    carries dependences, so it is what ``Config.time_tiling`` skews."""
+    N1 = E.Binary("-", E.Param("N"), C_(1))
+    third = lambda t: E.Binary("*", C_(1.0 / 3.0), E.Binary("+", E.Binary(  # noqa: E731
+        "+", A_(t, (E.Binary("-", I("i"), C_(1)),)), A_(t, (I("i"),))),
+        A_(t, (E.Binary("+", I("i"), C_(1)),))))
+    p = build("jacobi_1d", ["N", "T"], {"A": ("float64", ["N"], "inout"),
+                                        "B": ("float64", ["N"], "inout")}, [
+        ("S0", ("t", "i"), [(0, "T"), (1, N1)], A_("B", (I("i"),)), "=", third("A"),
+         "assign", ()),
+        ("S1", ("t", "i"), [(0, "T"), (1, N1)], A_("A", (I("i"),)), "=", third("B"),
+         "assign", ()),
+    ], signature=("T", "A", "B"))
+    # the source order: one time loop around the two space loops
+    band = "[N, T] -> [{{ {0} }}]"
+    order = isl.Schedule.read_from_str(p.context.get_ctx(), (
+        '{ domain: "%s", child: { schedule: "%s", child: { sequence: [ '
+        '{ filter: "{ S0[t, i] }", child: { schedule: "%s" } }, '
+        '{ filter: "{ S1[t, i] }", child: { schedule: "%s" } } ] } } }') % (
+        p.domain(), band.format("S0[t, i] -> [(t)]; S1[t, i] -> [(t)]"),
+        band.format("S0[t, i] -> [(i)]"), band.format("S1[t, i] -> [(i)]")))
+    return p.replace(param_bindings={"N": ("A", 0), "T": None}, order=order)

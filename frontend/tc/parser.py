@@ -110,6 +110,8 @@ def parse(text: str, filename: str = "<tc>") -> S.Module:
 
     Raises :class:`~polyc.errors.ParseError` for a syntax error and
     :class:`~polyc.errors.SemanticError` for two definitions with one name.
+    A source without definitions is an empty module
+    (:func:`require_definitions` refuses it).
     """
     if not isinstance(text, str):
         raise ParseError(f"TC source must be a str, got {type(text).__name__}",
@@ -138,6 +140,24 @@ def parse(text: str, filename: str = "<tc>") -> S.Module:
                          f"{first.line}, column {first.column}); rename one of them")
         seen[d.name] = d
     return S.Module(tuple(defs), filename, text)
+
+
+#: How a definition looks, for messages about a source that holds none.
+DEF_EXAMPLE = "def f(float(N) A) -> (B) { B(i) = A(i) }"
+
+
+def require_definitions(module: S.Module) -> S.Module:
+    """``module`` when it holds a definition.  The grammar accepts a source
+    without one (empty, only blanks or ``#`` comments), and :func:`parse`
+    returns it as an empty module; what compiles a source calls this to
+    refuse it.  Raises :class:`~polyc.errors.ParseError` (no line or column:
+    nothing in the source is the culprit) naming the file and showing how a
+    definition looks."""
+    if module.defs:
+        return module
+    what = "the source" if module.filename == "<tc>" else module.filename
+    raise ParseError(f"{what} holds no TC definition (def NAME(...) -> (...) {{ ... }}); "
+                     f"write one, e.g. {DEF_EXAMPLE}", filename=module.filename)
 
 
 _EXPR_RULES = frozenset({"binary", "unary", "ternary", "apply", "cast", "dim_of"})

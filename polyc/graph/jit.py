@@ -10,6 +10,18 @@ guards reuses it, any other call is traced again.  Arrays cross in and out
 without copies: numpy arrays as they are, torch CPU tensors and any other
 DLPack producer through ``np.from_dlpack`` (results go back to torch with
 ``torch.from_numpy`` when the inputs were torch tensors).
+
+The configuration is the ``config`` given to :func:`jit`, else
+``Config.from_env()`` read when a shape class is first traced; the plan and
+its kernels keep it (``Plan.config``).  The plans of a :class:`Jitted` are
+therefore keyed by shape class alone: the planner's options
+(``Config.plan``, ``peak_gflops``, ``peak_gbs``), which decide which groups
+fuse but never the code of a group, and the code-generation options are
+fixed for every plan it holds.  ``POLYC_*`` variables changed after a shape
+class was traced do not re-plan it: build another ``polyc.jit(fn,
+config=...)`` for that.  Each group's kernel is compiled through
+:func:`polyc.pipeline.compile_programs`, whose lowering cache keys on
+:meth:`Config.codegen_key`.
 """
 
 from __future__ import annotations

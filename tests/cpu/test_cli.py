@@ -156,6 +156,28 @@ def test_run_unknown_def(capsys, tcfile):
     assert "nope" in err and "mm" in err and "tr" in err
 
 
+@pytest.mark.parametrize("command", ["run", "compile", "explain"])
+@pytest.mark.parametrize("text", ["", "# sizes: N=4\n# only comments\n"])
+def test_file_without_a_definition(capsys, tcfile, command, text):
+    path = tcfile(text, "empty.tc")
+    for extra in ([], ["--def", "f"]):
+        rc, out, err = run_main(capsys, [command, path, *extra])
+        assert_user_error(rc, out, err)
+        assert err.startswith(f"polyc: error: {path} holds no TC definition "
+                              "(def NAME(...) -> (...) { ... })"), err
+        assert "def f(float(N) A) -> (B) { B(i) = A(i) }" in err
+
+
+def test_python_file_without_a_kernel(capsys, tcfile):
+    path = tcfile("import numpy as np\n", "plain.py")
+    rc, out, err = run_main(capsys, ["compile", path])
+    assert_user_error(rc, out, err)
+    assert f"{path} holds no @polyc.kernel function" in err and "--def" in err
+    rc, out, err = run_main(capsys, ["compile", path, "--def", "f"])
+    assert_user_error(rc, out, err)
+    assert "no function 'f'" in err and "defines none" in err
+
+
 def test_failing_check_exits_1(capsys, tcfile, monkeypatch):
     real = polyc.reference.evaluate
 
@@ -290,7 +312,8 @@ def test_process_user_errors_exit_2_without_traceback(tcfile, tmp_path):
     for args in (["run", tcfile(BAD, "bad.tc"), "--sizes", "N=3"],
                  ["run", str(tmp_path / "missing.tc")],
                  ["run", tcfile(NO_SIZES, "nosizes.tc")],
-                 ["run", tcfile(TWO, "two.tc")]):
+                 ["run", tcfile(TWO, "two.tc")],
+                 ["compile", tcfile("# no definition\n", "empty.tc")]):
         p = run_process(args)
         assert p.returncode == 2, (args, p.stdout, p.stderr)
         assert "polyc: error:" in p.stderr and "Traceback" not in p.stderr, p.stderr

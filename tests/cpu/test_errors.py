@@ -98,6 +98,28 @@ def test_parse_error_default_filename():
     assert str(info.value).startswith("<tc>:1:")
 
 
+@pytest.mark.parametrize("src", ["", "   \n\t\n", "# sizes: N=4\n# a comment, no def\n"])
+def test_source_without_a_definition(src):
+    """A source with no ``def`` is a ParseError saying so, with an example
+    definition (it used to compile to an empty dict)."""
+    for compile_it in (polyc.compile, polyc.program):
+        with pytest.raises(ParseError) as info:
+            compile_it(src)
+        err = info.value
+        assert type(err) is ParseError and err.line is None
+        msg = str(err)
+        assert msg.startswith("the source holds no TC definition"), msg
+        assert "def f(float(N) A) -> (B) { B(i) = A(i) }" in msg
+    err = compile_error(src, filename="model.tc")
+    assert str(err).startswith("model.tc holds no TC definition") and err.filename == "model.tc"
+
+
+def test_example_of_the_no_definition_error_compiles():
+    from polyc.frontend.tc.parser import DEF_EXAMPLE
+    kernel = polyc.compile(DEF_EXAMPLE)
+    np.testing.assert_array_equal(kernel(np.arange(3, dtype=np.float32)), [0, 1, 2])
+
+
 def test_errors_are_polyc_errors():
     assert issubclass(SemanticError, ParseError) and issubclass(ParseError, PolycError)
     assert issubclass(EinsumError, ValueError) and issubclass(ShapeError, ValueError)

@@ -163,3 +163,37 @@ def test_warm_compile_skips_scheduling_but_schedule_stays_inspectable(tmp_path, 
     with pytest.warns(CacheWarning):
         compile_program(programs.producer_consumer(), cfg)
     assert calls == [1]
+
+
+def test_time_tiling_is_not_served_the_untiled_code(tmp_path):
+    """Config.time_tiling changes the schedule, so it is part of the lowering
+    key: compiling with it right after compiling without it (same process,
+    same disk cache) gives the time-tiled code, not the cached untiled one;
+    both compute jacobi-1d."""
+    from polyc import pipeline
+    program = programs.jacobi_1d()
+    plain = Config.from_env(cache_dir=str(tmp_path), tensorize=False)
+    tiled = plain.replace(time_tiling=True)
+    assert pipeline.lowered_key(program, plain) != pipeline.lowered_key(program, tiled)
+    first = compile_program(program, plain)
+    second = compile_program(program, tiled)
+    assert second.source != first.source
+    pipeline._LOWERED.clear()
+    cache.clear_memory()
+    again = compile_program(program, tiled)         # from the disk cache
+    assert again.source == second.source
+    from polyc.backends.c.emit import emit
+    fresh = pipeline.lower(program, tiled)          # what lowering gives now
+    assert second.source == emit(fresh.program, fresh.loopnest).text
+    T, N = 7, 300
+    A0 = np.random.default_rng(7).uniform(-1, 1, N)
+    want_a, want_b = A0.copy(), A0.copy()
+    for _ in range(T):
+        want_b[1:-1] = (want_a[:-2] + want_a[1:-1] + want_a[2:]) / 3
+        want_a[1:-1] = (want_b[:-2] + want_b[1:-1] + want_b[2:]) / 3
+    for kernel in (first, second):
+        A, B = A0.copy(), A0.copy()
+        kernel(T, A, B)
+        # values in [-1, 1]: an absolute bound (x / 3 vs x * (1/3), T steps)
+        np.testing.assert_allclose(A, want_a, rtol=0, atol=1e-14)
+        np.testing.assert_allclose(B, want_b, rtol=0, atol=1e-14)

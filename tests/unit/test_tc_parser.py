@@ -297,3 +297,16 @@ def test_span_text_across_lines():
     text = "ab\ncd\nef"
     assert span_text(text, Span(1, 2, 3, 2)) == "b\ncd\ne"
     assert Span(1, 2, 1, 3).cover(Span(2, 1, 2, 4)) == Span(1, 2, 2, 4)
+
+
+@pytest.mark.parametrize("text", ["", " \n\t", "# only a comment\n# sizes: N=3\n"])
+def test_source_without_definitions(text):
+    """The grammar accepts it as an empty module; require_definitions (what
+    polyc.compile, polyc.program and the CLI call) refuses it."""
+    module = tc.parse(text, "x.tc")
+    assert module.defs == ()
+    with pytest.raises(ParseError) as info:
+        tc.require_definitions(module)
+    assert str(info.value).startswith("x.tc holds no TC definition")
+    ok = tc.parse("def f(float(N) A) -> (B) { B(i) = A(i) }")
+    assert tc.require_definitions(ok) is ok
