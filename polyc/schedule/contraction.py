@@ -50,12 +50,13 @@ from .. import expr as E
 from ..ir import Program, Statement, Tensor
 from ..isl_util import CTX, NonAffineError, aff_from_expr, const_pw_aff, fixed_box_hull, param_space
 from . import promotion, surgery
+from .marks import parse_parallel_mark
 from .tree import band_names, fresh_name
 
 log = logging.getLogger(__name__)
 
 _BAND = isl.schedule_node_type.band
-_LEAF = isl.schedule_node_type.leaf
+_MARK = isl.schedule_node_type.mark
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,19 @@ def _bands_above(schedule: isl.Schedule, users: list[Statement],
         node = nxt[0]
 
 
+def _collapse_of(band: isl.ScheduleNode) -> int:
+    """How many members of ``band`` its parallel mark collapses (0: none)."""
+    node = band
+    while node.has_parent():
+        node = node.parent()
+        if node.get_type() != _MARK:
+            return 0
+        n = parse_parallel_mark(node.mark_get_id().get_name())
+        if n:
+            return n
+    return 0
+
+
 def _try(band: isl.ScheduleNode, member: int, t: Tensor,
          users: list[Statement], program: Program, budget: int):
     """The contraction of ``t`` at member ``member`` of ``band``, as
@@ -174,7 +188,10 @@ def contract(schedule: isl.Schedule, program: Program, name: str, budget: int):
     ctx = program.parameter_domain()
     bands = _bands_above(schedule, users, ctx)
     for band in reversed(bands):
+        collapsed = _collapse_of(band)
         for member in reversed(range(band.band_n_member())):
+            if member + 1 < collapsed:
+                continue              # a buffer between collapsed loops would end the collapse
             found = _try(band, member, t, users, program, budget)
             if found is None:
                 continue
