@@ -52,9 +52,9 @@ def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
     if name == "jit":
         from .graph.jit import jit
         return jit
-    if name == "graph":
+    if name in ("graph", "plot"):
         import importlib
-        return importlib.import_module(".graph", __name__)
+        return importlib.import_module("." + name, __name__)
     if name == "kernel":
         from .pykernel import kernel
         return kernel

@@ -10,6 +10,8 @@ Commands::
                       [--schedule RECIPE.json] [SCHEDULER OPTIONS]
     polyc explain FILE.tc [--def NAME] [--sizes ...] [--json]
                       [--schedule RECIPE.json] [SCHEDULER OPTIONS]
+                      [--plot OUT.png|OUT.svg [--statement S] [--band C.m]
+                       [--fix k=0] [--color order|wavefront]]
     polyc compile|explain KERNELS.py [--def FUNCTION] [--dtype float32] ...
                       (a @polyc.kernel function; arrays of --dtype, float64 by default)
     polyc explain PROGRAM.py --def FUNCTION --shapes 8x512x64,8x512x64 [--dtype float32]
@@ -35,7 +37,11 @@ has no steps and carries its tree).  ``explain`` prints, for
 each loop, the dependences it carries and whether it is parallel or
 vectorizable and why not, the fusion groups and tile footprints
 (:mod:`polyc.schedule.explain`); ``--json`` prints the same as one JSON
-object.
+object.  ``--plot OUT.png`` also draws the schedule at the sizes
+(``--sizes`` or the file's ``# sizes:`` line) with :func:`polyc.plot.draw`:
+the instances of ``--statement`` (default: the statements with the most
+loops) or the points of ``--band``, with ``--fix`` loops held at a value,
+coloured by execution order or ``--color wavefront``.
 
 Exit status: 0 on success, 1 when ``--check`` finds a mismatch, 2 on a user
 error (message on stderr, no traceback), 3 on an internal error.
@@ -59,7 +65,7 @@ class UsageError(PolycError):
     """A bad command line (sizes, file, definition name)."""
 
 
-def _parse_sizes(text: str | None) -> dict[str, int]:
+def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:
     out: dict[str, int] = {}
     if not text:
         return out
@@ -68,13 +74,13 @@ def _parse_sizes(text: str | None) -> dict[str, int]:
             continue
         name, eq, val = item.partition("=")
         if not eq or not name.isidentifier():
-            raise UsageError(f"--sizes: expected NAME=VALUE items, got {item!r}")
+            raise UsageError(f"{option}: expected NAME=VALUE items, got {item!r}")
         try:
             out[name] = int(val)
         except ValueError:
-            raise UsageError(f"--sizes: {name} must be an integer, got {val!r}") from None
+            raise UsageError(f"{option}: {name} must be an integer, got {val!r}") from None
         if out[name] < 0:
-            raise UsageError(f"--sizes: {name} must be >= 0, got {out[name]}")
+            raise UsageError(f"{option}: {name} must be >= 0, got {out[name]}")
     return out
 
 
@@ -330,9 +336,27 @@ def _explain_graph(args) -> int:
     return 0
 
 
+def _plot(args, schedule, sizes: dict) -> dict:
+    """Draw ``schedule`` for ``--plot``; a summary of what was drawn."""
+    from .plot import draw
+    missing = [p for p in schedule.program.params if p not in sizes]
+    if missing:
+        raise UsageError(f"--plot draws at fixed sizes: give {', '.join(missing)} with "
+                         f"--sizes (e.g. --sizes {','.join(p + '=6' for p in missing)})")
+    options = {"statement": args.statement, "band": args.band,
+               "fix": _parse_sizes(args.fix, "--fix"), "color": args.color}
+    pic = draw(schedule, sizes={p: v for p, v in sizes.items() if p in schedule.program.params},
+               path=args.plot, dpi=args.dpi, **options).polyc_picture
+    return {"path": args.plot, "statements": list(pic.statements), "axes": list(pic.axes),
+            "points": len(pic.points), "arrows": len(pic.arrows), "tiles": len(pic.tiles),
+            "parallel": list(pic.parallel_loops)}
+
+
 def cmd_explain(args) -> int:
     from .schedule.explain import explain
     if getattr(args, "shapes", None):
+        if args.plot:
+            raise UsageError("--plot draws a .tc or @polyc.kernel program, not a fusion plan")
         return _explain_graph(args)
     program, sizes = _load(args)
     config = _config(args)
@@ -340,13 +364,20 @@ def cmd_explain(args) -> int:
     low = None
     if schedule is None:
         schedule, low = _automatic_schedule(program, config)
+    drawn = _plot(args, schedule, sizes) if args.plot else None
     result = explain(schedule, as_json=args.json, config=config, sizes=sizes or None)
     from .pipeline import with_notes
     result = with_notes(result, low)
     if args.json:
+        if drawn is not None:
+            result["plot"] = drawn
         print(json.dumps(result, indent=2))
     else:
         print(result, end="")
+        if drawn is not None:
+            print(f"picture: {drawn['path']} ({', '.join(drawn['statements'])}: "
+                  f"{drawn['points']} points, {drawn['arrows']} dependence arrows, "
+                  f"{drawn['tiles']} tile(s))")
     return 0
 
 
@@ -461,6 +492,16 @@ def build_parser() -> argparse.ArgumentParser:
                      "on arrays of these shapes (e.g. 8x512x64,8x512x64) and explain its "
                      "fusion plan")
     exp.add_argument("--seed", type=int, default=0)
+    exp.add_argument("--plot", metavar="OUT.png",
+                     help="also draw the schedule at the sizes into OUT.png or OUT.svg "
+                     "(needs matplotlib: pip install \"polyc[plot]\")")
+    exp.add_argument("--statement", help="with --plot: the statement (or tensor) to draw")
+    exp.add_argument("--band", metavar="C.m",
+                     help="with --plot: draw the points of the band of this loop")
+    exp.add_argument("--fix", metavar="k=0", help="with --plot: hold these loops at a value")
+    exp.add_argument("--color", choices=("order", "wavefront"), default="order",
+                     help="with --plot: colour points by execution order or wavefront")
+    exp.add_argument("--dpi", type=float, default=100, help="with --plot: resolution")
     exp.set_defaults(func=cmd_explain)
 
     ein = sub.add_parser("einsum", help="run an einsum on random operands")

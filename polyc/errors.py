@@ -7,6 +7,8 @@ expected and got) and what to do about it.  Internal invariants use ``assert``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 
 class PolycError(Exception):
     """Base class of every error polyc raises on purpose."""
@@ -96,9 +98,49 @@ class BindingError(PolycError, TypeError):
     """Wrong arguments at call time: count, names, ndim, layout, read-only out."""
 
 
+@dataclass(frozen=True)
+class Witness:
+    """One pair of statement instances that a refused schedule would get
+    wrong, as data (the message of :class:`IllegalScheduleError` says the
+    same in words; :mod:`polyc.plot` draws it).
+
+    ``kind``: ``"flow"``, ``"anti"``, ``"output"`` or ``"reduction"``;
+    ``reason``: ``"order"`` (the sink would run before the source) or
+    ``"parallel"`` / ``"vectorized"`` (a loop marked so carries the
+    dependence); ``tensor``: the tensor(s) it goes through; ``source`` /
+    ``sink``: statement names; ``source_point`` / ``sink_point``: their
+    iteration vectors (in the statements' iterator order) at the parameter
+    values ``params`` (``(name, value)`` pairs, from isl's sample point);
+    ``violated``: every such pair of that kind, parametric, in isl's text
+    notation (``isl.UnionMap.read_from_str`` reads it back).
+    """
+    kind: str
+    reason: str
+    tensor: str
+    source: str
+    sink: str
+    source_point: tuple[int, ...]
+    sink_point: tuple[int, ...]
+    params: tuple[tuple[str, int], ...]
+    violated: str
+
+    def __str__(self) -> str:
+        src = ", ".join(map(str, self.source_point))
+        dst = ", ".join(map(str, self.sink_point))
+        with_ = ", ".join(f"{k}={v}" for k, v in self.params)
+        return (f"{self.kind} dependence {self.source}({src}) -> {self.sink}({dst})"
+                + (f" (with {with_})" if with_ else ""))
+
+
 class IllegalScheduleError(PolycError):
     """A schedule violates a dependence; the message names the dependence kind,
-    tensor, statements and one violated instance pair."""
+    tensor, statements and one violated instance pair.  ``witness`` is that
+    pair as a :class:`Witness` when the refusal comes from a dependence
+    (``None`` for other refusals, e.g. a broken promotion)."""
+
+    def __init__(self, message: str, *, witness: Witness | None = None):
+        self.witness = witness
+        super().__init__(message)
 
 
 class ScheduleError(PolycError, ValueError):
@@ -107,6 +149,13 @@ class ScheduleError(PolycError, ValueError):
     parents, a recipe made for another program.  (A transformation that can
     be applied but would break a dependence raises
     :class:`IllegalScheduleError`.)"""
+
+
+class PlotError(PolycError, ValueError):
+    """A picture :mod:`polyc.plot` cannot draw as asked: more than three
+    loops, more points or arrows than it draws, a size missing or outside
+    the program's parameter domain, an unknown statement or file type.  The
+    message says what to choose instead."""
 
 
 class CompileError(PolycError):

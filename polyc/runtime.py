@@ -497,7 +497,8 @@ class Kernel:
     ``schedule`` (a :class:`polyc.Schedule` of the tree the code came from:
     print it, transform it, pass it back to :func:`polyc.compile`),
     ``isl_schedule`` (the ``isl.Schedule``), ``loopnest``, ``source`` (the C
-    text), ``library``; :meth:`explain` describes the loops.
+    text), ``library``; :meth:`explain` describes the loops, :meth:`plot`
+    draws them.
     When the C source came from the cache, the schedule and loop nest are
     recomputed (``relower``) the first time they are asked for.
     """
@@ -564,6 +565,11 @@ class Kernel:
         out = explain(self.schedule, as_json=json,
                       config=self.config if self._user_schedule is None else None)
         return with_notes(out, self._low() if self._user_schedule is None else None)
+
+    def plot(self, *, sizes: dict, path=None, **options):
+        """A picture of :attr:`schedule` at ``sizes``: :func:`polyc.plot.draw`."""
+        from .plot import draw
+        return draw(self, sizes=sizes, path=path, **options)
 
     def __call__(self, *args, out=None, **kwargs):
         plans = self._plans

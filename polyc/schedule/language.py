@@ -208,6 +208,17 @@ class Schedule:
         """The loop nest this schedule produces (pseudo-C from isl's AST)."""
         return tree.format_loop_nest(self.isl, self.program)
 
+    def plot(self, *, sizes: dict, path=None, **options):
+        """A picture of this schedule at ``sizes`` (a
+        ``matplotlib.figure.Figure``, written to ``path``, ``.png`` or
+        ``.svg``, when given): the instances of a statement (``statement=``)
+        or the points of a band (``band=``), the dependences, the tiles, the
+        execution order, the parallel loops and a refusal's violated pair
+        (``witness=``).  See :func:`polyc.plot.draw` for the options and
+        errors; needs matplotlib (``pip install "polyc[plot]"``)."""
+        from ..plot import draw
+        return draw(self, sizes=sizes, path=path, **options)
+
     def to_text(self) -> str:
         """The tree in isl's text (YAML) form; :meth:`from_text` reads it back."""
         return self.isl.to_str()
@@ -281,7 +292,10 @@ class Schedule:
         except PolycError as e:
             if what in str(e):
                 raise
-            raise type(e)(f"{what}: {e}") from None
+            wrapped = type(e)(f"{what}: {e}")
+            if getattr(e, "witness", None) is not None:
+                wrapped.witness = e.witness
+            raise wrapped from None
         except isl.Error as e:
             hint = ""
             if "anchored" in str(e):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..dependence import Dependences
-from ..errors import IllegalScheduleError
+from ..errors import IllegalScheduleError, Witness
 from ..ir import Program
 from ..isl_util import maps_of
 from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
@@ -70,25 +70,51 @@ def violations(schedule: isl.Schedule, deps: Dependences) -> dict[str, isl.Union
     return out
 
 
+def sample_pair(m: isl.Map) -> tuple[tuple[int, ...], tuple[int, ...],
+                                     tuple[tuple[str, int], ...]]:
+    """One concrete pair of ``m`` (isl's ``sample_point`` of the wrapped
+    map): ``(source point, sink point, ((param, value), ...))``."""
+    pt = m.wrap().sample_point()
+    space = m.get_space()
+
+    def coord(dt, i):
+        return int(pt.get_coordinate_val(dt, i).to_python())
+    params = tuple((space.get_dim_name(isl.dim_type.param, i), coord(isl.dim_type.param, i))
+                   for i in range(space.dim(isl.dim_type.param)))
+    n_in = space.dim(isl.dim_type.in_)
+    vals = [coord(isl.dim_type.set, i) for i in range(pt.get_space().dim(isl.dim_type.set))]
+    return tuple(vals[:n_in]), tuple(vals[n_in:]), params
+
+
 def describe_instance_pair(m: isl.Map) -> str:
     """One concrete pair of ``m`` as text: ``S0[m=0, k=1] -> S0[m=0, k=0]
     (with M=1, K=2)``."""
-    pt = m.wrap().sample_point()
+    src, dst, params = sample_pair(m)
     space = m.get_space()
-    def coord(dt, i):
-        return int(pt.get_coordinate_val(dt, i).to_python())
-    params = [f"{space.get_dim_name(isl.dim_type.param, i)}={coord(isl.dim_type.param, i)}"
-              for i in range(space.dim(isl.dim_type.param))]
-    n_in = space.dim(isl.dim_type.in_)
-    wrapped = pt.get_space()
-    vals = [coord(isl.dim_type.set, i) for i in range(wrapped.dim(isl.dim_type.set))]
 
     def side(dt, vs):
         names = [space.get_dim_name(dt, i) or f"i{i}" for i in range(len(vs))]
         tup = space.get_tuple_name(dt)
         return f"{tup}[{', '.join(f'{n}={v}' for n, v in zip(names, vs))}]"
-    text = f"{side(isl.dim_type.in_, vals[:n_in])} -> {side(isl.dim_type.out, vals[n_in:])}"
-    return text + (f" (with {', '.join(params)})" if params else "")
+    text = f"{side(isl.dim_type.in_, src)} -> {side(isl.dim_type.out, dst)}"
+    with_ = ", ".join(f"{k}={v}" for k, v in params)
+    return text + (f" (with {with_})" if with_ else "")
+
+
+def witness(kind: str, reason: str, violated: isl.UnionMap, program: Program | None,
+            tensor_kind: str | None = None) -> Witness:
+    """The :class:`~polyc.errors.Witness` of the violated (or carried)
+    dependences ``violated`` of ``kind``: one sample pair of its first map,
+    and all of it as isl text.  ``tensor_kind`` is the kind that decides the
+    tensor's name (a reduction dependence is named like a flow one)."""
+    m = maps_of(violated)[0]
+    src, dst, params = sample_pair(m)
+    return Witness(kind=kind, reason=reason,
+                   tensor=dependence_tensor(program, m, tensor_kind or kind),
+                   source=m.get_tuple_name(isl.dim_type.in_),
+                   sink=m.get_tuple_name(isl.dim_type.out),
+                   source_point=src, sink_point=dst, params=params,
+                   violated=violated.to_str())
 
 
 def _tensor_of(program: Program | None, src: str, dst: str, kind: str) -> str:
@@ -123,7 +149,8 @@ def check(schedule: isl.Schedule, deps: Dependences, program: Program | None = N
         f"{what} is illegal: it violates the {kind} dependence on tensor {tensor} "
         f"from statement {src} to statement {dst}; for example instance "
         f"{describe_instance_pair(m)} would run in the wrong order.\n"
-        f"violated dependences: {bad[kind]}")
+        f"violated dependences: {bad[kind]}",
+        witness=witness(kind, "order", bad[kind], program))
 
 
 def dependence_tensor(program: Program | None, m: isl.Map, kind: str) -> str:
@@ -254,6 +281,7 @@ def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | No
     mark sits on a loop that carries a dependence (an ``omp_simd_reduction``
     loop may carry only its own reduction dependences)."""
     problems: list[str] = []
+    witnesses: list[Witness] = []
 
     def visit(node):
         if problems or node.get_type() != isl.schedule_node_type.mark:
@@ -289,11 +317,12 @@ def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | No
                     f"{what} is illegal: loop {loop} cannot run {label}: it carries the "
                     f"{dep_kind} dependence on tensor {dependence_tensor(program, m, dep_kind)} "
                     f"{describe_carried(c, program)}")
+                witnesses.append(witness(dep_kind, label, c, program))
                 return False
         return True
     schedule.get_root().foreach_descendant_top_down(visit)
     if problems:
-        raise IllegalScheduleError(problems[0])
+        raise IllegalScheduleError(problems[0], witness=witnesses[0] if witnesses else None)
 
 
 def without_extensions(schedule: isl.Schedule) -> isl.Schedule:

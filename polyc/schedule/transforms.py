@@ -239,7 +239,8 @@ def vectorize(s, loop):
                 f"loop {lp.name} carries the reduction dependence on tensor "
                 f"{legality.dependence_tensor(s.program, m, 'flow')} "
                 f"{legality.describe_carried(c, s.program)}; vectorizing it reorders the "
-                f"reduction: allow that with schedule.with_reassociation() first")
+                f"reduction: allow that with schedule.with_reassociation() first",
+                witness=legality.witness("reduction", "vectorized", c, s.program, "flow"))
         if not _is_pure_reduction_band(band, s.program):
             raise IllegalScheduleError(
                 f"loop {lp.name} carries a reduction but does not scan only the reduction "

@@ -18,6 +18,11 @@ FORBIDDEN = {
     "polyc.astgen": ("polyc.backends", "polyc.runtime", "polyc.pipeline", "polyc.api"),
     "polyc.backends": ("polyc.runtime", "polyc.pipeline", "polyc.api", "polyc.frontend",
                        "polyc.schedule"),
+    # pictures read schedules and dependences; a Kernel is drawn through its .schedule
+    "polyc.picture": ("polyc.backends", "polyc.runtime", "polyc.pipeline", "polyc.api",
+                      "polyc.astgen", "polyc.cli", "polyc.plot"),
+    "polyc.plot": ("polyc.backends", "polyc.runtime", "polyc.pipeline", "polyc.api",
+                   "polyc.astgen", "polyc.cli"),
 }
 
 
