@@ -10,6 +10,7 @@ allocation and the C call.
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
@@ -54,7 +55,13 @@ class CallPlan:
     #: the first ones; the others take the checked path).
     MAX_PLANS = 64
 
-    __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single")
+    #: Temporaries of at most this many bytes per call are kept between
+    #: calls (per plan and thread, like a caching allocator): a fresh large
+    #: array costs a page fault per 4 KiB page on its first touch, every call.
+    SCRATCH_BYTES = 64 << 20
+
+    __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single",
+                 "scratch")
 
     @staticmethod
     def cache_for(program: Program, binder: BinderLike) -> dict | None:
@@ -103,6 +110,9 @@ class CallPlan:
                 layout.append(("temp", temps[j], np.dtype(t.dtype)))
                 j += 1
         self.layout = layout
+        temp_bytes = sum(int(np.prod(i)) * dt.itemsize for kind, i, dt in layout
+                         if kind == "temp")
+        self.scratch = threading.local() if 0 < temp_bytes <= self.SCRATCH_BYTES else None
         self.threads = threads
         self.run_c = run
         self.single = len(self.allocs) == 1
@@ -111,12 +121,21 @@ class CallPlan:
         results = [alloc(shape, dt) for alloc, shape, dt in self.allocs]
         if self.run_c:
             ptrs = (ctypes.c_void_p * max(len(self.layout), 1))()
-            keep = []
+            keep: list = []
+            if self.scratch is not None:          # this thread's temporaries of earlier calls
+                keep = getattr(self.scratch, "temps", None)
+                if keep is None:
+                    keep = self.scratch.temps = [np.empty(i, dtype=dt)
+                                                 for kind, i, dt in self.layout if kind == "temp"]
+            t = 0
             for j, (kind, i, dt) in enumerate(self.layout):
                 if kind == "arg":
                     a = args[i]
                 elif kind == "out":
                     a = results[i]
+                elif self.scratch is not None:
+                    a = keep[t]
+                    t += 1
                 else:
                     a = np.empty(i, dtype=dt)
                     keep.append(a)

@@ -9,10 +9,10 @@ group, or an expanded scalar) is *contractible at loop* ``at`` when
   through affine accesses, and is an ordinary statement (no intrinsic call,
   no promotion copy);
 * no read of an iteration of ``at`` takes a value from outside that
-  iteration: the upward-exposed reads of one iteration of the prefix
-  schedule are empty (isl's dataflow analysis with the prefix added to the
-  data, :func:`polyc.schedule.promotion._footprints`): every dependence
-  through the tensor has distance 0 on the loops down to ``at``;
+  iteration: every read has a source (isl's exact dataflow analysis of the
+  tensor), and every flow dependence through the tensor has distance 0 on
+  the loops down to ``at`` (the prefix schedule maps its source and sink to
+  the same point);
 * the elements one iteration accesses fit in a box of constant size
   (``isl_map_get_range_simple_fixed_box_hull``), and all local buffers
   together stay under :data:`~polyc.schedule.promotion.MAX_LOCAL_BYTES`.
@@ -149,23 +149,68 @@ def _collapse_of(band: isl.ScheduleNode) -> int:
     return 0
 
 
-def _try(band: isl.ScheduleNode, member: int, t: Tensor,
-         users: list[Statement], program: Program, budget: int):
+@dataclass(frozen=True)
+class _Uses:
+    """The accesses of one temporary: its readers' and writers' access
+    relations (``isl.UnionMap``, restricted to their domains) and its exact
+    dataflow ``flow`` (write instance -> read instance)."""
+    reads: isl.UnionMap
+    writes: isl.UnionMap
+    flow: isl.UnionMap
+
+
+def _uses(t: Tensor, users: list[Statement], program: Program) -> _Uses | None:
+    """:class:`_Uses` of ``t``, or ``None`` when some read takes a value
+    from before the kernel.  The dataflow is isl's
+    (``isl_union_access_info_compute_flow``) under the program's original
+    order; a legal schedule keeps every read's source, so it holds under
+    the final schedule too."""
+    pspace = param_space(program.params)
+    ctx = program.parameter_domain()
+    reads = isl.UnionMap.empty(pspace)
+    writes = isl.UnionMap.empty(pspace)
+    for st in users:
+        for r in st.reads:
+            if r.get_tuple_name(isl.dim_type.out) == t.name:
+                reads = reads.union(isl.UnionMap.from_map(r.intersect_domain(st.domain)))
+        if st.tensor == t.name:
+            writes = writes.union(isl.UnionMap.from_map(st.write.intersect_domain(st.domain)))
+    info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
+            .set_schedule(program.original_schedule()).compute_flow())
+    if not info.get_may_no_source().intersect_params(ctx).is_empty():
+        return None
+    return _Uses(reads.intersect_params(ctx), writes.intersect_params(ctx),
+                 info.get_may_dependence().intersect_params(ctx))
+
+
+def _try(band: isl.ScheduleNode, member: int, t: Tensor, uses: _Uses, program: Program,
+         budget: int):
     """The contraction of ``t`` at member ``member`` of ``band``, as
     ``(node below the split band, offset, sizes)``, or ``None``."""
     if member + 1 < band.band_n_member():
         band = surgery.split_band(band, member + 1, program).parent()
         while band.get_type() != _BAND:           # past the inner band's names mark
             band = band.parent()
-    return _check(band.child(0), t, users, program, budget)
+    return _check(band.child(0), t, uses, program, budget)
 
 
-def _check(node: isl.ScheduleNode, t: Tensor, users: list[Statement], program: Program,
-           budget: int):
-    fr, fw, exposed = promotion._footprints(node, users, t, program, node.get_schedule())
-    if not exposed.is_empty():
-        return None
-    footprint = promotion._tidy(fr.union(fw))
+def _check(node: isl.ScheduleNode, t: Tensor, uses: _Uses, program: Program, budget: int):
+    """``(node, offset, sizes)`` when ``t`` contracts to a buffer of the
+    body at ``node`` (module docstring), else ``None``."""
+    prefix = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain())
+    # a value written in one iteration of the prefix and read in another
+    cross = uses.flow.apply_domain(prefix).apply_range(prefix)
+    if not cross.is_empty():
+        m = isl.Map.from_union_map(cross)
+        if not m.is_subset(isl.Map.identity(m.get_space())):
+            return None
+    space = isl.Space.map_from_domain_and_range(
+        isl.Space.set_alloc(CTX, 0, node.get_schedule_depth()).align_params(
+            uses.reads.get_space()),
+        isl.Space.set_alloc(CTX, 0, t.ndim).align_params(uses.reads.get_space())
+        .set_tuple_name(isl.dim_type.set, t.name))
+    footprint = prefix.reverse().apply_range(uses.reads.union(uses.writes)) \
+        .extract_map(space).coalesce()
     if footprint.is_empty():
         return None
     box = fixed_box_hull(footprint)
@@ -185,6 +230,9 @@ def contract(schedule: isl.Schedule, program: Program, name: str, budget: int):
     users = _users(program, name)
     if not users:
         return None
+    uses = _uses(t, users, program)
+    if uses is None:
+        return None
     ctx = program.parameter_domain()
     bands = _bands_above(schedule, users, ctx)
     for band in reversed(bands):
@@ -192,17 +240,19 @@ def contract(schedule: isl.Schedule, program: Program, name: str, budget: int):
         for member in reversed(range(band.band_n_member())):
             if member + 1 < collapsed:
                 continue              # a buffer between collapsed loops would end the collapse
-            found = _try(band, member, t, users, program, budget)
+            found = _try(band, member, t, uses, program, budget)
             if found is None:
                 continue
             node, offset, sizes = found
             return _apply(node, offset, sizes, t, users, program,
                           band_names(band, program)[member].split("|")[0])
-    # no loop qualifies: the body of the kernel itself (all threads share it)
-    found = _check(schedule.get_root().child(0), t, users, program, budget)
-    if found is not None:
-        node, offset, sizes = found
-        return _apply(node, offset, sizes, t, users, program, "")
+    # no loop qualifies: the body of the kernel itself (all threads share it),
+    # for a temporary of constant extents
+    if all(pa.is_cst() for pa in t.shape):
+        found = _check(schedule.get_root().child(0), t, uses, program, budget)
+        if found is not None:
+            node, offset, sizes = found
+            return _apply(node, offset, sizes, t, users, program, "")
     return None
 
 

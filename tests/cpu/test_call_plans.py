@@ -111,3 +111,34 @@ def test_concurrent_calls_share_a_plan_safely():
         return True
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(one, range(8)))
+
+
+def test_temporaries_are_kept_per_plan_and_thread():
+    # a temporary that no loop contracts (each O(i) reads every T(j)) is an
+    # allocated array; warm calls reuse this thread's copy of it, and threads
+    # calling at once each get their own
+    from concurrent.futures import ThreadPoolExecutor
+    from dataclasses import replace
+
+    from polyc import api
+    from polyc.config import Config
+    from polyc.pipeline import compile_program
+    prog = api.program("def a2a(float(N) X) -> (O, T) { T(i) = X(i) * 2.0\n"
+                       " O(i) +=! T(j) * X(i) }")
+    prog = prog.replace(tensors=tuple(replace(t, role="temp") if t.name == "T" else t
+                                      for t in prog.tensors))
+    k = compile_program(prog, Config.from_env())
+    assert "T" in k._source.tensors
+    x = RNG.standard_normal(300).astype(np.float32)
+    k(x)
+    k(x)
+    (plan,) = k._plans.values()
+    first = plan.scratch.temps[0]
+    np.testing.assert_allclose(k(x), (2 * x).sum() * x, rtol=1e-4)
+    assert plan.scratch.temps[0] is first
+
+    def call(seed):
+        y = np.random.default_rng(seed).standard_normal(300).astype(np.float32)
+        return all(np.allclose(k(y), (2 * y).sum() * y, rtol=1e-4) for _ in range(50))
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(call, range(8)))

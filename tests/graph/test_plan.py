@@ -249,7 +249,9 @@ def test_sibling_candidates():
     assert rec["decisions"][0]["verdict"] == "kept apart"
     assert rec["decisions"][0]["rule"].startswith("no common loop")
     # ... unless the group is so small that a kernel call costs as much as its
-    # work: then one kernel runs both nests in sequence
+    # work: then one kernel runs both nests in sequence (a new function: a
+    # shape class keeps the plan of its first trace)
+    j = polyc.jit(two_maps)
     x = RNG.standard_normal((12, 16)).astype(np.float32)
     a, b = j(x)
     assert_close(a, np.exp(x))
