@@ -54,6 +54,8 @@ import json as _json
 import islpy as isl
 import numpy as np
 
+from .. import expr as E
+from ..ir import condition_set
 from ..isl_util import fixed_box_hull, maps_of
 from . import legality, tree
 from .explain_deps import _BAND, _MARK, MAX_DISTANCES, _carried, _dep_phrase, _vec, distances
@@ -256,6 +258,38 @@ def _tiles(schedule, sizes: dict | None = None) -> list[dict]:
     return out
 
 
+def _guarded_reads(program) -> list[dict]:
+    """The reads inside a branch of ``c ? a : b``: where the condition is
+    affine, the read happens only where its branch is taken (its access
+    relation, the in-bounds preconditions and the dependences use that part
+    of the domain: :func:`polyc.ir.guarded_accesses`); otherwise the read is
+    assumed on the whole domain, an over-approximation."""
+    out: list[dict] = []
+    for st in program.statements:
+        if st.kind in ("copy", "intrinsic"):
+            continue
+        space = st.domain.get_space()
+
+        def visit(x: E.Expr, guards: tuple) -> None:
+            if isinstance(x, E.Select):
+                visit(x.cond, guards)
+                cond = E.to_text(x.cond)
+                affine = condition_set(x.cond, space) is not None
+                visit(x.then, guards + ((cond, affine, True),))
+                visit(x.otherwise, guards + ((cond, affine, False),))
+                return
+            if isinstance(x, E.Access) and guards:
+                out.append({
+                    "statement": st.name, "read": E.to_text(x),
+                    "conditions": [c if taken else f"!({c})" for c, _, taken in guards],
+                    "restricted": all(a for _, a, _ in guards),
+                    "not_affine": [c for c, a, _ in guards if not a]})
+            for c in x.children():
+                visit(c, guards)
+        visit(st.rhs, ())
+    return out
+
+
 # ------------------------------------------------------------------ entry
 
 def analyse(schedule, config=None, sizes: dict | None = None) -> dict:
@@ -275,7 +309,8 @@ def analyse(schedule, config=None, sizes: dict | None = None) -> dict:
             "reassociate": bool(schedule.reassociate),
             "statements": [s.name for s in schedule.program.statements],
             "loops": loops, "sizes": dict(sizes) if sizes else None,
-            "fusion": _fusion_groups(schedule, config), "tiles": _tiles(schedule, sizes)}
+            "fusion": _fusion_groups(schedule, config), "tiles": _tiles(schedule, sizes),
+            "guarded_reads": _guarded_reads(schedule.program)}
 
 
 def explain(schedule, as_json: bool = False, config=None, sizes: dict | None = None):
@@ -409,6 +444,17 @@ def format_text(data: dict) -> str:
                     if at else "")
             rows.append(["total", "", "unbounded", "", note])
         lines.extend(_table(rows, "    "))
+    if data.get("guarded_reads"):
+        lines.append("")
+        lines.append("guarded reads (inside a branch of ?:)")
+        for g in data["guarded_reads"]:
+            where = " && ".join(g["conditions"])
+            if g["restricted"]:
+                note = f"only where {where} (bounds and dependences use that part of the domain)"
+            else:
+                note = (f"condition {', '.join(g['not_affine'])} is not affine: assumed on the "
+                        f"whole domain (an over-approximation of its bounds and dependences)")
+            lines.append(f"  {g['statement']}: {g['read']}  {note}")
     return "\n".join(lines) + "\n"
 
 
