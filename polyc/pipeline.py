@@ -98,7 +98,8 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
                 sched = src
     contracted: tuple = ()
     if config.contract and config.schedule != "identity":                     # 5b
-        sched, program, found = contraction.contract_temporaries(sched, program)
+        sched, program, found = contraction.contract_temporaries(
+            sched, program, scalars_only=contraction.SCALARS_ONLY)
         contracted = tuple(found)
     _dump(config, "schedule", sched)
     if probe:

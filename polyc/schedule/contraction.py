@@ -59,6 +59,15 @@ _BAND = isl.schedule_node_type.band
 _MARK = isl.schedule_node_type.mark
 
 
+#: The automatic pipeline contracts temporaries to scalars only.  Measured
+#: (BERT-base layer, the output projection fused with its LayerNorm, gcc 12,
+#: AVX-512): contracting the projection's result to a 768-element buffer per
+#: row made that kernel 2x slower than the same loops over the array, with
+#: identical loop code; scalars (reduction results: a softmax's row maximum,
+#: a LayerNorm's mean, RBF's squared distances) measured as fast or faster.
+SCALARS_ONLY = True
+
+
 @dataclass(frozen=True)
 class Contraction:
     """A temporary ``tensor`` replaced by the local ``buffer`` of constant
@@ -276,18 +285,24 @@ def _apply(node: isl.ScheduleNode, offset: isl.MultiAff, sizes: tuple[int, ...],
 
 
 def contract_temporaries(schedule: isl.Schedule, program: Program,
-                         budget: int = promotion.MAX_LOCAL_BYTES):
+                         budget: int = promotion.MAX_LOCAL_BYTES, *,
+                         scalars_only: bool = False):
     """Contract every temporary of ``program`` that some loop of
     ``schedule`` allows, each at the deepest such loop, while the local
     buffers take at most ``budget`` bytes together: ``(schedule, program,
-    [Contraction, ...])``.  The schedule must be final (tiled, marked):
-    the buffers are declared in the bodies of its loops."""
+    [Contraction, ...])``.  ``scalars_only``: only to one element (what the
+    automatic pipeline asks for, see :data:`SCALARS_ONLY`).  The schedule
+    must be final (tiled, marked): the buffers are declared in the bodies of
+    its loops."""
     done: list[Contraction] = []
     used = sum(math.prod(lt.constant_shape()) * np.dtype(lt.dtype).itemsize
                for lt in program.locals)
     for t in [x for x in program.tensors if x.role == "temp"]:
         try:
-            got = contract(schedule, program, t.name, budget - used)
+            room = budget - used
+            if scalars_only:
+                room = min(room, np.dtype(t.dtype).itemsize)
+            got = contract(schedule, program, t.name, room)
         except isl.Error as e:           # a footprint isl cannot handle: keep the array
             log.debug("no contraction of %s: %s", t.name, e)
             got = None

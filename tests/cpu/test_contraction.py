@@ -97,12 +97,21 @@ def test_a_value_read_by_other_iterations_is_not_contracted():
 
 
 def test_a_constant_box_becomes_a_small_buffer():
+    from polyc import astgen
+    from polyc.backends.c import build, emit
+    from polyc.runtime import Kernel
+    from polyc.schedule.contraction import contract_temporaries
     prog = with_temps(ROWS, {"T"}, sizes={"K": 8})
-    got = contracted(lower(prog, cfg(tensorize=False)))
+    # the automatic pipeline contracts to scalars only (SCALARS_ONLY): T stays
+    assert contracted(lower(prog, cfg(tensorize=False))) == {}
+    low = lower(prog, cfg(tensorize=False, contract=False))
+    sched, prog2, done = contract_temporaries(low.schedule, low.program)
     # the row of T that one iteration of i (or of its tile loop) reads
-    assert got["T"].sizes[1:] == (8,) and got["T"].sizes[0] <= 256
-    k = compile_program(prog, cfg(tensorize=False))
-    assert "T" not in k._source.tensors and "float t_T_c[" in k.source
+    (c,) = done
+    assert c.tensor == "T" and c.sizes[1:] == (8,) and c.sizes[0] <= 256
+    src = emit.emit(prog2, astgen.generate(prog2, sched))
+    assert "T" not in src.tensors and "float t_T_c[" in src.text
+    k = Kernel(prog2, src, build.build_library(src.text, config=cfg()), cfg())
     x = RNG.standard_normal((30, 8)).astype(np.float32)
     w = RNG.standard_normal((8, 11)).astype(np.float32)
     assert_close(k(x, w), (x * x) @ w, reduction_length=8)
