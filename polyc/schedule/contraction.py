@@ -46,9 +46,8 @@ from dataclasses import dataclass
 import islpy as isl
 import numpy as np
 
-from .. import expr as E
 from ..ir import Program, Statement, Tensor
-from ..isl_util import CTX, NonAffineError, aff_from_expr, const_pw_aff, fixed_box_hull, param_space
+from ..isl_util import CTX, const_pw_aff, fixed_box_hull, param_space
 from . import promotion, surgery
 from .marks import parse_parallel_mark
 from .tree import band_names, fresh_name
@@ -106,17 +105,9 @@ def _users(program: Program, name: str) -> list[Statement] | None:
     forbids contraction (an intrinsic call, a copy, a non-affine access)."""
     users = [st for st in program.statements
              if st.tensor == name or name in st.read_tensors()]
-    for st in users:
-        if st.kind not in ("assign", "init", "update"):
-            return None
-        for acc in E.accesses(st.lhs) + E.accesses(st.rhs):
-            if acc.tensor != name:
-                continue
-            try:
-                for i in acc.indices:
-                    aff_from_expr(i, st.domain.get_space())
-            except NonAffineError:
-                return None
+    if any(st.kind not in ("assign", "init", "update") or
+           not promotion.affine_accesses(st, name) for st in users):
+        return None
     return users
 
 

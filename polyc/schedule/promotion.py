@@ -110,6 +110,20 @@ _EXT = isl.schedule_node_type.extension
 
 # ------------------------------------------------------------ helpers
 
+def affine_accesses(st: Statement, tensor: str) -> bool:
+    """Whether every access of ``st`` to ``tensor`` has affine indices (no
+    gather): what rewriting it to a local buffer needs."""
+    for acc in E.accesses(st.lhs) + E.accesses(st.rhs):
+        if acc.tensor != tensor:
+            continue
+        try:
+            for i in acc.indices:
+                aff_from_expr(i, st.domain.get_space())
+        except NonAffineError:
+            return False
+    return True
+
+
 def _union_map(maps, space: isl.Space) -> isl.UnionMap:
     u = isl.UnionMap.empty(space)
     for m in maps:
@@ -366,16 +380,10 @@ def promote(s, tensor, at, name=None):
         if not st.domain.intersect_params(ctx).is_subset(dom_here):
             raise ScheduleError(f"{where}: statement {st.name} also runs outside loop "
                                 f"{lp.name}; promotion rewrites all its accesses")
-        for acc in E.accesses(st.lhs) + E.accesses(st.rhs):
-            if acc.tensor != tensor:
-                continue
-            try:
-                for i in acc.indices:
-                    aff_from_expr(i, st.domain.get_space())
-            except NonAffineError:
-                raise ScheduleError(f"{where}: statement {st.name} accesses {tensor} "
-                                    f"through a non-affine index (a gather); promotion "
-                                    f"needs affine accesses") from None
+        if not affine_accesses(st, tensor):
+            raise ScheduleError(f"{where}: statement {st.name} accesses {tensor} "
+                                f"through a non-affine index (a gather); promotion "
+                                f"needs affine accesses")
 
     # footprints { [p] -> T[x] } of one iteration of the prefix
     fr_all, fw, fr = _footprints(node, users, t, program, without_extensions(s.isl))
