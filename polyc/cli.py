@@ -190,7 +190,7 @@ def _automatic_schedule(program, config):
     from . import pipeline
     from .schedule.language import Schedule
     low = pipeline.lower(program, config)
-    return Schedule.from_isl(low.program, low.schedule, low.deps), low
+    return Schedule.from_isl(*low.schedule_view()), low
 
 
 def cmd_run(args) -> int:

@@ -33,6 +33,16 @@ class Lowered:
     #: temporaries contracted to per-iteration buffers
     #: (polyc.schedule.contraction.Contraction)
     contracted: tuple = ()
+    #: ``(program, schedule, deps)`` of the source program when code
+    #: generation saw another one: tensorize marks lowered to calls
+    #: (:func:`polyc.schedule.tensorize.lower_marks`); ``None`` otherwise
+    view: tuple | None = None
+
+    def schedule_view(self) -> tuple:
+        """``(program, isl.Schedule, Dependences)`` a
+        :class:`polyc.Schedule` of this compilation shows: the source
+        statements with their tensorize marks, not the calls."""
+        return self.view if self.view is not None else (self.program, self.schedule, self.deps)
 
 
 def with_notes(explained, low: Lowered | None):

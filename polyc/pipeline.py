@@ -71,8 +71,11 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
     notes: dict = {}
     row_note = ""
+    source, matches = program, []
     if config.tensorize and config.schedule != "identity":
-        program, notes = tensorize.tensorize(program, config.parallel)        # 1b
+        # 1b: each statement matching an intrinsic is scheduled as its calls
+        matches, notes = tensorize.find(program, config.parallel)
+        program = tensorize.contract(program, matches)
     _dump(config, "program", program)
     deps = dependence.compute(program)                                        # 2
     _dump(config, "dependences", deps)
@@ -104,10 +107,32 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     _dump(config, "schedule", sched)
     if probe:
         return Lowered(program, deps, sched, None, notes, row_note, contracted)
-    legality.check(sched, deps, program, what="the generated schedule")       # 6
+    view = None
+    if matches:
+        # the tree of the source statements, each group below a tensorize
+        # mark (the schedule language's own tensorize); code generation
+        # lowers the marks back to calls
+        view_program = _expanded(program, source, matches)
+        marked = tensorize.expand(sched, view_program, matches, config.parallel)
+        view = (view_program, marked, dependence.compute(source))
+        legality.check(marked, view[2], view_program, what="the generated schedule")  # 6
+        sched, program, _ = tensorize.lower_marks(marked, view_program, config.parallel)
+        _dump(config, "tensorized schedule", marked)
+    else:
+        legality.check(sched, deps, program, what="the generated schedule")   # 6
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
-    return Lowered(program, deps, sched, nest, notes, row_note, contracted)
+    return Lowered(program, deps, sched, nest, notes, row_note, contracted, view)
+
+
+def _expanded(program: Program, source: Program, matches) -> Program:
+    """``program`` (contracted to calls, then array-contracted) with each call
+    replaced by the source statements of its group."""
+    groups = {m.statement: [source.statement(x) for x in tensorize.group_statements(m)]
+              for m in matches}
+    stmts = [x for s in program.statements
+             for x in (groups[s.name] if s.kind == "intrinsic" and s.name in groups else [s])]
+    return program.replace(statements=tuple(stmts), order=source.order)
 
 
 #: Version of the lowered-source cache entries (bump when their meaning changes).
@@ -200,9 +225,13 @@ def lower_schedule(schedule, config: Config | None = None) -> Lowered:
     _dump(config, "program", schedule.program)
     _dump(config, "user schedule", schedule)
     schedule.check("the user schedule")                                       # 6
-    nest = astgen.generate(schedule.program, schedule.isl)                   # 7
+    sched, program, calls = tensorize.lower_marks(schedule.isl, schedule.program,
+                                                  config.parallel)
+    nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
-    return Lowered(schedule.program, schedule.deps, schedule.isl, nest)
+    view = (schedule.program, schedule.isl, schedule.deps) if calls else None
+    return Lowered(program, schedule.deps, sched, nest,
+                   {m.statement: m.describe() for m in calls}, view=view)
 
 
 def compile_schedule(schedule, config: Config | None = None):

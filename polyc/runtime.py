@@ -552,7 +552,7 @@ class Kernel:
             return self._user_schedule
         from .schedule.language import Schedule
         low = self._low()
-        return Schedule.from_isl(low.program, low.schedule, low.deps)
+        return Schedule.from_isl(*low.schedule_view())
 
     def explain(self, json: bool = False):
         """For each loop: the dependences it carries, whether it is parallel
@@ -564,7 +564,10 @@ class Kernel:
         from .schedule.explain import explain
         out = explain(self.schedule, as_json=json,
                       config=self.config if self._user_schedule is None else None)
-        return with_notes(out, self._low() if self._user_schedule is None else None)
+        low = self._low()
+        if self._user_schedule is not None and not low.tensorized:
+            low = None       # a user schedule without tensorize marks: no notes
+        return with_notes(out, low)
 
     def plot(self, *, sizes: dict, path=None, **options):
         """A picture of :attr:`schedule` at ``sizes``: :func:`polyc.plot.draw`."""

@@ -62,6 +62,7 @@ from .explain_deps import _BAND, _MARK, MAX_DISTANCES, _carried, _dep_phrase, _v
 from .explain_fusion import _fusion as _fusion_groups
 from .language import Schedule
 from .marks import SIMD, SIMD_REDUCTION, has_band_below, parse_parallel_mark
+from .tensorize import parse_mark
 from .tile import _is_pure_reduction_band
 
 # ------------------------------------------------------------ isl helpers
@@ -390,7 +391,10 @@ def format_text(data: dict) -> str:
             marked.append("simd reduction (omp simd reduction)")
         elif lp["marked_simd"]:
             marked.append("simd (omp simd)")
-        marked += [f"mark {m}" for m in lp["marks"]]
+        for m in lp["marks"]:
+            found = parse_mark(m)
+            marked.append(f"tensorized: one {found[0]} call computes {found[1]} below it per "
+                          f"iteration of the loops above (mark {m})" if found else f"mark {m}")
         lines.append(f"    {'marked'.ljust(key)}{', '.join(marked) or '-'}")
     lines.append("")
     fusion = data["fusion"]

@@ -33,7 +33,7 @@ from .. import bounds, dependence
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, PolycError, ScheduleError
 from ..ir import Program
-from . import affine, fusion, initial, legality, promotion, transforms, tree, unroll
+from . import affine, fusion, initial, legality, promotion, tensorize, transforms, tree, unroll
 from .promotion import LOCAL_MARK, check_promotions
 from .recipe import encode_step, make_recipe, replay
 from .registry import KINDS, METHODS, TRANSFORMS, lookup, transform
@@ -42,7 +42,7 @@ from .tree import Loop
 #: The modules whose transformations register themselves in
 #: :mod:`polyc.schedule.registry` when imported: importing the language
 #: fills the table.  None of them imports this module.
-TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion)
+TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion, tensorize)
 
 
 def _describe(value) -> str:

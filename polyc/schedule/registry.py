@@ -2,7 +2,8 @@
 
 A transformation module (:mod:`~polyc.schedule.transforms`,
 :mod:`~polyc.schedule.fusion`, :mod:`~polyc.schedule.affine`,
-:mod:`~polyc.schedule.unroll`, :mod:`~polyc.schedule.promotion`) registers
+:mod:`~polyc.schedule.unroll`, :mod:`~polyc.schedule.promotion`,
+:mod:`~polyc.schedule.tensorize`) registers
 each of its functions with :func:`transform`; :mod:`polyc.schedule.language`
 imports those modules, so that importing the language fills the table, and
 looks transformations up here (:func:`lookup`).  This module imports no
@@ -28,7 +29,7 @@ KINDS: dict[str, str] = {}
 #: ``with_reassociation``).
 METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew",
            "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
-           "isolate_full_tiles", "promote", "mark")
+           "isolate_full_tiles", "promote", "tensorize", "mark")
 
 
 def transform(name: str, kind: str = "checked"):

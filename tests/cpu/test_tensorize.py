@@ -10,7 +10,7 @@ import pytest
 
 import polyc
 from polyc.intrinsics import GemmMatch, match_gemm
-from polyc.schedule.tensorize import tensorize
+from polyc.schedule.tensorize import contract, find
 
 RNG = np.random.default_rng(3)
 
@@ -117,9 +117,11 @@ def test_a_clipped_stride_does_not_match():
     np.testing.assert_allclose(C, A[:, 1::2] @ B, rtol=1e-12)
 
 
-def test_tensorize_rewrites_the_program_and_keeps_the_rest():
+def test_contraction_to_calls_keeps_the_rest():
+    """What the automatic pipeline schedules: each matched group as calls."""
     p = polyc.program(ACC)
-    q, notes = tensorize(p)
+    matches, notes = find(p)
+    q = contract(p, matches)
     assert [s.kind for s in q.statements] == ["assign", "intrinsic"]
     call = q.statements[1]
     assert call.iterators == () and "tensorized onto gemm" in notes[call.name]

@@ -93,6 +93,8 @@ CASES = [
     ("promote", "promote", "pc", lambda s: s.tile([("T", "i"), ("T", "j")], [4, 4]),
      [(("A",), {"at": ("T", "j_tile")})]),
     ("promote_output", "promote", "matmul", _tiled, [(("C",), {"at": ("C", "n_tile")})]),
+    ("tensorize", "tensorize", "matmul", _ident, [((C_M, "gemm"), {})]),
+    ("tensorize_tiled", "tensorize", "matmul", _tiled, [((("C", "m_tile"),), {})]),
     ("chain", "tile", "matmul", lambda s: s.with_reassociation(),
      [(([C_M, C_N], [2, 3]), {})]),
 ]
