@@ -5,7 +5,7 @@ machine's peak.  Its description here is backend-free (see DESIGN.md): an
 iteration domain and access relations.  :data:`GEMM` is the contraction
 
     Gemm[m, n, k] : 0 <= m < M, 0 <= n < N, 0 <= k < K
-    C[m, n] += A[m, k] * B[k, n]
+    C[m, n] += alpha * A[m, k] * B[k, n]     (C scaled by beta first)
 
 implemented by ``backends/c/intrinsics/gemm.h`` (packed panels, a register-
 blocked MR x NR micro-kernel for AVX-512, AVX2 or portable C chosen by the
@@ -15,17 +15,20 @@ operands are addressed through strides, so a transposed operand (``B(n, k)``,
 
 :func:`match_gemm` matches one statement: a ``+`` reduction update of a
 product of two accesses whose indices are integer-affine in the iterators
-(so every element address is linear in them).  Its iterators are classified
-by the tensors whose address they move (batch: all three; m: C and A; n: C
-and B; k: A and B); each role's iterators are the digits of one GEMM index,
-addressed through one stride or, for a window such as a convolution's
-``I(c, h + kh, w + kw)``, through a mixed-radix map the intrinsic gathers
-while packing (an implicit GEMM, no im2col buffer).  The intrinsic's
+(so every element address is linear in them), times any scalar factors
+(constants, size parameters, rank-0 tensors: the call's alpha).  Its
+iterators are classified by the tensors whose address they move (batch: all
+three; m: C and A; n: C and B; k: A and B); each role's iterators are the
+digits of one GEMM index, addressed through one stride or, for a window
+such as a convolution's ``I(c, h + kh, w + kw)``, through a mixed-radix map
+the intrinsic gathers while packing (an implicit GEMM, no im2col buffer).  The intrinsic's
 access relations are rebuilt from the coefficients and compared with the
 statement's by isl map equality, and the domain must be a box of tensor
 extents in the iterators the call scans (isl set equality).  A match is
 returned as a :class:`GemmMatch`; a mismatch as the reason (a string),
-which ``explain`` and the generated source report.
+which ``explain`` and the generated source report.  :func:`match_scale` says
+which beta the call absorbs from a statement that scales (or zeroes) the
+output elements it writes (``C(i, j) *= beta``).
 
 Source: tensorization as matching of access relations, Bondhugula et al.,
 "High-performance GPU/CPU tensor contraction via polyhedral tensorization"
@@ -59,7 +62,9 @@ class GemmMatch:
     iterators the intrinsic scans, in the order their digits make up the
     GEMM's row, column and reduction indices; ``c``, ``a``, ``b`` the tensors
     (``a`` holds m and k, ``b`` k and n); ``init`` the ``+=!`` initialisation
-    folded into the call (it then overwrites C instead of accumulating)."""
+    folded into the call (it then overwrites C instead of accumulating);
+    ``alpha`` and ``beta`` the scalars of ``C = alpha * A . B + beta * C``
+    (see the fields)."""
     statement: str
     init: str | None
     dtype: str
@@ -89,6 +94,14 @@ class GemmMatch:
     relu: bool = False
     #: whether the call may use the kernel's OpenMP team (``Config.parallel``)
     parallel: bool = True
+    #: the product of the update's scalar factors (constants, size parameters,
+    #: rank-0 tensors); ``None``: 1
+    alpha: E.Expr | None = None
+    #: the factor of C's previous value; ``None``: 0 when ``init`` is folded,
+    #: else 1 (a folded scaling statement, ``scale``, sets it)
+    beta: E.Expr | None = None
+    #: the scaling statement (``C(i, j) *= beta``) folded into the call as beta
+    scale: str | None = None
 
     def describe(self) -> str:
         roles = ", ".join(f"{r}={'*'.join(g)}" for r, g in
@@ -98,11 +111,21 @@ class GemmMatch:
         extra = "; initialisation folded" if self.init else ""
         if self.gather:
             extra += "; implicit GEMM (operands gathered while packing, no copy)"
+        if self.alpha is not None or self.beta is not None:
+            scalars = [f"{name} = {_scalar_text(v)}" for name, v in
+                       (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
+            extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
         if self.epilogue:
             parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
             extra += f"; epilogue {self.epilogue} ({', '.join(parts)}) fused into the store"
         return (f"{self.statement} tensorized onto gemm ({roles}; C={self.c}, A={self.a}, "
                 f"B={self.b}{extra})")
+
+
+def _scalar_text(e: E.Expr) -> str:
+    """``e`` in TC syntax, a rank-0 tensor read printed as its name."""
+    return E.to_text(E.map_expr(e, lambda x: E.Param(x.tensor) if isinstance(x, E.Access)
+                                and not x.indices else None))
 
 
 def _plain(acc: E.Access) -> list[str] | None:
@@ -172,6 +195,34 @@ def _is_plain_run(acc: E.Access, lin: list[dict[str, int]], group: list[str]) ->
     return not any(set(lin[d]) & set(group) for d in range(len(lin)) if d not in dims)
 
 
+def _factors(e: E.Expr) -> list[E.Expr]:
+    """The factors of a product in any association (``[e]`` when ``e`` is
+    not a product)."""
+    if isinstance(e, E.Binary) and e.op == "*":
+        return _factors(e.lhs) + _factors(e.rhs)
+    return [e]
+
+
+def _is_scalar(e: E.Expr) -> bool:
+    """A factor the call can take as a scalar: a constant, a size parameter,
+    a rank-0 tensor read, or the negation of one."""
+    if isinstance(e, E.Unary) and e.op == "-":
+        return _is_scalar(e.operand)
+    return isinstance(e, (E.Const, E.Param)) or (isinstance(e, E.Access) and not e.indices)
+
+
+def _product(factors: list[E.Expr]) -> E.Expr | None:
+    """The product of ``factors`` (left-associated), ``None`` for none."""
+    out = None
+    for f in factors:
+        out = f if out is None else E.Binary("*", out, f)
+    return out
+
+
+def _tensors(e: E.Expr | None) -> set[str]:
+    return set() if e is None else {a.tensor for a in E.accesses(e)}
+
+
 def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     """Match ``stmt`` onto :data:`GEMM`; the reason it does not match otherwise.
 
@@ -184,13 +235,22 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     intrinsic gathers while packing (an implicit GEMM).  The operand sharing
     C's innermost dimension becomes B (the micro-kernel stores rows of C).
     The iteration domain must be the product of the loops' domain and a box
-    ``0 <= i < extent`` for every scanned iterator."""
+    ``0 <= i < extent`` for every scanned iterator.  Besides the two
+    operands, the product (in any association) may have scalar factors:
+    constants, size parameters, rank-0 tensor reads (``alpha * A(m, k) *
+    B(k, n)``); their product is the call's ``alpha``."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
-    rhs = stmt.rhs
-    if not (isinstance(rhs, E.Binary) and rhs.op == "*"
-            and isinstance(rhs.lhs, E.Access) and isinstance(rhs.rhs, E.Access)):
+    factors = _factors(stmt.rhs)
+    operands = [f for f in factors if isinstance(f, E.Access) and f.indices]
+    scalars = [f for f in factors if not (isinstance(f, E.Access) and f.indices)]
+    if stmt.tensor in _tensors(_product(scalars)) or (
+            len(operands) > 2 and any(f.tensor == stmt.tensor for f in operands)):
+        return f"the output {stmt.tensor} is also a factor of the product"
+    if len(operands) != 2 or not all(_is_scalar(f) for f in scalars):
         return "the right-hand side is not a product of two tensor elements"
+    rhs = E.Binary("*", operands[0], operands[1])
+    alpha = _product(scalars)
     c_idx = _plain(stmt.lhs)
     if c_idx is None:
         return "an index of the output is not a plain iterator"
@@ -286,7 +346,7 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
                      accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)),
                      linear=tuple((t, tuple(tuple(sorted(d.items())) for d in lin[t]))
                                   for t in (stmt.tensor, a.tensor, b.tensor)),
-                     extents=tuple(extents), gather=gather)
+                     extents=tuple(extents), gather=gather, alpha=alpha)
 
 
 def _is_zero(e: E.Expr) -> bool:
@@ -350,3 +410,61 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
             tensor_box(program, m.c).intersect_params(ctx)):
         return m
     return replace(m, epilogue=nxt.name, bias=bias, relu=relu)
+
+
+def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | None:
+    """The beta the call of ``m`` can absorb from ``cand`` (``C = alpha * A .
+    B + beta * C``), or ``None`` when it cannot.
+
+    ``cand`` must multiply by a scalar, or set to zero, exactly the output
+    elements the call's update writes, each once:
+
+    - ``C(i, j) *= s`` (an ``update`` with ``*``), ``C(i, j) = s * C(i, j)``
+      or ``C(i, j) = C(i, j) * s`` (an ``assign``; any association of the
+      factors): beta = ``s``, a product of scalar factors as in
+      :func:`match_gemm` (constants, size parameters, rank-0 tensors);
+    - ``C(i, j) = 0`` or a ``+=!`` initialisation to zero: beta = ``0.0``.
+
+    Conditions: ``cand`` writes ``m.c`` through plain iterators; the
+    elements it writes (isl, under the parameter context) equal those the
+    update writes wherever its reduction is not empty (the update's write
+    relation without the constraints on the reduction iterators ``m.k``:
+    with ``K = 0`` the call still writes ``beta * C``, so the caller must
+    run it wherever C has those elements, as with a folded
+    initialisation), and the write is injective (no element scaled twice);
+    its right-hand side reads no tensor the call reads or writes, except C
+    at exactly the written element.  Where ``cand``'s instances run relative
+    to the update is the caller's concern (:mod:`polyc.schedule.tensorize`).
+    """
+    stmt = program.statement(m.statement)
+    if cand.name == stmt.name or cand.tensor != m.c or _plain(cand.lhs) is None:
+        return None
+    if cand.kind in ("init", "assign") and _is_zero(cand.rhs):
+        beta: E.Expr | None = E.Const(0.0)
+    elif cand.kind == "update" and cand.op == "*":
+        factors = _factors(cand.rhs)
+        beta = _product(factors) if all(_is_scalar(f) for f in factors) else None
+    elif cand.kind == "assign" and cand.op == "=":
+        factors = _factors(cand.rhs)
+        own = [f for f in factors if f == cand.lhs]
+        rest = [f for f in factors if f != cand.lhs]
+        if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
+            return None
+        beta = _product(rest)
+    else:
+        return None
+    if beta is None or _tensors(beta) & ({m.c, m.a, m.b, m.bias} | _tensors(m.alpha)):
+        return None
+    # the elements the call writes: the update's, also where its reduction
+    # is empty (K = 0: the call still sets C = beta * C)
+    called = stmt.write
+    for it in m.k:
+        called = called.drop_constraints_involving_dims(
+            isl.dim_type.in_, stmt.iterators.index(it), 1)
+    ctx = program.parameter_domain()
+    if not cand.write.range().intersect_params(ctx).is_equal(
+            called.range().intersect_params(ctx)):
+        return None
+    if not cand.write.intersect_domain(cand.domain).intersect_params(ctx).is_injective():
+        return None
+    return beta

@@ -5,7 +5,11 @@ An element's address is linear in the iterators (``GemmMatch.linear``): the
 part of the loops around the call and the indices' constants make each
 operand's base pointer, the scanned iterators' parts the strides: one per
 role (``polyc_gemm_<f32|f64>``), or a mixed-radix map of digit extents and
-strides per role for an implicit GEMM (``polyc_gemmx_<f32|f64>``).
+strides per role for an implicit GEMM (``polyc_gemmx_<f32|f64>``).  The
+call computes ``C = alpha * A . B + beta * C``: alpha is the product of the
+update's scalar factors (``GemmMatch.alpha``), beta ``GemmMatch.beta``, else 0
+with a folded initialisation, else 1; both printed as C expressions of the
+element type (a rank-0 tensor argument reads its element).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import TYPE_CHECKING
 import cgen as c
 
 from polyc import expr as E
-from polyc.ir import Statement
+from polyc.ir import C_TYPES, Statement
 
 from .cexpr import extent_name, tensor_name
 
@@ -41,8 +45,17 @@ def _extent(em: Emitter, tensor: str, d: int) -> str:
     return extent_name(tensor, d) if d > 0 else f"({em.extent_expr(tensor, d)})"
 
 
+def scalar(em: Emitter, e: E.Expr, dtype: str) -> str:
+    """``e`` (a scalar expression: constants, size parameters, rank-0 tensor
+    reads) as a C expression of ``dtype``'s type: a constant as its exact
+    literal, anything else converted with a cast."""
+    text = em._printer().value(e, dtype)
+    return text if isinstance(e, E.Const) else f"({C_TYPES[dtype]})({text})"
+
+
 def gemm_call(em: Emitter, s: Statement) -> c.Statement:
-    """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, ...)`` or
+    """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, c_rs, c_cs,
+    alpha, beta, bias, bias_cs, relu, nthreads)`` or
     ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
     point of the loops around the call; one thread inside a parallel loop."""
     m = s.intrinsic
@@ -79,7 +92,10 @@ def gemm_call(em: Emitter, s: Statement) -> c.Statement:
     threads = "1" if em.parallel_depth or not m.parallel else "polyc_threads"
     sfx = "f32" if m.dtype == "float32" else "f64"
     c_op = f"{base(m.c)}, {stride(m.c, m.m[-1])}, {stride(m.c, m.n[-1])}"
-    tail = (f"{0 if m.init else 1}, {tensor_name(m.bias) if m.bias else 'NULL'}, "
+    beta = m.beta if m.beta is not None else E.Const(0.0 if m.init else 1.0)
+    alpha = m.alpha if m.alpha is not None else E.Const(1.0)
+    tail = (f"{scalar(em, alpha, m.dtype)}, {scalar(em, beta, m.dtype)}, "
+            f"{tensor_name(m.bias) if m.bias else 'NULL'}, "
             f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
     if m.gather:
         return c.Statement(

@@ -51,8 +51,8 @@ import islpy as isl
 from .. import expr as E
 from ..errors import ScheduleError
 from ..intrinsics import GemmMatch, match_epilogue, match_gemm
-from ..isl_util import CTX
 from ..ir import Program, Statement
+from ..isl_util import CTX
 from . import surgery, tree
 from .registry import transform
 

@@ -24,8 +24,8 @@ const char *isa(void) { return polyc_gemm_isa(); }
                     int64_t c_rs, int64_t c_cs, int acc, const T *bias,             \
                     int64_t bias_cs, int relu, int nt)                              \
     {                                                                               \
-        polyc_gemm_##SFX(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs, acc, \
-                         bias, bias_cs, relu, nt);                                  \
+        polyc_gemm_##SFX(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,      \
+                         (T)1, (T)(acc != 0), bias, bias_cs, relu, nt);             \
     }
 SHIM(float, f32)
 SHIM(double, f64)
@@ -36,8 +36,8 @@ SHIM(double, f64)
                      const polyc_gemm_dims *bc, T *C, int64_t c_rs, int64_t c_cs,   \
                      int acc, int nt)                                               \
     {                                                                               \
-        polyc_gemmx_##SFX(M, N, K, A, ar, ac, B, br, bc, C, c_rs, c_cs, acc, NULL,  \
-                          0, 0, nt);                                                \
+        polyc_gemmx_##SFX(M, N, K, A, ar, ac, B, br, bc, C, c_rs, c_cs, (T)1,       \
+                          (T)(acc != 0), NULL, 0, 0, nt);                           \
     }
 SHIMX(float, f32)
 SHIMX(double, f64)

@@ -1,17 +1,24 @@
 /* polyc GEMM: a header-only, BLIS-style matrix multiply for generated C code.
  *
- *   C(m, n) = [C(m, n) if accumulate] + sum_k A(m, k) * B(k, n)
+ *   C(m, n) = alpha * sum_k A(m, k) * B(k, n) + beta * C(m, n)
  *             then, if bias: += bias[n * bias_cs]; then, if relu: max(., 0)
+ *
+ *   BLAS semantics: beta == 0 does not read C (NaN or garbage there does not
+ *   propagate); alpha == 0 or K == 0 does not read A or B (C = beta * C, then
+ *   the epilogue).  alpha == 1 and beta in {0, 1} take the same paths as a
+ *   plain product (alpha != 1 scales each packed A sliver; beta other than 0
+ *   and 1 is a separate store path of the micro-kernel).
  *
  *   A(m, k) = A[m * a_rs + k * a_cs], B(k, n) = B[k * b_rs + n * b_cs],
  *   C(m, n) = C[m * c_rs + n * c_cs]   (strides in elements, non-negative)
  *
  *   void polyc_gemm_f32(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
- *                       accumulate, bias, bias_cs, relu, nthreads);
+ *                       alpha, beta, bias, bias_cs, relu, nthreads);
+ *     alpha, beta: float (double for _f64)
  *   void polyc_gemm_f64(... the same with double ...);
  *
  *   void polyc_gemmx_f32(M, N, K, A, a_rows, a_cols, B, b_rows, b_cols, C, c_rs, c_cs,
- *                        accumulate, bias, bias_cs, relu, nthreads);
+ *                        alpha, beta, bias, bias_cs, relu, nthreads);
  *     the same with A and B addressed through mixed-radix index maps
  *     (polyc_gemm_dims: a row or column index r of A or B is split into
  *     digits r = ((d0 * e1 + d1) * e2 + d2) ... over the extents e_j and
@@ -22,7 +29,7 @@
  *     into an offset table (one int64 per index) in the packing block.
  *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
  *
- * M, N or K may be 0 (K == 0: C = [C if accumulate else 0] + epilogue).
+ * M, N or K may be 0 (K == 0: C = beta * C + epilogue, C not read if beta == 0).
  * nthreads <= 0 means omp_get_max_threads().  Everything is static, so the
  * header may be included by several translation units.  C99 (no C11 needed:
  * the 64-byte aligned buffers come from malloc, because aligned_alloc is not
@@ -41,8 +48,10 @@
  *             micro-kernel: MR x NR accumulators in registers,
  *             broadcast A, load B, explicit FMA (-std=c99 => no contraction)
  *
- * `accumulate` only decides whether the first pc block adds to C or
- * overwrites it; bias and relu are applied on the last pc block.  Full tiles
+ * beta only decides how the first pc block treats C (overwrite, add, or add
+ * beta * C); the later blocks add; bias and relu are applied on the last pc
+ * block.  alpha multiplies the packed A slivers (after packing, only when
+ * alpha != 1), so every block's products carry it.  Full tiles
  * with unit c_cs are stored straight from the registers; edge tiles go
  * through an MR x NR buffer and only the valid part is copied back.
  *
@@ -248,11 +257,12 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_at(const int64_t *t, const polyc_gem
 #define POLYC_GEMM_R14(X) POLYC_GEMM_R12(X) X(12) X(13)
 
 /* Edge tiles (and every tile of the portable kernel): the accumulators are in
- * buf (row stride ldb); write the valid mr x nr part to C. */
+ * buf (row stride ldb); write the valid mr x nr part to C.  beta: 0 overwrites
+ * C (not read), 1 adds to it, 2 adds betas * C. */
 #define POLYC_GEMM_DEFINE_TAIL(T, SFX)                                                 \
     static POLYC_GEMM_UNUSED void polyc_gemm_tail_##SFX(                               \
         const T *buf, int64_t ldb, T *c, int64_t c_rs, int64_t c_cs, int64_t mr,       \
-        int64_t nr, int beta, const T *bias, int64_t bias_cs, int relu)                \
+        int64_t nr, int beta, T betas, const T *bias, int64_t bias_cs, int relu)       \
     {                                                                                  \
         int64_t i, j;                                                                  \
         for (i = 0; i < mr; i++) {                                                     \
@@ -260,8 +270,10 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_at(const int64_t *t, const polyc_gem
             const T *bi = buf + i * ldb;                                               \
             for (j = 0; j < nr; j++) {                                                 \
                 T v = bi[j];                                                           \
-                if (beta)                                                              \
+                if (beta == 1)                                                         \
                     v += ci[j * c_cs];                                                 \
+                else if (beta)                                                         \
+                    v += betas * ci[j * c_cs];                                         \
                 if (bias)                                                              \
                     v += bias[j * bias_cs];                                            \
                 if (relu && !(v > (T)0))                                               \
@@ -274,10 +286,12 @@ POLYC_GEMM_DEFINE_TAIL(float, f32)
 POLYC_GEMM_DEFINE_TAIL(double, f64)
 
 /* ------------------------------------------------------------ micro-kernels
- * polyc_gemm_ukr_<t>(kc, a, b, c, c_rs, c_cs, mr, nr, beta, bias, bias_cs, relu)
+ * polyc_gemm_ukr_<t>(kc, a, b, c, c_rs, c_cs, mr, nr, beta, betas, bias, bias_cs,
+ *                    relu)
  *   a: MR x kc sliver, a[k * MR + i]; b: kc x NR sliver, b[k * NR + j], 64-byte
- *   aligned; C tile at c with valid part mr x nr; beta: add to C; bias (NULL:
- *   none) at bias[j * bias_cs] for the tile's columns.
+ *   aligned; C tile at c with valid part mr x nr; beta: 0 overwrite C (not
+ *   read), 1 add to C, 2 add betas * C; bias (NULL: none) at bias[j * bias_cs]
+ *   for the tile's columns.
  *
  * The SIMD kernel (AVX-512 or AVX2+FMA) is one body, NR = 2 vectors, MR rows,
  * written against the POLYC_GEMM_{T,VT,VL,MR,NR,ROWS,SETZERO,LOAD,LOADU,
@@ -321,6 +335,24 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         POLYC_GEMM_STOREU(ci, v0);                                                     \
         POLYC_GEMM_STOREU(ci + POLYC_GEMM_VL, v1);                                     \
     }
+/* The store of a full tile when beta is neither 0 nor 1: C = acc + beta * C. */
+#define POLYC_GEMM_V_STORE_SCALED(i)                                                   \
+    {                                                                                  \
+        POLYC_GEMM_T *ci = c + (i) * c_rs;                                             \
+        POLYC_GEMM_VT v0 = POLYC_GEMM_FMA(POLYC_GEMM_LOADU(ci), bsv, c##i##_0);        \
+        POLYC_GEMM_VT v1 =                                                             \
+            POLYC_GEMM_FMA(POLYC_GEMM_LOADU(ci + POLYC_GEMM_VL), bsv, c##i##_1);       \
+        if (bias) {                                                                    \
+            v0 = POLYC_GEMM_ADD(v0, bv0);                                              \
+            v1 = POLYC_GEMM_ADD(v1, bv1);                                              \
+        }                                                                              \
+        if (relu) {                                                                    \
+            v0 = POLYC_GEMM_MAX(v0, zero);                                             \
+            v1 = POLYC_GEMM_MAX(v1, zero);                                             \
+        }                                                                              \
+        POLYC_GEMM_STOREU(ci, v0);                                                     \
+        POLYC_GEMM_STOREU(ci + POLYC_GEMM_VL, v1);                                     \
+    }
 #define POLYC_GEMM_V_SPILL(i)                                                          \
     POLYC_GEMM_STOREU(buf + (i) * POLYC_GEMM_NR, c##i##_0);                            \
     POLYC_GEMM_STOREU(buf + (i) * POLYC_GEMM_NR + POLYC_GEMM_VL, c##i##_1);
@@ -329,7 +361,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
     static inline void polyc_gemm_ukr_##SFX(                                           \
         int64_t kc, const POLYC_GEMM_T *restrict a, const POLYC_GEMM_T *restrict b,    \
         POLYC_GEMM_T *restrict c, int64_t c_rs, int64_t c_cs, int64_t mr, int64_t nr,  \
-        int beta, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu)                 \
+        int beta, POLYC_GEMM_T betas, const POLYC_GEMM_T *bias, int64_t bias_cs,       \
+        int relu)                                                                      \
     {                                                                                  \
         int64_t k;                                                                     \
         POLYC_GEMM_ROWS(POLYC_GEMM_V_DECL)                                             \
@@ -350,12 +383,17 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                 bv0 = POLYC_GEMM_LOADU(tb);                                            \
                 bv1 = POLYC_GEMM_LOADU(tb + POLYC_GEMM_VL);                            \
             }                                                                          \
-            POLYC_GEMM_ROWS(POLYC_GEMM_V_STORE)                                        \
+            if (beta <= 1) {                                                           \
+                POLYC_GEMM_ROWS(POLYC_GEMM_V_STORE)                                    \
+            } else {                                                                   \
+                const POLYC_GEMM_VT bsv = POLYC_GEMM_SET1(betas);                      \
+                POLYC_GEMM_ROWS(POLYC_GEMM_V_STORE_SCALED)                             \
+            }                                                                          \
         } else {                                                                       \
             POLYC_GEMM_T buf[POLYC_GEMM_MR * POLYC_GEMM_NR];                           \
             POLYC_GEMM_ROWS(POLYC_GEMM_V_SPILL)                                        \
             polyc_gemm_tail_##SFX(buf, POLYC_GEMM_NR, c, c_rs, c_cs, mr, nr, beta,     \
-                                  bias, bias_cs, relu);                                \
+                                  betas, bias, bias_cs, relu);                         \
         }                                                                              \
     }
 
@@ -364,7 +402,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
     static inline void polyc_gemm_ukr_##SFX(                                           \
         int64_t kc, const POLYC_GEMM_T *restrict a, const POLYC_GEMM_T *restrict b,    \
         POLYC_GEMM_T *restrict c, int64_t c_rs, int64_t c_cs, int64_t mr, int64_t nr,  \
-        int beta, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu)                 \
+        int beta, POLYC_GEMM_T betas, const POLYC_GEMM_T *bias, int64_t bias_cs,       \
+        int relu)                                                                      \
     {                                                                                  \
         POLYC_GEMM_T acc[POLYC_GEMM_MR * POLYC_GEMM_NR];                               \
         int64_t i, j, k;                                                               \
@@ -379,8 +418,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
             a += POLYC_GEMM_MR;                                                        \
             b += POLYC_GEMM_NR;                                                        \
         }                                                                              \
-        polyc_gemm_tail_##SFX(acc, POLYC_GEMM_NR, c, c_rs, c_cs, mr, nr, beta, bias,   \
-                              bias_cs, relu);                                          \
+        polyc_gemm_tail_##SFX(acc, POLYC_GEMM_NR, c, c_rs, c_cs, mr, nr, beta, betas,  \
+                              bias, bias_cs, relu);                                    \
     }
 
 /* ------------------------------------------------------- packing and driver
@@ -394,7 +433,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         int64_t b_rs, b_cs;                                                            \
         POLYC_GEMM_T *C;                                                               \
         int64_t c_rs, c_cs;                                                            \
-        int accumulate;                                                                \
+        POLYC_GEMM_T alpha, beta; /* C = alpha * A B + beta * C */                     \
         const POLYC_GEMM_T *bias;                                                      \
         int64_t bias_cs;                                                               \
         int relu;                                                                      \
@@ -524,7 +563,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         }                                                                              \
     }                                                                                  \
                                                                                        \
-    /* An A sliver (rows i0.., columns k0..) through the maps or the strides. */   \
+    /* An A sliver (rows i0.., columns k0..) through the maps or the strides,      \
+     * times alpha when alpha != 1 (the sliver is still in L1). */                 \
     static void polyc_gemm_pack_a_any_##SFX(const polyc_gemm_args_##SFX *g, int64_t mr, \
                                             int64_t kc, int64_t i0, int64_t k0,        \
                                             POLYC_GEMM_T *restrict d)                  \
@@ -534,6 +574,13 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         else                                                                           \
             polyc_gemm_pack_a_##SFX(mr, kc, g->A + i0 * g->a_rs + k0 * g->a_cs, g->a_rs, \
                                     g->a_cs, d);                                       \
+        if (g->alpha != (POLYC_GEMM_T)1) {                                             \
+            const POLYC_GEMM_T alpha = g->alpha;                                       \
+            const int64_t len = kc * POLYC_GEMM_MR;                                    \
+            int64_t e;                                                                 \
+            for (e = 0; e < len; e++)                                                  \
+                d[e] *= alpha;                                                         \
+        }                                                                              \
     }                                                                                  \
                                                                                        \
     /* Loops jr (slivers j_lo..j_hi of the B panel) and ir over a packed A block   \
@@ -556,7 +603,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                                      cj + ir * POLYC_GEMM_MR * g->c_rs, g->c_rs,       \
                                      g->c_cs,                                          \
                                      polyc_gemm_min(POLYC_GEMM_MR, mcb - ir * POLYC_GEMM_MR), \
-                                     nr, beta, bj, g->bias_cs, relu);                  \
+                                     nr, beta, g->beta, bj, g->bias_cs, relu);         \
         }                                                                              \
     }                                                                                  \
                                                                                        \
@@ -572,7 +619,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
             const int64_t s0 = nsl * tid / nthr, s1 = nsl * (tid + 1) / nthr;          \
             for (pc = 0; pc < K; pc += g->kc) {                                        \
                 const int64_t kc = polyc_gemm_min(g->kc, K - pc);                      \
-                const int beta = pc == 0 ? g->accumulate : 1;                          \
+                const int beta = pc > 0 ? 1 : g->beta == 0 ? 0 : g->beta == 1 ? 1 : 2; \
                 const int last = pc + kc >= K;                                         \
                 const POLYC_GEMM_T *bias =                                             \
                     last && g->bias ? g->bias + jc * g->bias_cs : NULL;                \
@@ -620,7 +667,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         }                                                                              \
     }                                                                                  \
                                                                                        \
-    /* K == 0, or no memory for the packing buffers: straightforward loops. */     \
+    /* K == 0 (or alpha == 0), or no memory for the packing buffers:              \
+     * straightforward loops. */                                                   \
     static void polyc_gemm_simple_##SFX(const polyc_gemm_args_##SFX *g)                \
     {                                                                                  \
         int64_t i, j, k;                                                               \
@@ -632,8 +680,12 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                 for (k = 0; k < g->K; k++)                                             \
                     s += g->A[ai + polyc_gemm_at(NULL, g->a_cd, g->a_cs, k)] *         \
                          g->B[polyc_gemm_at(NULL, g->b_rd, g->b_rs, k) + bj];          \
-                if (g->accumulate)                                                     \
+                if (g->K > 0 && g->alpha != (POLYC_GEMM_T)1)                           \
+                    s *= g->alpha;                                                     \
+                if (g->beta == (POLYC_GEMM_T)1)                                        \
                     s += *cij;                                                         \
+                else if (g->beta != (POLYC_GEMM_T)0)                                   \
+                    s += g->beta * *cij;                                               \
                 if (g->bias)                                                           \
                     s += g->bias[j * g->bias_cs];                                      \
                 if (g->relu && !(s > (POLYC_GEMM_T)0))                                 \
@@ -650,7 +702,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         int nt = nthreads, cached;                                                     \
         int64_t msl, nkb, b_len, t_len, *tab;                                          \
         const int64_t M = g->M, N = g->N, K = g->K;                                    \
-        if (K == 0) {                                                                  \
+        if (K == 0 || g->alpha == (POLYC_GEMM_T)0) { /* C = beta C: A, B not read */   \
+            g->K = 0;                                                                  \
             polyc_gemm_simple_##SFX(g);                                                \
             return;                                                                    \
         }                                                                              \
@@ -701,8 +754,9 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
     static POLYC_GEMM_UNUSED void polyc_gemm_##SFX(                                    \
         int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
         int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
-        POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, int accumulate,                   \
-        const POLYC_GEMM_T *bias, int64_t bias_cs, int relu, int nthreads)             \
+        POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, POLYC_GEMM_T alpha,               \
+        POLYC_GEMM_T beta, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu,        \
+        int nthreads)                                                                  \
     {                                                                                  \
         polyc_gemm_args_##SFX g;                                                       \
         if (M <= 0 || N <= 0)                                                          \
@@ -712,7 +766,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
         g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
         g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
-        g.accumulate = accumulate; g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;  \
+        g.alpha = alpha; g.beta = beta;                                                \
+        g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;                             \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }                                                                                  \
                                                                                        \
@@ -721,8 +776,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         const polyc_gemm_dims *a_rows, const polyc_gemm_dims *a_cols,                  \
         const POLYC_GEMM_T *B, const polyc_gemm_dims *b_rows,                          \
         const polyc_gemm_dims *b_cols, POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs,    \
-        int accumulate, const POLYC_GEMM_T *bias, int64_t bias_cs, int relu,           \
-        int nthreads)                                                                  \
+        POLYC_GEMM_T alpha, POLYC_GEMM_T beta, const POLYC_GEMM_T *bias,               \
+        int64_t bias_cs, int relu, int nthreads)                                       \
     {                                                                                  \
         polyc_gemm_args_##SFX g;                                                       \
         if (M <= 0 || N <= 0)                                                          \
@@ -734,7 +789,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         g.a_cd = polyc_gemm_collapse(a_cols, &g.a_cs) ? NULL : a_cols;                 \
         g.b_rd = polyc_gemm_collapse(b_rows, &g.b_rs) ? NULL : b_rows;                 \
         g.b_cd = polyc_gemm_collapse(b_cols, &g.b_cs) ? NULL : b_cols;                 \
-        g.accumulate = accumulate; g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;  \
+        g.alpha = alpha; g.beta = beta;                                                \
+        g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;                             \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }
 
