@@ -325,9 +325,18 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)
                       for d, idx in enumerate(acc.indices)
                       if isinstance(idx, E.Index) and idx.name == it), None)
+        own = stmt.domain.intersect_params(ctx).dim_max(pos).add(
+            const_pw_aff(ctx.get_space(), 1))
         if where is not None:
-            extents.append((it,) + where)
             ext = program.tensor(where[0]).shape[where[1]]
+            if not ext.intersect_params(ctx).is_equal(own) and _affine_in_sizes(own):
+                # a loop bound that is another size than the tensor's extent
+                # (a loop program's ``range(nj)`` over a ``tmp`` of its own
+                # shape): the call scans the loop's extent
+                ext = own
+                extents.append((it, None, pw_aff_to_expr(own, ctx)))
+            else:
+                extents.append((it,) + where)
         else:
             ext = stmt.domain.intersect_params(ctx).dim_max(pos).add(
                 const_pw_aff(ctx.get_space(), 1))
@@ -347,6 +356,14 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
                      linear=tuple((t, tuple(tuple(sorted(d.items())) for d in lin[t]))
                                   for t in (stmt.tensor, a.tensor, b.tensor)),
                      extents=tuple(extents), gather=gather, alpha=alpha)
+
+
+def _affine_in_sizes(ext: isl.PwAff) -> bool:
+    """Whether ``ext`` is one affine function of the size parameters (no
+    pieces, no divisions: a loop bound such as ``N`` or ``N - 1``)."""
+    pieces = ext.get_pieces()
+    return len(pieces) == 1 and not pieces[0][1].dim(isl.dim_type.div) \
+        and pieces[0][1].get_denominator_val().is_one()
 
 
 def _is_zero(e: E.Expr) -> bool:

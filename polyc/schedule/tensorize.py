@@ -434,6 +434,10 @@ def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict
                 continue
         matches.append(m)
         notes[s.name] = m.describe()
+    for m in matches:
+        for name in group_statements(m):
+            if name != m.statement and program.statement(name).kind == "update":
+                notes[name] = f"{name} folded into the call of {m.statement}"
     return matches, notes
 
 

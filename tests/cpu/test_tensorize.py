@@ -80,8 +80,8 @@ def test_grouped_dimensions_run_as_one():
      "division"),
     ("def q(float(M, K) A, float(K, N) B, int32(K) ix) -> (C) "
      "{ C(m, n) +=! A(m, ix(k)) * B(k, n) }", "not affine"),
-    ("def q(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) * 2 }",
-     "not a product of two tensor elements"),
+    ("def q(float(M, K) A, float(K, N) B, float(M) D) -> (C) "
+     "{ C(m, n) +=! D(m) * A(m, k) * B(k, n) }", "not a product of two tensor elements"),
     ("def t(float(N, C1, C2, H) I0, float(N, C2, C3, H) I1) -> (O) "
      "{ O(n, c1, c3, h) +=! I0(n, c1, c2, h) * I1(n, c2, c3, h) }", "innermost dimension h"),
     ("def s(float(N, N) A, float(N, N) B) -> (C) "

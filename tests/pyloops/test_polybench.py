@@ -112,3 +112,32 @@ def test_benchmark_runner_json(capsys):
     row = data["rows"][0]
     assert row["kernel"] == "atax" and row["polyc"] > 0 and row["gcc -O3"] > 0
     assert row["err"] <= 1e-9 and row["compile_s"] > 0
+
+
+#: PolyBench's BLAS kernels that reach the GEMM micro-kernel, with the
+#: number of calls (issue 15, item 3); the others say why in explain().
+TENSORIZED = {"gemm": 1, "2mm": 2, "3mm": 3}
+NOT_TENSORIZED = {"syrk": "one tensor", "syr2k": "product of two tensor elements",
+                  "symm": "full box", "doitgen": "only one tensor"}
+
+
+@pytest.mark.parametrize("dataset", ["MINI", pytest.param("SMALL", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", sorted(TENSORIZED))
+def test_blas_kernels_call_the_micro_kernel(name, dataset):
+    bench = BENCHMARKS[name]
+    sizes = bench.sizes[dataset]
+    args = bench.init(sizes, np.float64)
+    kern = bench.kernel.specialize(*fresh(args))
+    assert "polyc_gemm_f64(" in kern.source
+    text = kern.explain()
+    assert text.count("tensorized onto gemm") == TENSORIZED[name]
+    assert "tensorize:gemm:" in str(kern.schedule)
+    check(bench, args, sizes)
+
+
+@pytest.mark.parametrize("name", sorted(NOT_TENSORIZED))
+def test_blas_kernels_that_keep_their_loops_say_why(name):
+    bench = BENCHMARKS[name]
+    kern = bench.kernel.specialize(*bench.init(bench.sizes["MINI"], np.float64))
+    assert "polyc_gemm" not in kern.source
+    assert NOT_TENSORIZED[name] in kern.explain()
