@@ -26,6 +26,7 @@ from .errors import (  # noqa: E402,F401
     EinsumPathError,
     IllegalScheduleError,
     IncompletePathError,
+    IntrinsicError,
     ParseError,
     PathIndexError,
     PathNameError,
@@ -39,7 +40,8 @@ from .errors import (  # noqa: E402,F401
 
 __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "DTypeError", "BindingError", "UnsupportedError", "EinsumError",
-           "EinsumPathError", "PathNameError", "PathIndexError", "IncompletePathError",
+           "EinsumPathError", "IntrinsicError", "PathNameError", "PathIndexError",
+           "IncompletePathError",
            "IllegalScheduleError", "ScheduleError", "CompileError", "compile", "einsum",
            "einsum_path",
            "Kernel", "Schedule", "Loop", "program", "kernel", "jit", "TraceError"]
@@ -52,7 +54,7 @@ def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
     if name == "jit":
         from .graph.jit import jit
         return jit
-    if name in ("graph", "plot"):
+    if name in ("graph", "plot", "intrinsics"):
         import importlib
         return importlib.import_module("." + name, __name__)
     if name == "kernel":

@@ -151,6 +151,12 @@ class ScheduleError(PolycError, ValueError):
     :class:`IllegalScheduleError`.)"""
 
 
+class IntrinsicError(PolycError, ValueError):
+    """A user intrinsic cannot be registered: a name that is taken or not an
+    identifier, a description that is not one statement over a box with
+    linear indices, no C implementation (:mod:`polyc.custom_intrinsics`)."""
+
+
 class PlotError(PolycError, ValueError):
     """A picture :mod:`polyc.plot` cannot draw as asked: more than three
     loops, more points or arrows than it draws, a size missing or outside

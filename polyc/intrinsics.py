@@ -485,3 +485,12 @@ def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | Non
     if not cand.write.intersect_domain(cand.domain).intersect_params(ctx).is_injective():
         return None
     return beta
+
+
+def register(name: str, description: str, implementations: dict, *, config=None):
+    """Register a user-defined intrinsic that ``Schedule.tensorize(loop, name)``
+    can map a band onto: see :func:`polyc.custom_intrinsics.register` (the
+    description is a one-statement TC definition, the implementation C
+    source; raises ``IntrinsicError``, ``ParseError`` or ``CompileError``)."""
+    from .custom_intrinsics import register as _register
+    return _register(name, description, implementations, config=config)

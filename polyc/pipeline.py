@@ -241,8 +241,10 @@ def compile_schedule(schedule, config: Config | None = None):
     from polyc.backends.c import build, emit
 
     config = config or Config.from_env()
+    from .custom_intrinsics import registry_fingerprint
     program = schedule.program
-    key = lowered_key(program, config, schedule.to_text())
+    # a user intrinsic's implementation is part of the code a mark lowers to
+    key = lowered_key(program, config, schedule.to_text() + registry_fingerprint())
     source = None if config.dump else _cached_source(key, config)
     low = None
     if source is None:

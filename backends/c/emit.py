@@ -42,6 +42,8 @@ import cgen as c
 
 from polyc import expr as E
 from polyc import loopnest as L
+from polyc.custom_intrinsics import get as get_intrinsic
+from polyc.intrinsics import GemmMatch
 from polyc.ir import C_TYPES, Program, Statement
 from polyc.isl_util import pw_aff_to_expr
 
@@ -58,6 +60,7 @@ from .cexpr import (
     param_name,
     tensor_name,
 )
+from .customcall import custom_call
 from .gemmcall import as_param, gemm_call
 from .hoist import HOISTED, hoist_invariants
 
@@ -242,7 +245,8 @@ class _Emitter:
             body.append(c.Comment(comment_text(s.text)))
         body += self._iterators(zip(s.iterators, inst.args))
         if s.kind == "intrinsic":
-            body.append(gemm_call(self, s))
+            body.append(gemm_call(self, s) if isinstance(s.intrinsic, GemmMatch)
+                        else custom_call(self, s))
             return c.Block(body)
         pr = self._printer()
         dtype = self.dtypes[s.tensor]
@@ -546,8 +550,12 @@ def emit(program: Program, nest: L.Node) -> Source:
         c.Block(em.prologue() + team + [em.node(nest)]))
     header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
     intrinsics = ""
-    if em.calls:
+    matches = [st.intrinsic for st in program.statements if st.kind == "intrinsic"]
+    if any(isinstance(m, GemmMatch) for m in matches):
         intrinsics = "\n" + (INTRINSICS / "gemm.h").read_text() + "\n"
+    for name in sorted({m.intrinsic for m in matches if not isinstance(m, GemmMatch)}):
+        intr = get_intrinsic(name)     # a user intrinsic: its prototype, then its source
+        intrinsics += f"\n{intr.prototype()};\n{intr.source('c')}\n"
     text = header + PRELUDE + intrinsics + "\n" + str(fn) + "\n"
     return Source(text=text, entry=ENTRY, params=tuple(program.params),
                   tensors=tuple(t.name for t in arguments(program)))

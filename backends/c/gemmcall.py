@@ -33,7 +33,7 @@ def as_param(x: E.Expr) -> E.Expr | None:
     return E.Param(x.name) if isinstance(x, E.Index) else None
 
 
-def _stride(em: Emitter, tensor: str, d: int) -> str:
+def row_major_stride(em: Emitter, tensor: str, d: int) -> str:
     """Elements between consecutive indices of dimension ``d`` (row-major)."""
     nd = em.program.tensor(tensor).ndim
     return " * ".join(extent_name(tensor, j) for j in range(d + 1, nd)) or "1"
@@ -63,7 +63,7 @@ def gemm_call(em: Emitter, s: Statement) -> c.Statement:
     scanned = set(m.m + m.n + m.k)
 
     def stride(t: str, it: str) -> str:
-        terms = [_stride(em, t, d) if c == 1 else f"{c} * ({_stride(em, t, d)})"
+        terms = [row_major_stride(em, t, d) if c == 1 else f"{c} * ({row_major_stride(em, t, d)})"
                  for d, coeffs in enumerate(lin[t]) for i, c in coeffs if i == it]
         return " + ".join(f"({x})" for x in terms) or "0"
 
@@ -76,7 +76,7 @@ def gemm_call(em: Emitter, s: Statement) -> c.Statement:
             idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
                              and e.name in scanned else None)
             if not (isinstance(idx, E.Const) and idx.value == 0):
-                terms.append(f"({_stride(em, t, d)}) * ({pr.index(idx)})")
+                terms.append(f"({row_major_stride(em, t, d)}) * ({pr.index(idx)})")
         return f"{tensor_name(t)} + ({' + '.join(terms) or '0'})"
     ext1 = {it: _extent(em, t, d) if t is not None else
             f"({em.loop_printer.index(E.map_expr(d, as_param))})"

@@ -260,7 +260,7 @@ def _prefix_reason(node: isl.ScheduleNode, program: Program, m: GemmMatch) -> st
         return None
     stmt = program.statement(m.statement)
     own = prefix.intersect_domain(isl.UnionSet.from_set(stmt.domain))
-    for it in m.m + m.n + m.k:
+    for it in getattr(m, "scanned", None) or m.m + m.n + m.k:
         pos = stmt.iterators.index(it)
         p = isl.Map.identity(isl.Space.map_from_set(stmt.domain.get_space()))
         p = p.project_out(isl.dim_type.out, pos, 1).insert_dims(isl.dim_type.out, pos, 1)
@@ -288,8 +288,11 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
     (a band node of ``schedule``) after checking that the subtree is one
     call of ``intrinsic`` per point of the loops above (module docstring).
     Raises :class:`~polyc.errors.ScheduleError` with the reason otherwise."""
-    if intrinsic not in INTRINSICS:
-        raise ScheduleError(f"unknown intrinsic {intrinsic!r}; known: {', '.join(INTRINSICS)}")
+    from .. import custom_intrinsics
+    if intrinsic not in INTRINSICS and custom_intrinsics.get(intrinsic) is None:
+        raise ScheduleError(f"unknown intrinsic {intrinsic!r}; known: "
+                            f"{', '.join(custom_intrinsics.names())} (register one with "
+                            f"polyc.intrinsics.register)")
     top = _top(band)
     for n in tree.walk(top):
         kind = n.get_type()
@@ -298,6 +301,13 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
             raise ScheduleError("the band holds a promotion or another tensorize mark: "
                                 "tensorize first, then promote elsewhere")
     names = tree.statements_of(top)
+    if intrinsic not in INTRINSICS:
+        m = _custom(program, intrinsic, names)
+        reason = _prefix_reason(top, program, m)
+        if reason:
+            raise ScheduleError(reason)
+        return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement), context=CTX)) \
+                  .get_schedule()
     updates = [x for x in names if program.statement(x).kind == "update"
                and not isinstance(match_gemm(program, program.statement(x)), str)]
     if not updates:
@@ -317,6 +327,20 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
         raise ScheduleError(reason)
     return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement), context=CTX)) \
               .get_schedule()
+
+
+def _custom(program: Program, intrinsic: str, names) -> GemmMatch:
+    """The match of the one statement below a band onto user intrinsic
+    ``intrinsic`` (:mod:`polyc.custom_intrinsics`); raises ScheduleError."""
+    from .. import custom_intrinsics
+    if len(names) != 1:
+        raise ScheduleError(f"statements {', '.join(names)} run below the band; {intrinsic} "
+                            f"computes one statement (distribute or move the others first)")
+    stmt = program.statement(names[0])
+    m = custom_intrinsics.match(program, stmt, custom_intrinsics.get(intrinsic))
+    if isinstance(m, str):
+        raise ScheduleError(f"{stmt.name} ({stmt.text.strip()}) does not match {intrinsic}: {m}")
+    return m
 
 
 @transform("tensorize")
@@ -368,10 +392,13 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True
         todo = marks(schedule)
         if not todo:
             break
-        path, _, main = todo[0]
+        path, intrinsic, main = todo[0]
         node = tree.node_at(schedule, path)
         names = tree.statements_of(node)
-        m = fold(program, main, [x for x in names if x != main], parallel)
+        if intrinsic in INTRINSICS:
+            m = fold(program, main, [x for x in names if x != main], parallel)
+        else:
+            m = _custom(program, intrinsic, names)
         if isinstance(m, str):
             raise ScheduleError(f"mark {node.mark_get_id().get_name()}: {m}")
         call = call_statement(program, m)
@@ -408,6 +435,13 @@ def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict
     stmts = list(program.statements)
     deps = None
     for i, s in enumerate(stmts):
+        if s.kind == "assign" and _accumulates(s):
+            # X = X + a * b written as an assignment (a loop program's +=
+            # whose output is also read elsewhere): say why it is no call
+            m = match_gemm(program, replace(s, kind="update", op="+", rhs=s.rhs.rhs))
+            notes[s.name] = (f"{s.name} not tensorized: "
+                             f"{m if isinstance(m, str) else 'an assignment, not a reduction'}")
+            continue
         if s.kind != "update":
             continue
         m = match_gemm(program, s)
@@ -439,6 +473,12 @@ def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict
             if name != m.statement and program.statement(name).kind == "update":
                 notes[name] = f"{name} folded into the call of {m.statement}"
     return matches, notes
+
+
+def _accumulates(s: Statement) -> bool:
+    """Whether assignment ``s`` is ``X[i] = X[i] + e``."""
+    return (isinstance(s.rhs, E.Binary) and s.rhs.op == "+" and isinstance(s.rhs.lhs, E.Access)
+            and s.rhs.lhs.tensor == s.tensor and s.rhs.lhs.indices == s.lhs.indices)
 
 
 def _atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap) -> str | None:

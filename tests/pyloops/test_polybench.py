@@ -118,7 +118,8 @@ def test_benchmark_runner_json(capsys):
 #: number of calls (issue 15, item 3); the others say why in explain().
 TENSORIZED = {"gemm": 1, "2mm": 2, "3mm": 3}
 NOT_TENSORIZED = {"syrk": "one tensor", "syr2k": "product of two tensor elements",
-                  "symm": "full box", "doitgen": "only one tensor"}
+                  "symm": "full box", "doitgen": "only one tensor",
+                  "trmm": "also the output"}
 
 
 @pytest.mark.parametrize("dataset", ["MINI", pytest.param("SMALL", marks=pytest.mark.slow)])

@@ -1,0 +1,43 @@
+"""The call of a user-defined intrinsic (:mod:`polyc.custom_intrinsics`)
+that a tensorized statement becomes: per tensor of the description, in its
+signature order, the base pointer at the point of the loops around the call
+(the statement's index with the scanned iterators at 0) and one row-major
+stride per dimension, then the extents bound to the description's sizes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import cgen as c
+
+from polyc import expr as E
+from polyc.custom_intrinsics import get
+from polyc.ir import Statement
+
+from .cexpr import tensor_name
+from .gemmcall import as_param, row_major_stride
+
+if TYPE_CHECKING:
+    from .emit import _Emitter as Emitter
+
+
+def custom_call(em: Emitter, s: Statement) -> c.Statement:
+    """``<name>(t_X + offset, strides..., sizes...)`` for one point of the
+    loops around the call."""
+    m = s.intrinsic
+    intr = get(m.intrinsic)
+    scanned = set(m.scanned)
+    pr = em._printer()
+    args = []
+    for tensor, acc, dims in m.tensors:
+        terms = []
+        for d, idx in enumerate(acc.indices):
+            idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
+                             and e.name in scanned else None)
+            if not (isinstance(idx, E.Const) and idx.value == 0):
+                terms.append(f"({row_major_stride(em, tensor, d)}) * ({pr.index(idx)})")
+        args.append(f"{tensor_name(tensor)} + ({' + '.join(terms) or '0'})")
+        args += [f"(int64_t)({row_major_stride(em, tensor, d)})" for d in dims]
+    args += [f"(int64_t)({em.loop_printer.index(E.map_expr(e, as_param))})" for _, e in m.sizes]
+    return c.Statement(f"{intr.name}({', '.join(args)})")
