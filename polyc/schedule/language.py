@@ -177,6 +177,8 @@ class Schedule:
         (:func:`polyc.schedule.promotion.check_promotions`)."""
         legality.check_tree(self.isl, self.deps, self.program, what=what,
                             reassociate=self.reassociate)
+        if tensorize.marks(self.isl):
+            tensorize.check_marks(self.isl, self.program)
         if tree.has_extension(self.isl):
             check_promotions(self, what)
 

@@ -380,6 +380,24 @@ def marks(schedule: isl.Schedule) -> list[tuple[tuple[int, ...], str, str]]:
     return out
 
 
+def check_marks(schedule: isl.Schedule, program: Program) -> None:
+    """Raise :class:`ScheduleError` unless every tensorize mark of
+    ``schedule`` still holds (a transformation applied after ``tensorize``
+    may have moved another statement below it, or made the loops above
+    depend on a scanned iterator)."""
+    for path, intrinsic, main in marks(schedule):
+        node = tree.node_at(schedule, path)
+        names = tree.statements_of(node)
+        if intrinsic in INTRINSICS:
+            m = fold(program, main, [x for x in names if x != main])
+        else:
+            m = _custom(program, intrinsic, names)
+        reason = m if isinstance(m, str) else _prefix_reason(node, program, m)
+        if reason:
+            raise ScheduleError(f"the mark {node.mark_get_id().get_name()} no longer holds: "
+                                f"{reason}")
+
+
 def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True
                 ) -> tuple[isl.Schedule, Program, list[GemmMatch]]:
     """The tree and program code generation sees: below every tensorize mark

@@ -188,3 +188,14 @@ def test_loop_programs_are_tensorized_through_the_schedule_language():
     out = C.copy()
     k(A, B, out)
     np.testing.assert_allclose(out, A @ B, rtol=1e-12)
+
+
+def test_a_mark_that_does_not_hold_is_refused_in_a_tree_read_from_text():
+    s = start(GEMM)
+    good = s.tensorize(("C", "m")).to_text()
+    assert "tensorize:gemm:S0" in s.from_text(good).to_text()
+    # the mark put by hand onto the k band: the loops above scan m and n
+    k_band = T.surgery.top_of_band(T.surgery.band_node(s.isl, s.loop("C", "k")))
+    bad = k_band.insert_mark(isl.Id("tensorize:gemm:S0")).get_schedule().to_str()
+    msg = refused(s, lambda s: s.from_text(bad))
+    assert "no longer holds" in msg and "depends on m" in msg
