@@ -103,6 +103,11 @@ class GemmMatch:
     #: the scaling statement (``C(i, j) *= beta``) folded into the call as beta
     scale: str | None = None
 
+    @property
+    def scanned(self) -> tuple[str, ...]:
+        """The iterators the call scans (its m, n and k digits)."""
+        return self.m + self.n + self.k
+
     def describe(self) -> str:
         roles = ", ".join(f"{r}={'*'.join(g)}" for r, g in
                           (("m", self.m), ("n", self.n), ("k", self.k)))

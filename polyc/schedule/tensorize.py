@@ -50,7 +50,7 @@ import islpy as isl
 
 from .. import expr as E
 from ..errors import ScheduleError
-from ..intrinsics import GemmMatch, match_epilogue, match_gemm
+from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import surgery, tree
@@ -109,7 +109,7 @@ def _output_batch(stmt: Statement, other: Statement, batch: list[str]) -> list[s
 def group_statements(m: GemmMatch) -> tuple[str, ...]:
     """The statements one call computes: the scaling or initialisation
     folded before it, the update, the epilogue after it."""
-    return tuple(x for x in (m.init, getattr(m, "scale", None), m.statement, m.epilogue) if x)
+    return tuple(x for x in (m.init, m.scale, m.statement, m.epilogue) if x)
 
 
 def projections(program: Program, m: GemmMatch) -> dict[str, isl.Map]:
@@ -201,14 +201,6 @@ def contract(program: Program, matches: list[GemmMatch]) -> Program:
 
 # ------------------------------------------------------------------ matching
 
-def _scale_beta(program: Program, m: GemmMatch, st: Statement):
-    try:
-        from ..intrinsics import match_scale
-    except ImportError:
-        return None
-    return match_scale(program, m, st)
-
-
 def fold(program: Program, main: str, others, parallel: bool = True) -> GemmMatch | str:
     """The match of update ``main`` with the statements ``others`` folded
     into the call (each must be its initialisation, a scaling of its output
@@ -226,8 +218,8 @@ def fold(program: Program, main: str, others, parallel: bool = True) -> GemmMatc
             m = replace(m, init=name)
         elif name == epi.epilogue:
             m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu)
-        elif hasattr(m, "scale") and m.scale is None and (
-                beta := _scale_beta(program, m, st)) is not None:
+        elif m.scale is None and (
+                beta := match_scale(program, m, st)) is not None:
             m = replace(m, scale=name, beta=beta)
         else:
             return (f"statement {name} ({st.text.strip()}) also runs below the band; gemm "
@@ -260,7 +252,7 @@ def _prefix_reason(node: isl.ScheduleNode, program: Program, m: GemmMatch) -> st
         return None
     stmt = program.statement(m.statement)
     own = prefix.intersect_domain(isl.UnionSet.from_set(stmt.domain))
-    for it in getattr(m, "scanned", None) or m.m + m.n + m.k:
+    for it in m.scanned:
         pos = stmt.iterators.index(it)
         p = isl.Map.identity(isl.Space.map_from_set(stmt.domain.get_space()))
         p = p.project_out(isl.dim_type.out, pos, 1).insert_dims(isl.dim_type.out, pos, 1)
@@ -467,8 +459,8 @@ def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict
             notes[s.name] = f"{s.name} not tensorized: {m}"
             continue
         m = replace(match_epilogue(program, m), parallel=parallel)
-        if m.init is None and i > 0 and hasattr(m, "scale"):
-            beta = _scale_beta(program, m, stmts[i - 1])
+        if m.init is None and i > 0:
+            beta = match_scale(program, m, stmts[i - 1])
             if beta is not None:
                 m = replace(m, scale=stmts[i - 1].name, beta=beta)
         if program.order is not None:
@@ -476,10 +468,8 @@ def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict
                 from ..dependence import compute
                 deps = compute(program).all()
             reason = _atomic_reason(program, m, deps)
-            if reason and (m.epilogue or getattr(m, "scale", None)):
-                m = replace(m, epilogue=None, bias=None, relu=False)
-                if hasattr(m, "scale"):
-                    m = replace(m, scale=None, beta=None)
+            if reason and (m.epilogue or m.scale):
+                m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
                 reason = _atomic_reason(program, m, deps)
             if reason:
                 notes[s.name] = f"{s.name} not tensorized: {reason}"
