@@ -35,14 +35,22 @@ class Lowered:
     contracted: tuple = ()
     #: ``(program, schedule, deps)`` of the source program when code
     #: generation saw another one: tensorize marks lowered to calls
-    #: (:func:`polyc.schedule.tensorize.lower_marks`); ``None`` otherwise
+    #: (:func:`polyc.schedule.tensorize.lower_marks`); ``None`` otherwise.
+    #: ``deps`` may be a function computing them (the source program's,
+    #: before array contraction), called when first asked for
     view: tuple | None = None
 
     def schedule_view(self) -> tuple:
-        """``(program, isl.Schedule, Dependences)`` a
-        :class:`polyc.Schedule` of this compilation shows: the source
-        statements with their tensorize marks, not the calls."""
-        return self.view if self.view is not None else (self.program, self.schedule, self.deps)
+        """``(program, isl.Schedule, Dependences)`` a :class:`polyc.Schedule`
+        of this compilation shows: the source statements with their
+        tensorize marks, not the calls."""
+        if self.view is None:
+            return self.program, self.schedule, self.deps
+        program, schedule, deps = self.view
+        if callable(deps):
+            deps = deps()
+            object.__setattr__(self, "view", (program, schedule, deps))
+        return program, schedule, deps
 
 
 def with_notes(explained, low: Lowered | None):

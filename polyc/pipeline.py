@@ -107,19 +107,19 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     _dump(config, "schedule", sched)
     if probe:
         return Lowered(program, deps, sched, None, notes, row_note, contracted)
+    legality.check(sched, deps, program, what="the generated schedule")       # 6
     view = None
     if matches:
         # the tree of the source statements, each group below a tensorize
-        # mark (the schedule language's own tensorize); code generation
-        # lowers the marks back to calls
+        # mark (put by the schedule language's own tensorize function), is
+        # what the kernel shows (its dependences computed when asked for);
+        # code generation lowers the marks back to calls
         view_program = _expanded(program, source, matches)
         marked = tensorize.expand(sched, view_program, matches, config.parallel)
-        view = (view_program, marked, dependence.compute(source))
-        legality.check(marked, view[2], view_program, what="the generated schedule")  # 6
-        sched, program, _ = tensorize.lower_marks(marked, view_program, config.parallel)
+        view = (view_program, marked, functools.partial(dependence.compute, source))
+        sched, program, _ = tensorize.lower_marks(marked, view_program, config.parallel,
+                                                  known=matches)
         _dump(config, "tensorized schedule", marked)
-    else:
-        legality.check(sched, deps, program, what="the generated schedule")   # 6
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
     return Lowered(program, deps, sched, nest, notes, row_note, contracted, view)

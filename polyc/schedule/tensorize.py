@@ -275,11 +275,15 @@ def _top(node: isl.ScheduleNode) -> isl.ScheduleNode:
 
 
 def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
-              intrinsic: str = "gemm", parallel: bool = True) -> isl.Schedule:
+              intrinsic: str = "gemm", parallel: bool = True,
+              known: GemmMatch | None = None) -> isl.Schedule:
     """``schedule`` with a ``tensorize:<intrinsic>:<S>`` mark above ``band``
     (a band node of ``schedule``) after checking that the subtree is one
     call of ``intrinsic`` per point of the loops above (module docstring).
-    Raises :class:`~polyc.errors.ScheduleError` with the reason otherwise."""
+    ``known``: the match of the statements below, already made (the
+    automatic pipeline's, :func:`expand`); the loops above are checked all
+    the same.  Raises :class:`~polyc.errors.ScheduleError` with the reason
+    otherwise."""
     from .. import custom_intrinsics
     if intrinsic not in INTRINSICS and custom_intrinsics.get(intrinsic) is None:
         raise ScheduleError(f"unknown intrinsic {intrinsic!r}; known: "
@@ -293,6 +297,12 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
             raise ScheduleError("the band holds a promotion or another tensorize mark: "
                                 "tensorize first, then promote elsewhere")
     names = tree.statements_of(top)
+    if known is not None and set(names) == set(group_statements(known)):
+        reason = _prefix_reason(top, program, known)
+        if reason:
+            raise ScheduleError(reason)
+        return top.insert_mark(isl.Id(mark_name(intrinsic, known.statement), context=CTX)) \
+                  .get_schedule()
     if intrinsic not in INTRINSICS:
         m = _custom(program, intrinsic, names)
         reason = _prefix_reason(top, program, m)
@@ -390,8 +400,8 @@ def check_marks(schedule: isl.Schedule, program: Program) -> None:
                                 f"{reason}")
 
 
-def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True
-                ) -> tuple[isl.Schedule, Program, list[GemmMatch]]:
+def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
+                known: list[GemmMatch] = ()) -> tuple[isl.Schedule, Program, list[GemmMatch]]:
     """The tree and program code generation sees: below every tensorize mark
     the subtree is cut, the mark removed and the group's instances replaced
     by the calls (:func:`call_statement`), whose schedule is that of one
@@ -405,9 +415,11 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True
         path, intrinsic, main = todo[0]
         node = tree.node_at(schedule, path)
         names = tree.statements_of(node)
-        if intrinsic in INTRINSICS:
+        m = next((k for k in known if k.statement == main
+                  and set(group_statements(k)) == set(names)), None)
+        if m is None and intrinsic in INTRINSICS:
             m = fold(program, main, [x for x in names if x != main], parallel)
-        else:
+        elif m is None:
             m = _custom(program, intrinsic, names)
         if isinstance(m, str):
             raise ScheduleError(f"mark {node.mark_get_id().get_name()}: {m}")
@@ -544,7 +556,7 @@ def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
     schedule = schedule.pullback_union_pw_multi_aff(upma)
     for m in matches:
         band = _insert_group(schedule, source, m)
-        schedule = mark_band(band.get_schedule(), source, band, "gemm", parallel)
+        schedule = mark_band(band.get_schedule(), source, band, "gemm", parallel, known=m)
     return schedule
 
 
