@@ -53,7 +53,7 @@ def scalar(em: Emitter, e: E.Expr, dtype: str) -> str:
     return text if isinstance(e, E.Const) else f"({C_TYPES[dtype]})({text})"
 
 
-def gemm_call(em: Emitter, s: Statement) -> c.Statement:
+def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, c_rs, c_cs,
     alpha, beta, bias, bias_cs, relu, nthreads)`` or
     ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
@@ -63,8 +63,8 @@ def gemm_call(em: Emitter, s: Statement) -> c.Statement:
     scanned = set(m.m + m.n + m.k)
 
     def stride(t: str, it: str) -> str:
-        terms = [row_major_stride(em, t, d) if c == 1 else f"{c} * ({row_major_stride(em, t, d)})"
-                 for d, coeffs in enumerate(lin[t]) for i, c in coeffs if i == it]
+        terms = [row_major_stride(em, t, d) if k == 1 else f"{k} * ({row_major_stride(em, t, d)})"
+                 for d, coeffs in enumerate(lin[t]) for i, k in coeffs if i == it]
         return " + ".join(f"({x})" for x in terms) or "0"
 
     pr = em._printer()
@@ -97,12 +97,31 @@ def gemm_call(em: Emitter, s: Statement) -> c.Statement:
     tail = (f"{scalar(em, alpha, m.dtype)}, {scalar(em, beta, m.dtype)}, "
             f"{tensor_name(m.bias) if m.bias else 'NULL'}, "
             f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
+    runtime_scale = m.scale is not None and not isinstance(beta, E.Const)
+    if runtime_scale:
+        # a folded ``C *= beta`` with beta 0 at run time: the statement
+        # computes C * 0 (NaN for NaN or inf elements), which BLAS's beta 0
+        # (C not read) would not; scale C first and let the call add
+        tail = tail.replace(scalar(em, beta, m.dtype), "polyc_beta == 0 ? 1 : polyc_beta", 1)
     if m.gather:
-        return c.Statement(
+        call = c.Statement(
             f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
             f"{dims(m.a, m.m)}, {dims(m.a, m.k)}, {base(m.b)}, {dims(m.b, m.k)}, "
             f"{dims(m.b, m.n)}, {c_op}, {tail})")
-    return c.Statement(
-        f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
-        f"{stride(m.a, m.m[-1])}, {stride(m.a, m.k[-1])}, {base(m.b)}, "
-        f"{stride(m.b, m.k[-1])}, {stride(m.b, m.n[-1])}, {c_op}, {tail})")
+    else:
+        call = c.Statement(
+            f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
+            f"{stride(m.a, m.m[-1])}, {stride(m.a, m.k[-1])}, {base(m.b)}, "
+            f"{stride(m.b, m.k[-1])}, {stride(m.b, m.n[-1])}, {c_op}, {tail})")
+    if not runtime_scale:
+        return call
+    t = "float" if m.dtype == "float32" else "double"
+    return c.Block([
+        c.Statement(f"const {t} polyc_beta = {scalar(em, beta, m.dtype)}"),
+        c.If("polyc_beta == 0", c.Block([
+            c.Statement(f"{t} *polyc_c = {base(m.c)}"),
+            c.For("int64_t polyc_r = 0", f"polyc_r < {ext(m.m)}", "polyc_r++",
+                  c.For("int64_t polyc_s = 0", f"polyc_s < {ext(m.n)}", "polyc_s++",
+                        c.Statement(f"polyc_c[polyc_r * ({stride(m.c, m.m[-1])}) + polyc_s * "
+                                    f"({stride(m.c, m.n[-1])})] *= polyc_beta")))])),
+        call])

@@ -142,3 +142,22 @@ def test_blas_kernels_that_keep_their_loops_say_why(name):
     kern = bench.kernel.specialize(*bench.init(bench.sizes["MINI"], np.float64))
     assert "polyc_gemm" not in kern.source
     assert NOT_TENSORIZED[name] in kern.explain()
+
+
+@pytest.mark.parametrize("beta", [0.0, 1.2])
+def test_a_folded_scaling_keeps_the_loops_semantics_for_nan_and_inf(beta):
+    """``C *= beta`` folded into the call: with beta 0 at run time the loops
+    compute C * 0 (NaN for NaN and inf elements), not BLAS's beta 0."""
+    bench = BENCHMARKS["gemm"]
+    alpha, _, C, A, B = bench.init(bench.sizes["MINI"], np.float64)
+    C[0, 0], C[1, 1] = np.nan, np.inf
+    kern = bench.kernel.specialize(alpha, beta, C.copy(), A, B)
+    assert "polyc_gemm_f64(" in kern.source
+    got = C.copy()
+    kern(alpha, beta, got, A, B)
+    with np.errstate(invalid="ignore"):
+        want = C * beta + alpha * (A @ B)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    ok = np.isfinite(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12)
