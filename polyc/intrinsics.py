@@ -311,10 +311,12 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     for r in stmt.reads:
         have.setdefault(r.get_tuple_name(isl.dim_type.out), r)
     for acc in (stmt.lhs, a, b):
-        want = _relation(stmt, acc, lin[acc.tensor])
-        if not want.intersect_domain(stmt.domain).is_equal(
-                have[acc.tensor].intersect_domain(stmt.domain)):
-            return f"the access relation of {acc.tensor} differs from the intrinsic's"
+        want = _relation(stmt, acc, lin[acc.tensor]).intersect_domain(stmt.domain)
+        got = have[acc.tensor].intersect_domain(stmt.domain)
+        if not want.is_equal(got):
+            return (f"the access relation of {acc.tensor} differs from the intrinsic's: "
+                    f"{got.subtract(want).coalesce()} are accessed and not the intrinsic's "
+                    f"({want})")
     # every scanned iterator ranges over [0, extent), independently of the
     # others and of the loops: the extent of a dimension it indexes plainly,
     # else its range in the domain (isl dim_max + 1, from 0)
@@ -350,8 +352,9 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         box = box.intersect(x.ge_set(isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls)))) \
                  .intersect(x.lt_set(lift_to_set(ext, space)))
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
+        extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         return ("the iteration domain is not the full box of the tensor extents in the "
-                "iterators the call scans")
+                f"iterators the call scans (the box also holds {extra})")
     gather = not all(_is_plain_run(acc, lin[acc.tensor], g)
                      for acc, groups in ((a, (m_keep, k)), (b, (k, n_keep))) for g in groups)
     return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
