@@ -15,8 +15,7 @@ from polyc import expr as E
 from polyc.custom_intrinsics import get
 from polyc.ir import Statement
 
-from .cexpr import tensor_name
-from .gemmcall import as_param, row_major_stride
+from .gemmcall import as_param, base_pointer, row_major_stride
 
 if TYPE_CHECKING:
     from .emit import _Emitter as Emitter
@@ -28,16 +27,9 @@ def custom_call(em: Emitter, s: Statement) -> c.Statement:
     m = s.intrinsic
     intr = get(m.intrinsic)
     scanned = set(m.scanned)
-    pr = em._printer()
     args = []
     for tensor, acc, dims in m.tensors:
-        terms = []
-        for d, idx in enumerate(acc.indices):
-            idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
-                             and e.name in scanned else None)
-            if not (isinstance(idx, E.Const) and idx.value == 0):
-                terms.append(f"({row_major_stride(em, tensor, d)}) * ({pr.index(idx)})")
-        args.append(f"{tensor_name(tensor)} + ({' + '.join(terms) or '0'})")
+        args.append(base_pointer(em, tensor, acc, scanned))
         args += [f"(int64_t)({row_major_stride(em, tensor, d)})" for d in dims]
     args += [f"(int64_t)({em.loop_printer.index(E.map_expr(e, as_param))})" for _, e in m.sizes]
     return c.Statement(f"{intr.name}({', '.join(args)})")

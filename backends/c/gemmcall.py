@@ -53,6 +53,19 @@ def scalar(em: Emitter, e: E.Expr, dtype: str) -> str:
     return text if isinstance(e, E.Const) else f"({C_TYPES[dtype]})({text})"
 
 
+def base_pointer(em: Emitter, tensor: str, acc: E.Access, scanned) -> str:
+    """The address of ``acc``'s element with the ``scanned`` iterators at 0
+    (the loops around a call fixed): ``t_X + stride_0 * (i_0) + ...``."""
+    pr = em._printer()
+    terms = []
+    for d, idx in enumerate(acc.indices):
+        idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
+                         and e.name in scanned else None)
+        if not (isinstance(idx, E.Const) and idx.value == 0):
+            terms.append(f"({row_major_stride(em, tensor, d)}) * ({pr.index(idx)})")
+    return f"{tensor_name(tensor)} + ({' + '.join(terms) or '0'})"
+
+
 def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, c_rs, c_cs,
     alpha, beta, bias, bias_cs, relu, nthreads)`` or
@@ -67,17 +80,8 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
                  for d, coeffs in enumerate(lin[t]) for i, k in coeffs if i == it]
         return " + ".join(f"({x})" for x in terms) or "0"
 
-    pr = em._printer()
-
     def base(t: str) -> str:
-        acc = dict(m.accesses)[t]
-        terms = []
-        for d, idx in enumerate(acc.indices):
-            idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
-                             and e.name in scanned else None)
-            if not (isinstance(idx, E.Const) and idx.value == 0):
-                terms.append(f"({row_major_stride(em, t, d)}) * ({pr.index(idx)})")
-        return f"{tensor_name(t)} + ({' + '.join(terms) or '0'})"
+        return base_pointer(em, t, dict(m.accesses)[t], scanned)
     ext1 = {it: _extent(em, t, d) if t is not None else
             f"({em.loop_printer.index(E.map_expr(d, as_param))})"
             for it, t, d in m.extents}
