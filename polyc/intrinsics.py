@@ -75,7 +75,8 @@ class GemmMatch:
     c: str
     a: str
     b: str
-    #: ``(tensor, access)`` of C, A and B as the statement wrote them
+    #: ``(tensor, access)`` of C, A and B (in this order) as the statement
+    #: wrote them (A and B may be one tensor: ``A(m, k) * A(n, k)``)
     accesses: tuple = ()
     #: per tensor, per dimension, the ``(iterator, coefficient)`` pairs of its
     #: affine index (isl): the address of an element is linear in them
@@ -259,25 +260,25 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     c_idx = _plain(stmt.lhs)
     if c_idx is None:
         return "an index of the output is not a plain iterator"
+    if stmt.tensor in (rhs.lhs.tensor, rhs.rhs.tensor):
+        return "an operand is also the output"
+    # one tensor may be both operands (A * A^T, read only): roles are per access
     names = {stmt.tensor, rhs.lhs.tensor, rhs.rhs.tensor}
-    if len(names) != 3:
-        return "an operand is also the output, or both operands are one tensor"
     dtypes = {program.tensor(t).dtype for t in names}
     if len(dtypes) != 1 or next(iter(dtypes)) not in GEMM_DTYPES:
         return f"operand dtypes {sorted(dtypes)} (gemm takes one of {', '.join(GEMM_DTYPES)})"
-    lin = {}
-    for acc in (stmt.lhs, rhs.lhs, rhs.rhs):
-        found = _linear(stmt, acc)
-        if isinstance(found, str):
-            return found
-        lin[acc.tensor] = found
+    found = [_linear(stmt, acc) for acc in (stmt.lhs, rhs.lhs, rhs.rhs)]
+    bad = next((f for f in found if isinstance(f, str)), None)
+    if bad:
+        return bad
+    lc, la, lb = found
 
-    def moves(t: str) -> set[str]:
-        return {i for coeffs in lin[t] for i in coeffs}
+    def moves(lin) -> set[str]:
+        return {i for coeffs in lin for i in coeffs}
     a, b = rhs.lhs, rhs.rhs
-    if c_idx and c_idx[-1] in moves(a.tensor) and c_idx[-1] not in moves(b.tensor):
-        a, b = b, a          # C's innermost dimension is a column of the GEMM
-    cs, xs, ys = set(c_idx), moves(a.tensor), moves(b.tensor)
+    if c_idx and c_idx[-1] in moves(la) and c_idx[-1] not in moves(lb):
+        a, b, la, lb = b, a, lb, la   # C's innermost dimension is a column of the GEMM
+    cs, xs, ys = set(c_idx), moves(la), moves(lb)
     batch = [i for i in stmt.iterators if i in cs and i in xs and i in ys]
     m = [i for i in stmt.iterators if i in cs and i in xs and i not in ys]
     n = [i for i in stmt.iterators if i in cs and i in ys and i not in xs]
@@ -294,8 +295,8 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     if c_idx[-1] in batch:
         return (f"{stmt.tensor}'s innermost dimension {c_idx[-1]} is a batch dimension: each "
                 "call would be a small strided product; the loops vectorise along it instead")
-    for acc, own in ((a, m_keep + k), (b, k + n_keep)):
-        if acc.indices and not set(lin[acc.tensor][-1]) & set(own):
+    for acc, lin, own in ((a, la, m_keep + k), (b, lb, k + n_keep)):
+        if acc.indices and not set(lin[-1]) & set(own):
             return (f"{acc.tensor}'s innermost dimension moves with no iterator the call scans: "
                     "each call would be a small strided product; the loops vectorise instead")
     for acc in (a, b):       # k's digits in an operand's order where it indexes them plainly
@@ -307,11 +308,17 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         return f"more than {MAX_DIGITS} iterators in one role"
     # the intrinsic's access relations, compared with the statement's by isl
     # map equality
+    # (per tensor: the union of its accesses' relations, A * A^T reads A twice)
     have = {stmt.tensor: stmt.write}
     for r in stmt.reads:
-        have.setdefault(r.get_tuple_name(isl.dim_type.out), r)
+        t = r.get_tuple_name(isl.dim_type.out)
+        have[t] = have[t].union(r) if t in have and t != stmt.tensor else have.get(t, r)
+    wanted: dict = {}
+    for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb)):
+        rel = _relation(stmt, acc, lin)
+        wanted[acc.tensor] = wanted[acc.tensor].union(rel) if acc.tensor in wanted else rel
     for acc in (stmt.lhs, a, b):
-        want = _relation(stmt, acc, lin[acc.tensor]).intersect_domain(stmt.domain)
+        want = wanted[acc.tensor].intersect_domain(stmt.domain)
         got = have[acc.tensor].intersect_domain(stmt.domain)
         if not want.is_equal(got):
             return (f"the access relation of {acc.tensor} differs from the intrinsic's: "
@@ -355,14 +362,15 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         return ("the iteration domain is not the full box of the tensor extents in the "
                 f"iterators the call scans (the box also holds {extra})")
-    gather = not all(_is_plain_run(acc, lin[acc.tensor], g)
-                     for acc, groups in ((a, (m_keep, k)), (b, (k, n_keep))) for g in groups)
+    gather = not all(_is_plain_run(acc, lin, g)
+                     for acc, lin, groups in ((a, la, (m_keep, k)), (b, lb, (k, n_keep)))
+                     for g in groups)
     return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
                      batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
                      c=stmt.tensor, a=a.tensor, b=b.tensor,
                      accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)),
-                     linear=tuple((t, tuple(tuple(sorted(d.items())) for d in lin[t]))
-                                  for t in (stmt.tensor, a.tensor, b.tensor)),
+                     linear=tuple((acc.tensor, tuple(tuple(sorted(d.items())) for d in lin))
+                                  for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
                      extents=tuple(extents), gather=gather, alpha=alpha)
 
 
@@ -411,7 +419,7 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
     if i + 1 >= len(stmts) or m.batch or m.gather or len(m.n) != 1:
         return m
     nxt = stmts[i + 1]
-    c_acc = dict(m.accesses)[m.c]
+    c_acc = m.accesses[0][1]
     if nxt.kind != "assign" or nxt.tensor != m.c or _plain(nxt.lhs) is None:
         return m
     ren = dict(zip((x.name for x in nxt.lhs.indices), (x.name for x in c_acc.indices)))

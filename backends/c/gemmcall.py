@@ -72,16 +72,22 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
     point of the loops around the call; one thread inside a parallel loop."""
     m = s.intrinsic
-    lin = dict(m.linear)
+    # per role (C, A, B; A and B may be one tensor): the tensor, its access
+    # and each dimension's (iterator, coefficient) pairs
+    tensors = [t for t, _ in m.linear]
+    lin = [coeffs for _, coeffs in m.linear]
+    accs = [acc for _, acc in m.accesses]
+    C, A, B = 0, 1, 2
     scanned = set(m.m + m.n + m.k)
 
-    def stride(t: str, it: str) -> str:
+    def stride(role: int, it: str) -> str:
+        t = tensors[role]
         terms = [row_major_stride(em, t, d) if k == 1 else f"{k} * ({row_major_stride(em, t, d)})"
-                 for d, coeffs in enumerate(lin[t]) for i, k in coeffs if i == it]
+                 for d, coeffs in enumerate(lin[role]) for i, k in coeffs if i == it]
         return " + ".join(f"({x})" for x in terms) or "0"
 
-    def base(t: str) -> str:
-        return base_pointer(em, t, dict(m.accesses)[t], scanned)
+    def base(role: int) -> str:
+        return base_pointer(em, tensors[role], accs[role], scanned)
     ext1 = {it: _extent(em, t, d) if t is not None else
             f"({em.loop_printer.index(E.map_expr(d, as_param))})"
             for it, t, d in m.extents}
@@ -89,13 +95,13 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     def ext(group: tuple) -> str:
         return " * ".join(ext1[it] for it in group)
 
-    def dims(t: str, group: tuple) -> str:
+    def dims(role: int, group: tuple) -> str:
         return (f"&(const polyc_gemm_dims){{{len(group)}, "
                 f"{{{', '.join(ext1[it] for it in group)}}}, "
-                f"{{{', '.join(stride(t, it) for it in group)}}}}}")
+                f"{{{', '.join(stride(role, it) for it in group)}}}}}")
     threads = "1" if em.parallel_depth or not m.parallel else "polyc_threads"
     sfx = "f32" if m.dtype == "float32" else "f64"
-    c_op = f"{base(m.c)}, {stride(m.c, m.m[-1])}, {stride(m.c, m.n[-1])}"
+    c_op = f"{base(C)}, {stride(C, m.m[-1])}, {stride(C, m.n[-1])}"
     beta = m.beta if m.beta is not None else E.Const(0.0 if m.init else 1.0)
     alpha = m.alpha if m.alpha is not None else E.Const(1.0)
     tail = (f"{scalar(em, alpha, m.dtype)}, {scalar(em, beta, m.dtype)}, "
@@ -109,23 +115,23 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
         tail = tail.replace(scalar(em, beta, m.dtype), "polyc_beta == 0 ? 1 : polyc_beta", 1)
     if m.gather:
         call = c.Statement(
-            f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
-            f"{dims(m.a, m.m)}, {dims(m.a, m.k)}, {base(m.b)}, {dims(m.b, m.k)}, "
-            f"{dims(m.b, m.n)}, {c_op}, {tail})")
+            f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
+            f"{dims(A, m.m)}, {dims(A, m.k)}, {base(B)}, {dims(B, m.k)}, "
+            f"{dims(B, m.n)}, {c_op}, {tail})")
     else:
         call = c.Statement(
-            f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(m.a)}, "
-            f"{stride(m.a, m.m[-1])}, {stride(m.a, m.k[-1])}, {base(m.b)}, "
-            f"{stride(m.b, m.k[-1])}, {stride(m.b, m.n[-1])}, {c_op}, {tail})")
+            f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
+            f"{stride(A, m.m[-1])}, {stride(A, m.k[-1])}, {base(B)}, "
+            f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, {tail})")
     if not runtime_scale:
         return call
     t = "float" if m.dtype == "float32" else "double"
     return c.Block([
         c.Statement(f"const {t} polyc_beta = {scalar(em, beta, m.dtype)}"),
         c.If("polyc_beta == 0", c.Block([
-            c.Statement(f"{t} *polyc_c = {base(m.c)}"),
+            c.Statement(f"{t} *polyc_c = {base(C)}"),
             c.For("int64_t polyc_r = 0", f"polyc_r < {ext(m.m)}", "polyc_r++",
                   c.For("int64_t polyc_s = 0", f"polyc_s < {ext(m.n)}", "polyc_s++",
-                        c.Statement(f"polyc_c[polyc_r * ({stride(m.c, m.m[-1])}) + polyc_s * "
-                                    f"({stride(m.c, m.n[-1])})] *= polyc_beta")))])),
+                        c.Statement(f"polyc_c[polyc_r * ({stride(C, m.m[-1])}) + polyc_s * "
+                                    f"({stride(C, m.n[-1])})] *= polyc_beta")))])),
         call])

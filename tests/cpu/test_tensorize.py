@@ -41,6 +41,22 @@ def _match(src: str, which: int = -1):
     return match_gemm(p, [s for s in p.statements if s.kind == "update"][which])
 
 
+def test_one_tensor_as_both_operands():
+    """A Gram matrix A A^T: A is both operands (roles are per access)."""
+    for src, ref in [("def g(float(N, K) A) -> (C) { C(i, j) +=! A(i, k) * A(j, k) }",
+                      lambda A: A @ A.T),
+                     ("def g(float(K, N) A) -> (C) { C(i, j) +=! A(k, i) * A(k, j) }",
+                      lambda A: A.T @ A),
+                     ("def g(float(N, N) A) -> (C) { C(i, j) +=! A(i, k) * A(k, j) }",
+                      lambda A: A @ A)]:
+        m = _match(src)
+        assert isinstance(m, GemmMatch) and m.a == m.b == "A", m
+        A = RNG.standard_normal((29, 29) if "N, N" in src else (29, 13)).astype(np.float32)
+        kern, C = _run(src, A)
+        assert "polyc_gemm_f32(" in kern.source
+        np.testing.assert_allclose(C, ref(A), rtol=2e-5, atol=2e-5)
+
+
 @pytest.mark.parametrize("src, roles", [
     (GEMM, (("m",), ("n",), ("k",), ())),
     (TMM, (("m",), ("n",), ("k",), ())),                  # B transposed
@@ -318,7 +334,8 @@ def test_kernels_built_without_avx512_fall_back_to_the_next_micro_kernel(isa_fla
     np.testing.assert_allclose(O, _conv_ref(I, W), rtol=2e-5, atol=1e-4)
     A, B = RNG.standard_normal((37, 29)), RNG.standard_normal((29, 41))
     kern, C = _run(GEMM, A, B, dtype="float64", cflags=cflags)
-    np.testing.assert_allclose(C, A @ B, rtol=1e-12)
+    # another summation order: relative to the output's magnitude
+    np.testing.assert_allclose(C, A @ B, rtol=1e-12, atol=1e-13 * np.abs(A @ B).max())
 
 
 def test_iterators_named_like_isl_values_are_tensorized_correctly():

@@ -117,7 +117,7 @@ def test_benchmark_runner_json(capsys):
 #: PolyBench's BLAS kernels that reach the GEMM micro-kernel, with the
 #: number of calls (issue 15, item 3); the others say why in explain().
 TENSORIZED = {"gemm": 1, "2mm": 2, "3mm": 3}
-NOT_TENSORIZED = {"syrk": "one tensor", "syr2k": "product of two tensor elements",
+NOT_TENSORIZED = {"syrk": "full box", "syr2k": "product of two tensor elements",
                   "symm": "full box", "doitgen": "only one tensor",
                   "trmm": "also the output"}
 

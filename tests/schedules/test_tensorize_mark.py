@@ -140,9 +140,9 @@ def test_a_mismatched_access_is_refused_with_the_reason():
            "{ C(m, n) +=! A(m, 2 * k + 1) * B(k, n) }")
     msg = refused(start(src), lambda s: s.tensorize(("C", "m")))
     assert "does not match gemm" in msg and "full box" in msg
-    sq = "def sq(float(N, N) A) -> (C) { C(m, n) +=! A(m, k) * A(k, n) }"
-    msg = refused(start(sq), lambda s: s.tensorize(("C", "m")))
-    assert "both operands are one tensor" in msg
+    ew = "def ew(float(M, K) A, float(M, K) B) -> (C) { C(m, k) +=! A(m, k) * B(m, k) }"
+    msg = refused(start(ew), lambda s: s.tensorize(("C", "m")))
+    assert "does not match gemm" in msg
 
 
 def test_other_statements_below_the_band_are_refused():
