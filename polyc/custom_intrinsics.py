@@ -203,11 +203,15 @@ def _coefficients(stmt: Statement, idx: E.Expr) -> tuple[dict[str, int], isl.Aff
 
 
 def _parse(name: str, description: str) -> tuple[Program, Statement, tuple]:
-    from .api import program as tc_program
+    from .frontend import tc     # the parser, not polyc.api (which imports the driver)
     if not isinstance(description, str):
         raise IntrinsicError(f"intrinsic {name}: the description must be TC source text, "
                              f"got {type(description).__name__}")
-    prog = tc_program(description, filename=f"<intrinsic {name}>")
+    module = tc.require_definitions(tc.parse(description, f"<intrinsic {name}>"))
+    if len(module.defs) != 1:
+        raise IntrinsicError(f"intrinsic {name}: the description has {len(module.defs)} "
+                             f"definitions; give one")
+    prog = tc.lower(module.defs[0], {}, source=description)
     stmts = prog.statements
     if len(stmts) == 2 and stmts[0].kind == "init" and stmts[1].tensor == stmts[0].tensor:
         # TC spells an accumulation +=!; the call accumulates (the update alone)
