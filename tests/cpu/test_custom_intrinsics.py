@@ -139,3 +139,30 @@ def test_registration_errors(registered):
         registered(OUTER, "static void {n}(const float *a) {{ }}")
     assert "does not compile" in str(info.value)
     assert "error" in (getattr(info.value, "stderr", "") or str(info.value))
+
+
+DOT4 = "def {n}(int32(4) a, int32(4) b) -> (c) {{ c() +=! a(r) * b(r) }}"
+DOT4_C = r"""
+static void {n}(const int32_t *a, int64_t a_s0, const int32_t *b, int64_t b_s0, int32_t *c)
+{{
+    int32_t s = 0;               /* where a VNNI vpdpbusd would go */
+    for (int r = 0; r < 4; r++)
+        s += a[r * a_s0] * b[r * b_s0];
+    c[0] += s;
+}}
+"""
+
+
+def test_an_integer_dot_intrinsic_with_a_scalar_output(registered):
+    """A reduction intrinsic (the shape of a VNNI 4-element dot) whose
+    output is one element: the call scans the inner 4 of a blocked K."""
+    intr = registered(DOT4, DOT4_C)
+    p = polyc.program("def mv(int32(M, KB, 4) A, int32(KB, 4) x) -> (y) "
+                      "{ y(m) +=! A(m, kb, r) * x(kb, r) }")
+    s = Schedule.from_program(p).distribute(("y", "m")).tensorize(("S0", "r"), intr.name)
+    kernel = compile_schedule(s)
+    assert f"{intr.name}(t_A" in kernel.source
+    rng = np.random.default_rng(5)
+    A = rng.integers(-50, 50, (5, 7, 4)).astype(np.int32)
+    x = rng.integers(-50, 50, (7, 4)).astype(np.int32)
+    np.testing.assert_array_equal(kernel(A, x), np.einsum("mkr,kr->m", A, x))
