@@ -505,8 +505,9 @@ def _atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap) -> str | 
     """Why the instances of one call of ``m`` cannot run as one unit at the
     place of the first of them in the source order (``None`` when they can):
     a statement instance outside the group that runs between two instances
-    of one call and depends on one of them, or one of them on it (isl: the
-    source order's ``lex_lt`` relation and the exact dependences)."""
+    of one call and that an instance of the group depends on (isl: the
+    source order's ``lex_lt`` relation and the exact dependences).  Those
+    that only read what the group wrote run after the call."""
     order = program.original_schedule().get_map()
     before = order.lex_lt_union_map(order)
     proj = projections(program, m)
@@ -523,16 +524,18 @@ def _atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap) -> str | 
     before_some = before.intersect_domain(rest).intersect_range(group) \
         .apply_range(to_call)                      # x -> calls with an instance after x
     between = after_some.intersect(before_some)
-    touching = deps.intersect_domain(rest).intersect_range(group).apply_range(to_call) \
-        .union(deps.intersect_domain(group).intersect_range(rest).reverse()
-               .apply_range(to_call))
-    bad = between.intersect(touching)
+    # such an instance runs after the call (the call takes the place of the
+    # group's first instance): it may read what the group wrote (the exact
+    # dataflow gives it a value no later instance of the group changes), but
+    # no instance of the group may depend on it
+    needed = deps.intersect_domain(rest).intersect_range(group).apply_range(to_call)
+    bad = between.intersect(needed)
     if bad.is_empty():
         return None
     names: set[str] = set()
     bad.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
     return (f"statement(s) {', '.join(sorted(names))} run between the instances of one call "
-            f"and depend on them (the call would run as one unit)")
+            f"and the call depends on them (it would run as one unit)")
 
 
 def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],

@@ -199,3 +199,46 @@ def test_a_mark_that_does_not_hold_is_refused_in_a_tree_read_from_text():
     bad = k_band.insert_mark(isl.Id("tensorize:gemm:S0")).get_schedule().to_str()
     msg = refused(s, lambda s: s.from_text(bad))
     assert "no longer holds" in msg and "depends on m" in msg
+
+
+@polyc.kernel
+def _mm_then_copy(A, B, C, D):
+    ni, nj = C.shape
+    nk = A.shape[1]
+    for i in range(ni):
+        for j in range(nj):
+            for k in range(nk):
+                C[i, j] += A[i, k] * B[k, j]
+            D[i, j] = C[i, j] * 2.0            # reads the final C(i, j)
+
+
+@polyc.kernel
+def _mm_then_peek(A, B, C, D):
+    ni, nj = C.shape
+    nk = A.shape[1]
+    for i in range(ni):
+        for j in range(nj - 1):
+            for k in range(nk):
+                C[i, j] += A[i, k] * B[k, j]
+            D[i, j] = C[i, j + 1]              # reads C(i, j + 1) before its update
+
+
+def test_loop_programs_run_statements_between_the_calls_instances_after_the_call():
+    rng = np.random.default_rng(4)
+    A, B, C0 = rng.standard_normal((9, 5)), rng.standard_normal((5, 8)), rng.standard_normal((9, 8))
+    C, D = C0.copy(), np.zeros((9, 8))
+    kern = _mm_then_copy.specialize(A, B, C, D)
+    assert "polyc_gemm_f64(" in kern.source
+    kern(A, B, C, D)
+    np.testing.assert_allclose(C, C0 + A @ B, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(D, 2 * C, rtol=1e-12)
+    # a statement the call would have to wait for: no call, and why
+    C, D = C0.copy(), np.zeros((9, 8))
+    kern = _mm_then_peek.specialize(A, B, C, D)
+    assert "polyc_gemm" not in kern.source
+    assert "the call depends on them" in kern.explain()
+    kern(A, B, C, D)
+    want = C0.copy()
+    want[:, :-1] += A @ B[:, :-1]
+    np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(D[:, :-1], C0[:, 1:], rtol=1e-12)
