@@ -46,8 +46,14 @@ import islpy as isl
 
 from . import expr as E
 from .errors import CompileError, IntrinsicError, ParseError
-from .ir import Program, Statement
-from .isl_util import NonAffineError, aff_from_expr, const_pw_aff, lift_to_set, pw_aff_to_expr
+from .ir import C_TYPES, Program, Statement
+from .isl_util import (
+    affine_coefficients,
+    affine_in_sizes,
+    const_pw_aff,
+    pw_aff_to_expr,
+    zero_based_box,
+)
 
 #: Names of the built-in intrinsics (:mod:`polyc.intrinsics`).
 BUILTIN = ("gemm",)
@@ -58,8 +64,6 @@ MAX_ITERATORS = 6
 
 _LOCK = threading.Lock()
 _REGISTRY: dict[str, "Intrinsic"] = {}
-_C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
-            "int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t"}
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ class Intrinsic:
         args = []
         for t in self.program.tensors:
             const = "const " if t.role == "input" else ""
-            args.append(f"{const}{_C_TYPES[t.dtype]} *{t.name}")
+            args.append(f"{const}{C_TYPES[t.dtype]} *{t.name}")
             args += [f"int64_t {t.name}_s{d}" for d in range(t.ndim)]
         args += [f"int64_t {p}" for p in dict.fromkeys(self.sizes)]
         return f"static void {self.name}({', '.join(args) or 'void'})"
@@ -165,10 +169,7 @@ def _box_extents(program: Program, stmt: Statement) -> tuple | str:
     parameter's name), or why the domain is not such a box."""
     ctx = program.parameter_domain()
     dom = stmt.domain.intersect_params(ctx)
-    space = stmt.domain.get_space()
-    ls = isl.LocalSpace.from_space(space)
-    box = isl.Set.universe(space).intersect_params(ctx)
-    out = []
+    out, bounds = [], []
     for pos, it in enumerate(stmt.iterators):
         ext = dom.dim_max(pos).add(const_pw_aff(ctx.get_space(), 1))
         expr = pw_aff_to_expr(ext, ctx)
@@ -178,9 +179,8 @@ def _box_extents(program: Program, stmt: Statement) -> tuple | str:
             out.append(expr.name)
         else:
             return f"the extent of {it} is {expr}: give a constant or a size of the definition"
-        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
-        box = box.intersect(x.ge_set(isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls)))) \
-                 .intersect(x.lt_set(lift_to_set(ext, space)))
+        bounds.append((pos, ext))
+    box = zero_based_box(isl.Set.universe(stmt.domain.get_space()).intersect_params(ctx), bounds)
     if not dom.is_equal(box):
         return "the iteration domain is not a box 0 <= i < extent in every iterator"
     return tuple(out)
@@ -188,22 +188,12 @@ def _box_extents(program: Program, stmt: Statement) -> tuple | str:
 
 def _coefficients(stmt: Statement, idx: E.Expr) -> tuple[dict[str, int], isl.Aff] | str:
     """``({iterator: coefficient}, aff)`` of an affine index, else why not."""
-    try:
-        pieces = aff_from_expr(idx, stmt.domain.get_space()).get_pieces()
-    except NonAffineError as err:
-        return f"an index is not affine ({err.reason})"
-    if len(pieces) != 1 or pieces[0][1].dim(isl.dim_type.div) \
-            or not pieces[0][1].get_denominator_val().is_one():
-        return "an index has a division, remainder, min or max"
-    aff = pieces[0][1]
-    coeffs = {it: int(aff.get_coefficient_val(isl.dim_type.in_, i).to_python())
-              for i, it in enumerate(stmt.iterators)
-              if not aff.get_coefficient_val(isl.dim_type.in_, i).is_zero()}
-    return coeffs, aff
+    found = affine_coefficients(idx, stmt.domain.get_space(), stmt.iterators)
+    return f"an index {found}" if isinstance(found, str) else found
 
 
 def _parse(name: str, description: str) -> tuple[Program, Statement, tuple]:
-    from .frontend import tc     # the parser, not polyc.api (which imports the driver)
+    from .frontend import tc  # the parser, not polyc.api (which imports the driver)
     if not isinstance(description, str):
         raise IntrinsicError(f"intrinsic {name}: the description must be TC source text, "
                              f"got {type(description).__name__}")
@@ -226,9 +216,9 @@ def _parse(name: str, description: str) -> tuple[Program, Statement, tuple]:
     if len(stmt.iterators) > MAX_ITERATORS:
         raise IntrinsicError(f"intrinsic {name}: more than {MAX_ITERATORS} iterators")
     for t in prog.tensors:
-        if t.dtype not in _C_TYPES:
+        if t.dtype not in C_TYPES:
             raise IntrinsicError(f"intrinsic {name}: tensor {t.name} has dtype {t.dtype}; "
-                                 f"the C backend passes {', '.join(_C_TYPES)}")
+                                 f"the C backend passes {', '.join(C_TYPES)}")
     extents = _box_extents(prog, stmt)
     if isinstance(extents, str):
         raise IntrinsicError(f"intrinsic {name}: {extents}")
@@ -436,11 +426,11 @@ def _with_sigma(program, stmt, intr, pairs, s_co, d_co, tmap, sigma, dims):
                     f"{d_acc.tensor}: {got} is not {want}")
     # the domain: the loops' domain times the description's box
     ctx = program.parameter_domain()
-    space = stmt.domain.get_space()
     box = stmt.domain
     for si in scanned:
         box = box.eliminate(isl.dim_type.set, stmt.iterators.index(si), 1)
     sizes: dict[str, E.Expr] = {}
+    bounds = []
     for di, ext in zip(d.iterators, intr.extents):
         pos = stmt.iterators.index(sigma[di])
         if isinstance(ext, int):
@@ -448,17 +438,15 @@ def _with_sigma(program, stmt, intr, pairs, s_co, d_co, tmap, sigma, dims):
         else:
             own = stmt.domain.intersect_params(ctx).dim_max(pos).add(
                 const_pw_aff(ctx.get_space(), 1))
-            from .intrinsics import _affine_in_sizes
-            if not _affine_in_sizes(own):
+            if not affine_in_sizes(own):
                 return (f"the extent of {sigma[di]} ({pw_aff_to_expr(own, ctx)}) is not an "
                         f"affine function of the sizes, as the description's {ext} must be")
             expr = pw_aff_to_expr(own, ctx)
             if sizes.setdefault(ext, expr) != expr:
                 return f"{ext} would be both {sizes[ext]} and {expr}"
             bound = own
-        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
-        box = box.intersect(x.ge_set(isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls)))) \
-                 .intersect(x.lt_set(lift_to_set(bound, space)))
+        bounds.append((pos, bound))
+    box = zero_based_box(box, bounds)
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
         extents = ", ".join(f"{sigma[di]} < {e}" for di, e in zip(d.iterators, intr.extents))
         return (f"the iteration domain is not the loops' domain times the description's box "

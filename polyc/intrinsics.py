@@ -44,7 +44,14 @@ import islpy as isl
 from . import expr as E
 from .bounds import tensor_box
 from .ir import Program, Statement
-from .isl_util import NonAffineError, aff_from_expr, const_pw_aff, lift_to_set, pw_aff_to_expr
+from .isl_util import (
+    aff_from_expr,
+    affine_coefficients,
+    affine_in_sizes,
+    const_pw_aff,
+    pw_aff_to_expr,
+    zero_based_box,
+)
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
@@ -145,20 +152,12 @@ def _linear(stmt: Statement, acc: E.Access) -> list[dict[str, int]] | str:
     """Per dimension of ``acc``, its index's coefficients ``{iterator: c}``
     (non-zero ones), read from the isl affine function; the reason when an
     index is not an integer-affine function of the iterators."""
-    space = stmt.domain.get_space()
     out = []
     for idx in acc.indices:
-        try:
-            pieces = aff_from_expr(idx, space).get_pieces()
-        except NonAffineError as err:
-            return f"an index of {acc.tensor} is not affine ({err.reason})"
-        if len(pieces) != 1 or pieces[0][1].dim(isl.dim_type.div) \
-                or not pieces[0][1].get_denominator_val().is_one():
-            return f"an index of {acc.tensor} has a division, remainder, min or max"
-        aff = pieces[0][1]
-        out.append({it: int(aff.get_coefficient_val(isl.dim_type.in_, i).to_python())
-                    for i, it in enumerate(stmt.iterators)
-                    if not aff.get_coefficient_val(isl.dim_type.in_, i).is_zero()})
+        found = affine_coefficients(idx, stmt.domain.get_space(), stmt.iterators)
+        if isinstance(found, str):
+            return f"an index of {acc.tensor} {found}"
+        out.append(found[0])
     return out
 
 
@@ -328,12 +327,10 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     # others and of the loops: the extent of a dimension it indexes plainly,
     # else its range in the domain (isl dim_max + 1, from 0)
     ctx = program.parameter_domain()
-    space = stmt.domain.get_space()
-    ls = isl.LocalSpace.from_space(space)
     box = stmt.domain       # the loops' domain, the scanned iterators unconstrained
     for it in m_keep + n_keep + k:
         box = box.eliminate(isl.dim_type.set, stmt.iterators.index(it), 1)
-    extents = []
+    extents, bounds = [], []
     for it in m_keep + n_keep + k:
         pos = stmt.iterators.index(it)
         where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)
@@ -343,7 +340,7 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
             const_pw_aff(ctx.get_space(), 1))
         if where is not None:
             ext = program.tensor(where[0]).shape[where[1]]
-            if not ext.intersect_params(ctx).is_equal(own) and _affine_in_sizes(own):
+            if not ext.intersect_params(ctx).is_equal(own) and affine_in_sizes(own):
                 # a loop bound that is another size than the tensor's extent
                 # (a loop program's ``range(nj)`` over a ``tmp`` of its own
                 # shape): the call scans the loop's extent
@@ -352,12 +349,10 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
             else:
                 extents.append((it,) + where)
         else:
-            ext = stmt.domain.intersect_params(ctx).dim_max(pos).add(
-                const_pw_aff(ctx.get_space(), 1))
-            extents.append((it, None, pw_aff_to_expr(ext, ctx)))
-        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
-        box = box.intersect(x.ge_set(isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls)))) \
-                 .intersect(x.lt_set(lift_to_set(ext, space)))
+            ext = own
+            extents.append((it, None, pw_aff_to_expr(own, ctx)))
+        bounds.append((pos, ext))
+    box = zero_based_box(box, bounds)
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         return ("the iteration domain is not the full box of the tensor extents in the "
@@ -372,14 +367,6 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
                      linear=tuple((acc.tensor, tuple(tuple(sorted(d.items())) for d in lin))
                                   for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
                      extents=tuple(extents), gather=gather, alpha=alpha)
-
-
-def _affine_in_sizes(ext: isl.PwAff) -> bool:
-    """Whether ``ext`` is one affine function of the size parameters (no
-    pieces, no divisions: a loop bound such as ``N`` or ``N - 1``)."""
-    pieces = ext.get_pieces()
-    return len(pieces) == 1 and not pieces[0][1].dim(isl.dim_type.div) \
-        and pieces[0][1].get_denominator_val().is_one()
 
 
 def _is_zero(e: E.Expr) -> bool:

@@ -134,6 +134,44 @@ def box_set(params: Sequence[str], name: str, iterators: Sequence[str],
     return result
 
 
+def affine_coefficients(idx: E.Expr, space: isl.Space, iterators) -> tuple[dict, isl.Aff] | str:
+    """``({iterator: coefficient}, aff)`` of an integer-affine index over the
+    set ``space`` whose dimensions are ``iterators`` (non-zero coefficients,
+    read from the isl affine function); the reason (``"is not affine
+    (...)"``, ``"has a division, remainder, min or max"``) otherwise."""
+    try:
+        pieces = aff_from_expr(idx, space).get_pieces()
+    except NonAffineError as err:
+        return f"is not affine ({err.reason})"
+    if len(pieces) != 1 or pieces[0][1].dim(isl.dim_type.div) \
+            or not pieces[0][1].get_denominator_val().is_one():
+        return "has a division, remainder, min or max"
+    aff = pieces[0][1]
+    return ({it: int(aff.get_coefficient_val(isl.dim_type.in_, i).to_python())
+             for i, it in enumerate(iterators)
+             if not aff.get_coefficient_val(isl.dim_type.in_, i).is_zero()}, aff)
+
+
+def affine_in_sizes(ext: isl.PwAff) -> bool:
+    """Whether ``ext`` is one affine function of the size parameters (no
+    pieces, no divisions: a loop bound such as ``N`` or ``N - 1``)."""
+    pieces = ext.get_pieces()
+    return len(pieces) == 1 and not pieces[0][1].dim(isl.dim_type.div) \
+        and pieces[0][1].get_denominator_val().is_one()
+
+
+def zero_based_box(base: isl.Set, extents) -> isl.Set:
+    """``base`` with ``0 <= x_pos < extent`` for every ``(pos, extent)`` of
+    ``extents`` (an ``isl.PwAff`` on the parameters each)."""
+    space = base.get_space()
+    ls = isl.LocalSpace.from_space(space)
+    zero = isl.PwAff.from_aff(isl.Aff.zero_on_domain(ls))
+    for pos, ext in extents:
+        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, pos))
+        base = base.intersect(x.ge_set(zero)).intersect(x.lt_set(lift_to_set(ext, space)))
+    return base
+
+
 def lift_to_set(pa: isl.PwAff, space: isl.Space) -> isl.PwAff:
     """A ``PwAff`` on the parameter space, seen as a function on the set
     ``space`` (same parameters, extra set dimensions ignored)."""

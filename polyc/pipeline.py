@@ -43,7 +43,17 @@ from .ir import Program
 from .loopnest import format_loopnest
 from .lowered import Lowered, with_notes
 from .runtime import Kernel
-from .schedule import contraction, initial, legality, marks, profile, rowfuse, tensorize, tile
+from .schedule import (
+    contraction,
+    initial,
+    legality,
+    marks,
+    profile,
+    rowfuse,
+    tensorize,
+    tensorize_auto,
+    tile,
+)
 
 __all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
            "compile_program", "compile_schedule", "code_fingerprint"]
@@ -74,8 +84,8 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     source, matches = program, []
     if config.tensorize and config.schedule != "identity":
         # 1b: each statement matching an intrinsic is scheduled as its calls
-        matches, notes = tensorize.find(program, config.parallel)
-        program = tensorize.contract(program, matches)
+        matches, notes = tensorize_auto.find(program, config.parallel)
+        program = tensorize_auto.contract(program, matches)
     _dump(config, "program", program)
     deps = dependence.compute(program)                                        # 2
     _dump(config, "dependences", deps)
@@ -115,7 +125,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         # what the kernel shows (its dependences computed when asked for);
         # code generation lowers the marks back to calls
         view_program = _expanded(program, source, matches)
-        marked = tensorize.expand(sched, view_program, matches, config.parallel)
+        marked = tensorize_auto.expand(sched, view_program, matches, config.parallel)
         view = (view_program, marked, functools.partial(dependence.compute, source))
         sched, program, _ = tensorize.lower_marks(marked, view_program, config.parallel,
                                                   known=matches)

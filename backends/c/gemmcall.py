@@ -104,15 +104,15 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     c_op = f"{base(C)}, {stride(C, m.m[-1])}, {stride(C, m.n[-1])}"
     beta = m.beta if m.beta is not None else E.Const(0.0 if m.init else 1.0)
     alpha = m.alpha if m.alpha is not None else E.Const(1.0)
-    tail = (f"{scalar(em, alpha, m.dtype)}, {scalar(em, beta, m.dtype)}, "
+    # a folded ``C *= beta`` with beta 0 at run time: the statement computes
+    # C * 0 (NaN for NaN or inf elements), which BLAS's beta 0 (C not read)
+    # would not; C is scaled first and the call adds (below)
+    runtime_scale = m.scale is not None and not isinstance(beta, E.Const)
+    beta_text = ("polyc_beta == 0 ? 1 : polyc_beta" if runtime_scale
+                 else scalar(em, beta, m.dtype))
+    tail = (f"{scalar(em, alpha, m.dtype)}, {beta_text}, "
             f"{tensor_name(m.bias) if m.bias else 'NULL'}, "
             f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
-    runtime_scale = m.scale is not None and not isinstance(beta, E.Const)
-    if runtime_scale:
-        # a folded ``C *= beta`` with beta 0 at run time: the statement
-        # computes C * 0 (NaN for NaN or inf elements), which BLAS's beta 0
-        # (C not read) would not; scale C first and let the call add
-        tail = tail.replace(scalar(em, beta, m.dtype), "polyc_beta == 0 ? 1 : polyc_beta", 1)
     if m.gather:
         call = c.Statement(
             f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "

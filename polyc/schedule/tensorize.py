@@ -29,11 +29,12 @@ B(k,n)`` in the source order::
                                                  for m: for n: { S0_init; for k: S0 }
     generated:  polyc_gemm_f32(M, N, K, A, ..., C, ..., beta = 0, ...)
 
-The automatic pipeline (:func:`polyc.pipeline.lower`) schedules the program
-with each matched group contracted to its calls (:func:`contract`: the
-scheduler then cannot fuse into the intrinsic's loops), expands the calls
-back into the source statements (:func:`expand`) and marks each group
-with :func:`mark_band`, the function ``Schedule.tensorize`` calls.
+The automatic pipeline (:func:`polyc.pipeline.lower`,
+:mod:`polyc.schedule.tensorize_auto`) schedules the program with each
+matched group contracted to its calls (the scheduler then cannot fuse into
+the intrinsic's loops), expands the calls back into the source statements
+and marks each group with :func:`mark_band`, the function
+``Schedule.tensorize`` calls.
 
 Source: TVM's ``tensorize`` schedule primitive; the polyhedral matching of
 Bondhugula et al., "High-performance GPU/CPU tensor contraction via
@@ -161,42 +162,8 @@ def _representatives(program: Program, m: GemmMatch) -> isl.PwMultiAff:
     return rel.lexmin_pw_multi_aff()
 
 
-def _first_in_order(program: Program, m: GemmMatch) -> isl.UnionPwMultiAff:
-    """``{ S[batch] -> X[...] }``: the instance of each call's group that runs
-    first in the source order (where the contracted order puts the call)."""
-    order = program.original_schedule().get_map()
-    to_call = None
-    for name, pr in projections(program, m).items():
-        part = isl.UnionMap.from_map(pr.intersect_domain(program.statement(name).domain))
-        to_call = part if to_call is None else to_call.union(part)
-    times = isl.Map.from_union_map(to_call.reverse().apply_range(order)).lexmin()
-    first = isl.UnionMap.from_map(times).apply_range(order.reverse())
-    return isl.UnionPwMultiAff.from_union_map(first)
-
-
-def _identity(space: isl.Space) -> isl.PwMultiAff:
+def identity(space: isl.Space) -> isl.PwMultiAff:
     return isl.PwMultiAff.from_multi_aff(isl.MultiAff.identity(isl.Space.map_from_set(space)))
-
-
-def contract(program: Program, matches: list[GemmMatch]) -> Program:
-    """``program`` with each group of ``matches`` replaced by its call
-    statement (at the update's position); a source order
-    (``Program.order``) is pulled back onto the calls."""
-    if not matches:
-        return program
-    folded = {x for m in matches for x in group_statements(m) if x != m.statement}
-    calls = {m.statement: call_statement(program, m) for m in matches}
-    stmts = tuple(calls.get(s.name, s) for s in program.statements if s.name not in folded)
-    order = program.order
-    if order is not None:
-        upma = isl.UnionPwMultiAff.empty(order.get_domain().get_space())
-        reps = {m.statement: _first_in_order(program, m) for m in matches}
-        for s in stmts:
-            upma = upma.union_add(reps[s.name] if s.kind == "intrinsic" else
-                                  isl.UnionPwMultiAff.from_pw_multi_aff(
-                                      _identity(s.domain.get_space())))
-        order = order.pullback_union_pw_multi_aff(upma)
-    return program.replace(statements=stmts, order=order)
 
 
 # ------------------------------------------------------------------ matching
@@ -281,7 +248,7 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
     (a band node of ``schedule``) after checking that the subtree is one
     call of ``intrinsic`` per point of the loops above (module docstring).
     ``known``: the match of the statements below, already made (the
-    automatic pipeline's, :func:`expand`); the loops above are checked all
+    automatic pipeline's, ``tensorize_auto.expand``); the loops above are checked all
     the same.  Raises :class:`~polyc.errors.ScheduleError` with the reason
     otherwise."""
     from .. import custom_intrinsics
@@ -296,20 +263,22 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
                 kind == _MARK and n.mark_get_id().get_name().startswith(("promote:", MARK))):
             raise ScheduleError("the band holds a promotion or another tensorize mark: "
                                 "tensorize first, then promote elsewhere")
-    names = tree.statements_of(top)
+    m = _match_below(program, intrinsic, tree.statements_of(top), parallel, known)
+    reason = _prefix_reason(top, program, m)
+    if reason:
+        raise ScheduleError(reason)
+    return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement), context=CTX)) \
+              .get_schedule()
+
+
+def _match_below(program: Program, intrinsic: str, names, parallel: bool,
+                 known: GemmMatch | None = None):
+    """The match of the statements ``names`` below a band onto ``intrinsic``
+    (``known`` when it is theirs); raises ScheduleError with the reason."""
     if known is not None and set(names) == set(group_statements(known)):
-        reason = _prefix_reason(top, program, known)
-        if reason:
-            raise ScheduleError(reason)
-        return top.insert_mark(isl.Id(mark_name(intrinsic, known.statement), context=CTX)) \
-                  .get_schedule()
+        return known
     if intrinsic not in INTRINSICS:
-        m = _custom(program, intrinsic, names)
-        reason = _prefix_reason(top, program, m)
-        if reason:
-            raise ScheduleError(reason)
-        return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement), context=CTX)) \
-                  .get_schedule()
+        return _custom(program, intrinsic, names)
     updates = [x for x in names if program.statement(x).kind == "update"
                and not isinstance(match_gemm(program, program.statement(x)), str)]
     if not updates:
@@ -324,11 +293,24 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
     m = fold(program, updates[0], [x for x in names if x != updates[0]], parallel)
     if isinstance(m, str):
         raise ScheduleError(m)
-    reason = _prefix_reason(top, program, m)
-    if reason:
-        raise ScheduleError(reason)
-    return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement), context=CTX)) \
-              .get_schedule()
+    return m
+
+
+def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: bool,
+                  known=()):
+    """The match of an existing mark ``tensorize:<intrinsic>:<main>`` over
+    the statements ``names`` (one of ``known`` when it is theirs), or the
+    reason it does not hold."""
+    m = next((k for k in known if k.statement == main
+              and set(group_statements(k)) == set(names)), None)
+    if m is not None:
+        return m
+    if intrinsic in INTRINSICS:
+        return fold(program, main, [x for x in names if x != main], parallel)
+    try:
+        return _custom(program, intrinsic, names)
+    except ScheduleError as e:
+        return str(e)
 
 
 def _custom(program: Program, intrinsic: str, names) -> GemmMatch:
@@ -389,11 +371,7 @@ def check_marks(schedule: isl.Schedule, program: Program) -> None:
     depend on a scanned iterator)."""
     for path, intrinsic, main in marks(schedule):
         node = tree.node_at(schedule, path)
-        names = tree.statements_of(node)
-        if intrinsic in INTRINSICS:
-            m = fold(program, main, [x for x in names if x != main])
-        else:
-            m = _custom(program, intrinsic, names)
+        m = _marked_match(program, intrinsic, main, tree.statements_of(node), True)
         reason = m if isinstance(m, str) else _prefix_reason(node, program, m)
         if reason:
             raise ScheduleError(f"the mark {node.mark_get_id().get_name()} no longer holds: "
@@ -414,13 +392,7 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
             break
         path, intrinsic, main = todo[0]
         node = tree.node_at(schedule, path)
-        names = tree.statements_of(node)
-        m = next((k for k in known if k.statement == main
-                  and set(group_statements(k)) == set(names)), None)
-        if m is None and intrinsic in INTRINSICS:
-            m = fold(program, main, [x for x in names if x != main], parallel)
-        elif m is None:
-            m = _custom(program, intrinsic, names)
+        m = _marked_match(program, intrinsic, main, tree.statements_of(node), parallel, known)
         if isinstance(m, str):
             raise ScheduleError(f"mark {node.mark_get_id().get_name()}: {m}")
         call = call_statement(program, m)
@@ -433,7 +405,7 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
         for st in spaces:
             if st.get_tuple_name() not in group:
                 upma = upma.union_add(isl.UnionPwMultiAff.from_pw_multi_aff(
-                    _identity(st.get_space())))
+                    identity(st.get_space())))
         try:
             schedule = schedule.pullback_union_pw_multi_aff(upma)
         except isl.Error as e:
@@ -443,161 +415,3 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
             if s.name == main or s.name not in group), order=None)
         found.append(m)
     return schedule, program, found
-
-
-# ------------------------------------------------------------------ automatic
-
-def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict[str, str]]:
-    """The groups the automatic pipeline tensorizes, and per update statement
-    what happened (the match, or why it did not match).  In a program with
-    an explicit source order (a ``@polyc.kernel`` loop program) a group must
-    also run as one unit (:func:`_atomic_reason`)."""
-    notes: dict[str, str] = {}
-    matches: list[GemmMatch] = []
-    stmts = list(program.statements)
-    deps = None
-    for i, s in enumerate(stmts):
-        if s.kind == "assign" and _accumulates(s):
-            # X = X + a * b written as an assignment (a loop program's +=
-            # whose output is also read elsewhere): say why it is no call
-            m = match_gemm(program, replace(s, kind="update", op="+", rhs=s.rhs.rhs))
-            notes[s.name] = (f"{s.name} not tensorized: "
-                             f"{m if isinstance(m, str) else 'an assignment, not a reduction'}")
-            continue
-        if s.kind != "update":
-            continue
-        m = match_gemm(program, s)
-        if isinstance(m, str):
-            notes[s.name] = f"{s.name} not tensorized: {m}"
-            continue
-        m = replace(match_epilogue(program, m), parallel=parallel)
-        if m.init is None and i > 0:
-            beta = match_scale(program, m, stmts[i - 1])
-            if beta is not None:
-                m = replace(m, scale=stmts[i - 1].name, beta=beta)
-        if program.order is not None:
-            if deps is None:
-                from ..dependence import compute
-                deps = compute(program).all()
-            reason = _atomic_reason(program, m, deps)
-            if reason and (m.epilogue or m.scale):
-                m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
-                reason = _atomic_reason(program, m, deps)
-            if reason:
-                notes[s.name] = f"{s.name} not tensorized: {reason}"
-                continue
-        matches.append(m)
-        notes[s.name] = m.describe()
-    for m in matches:
-        for name in group_statements(m):
-            if name != m.statement and program.statement(name).kind == "update":
-                notes[name] = f"{name} folded into the call of {m.statement}"
-    return matches, notes
-
-
-def _accumulates(s: Statement) -> bool:
-    """Whether assignment ``s`` is ``X[i] = X[i] + e``."""
-    return (isinstance(s.rhs, E.Binary) and s.rhs.op == "+" and isinstance(s.rhs.lhs, E.Access)
-            and s.rhs.lhs.tensor == s.tensor and s.rhs.lhs.indices == s.lhs.indices)
-
-
-def _atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap) -> str | None:
-    """Why the instances of one call of ``m`` cannot run as one unit at the
-    place of the first of them in the source order (``None`` when they can):
-    a statement instance outside the group that runs between two instances
-    of one call and that an instance of the group depends on (isl: the
-    source order's ``lex_lt`` relation and the exact dependences).  Those
-    that only read what the group wrote run after the call."""
-    order = program.original_schedule().get_map()
-    before = order.lex_lt_union_map(order)
-    proj = projections(program, m)
-    group = isl.UnionSet.empty(program.parameter_domain().get_space())
-    to_call = None
-    for name, pr in proj.items():
-        dom = program.statement(name).domain
-        group = group.union(isl.UnionSet.from_set(dom))
-        part = isl.UnionMap.from_map(pr.intersect_domain(dom))
-        to_call = part if to_call is None else to_call.union(part)
-    rest = before.domain().union(before.range()).subtract(group)
-    after_some = before.intersect_domain(group).intersect_range(rest).reverse() \
-        .apply_range(to_call)                      # x -> calls with an instance before x
-    before_some = before.intersect_domain(rest).intersect_range(group) \
-        .apply_range(to_call)                      # x -> calls with an instance after x
-    between = after_some.intersect(before_some)
-    # such an instance runs after the call (the call takes the place of the
-    # group's first instance): it may read what the group wrote (the exact
-    # dataflow gives it a value no later instance of the group changes), but
-    # no instance of the group may depend on it
-    needed = deps.intersect_domain(rest).intersect_range(group).apply_range(to_call)
-    bad = between.intersect(needed)
-    if bad.is_empty():
-        return None
-    names: set[str] = set()
-    bad.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
-    return (f"statement(s) {', '.join(sorted(names))} run between the instances of one call "
-            f"and the call depends on them (it would run as one unit)")
-
-
-def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
-           parallel: bool = True) -> isl.Schedule:
-    """The tree of the contracted program ``schedule`` (scheduled with each
-    group as its calls, :func:`contract`) as a tree of ``source``: every
-    instance of a group at its call's place
-    (``isl_schedule_pullback_union_pw_multi_aff`` by the projections), below
-    it the group's own loops in source order (a band over the output's loops
-    the call scans, then the initialisation or scaling, the update's
-    reduction loops and the epilogue in sequence), marked by
-    :func:`mark_band`."""
-    upma = None
-    in_group = {x: m for m in matches for x in group_statements(m)}
-    for s in source.statements:
-        m = in_group.get(s.name)
-        f = (isl.PwMultiAff.from_map(projections(source, m)[s.name].intersect_domain(s.domain))
-             if m else _identity(s.domain.get_space()))
-        part = isl.UnionPwMultiAff.from_pw_multi_aff(f)
-        upma = part if upma is None else upma.union_add(part)
-    schedule = schedule.pullback_union_pw_multi_aff(upma)
-    for m in matches:
-        band = _insert_group(schedule, source, m)
-        schedule = mark_band(band.get_schedule(), source, band, "gemm", parallel, known=m)
-    return schedule
-
-
-def _leaf_of(schedule: isl.Schedule, name: str) -> isl.ScheduleNode:
-    for n in tree.walk(schedule.get_root()):
-        if n.get_type() == isl.schedule_node_type.leaf and name in tree.statements_of(n):
-            return n
-    raise ScheduleError(f"internal: statement {name} has no leaf in the schedule")
-
-
-def _insert_group(schedule: isl.Schedule, program: Program, m: GemmMatch) -> isl.ScheduleNode:
-    """The group's loops below its call's leaf; returns their outermost band."""
-    group = group_statements(m)
-    stmt = program.statement(m.statement)
-    node = _leaf_of(schedule, m.statement)
-    others = [x for x in tree.statements_of(node) if x not in group]
-    if others:             # statements sharing the call's point: independent of it
-        filters = isl.UnionSetList.alloc(CTX, 2) \
-            .add(tree.statement_filter(program, group)) \
-            .add(tree.statement_filter(program, others))
-        node = node.insert_sequence(filters).child(0).child(0)
-    c_idx = [i.name for i in stmt.lhs.indices]
-    out_pos = [p for p, it in enumerate(c_idx) if it not in m.batch]
-    k_its = tuple(it for it in stmt.iterators if it not in c_idx and it not in m.batch)
-    sts = [program.statement(x) for x in group]
-    if len(sts) > 1:
-        filters = isl.UnionSetList.alloc(CTX, len(sts))
-        for st in sts:
-            filters = filters.add(tree.statement_filter(program, [st.name]))
-        node = node.insert_sequence(filters)
-        if k_its:
-            inner = node.child(group.index(m.statement)).child(0)
-            inner = inner.insert_partial_schedule(tree.iterator_band([(stmt, k_its)]))
-            node = tree.set_band_names(inner, k_its)
-            while node.get_type() != isl.schedule_node_type.sequence:
-                node = node.parent()
-        parts = [(st, tuple(st.lhs.indices[p].name for p in out_pos)) for st in sts]
-    else:
-        parts = [(stmt, tuple(c_idx[p] for p in out_pos) + k_its)]
-    node = node.insert_partial_schedule(tree.iterator_band(parts))
-    return tree.set_band_names(node, parts[0][1])

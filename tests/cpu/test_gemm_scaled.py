@@ -24,6 +24,7 @@ from pathlib import Path
 import islpy as isl
 import numpy as np
 import pytest
+from gemm_abi import dims, offsets  # tests/gemm_abi.py (tests/ is on sys.path via conftest)
 
 import polyc
 from polyc import expr as E
@@ -68,27 +69,6 @@ BUILDS = {
 
 #: relative tolerance per dtype, times the magnitude of the terms summed
 RTOL = {np.float32: 1e-4, np.float64: 1e-10}
-
-
-class Dims(ctypes.Structure):
-    """``polyc_gemm_dims``: the digits of a row or column index and their strides."""
-    _fields_ = [("n", ctypes.c_int), ("ext", ctypes.c_int64 * 8),
-                ("stride", ctypes.c_int64 * 8)]
-
-
-def _dims(*pairs) -> Dims:
-    d = Dims()
-    d.n = len(pairs)
-    for j, (e, st) in enumerate(pairs):
-        d.ext[j], d.stride[j] = e, st
-    return d
-
-
-def _offsets(pairs) -> np.ndarray:
-    off = np.zeros(1, np.int64)
-    for e, st in pairs:
-        off = (off[:, None] + st * np.arange(e, dtype=np.int64)[None, :]).reshape(-1)
-    return off
 
 
 def _native_isa() -> str:
@@ -296,13 +276,13 @@ def test_gemmx_alpha_beta(lib, dtype, alpha, beta, Cin, Kout, W, KW, nthreads):
         C0[...] = np.nan
     C = C0.copy()
     bias = rng.standard_normal(N).astype(dtype)
-    maps = [ctypes.byref(_dims(*m)) for m in (a_rows, a_cols, b_rows, b_cols)]
+    maps = [ctypes.byref(dims(*m)) for m in (a_rows, a_cols, b_rows, b_cols)]
     getattr(lib, f"gemmx_{_sfx(dtype)}")(
         M, N, K, _ptr(F), maps[0], maps[1], _ptr(Inp), maps[2], maps[3], _ptr(C),
         *_strides(C), alpha, beta, _ptr(bias), 1, 1, nthreads)
-    A64 = F.reshape(-1)[_offsets(a_rows)[:, None] + _offsets(a_cols)[None, :]] \
+    A64 = F.reshape(-1)[offsets(a_rows)[:, None] + offsets(a_cols)[None, :]] \
         .astype(np.float64)
-    B64 = Inp.reshape(-1)[_offsets(b_rows)[:, None] + _offsets(b_cols)[None, :]] \
+    B64 = Inp.reshape(-1)[offsets(b_rows)[:, None] + offsets(b_cols)[None, :]] \
         .astype(np.float64)
     want, mag = _expected(A64 @ B64, np.abs(A64) @ np.abs(B64), alpha, beta, C0, bias, True)
     _check(C, want, mag, dtype)

@@ -10,7 +10,7 @@ import pytest
 
 import polyc
 from polyc.intrinsics import GemmMatch, match_gemm
-from polyc.schedule.tensorize import contract, find
+from polyc.schedule.tensorize_auto import contract, find
 
 RNG = np.random.default_rng(3)
 

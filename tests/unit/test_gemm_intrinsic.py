@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gemm_abi import dims, offsets
 
 HEADER_DIR = Path(__file__).resolve().parents[2] / "backends" / "c" / "intrinsics"
 
@@ -297,28 +298,6 @@ def test_without_openmp(serial, dtype):
 
 
 # ------------------------------------------- polyc_gemmx: mixed-radix maps
-
-class Dims(ctypes.Structure):
-    """``polyc_gemm_dims``: digits of a row or column index and their strides."""
-    _fields_ = [("n", ctypes.c_int), ("ext", ctypes.c_int64 * 8),
-                ("stride", ctypes.c_int64 * 8)]
-
-
-def dims(*pairs):
-    d = Dims()
-    d.n = len(pairs)
-    for j, (e, st) in enumerate(pairs):
-        d.ext[j], d.stride[j] = e, st
-    return d
-
-
-def offsets(pairs) -> np.ndarray:
-    """The offsets ``polyc_gemm_offset`` gives, computed by numpy."""
-    off = np.zeros(1, np.int64)
-    for e, st in pairs:
-        off = (off[:, None] + st * np.arange(e, dtype=np.int64)[None, :]).reshape(-1)
-    return off
-
 
 def gemmx(so, A, ar, ac, B, br, bc, C, accumulate=False, nthreads=1, base_a=0):
     """C (a 2-D view) += or = the product of A and B addressed through the maps

@@ -316,6 +316,18 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
 #define POLYC_GEMM_V_PREFETCH_C(i)                                                     \
     _mm_prefetch((const char *)(c + (i) * c_rs), _MM_HINT_T0);                         \
     _mm_prefetch((const char *)(c + (i) * c_rs + POLYC_GEMM_NR - 1), _MM_HINT_T0);
+/* The end of a full tile's store: the bias, the ReLU, the two vectors of row ci. */
+#define POLYC_GEMM_V_FINISH(ci)                                                        \
+    if (bias) {                                                                        \
+        v0 = POLYC_GEMM_ADD(v0, bv0);                                                  \
+        v1 = POLYC_GEMM_ADD(v1, bv1);                                                  \
+    }                                                                                  \
+    if (relu) {                                                                        \
+        v0 = POLYC_GEMM_MAX(v0, zero);                                                 \
+        v1 = POLYC_GEMM_MAX(v1, zero);                                                 \
+    }                                                                                  \
+    POLYC_GEMM_STOREU(ci, v0);                                                         \
+    POLYC_GEMM_STOREU(ci + POLYC_GEMM_VL, v1);
 #define POLYC_GEMM_V_STORE(i)                                                          \
     {                                                                                  \
         POLYC_GEMM_T *ci = c + (i) * c_rs;                                             \
@@ -324,16 +336,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
             v0 = POLYC_GEMM_ADD(v0, POLYC_GEMM_LOADU(ci));                             \
             v1 = POLYC_GEMM_ADD(v1, POLYC_GEMM_LOADU(ci + POLYC_GEMM_VL));             \
         }                                                                              \
-        if (bias) {                                                                    \
-            v0 = POLYC_GEMM_ADD(v0, bv0);                                              \
-            v1 = POLYC_GEMM_ADD(v1, bv1);                                              \
-        }                                                                              \
-        if (relu) {                                                                    \
-            v0 = POLYC_GEMM_MAX(v0, zero);                                             \
-            v1 = POLYC_GEMM_MAX(v1, zero);                                             \
-        }                                                                              \
-        POLYC_GEMM_STOREU(ci, v0);                                                     \
-        POLYC_GEMM_STOREU(ci + POLYC_GEMM_VL, v1);                                     \
+        POLYC_GEMM_V_FINISH(ci)                                                        \
     }
 /* The store of a full tile when beta is neither 0 nor 1: C = acc + beta * C. */
 #define POLYC_GEMM_V_STORE_SCALED(i)                                                   \
@@ -342,16 +345,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         POLYC_GEMM_VT v0 = POLYC_GEMM_FMA(POLYC_GEMM_LOADU(ci), bsv, c##i##_0);        \
         POLYC_GEMM_VT v1 =                                                             \
             POLYC_GEMM_FMA(POLYC_GEMM_LOADU(ci + POLYC_GEMM_VL), bsv, c##i##_1);       \
-        if (bias) {                                                                    \
-            v0 = POLYC_GEMM_ADD(v0, bv0);                                              \
-            v1 = POLYC_GEMM_ADD(v1, bv1);                                              \
-        }                                                                              \
-        if (relu) {                                                                    \
-            v0 = POLYC_GEMM_MAX(v0, zero);                                             \
-            v1 = POLYC_GEMM_MAX(v1, zero);                                             \
-        }                                                                              \
-        POLYC_GEMM_STOREU(ci, v0);                                                     \
-        POLYC_GEMM_STOREU(ci + POLYC_GEMM_VL, v1);                                     \
+        POLYC_GEMM_V_FINISH(ci)                                                        \
     }
 #define POLYC_GEMM_V_SPILL(i)                                                          \
     POLYC_GEMM_STOREU(buf + (i) * POLYC_GEMM_NR, c##i##_0);                            \

@@ -1,0 +1,222 @@
+"""The automatic pipeline's tensorization: which statements become calls,
+the program it schedules (each group contracted to its calls), and the tree
+of the source statements it shows afterwards, marked by
+:func:`polyc.schedule.tensorize.mark_band` (the function of the schedule
+language's ``tensorize``).
+
+``find`` matches every update (with the initialisation, scaling and
+epilogue it folds) and, in a program with an explicit source order (a
+``@polyc.kernel`` loop program), checks that each call's instances can run
+as one unit; ``contract`` replaces each group by its call statement and
+pulls the source order back onto the calls; after scheduling, ``expand``
+pulls the tree back onto the source statements
+(``isl_schedule_pullback_union_pw_multi_aff`` by the projections onto the
+calls' loops) and marks each group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from .. import expr as E
+from ..errors import ScheduleError
+from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
+from ..ir import Program, Statement
+from ..isl_util import CTX
+from . import tree
+from .tensorize import call_statement, group_statements, identity, mark_band, projections
+
+
+def contract(program: Program, matches: list[GemmMatch]) -> Program:
+    """``program`` with each group of ``matches`` replaced by its call
+    statement (at the update's position); a source order
+    (``Program.order``) is pulled back onto the calls."""
+    if not matches:
+        return program
+    folded = {x for m in matches for x in group_statements(m) if x != m.statement}
+    calls = {m.statement: call_statement(program, m) for m in matches}
+    stmts = tuple(calls.get(s.name, s) for s in program.statements if s.name not in folded)
+    order = program.order
+    if order is not None:
+        upma = isl.UnionPwMultiAff.empty(order.get_domain().get_space())
+        times = order.get_map()
+        reps = {m.statement: _first_in_order(program, m, times) for m in matches}
+        for s in stmts:
+            upma = upma.union_add(reps[s.name] if s.kind == "intrinsic" else
+                                  isl.UnionPwMultiAff.from_pw_multi_aff(
+                                      identity(s.domain.get_space())))
+        order = order.pullback_union_pw_multi_aff(upma)
+    return program.replace(statements=stmts, order=order)
+
+
+def _to_call(program: Program, m: GemmMatch) -> isl.UnionMap:
+    """``{ X[...] -> S[batch] }`` over the instances of the group of ``m``."""
+    out = None
+    for name, pr in projections(program, m).items():
+        part = isl.UnionMap.from_map(pr.intersect_domain(program.statement(name).domain))
+        out = part if out is None else out.union(part)
+    return out
+
+
+def _first_in_order(program: Program, m: GemmMatch, order: isl.UnionMap
+                    ) -> isl.UnionPwMultiAff:
+    """``{ S[batch] -> X[...] }``: the instance of each call's group that runs
+    first in the source ``order`` (the schedule's map; where the contracted
+    order puts the call)."""
+    to_call = _to_call(program, m)
+    times = isl.Map.from_union_map(to_call.reverse().apply_range(order)).lexmin()
+    first = isl.UnionMap.from_map(times).apply_range(order.reverse())
+    return isl.UnionPwMultiAff.from_union_map(first)
+
+
+def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict[str, str]]:
+    """The groups the automatic pipeline tensorizes, and per update statement
+    what happened (the match, or why it did not match).  In a program with
+    an explicit source order (a ``@polyc.kernel`` loop program) a group must
+    also run as one unit (:func:`_atomic_reason`)."""
+    notes: dict[str, str] = {}
+    matches: list[GemmMatch] = []
+    stmts = list(program.statements)
+    facts = None             # loop programs: (dependences, source order's lex_lt)
+    for i, s in enumerate(stmts):
+        if s.kind == "assign" and _accumulates(s):
+            # X = X + a * b written as an assignment (a loop program's +=
+            # whose output is also read elsewhere): say why it is no call
+            m = match_gemm(program, replace(s, kind="update", op="+", rhs=s.rhs.rhs))
+            notes[s.name] = (f"{s.name} not tensorized: "
+                             f"{m if isinstance(m, str) else 'an assignment, not a reduction'}")
+            continue
+        if s.kind != "update":
+            continue
+        m = match_gemm(program, s)
+        if isinstance(m, str):
+            notes[s.name] = f"{s.name} not tensorized: {m}"
+            continue
+        m = replace(match_epilogue(program, m), parallel=parallel)
+        if m.init is None and i > 0:
+            beta = match_scale(program, m, stmts[i - 1])
+            if beta is not None:
+                m = replace(m, scale=stmts[i - 1].name, beta=beta)
+        if program.order is not None:
+            if facts is None:
+                from ..dependence import compute
+                order = program.order.get_map()
+                facts = (compute(program).all(), order.lex_lt_union_map(order))
+            reason = _atomic_reason(program, m, *facts)
+            if reason and (m.epilogue or m.scale):
+                m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
+                reason = _atomic_reason(program, m, *facts)
+            if reason:
+                notes[s.name] = f"{s.name} not tensorized: {reason}"
+                continue
+        matches.append(m)
+        notes[s.name] = m.describe()
+    for m in matches:
+        for name in group_statements(m):
+            if name != m.statement and program.statement(name).kind == "update":
+                notes[name] = f"{name} folded into the call of {m.statement}"
+    return matches, notes
+
+
+def _accumulates(s: Statement) -> bool:
+    """Whether assignment ``s`` is ``X[i] = X[i] + e``."""
+    return (isinstance(s.rhs, E.Binary) and s.rhs.op == "+" and isinstance(s.rhs.lhs, E.Access)
+            and s.rhs.lhs.tensor == s.tensor and s.rhs.lhs.indices == s.lhs.indices)
+
+
+def _atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap,
+                   before: isl.UnionMap) -> str | None:
+    """Why the instances of one call of ``m`` cannot run as one unit at the
+    place of the first of them in the source order (``None`` when they can):
+    a statement instance outside the group that runs between two instances
+    of one call and that an instance of the group depends on (isl: the
+    source order's ``lex_lt`` relation ``before`` and the exact dependences
+    ``deps``).  Those that only read what the group wrote run after the
+    call."""
+    to_call = _to_call(program, m)
+    group = to_call.domain()
+    rest = before.domain().union(before.range()).subtract(group)
+    after_some = before.intersect_domain(group).intersect_range(rest).reverse() \
+        .apply_range(to_call)                      # x -> calls with an instance before x
+    before_some = before.intersect_domain(rest).intersect_range(group) \
+        .apply_range(to_call)                      # x -> calls with an instance after x
+    between = after_some.intersect(before_some)
+    # such an instance runs after the call (the call takes the place of the
+    # group's first instance): it may read what the group wrote (the exact
+    # dataflow gives it a value no later instance of the group changes), but
+    # no instance of the group may depend on it
+    needed = deps.intersect_domain(rest).intersect_range(group).apply_range(to_call)
+    bad = between.intersect(needed)
+    if bad.is_empty():
+        return None
+    names: set[str] = set()
+    bad.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
+    return (f"statement(s) {', '.join(sorted(names))} run between the instances of one call "
+            f"and the call depends on them (it would run as one unit)")
+
+
+def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
+           parallel: bool = True) -> isl.Schedule:
+    """The tree of the contracted program ``schedule`` (scheduled with each
+    group as its calls, :func:`contract`) as a tree of ``source``: every
+    instance of a group at its call's place
+    (``isl_schedule_pullback_union_pw_multi_aff`` by the projections), below
+    it the group's own loops in source order (a band over the output's loops
+    the call scans, then the initialisation or scaling, the update's
+    reduction loops and the epilogue in sequence), marked by
+    :func:`mark_band`."""
+    upma = None
+    in_group = {x: m for m in matches for x in group_statements(m)}
+    for s in source.statements:
+        m = in_group.get(s.name)
+        f = (isl.PwMultiAff.from_map(projections(source, m)[s.name].intersect_domain(s.domain))
+             if m else identity(s.domain.get_space()))
+        part = isl.UnionPwMultiAff.from_pw_multi_aff(f)
+        upma = part if upma is None else upma.union_add(part)
+    schedule = schedule.pullback_union_pw_multi_aff(upma)
+    for m in matches:
+        band = _insert_group(schedule, source, m)
+        schedule = mark_band(band.get_schedule(), source, band, "gemm", parallel, known=m)
+    return schedule
+
+
+def _leaf_of(schedule: isl.Schedule, name: str) -> isl.ScheduleNode:
+    for n in tree.walk(schedule.get_root()):
+        if n.get_type() == isl.schedule_node_type.leaf and name in tree.statements_of(n):
+            return n
+    raise ScheduleError(f"internal: statement {name} has no leaf in the schedule")
+
+
+def _insert_group(schedule: isl.Schedule, program: Program, m: GemmMatch) -> isl.ScheduleNode:
+    """The group's loops below its call's leaf; returns their outermost band."""
+    group = group_statements(m)
+    stmt = program.statement(m.statement)
+    node = _leaf_of(schedule, m.statement)
+    others = [x for x in tree.statements_of(node) if x not in group]
+    if others:             # statements sharing the call's point: independent of it
+        filters = isl.UnionSetList.alloc(CTX, 2) \
+            .add(tree.statement_filter(program, group)) \
+            .add(tree.statement_filter(program, others))
+        node = node.insert_sequence(filters).child(0).child(0)
+    c_idx = [i.name for i in stmt.lhs.indices]
+    out_pos = [p for p, it in enumerate(c_idx) if it not in m.batch]
+    k_its = tuple(it for it in stmt.iterators if it not in c_idx and it not in m.batch)
+    sts = [program.statement(x) for x in group]
+    if len(sts) > 1:
+        filters = isl.UnionSetList.alloc(CTX, len(sts))
+        for st in sts:
+            filters = filters.add(tree.statement_filter(program, [st.name]))
+        node = node.insert_sequence(filters)
+        if k_its:
+            inner = node.child(group.index(m.statement)).child(0)
+            inner = inner.insert_partial_schedule(tree.iterator_band([(stmt, k_its)]))
+            node = tree.set_band_names(inner, k_its)
+            while node.get_type() != isl.schedule_node_type.sequence:
+                node = node.parent()
+        parts = [(st, tuple(st.lhs.indices[p].name for p in out_pos)) for st in sts]
+    else:
+        parts = [(stmt, tuple(c_idx[p] for p in out_pos) + k_its)]
+    node = node.insert_partial_schedule(tree.iterator_band(parts))
+    return tree.set_band_names(node, parts[0][1])
