@@ -29,8 +29,9 @@ measured FMA peak (``benchmarks/peak.c``, all cores, or one core for the
 single-thread row); memory-bound ones in GB/s (every input read once, every
 output written once: TC makes every written tensor an output) and as a
 fraction of the measured STREAM triad bandwidth.  ``cold s`` is polyc's
-compile in an empty cache, ``call us`` a warm call at every size 1, and
-``extra MiB`` the memory polyc allocated in a call beyond its outputs: the C
+compile in an empty kernel cache that holds the intrinsics library (built
+once per machine at the start, its time printed above the table), ``call
+us`` a warm call at every size 1, and ``extra MiB`` the memory polyc allocated in a call beyond its outputs: the C
 heap the kernel's first call keeps (glibc ``mallinfo2``: the intrinsic's
 packing block, kept for the next call) plus the Python-side peak of a call
 (``tracemalloc``: temporaries); stack buffers are not counted.  polyc's
@@ -43,6 +44,7 @@ import argparse
 import ctypes
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -294,9 +296,30 @@ def _time(fn: Callable[[], object], repeat_time: float) -> float:
     return measure(fn, repeat_time, min_reps=3, max_reps=200).median_s
 
 
+def prebuild_intrinsics(directory: str) -> float:
+    """Build the intrinsics library (built once per machine, compiler and
+    flags; see ``backends/c/intrinsics``) into ``directory``; the seconds it
+    took.  The workloads' cold compiles then start from an empty kernel cache
+    that holds this library, as on a machine where polyc ran once."""
+    from polyc.backends.c.build import intrinsics_library
+    cache.clear_memory()
+    _, seconds = _wall(lambda: intrinsics_library(config=Config.from_env(cache_dir=directory)))
+    return seconds
+
+
+def _seed_cache(library_dir: str | None, tmp: str) -> None:
+    """Copy the prebuilt intrinsics library's entry into the empty cache ``tmp``."""
+    if library_dir:
+        for f in os.listdir(library_dir):
+            if f.endswith((".so", ".json", ".c")):
+                shutil.copy2(os.path.join(library_dir, f), os.path.join(tmp, f))
+
+
 def run_workload(w: Workload, repeat_time: float, tiny: bool, peak: dict | None,
-                 seed: int = 0) -> dict:
-    """The row of ``w``: times in seconds, ratios, throughput, errors."""
+                 seed: int = 0, library_dir: str | None = None) -> dict:
+    """The row of ``w``: times in seconds, ratios, throughput, errors.  The
+    cold compile starts from an empty kernel cache (holding only the
+    intrinsics library of ``library_dir``, when given)."""
     sizes = w.tiny if tiny else w.sizes
     row: dict = {"workload": w.name, "sizes": sizes, "dtype": w.dtype, "error": None}
     tmp = tempfile.mkdtemp(prefix="polyc-tensor-")
@@ -307,6 +330,7 @@ def run_workload(w: Workload, repeat_time: float, tiny: bool, peak: dict | None,
         cfg = Config.from_env(cache_dir=tmp)
         if w.threads:
             cfg = cfg.replace(num_threads=w.threads)
+        _seed_cache(library_dir, tmp)
         stage = "cold compile"
         cache.clear_memory()
         kernel, row["cold_compile_s"] = _wall(lambda: polyc.compile(w.tc, config=cfg,
@@ -488,11 +512,14 @@ def main(argv: list[str] | None = None) -> int:
     torch = _torch()
     mach = {**machine(Config.from_env()), "peak": peak,
             "torch": getattr(torch, "__version__", None)}
+    library_dir = tempfile.mkdtemp(prefix="polyc-intrinsics-")
+    mach["intrinsics_library_build_s"] = prebuild_intrinsics(library_dir)
     rows = []
     for w in todo:
         print(f"[tensor] {w.name} ...", file=sys.stderr, flush=True)
-        rows.append(run_workload(w, a.repeat_time, a.tiny, peak))
+        rows.append(run_workload(w, a.repeat_time, a.tiny, peak, library_dir=library_dir))
         print(f"[tensor] {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+    shutil.rmtree(library_dir, ignore_errors=True)
     if a.json:
         print(json.dumps({"machine": mach, "repeat_time_s": a.repeat_time, "tiny": a.tiny,
                           "results": rows}, indent=1))
@@ -500,6 +527,9 @@ def main(argv: list[str] | None = None) -> int:
         threads = mach["polyc_threads"]
         print(f"- {mach['cpu']}, {mach['cores']} cores; polyc on {threads} thread(s); numpy "
               f"{mach['numpy']} ({mach['blas']}); torch: {mach['torch'] or 'not installed'}")
+        print(f"- the intrinsics library (gemm.h, built once per machine and compiler) took "
+              f"{mach['intrinsics_library_build_s']:.2f} s to build; `cold s` below is the "
+              f"kernel's own compile, with that library in the cache")
         if peak:
             print("- measured peak (benchmarks/peak.c): FMA f32 "
                   f"{peak.get('fma_gflops_1core_f32', 0):.0f}"

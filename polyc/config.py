@@ -29,6 +29,13 @@ _SANITIZER_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 FUSION_STRATEGIES = ("isl", "max", "min", "smart", "preserve_coincident")
 
 
+#: How generated parallel loops hand out iterations (``Config.omp_schedule``).
+OMP_SCHEDULES = ("dynamic", "static")
+
+#: What idle OpenMP threads do (``Config.wait_policy``); see polyc/threads.py.
+WAIT_POLICIES = ("short", "passive", "active")
+
+
 def _env(name: str) -> str | None:
     v = os.environ.get(name)
     return v if v not in (None, "") else None
@@ -114,6 +121,21 @@ class Config:
         "for one element) instead of an allocated array (polyc.schedule.contraction); "
         "POLYC_CONTRACT=0 turns it off", True))
 
+    omp_schedule: str = field(default="dynamic", metadata=_opt(
+        "how the iterations of a generated parallel loop are handed to the threads "
+        "(POLYC_OMP_SCHEDULE): 'dynamic' (the default: chunks of about trip / (4 * "
+        "threads) iterations taken as threads become free, so a core slowed by another "
+        "process does less of the work instead of stalling the team) or 'static' (equal "
+        "contiguous blocks: no bookkeeping, the same rows on the same core in every "
+        "loop).  The GEMM intrinsic always distributes its blocks dynamically", True))
+    wait_policy: str = field(default="short", metadata=_opt(
+        "what OpenMP threads do between kernel calls (POLYC_WAIT_POLICY), applied before "
+        "the first kernel loads unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set: 'short' "
+        "(the default: spin about 1,000 times, microseconds, then sleep: calls in a "
+        "loop stay cheap and no core is left spinning next to numpy's BLAS), "
+        "'passive' (sleep at once: a few microseconds more per parallel region), "
+        "'active' (spin long: libgomp's default of about 300,000 times)", False))
+
     plan: str = field(default="model", metadata=_opt(
         "how polyc.jit's fusion planner decides (POLYC_PLAN): 'model' (polyhedral "
         "feedback and the roofline) or 'measure' (also time the merged group against "
@@ -126,6 +148,16 @@ class Config:
         "triad of python -m benchmarks.peak)", False))
 
     def __post_init__(self):
+        if self.omp_schedule not in OMP_SCHEDULES:
+            raise PolycError(f"Config.omp_schedule must be one of {', '.join(OMP_SCHEDULES)}, "
+                             f"got {self.omp_schedule!r} (e.g. POLYC_OMP_SCHEDULE=static)")
+        if self.wait_policy not in WAIT_POLICIES:
+            raise PolycError(f"Config.wait_policy must be one of {', '.join(WAIT_POLICIES)}, "
+                             f"got {self.wait_policy!r} (e.g. POLYC_WAIT_POLICY=passive)")
+        nt = self.num_threads
+        if nt is not None and (isinstance(nt, bool) or not isinstance(nt, int) or nt < 1):
+            raise PolycError(f"Config.num_threads must be a positive number of threads or "
+                             f"None (all cores), got {nt!r} (e.g. POLYC_NUM_THREADS=2)")
         if self.plan not in ("model", "measure"):
             raise PolycError(f"Config.plan must be 'model' or 'measure', got {self.plan!r} "
                              f"(e.g. POLYC_PLAN=measure)")
@@ -170,9 +202,26 @@ class Config:
             kw["cache_dir"] = _env("POLYC_CACHE_DIR")
         if _env("POLYC_NO_DISK_CACHE") == "1":
             kw["disk_cache"] = False
-        nt = _env("POLYC_NUM_THREADS") or _env("OMP_NUM_THREADS")
-        if nt and nt.isdigit() and int(nt) > 0:
+        nt = _env("POLYC_NUM_THREADS")
+        if nt is not None:
+            if not (nt.strip().isdigit() and int(nt) > 0):
+                raise PolycError(f"POLYC_NUM_THREADS={nt!r} is not a positive number of "
+                                 f"threads; set it to e.g. 2, or unset it to use every core")
             kw["num_threads"] = int(nt)
+        else:
+            # OpenMP's own list syntax ("4,2": nested levels): the first level is ours;
+            # anything else is the OpenMP runtime's business, not an error of polyc's
+            first = (_env("OMP_NUM_THREADS") or "").split(",")[0].strip()
+            if first.isdigit() and int(first) > 0:
+                kw["num_threads"] = int(first)
+        for var, name, allowed in (("POLYC_OMP_SCHEDULE", "omp_schedule", OMP_SCHEDULES),
+                                   ("POLYC_WAIT_POLICY", "wait_policy", WAIT_POLICIES)):
+            value = _env(var)
+            if value is not None:
+                if value.lower() not in allowed:
+                    raise PolycError(f"{var}={value!r} is not one of {', '.join(allowed)}; "
+                                     f"set one of those, or unset it")
+                kw[name] = value.lower()
         if _env("POLYC_TENSORIZE") == "0":
             kw["tensorize"] = False
         if _env("POLYC_CONTRACT") == "0":

@@ -53,11 +53,23 @@ class Lowered:
         return program, schedule, deps
 
 
-def with_notes(explained, low: Lowered | None):
+#: What the GEMM micro-kernel of each build is (``polyc_gemm_isa()``).
+ISA_TEXT = {
+    "avx512": "AVX-512 (14 x 32 f32 / 14 x 16 f64 register tile)",
+    "avx2": "AVX2 + FMA (6 x 16 f32 / 6 x 8 f64 register tile)",
+    "portable": ("portable C (4 x 8 plain loops): this CPU, or Config.cflags, lacks "
+                 "AVX2 and FMA, so the GEMM runs several times below the vector peak"),
+}
+
+
+def with_notes(explained, low: Lowered | None, *, isa: str | None = None):
     """``explained`` (the text or JSON dict of :func:`polyc.schedule.explain.explain`)
     with what tensorization and row fusion did in ``low`` (``None``: a user
-    schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line)
-    and ``"row_fusion"`` (a line, or ``""``), or text sections."""
+    schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line),
+    ``"row_fusion"`` (a line, or ``""``) and ``"isa"`` (the GEMM
+    micro-kernel the intrinsics library runs: ``"avx512"``, ``"avx2"``,
+    ``"portable"``, or ``None`` when the kernel calls no GEMM), or text
+    sections."""
     notes = dict(low.tensorized) if low is not None else {}
     rows = low.row_fusion if low is not None else ""
     contracted = low.contracted if low is not None else ()
@@ -65,10 +77,13 @@ def with_notes(explained, low: Lowered | None):
         explained["tensorize"] = notes
         explained["row_fusion"] = rows
         explained["contracted"] = [c.to_dict() for c in contracted]
+        explained["isa"] = isa
         return explained
     if notes:
         explained += "\ntensorization (polyc.intrinsics):\n" + "\n".join(
             f"  {v}" for v in notes.values())
+    if isa is not None:
+        explained += f"\n  gemm micro-kernel: {ISA_TEXT.get(isa, isa)}\n"
     if rows:
         explained += f"\nrow fusion (polyc.schedule.rowfuse):\n  {rows}\n"
     if contracted:

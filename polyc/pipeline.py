@@ -259,7 +259,7 @@ def compile_schedule(schedule, config: Config | None = None):
     low = None
     if source is None:
         low = lower_schedule(schedule, config)
-        source = emit.emit(low.program, low.loopnest)
+        source = emit.emit(low.program, low.loopnest, omp_schedule=config.omp_schedule)
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
     lib = build.build_library(source.text, config=config)
@@ -293,7 +293,8 @@ def _lowered_source(program: Program, config: Config):
     low = None
     if source is None:
         low = lower(program, config)                                          # 2-7
-        source = emit.emit(low.program, low.loopnest)                         # 8
+        source = emit.emit(low.program, low.loopnest,                         # 8
+                           omp_schedule=config.omp_schedule)
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
     return program, source, low

@@ -567,7 +567,8 @@ class Kernel:
         low = self._low()
         if self._user_schedule is not None and not low.tensorized:
             low = None       # a user schedule without tensorize marks: no notes
-        return with_notes(out, low)
+        from polyc.backends.c.build import intrinsics_isa
+        return with_notes(out, low, isa=intrinsics_isa(self.library))
 
     def plot(self, *, sizes: dict, path=None, **options):
         """A picture of :attr:`schedule` at ``sizes``: :func:`polyc.plot.draw`."""

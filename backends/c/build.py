@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Sequence
 
 from polyc import cache
+from polyc.backends.c import intrinsics
 from polyc.config import Config
 from polyc.errors import (
     CompileError,
@@ -58,6 +59,7 @@ from polyc.errors import (
     ToolMissingError,
 )
 from polyc.process import run_process
+from polyc.threads import apply_wait_policy
 
 SUFFIX = ".so"
 _INSTALL_HINT = ("set CC or POLYC_CC (Config.cc) to a C compiler, "
@@ -81,12 +83,14 @@ class Library:
     """A loaded shared library built by :func:`build_library`.
 
     ``path`` is the file it was loaded from, ``key`` its cache key (hex sha256),
-    ``cdll`` the ``ctypes.CDLL`` and ``command`` the compiler argv that built
-    it (as recorded when it was built)."""
+    ``cdll`` the ``ctypes.CDLL``, ``command`` the compiler argv that built
+    it (as recorded when it was built) and ``needs`` the libraries it links
+    (the intrinsics library), loaded before it and kept alive with it."""
     path: Path
     key: str
     cdll: ctypes.CDLL
     command: tuple[str, ...] = ()
+    needs: tuple["Library", ...] = ()
 
     def function(self, name: str, argtypes: Sequence, restype=None):
         """A fresh ctypes function object for the symbol ``name`` with
@@ -143,9 +147,22 @@ def compile_flags(config: Config) -> list[str]:
 
 
 def library_key(source: str, *, config: Config) -> str:
-    """The cache key :func:`build_library` uses for ``source`` under ``config``.
-    Raises :class:`ToolMissingError` like :func:`resolve_compiler`."""
-    return _key(source, resolve_compiler(config.cc), compile_flags(config))
+    """The cache key :func:`build_library` uses for ``source`` under ``config``
+    (a source that links the intrinsics library: with that library's key, so
+    this may build it).  Raises :class:`ToolMissingError` like
+    :func:`resolve_compiler`."""
+    compiler, flags = resolve_compiler(config.cc), compile_flags(config)
+    if intrinsics.LINK_MARK in source:
+        flags = [*flags, f"polyc-intrinsics={intrinsics_key(config=config)}"]
+    return _key(source, compiler, flags)
+
+
+def intrinsics_key(*, config: Config) -> str:
+    """The cache key of :func:`intrinsics_library` under ``config``, without
+    building anything: the library's source, the compiler and its version, the
+    flags, the CPU's features and polyc's version."""
+    return _key(intrinsics.library_source(), resolve_compiler(config.cc),
+                compile_flags(config))
 
 
 def _key(source: str, compiler: list[str], flags: list[str]) -> str:
@@ -274,28 +291,93 @@ def build_library(source: str, *, config: Config) -> Library:
     flags = compile_flags(config)
     if config.sanitize:
         check_sanitizer_runtime(config)
-    key = _key(source, compiler, flags)
+    apply_wait_policy(config.wait_policy)       # before the first kernel loads libgomp
+    needs: tuple[Library, ...] = ()
+    link: list[str] = []
+    key_flags = flags
+    if intrinsics.LINK_MARK in source:
+        lib = intrinsics_library(config=config)
+        needs = (lib,)
+        # the library's soname is its file name: the dynamic loader matches the
+        # kernel's DT_NEEDED entry against the copy loaded above (any directory)
+        link = [str(lib.path), f"-Wl,-rpath,{lib.path.parent}"]
+        key_flags = [*flags, f"polyc-intrinsics={lib.key}"]
+    key = _key(source, compiler, key_flags)
 
     def build(directory: Path, out: Path) -> dict:
         src = directory / f"{key}.c"
         cache.write_atomic(src, source.encode("utf-8"))
-        argv = [*compiler, *flags, "-o", str(out), str(src), *LINK_LIBS]
+        argv = [*compiler, *flags, "-o", str(out), str(src), *link, *LINK_LIBS]
         return _compile(argv, source=source, src=src, out=out, config=config)
 
-    def load(path: Path, meta: dict) -> Library:
-        try:
-            cdll = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
-        except OSError as e:
-            if _looks_noexec(e):
-                raise LoadError(_noexec_message(path, e), command=meta.get("command")) from e
-            raise
-        command = meta.get("command")
-        command = tuple(command) if isinstance(command, list) else ()
-        return Library(path=path, key=key, cdll=cdll, command=command)
+    directory = config.resolved_cache_dir() if config.disk_cache else None
+    return cache.get_or_build(key, directory=directory, suffix=SUFFIX, build=build,
+                              load=functools.partial(_load, key=key, needs=needs))
+
+
+def intrinsics_library(*, config: Config) -> Library:
+    """The intrinsics library for ``config`` (compiler, flags, sanitizers):
+    ``gemm.h``'s entry points built once into a shared library that kernels
+    link (:func:`polyc.backends.c.intrinsics.library_source`), memoised per
+    process and kept in the disk cache like kernels, under a key made of its
+    source, the compiler and its version, the flags, the CPU's features and
+    polyc's version.  An entry whose sidecar names another CPU or compiler
+    than this one is never loaded: it is discarded with a
+    :class:`~polyc.errors.CacheWarning` and rebuilt.  Raises what
+    :func:`build_library` raises."""
+    compiler = resolve_compiler(config.cc)
+    flags = compile_flags(config)
+    if config.sanitize:
+        check_sanitizer_runtime(config)
+    apply_wait_policy(config.wait_policy)
+    source = intrinsics.library_source()
+    key = intrinsics_key(config=config)
+    soname = f"{key}{SUFFIX}"     # the file name of the entry in any directory
+
+    def build(directory: Path, out: Path) -> dict:
+        src = directory / f"{key}.c"
+        cache.write_atomic(src, source.encode("utf-8"))
+        argv = [*compiler, *flags, f"-Wl,-soname,{soname}", "-o", str(out), str(src),
+                *LINK_LIBS]
+        return _compile(argv, source=source, src=src, out=out, config=config)
 
     directory = config.resolved_cache_dir() if config.disk_cache else None
-    return cache.get_or_build(key, directory=directory, suffix=SUFFIX,
-                              build=build, load=load)
+    return cache.get_or_build(key, directory=directory, suffix=SUFFIX, build=build,
+                              load=functools.partial(_load, key=key, needs=()))
+
+
+def intrinsics_isa(library: Library) -> str | None:
+    """The micro-kernel the intrinsics library that ``library`` links was
+    built for (``polyc_gemm_isa()``: ``"avx512"``, ``"avx2"`` or
+    ``"portable"``, the last on a CPU or with flags that lack AVX2 and FMA);
+    ``None`` when ``library`` links none."""
+    for need in library.needs:
+        fn = need.function("polyc_gemm_isa", [], ctypes.c_char_p)
+        return fn().decode("ascii")
+    return None
+
+
+def _load(path: Path, meta: dict, *, key: str, needs: tuple[Library, ...]) -> Library:
+    """Load a built library (``cache.get_or_build``'s ``load``): ``OSError``
+    (the entry is discarded and rebuilt) when its sidecar says it was built
+    for another CPU or by another compiler version."""
+    compiler = meta.get("command", [None])[0] if isinstance(meta.get("command"), list) \
+        else None
+    for field, now in (("cpu", cache.cpu_features(compiler)),
+                       ("compiler_version",
+                        cache.compiler_version(compiler) if compiler else None)):
+        if field in meta and now is not None and meta[field] != now:
+            raise OSError(errno.ENOEXEC, f"it was built for another {field.replace('_', ' ')} "
+                          f"({meta[field]!r}, this machine: {now!r})")
+    try:
+        cdll = ctypes.CDLL(str(path), mode=os.RTLD_LOCAL)
+    except OSError as e:
+        if _looks_noexec(e):
+            raise LoadError(_noexec_message(path, e), command=meta.get("command")) from e
+        raise
+    command = meta.get("command")
+    command = tuple(command) if isinstance(command, list) else ()
+    return Library(path=path, key=key, cdll=cdll, command=command, needs=needs)
 
 
 def _looks_noexec(e: OSError) -> bool:
@@ -374,4 +456,6 @@ def _compile(argv: list[str], *, source: str, src: Path, out: Path, config: Conf
                            f"(from {src}); check Config.cc / CC and Config.cflags "
                            f"(-shared -fPIC are needed)", command=argv, stderr=stderr)
     return {"command": argv, "compiler_output": stderr,
-            "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest()}
+            "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
+            "cpu": cache.cpu_features(argv[0]),
+            "compiler_version": cache.compiler_version(argv[0])}

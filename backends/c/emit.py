@@ -36,7 +36,6 @@ Guarantees (tested in ``tests/robustness/``):
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import cgen as c
 
@@ -47,6 +46,7 @@ from polyc.intrinsics import GemmMatch
 from polyc.ir import C_TYPES, Program, Statement
 from polyc.isl_util import pw_aff_to_expr
 
+from . import intrinsics as c_intrinsics
 from .cexpr import (
     CExprPrinter,
     accumulator_type,
@@ -66,10 +66,6 @@ from .hoist import HOISTED, hoist_invariants
 
 ENTRY = "polyc_kernel"
 
-#: hand-written intrinsics (``polyc.intrinsics`` describes them), pasted into
-#: the sources that call them, so the cache key covers their text
-INTRINSICS = Path(__file__).with_name("intrinsics")
-
 #: a parallel loop holding no loop, inside a sequential loop, forks its team
 #: only from this many iterations up: below it a fork and barrier (about a
 #: microsecond) cost more than the loop's work
@@ -80,6 +76,14 @@ PRELUDE = r"""#include <stdint.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+/* The chunk of a dynamically scheduled parallel loop of trip iterations:
+   about four chunks per thread (Config.omp_schedule) */
+static inline int64_t polyc_chunk(int64_t trip, int team)
+{
+    const int64_t c = trip / (4 * (int64_t)(team > 0 ? team : 1));
+    return c > 1 ? c : 1;
+}
 
 /* glibc's vector math library (libmvec, linked through -lm) has SIMD variants
    of these functions (at most 4 ulp from the correctly rounded result, glibc's
@@ -183,8 +187,9 @@ class Source:
 
 
 class _Emitter:
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, omp_schedule: str = "dynamic"):
         self.program = program
+        self.omp_schedule = omp_schedule
         self.stmts = {s.name: s for s in program.statements}
         self.dtypes = {t.name: t.dtype for t in program.tensors}
         self.locals = {t.name for t in program.tensors if t.role == "local"}
@@ -194,7 +199,8 @@ class _Emitter:
         self.hoisted = 0               # locals hoisted so far (.hoist)
         self.parallel_depth = 0        # parallel loops around it
         self.splitting = False         # printing the parallel copy of a loop around calls
-        #: whether any statement is a call of an intrinsic (then gemm.h is pasted)
+        #: whether any statement is a call of an intrinsic (then the source
+        #: declares gemm_api.h and links the intrinsics library)
         self.calls = any(st.kind == "intrinsic" for st in program.statements)
 
     def _access(self, tensor: str, idx: list[str]) -> str:
@@ -356,6 +362,18 @@ class _Emitter:
         trip = self._trip(n)
         return None if trip is None else f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
 
+    def _schedule_clause(self, n: L.For) -> str:
+        """The ``schedule`` clause of parallel loop ``n``: under
+        ``Config.omp_schedule='dynamic'``, chunks of ``polyc_chunk(trip,
+        team)`` (about four per thread) taken as threads become free, so a
+        thread slowed by another process does fewer of them; ``static`` (equal
+        blocks) under ``'static'``, for a collapsed loop and for a trip count
+        the emitter cannot print."""
+        trip = self._trip(n) if n.collapse == 1 else None
+        if self.omp_schedule != "dynamic" or trip is None:
+            return "schedule(static)"
+        return f"schedule(dynamic, polyc_chunk({trip}, polyc_team))"
+
     def _trip(self, n: L.For) -> str | None:
         """The C expression of ``n``'s trip count (``None`` when its condition
         is not ``iterator < bound`` or ``<=``)."""
@@ -430,7 +448,8 @@ class _Emitter:
             if n.parallel:
                 simd = " simd" if n.simd or folded else ""
                 collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
-                par = c.Module([c.Pragma(f"omp parallel for{simd}{collapse} schedule(static) "
+                par = c.Module([c.Pragma(f"omp parallel for{simd}{collapse} "
+                                         f"{self._schedule_clause(n)} "
                                          "num_threads(polyc_team)"), loop])
                 big = self._long_enough(n)
                 if big is None:
@@ -527,9 +546,11 @@ def arguments(program: Program) -> list:
     return [t for t in program.tensors if t.role != "local"]
 
 
-def emit(program: Program, nest: L.Node) -> Source:
-    """Generate the C source of ``program`` executing ``nest``."""
-    em = _Emitter(program)
+def emit(program: Program, nest: L.Node, *, omp_schedule: str = "dynamic") -> Source:
+    """Generate the C source of ``program`` executing ``nest``; its parallel
+    loops hand out iterations as ``omp_schedule`` (``Config.omp_schedule``:
+    ``"dynamic"`` or ``"static"``) says."""
+    em = _Emitter(program, omp_schedule)
     team = [c.Line("#ifdef _OPENMP"),
             c.Line("const int polyc_team = polyc_nthreads > 0 ? (int)polyc_nthreads "
                    ": omp_get_max_threads();"),
@@ -552,7 +573,8 @@ def emit(program: Program, nest: L.Node) -> Source:
     intrinsics = ""
     matches = [st.intrinsic for st in program.statements if st.kind == "intrinsic"]
     if any(isinstance(m, GemmMatch) for m in matches):
-        intrinsics = "\n" + (INTRINSICS / "gemm.h").read_text() + "\n"
+        # the interface only: the build step links the intrinsics library
+        intrinsics = "\n" + c_intrinsics.api_text() + "\n"
     for name in sorted({m.intrinsic for m in matches if not isinstance(m, GemmMatch)}):
         intr = get_intrinsic(name)     # a user intrinsic: its prototype, then its source
         intrinsics += f"\n{intr.prototype()};\n{intr.source('c')}\n"

@@ -32,6 +32,7 @@ CODEGEN_ALTERNATIVES = {
     "time_tiling": True,
     "tensorize": False,
     "contract": False,     # array contraction: not yet a field on every branch
+    "omp_schedule": "static",
 }
 
 #: fields that never change the code of a kernel -> (another valid value, why).
@@ -40,6 +41,7 @@ NOT_CODEGEN = {
     "disk_cache": (False, "whether built kernels are kept on disk"),
     "num_threads": (3, "a run-time argument of every call (polyc_nthreads)"),
     "dump": (True, "prints the stages to stderr"),
+    "wait_policy": ("passive", "the OpenMP runtime's environment, set before it loads"),
     "compile_timeout": (5.0, "how long the C compiler may run"),
     "plan": ("measure", "polyc.jit's planner: which groups fuse, not their code"),
     "peak_gflops": (1.0, "polyc.jit's roofline: which groups fuse, not their code"),

@@ -1,2 +1,51 @@
-"""Header-only C kernels that generated C code ``#include``s (``gemm.h``: a
-BLIS-style GEMM with AVX-512 / AVX2 / portable micro-kernels)."""
+"""The C kernels behind polyc's intrinsics (``gemm.h``: a BLIS-style GEMM
+with AVX-512 / AVX2 / portable micro-kernels) and the texts the C backend
+builds from them.
+
+Generated kernels do not paste ``gemm.h``: they paste its interface
+(:func:`api_text`, ``gemm_api.h``: one struct and five prototypes) and link
+the *intrinsics library*, a shared library compiled from
+:func:`library_source` once per machine, compiler, flags and polyc version
+(``backends/c/build.py``'s :func:`~polyc.backends.c.build.intrinsics_library`,
+cached like kernels).  A kernel's cold compile then costs its own code only,
+instead of recompiling the 1100 lines of ``gemm.h`` every time.
+
+``gemm.h`` still works header-only (``#include "gemm.h"`` with
+``-I<this directory>``): its entry points are then ``static``.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+DIRECTORY = Path(__file__).parent
+
+#: The line a generated kernel starts its interface block with; the build
+#: step links the intrinsics library into every source that contains it.
+LINK_MARK = "/* polyc: this kernel links the polyc intrinsics library */"
+
+#: How the library defines the entry points: visible, everything else static.
+_EXPORT = '#define POLYC_GEMM_API __attribute__((visibility("default")))'
+
+
+@functools.lru_cache(maxsize=None)
+def _read(name: str) -> str:
+    return (DIRECTORY / name).read_text()
+
+
+def api_text() -> str:
+    """What a kernel that calls the GEMM pastes: :data:`LINK_MARK`, then
+    ``gemm_api.h`` (the ``polyc_gemm_dims`` struct and the extern prototypes
+    of ``polyc_gemm_{f32,f64}``, ``polyc_gemmx_{f32,f64}``, ``polyc_gemm_isa``)."""
+    return f"{LINK_MARK}\n{_read('gemm_api.h')}"
+
+
+def library_source() -> str:
+    """The C source of the intrinsics library: the interface with visible
+    declarations, then ``gemm.h`` (which skips its own ``#include
+    "gemm_api.h"`` because the interface came first), so the compiler checks
+    the prototypes kernels use against the definitions."""
+    return (f"/* polyc intrinsics library (backends/c/intrinsics) */\n{_EXPORT}\n"
+            f"{_read('gemm_api.h')}\n{_read('gemm.h')}\n")
+

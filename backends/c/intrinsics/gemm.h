@@ -30,8 +30,11 @@
  *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
  *
  * M, N or K may be 0 (K == 0: C = beta * C + epilogue, C not read if beta == 0).
- * nthreads <= 0 means omp_get_max_threads().  Everything is static, so the
- * header may be included by several translation units.  C99 (no C11 needed:
+ * nthreads <= 0 means omp_get_max_threads().  Everything is static (the entry
+ * points too, unless POLYC_GEMM_API says otherwise: gemm_api.h), so the
+ * header may be included by several translation units.  Generated kernels do
+ * not include it: they declare the entry points (gemm_api.h) and link the
+ * intrinsics library built from this file once per machine.  C99 (no C11 needed:
  * the 64-byte aligned buffers come from malloc, because aligned_alloc is not
  * declared under -std=c99).
  *
@@ -73,11 +76,14 @@
  * it is at most POLYC_GEMM_CACHE_MAX (16 MiB) bytes; see polyc_gemm_acquire.
  *
  * Threads (OpenMP): one parallel region around the jc/pc loops; B is packed
- * cooperatively (each thread a contiguous range of slivers), then either each
- * thread takes whole MC blocks with its own A buffer (when M has at least
- * 4 slivers per thread; MC is shrunk so that the blocks divide evenly), or,
- * for short M, the A block is packed cooperatively and the jr slivers are
- * split.  Each thread gets at least 128^3 multiply-adds (below that the
+ * cooperatively, then either each thread takes whole blocks of A with its own
+ * A buffer (when M has at least 4 slivers per thread; at least 3 blocks per
+ * thread where M allows, sizes within one sliver of each other), or, for
+ * short M, the A block is packed cooperatively and the jr slivers are
+ * shared.  The B slivers, the A blocks and the jr slivers are taken from
+ * atomic counters (chunks of nsl / 4nt slivers), not split statically: a
+ * core slowed by another process does less of the work instead of making
+ * the whole team wait for it at the next barrier.  Each thread gets at least 128^3 multiply-adds (below that the
  * fork/join costs more than it saves: 64^3 took 3.2 us on one thread, 10 us
  * on two).
  */
@@ -95,6 +101,18 @@
 #endif
 
 #define POLYC_GEMM_UNUSED __attribute__((unused))
+/* The storage class of the entry points (gemm_api.h): static when this file
+ * is used header-only; the intrinsics library defines it as visible. */
+#ifndef POLYC_GEMM_API
+#define POLYC_GEMM_API static POLYC_GEMM_UNUSED
+#endif
+#ifndef POLYC_GEMM_API_H
+#include "gemm_api.h"
+#endif
+/* A test hook run by thread tid before each chunk of work it takes. */
+#ifndef POLYC_GEMM_ON_CHUNK
+#define POLYC_GEMM_ON_CHUNK(tid) ((void)(tid))
+#endif
 #ifdef _OPENMP
 /* Only inside the call's own team: with nthr == 1 the body runs outside any
  * region of ours, and an orphaned barrier would bind to the caller's team
@@ -183,13 +201,6 @@ static POLYC_GEMM_UNUSED void polyc_gemm_release(void *p, int cached)
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* A row or column index map of polyc_gemmx (see the top of this file). */
-#define POLYC_GEMM_MAXDIMS 8
-typedef struct {
-    int n;
-    int64_t ext[POLYC_GEMM_MAXDIMS];
-    int64_t stride[POLYC_GEMM_MAXDIMS];
-} polyc_gemm_dims;
 
 /* The address offset of index r under d (digits from the last extent). */
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_offset(const polyc_gemm_dims *d, int64_t r)
@@ -432,7 +443,9 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         int64_t bias_cs;                                                               \
         int relu;                                                                      \
         int64_t kc, mc, nc; /* block sizes used for this call */                       \
-        int split_m;        /* 1: threads take whole MC blocks; 0: split jr */         \
+        int split_m;        /* 1: threads take whole A blocks; 0: split jr */          \
+        int64_t nic;        /* split_m: the number of A blocks */                     \
+        int64_t *next;      /* the work counters of polyc_gemm_body (3) */            \
         POLYC_GEMM_T *bpack, *apack;                                                   \
         int64_t a_len; /* elements of one thread's A buffer */                         \
         /* polyc_gemmx: the maps that are not a stride (NULL: the stride), and   \
@@ -601,16 +614,27 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         }                                                                              \
     }                                                                                  \
                                                                                        \
-    /* What thread tid of nthr does (all threads run the same loops, so the        \
-     * barriers match). */                                                         \
+    /* What thread tid of nthr does (all threads run the same loops, so the            \
+     * barriers match).  The work between two barriers is handed out                   \
+     * dynamically: a thread takes the next chunk of B slivers to pack, the            \
+     * next block of A (split_m), or the next chunk of jr slivers (short M)            \
+     * from a counter in g->next, so a thread slowed by another process on its         \
+     * core does fewer chunks instead of stalling the team at the barrier.             \
+     * Which thread computes a tile never changes the tile's result (each C            \
+     * element is summed in the same k order).  A counter is reset by thread           \
+     * 0 in the phase before the one that reads it; the barrier in between             \
+     * publishes the reset.  POLYC_GEMM_ON_CHUNK(tid) runs before each chunk           \
+     * (a test hook; nothing by default). */                                           \
     static void polyc_gemm_body_##SFX(const polyc_gemm_args_##SFX *g, int tid, int nthr) \
     {                                                                                  \
-        const int64_t M = g->M, N = g->N, K = g->K;                                    \
-        int64_t jc, pc, i0, s;                                                         \
+        const int64_t M = g->M, N = g->N, K = g->K, msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR); \
+        int64_t *const bnext = g->next, *const anext = g->next + 1;                    \
+        int64_t *const jnext = g->next + 2;                                            \
+        int64_t jc, pc, i0, s, c;                                                      \
         for (jc = 0; jc < N; jc += g->nc) {                                            \
             const int64_t nc = polyc_gemm_min(g->nc, N - jc);                          \
             const int64_t nsl = polyc_gemm_cdiv(nc, POLYC_GEMM_NR);                    \
-            const int64_t s0 = nsl * tid / nthr, s1 = nsl * (tid + 1) / nthr;          \
+            const int64_t ch = polyc_gemm_cdiv(nsl, 4 * nthr); /* slivers per chunk */ \
             for (pc = 0; pc < K; pc += g->kc) {                                        \
                 const int64_t kc = polyc_gemm_min(g->kc, K - pc);                      \
                 const int beta = pc > 0 ? 1 : g->beta == 0 ? 0 : g->beta == 1 ? 1 : 2; \
@@ -618,41 +642,62 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
                 const POLYC_GEMM_T *bias =                                             \
                     last && g->bias ? g->bias + jc * g->bias_cs : NULL;                \
                 const int relu = last && g->relu;                                      \
-                for (s = s0; s < s1; s++) {                                            \
-                    const int64_t nr = polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR); \
-                    if (g->b_rt || g->b_ct)                                            \
-                        polyc_gemm_pack_bt_##SFX(g, nr, kc, pc, jc + s * POLYC_GEMM_NR, \
-                                                 g->bpack + s * POLYC_GEMM_NR * kc);   \
-                    else                                                               \
-                        polyc_gemm_pack_b_##SFX(                                       \
-                            nr, kc, g->B + pc * g->b_rs + (jc + s * POLYC_GEMM_NR) * g->b_cs, \
-                            g->b_rs, g->b_cs, g->bpack + s * POLYC_GEMM_NR * kc);      \
+                if (tid == 0)                                                          \
+                    __atomic_store_n(anext, 0, __ATOMIC_RELAXED);                      \
+                while ((c = __atomic_fetch_add(bnext, 1, __ATOMIC_RELAXED) * ch) < nsl) { \
+                    const int64_t c1 = polyc_gemm_min(c + ch, nsl);                    \
+                    POLYC_GEMM_ON_CHUNK(tid);                                          \
+                    for (s = c; s < c1; s++) {                                         \
+                        const int64_t nr =                                             \
+                            polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR);     \
+                        const int64_t j0 = jc + s * POLYC_GEMM_NR;                     \
+                        if (g->b_rt || g->b_ct)                                        \
+                            polyc_gemm_pack_bt_##SFX(g, nr, kc, pc, j0,                \
+                                                     g->bpack + s * POLYC_GEMM_NR * kc); \
+                        else                                                           \
+                            polyc_gemm_pack_b_##SFX(nr, kc, g->B + pc * g->b_rs + j0 * g->b_cs, \
+                                                    g->b_rs, g->b_cs,                  \
+                                                    g->bpack + s * POLYC_GEMM_NR * kc); \
+                    }                                                                  \
                 }                                                                      \
                 POLYC_GEMM_BARRIER();                                                  \
+                if (tid == 0)                                                          \
+                    __atomic_store_n(bnext, 0, __ATOMIC_RELAXED);                      \
                 if (g->split_m) {                                                      \
                     POLYC_GEMM_T *ap = g->apack + tid * g->a_len;                      \
-                    for (i0 = tid * g->mc; i0 < M; i0 += nthr * g->mc) {               \
-                        const int64_t mcb = polyc_gemm_min(g->mc, M - i0);             \
-                        const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
-                        for (s = 0; s < msl; s++)                                      \
+                    while ((c = __atomic_fetch_add(anext, 1, __ATOMIC_RELAXED)) < g->nic) { \
+                        /* block c: slivers [msl c / nic, msl (c + 1) / nic) */        \
+                        const int64_t r0 = msl * c / g->nic, r1 = msl * (c + 1) / g->nic; \
+                        const int64_t mcb =                                            \
+                            polyc_gemm_min(r1 * POLYC_GEMM_MR, M) - r0 * POLYC_GEMM_MR; \
+                        i0 = r0 * POLYC_GEMM_MR;                                       \
+                        POLYC_GEMM_ON_CHUNK(tid);                                      \
+                        for (s = 0; s < r1 - r0; s++)                                  \
                             polyc_gemm_pack_a_any_##SFX(                               \
-                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc,\
-                                i0 + s * POLYC_GEMM_MR, pc, ap + s * POLYC_GEMM_MR * kc);\
+                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), \
+                                kc, i0 + s * POLYC_GEMM_MR, pc, ap + s * POLYC_GEMM_MR * kc); \
                         polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, nsl, beta, \
                                                bias, relu);                            \
                     }                                                                  \
                 } else {                                                               \
                     for (i0 = 0; i0 < M; i0 += g->mc) {                                \
                         const int64_t mcb = polyc_gemm_min(g->mc, M - i0);             \
-                        const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
-                        const int64_t r0 = msl * tid / nthr, r1 = msl * (tid + 1) / nthr; \
+                        const int64_t bsl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
+                        const int64_t r0 = bsl * tid / nthr, r1 = bsl * (tid + 1) / nthr; \
+                        if (tid == 0)                                                  \
+                            __atomic_store_n(jnext, 0, __ATOMIC_RELAXED);              \
                         for (s = r0; s < r1; s++)                                      \
                             polyc_gemm_pack_a_any_##SFX(                               \
-                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), kc,\
-                                i0 + s * POLYC_GEMM_MR, pc, g->apack + s * POLYC_GEMM_MR * kc);\
+                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), \
+                                kc, i0 + s * POLYC_GEMM_MR, pc,                        \
+                                g->apack + s * POLYC_GEMM_MR * kc);                    \
                         POLYC_GEMM_BARRIER();                                          \
-                        polyc_gemm_macro_##SFX(g, kc, g->apack, i0, mcb, jc, nc, s0, s1, \
-                                               beta, bias, relu);                      \
+                        while ((c = __atomic_fetch_add(jnext, 1, __ATOMIC_RELAXED) * ch) < nsl) { \
+                            POLYC_GEMM_ON_CHUNK(tid);                                  \
+                            polyc_gemm_macro_##SFX(g, kc, g->apack, i0, mcb, jc, nc, c, \
+                                                   polyc_gemm_min(c + ch, nsl), beta, bias, \
+                                                   relu);                              \
+                        }                                                              \
                         POLYC_GEMM_BARRIER();                                          \
                     }                                                                  \
                 }                                                                      \
@@ -694,7 +739,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
     static void polyc_gemm_run_##SFX(polyc_gemm_args_##SFX *g, int nthreads)           \
     {                                                                                  \
         int nt = nthreads, cached;                                                     \
-        int64_t msl, nkb, b_len, t_len, *tab;                                          \
+        int64_t msl, nkb, b_len, t_len, *tab, next[3] = {0, 0, 0};                     \
         const int64_t M = g->M, N = g->N, K = g->K;                                    \
         if (K == 0 || g->alpha == (POLYC_GEMM_T)0) { /* C = beta C: A, B not read */   \
             g->K = 0;                                                                  \
@@ -713,8 +758,15 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR);                                       \
         g->split_m = nt == 1 || msl >= 4 * nt;                                         \
         if (g->split_m) {                                                              \
+            /* nic blocks of A, a multiple of nt, at least 3 per thread when M         \
+             * allows blocks of 2 slivers: taken dynamically, they even out a          \
+             * core slowed by another process (the B panel streams once per            \
+             * block, from L2/L3); their sizes differ by at most one sliver */         \
             int64_t nic = polyc_gemm_cdiv(M, POLYC_GEMM_MC);                           \
+            if (nt > 1 && nic < 3 * nt)                                                \
+                nic = polyc_gemm_min(3 * nt, msl / 2);                                 \
             nic = polyc_gemm_cdiv(nic, nt) * nt;                                       \
+            g->nic = nic;                                                              \
             g->mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                         \
         } else {                                                                       \
             g->mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);                \
@@ -731,6 +783,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
             return;                                                                    \
         }                                                                              \
         g->apack = g->bpack + b_len;                                                   \
+        g->next = next;                                                                \
         tab = (int64_t *)(g->apack + g->a_len * (g->split_m ? nt : 1));                \
         if (g->a_rd) { polyc_gemm_table(g->a_rd, M, tab); g->a_rt = tab; tab += M; }   \
         if (g->a_cd) { polyc_gemm_table(g->a_cd, K, tab); g->a_ct = tab; tab += K; }   \
@@ -745,7 +798,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         polyc_gemm_release(g->bpack, cached);                                          \
     }                                                                                  \
                                                                                        \
-    static POLYC_GEMM_UNUSED void polyc_gemm_##SFX(                                    \
+    POLYC_GEMM_API void polyc_gemm_##SFX(                                              \
         int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
         int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
         POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, POLYC_GEMM_T alpha,               \
@@ -765,7 +818,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }                                                                                  \
                                                                                        \
-    static POLYC_GEMM_UNUSED void polyc_gemmx_##SFX(                                   \
+    POLYC_GEMM_API void polyc_gemmx_##SFX(                                             \
         int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A,                        \
         const polyc_gemm_dims *a_rows, const polyc_gemm_dims *a_cols,                  \
         const POLYC_GEMM_T *B, const polyc_gemm_dims *b_rows,                          \
@@ -1110,6 +1163,6 @@ POLYC_GEMM_DEFINE_DRIVER(f64)
 #undef POLYC_GEMM_MAX
 
 /* Which micro-kernel this build uses: "avx512", "avx2" or "portable". */
-static POLYC_GEMM_UNUSED const char *polyc_gemm_isa(void) { return POLYC_GEMM_ISA_NAME; }
+POLYC_GEMM_API const char *polyc_gemm_isa(void) { return POLYC_GEMM_ISA_NAME; }
 
 #endif /* POLYC_GEMM_H */

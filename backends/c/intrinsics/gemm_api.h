@@ -1,0 +1,48 @@
+/* polyc GEMM: the interface of gemm.h (types and prototypes).
+ *
+ * Generated kernels paste this file and link the intrinsics library, which
+ * polyc builds from gemm.h once per machine, compiler and flags
+ * (backends/c/intrinsics/__init__.py); gemm.h includes it too, so every
+ * build of the library checks these prototypes against the definitions.
+ *
+ * POLYC_GEMM_API is the storage class of the functions: undefined here
+ * (a kernel), the declarations are extern; gemm.h used header-only makes
+ * them static; the library build makes them visible definitions.  See
+ * gemm.h for what the functions compute and the meaning of each argument.
+ */
+#ifndef POLYC_GEMM_API_H
+#define POLYC_GEMM_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifndef POLYC_GEMM_API
+#define POLYC_GEMM_API extern
+#endif
+
+/* A row or column index map of polyc_gemmx (see the top of gemm.h). */
+#define POLYC_GEMM_MAXDIMS 8
+typedef struct {
+    int n;
+    int64_t ext[POLYC_GEMM_MAXDIMS];
+    int64_t stride[POLYC_GEMM_MAXDIMS];
+} polyc_gemm_dims;
+
+#define POLYC_GEMM_DECLARE(T, SFX)                                                     \
+    POLYC_GEMM_API void polyc_gemm_##SFX(                                              \
+        int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs, int64_t a_cs,       \
+        const T *B, int64_t b_rs, int64_t b_cs, T *C, int64_t c_rs, int64_t c_cs,      \
+        T alpha, T beta, const T *bias, int64_t bias_cs, int relu, int nthreads);     \
+    POLYC_GEMM_API void polyc_gemmx_##SFX(                                             \
+        int64_t M, int64_t N, int64_t K, const T *A, const polyc_gemm_dims *a_rows,    \
+        const polyc_gemm_dims *a_cols, const T *B, const polyc_gemm_dims *b_rows,      \
+        const polyc_gemm_dims *b_cols, T *C, int64_t c_rs, int64_t c_cs, T alpha,      \
+        T beta, const T *bias, int64_t bias_cs, int relu, int nthreads);
+POLYC_GEMM_DECLARE(float, f32)
+POLYC_GEMM_DECLARE(double, f64)
+#undef POLYC_GEMM_DECLARE
+
+/* Which micro-kernel the build uses: "avx512", "avx2" or "portable". */
+POLYC_GEMM_API const char *polyc_gemm_isa(void);
+
+#endif /* POLYC_GEMM_API_H */

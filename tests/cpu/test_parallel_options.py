@@ -1,0 +1,111 @@
+"""How generated kernels share work between threads (issue 16, item 4):
+``Config.omp_schedule`` (dynamic chunks by default, static on request),
+``Config.wait_policy`` (what idle OpenMP threads do between calls, applied
+before libgomp loads) and clear errors for invalid thread settings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.config import Config
+from polyc.errors import PolycError
+
+ROOT = Path(__file__).resolve().parents[2]
+SOFTMAX = (ROOT / "examples" / "softmax.tc").read_text()
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "static"])
+def test_omp_schedule_is_printed_and_both_compute_the_same(tmp_path, kind):
+    k = polyc.compile(SOFTMAX, config=Config(omp_schedule=kind, cache_dir=str(tmp_path)))
+    dynamic = "schedule(dynamic, polyc_chunk(" in k.source
+    assert dynamic == (kind == "dynamic")
+    assert ("schedule(static)" in k.source) == (kind == "static")
+    x = np.random.default_rng(1).standard_normal((67, 301)).astype(np.float32)
+    out = k(x)
+    got = out[0]                                  # O, then the temporaries
+    np.testing.assert_allclose(got, _softmax(x), rtol=1e-5, atol=1e-6)
+
+
+def test_the_default_is_dynamic_and_the_cli_prints_it(tmp_path):
+    assert Config().omp_schedule == "dynamic"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), POLYC_OMP_SCHEDULE="static",
+               POLYC_CACHE_DIR=str(tmp_path))
+    src = tmp_path / "softmax.tc"
+    src.write_text(SOFTMAX)
+    out = subprocess.run([sys.executable, "-m", "polyc.cli", "compile", str(src), "--emit", "c"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "schedule(static)" in out.stdout and "schedule(dynamic" not in out.stdout
+
+
+@pytest.mark.parametrize("var, value, needle", [
+    ("POLYC_NUM_THREADS", "two", "POLYC_NUM_THREADS='two' is not a positive number"),
+    ("POLYC_NUM_THREADS", "0", "POLYC_NUM_THREADS='0'"),
+    ("POLYC_NUM_THREADS", "-3", "POLYC_NUM_THREADS='-3'"),
+    ("POLYC_OMP_SCHEDULE", "guided", "POLYC_OMP_SCHEDULE='guided' is not one of dynamic, static"),
+    ("POLYC_WAIT_POLICY", "spin", "POLYC_WAIT_POLICY='spin' is not one of short, passive"),
+])
+def test_invalid_thread_settings_are_clear_errors(monkeypatch, var, value, needle):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(PolycError, match=needle.replace("(", r"\(")):
+        Config.from_env()
+
+
+@pytest.mark.parametrize("kw", [dict(num_threads=0), dict(num_threads=-1),
+                                dict(num_threads=2.5), dict(num_threads=True),
+                                dict(omp_schedule="auto"), dict(wait_policy="yield")])
+def test_invalid_config_values_are_clear_errors(kw):
+    with pytest.raises(PolycError, match=f"Config.{next(iter(kw))} must be"):
+        Config(**kw)
+
+
+def test_openmp_list_syntax_and_case(monkeypatch):
+    monkeypatch.delenv("POLYC_NUM_THREADS", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3,2")
+    assert Config.from_env().num_threads == 3
+    monkeypatch.setenv("POLYC_WAIT_POLICY", "PASSIVE")
+    assert Config.from_env().wait_policy == "passive"
+
+
+PROBE = textwrap.dedent("""
+    import ctypes, os, sys
+    import numpy as np
+    import polyc
+    from polyc import threads
+    k = polyc.compile("def add(float(N) A) -> (B) { B(i) = A(i) + 1 }")
+    assert (k(np.zeros(3, np.float32)) == 1).all()
+    getenv = ctypes.CDLL(None).getenv
+    getenv.restype = ctypes.c_char_p
+    val = lambda n: (getenv(n.encode()) or b"").decode()
+    print(threads.apply_wait_policy("passive"), val("GOMP_SPINCOUNT"),
+          val("OMP_WAIT_POLICY"), "GOMP_SPINCOUNT" in os.environ)
+""")
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({}, "short 1000  False"),
+    ({"POLYC_WAIT_POLICY": "passive"}, "passive  PASSIVE False"),
+    ({"POLYC_WAIT_POLICY": "active"}, "active  ACTIVE False"),
+    ({"OMP_WAIT_POLICY": "passive"}, "environment  passive False"),   # the user's wins
+])
+def test_the_wait_policy_is_set_before_libgomp_loads(tmp_path, env, expected):
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "POLYC_WAIT_POLICY")}
+    full = dict(base, PYTHONPATH=str(ROOT), POLYC_CACHE_DIR=str(tmp_path), **env)
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                         env=full, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == expected
