@@ -361,8 +361,9 @@ def _load(path: Path, meta: dict, *, key: str, needs: tuple[Library, ...]) -> Li
     """Load a built library (``cache.get_or_build``'s ``load``): ``OSError``
     (the entry is discarded and rebuilt) when its sidecar says it was built
     for another CPU or by another compiler version."""
-    compiler = meta.get("command", [None])[0] if isinstance(meta.get("command"), list) \
-        else None
+    command = meta.get("command")
+    compiler = command[0] if isinstance(command, list) and command \
+        and isinstance(command[0], str) else None
     for field, now in (("cpu", cache.cpu_features(compiler)),
                        ("compiler_version",
                         cache.compiler_version(compiler) if compiler else None)):
@@ -375,9 +376,8 @@ def _load(path: Path, meta: dict, *, key: str, needs: tuple[Library, ...]) -> Li
         if _looks_noexec(e):
             raise LoadError(_noexec_message(path, e), command=meta.get("command")) from e
         raise
-    command = meta.get("command")
-    command = tuple(command) if isinstance(command, list) else ()
-    return Library(path=path, key=key, cdll=cdll, command=command, needs=needs)
+    return Library(path=path, key=key, cdll=cdll,
+                   command=tuple(command) if isinstance(command, list) else (), needs=needs)
 
 
 def _looks_noexec(e: OSError) -> bool:

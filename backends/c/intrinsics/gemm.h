@@ -113,19 +113,6 @@
 #ifndef POLYC_GEMM_ON_CHUNK
 #define POLYC_GEMM_ON_CHUNK(tid) ((void)(tid))
 #endif
-#ifdef _OPENMP
-/* Only inside the call's own team: with nthr == 1 the body runs outside any
- * region of ours, and an orphaned barrier would bind to the caller's team
- * (a parallel batch loop calling one GEMM per thread), which deadlocks. */
-#define POLYC_GEMM_BARRIER()                                                           \
-    do {                                                                               \
-        if (nthr > 1) {                                                                \
-            _Pragma("omp barrier")                                                     \
-        }                                                                              \
-    } while (0)
-#else
-#define POLYC_GEMM_BARRIER()
-#endif
 
 
 /* ---------------------------------------------------------------- helpers */
@@ -296,6 +283,304 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_at(const int64_t *t, const polyc_gem
 POLYC_GEMM_DEFINE_TAIL(float, f32)
 POLYC_GEMM_DEFINE_TAIL(double, f64)
 
+/* ------------------------------------------------------------ the thread pool
+ *
+ * Why not an OpenMP team: the end of an OpenMP parallel region waits for
+ * every thread of the team, so on a machine where another process holds one
+ * core a call lasts until the scheduler gives that core back to the late
+ * thread, even when the others have done all the work.  Here the caller and
+ * the pool's workers take *items* (chunks of the call's work, in a fixed
+ * order of phases: polyc_gemm_phase) from one ticket counter; an item starts
+ * once every item of the earlier phases is done (a done counter, not a
+ * barrier), and the caller returns when every item is done.  A worker that
+ * wakes up late finds no ticket left and goes back to sleep: the call never
+ * waits for a thread that has not started.  Each item is done by exactly one
+ * thread and each C element is summed in the same order whoever does it, so
+ * results do not depend on the distribution.
+ *
+ * The ticket counter holds the job's epoch in its top 24 bits: a worker that
+ * read the counter of an earlier job fails its compare-and-swap and touches
+ * nothing of the next one.  One job runs in the pool at a time (a second,
+ * concurrent caller runs its call alone).  Idle workers spin
+ * POLYC_GEMM_POOL_SPIN times (microseconds) for the next job, then sleep on a
+ * condition variable.  After fork() the child starts with no workers.  The
+ * pool exists in OpenMP builds (-fopenmp), whose thread count it follows
+ * (nthreads <= 0: omp_get_max_threads()); a call made inside an OpenMP
+ * parallel region runs on its own thread, as a nested region would. */
+
+#ifdef _OPENMP
+#define POLYC_GEMM_THREADS 1
+#include <pthread.h>
+#include <sched.h>
+#else
+#define POLYC_GEMM_THREADS 0
+#endif
+
+#ifndef POLYC_GEMM_POOL_SPIN
+#define POLYC_GEMM_POOL_SPIN 2000
+#endif
+#define POLYC_GEMM_POOL_MAX 256
+#define POLYC_GEMM_EPOCH_SHIFT 40
+
+#if defined(__x86_64__) || defined(__i386__)
+#define POLYC_GEMM_PAUSE() __builtin_ia32_pause()
+#else
+#define POLYC_GEMM_PAUSE() ((void)0)
+#endif
+
+typedef struct polyc_gemm_job {
+    uint64_t tick;      /* epoch << 40 | the next ticket */
+    int64_t done;       /* items done */
+    int64_t total;      /* items of the job */
+    int nthr;           /* threads that may take part (the caller is tid 0) */
+    void (*work)(struct polyc_gemm_job *, void *, int, int64_t, uint64_t);
+    void *ctx;
+} polyc_gemm_job;
+
+/* The next ticket of job j in epoch e, or -1 when there is none (all taken,
+ * or j moved on to another epoch). */
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_claim(polyc_gemm_job *j, uint64_t e)
+{
+    uint64_t v = __atomic_load_n(&j->tick, __ATOMIC_ACQUIRE);
+    for (;;) {
+        const int64_t t = (int64_t)(v & (((uint64_t)1 << POLYC_GEMM_EPOCH_SHIFT) - 1));
+        if ((v >> POLYC_GEMM_EPOCH_SHIFT) != e ||
+            t >= __atomic_load_n(&j->total, __ATOMIC_RELAXED))
+            return -1;
+        if (__atomic_compare_exchange_n(&j->tick, &v, v + 1, 0, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return t;
+    }
+}
+
+/* Wait until at least n items of j are done (spin, then yield the core). */
+static POLYC_GEMM_UNUSED void polyc_gemm_wait_done(polyc_gemm_job *j, int64_t n)
+{
+    int spins = 0;
+    while (__atomic_load_n(&j->done, __ATOMIC_ACQUIRE) < n) {
+        if (spins < 4000) {
+            spins++;
+            POLYC_GEMM_PAUSE();
+        } else {
+#if POLYC_GEMM_THREADS
+            sched_yield();
+#endif
+        }
+    }
+}
+
+/* Thread tid takes part in job j of epoch e: its first ticket, then the
+ * job's work function takes the rest.  The job's fields are read only
+ * while a ticket of epoch e is held (the job is then live). */
+static POLYC_GEMM_UNUSED void polyc_gemm_take_part(polyc_gemm_job *j, uint64_t e, int tid)
+{
+    const int64_t t = polyc_gemm_claim(j, e);
+    if (t >= 0)
+        j->work(j, j->ctx, tid, t, e);
+}
+
+#if POLYC_GEMM_THREADS
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t epoch;             /* of the last job published */
+    int workers;                /* started, with tids 1 .. workers */
+    int busy;                   /* a call holds the pool */
+    int atfork;                 /* the fork handler is registered */
+    polyc_gemm_job job;         /* static: a late worker may still read it */
+} polyc_gemm_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0, 0,
+                     {0, 0, 0, 0, NULL, NULL}};
+
+static void polyc_gemm_pool_child(void)
+{
+    pthread_mutex_init(&polyc_gemm_pool.mu, NULL);
+    pthread_cond_init(&polyc_gemm_pool.cv, NULL);
+    polyc_gemm_pool.workers = 0;
+    polyc_gemm_pool.busy = 0;
+}
+
+static void *polyc_gemm_worker(void *arg)
+{
+    const int tid = (int)(intptr_t)arg;
+    uint64_t seen = __atomic_load_n(&polyc_gemm_pool.epoch, __ATOMIC_ACQUIRE);
+    for (;;) {
+        int spins;
+        for (spins = 0; spins < POLYC_GEMM_POOL_SPIN; spins++) {
+            if (__atomic_load_n(&polyc_gemm_pool.epoch, __ATOMIC_ACQUIRE) != seen)
+                break;
+            POLYC_GEMM_PAUSE();
+        }
+        pthread_mutex_lock(&polyc_gemm_pool.mu);
+        while (__atomic_load_n(&polyc_gemm_pool.epoch, __ATOMIC_ACQUIRE) == seen)
+            pthread_cond_wait(&polyc_gemm_pool.cv, &polyc_gemm_pool.mu);
+        seen = __atomic_load_n(&polyc_gemm_pool.epoch, __ATOMIC_ACQUIRE);
+        pthread_mutex_unlock(&polyc_gemm_pool.mu);
+        /* nthr of this epoch or a later one (then the claim fails) */
+        if (tid < __atomic_load_n(&polyc_gemm_pool.job.nthr, __ATOMIC_ACQUIRE))
+            polyc_gemm_take_part(&polyc_gemm_pool.job, seen, tid);
+    }
+    return NULL;
+}
+
+/* Hold the pool with at least nt - 1 workers; the number of threads the
+ * call may use (1: the pool is busy with another call or no worker could be
+ * started; the call then runs alone). */
+static int polyc_gemm_pool_acquire(int nt)
+{
+    if (__sync_lock_test_and_set(&polyc_gemm_pool.busy, 1))
+        return 1;
+    if (!polyc_gemm_pool.atfork) {
+        pthread_atfork(NULL, NULL, polyc_gemm_pool_child);
+        polyc_gemm_pool.atfork = 1;
+    }
+    if (nt > POLYC_GEMM_POOL_MAX)
+        nt = POLYC_GEMM_POOL_MAX;
+    while (polyc_gemm_pool.workers < nt - 1) {
+        pthread_t th;
+        pthread_attr_t attr;
+        int failed;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        failed = pthread_create(&th, &attr, polyc_gemm_worker,
+                                (void *)(intptr_t)(polyc_gemm_pool.workers + 1));
+        pthread_attr_destroy(&attr);
+        if (failed)
+            break;
+        polyc_gemm_pool.workers++;
+    }
+    if (polyc_gemm_pool.workers + 1 < nt)
+        nt = polyc_gemm_pool.workers + 1;
+    if (nt <= 1)
+        __sync_lock_release(&polyc_gemm_pool.busy);
+    return nt;
+}
+#endif
+
+/* Run job j (total items, work, ctx set) on nt threads: in the pool when
+ * nt > 1 and it is free, else on the calling thread alone. */
+static POLYC_GEMM_UNUSED void polyc_gemm_run_job(int64_t total, int nt,
+    void (*work)(polyc_gemm_job *, void *, int, int64_t, uint64_t), void *ctx)
+{
+#if POLYC_GEMM_THREADS
+    if (nt > 1 && omp_in_parallel())
+        nt = 1;
+    if (nt > 1)
+        nt = polyc_gemm_pool_acquire(nt);
+    if (nt > 1) {
+        polyc_gemm_job *j = &polyc_gemm_pool.job;
+        uint64_t e;
+        pthread_mutex_lock(&polyc_gemm_pool.mu);
+        e = (polyc_gemm_pool.epoch + 1) & (((uint64_t)1 << (64 - POLYC_GEMM_EPOCH_SHIFT)) - 1);
+        if (e == 0)
+            e = 1;      /* epoch 0 is the serial jobs' */
+        __atomic_store_n(&j->total, total, __ATOMIC_RELAXED);
+        __atomic_store_n(&j->done, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&j->work, work, __ATOMIC_RELAXED);
+        __atomic_store_n(&j->ctx, ctx, __ATOMIC_RELAXED);
+        __atomic_store_n(&j->nthr, nt, __ATOMIC_RELAXED);
+        __atomic_store_n(&j->tick, e << POLYC_GEMM_EPOCH_SHIFT, __ATOMIC_RELEASE);
+        __atomic_store_n(&polyc_gemm_pool.epoch, e, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&polyc_gemm_pool.cv);
+        pthread_mutex_unlock(&polyc_gemm_pool.mu);
+        polyc_gemm_take_part(j, e, 0);
+        polyc_gemm_wait_done(j, total);
+        __sync_lock_release(&polyc_gemm_pool.busy);
+        return;
+    }
+#endif
+    {
+        polyc_gemm_job j;
+        (void)nt;
+        j.tick = 0;
+        j.done = 0;
+        j.total = total;
+        j.nthr = 1;
+        j.work = work;
+        j.ctx = ctx;
+        polyc_gemm_take_part(&j, 0, 0);
+    }
+}
+
+/* The phases of a call, in order: for each jc block, for each pc block:
+ * pack B (kind 0, chunks of ch slivers), then either the A blocks (kind 1,
+ * split M: each packs its rows into its thread's buffer and multiplies), or
+ * for each MC block of rows, pack A (kind 2, chunks of ach slivers) and the
+ * jr chunks (kind 3).  kind -1: the end. */
+typedef struct {
+    int64_t M, N, K, kc, mc, nc, nic, mr, nr;
+    int split_m, nthr;
+} polyc_gemm_geom;
+
+typedef struct {
+    int kind;
+    int64_t start, count;                  /* its items: tickets [start, start + count) */
+    int64_t jc, nc, nsl, ch, pc, kc;       /* the jc and pc blocks */
+    int64_t i0, mcb, bsl, ach;             /* kinds 2, 3: the MC block of rows */
+} polyc_gemm_phase;
+
+static POLYC_GEMM_UNUSED void polyc_gemm_phase_count(const polyc_gemm_geom *q,
+                                                     polyc_gemm_phase *p)
+{
+    p->nc = polyc_gemm_min(q->nc, q->N - p->jc);
+    p->nsl = polyc_gemm_cdiv(p->nc, q->nr);
+    p->ch = polyc_gemm_cdiv(p->nsl, 4 * q->nthr);
+    p->kc = polyc_gemm_min(q->kc, q->K - p->pc);
+    if (p->kind == 0 || p->kind == 3) {
+        p->count = polyc_gemm_cdiv(p->nsl, p->ch);
+    } else if (p->kind == 1) {
+        p->count = q->nic;
+    } else if (p->kind == 2) {
+        p->mcb = polyc_gemm_min(q->mc, q->M - p->i0);
+        p->bsl = polyc_gemm_cdiv(p->mcb, q->mr);
+        p->ach = polyc_gemm_cdiv(p->bsl, 2 * q->nthr);
+        p->count = polyc_gemm_cdiv(p->bsl, p->ach);
+    } else {
+        p->count = 0;
+    }
+}
+
+static POLYC_GEMM_UNUSED void polyc_gemm_phase_first(const polyc_gemm_geom *q,
+                                                     polyc_gemm_phase *p)
+{
+    memset(p, 0, sizeof *p);
+    polyc_gemm_phase_count(q, p);
+}
+
+static POLYC_GEMM_UNUSED void polyc_gemm_phase_next(const polyc_gemm_geom *q,
+                                                    polyc_gemm_phase *p)
+{
+    p->start += p->count;
+    if (p->kind == 0) {
+        p->kind = q->split_m ? 1 : 2;
+        p->i0 = 0;
+    } else if (p->kind == 2) {
+        p->kind = 3;
+    } else if (p->kind == 3 && p->i0 + q->mc < q->M) {
+        p->kind = 2;
+        p->i0 += q->mc;
+    } else {                                /* the next pc block, or jc block */
+        p->kind = 0;
+        p->pc += q->kc;
+        if (p->pc >= q->K) {
+            p->pc = 0;
+            p->jc += q->nc;
+            if (p->jc >= q->N)
+                p->kind = -1;
+        }
+    }
+    polyc_gemm_phase_count(q, p);
+}
+
+/* The number of items of a call. */
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
+{
+    polyc_gemm_phase p;
+    polyc_gemm_phase_first(q, &p);
+    while (p.kind >= 0)
+        polyc_gemm_phase_next(q, &p);
+    return p.start;
+}
+
 /* ------------------------------------------------------------ micro-kernels
  * polyc_gemm_ukr_<t>(kc, a, b, c, c_rs, c_cs, mr, nr, beta, betas, bias, bias_cs,
  *                    relu)
@@ -444,8 +729,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         int relu;                                                                      \
         int64_t kc, mc, nc; /* block sizes used for this call */                       \
         int split_m;        /* 1: threads take whole A blocks; 0: split jr */          \
-        int64_t nic;        /* split_m: the number of A blocks */                     \
-        int64_t *next;      /* the work counters of polyc_gemm_body (3) */            \
+        polyc_gemm_geom q;  /* the phases of the call (polyc_gemm_phase) */           \
         POLYC_GEMM_T *bpack, *apack;                                                   \
         int64_t a_len; /* elements of one thread's A buffer */                         \
         /* polyc_gemmx: the maps that are not a stride (NULL: the stride), and   \
@@ -614,96 +898,67 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         }                                                                              \
     }                                                                                  \
                                                                                        \
-    /* What thread tid of nthr does (all threads run the same loops, so the            \
-     * barriers match).  The work between two barriers is handed out                   \
-     * dynamically: a thread takes the next chunk of B slivers to pack, the            \
-     * next block of A (split_m), or the next chunk of jr slivers (short M)            \
-     * from a counter in g->next, so a thread slowed by another process on its         \
-     * core does fewer chunks instead of stalling the team at the barrier.             \
-     * Which thread computes a tile never changes the tile's result (each C            \
-     * element is summed in the same k order).  A counter is reset by thread           \
-     * 0 in the phase before the one that reads it; the barrier in between             \
-     * publishes the reset.  POLYC_GEMM_ON_CHUNK(tid) runs before each chunk           \
-     * (a test hook; nothing by default). */                                           \
-    static void polyc_gemm_body_##SFX(const polyc_gemm_args_##SFX *g, int tid, int nthr) \
+    /* Item c of phase p, done by thread tid (see polyc_gemm_phase). */                \
+    static void polyc_gemm_item_##SFX(const polyc_gemm_args_##SFX *g, const polyc_gemm_phase *p, \
+                                      int64_t c, int tid)                              \
     {                                                                                  \
-        const int64_t M = g->M, N = g->N, K = g->K, msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR); \
-        int64_t *const bnext = g->next, *const anext = g->next + 1;                    \
-        int64_t *const jnext = g->next + 2;                                            \
-        int64_t jc, pc, i0, s, c;                                                      \
-        for (jc = 0; jc < N; jc += g->nc) {                                            \
-            const int64_t nc = polyc_gemm_min(g->nc, N - jc);                          \
-            const int64_t nsl = polyc_gemm_cdiv(nc, POLYC_GEMM_NR);                    \
-            const int64_t ch = polyc_gemm_cdiv(nsl, 4 * nthr); /* slivers per chunk */ \
-            for (pc = 0; pc < K; pc += g->kc) {                                        \
-                const int64_t kc = polyc_gemm_min(g->kc, K - pc);                      \
-                const int beta = pc > 0 ? 1 : g->beta == 0 ? 0 : g->beta == 1 ? 1 : 2; \
-                const int last = pc + kc >= K;                                         \
-                const POLYC_GEMM_T *bias =                                             \
-                    last && g->bias ? g->bias + jc * g->bias_cs : NULL;                \
-                const int relu = last && g->relu;                                      \
-                if (tid == 0)                                                          \
-                    __atomic_store_n(anext, 0, __ATOMIC_RELAXED);                      \
-                while ((c = __atomic_fetch_add(bnext, 1, __ATOMIC_RELAXED) * ch) < nsl) { \
-                    const int64_t c1 = polyc_gemm_min(c + ch, nsl);                    \
-                    POLYC_GEMM_ON_CHUNK(tid);                                          \
-                    for (s = c; s < c1; s++) {                                         \
-                        const int64_t nr =                                             \
-                            polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR);     \
-                        const int64_t j0 = jc + s * POLYC_GEMM_NR;                     \
-                        if (g->b_rt || g->b_ct)                                        \
-                            polyc_gemm_pack_bt_##SFX(g, nr, kc, pc, j0,                \
-                                                     g->bpack + s * POLYC_GEMM_NR * kc); \
-                        else                                                           \
-                            polyc_gemm_pack_b_##SFX(nr, kc, g->B + pc * g->b_rs + j0 * g->b_cs, \
-                                                    g->b_rs, g->b_cs,                  \
-                                                    g->bpack + s * POLYC_GEMM_NR * kc); \
-                    }                                                                  \
-                }                                                                      \
-                POLYC_GEMM_BARRIER();                                                  \
-                if (tid == 0)                                                          \
-                    __atomic_store_n(bnext, 0, __ATOMIC_RELAXED);                      \
-                if (g->split_m) {                                                      \
-                    POLYC_GEMM_T *ap = g->apack + tid * g->a_len;                      \
-                    while ((c = __atomic_fetch_add(anext, 1, __ATOMIC_RELAXED)) < g->nic) { \
-                        /* block c: slivers [msl c / nic, msl (c + 1) / nic) */        \
-                        const int64_t r0 = msl * c / g->nic, r1 = msl * (c + 1) / g->nic; \
-                        const int64_t mcb =                                            \
-                            polyc_gemm_min(r1 * POLYC_GEMM_MR, M) - r0 * POLYC_GEMM_MR; \
-                        i0 = r0 * POLYC_GEMM_MR;                                       \
-                        POLYC_GEMM_ON_CHUNK(tid);                                      \
-                        for (s = 0; s < r1 - r0; s++)                                  \
-                            polyc_gemm_pack_a_any_##SFX(                               \
-                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), \
-                                kc, i0 + s * POLYC_GEMM_MR, pc, ap + s * POLYC_GEMM_MR * kc); \
-                        polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, nsl, beta, \
-                                               bias, relu);                            \
-                    }                                                                  \
-                } else {                                                               \
-                    for (i0 = 0; i0 < M; i0 += g->mc) {                                \
-                        const int64_t mcb = polyc_gemm_min(g->mc, M - i0);             \
-                        const int64_t bsl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);       \
-                        const int64_t r0 = bsl * tid / nthr, r1 = bsl * (tid + 1) / nthr; \
-                        if (tid == 0)                                                  \
-                            __atomic_store_n(jnext, 0, __ATOMIC_RELAXED);              \
-                        for (s = r0; s < r1; s++)                                      \
-                            polyc_gemm_pack_a_any_##SFX(                               \
-                                g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), \
-                                kc, i0 + s * POLYC_GEMM_MR, pc,                        \
-                                g->apack + s * POLYC_GEMM_MR * kc);                    \
-                        POLYC_GEMM_BARRIER();                                          \
-                        while ((c = __atomic_fetch_add(jnext, 1, __ATOMIC_RELAXED) * ch) < nsl) { \
-                            POLYC_GEMM_ON_CHUNK(tid);                                  \
-                            polyc_gemm_macro_##SFX(g, kc, g->apack, i0, mcb, jc, nc, c, \
-                                                   polyc_gemm_min(c + ch, nsl), beta, bias, \
-                                                   relu);                              \
-                        }                                                              \
-                        POLYC_GEMM_BARRIER();                                          \
-                    }                                                                  \
-                }                                                                      \
-                POLYC_GEMM_BARRIER();                                                  \
+        const int beta = p->pc > 0 ? 1 : g->beta == 0 ? 0 : g->beta == 1 ? 1 : 2;      \
+        const int last = p->pc + p->kc >= g->K;                                        \
+        const POLYC_GEMM_T *bias = last && g->bias ? g->bias + p->jc * g->bias_cs : NULL; \
+        const int relu = last && g->relu;                                              \
+        const int64_t kc = p->kc, pc = p->pc, jc = p->jc, nc = p->nc;                  \
+        int64_t s;                                                                     \
+        POLYC_GEMM_ON_CHUNK(tid);                                                      \
+        if (p->kind == 0) {                                                            \
+            const int64_t s1 = polyc_gemm_min((c + 1) * p->ch, p->nsl);                \
+            for (s = c * p->ch; s < s1; s++) {                                         \
+                const int64_t nr = polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR); \
+                const int64_t j0 = jc + s * POLYC_GEMM_NR;                             \
+                if (g->b_rt || g->b_ct)                                                \
+                    polyc_gemm_pack_bt_##SFX(g, nr, kc, pc, j0, g->bpack + s * POLYC_GEMM_NR * kc); \
+                else                                                                   \
+                    polyc_gemm_pack_b_##SFX(nr, kc, g->B + pc * g->b_rs + j0 * g->b_cs, g->b_rs, \
+                                            g->b_cs, g->bpack + s * POLYC_GEMM_NR * kc); \
             }                                                                          \
+        } else if (p->kind == 1) {                                                     \
+            /* block c: the slivers [msl c / nic, msl (c + 1) / nic) */                \
+            const int64_t msl = polyc_gemm_cdiv(g->M, POLYC_GEMM_MR);                  \
+            const int64_t r0 = msl * c / g->q.nic, r1 = msl * (c + 1) / g->q.nic;      \
+            const int64_t i0 = r0 * POLYC_GEMM_MR;                                     \
+            const int64_t mcb = polyc_gemm_min(r1 * POLYC_GEMM_MR, g->M) - i0;         \
+            POLYC_GEMM_T *ap = g->apack + tid * g->a_len;                              \
+            for (s = 0; s < r1 - r0; s++)                                              \
+                polyc_gemm_pack_a_any_##SFX(g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), \
+                                            kc, i0 + s * POLYC_GEMM_MR, pc,            \
+                                            ap + s * POLYC_GEMM_MR * kc);              \
+            polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, p->nsl, beta, bias, relu); \
+        } else if (p->kind == 2) {                                                     \
+            const int64_t s1 = polyc_gemm_min((c + 1) * p->ach, p->bsl);               \
+            for (s = c * p->ach; s < s1; s++)                                          \
+                polyc_gemm_pack_a_any_##SFX(g, polyc_gemm_min(POLYC_GEMM_MR, p->mcb - s * POLYC_GEMM_MR), \
+                                            kc, p->i0 + s * POLYC_GEMM_MR, pc,         \
+                                            g->apack + s * POLYC_GEMM_MR * kc);        \
+        } else {                                                                       \
+            polyc_gemm_macro_##SFX(g, kc, g->apack, p->i0, p->mcb, jc, nc, c * p->ch,  \
+                                   polyc_gemm_min((c + 1) * p->ch, p->nsl), beta, bias, relu); \
         }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* What a thread does in a call: item t, then every item it can claim              \
+     * (items wait for the earlier phases: polyc_gemm_wait_done). */                   \
+    static void polyc_gemm_work_##SFX(polyc_gemm_job *j, void *ctx, int tid, int64_t t, \
+                                      uint64_t e)                                      \
+    {                                                                                  \
+        const polyc_gemm_args_##SFX *g = (const polyc_gemm_args_##SFX *)ctx;           \
+        polyc_gemm_phase p;                                                            \
+        polyc_gemm_phase_first(&g->q, &p);                                             \
+        do {                                                                           \
+            while (t >= p.start + p.count)                                             \
+                polyc_gemm_phase_next(&g->q, &p);                                      \
+            polyc_gemm_wait_done(j, p.start);                                          \
+            polyc_gemm_item_##SFX(g, &p, t - p.start, tid);                            \
+            __atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE);                         \
+        } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
     }                                                                                  \
                                                                                        \
     /* K == 0 (or alpha == 0), or no memory for the packing buffers:              \
@@ -739,7 +994,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
     static void polyc_gemm_run_##SFX(polyc_gemm_args_##SFX *g, int nthreads)           \
     {                                                                                  \
         int nt = nthreads, cached;                                                     \
-        int64_t msl, nkb, b_len, t_len, *tab, next[3] = {0, 0, 0};                     \
+        int64_t msl, nkb, b_len, t_len, *tab;                                          \
         const int64_t M = g->M, N = g->N, K = g->K;                                    \
         if (K == 0 || g->alpha == (POLYC_GEMM_T)0) { /* C = beta C: A, B not read */   \
             g->K = 0;                                                                  \
@@ -766,7 +1021,7 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
             if (nt > 1 && nic < 3 * nt)                                                \
                 nic = polyc_gemm_min(3 * nt, msl / 2);                                 \
             nic = polyc_gemm_cdiv(nic, nt) * nt;                                       \
-            g->nic = nic;                                                              \
+            g->q.nic = nic;                                                            \
             g->mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                         \
         } else {                                                                       \
             g->mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);                \
@@ -783,18 +1038,16 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
             return;                                                                    \
         }                                                                              \
         g->apack = g->bpack + b_len;                                                   \
-        g->next = next;                                                                \
         tab = (int64_t *)(g->apack + g->a_len * (g->split_m ? nt : 1));                \
         if (g->a_rd) { polyc_gemm_table(g->a_rd, M, tab); g->a_rt = tab; tab += M; }   \
         if (g->a_cd) { polyc_gemm_table(g->a_cd, K, tab); g->a_ct = tab; tab += K; }   \
         if (g->b_rd) { polyc_gemm_table(g->b_rd, K, tab); g->b_rt = tab; tab += K; }   \
         if (g->b_cd) { polyc_gemm_table(g->b_cd, N, tab); g->b_ct = tab; }             \
-        if (nt > 1) {                                                                  \
-            POLYC_GEMM_PARALLEL(nt, polyc_gemm_body_##SFX(g, POLYC_GEMM_TID(),         \
-                                                          POLYC_GEMM_NTHR()));         \
-        } else {                                                                       \
-            polyc_gemm_body_##SFX(g, 0, 1);                                            \
-        }                                                                              \
+        g->q.M = M; g->q.N = N; g->q.K = K;                                            \
+        g->q.kc = g->kc; g->q.mc = g->mc; g->q.nc = g->nc;                             \
+        g->q.mr = POLYC_GEMM_MR; g->q.nr = POLYC_GEMM_NR;                              \
+        g->q.split_m = g->split_m; g->q.nthr = nt;                                     \
+        polyc_gemm_run_job(polyc_gemm_items(&g->q), nt, polyc_gemm_work_##SFX, g);     \
         polyc_gemm_release(g->bpack, cached);                                          \
     }                                                                                  \
                                                                                        \
@@ -849,15 +1102,8 @@ POLYC_GEMM_DEFINE_TAIL(double, f64)
         if ((nt) <= 0)                                                                 \
             (nt) = 1;                                                                  \
     } while (0)
-#define POLYC_GEMM_PARALLEL(nt, stmt)                                                  \
-    _Pragma("omp parallel num_threads(nt)") { stmt; }
-#define POLYC_GEMM_TID() omp_get_thread_num()
-#define POLYC_GEMM_NTHR() omp_get_num_threads()
 #else
 #define POLYC_GEMM_NUM_THREADS(nt) ((nt) = 1)
-#define POLYC_GEMM_PARALLEL(nt, stmt) { stmt; }
-#define POLYC_GEMM_TID() 0
-#define POLYC_GEMM_NTHR() 1
 #endif
 
 /* --------------------------------------------------- per-ISA instantiation */
