@@ -4,6 +4,7 @@
     python -m benchmarks.tensor --only gemm1024_f32 softmax
     python -m benchmarks.tensor --json           # one JSON object
     python -m benchmarks.tensor --tiny           # tiny sizes (smoke test, seconds)
+    python -m benchmarks.tensor --background-load   # also with one core half busy
 
 For each workload (a Tensor Comprehensions definition at the sizes of
 issue 5: square GEMM, TMM, TBMM and batched matmul, the C3/MLP layer,
@@ -31,8 +32,8 @@ output written once: TC makes every written tensor an output) and as a
 fraction of the measured STREAM triad bandwidth.  ``cold s`` is polyc's
 compile in an empty kernel cache that holds the intrinsics library (built
 once per machine at the start, its time printed above the table), ``call
-us`` a warm call at every size 1, and ``extra MiB`` the memory polyc allocated in a call beyond its outputs: the C
-heap the kernel's first call keeps (glibc ``mallinfo2``: the intrinsic's
+us`` a warm call at every size 1, and ``extra MiB`` the memory polyc
+allocated in a call beyond its outputs: the C heap the kernel's first call keeps (glibc ``mallinfo2``: the intrinsic's
 packing block, kept for the next call) plus the Python-side peak of a call
 (``tracemalloc``: temporaries); stack buffers are not counted.  polyc's
 outputs are checked against numpy's before anything is timed.
@@ -492,6 +493,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny sizes: a smoke test")
     ap.add_argument("--repeat-time", type=float, default=0.5,
                     help="seconds each measurement runs for at least (default 0.5)")
+    ap.add_argument("--background-load", type=float, nargs="?", const=0.5, default=None,
+                    metavar="DUTY",
+                    help="measure every workload twice: quiet, then with another process "
+                         "keeping DUTY (default 0.5) of one core busy "
+                         "(benchmarks/background.py); prints both tables and how much of "
+                         "each quiet ratio polyc kept")
     ap.add_argument("--no-peak", action="store_true",
                     help="skip measuring the FMA peak and STREAM bandwidth")
     a = ap.parse_args(argv)
@@ -519,10 +526,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[tensor] {w.name} ...", file=sys.stderr, flush=True)
         rows.append(run_workload(w, a.repeat_time, a.tiny, peak, library_dir=library_dir))
         print(f"[tensor] {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
+    loaded, load_text = [], ""
+    if a.background_load:
+        from .background import BackgroundLoad
+        with BackgroundLoad(a.background_load) as load:
+            for w in todo:
+                print(f"[tensor] {w.name} (loaded) ...", file=sys.stderr, flush=True)
+                loaded.append(run_workload(w, a.repeat_time, a.tiny, peak,
+                                           library_dir=library_dir))
+        load_text = load.report()
     shutil.rmtree(library_dir, ignore_errors=True)
     if a.json:
         print(json.dumps({"machine": mach, "repeat_time_s": a.repeat_time, "tiny": a.tiny,
-                          "results": rows}, indent=1))
+                          "results": rows, "loaded": loaded, "background_load": load_text},
+                         indent=1))
     else:
         threads = mach["polyc_threads"]
         print(f"- {mach['cpu']}, {mach['cores']} cores; polyc on {threads} thread(s); numpy "
@@ -539,7 +556,30 @@ def main(argv: list[str] | None = None) -> int:
                   f"{peak.get('stream_triad_gbs_allcores', 0):.1f} GB/s (all cores)")
         print()
         print(table(rows))
-    return 1 if any(r.get("error") for r in rows) else 0
+        if loaded:
+            print(f"\nWith a {load_text}:\n")
+            print(table(loaded))
+            print("\nHow much of each quiet ratio polyc kept under the load (target: "
+                  "at least 0.9):\n")
+            print(kept_table(rows, loaded))
+    return 1 if any(r.get("error") for r in rows + loaded) else 0
+
+
+def kept_table(quiet: list[dict], loaded: list[dict]) -> str:
+    """Per workload, polyc's ratio to each peer quiet and loaded, and the
+    loaded ratio over the quiet one (``kept``; below 0.9 is marked)."""
+    peers = ("numpy", "torch", "torch_compile")
+    cols = ["workload"] + [f"{p} {k}" for p in peers for k in ("quiet", "loaded", "kept")]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for q, ld in zip(quiet, loaded):
+        cells = [q["workload"]]
+        for peer in peers:
+            a, b = q.get(f"vs_{peer}"), ld.get(f"vs_{peer}")
+            kept = b / a if a and b else None
+            mark = " (below 0.9)" if kept is not None and kept < 0.9 else ""
+            cells += [_x(a), _x(b), (f"{kept:.2f}{mark}" if kept is not None else "-")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

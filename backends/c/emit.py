@@ -382,10 +382,10 @@ class _Emitter:
                 and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator):
             return None
         ip = self.loop_printer.index
-        trip = f"({ip(cond.rhs)}) - ({ip(n.init)})" + (" + 1" if cond.op == "<=" else "")
+        trip = f"({ip(cond.rhs)}) - ({ip(n.init)})" + (" + INT64_C(1)" if cond.op == "<=" else "")
         step = int(n.step)
         if step != 1:
-            trip = f"({trip}) / {step}"
+            trip = f"({trip}) / INT64_C({step})"
         return trip
 
     def _calls_inside(self, n: L.For) -> bool:

@@ -3,6 +3,8 @@
     python -m benchmarks.polybench                      # LARGE, every kernel, markdown
     python -m benchmarks.polybench --dataset MINI --only gemm lu
     python -m benchmarks.polybench --json               # one JSON object
+    python -m benchmarks.polybench --guard              # exit 2 if a kernel is below gcc -O3
+    python -m benchmarks.polybench --background-load    # also with one core half busy
 
 For each kernel (``benchmarks/polybench``), in one process, on the same
 PolyBench inputs:
@@ -217,6 +219,15 @@ def main(argv=None) -> int:
                     help="seconds a peer (gcc -O3, Polly) may take for one kernel, build "
                          f"and runs, before its cell says it timed out (default "
                          f"{DEFAULT_TIMEOUT:g})")
+    ap.add_argument("--background-load", type=float, nargs="?", const=0.5, default=None,
+                    metavar="DUTY",
+                    help="measure every kernel twice: quiet, then with another process "
+                         "keeping DUTY (default 0.5) of one core busy "
+                         "(benchmarks/background.py); prints both tables")
+    ap.add_argument("--guard", type=float, nargs="?", const=1.0, default=None,
+                    metavar="RATIO",
+                    help="the regression guard: exit with status 2 when a kernel's speedup "
+                         "over gcc -O3 is below RATIO (default 1.0), naming each one")
     ap.add_argument("--variants", nargs="*", metavar="COLUMN",
                     help="measure only these columns (polyc, 'gcc -O3', Polly)")
     a = ap.parse_args(argv)
@@ -245,21 +256,45 @@ def main(argv=None) -> int:
                                 a.max_runs, np.dtype(a.dtype), a.peer_timeout))
             print(f"[polybench] {json.dumps(rows[-1], default=str)}", file=sys.stderr,
                   flush=True)
+        loaded, load_text = [], ""
+        if a.background_load:
+            from ..background import BackgroundLoad
+            with BackgroundLoad(a.background_load) as load:
+                for n in names:
+                    print(f"[polybench] {n} (loaded) ...", file=sys.stderr, flush=True)
+                    loaded.append(run_one(BENCHMARKS[n], a.dataset, configs, a.repeat_time,
+                                          a.max_runs, np.dtype(a.dtype), a.peer_timeout))
+            load_text = load.report()
     cols = list(configs)
-    failed = [r for r in rows if r.get("errors") or not (r.get("err", 0) <= 1e-6)]
+    failed = [r for r in rows + loaded
+              if r.get("errors") or not (r.get("err", 0) <= 1e-6)]
     if a.json:
-        print(json.dumps({"notes": notes, "rows": rows,
+        print(json.dumps({"notes": notes, "rows": rows, "loaded": loaded,
+                          "background_load": load_text,
                           "geomean": {c: geomean([r.get(f"vs {c}") for r in rows])
                                       for c in cols if c != "polyc"}}, indent=1,
                          default=str))
     else:
         print("\n".join(f"- {n}" for n in notes) + "\n")
         print(table(rows, cols))
+        if loaded:
+            print(f"\nWith a {load_text}:\n")
+            print(table(loaded, cols))
         for r in failed:
             print(f"\n{r['kernel']}: " + "; ".join(
                 f"{c}: {e}" for c, e in r.get("errors", {}).items())
                 + (f" max rel err {r.get('err')}" if "err" in r else ""))
-    return 1 if failed else 0
+    if failed:
+        return 1
+    if a.guard is not None:
+        slow = [r for r in rows if r.get("vs gcc -O3") is not None
+                and r["vs gcc -O3"] < a.guard]
+        for r in slow:
+            print(f"[polybench] guard: {r['kernel']} runs at {r['vs gcc -O3']:.2f}x gcc -O3, "
+                  f"below {a.guard:g}x", file=sys.stderr)
+        if slow:
+            return 2
+    return 0
 
 
 if __name__ == "__main__":

@@ -159,7 +159,7 @@ _HOSTILE = ["#define", "$(", "\\", "??", "`", '"', "'", "#include <stdio", "#pra
 _VOCABULARY = {
     "void", "const", "restrict", "int", "int32_t", "int64_t", "uint32_t", "uint64_t",
     "float", "double", "for", "if", "else", "ifdef", "endif", "_OPENMP", "pragma", "omp",
-    "parallel", "simd", "schedule", "static", "num_threads", "collapse", "reduction",
+    "parallel", "simd", "schedule", "static", "dynamic", "num_threads", "collapse", "reduction",
     "omp_get_max_threads", "INT64_C", "UINT32_C", "UINT64_C", "INT64_MIN", "INFINITY",
     "exp", "expf", "log", "logf", "sqrt", "sqrtf", "tanh", "tanhf", "fabs", "fabsf",
     "fmax", "fmaxf", "fmin", "fminf", "pow", "powf", "max", "min", "NULL",

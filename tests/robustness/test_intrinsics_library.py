@@ -195,3 +195,21 @@ def test_flags_without_avx2_give_the_portable_kernel_and_explain_says_so(tmp_pat
         native = polyc.compile(MM, config=Config(cache_dir=str(tmp_path)))
     if " avx2" in cache.cpu_features(REAL_CC[0]) and " fma" in cache.cpu_features(REAL_CC[0]):
         assert intrinsics_isa(native.library) in ("avx2", "avx512")
+
+
+def test_the_blocking_follows_the_cache_sizes(tmp_path, monkeypatch):
+    """MC and NC come from the machine's L2 and L3 (the library's source
+    names them, so its key follows them); a tiny L2 and L3 (many small
+    blocks and panels) still multiply right."""
+    from polyc.schedule import tile
+    base = intrinsics_key(config=Config(cflags=FAST))
+    src = intrinsics.library_source()
+    assert f"#define POLYC_GEMM_L2_BYTES {tile.cache_sizes()[2]}" in src
+    monkeypatch.setattr(tile, "cache_sizes", lambda: {1: 32768, 2: 65536, 3: 262144})
+    assert "#define POLYC_GEMM_L2_BYTES 65536" in intrinsics.library_source()
+    assert intrinsics_key(config=Config(cflags=FAST)) != base
+    cfg = Config(cache_dir=str(tmp_path))
+    k = polyc.compile(MM_RELU, config=cfg)
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((301, 517)), rng.standard_normal((517, 1203))
+    np.testing.assert_allclose(k(a, b), np.maximum(a @ b, 0), rtol=1e-11, atol=1e-10)

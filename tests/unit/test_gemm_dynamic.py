@@ -1,8 +1,10 @@
-"""The GEMM's dynamic distribution of work (issue 16, item 4): with one
-thread slowed artificially (a 2 ms sleep before each chunk it takes, through
-the ``POLYC_GEMM_ON_CHUNK`` hook), the other thread takes most of the
-chunks, and the result is still right, for the split-M path (whole A blocks
-per thread), the short-M path (shared jr slivers) and the implicit GEMM."""
+"""The GEMM's thread pool and dynamic distribution of work (issue 16, item
+4): with one thread slowed artificially (a 2 ms sleep before each chunk it
+takes, through the ``POLYC_GEMM_ON_CHUNK`` hook), the other thread takes
+most of the chunks, and the result is still right, for the split-M path
+(whole A blocks per thread), the short-M path (shared jr slivers) and the
+implicit GEMM; calls from several threads at once, many calls in a row
+(the pool's epochs) and a forked child are right too."""
 
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ SHIM = r"""
 #include <stdint.h>
 #include <time.h>
 static int64_t test_chunks[2];
+static int test_slow = 1;
 static void test_on_chunk(int tid)
 {
     __atomic_fetch_add(&test_chunks[tid & 1], 1, __ATOMIC_RELAXED);
-    if (tid == 1) {                     /* the slowed thread */
+    if (tid == 1 && test_slow) {        /* the slowed thread */
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
@@ -34,6 +37,7 @@ static void test_on_chunk(int tid)
 #include "gemm.h"
 int64_t chunks(int t) { return test_chunks[t]; }
 void reset(void) { test_chunks[0] = test_chunks[1] = 0; }
+void set_slow(int s) { test_slow = s; }
 void gemm_f64(int64_t M, int64_t N, int64_t K, const double *A, const double *B, double *C,
               int nt)
 {
@@ -61,6 +65,7 @@ def lib(tmp_path_factory):
                    check=True, capture_output=True, text=True)
     so = ctypes.CDLL(str(so_path))
     so.chunks.restype = ctypes.c_int64
+    so.set_slow.argtypes = [ctypes.c_int]
     so.chunks.argtypes = [ctypes.c_int]
     i64, vp = ctypes.c_int64, ctypes.c_void_p
     so.gemm_f64.argtypes = [i64, i64, i64, vp, vp, vp, ctypes.c_int]
@@ -102,3 +107,51 @@ def test_the_implicit_gemm_under_a_slowed_thread(lib):
     ref = np.einsum("fcij,chwij->fhw", wts.astype(np.float64), win.astype(np.float64))
     np.testing.assert_allclose(out.reshape(F, HO, WO), ref, rtol=1e-4, atol=1e-3)
     assert lib.chunks(0) > lib.chunks(1)
+
+
+def _check_f64(lib, M, N, K, nt=2, seed=0):
+    rng = np.random.default_rng(seed)
+    A, B = rng.standard_normal((M, K)), rng.standard_normal((K, N))
+    C = np.full((M, N), np.nan)
+    lib.gemm_f64(M, N, K, A.ctypes.data, B.ctypes.data, C.ctypes.data, nt)
+    return np.allclose(C, A @ B, rtol=1e-12, atol=1e-11 * max(K, 1))
+
+
+def test_many_calls_in_a_row_and_from_several_threads(lib):
+    """The pool's epochs: 300 calls of changing shapes, then 4 Python threads
+    calling at once (ctypes drops the GIL: one call holds the pool, the
+    others run alone)."""
+    import threading
+    lib.set_slow(0)
+    try:
+        shapes = [(1 + 37 * i % 211, 1 + 53 * i % 307, 1 + 29 * i % 173) for i in range(300)]
+        assert all(_check_f64(lib, *s, nt=1 + i % 3, seed=i) for i, s in enumerate(shapes))
+        results = []
+
+        def worker(i):
+            results.append(all(_check_f64(lib, 150 + i, 170, 90 + i, seed=i + 7)
+                               for _ in range(20)))
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert results == [True] * 4
+    finally:
+        lib.set_slow(1)
+
+
+def test_a_forked_child_starts_a_pool_of_its_own(lib):
+    import os
+    lib.set_slow(0)
+    try:
+        assert _check_f64(lib, 300, 200, 100)          # the parent's pool has a worker
+        pid = os.fork()
+        if pid == 0:                                   # pragma: no cover - the child
+            ok = _check_f64(lib, 310, 190, 120) and _check_f64(lib, 64, 900, 50)
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert _check_f64(lib, 300, 200, 100)
+    finally:
+        lib.set_slow(1)

@@ -71,6 +71,11 @@
  *   AVX2 (+FMA):  f32 6 x 16, f64 6 x 8 (12 ymm accumulators); KC = 256,
  *     MC = 6 * 42 = 252 (f32) / 6 * 24 = 144 (f64), NC = 4096 / 2048.
  *   portable C:   4 x 8 with plain loops.
+ * The intrinsics library derives MC and NC from the machine's caches instead
+ * (POLYC_GEMM_L2_BYTES, POLYC_GEMM_L3_BYTES): the A block MC x KC fills half
+ * of L2 (BLIS's rule; the constants above are that rule on a 1 MiB and a
+ * 512 KiB L2), the B panel KC x NC a quarter of L3; KC stays the measured
+ * constant of each micro-kernel.
  * KC and MC are balanced to the problem (K = 700 gives two 350-deep blocks).
  * The packing buffers of a call are one block, kept for the next call when
  * it is at most POLYC_GEMM_CACHE_MAX (16 MiB) bytes; see polyc_gemm_acquire.
@@ -1108,6 +1113,27 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
 
 /* --------------------------------------------------- per-ISA instantiation */
 
+/* The cache sizes the blocking is derived from: the intrinsics library is
+ * built with this machine's (backends/c/intrinsics/__init__.py reads them from
+ * sysfs); 0 (header-only use without them) keeps the constants measured on a
+ * Zen 5 (AVX-512) and a 512 KiB-L2 AVX2 machine. */
+#ifndef POLYC_GEMM_L2_BYTES
+#define POLYC_GEMM_L2_BYTES 0
+#endif
+#ifndef POLYC_GEMM_L3_BYTES
+#define POLYC_GEMM_L3_BYTES 0
+#endif
+/* bytes / per rounded down to a multiple of unit, within [lo, hi] units;
+ * dflt when bytes is 0 (unknown) */
+#define POLYC_GEMM_FIT(bytes, per, unit, lo, hi, dflt)                                 \
+    ((bytes) > 0 ? polyc_gemm_clamp((int64_t)(bytes) / (per) / (unit) * (unit),        \
+                                    (int64_t)(lo) * (unit), (int64_t)(hi) * (unit))     \
+                 : (int64_t)(dflt))
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_clamp(int64_t x, int64_t lo, int64_t hi)
+{
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
 /* The vector intrinsics of the micro-kernel, named from the instantiation's
  * POLYC_GEMM_VPFX (_mm512_, _mm256_) and POLYC_GEMM_VSFX (_ps, _pd):
  * POLYC_GEMM_FMA is _mm512_fmadd_ps for AVX-512 float. */
@@ -1272,8 +1298,8 @@ static inline int polyc_gemm_pack_b_fast_f64(int64_t nr, int64_t kc, const doubl
 #define POLYC_GEMM_MR 14
 #define POLYC_GEMM_NR 32
 #define POLYC_GEMM_KC 512
-#define POLYC_GEMM_MC (14 * 18)
-#define POLYC_GEMM_NC 4096
+#define POLYC_GEMM_MC POLYC_GEMM_FIT(POLYC_GEMM_L2_BYTES / 2, 512 * 4, 14, 4, 64, (14 * 18))
+#define POLYC_GEMM_NC POLYC_GEMM_FIT(POLYC_GEMM_L3_BYTES / 4, 512 * 4, 32, 16, 512, 4096)
 #define POLYC_GEMM_ROWS POLYC_GEMM_R14
 #define POLYC_GEMM_VPFX _mm512_
 #define POLYC_GEMM_VSFX _ps
@@ -1297,8 +1323,8 @@ POLYC_GEMM_DEFINE_DRIVER(f32)
 #define POLYC_GEMM_MR 14
 #define POLYC_GEMM_NR 16
 #define POLYC_GEMM_KC 384
-#define POLYC_GEMM_MC (14 * 12)
-#define POLYC_GEMM_NC 2048
+#define POLYC_GEMM_MC POLYC_GEMM_FIT(POLYC_GEMM_L2_BYTES / 2, 384 * 8, 14, 4, 64, (14 * 12))
+#define POLYC_GEMM_NC POLYC_GEMM_FIT(POLYC_GEMM_L3_BYTES / 4, 384 * 8, 16, 16, 512, 2048)
 #define POLYC_GEMM_ROWS POLYC_GEMM_R14
 #define POLYC_GEMM_VPFX _mm512_
 #define POLYC_GEMM_VSFX _pd
@@ -1319,8 +1345,8 @@ POLYC_GEMM_NO_FAST_PACK(double, f64)
 #define POLYC_GEMM_MR 6
 #define POLYC_GEMM_NR 16
 #define POLYC_GEMM_KC 256
-#define POLYC_GEMM_MC (6 * 42)
-#define POLYC_GEMM_NC 4096
+#define POLYC_GEMM_MC POLYC_GEMM_FIT(POLYC_GEMM_L2_BYTES / 2, 256 * 4, 6, 4, 64, (6 * 42))
+#define POLYC_GEMM_NC POLYC_GEMM_FIT(POLYC_GEMM_L3_BYTES / 4, 256 * 4, 16, 16, 512, 4096)
 #define POLYC_GEMM_ROWS POLYC_GEMM_R6
 #define POLYC_GEMM_VPFX _mm256_
 #define POLYC_GEMM_VSFX _ps
@@ -1344,8 +1370,8 @@ POLYC_GEMM_DEFINE_DRIVER(f32)
 #define POLYC_GEMM_MR 6
 #define POLYC_GEMM_NR 8
 #define POLYC_GEMM_KC 256
-#define POLYC_GEMM_MC (6 * 24)
-#define POLYC_GEMM_NC 2048
+#define POLYC_GEMM_MC POLYC_GEMM_FIT(POLYC_GEMM_L2_BYTES / 2, 256 * 8, 6, 4, 64, (6 * 24))
+#define POLYC_GEMM_NC POLYC_GEMM_FIT(POLYC_GEMM_L3_BYTES / 4, 256 * 8, 8, 16, 512, 2048)
 #define POLYC_GEMM_ROWS POLYC_GEMM_R6
 #define POLYC_GEMM_VPFX _mm256_
 #define POLYC_GEMM_VSFX _pd
