@@ -33,8 +33,9 @@ fraction of the measured STREAM triad bandwidth.  ``cold s`` is polyc's
 compile in an empty kernel cache that holds the intrinsics library (built
 once per machine at the start, its time printed above the table), ``call
 us`` a warm call at every size 1, and ``extra MiB`` the memory polyc
-allocated in a call beyond its outputs: the C heap the kernel's first call keeps (glibc ``mallinfo2``: the intrinsic's
-packing block, kept for the next call) plus the Python-side peak of a call
+allocated in a call beyond its outputs: the C heap the kernel's first
+call keeps (glibc ``mallinfo2``: the intrinsic's packing block, kept for
+the next call) plus the Python-side peak of a call
 (``tracemalloc``: temporaries); stack buffers are not counted.  polyc's
 outputs are checked against numpy's before anything is timed.
 """
