@@ -27,9 +27,7 @@ is redone without it.
 
 from __future__ import annotations
 
-import functools
 import math
-from pathlib import Path
 
 import islpy as isl
 
@@ -39,32 +37,18 @@ from ..dependence import Dependences
 from ..errors import IllegalScheduleError
 from ..ir import Program
 from ..isl_util import CTX
+from ..machine import cache_sizes  # noqa: F401 (re-exported: tile.cache_sizes)
 from . import legality
-from .locality import (band_statements, hot_statements, member_iterator, member_scores,
-                       reduction_members)
+from .locality import (
+    band_statements,
+    hot_statements,
+    member_iterator,
+    member_scores,
+    reduction_members,
+)
 from .marks import SIMD_REDUCTION, coincident_members, has_band_below, mark_simd_innermost
 
 _BAND = isl.schedule_node_type.band
-
-
-@functools.lru_cache(maxsize=None)
-def cache_sizes() -> dict[int, int]:
-    """Data cache sizes in bytes by level, from
-    ``/sys/devices/system/cpu/cpu0/cache``; defaults 32 KiB / 1 MiB / 8 MiB."""
-    sizes = {1: 32 * 1024, 2: 1024 * 1024, 3: 8 * 1024 * 1024}
-    base = Path("/sys/devices/system/cpu/cpu0/cache")
-    try:
-        for idx in base.glob("index*"):
-            kind = (idx / "type").read_text().strip()
-            if kind not in ("Data", "Unified"):
-                continue
-            level = int((idx / "level").read_text())
-            text = (idx / "size").read_text().strip().upper()
-            mult = {"K": 1024, "M": 1024 * 1024}.get(text[-1], 1)
-            sizes[level] = int(text.rstrip("KM")) * mult
-    except (OSError, ValueError):
-        pass
-    return sizes
 
 
 #: Largest tile edge: bigger tiles leave too few tiles to share among threads.

@@ -201,11 +201,11 @@ def test_the_blocking_follows_the_cache_sizes(tmp_path, monkeypatch):
     """MC and NC come from the machine's L2 and L3 (the library's source
     names them, so its key follows them); a tiny L2 and L3 (many small
     blocks and panels) still multiply right."""
-    from polyc.schedule import tile
+    from polyc import machine
     base = intrinsics_key(config=Config(cflags=FAST))
     src = intrinsics.library_source()
-    assert f"#define POLYC_GEMM_L2_BYTES {tile.cache_sizes()[2]}" in src
-    monkeypatch.setattr(tile, "cache_sizes", lambda: {1: 32768, 2: 65536, 3: 262144})
+    assert f"#define POLYC_GEMM_L2_BYTES {machine.cache_sizes()[2]}" in src
+    monkeypatch.setattr(machine, "cache_sizes", lambda: {1: 32768, 2: 65536, 3: 262144})
     assert "#define POLYC_GEMM_L2_BYTES 65536" in intrinsics.library_source()
     assert intrinsics_key(config=Config(cflags=FAST)) != base
     cfg = Config(cache_dir=str(tmp_path))

@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from polyc import machine
+
 DIRECTORY = Path(__file__).parent
 
 #: The line a generated kernel starts its interface block with; the build
@@ -43,12 +45,12 @@ def api_text() -> str:
 
 def library_source() -> str:
     """The C source of the intrinsics library: this machine's L2 and L3 sizes
-    (sysfs, :func:`polyc.schedule.tile.cache_sizes`: the GEMM's MC and NC
-    follow them), the interface with visible declarations, then ``gemm.h`` (which skips its own ``#include
-    "gemm_api.h"`` because the interface came first), so the compiler checks
-    the prototypes kernels use against the definitions."""
-    from polyc.schedule.tile import cache_sizes
-    caches = cache_sizes()
+    (sysfs, :func:`polyc.machine.cache_sizes`: the GEMM's MC and NC follow
+    them), the interface with visible declarations, then ``gemm.h`` (which
+    skips its own ``#include "gemm_api.h"`` because the interface came
+    first), so the compiler checks the prototypes kernels use against the
+    definitions."""
+    caches = machine.cache_sizes()
     return (f"/* polyc intrinsics library (backends/c/intrinsics) */\n{_EXPORT}\n"
             f"#define POLYC_GEMM_L2_BYTES {int(caches.get(2, 0))}\n"
             f"#define POLYC_GEMM_L3_BYTES {int(caches.get(3, 0))}\n"
