@@ -43,6 +43,7 @@ outputs are checked against numpy's before anything is timed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import math
@@ -294,6 +295,29 @@ def _torch():
     return torch
 
 
+@contextlib.contextmanager
+def _peer_threads(threads: int | None, row: dict, torch=None):
+    """Numpy's BLAS (``threadpoolctl``, the ``bench`` extra) and torch
+    limited to ``threads`` while the peers of a ``threads``-pinned row are
+    timed, so that a one-thread row compares one thread with one thread.
+    Without threadpoolctl the row notes that numpy ran on every core."""
+    if not threads:
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            from threadpoolctl import threadpool_limits
+            stack.enter_context(threadpool_limits(limits=threads))
+        except ImportError:
+            row["note"] = ("numpy on every core: pip install threadpoolctl (polyc's bench "
+                           "extra) to pin it")
+        if torch is not None:
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            stack.callback(torch.set_num_threads, before)
+        yield
+
+
 def _time(fn: Callable[[], object], repeat_time: float) -> float:
     return measure(fn, repeat_time, min_reps=3, max_reps=200).median_s
 
@@ -364,7 +388,8 @@ def run_workload(w: Workload, repeat_time: float, tiny: bool, peak: dict | None,
         row["polyc_out_s"] = _time(lambda: kernel(*args, out=out), repeat_time)
 
         stage = "time numpy"
-        times = {k: _time(lambda f=f: f(*args), repeat_time) for k, f in w.numpy.items()}
+        with _peer_threads(w.threads, row):
+            times = {k: _time(lambda f=f: f(*args), repeat_time) for k, f in w.numpy.items()}
         row["numpy_best"] = min(times, key=times.get)
         row["numpy_s"] = times[row["numpy_best"]]
         torch = _torch()
@@ -374,7 +399,7 @@ def run_workload(w: Workload, repeat_time: float, tiny: bool, peak: dict | None,
 
             def fn(*ts):
                 return w.torch(torch, *ts)
-            with torch.no_grad():
+            with torch.no_grad(), _peer_threads(w.threads, row, torch):
                 np.testing.assert_allclose(fn(*targs).numpy(), expected, rtol=1e-2,
                                            atol=1e-2 * float(np.max(np.abs(expected))))
                 row["torch_s"] = _time(lambda: fn(*targs), repeat_time)
