@@ -30,7 +30,7 @@ FUSION_STRATEGIES = ("isl", "max", "min", "smart", "preserve_coincident")
 
 
 #: How generated parallel loops hand out iterations (``Config.omp_schedule``).
-OMP_SCHEDULES = ("dynamic", "static")
+OMP_SCHEDULES = ("auto", "dynamic", "static")
 
 #: What idle OpenMP threads do (``Config.wait_policy``); see polyc/threads.py.
 WAIT_POLICIES = ("short", "passive", "active")
@@ -121,13 +121,15 @@ class Config:
         "for one element) instead of an allocated array (polyc.schedule.contraction); "
         "POLYC_CONTRACT=0 turns it off", True))
 
-    omp_schedule: str = field(default="dynamic", metadata=_opt(
+    omp_schedule: str = field(default="auto", metadata=_opt(
         "how the iterations of a generated parallel loop are handed to the threads "
-        "(POLYC_OMP_SCHEDULE): 'dynamic' (the default: chunks of about trip / (4 * "
-        "threads) iterations taken as threads become free, so a core slowed by another "
-        "process does less of the work instead of stalling the team) or 'static' (equal "
-        "contiguous blocks: no bookkeeping, the same rows on the same core in every "
-        "loop).  The GEMM intrinsic always distributes its blocks dynamically", True))
+        "(POLYC_OMP_SCHEDULE): 'auto' (the default: dynamic chunks of about trip / (4 * "
+        "threads) iterations, taken as threads become free, for a loop that runs once per "
+        "call or whose iterations do uneven work (triangular, skewed), so a core slowed by "
+        "another process or the long rows of a triangle do not stall the team; static "
+        "blocks inside a sequential loop over even work, where each thread keeps its rows "
+        "in its own caches from one outer iteration to the next), 'dynamic' or 'static' "
+        "everywhere.  The GEMM intrinsic always distributes its blocks dynamically", True))
     wait_policy: str = field(default="short", metadata=_opt(
         "what OpenMP threads do between kernel calls (POLYC_WAIT_POLICY), applied before "
         "the first kernel loads unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set: 'short' "

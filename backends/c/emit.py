@@ -187,7 +187,7 @@ class Source:
 
 
 class _Emitter:
-    def __init__(self, program: Program, omp_schedule: str = "dynamic"):
+    def __init__(self, program: Program, omp_schedule: str = "auto"):
         self.program = program
         self.omp_schedule = omp_schedule
         self.stmts = {s.name: s for s in program.statements}
@@ -363,14 +363,25 @@ class _Emitter:
         return None if trip is None else f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
 
     def _schedule_clause(self, n: L.For) -> str:
-        """The ``schedule`` clause of parallel loop ``n``: under
-        ``Config.omp_schedule='dynamic'``, chunks of ``polyc_chunk(trip,
-        team)`` (about four per thread) taken as threads become free, so a
-        thread slowed by another process does fewer of them; ``static`` (equal
-        blocks) under ``'static'``, for a collapsed loop and for a trip count
-        the emitter cannot print."""
+        """The ``schedule`` clause of parallel loop ``n``.  A dynamic loop
+        hands out chunks of ``polyc_chunk(trip, team)`` iterations (about
+        four per thread) as threads become free, so a thread slowed by
+        another process, or given the long rows of a triangular loop, does
+        fewer of them; a static loop gives each thread one contiguous block,
+        the same block in every iteration of the loops around it, so what a
+        thread wrote stays in its core's caches.  ``Config.omp_schedule``:
+        ``"auto"`` (the default) is dynamic where that affinity cannot
+        matter or the work is uneven: a loop inside no sequential loop (it
+        runs once per call), or one whose inner loop bounds or guards depend
+        on its iterator; static inside a sequential loop (a stencil's time
+        loop, a factorisation's k loop) over even work.  ``"dynamic"`` and
+        ``"static"`` force one kind; a collapsed loop, or a trip count the
+        emitter cannot print, is static."""
         trip = self._trip(n) if n.collapse == 1 else None
-        if self.omp_schedule != "dynamic" or trip is None:
+        kind = self.omp_schedule
+        if kind == "auto":
+            kind = ("dynamic" if not self.sequential_depth or _uneven(n) else "static")
+        if kind != "dynamic" or trip is None:
             return "schedule(static)"
         return f"schedule(dynamic, polyc_chunk({trip}, polyc_team))"
 
@@ -511,6 +522,19 @@ def _any_node(n: L.Node | None, pred) -> bool:
     return False
 
 
+def _uneven(n: L.For) -> bool:
+    """Whether the work of an iteration of ``n`` depends on its iterator: a
+    loop bound or a guard below ``n`` mentions it (a triangular or skewed
+    nest)."""
+    def mentions(x: L.Node) -> bool:
+        if isinstance(x, L.For):
+            return n.iterator in E.index_names(x.init) | E.index_names(x.cond)
+        if isinstance(x, L.If):
+            return n.iterator in E.index_names(x.cond)
+        return False
+    return _any_node(n.body, mentions)
+
+
 def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
     """``n`` with the loops its ``collapse(k)`` covers made plain loops, and
     whether one had the ``simd`` flag.  Nothing may come between collapsed
@@ -546,10 +570,11 @@ def arguments(program: Program) -> list:
     return [t for t in program.tensors if t.role != "local"]
 
 
-def emit(program: Program, nest: L.Node, *, omp_schedule: str = "dynamic") -> Source:
+def emit(program: Program, nest: L.Node, *, omp_schedule: str = "auto") -> Source:
     """Generate the C source of ``program`` executing ``nest``; its parallel
     loops hand out iterations as ``omp_schedule`` (``Config.omp_schedule``:
-    ``"dynamic"`` or ``"static"``) says."""
+    ``"auto"``, ``"dynamic"`` or ``"static"``; see ``_Emitter._schedule_clause``)
+    says."""
     em = _Emitter(program, omp_schedule)
     team = [c.Line("#ifdef _OPENMP"),
             c.Line("const int polyc_team = polyc_nthreads > 0 ? (int)polyc_nthreads "

@@ -27,6 +27,56 @@ def _softmax(x):
     return e / e.sum(axis=1, keepdims=True)
 
 
+@polyc.kernel
+def smooth_steps(A, B):
+    """A time loop around two even parallel loops: static under 'auto'."""
+    n = A.shape[0]
+    for t in range(4):
+        for i in range(1, n - 1):
+            B[i] = 0.5 * (A[i - 1] + A[i + 1])
+        for i in range(1, n - 1):
+            A[i] = B[i]
+
+
+@polyc.kernel
+def triangle_steps(L, x):
+    """A sequential loop around a triangular parallel loop: dynamic."""
+    n = L.shape[0]
+    for t in range(3):
+        for i in range(n):
+            for j in range(i + 1):
+                L[i, j] = L[i, j] * 0.5 + x[j]
+
+
+def _kinds(source: str) -> list[str]:
+    import re
+    return re.findall(r"omp parallel for[^\n]*?schedule\((\w+)", source)
+
+
+def test_auto_is_dynamic_for_one_shot_and_uneven_loops_static_in_a_time_loop(tmp_path):
+    from polyc.pykernel import PyKernel
+    cfg = Config(cache_dir=str(tmp_path))
+    soft = polyc.compile(SOFTMAX, config=cfg)
+    assert set(_kinds(soft.source)) == {"dynamic"}        # runs once per call
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal(300)
+    smooth = PyKernel(smooth_steps.py_func, cfg)
+    got = A.copy()
+    smooth(got, np.zeros(300))
+    want = A.copy()
+    smooth_steps.py_func(want, np.zeros(300))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert _kinds(smooth.source) and set(_kinds(smooth.source)) == {"static"}
+    tri = PyKernel(triangle_steps.py_func, cfg)
+    L0, x = rng.standard_normal((90, 90)), rng.standard_normal(90)
+    got = L0.copy()
+    tri(got, x)
+    want = L0.copy()
+    triangle_steps.py_func(want, x)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert "dynamic" in _kinds(tri.source)
+
+
 @pytest.mark.parametrize("kind", ["dynamic", "static"])
 def test_omp_schedule_is_printed_and_both_compute_the_same(tmp_path, kind):
     k = polyc.compile(SOFTMAX, config=Config(omp_schedule=kind, cache_dir=str(tmp_path)))
@@ -39,8 +89,8 @@ def test_omp_schedule_is_printed_and_both_compute_the_same(tmp_path, kind):
     np.testing.assert_allclose(got, _softmax(x), rtol=1e-5, atol=1e-6)
 
 
-def test_the_default_is_dynamic_and_the_cli_prints_it(tmp_path):
-    assert Config().omp_schedule == "dynamic"
+def test_the_default_is_auto_and_the_cli_prints_static(tmp_path):
+    assert Config().omp_schedule == "auto"
     env = dict(os.environ, PYTHONPATH=str(ROOT), POLYC_OMP_SCHEDULE="static",
                POLYC_CACHE_DIR=str(tmp_path))
     src = tmp_path / "softmax.tc"
@@ -55,7 +105,8 @@ def test_the_default_is_dynamic_and_the_cli_prints_it(tmp_path):
     ("POLYC_NUM_THREADS", "two", "POLYC_NUM_THREADS='two' is not a positive number"),
     ("POLYC_NUM_THREADS", "0", "POLYC_NUM_THREADS='0'"),
     ("POLYC_NUM_THREADS", "-3", "POLYC_NUM_THREADS='-3'"),
-    ("POLYC_OMP_SCHEDULE", "guided", "POLYC_OMP_SCHEDULE='guided' is not one of dynamic, static"),
+    ("POLYC_OMP_SCHEDULE", "guided",
+     "POLYC_OMP_SCHEDULE='guided' is not one of auto, dynamic, static"),
     ("POLYC_WAIT_POLICY", "spin", "POLYC_WAIT_POLICY='spin' is not one of short, passive"),
 ])
 def test_invalid_thread_settings_are_clear_errors(monkeypatch, var, value, needle):
@@ -66,7 +117,7 @@ def test_invalid_thread_settings_are_clear_errors(monkeypatch, var, value, needl
 
 @pytest.mark.parametrize("kw", [dict(num_threads=0), dict(num_threads=-1),
                                 dict(num_threads=2.5), dict(num_threads=True),
-                                dict(omp_schedule="auto"), dict(wait_policy="yield")])
+                                dict(omp_schedule="guided"), dict(wait_policy="yield")])
 def test_invalid_config_values_are_clear_errors(kw):
     with pytest.raises(PolycError, match=f"Config.{next(iter(kw))} must be"):
         Config(**kw)

@@ -43,6 +43,10 @@ void gemm_f64(int64_t M, int64_t N, int64_t K, const double *A, const double *B,
 {
     polyc_gemm_f64(M, N, K, A, K, 1, B, N, 1, C, N, 1, 1.0, 0.0, NULL, 0, 0, nt);
 }
+void gemm_f32(int64_t M, int64_t N, int64_t K, const float *A, const float *B, float *C, int nt)
+{
+    polyc_gemm_f32(M, N, K, A, K, 1, B, N, 1, C, N, 1, 1.0f, 0.0f, NULL, 0, 0, nt);
+}
 void gemmx_f32(int64_t M, int64_t N, int64_t K, const float *A, const polyc_gemm_dims *ar,
                const polyc_gemm_dims *ac, const float *B, const polyc_gemm_dims *br,
                const polyc_gemm_dims *bc, float *C, int nt)
@@ -52,16 +56,15 @@ void gemmx_f32(int64_t M, int64_t N, int64_t K, const float *A, const polyc_gemm
 """
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
+def _build(tmp_path_factory, name: str, extra: list[str]):
     cc = shutil.which("gcc") or shutil.which("cc")
     if cc is None:
         pytest.skip("no C compiler")
-    d = tmp_path_factory.mktemp("gemm_dynamic")
+    d = tmp_path_factory.mktemp(f"gemm_dynamic_{name}")
     src, so_path = d / "shim.c", d / "libshim.so"
     src.write_text(SHIM)
     subprocess.run([cc, "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c99",
-                    "-Wall", "-Werror", f"-I{HEADER_DIR}", str(src), "-o", str(so_path)],
+                    "-Wall", "-Werror", *extra, f"-I{HEADER_DIR}", str(src), "-o", str(so_path)],
                    check=True, capture_output=True, text=True)
     so = ctypes.CDLL(str(so_path))
     so.chunks.restype = ctypes.c_int64
@@ -69,8 +72,36 @@ def lib(tmp_path_factory):
     so.chunks.argtypes = [ctypes.c_int]
     i64, vp = ctypes.c_int64, ctypes.c_void_p
     so.gemm_f64.argtypes = [i64, i64, i64, vp, vp, vp, ctypes.c_int]
+    so.gemm_f32.argtypes = [i64, i64, i64, vp, vp, vp, ctypes.c_int]
     so.gemmx_f32.argtypes = [i64, i64, i64, vp, vp, vp, vp, vp, vp, vp, ctypes.c_int]
     return so
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return _build(tmp_path_factory, "default", [])
+
+
+@pytest.fixture(scope="module")
+def tiny_caches(tmp_path_factory):
+    """Blocking derived from a 64 KiB L2 and a 256 KiB L3: MC = 4 slivers,
+    NC = 16 slivers, so small problems cross every block boundary."""
+    so = _build(tmp_path_factory, "tiny",
+                ["-DPOLYC_GEMM_L2_BYTES=65536", "-DPOLYC_GEMM_L3_BYTES=262144"])
+    so.set_slow(0)
+    return so
+
+
+def _boundary_cases():
+    """(M, N, K, threads, dtype) around MR, NR, MC, NC and KC of the tiny
+    build (f32: MR 14 / 6 / 4, NR 32 / 16 / 8 by ISA; the sizes cover them all)."""
+    import itertools
+    import random
+    ms = [1, 5, 6, 7, 13, 14, 15, 55, 56, 57, 97]
+    ns = [1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 255, 256, 257, 520]
+    ks = [0, 1, 2, 255, 256, 257, 383, 384, 385, 1031]
+    every = list(itertools.product(ms, ns, ks, (1, 2, 3), ("float32", "float64")))
+    return random.Random(16).sample(every, 90)
 
 
 @pytest.mark.parametrize("M, N, K", [(400, 300, 200),    # split M: A blocks
@@ -155,3 +186,16 @@ def test_a_forked_child_starts_a_pool_of_its_own(lib):
         assert _check_f64(lib, 300, 200, 100)
     finally:
         lib.set_slow(1)
+
+
+@pytest.mark.parametrize("M, N, K, nt, dtype", _boundary_cases())
+def test_block_boundaries_with_derived_blocking(tiny_caches, M, N, K, nt, dtype):
+    rng = np.random.default_rng(M * 7 + N * 13 + K)
+    A = rng.standard_normal((M, K)).astype(dtype)
+    B = rng.standard_normal((K, N)).astype(dtype)
+    C = np.full((M, N), np.nan, dtype)
+    f = tiny_caches.gemm_f32 if dtype == "float32" else tiny_caches.gemm_f64
+    f(M, N, K, A.ctypes.data, B.ctypes.data, C.ctypes.data, nt)
+    ref = A.astype(np.float64) @ B.astype(np.float64)
+    tol = (1e-5 if dtype == "float32" else 1e-13) * max(K, 1)
+    np.testing.assert_allclose(C, ref, rtol=tol, atol=tol)
