@@ -1,12 +1,38 @@
-"""ctypes views of ``backends/c/intrinsics/gemm.h``'s types, shared by the
-tests that call the intrinsic directly (tests/unit/test_gemm_intrinsic.py,
+"""ctypes views of ``backends/c/intrinsics/gemm.h``'s types and the build of
+a test shim around it, shared by the tests that call the intrinsic directly
+(tests/unit/test_gemm_intrinsic.py, tests/unit/test_gemm_dynamic.py,
 tests/cpu/test_gemm_scaled.py; tests/ is on sys.path via conftest)."""
 
 from __future__ import annotations
 
 import ctypes
+import shutil
+import subprocess
+from pathlib import Path
 
 import numpy as np
+import pytest
+
+#: where gemm.h and gemm_api.h live
+HEADER_DIR = Path(__file__).resolve().parents[1] / "backends" / "c" / "intrinsics"
+
+
+def build_shim(tmp_path_factory, name: str, source: str, flags: list[str]) -> ctypes.CDLL:
+    """Compile ``source`` (C that includes ``gemm.h``) as a shared library with
+    ``cc FLAGS -fPIC -shared -std=c99 -Wall -Wextra -Werror -I<HEADER_DIR>`` in a
+    fresh temporary directory and load it; skips the test without a C compiler
+    and fails with the compiler's stderr when it does not compile."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    d = tmp_path_factory.mktemp(name)
+    src, so_path = d / "shim.c", d / "libshim.so"
+    src.write_text(source)
+    cmd = [cc, *flags, "-fPIC", "-shared", "-std=c99", "-Wall", "-Wextra", "-Werror",
+           f"-I{HEADER_DIR}", str(src), "-o", str(so_path)]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return ctypes.CDLL(str(so_path))
 
 
 class Dims(ctypes.Structure):

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import ctypes
 import re
-import shutil
-import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import islpy as isl
 import numpy as np
 import pytest
-from gemm_abi import dims, offsets  # tests/gemm_abi.py (tests/ is on sys.path via conftest)
+from gemm_abi import (  # tests/gemm_abi.py (tests/ is on sys.path via conftest)
+    build_shim,
+    dims,
+    offsets,
+)
 
 import polyc
 from polyc import expr as E
 from polyc.intrinsics import GemmMatch, match_gemm, match_scale
-
-HEADER_DIR = Path(__file__).resolve().parents[2] / "backends" / "c" / "intrinsics"
 
 SHIM = r"""
 #include "gemm.h"
@@ -90,17 +90,8 @@ def _build(name: str, tmp_path_factory) -> ctypes.CDLL:
     expected, extra = BUILDS[name]
     if name == "avx2" and _native_isa() == "portable":
         pytest.skip("no AVX2 on this machine")
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    d = tmp_path_factory.mktemp(f"gemm_scaled_{name}")
-    src, so_path = d / "shim.c", d / "libshim.so"
-    src.write_text(SHIM)
-    cmd = [cc, "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c99", "-Wall",
-           "-Wextra", "-Werror", *extra, f"-I{HEADER_DIR}", str(src), "-o", str(so_path)]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-    so = ctypes.CDLL(str(so_path))
+    so = build_shim(tmp_path_factory, f"gemm_scaled_{name}", SHIM,
+                    ["-O2", "-march=native", "-fopenmp", *extra])
     so.isa.restype = ctypes.c_char_p
     assert so.isa().decode() == (expected or _native_isa())
     i64, vp, ci = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int

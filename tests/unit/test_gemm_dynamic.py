@@ -9,15 +9,10 @@ implicit GEMM; calls from several threads at once, many calls in a row
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
-from gemm_abi import dims
-
-HEADER_DIR = Path(__file__).resolve().parents[2] / "backends" / "c" / "intrinsics"
+from gemm_abi import build_shim, dims
 
 SHIM = r"""
 #define _POSIX_C_SOURCE 199309L
@@ -57,16 +52,8 @@ void gemmx_f32(int64_t M, int64_t N, int64_t K, const float *A, const polyc_gemm
 
 
 def _build(tmp_path_factory, name: str, extra: list[str]):
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    d = tmp_path_factory.mktemp(f"gemm_dynamic_{name}")
-    src, so_path = d / "shim.c", d / "libshim.so"
-    src.write_text(SHIM)
-    subprocess.run([cc, "-O2", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c99",
-                    "-Wall", "-Werror", *extra, f"-I{HEADER_DIR}", str(src), "-o", str(so_path)],
-                   check=True, capture_output=True, text=True)
-    so = ctypes.CDLL(str(so_path))
+    so = build_shim(tmp_path_factory, f"gemm_dynamic_{name}", SHIM,
+                    ["-O2", "-march=native", "-fopenmp", *extra])
     so.chunks.restype = ctypes.c_int64
     so.set_slow.argtypes = [ctypes.c_int]
     so.chunks.argtypes = [ctypes.c_int]

@@ -6,15 +6,11 @@ portable micro-kernels, built with the wider ISAs switched off."""
 from __future__ import annotations
 
 import ctypes
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from gemm_abi import dims, offsets
-
-HEADER_DIR = Path(__file__).resolve().parents[2] / "backends" / "c" / "intrinsics"
+from gemm_abi import build_shim, dims, offsets
 
 SHIM = r"""
 #include "gemm.h"
@@ -65,17 +61,9 @@ def _native_isa() -> str:
 
 
 def _build(tmp_path_factory, name: str, extra: list[str]):
-    cc = shutil.which("gcc") or shutil.which("cc")
-    if cc is None:
-        pytest.skip("no C compiler")
-    d = tmp_path_factory.mktemp(f"gemm_{name}")
-    src, lib = d / "shim.c", d / "libshim.so"
-    src.write_text(SHIM)
     omp = [] if name == "serial" else ["-fopenmp"]
-    cmd = [cc, "-O3", "-march=native", *omp, "-fPIC", "-shared", "-std=c99",
-           "-Wall", "-Wextra", "-Werror", *extra, f"-I{HEADER_DIR}", str(src), "-o", str(lib)]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    so = ctypes.CDLL(str(lib))
+    so = build_shim(tmp_path_factory, f"gemm_{name}", SHIM,
+                    ["-O3", "-march=native", *omp, *extra])
     so.isa.restype = ctypes.c_char_p
     i64, vp, ci = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     for f in (so.gemm_f32, so.gemm_f64):
