@@ -134,6 +134,13 @@ def clear_memory() -> None:
         _memo.clear()
 
 
+def forget(key: str) -> None:
+    """Forget the memo of ``key`` only (its artifact vanished from disk: the
+    next lookup rebuilds it).  A loaded library stays loaded."""
+    with _lock:
+        _memo.pop(key, None)
+
+
 def _memo_get(key: str):
     with _lock:
         value = _memo.get(key)

@@ -297,6 +297,11 @@ def build_library(source: str, *, config: Config) -> Library:
     key_flags = flags
     if intrinsics.LINK_MARK in source:
         lib = intrinsics_library(config=config)
+        if not lib.path.exists():
+            # removed since this process loaded it (`polyc cache clear`, another
+            # process's cleanup): the linker needs the file, so build it again
+            cache.forget(lib.key)
+            lib = intrinsics_library(config=config)
         needs = (lib,)
         # the library's soname is its file name: the dynamic loader matches the
         # kernel's DT_NEEDED entry against the copy loaded above (any directory)

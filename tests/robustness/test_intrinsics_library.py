@@ -213,3 +213,18 @@ def test_the_blocking_follows_the_cache_sizes(tmp_path, monkeypatch):
     rng = np.random.default_rng(11)
     a, b = rng.standard_normal((301, 517)), rng.standard_normal((517, 1203))
     np.testing.assert_allclose(k(a, b), np.maximum(a @ b, 0), rtol=1e-11, atol=1e-10)
+
+
+def test_a_library_removed_while_loaded_is_rebuilt_for_the_next_kernel(tmp_path):
+    """The process holds the library (memoised), then its files vanish (a
+    `polyc cache clear` elsewhere): the next GEMM kernel rebuilds it to link."""
+    cfg = Config(cflags=FAST, cache_dir=str(tmp_path))
+    polyc.compile(MM, config=cfg)
+    for f in _libraries(tmp_path):
+        for suffix in (".so", ".json", ".c"):
+            f.with_suffix(suffix).unlink(missing_ok=True)
+    assert not _libraries(tmp_path)
+    k = polyc.compile(MM_RELU, config=cfg)
+    a, b = np.ones((5, 3)), -np.ones((3, 4))
+    np.testing.assert_array_equal(k(a, b), np.zeros((5, 4)))
+    assert k.library.needs[0].path.exists() and len(_libraries(tmp_path)) == 1
