@@ -148,8 +148,8 @@ def compile_flags(config: Config) -> list[str]:
 
 def library_key(source: str, *, config: Config) -> str:
     """The cache key :func:`build_library` uses for ``source`` under ``config``
-    (a source that links the intrinsics library: with that library's key, so
-    this may build it).  Raises :class:`ToolMissingError` like
+    (a source that links the intrinsics library: with that library's key;
+    nothing is built).  Raises :class:`ToolMissingError` like
     :func:`resolve_compiler`."""
     compiler, flags = resolve_compiler(config.cc), compile_flags(config)
     if intrinsics.LINK_MARK in source:
@@ -287,11 +287,7 @@ def build_library(source: str, *, config: Config) -> Library:
     :class:`SanitizerError` when ``config.sanitize`` needs a runtime that is
     not preloaded, :class:`polyc.errors.PolycError` when no directory at all
     can be written."""
-    compiler = resolve_compiler(config.cc)
-    flags = compile_flags(config)
-    if config.sanitize:
-        check_sanitizer_runtime(config)
-    apply_wait_policy(config.wait_policy)       # before the first kernel loads libgomp
+    compiler, flags = _toolchain(config)
     needs: tuple[Library, ...] = ()
     link: list[str] = []
     key_flags = flags
@@ -307,12 +303,30 @@ def build_library(source: str, *, config: Config) -> Library:
         # kernel's DT_NEEDED entry against the copy loaded above (any directory)
         link = [str(lib.path), f"-Wl,-rpath,{lib.path.parent}"]
         key_flags = [*flags, f"polyc-intrinsics={lib.key}"]
-    key = _key(source, compiler, key_flags)
+    return _get_or_build(source, _key(source, compiler, key_flags), [*compiler, *flags],
+                         link, needs, config)
 
+
+def _toolchain(config: Config) -> tuple[list[str], list[str]]:
+    """The compiler argv prefix and flags of ``config``, after the checks every
+    build makes first: the sanitizer runtimes, and the OpenMP wait policy
+    (set before the first library loads libgomp)."""
+    compiler = resolve_compiler(config.cc)
+    flags = compile_flags(config)
+    if config.sanitize:
+        check_sanitizer_runtime(config)
+    apply_wait_policy(config.wait_policy)
+    return compiler, flags
+
+
+def _get_or_build(source: str, key: str, command: list[str], after: list[str],
+                  needs: tuple[Library, ...], config: Config) -> Library:
+    """The library of ``key`` through the cache, built by ``[*command, "-o",
+    out, <dir>/<key>.c, *after, *LINK_LIBS]``."""
     def build(directory: Path, out: Path) -> dict:
         src = directory / f"{key}.c"
         cache.write_atomic(src, source.encode("utf-8"))
-        argv = [*compiler, *flags, "-o", str(out), str(src), *link, *LINK_LIBS]
+        argv = [*command, "-o", str(out), str(src), *after, *LINK_LIBS]
         return _compile(argv, source=source, src=src, out=out, config=config)
 
     directory = config.resolved_cache_dir() if config.disk_cache else None
@@ -330,25 +344,12 @@ def intrinsics_library(*, config: Config) -> Library:
     than this one is never loaded: it is discarded with a
     :class:`~polyc.errors.CacheWarning` and rebuilt.  Raises what
     :func:`build_library` raises."""
-    compiler = resolve_compiler(config.cc)
-    flags = compile_flags(config)
-    if config.sanitize:
-        check_sanitizer_runtime(config)
-    apply_wait_policy(config.wait_policy)
+    compiler, flags = _toolchain(config)
     source = intrinsics.library_source()
-    key = intrinsics_key(config=config)
-    soname = f"{key}{SUFFIX}"     # the file name of the entry in any directory
-
-    def build(directory: Path, out: Path) -> dict:
-        src = directory / f"{key}.c"
-        cache.write_atomic(src, source.encode("utf-8"))
-        argv = [*compiler, *flags, f"-Wl,-soname,{soname}", "-o", str(out), str(src),
-                *LINK_LIBS]
-        return _compile(argv, source=source, src=src, out=out, config=config)
-
-    directory = config.resolved_cache_dir() if config.disk_cache else None
-    return cache.get_or_build(key, directory=directory, suffix=SUFFIX, build=build,
-                              load=functools.partial(_load, key=key, needs=()))
+    key = _key(source, compiler, flags)
+    # the soname is the entry's file name, the same in any cache directory
+    return _get_or_build(source, key, [*compiler, *flags, f"-Wl,-soname,{key}{SUFFIX}"],
+                         [], (), config)
 
 
 def intrinsics_isa(library: Library) -> str | None:

@@ -732,9 +732,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         const POLYC_GEMM_T *bias;                                                      \
         int64_t bias_cs;                                                               \
         int relu;                                                                      \
-        int64_t kc, mc, nc; /* block sizes used for this call */                       \
-        int split_m;        /* 1: threads take whole A blocks; 0: split jr */          \
-        polyc_gemm_geom q;  /* the phases of the call (polyc_gemm_phase) */           \
+        polyc_gemm_geom q;  /* block sizes, split_m, threads: the call's phases */     \
         POLYC_GEMM_T *bpack, *apack;                                                   \
         int64_t a_len; /* elements of one thread's A buffer */                         \
         /* polyc_gemmx: the maps that are not a stride (NULL: the stride), and   \
@@ -1013,11 +1011,11 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                 nt = per < 1.0 ? 1 : (int)per;                                         \
         }                                                                              \
         nkb = polyc_gemm_cdiv(K, POLYC_GEMM_KC);                                       \
-        g->kc = polyc_gemm_cdiv(K, nkb);                                               \
-        g->nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                      \
+        g->q.kc = polyc_gemm_cdiv(K, nkb);                                             \
+        g->q.nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                    \
         msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR);                                       \
-        g->split_m = nt == 1 || msl >= 4 * nt;                                         \
-        if (g->split_m) {                                                              \
+        g->q.split_m = nt == 1 || msl >= 4 * nt;                                       \
+        if (g->q.split_m) {                                                            \
             /* nic blocks of A, a multiple of nt, at least 3 per thread when M         \
              * allows blocks of 2 slivers: taken dynamically, they even out a          \
              * core slowed by another process (the B panel streams once per            \
@@ -1027,15 +1025,15 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                 nic = polyc_gemm_min(3 * nt, msl / 2);                                 \
             nic = polyc_gemm_cdiv(nic, nt) * nt;                                       \
             g->q.nic = nic;                                                            \
-            g->mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                         \
+            g->q.mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                       \
         } else {                                                                       \
-            g->mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);                \
+            g->q.mc = polyc_gemm_min(POLYC_GEMM_MC, msl * POLYC_GEMM_MR);              \
         }                                                                              \
-        g->a_len = polyc_gemm_cdiv(g->mc * g->kc, 64) * 64;                            \
-        b_len = polyc_gemm_cdiv(g->kc * polyc_gemm_cdiv(g->nc, POLYC_GEMM_NR) * POLYC_GEMM_NR, 64) * 64; \
+        g->a_len = polyc_gemm_cdiv(g->q.mc * g->q.kc, 64) * 64;                        \
+        b_len = polyc_gemm_cdiv(g->q.kc * polyc_gemm_cdiv(g->q.nc, POLYC_GEMM_NR) * POLYC_GEMM_NR, 64) * 64; \
         t_len = (g->a_rd ? M : 0) + (g->a_cd ? K : 0) + (g->b_rd ? K : 0) + (g->b_cd ? N : 0); \
         g->bpack = (POLYC_GEMM_T *)polyc_gemm_acquire(                                 \
-            (size_t)(b_len + g->a_len * (g->split_m ? nt : 1)) * sizeof(POLYC_GEMM_T)  \
+            (size_t)(b_len + g->a_len * (g->q.split_m ? nt : 1)) * sizeof(POLYC_GEMM_T)  \
                 + (size_t)t_len * sizeof(int64_t),                                     \
             &cached);                                                                  \
         if (!g->bpack) {                                                               \
@@ -1043,15 +1041,14 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             return;                                                                    \
         }                                                                              \
         g->apack = g->bpack + b_len;                                                   \
-        tab = (int64_t *)(g->apack + g->a_len * (g->split_m ? nt : 1));                \
+        tab = (int64_t *)(g->apack + g->a_len * (g->q.split_m ? nt : 1));              \
         if (g->a_rd) { polyc_gemm_table(g->a_rd, M, tab); g->a_rt = tab; tab += M; }   \
         if (g->a_cd) { polyc_gemm_table(g->a_cd, K, tab); g->a_ct = tab; tab += K; }   \
         if (g->b_rd) { polyc_gemm_table(g->b_rd, K, tab); g->b_rt = tab; tab += K; }   \
         if (g->b_cd) { polyc_gemm_table(g->b_cd, N, tab); g->b_ct = tab; }             \
         g->q.M = M; g->q.N = N; g->q.K = K;                                            \
-        g->q.kc = g->kc; g->q.mc = g->mc; g->q.nc = g->nc;                             \
         g->q.mr = POLYC_GEMM_MR; g->q.nr = POLYC_GEMM_NR;                              \
-        g->q.split_m = g->split_m; g->q.nthr = nt;                                     \
+        g->q.nthr = nt;                                                                \
         polyc_gemm_run_job(polyc_gemm_items(&g->q), nt, polyc_gemm_work_##SFX, g);     \
         polyc_gemm_release(g->bpack, cached);                                          \
     }                                                                                  \
