@@ -315,21 +315,46 @@ class _Emitter:
             vec = self._for(n, c.Block(self._iterators(inner) + [
                 x, c.Statement(f"{acc} = {acc} {cmp} polyc_x ? {acc} : polyc_x"),
                 c.Statement("polyc_nan |= polyc_x != polyc_x")]))
-            body_ = [init, c.Initializer(c.Value("int32_t", "polyc_nan"), f"{acc} != {acc}"),
-                     c.Pragma(f"omp simd reduction({s.op}:{acc}) reduction(|:polyc_nan)"),
-                     vec,
-                     c.If("polyc_nan", c.Block([
-                         c.Statement(f"{acc} = {convert(lhs, dtype, acc_t)}"), loop]))]
+            vector = [c.Initializer(c.Value("int32_t", "polyc_nan"), f"{acc} != {acc}"),
+                      c.Pragma(f"omp simd reduction({s.op}:{acc}) reduction(|:polyc_nan)"),
+                      vec,
+                      c.If("polyc_nan", c.Block([
+                          c.Statement(f"{acc} = {convert(lhs, dtype, acc_t)}"), loop]))]
         else:
-            pragma = ([c.Pragma(f"omp simd reduction({s.op}:{acc})")]
-                      if s.op in ("+", "*", "max", "min") else [])
-            body_ = [init, *pragma, loop]
+            vector = [c.Pragma(f"omp simd reduction({s.op}:{acc})"), loop]
+        body_ = [init, *self._by_trip(n, vector, [loop])]
         block = self._iterators(outer) + inits
         block += [c.Comment(f"{check_identifier(s.name)}: reduction with a register "
                             "accumulator"),
                   *body_,
                   c.Statement(f"{lhs} = {convert(acc, acc_t, dtype)}")]
         return c.Block(block)
+
+    def _by_trip(self, n: L.For, vector: list, scalar: list) -> list:
+        """``vector`` (a vectorised reduction loop) where loop ``n`` runs at
+        least :data:`SIMD_MIN_TRIP` times, else ``scalar`` (the sequential
+        loop): a vector reduction's set-up and final horizontal combine
+        cost more than a few iterations (RBF's sum over 3 coordinates ran
+        3x slower vectorised).  A trip count known only at run time gives
+        both, chosen by an ``if``."""
+        const = self._const_trip(n)
+        if const is not None:
+            return vector if const >= SIMD_MIN_TRIP else scalar
+        trip = self._trip(n)
+        if trip is None:
+            return vector
+        return [c.If(f"{trip} >= {SIMD_MIN_TRIP}", c.Block(vector), c.Block(scalar))]
+
+    @staticmethod
+    def _const_trip(n: L.For) -> int | None:
+        """``n``'s number of iterations when its bounds are constants (unit
+        step, ``it < U`` or ``it <= U``), else ``None``."""
+        cond = n.cond
+        if int(n.step) == 1 and isinstance(cond, E.Binary) and cond.op in ("<", "<=") \
+                and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator \
+                and isinstance(cond.rhs, E.Const) and isinstance(n.init, E.Const):
+            return int(cond.rhs.value) - int(n.init.value) + (1 if cond.op == "<=" else 0)
+        return None
 
     def hoisted_loop(self, n: L.For) -> c.Generable | None:
         """A ``simd`` loop around one statement that reads elements invariant
@@ -559,6 +584,10 @@ def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
     body, found = strip(n.body, n.collapse - 1)
     return replace(n, body=body), found
 
+
+#: Fewest iterations of a reduction loop that run vectorised (``omp simd
+#: reduction``); shorter ones run sequentially (``_Emitter._by_trip``).
+SIMD_MIN_TRIP = 16
 
 #: Alignment (bytes) of local buffers: a cache line, and enough for AVX-512.
 LOCAL_ALIGN = 64

@@ -171,3 +171,35 @@ def test_column_reductions_are_not_row_fused():
     assert k.explain(json=True)["row_fusion"] == ""
     A = RNG.standard_normal((37, 301)).astype(np.float32)
     np.testing.assert_allclose(k(A), A.sum(axis=0), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("n", [1, 3, 15, 16, 17, 100])
+def test_short_reductions_run_sequentially(n):
+    # RBF's sum over 3 coordinates: a vector reduction's set-up costs more
+    # than 3 iterations, so the loop is versioned on its trip count
+    src = """
+    def rbf(float(M, C) X, float(N, C) Y) -> (D, O) {
+      D(i, j) +=! (X(i, c) - Y(j, c)) * (X(i, c) - Y(j, c))
+      O(i) +=! exp(-D(i, j))
+    }
+    """
+    k = polyc.compile(src)
+    X = RNG.standard_normal((5, n)).astype(np.float32) / max(1, n) ** 0.5
+    Y = RNG.standard_normal((7, n)).astype(np.float32) / max(1, n) ** 0.5
+    d = ((X[:, None, :].astype(np.float64) - Y[None]) ** 2).sum(-1)
+    D, O = k(X, Y)
+    np.testing.assert_allclose(D, d, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(O, np.exp(-d).sum(-1), rtol=2e-5)
+    assert ">= 16)" in k.source and "omp simd reduction(+:polyc_acc)" in k.source
+
+
+def test_a_constant_short_reduction_is_not_vectorised():
+    src = """
+    def f(float(M, 3) X) -> (S) {
+      S(i) +=! X(i, c) * X(i, c)
+    }
+    """
+    k = polyc.compile(src)
+    X = RNG.standard_normal((9, 3)).astype(np.float32)
+    np.testing.assert_allclose(k(X), (X.astype(np.float64) ** 2).sum(-1), rtol=2e-5)
+    assert "omp simd reduction" not in k.source
