@@ -25,6 +25,7 @@ Scheduler options (the automatic schedule; ``Config`` fields)::
     --no-skewing                                     Config.allow_skewing = False
     --no-outer-coincidence                           Config.outer_coincidence = False
     --no-tensorize                                   Config.tensorize = False
+    --row-block N                                    Config.row_block (1: off)
 
 ``--schedule RECIPE.json`` compiles (runs, explains) under a recipe saved
 with ``polyc.Schedule.to_json`` / ``polyc compile --emit recipe`` instead of
@@ -150,7 +151,7 @@ def _load(args):
 #: ``Config`` fields set by the scheduler options, by argparse destination.
 _SCHEDULER_FIELDS = {"fusion": "fusion", "no_skewing": "allow_skewing",
                      "no_outer_coincidence": "outer_coincidence",
-                     "no_tensorize": "tensorize"}
+                     "no_tensorize": "tensorize", "row_block": "row_block"}
 try:
     from .config import FUSION_STRATEGIES
 except ImportError:  # a Config without fusion strategies
@@ -171,7 +172,7 @@ def _config(args):
         if name not in have:
             flag = "--" + dest.replace("_", "-")
             raise UsageError(f"{flag}: this polyc has no Config.{name}")
-        overrides[name] = value if dest == "fusion" else False
+        overrides[name] = value if dest in ("fusion", "row_block") else False
     return Config.from_env(**overrides)
 
 
@@ -464,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-tensorize", action="store_true",
                        help="keep contractions as loops instead of calls of the GEMM "
                        "intrinsic (Config.tensorize=False)")
+        p.add_argument("--row-block", type=int, metavar="N",
+                       help="rows per block of a row-blocked chain through GEMM calls "
+                       "such as attention (Config.row_block; 0: automatic, 1: off)")
 
     run = sub.add_parser("run", help="compile, run on seeded random inputs, check, time")
     common(run)

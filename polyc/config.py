@@ -115,6 +115,11 @@ class Config:
         "one (polyc.intrinsics: a += product contraction becomes batched calls to "
         "the packed, register-blocked GEMM of backends/c/intrinsics/gemm.h); "
         "POLYC_TENSORIZE=0 turns it off", True))
+    row_block: int = field(default=0, metadata=_opt(
+        "rows per block of a row-blocked chain through GEMM calls, such as attention "
+        "(POLYC_ROW_BLOCK): the chain runs one block of rows at a time, each GEMM "
+        "call computing that block's rows (polyc.schedule.rowfuse.row_blocked); 0 "
+        "(the default) picks 64, 1 turns row blocking off", True))
     contract: bool = field(default=True, metadata=_opt(
         "array contraction: a temporary whose every dependence stays inside one "
         "iteration of a loop becomes a buffer declared in that loop's body (a scalar "
@@ -160,6 +165,10 @@ class Config:
         if nt is not None and (isinstance(nt, bool) or not isinstance(nt, int) or nt < 1):
             raise PolycError(f"Config.num_threads must be a positive number of threads or "
                              f"None (all cores), got {nt!r} (e.g. POLYC_NUM_THREADS=2)")
+        rb = self.row_block
+        if isinstance(rb, bool) or not isinstance(rb, int) or rb < 0:
+            raise PolycError(f"Config.row_block must be a number of rows >= 0 (0: automatic, "
+                             f"1: off), got {rb!r} (e.g. POLYC_ROW_BLOCK=64)")
         if self.plan not in ("model", "measure"):
             raise PolycError(f"Config.plan must be 'model' or 'measure', got {self.plan!r} "
                              f"(e.g. POLYC_PLAN=measure)")
@@ -226,6 +235,12 @@ class Config:
                 kw[name] = value.lower()
         if _env("POLYC_TENSORIZE") == "0":
             kw["tensorize"] = False
+        rb = _env("POLYC_ROW_BLOCK")
+        if rb:
+            if not rb.strip().isdigit():
+                raise PolycError(f"POLYC_ROW_BLOCK={rb!r} is not a number of rows; set a "
+                                 f"number >= 0 (0: automatic, 1: off), or unset it")
+            kw["row_block"] = int(rb)
         if _env("POLYC_CONTRACT") == "0":
             kw["contract"] = False
         if _env("POLYC_DUMP") == "1":

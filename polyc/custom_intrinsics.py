@@ -126,6 +126,13 @@ class CustomMatch:
     scale: None = None
     epilogue: None = None
     parallel: bool = False
+    #: a user intrinsic computes whole slices (no row blocks, GemmMatch.block)
+    block: int = 0
+
+    @property
+    def loops(self) -> tuple[str, ...]:
+        """The loops around the call."""
+        return self.batch
 
     def describe(self) -> str:
         roles = ", ".join(f"{d}={t[0]}" for d, t in zip(_intrinsic(self.intrinsic).tensors,

@@ -110,6 +110,17 @@ class GemmMatch:
     beta: E.Expr | None = None
     #: the scaling statement (``C(i, j) *= beta``) folded into the call as beta
     scale: str | None = None
+    #: rows of C per call (0: all of m): with ``m = (i,)`` one call computes
+    #: rows ``block * ib <= i < block * (ib + 1)``, and the loop ``block_iter``
+    #: over ``ib = floor(i / block)`` runs around the calls with the batch
+    #: loops (row-blocked fusion, :mod:`polyc.schedule.rowfuse`)
+    block: int = 0
+    block_iter: str = ""
+
+    @property
+    def loops(self) -> tuple[str, ...]:
+        """The loops around the call: the batch loops, then the row block's."""
+        return self.batch + ((self.block_iter,) if self.block else ())
 
     @property
     def scanned(self) -> tuple[str, ...]:
@@ -121,6 +132,9 @@ class GemmMatch:
                           (("m", self.m), ("n", self.n), ("k", self.k)))
         if self.batch:
             roles += f", loops {', '.join(self.batch)}"
+        if self.block:
+            roles += (f"{'' if self.batch else ', loops'} {self.block_iter} "
+                      f"({self.block} rows of {self.m[0]} per call)")
         extra = "; initialisation folded" if self.init else ""
         if self.gather:
             extra += "; implicit GEMM (operands gathered while packing, no copy)"
@@ -130,7 +144,8 @@ class GemmMatch:
             extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
         if self.epilogue:
             parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
-            extra += f"; epilogue {self.epilogue} ({', '.join(parts)}) fused into the store"
+            what = ", ".join(parts) or "a scaling of C, in alpha"
+            extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
         return (f"{self.statement} tensorized onto gemm ({roles}; C={self.c}, A={self.a}, "
                 f"B={self.b}{extra})")
 
@@ -188,16 +203,21 @@ def _kept_run(c_idx: list[str], group: list[str]) -> list[str]:
     return c_idx[first:pos[-1] + 1]
 
 
-def _is_plain_run(acc: E.Access, lin: list[dict[str, int]], group: list[str]) -> bool:
-    """Whether ``group`` indexes ``acc`` as consecutive plain dimensions in
-    this order and no other dimension (a single stride addresses it)."""
-    dims = [d for d, idx in enumerate(acc.indices)
-            if isinstance(idx, E.Index) and idx.name in group]
-    if [acc.indices[d].name for d in dims] != group:
-        return False
-    if dims != list(range(dims[0], dims[0] + len(dims))):
-        return False
-    return not any(set(lin[d]) & set(group) for d in range(len(lin)) if d not in dims)
+def _is_plain_run(lin: list[dict[str, int]], group: list[str], scanned: set[str]) -> bool:
+    """Whether ``group`` indexes an operand (``lin``: its dimensions'
+    coefficients) as consecutive dimensions in this order, one iterator
+    with coefficient 1 per dimension, and no other dimension: a single
+    stride addresses it.  The loops around the call may add to those
+    indices (a head's columns, ``Q(b, i, 64 * h + d)``: part of the base
+    pointer); another scanned iterator may not (a window: ``I(h + kh)``)."""
+    dims = [d for d, coeffs in enumerate(lin) if set(coeffs) & set(group)]
+    names = []
+    for d in dims:
+        mine = [i for i in lin[d] if i in group]
+        if len(mine) != 1 or lin[d][mine[0]] != 1 or set(lin[d]) & (scanned - {mine[0]}):
+            return False
+        names.append(mine[0])
+    return names == list(group) and dims == list(range(dims[0], dims[0] + len(dims)))
 
 
 def _factors(e: E.Expr) -> list[E.Expr]:
@@ -357,8 +377,9 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         return ("the iteration domain is not the full box of the tensor extents in the "
                 f"iterators the call scans (the box also holds {extra})")
-    gather = not all(_is_plain_run(acc, lin, g)
-                     for acc, lin, groups in ((a, la, (m_keep, k)), (b, lb, (k, n_keep)))
+    scanned = set(m_keep + n_keep + k)
+    gather = not all(_is_plain_run(lin, g, scanned)
+                     for lin, groups in ((la, (m_keep, k)), (lb, (k, n_keep)))
                      for g in groups)
     return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
                      batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
@@ -403,11 +424,16 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
     instead of a second pass over C."""
     stmts = list(program.statements)
     i = stmts.index(program.statement(m.statement))
-    if i + 1 >= len(stmts) or m.batch or m.gather or len(m.n) != 1:
+    if i + 1 >= len(stmts) or m.gather or len(m.n) != 1:
         return m
     nxt = stmts[i + 1]
     c_acc = m.accesses[0][1]
     if nxt.kind != "assign" or nxt.tensor != m.c or _plain(nxt.lhs) is None:
+        return m
+    alpha = _post_scale(program, m, nxt)
+    if alpha is not None:
+        return replace(m, epilogue=nxt.name, alpha=alpha)
+    if m.batch:
         return m
     ren = dict(zip((x.name for x in nxt.lhs.indices), (x.name for x in c_acc.indices)))
     n_name = next(k for k, v in ren.items() if v == m.n[0])
@@ -430,6 +456,44 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
             tensor_box(program, m.c).intersect_params(ctx)):
         return m
     return replace(m, epilogue=nxt.name, bias=bias, relu=relu)
+
+
+def _post_scale(program: Program, m: GemmMatch, nxt: Statement) -> E.Expr | None:
+    """The call's new alpha when ``nxt``, the statement after the update,
+    scales the result: ``C(i, j) = C(i, j) * s`` (any association, ``s`` a
+    product of scalars as in :func:`match_gemm`) over exactly the elements
+    the call writes, each once, with the initialisation folded (``C =
+    alpha * A . B`` then becomes ``C = (alpha * s) * A . B``: the same
+    single rounding of each product as scaling the stored result; an
+    attention's ``Q K^T * scale``); else ``None``."""
+    if m.init is None or m.scale is not None or nxt.op != "=":
+        return None
+    factors = _factors(nxt.rhs)
+    own = [f for f in factors if f == nxt.lhs]
+    rest = [f for f in factors if f != nxt.lhs]
+    if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
+        return None
+    s = _product(rest)
+    if s is None or _tensors(s) & {m.c, m.a, m.b}:
+        return None
+    ctx = program.parameter_domain()
+    if not nxt.write.range().intersect_params(ctx).is_equal(
+            _called(program, m).range().intersect_params(ctx)):
+        return None
+    if not nxt.write.intersect_domain(nxt.domain).intersect_params(ctx).is_injective():
+        return None
+    return s if m.alpha is None else _product([m.alpha, s])
+
+
+def _called(program: Program, m: GemmMatch) -> isl.Map:
+    """The elements of C the call writes: the update's, also where its
+    reduction is empty (``K = 0``: the call still sets ``C = beta * C``)."""
+    stmt = program.statement(m.statement)
+    called = stmt.write.intersect_domain(stmt.domain)
+    for it in m.k:
+        called = called.drop_constraints_involving_dims(
+            isl.dim_type.in_, stmt.iterators.index(it), 1)
+    return called
 
 
 def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | None:
@@ -475,15 +539,9 @@ def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | Non
         return None
     if beta is None or _tensors(beta) & ({m.c, m.a, m.b, m.bias} | _tensors(m.alpha)):
         return None
-    # the elements the call writes: the update's, also where its reduction
-    # is empty (K = 0: the call still sets C = beta * C)
-    called = stmt.write
-    for it in m.k:
-        called = called.drop_constraints_involving_dims(
-            isl.dim_type.in_, stmt.iterators.index(it), 1)
     ctx = program.parameter_domain()
     if not cand.write.range().intersect_params(ctx).is_equal(
-            called.range().intersect_params(ctx)):
+            _called(program, m).range().intersect_params(ctx)):
         return None
     if not cand.write.intersect_domain(cand.domain).intersect_params(ctx).is_injective():
         return None

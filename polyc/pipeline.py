@@ -94,14 +94,22 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     else:
         sched = initial.auto_schedule(program, deps, config)
         _dump(config, "isl schedule", sched)
+        blocked = None
         if config.fusion == "isl":
             # streaming row kernels: one pass per row (polyc.schedule.rowfuse)
             rows = rowfuse.row_fused(sched, program, deps)
             if rows is not None:
                 sched = rows
                 row_note = rowfuse.describe(rows, program)
+                # through GEMM calls: one block of rows at a time (attention)
+                blocked = rowfuse.row_blocked(rows, program, source, matches,
+                                              config.row_block or rowfuse.ROW_BLOCK)
+                if blocked is not None:
+                    sched, program, deps, matches = blocked
+                    row_note = rowfuse.describe_blocked(sched, program, matches)
+                    notes = {**notes, **{m.statement: m.describe() for m in matches}}
         sched = _optimized(sched, program, config, deps)                      # 4, 5
-        found = profile.profile(sched, program) if config.parallel else None
+        found = profile.profile(sched, program) if config.parallel and not blocked else None
         if found is not None and not found.coarse:
             # isl found no coarse parallelism: the source order, optimised the
             # same way, may walk memory better (polyc.schedule.profile)

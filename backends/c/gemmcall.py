@@ -53,13 +53,15 @@ def scalar(em: Emitter, e: E.Expr, dtype: str) -> str:
     return text if isinstance(e, E.Const) else f"({C_TYPES[dtype]})({text})"
 
 
-def base_pointer(em: Emitter, tensor: str, acc: E.Access, scanned) -> str:
+def base_pointer(em: Emitter, tensor: str, acc: E.Access, scanned, first=None) -> str:
     """The address of ``acc``'s element with the ``scanned`` iterators at 0
-    (the loops around a call fixed): ``t_X + stride_0 * (i_0) + ...``."""
+    (the loops around a call fixed), or at the expression ``first[it]``
+    where given (a row block's first row): ``t_X + stride_0 * (i_0) + ...``."""
     pr = em._printer()
+    first = first or {}
     terms = []
     for d, idx in enumerate(acc.indices):
-        idx = E.map_expr(idx, lambda e: E.Const(0) if isinstance(e, E.Index)
+        idx = E.map_expr(idx, lambda e: first.get(e.name, E.Const(0)) if isinstance(e, E.Index)
                          and e.name in scanned else None)
         if not (isinstance(idx, E.Const) and idx.value == 0):
             terms.append(f"({row_major_stride(em, tensor, d)}) * ({pr.index(idx)})")
@@ -86,11 +88,19 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
                  for d, coeffs in enumerate(lin[role]) for i, k in coeffs if i == it]
         return " + ".join(f"({x})" for x in terms) or "0"
 
+    # a row-blocked call (GemmMatch.block) computes rows block * ib ... of m
+    first = ({m.m[0]: E.Binary("*", E.Const(m.block), E.Index(m.block_iter))}
+             if m.block else {})
+
     def base(role: int) -> str:
-        return base_pointer(em, tensors[role], accs[role], scanned)
+        return base_pointer(em, tensors[role], accs[role], scanned, first)
     ext1 = {it: _extent(em, t, d) if t is not None else
             f"({em.loop_printer.index(E.map_expr(d, as_param))})"
             for it, t, d in m.extents}
+    if m.block:
+        row = m.m[0]
+        ext1[row] = (f"polyc_min({m.block}, {ext1[row]} - "
+                     f"{m.block} * ({em._printer().index(E.Index(m.block_iter))}))")
 
     def ext(group: tuple) -> str:
         return " * ".join(ext1[it] for it in group)

@@ -428,6 +428,12 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
     dt = np.dtype(dtype) if dtype is not None else result_dtype(*[t for t, _ in operands])
     reads = []
     for k, (t, labels) in enumerate(operands):
+        if red and len(operands) == 2 and t.dtype.kind == "f" and t.dtype != dt:
+            # a float32 operand of a float64 product (numpy promotes it):
+            # converted first, as numpy does, so that the product has one
+            # dtype and may run on the GEMM micro-kernel (exact: same values)
+            t = materialize(graph, t, "astype", dt)
+            operands[k] = (t, labels)
         coords = []
         for s, lab in zip(t._shape, labels):
             if lab not in name_of or (_is_one(s) and not _is_one(sizes[lab])):

@@ -79,17 +79,24 @@ def parse_mark(name: str) -> tuple[str, str] | None:
 
 # ------------------------------------------------------------ projections
 
-def _projection(stmt: Statement, name: str, keep: list[str], alias: list[str]) -> isl.Map:
+def _projection(stmt: Statement, name: str, keep: list[str], alias: list[str],
+                block: tuple[str, int] | None = None) -> isl.Map:
     """``{ stmt[iterators] -> name[alias] }`` keeping the iterators ``keep``
-    (renamed ``alias``), built with isl's API: the names are user text
-    (``NAN`` or ``infty`` would read as values in isl's syntax)."""
+    (renamed ``alias``), and with ``block = (i, b)`` a last output
+    ``floor(i / b)`` (alias included in ``alias``); built with isl's API:
+    the names are user text (``NAN`` or ``infty`` would read as values in
+    isl's syntax)."""
     space = stmt.domain.get_space()
     ls = isl.LocalSpace.from_space(space)
-    target = isl.Space.set_from_params(space.params()).add_dims(isl.dim_type.set, len(keep))
+    target = isl.Space.set_from_params(space.params()).add_dims(
+        isl.dim_type.set, len(keep) + (1 if block else 0))
     target = target.set_tuple_name(isl.dim_type.set, name)
-    affs = isl.AffList.alloc(space.get_ctx(), len(keep))
+    affs = isl.AffList.alloc(space.get_ctx(), len(keep) + (1 if block else 0))
     for it in keep:
         affs = affs.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, stmt.iterators.index(it)))
+    if block:
+        var = isl.Aff.var_on_domain(ls, isl.dim_type.set, stmt.iterators.index(block[0]))
+        affs = affs.add(var.scale_down_val(isl.Val.int_from_si(CTX, block[1])).floor())
     proj = isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(
         isl.Space.map_from_domain_and_range(space, target), affs))
     for i, a in enumerate(alias):
@@ -118,11 +125,16 @@ def projections(program: Program, m: GemmMatch) -> dict[str, isl.Map]:
     (named after the update ``S``) each instance belongs to."""
     stmt = program.statement(m.statement)
     batch = list(m.batch)
+    alias = list(m.loops)
     out = {}
     for name in group_statements(m):
         st = program.statement(name)
         keep = batch if name == m.statement else _output_batch(stmt, st, batch)
-        out[name] = _projection(st, stmt.name, keep, batch)
+        block = None
+        if m.block:
+            row = m.m[0] if name == m.statement else _output_batch(stmt, st, [m.m[0]])[0]
+            block = (row, m.block)
+        out[name] = _projection(st, stmt.name, keep, alias, block)
     return out
 
 
@@ -146,7 +158,7 @@ def call_statement(program: Program, m: GemmMatch) -> Statement:
         if name not in (m.statement, m.init):
             reads += [r.apply_domain(proj[name]) for r in program.statement(name).reads
                       if r.get_tuple_name(isl.dim_type.out) != stmt.tensor]
-    return Statement(name=stmt.name, iterators=tuple(m.batch), domain=domain.coalesce(),
+    return Statement(name=stmt.name, iterators=m.loops, domain=domain.coalesce(),
                      lhs=E.Access(stmt.tensor, ()), op="=", rhs=E.Const(0.0),
                      write=write.coalesce(), reads=tuple(r.coalesce() for r in reads),
                      kind="intrinsic", text=f"{stmt.text} [{m.describe()}]",

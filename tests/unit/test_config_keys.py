@@ -32,6 +32,7 @@ CODEGEN_ALTERNATIVES = {
     "time_tiling": True,
     "tensorize": False,
     "contract": False,     # array contraction: not yet a field on every branch
+    "row_block": 1,
     "omp_schedule": "static",
 }
 
