@@ -50,8 +50,6 @@ It is the ``isl`` fusion strategy's schedule for such programs
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import islpy as isl
 
 from polyc import dependence
@@ -59,10 +57,10 @@ from polyc import expr as E
 from polyc.dependence import Dependences
 from polyc.ir import Program, Statement
 
-from . import legality, tensorize_auto
+from . import legality, tensorize, tensorize_auto
 from .initial import annotate
 from .locality import _member_aff, band_statements, member_iterator
-from .tree import fresh_name, iterator_band, mupa_from_columns
+from .tree import iterator_band, mupa_from_columns
 
 _BAND = isl.schedule_node_type.band
 _FILTER = isl.schedule_node_type.filter
@@ -251,8 +249,7 @@ def row_blocked(rows_sched: isl.Schedule, contracted: Program, source: Program,
             m = by_call.get(s.name)
             if m is None or len(m.m) != 1 or m.gather or not _b_varies(m, mine):
                 return None
-            taken = set(source.statement(m.statement).iterators) | set(m.batch)
-            blocked.append(replace(m, block=block, block_iter=fresh_name(f"{m.m[0]}_blk", taken)))
+            blocked.append(tensorize.row_blocked(source, m, block))
             continue
         found = next((i.name for i in s.lhs.indices if isinstance(i, E.Index)
                       and i.name not in mine and not _single(s, i.name)), None)

@@ -57,7 +57,9 @@ from ..isl_util import CTX
 from . import surgery, tree
 from .registry import transform
 
-#: Prefix of the mark's name: ``tensorize:<intrinsic>:<statement>``.
+#: Prefix of the mark's name: ``tensorize:<intrinsic>:<statement>``, and
+#: ``:<rows>`` for calls that each compute a block of rows
+#: (``GemmMatch.block``).
 MARK = "tensorize"
 #: The intrinsics :func:`mark_band` knows.
 INTRINSICS = ("gemm",)
@@ -65,16 +67,37 @@ INTRINSICS = ("gemm",)
 _MARK = isl.schedule_node_type.mark
 
 
-def mark_name(intrinsic: str, statement: str) -> str:
-    return f"{MARK}:{intrinsic}:{statement}"
+def mark_name(intrinsic: str, statement: str, rows: int = 0) -> str:
+    return f"{MARK}:{intrinsic}:{statement}" + (f":{rows}" if rows else "")
 
 
 def parse_mark(name: str) -> tuple[str, str] | None:
     """``(intrinsic, statement)`` of a tensorize mark's name, else ``None``."""
     parts = name.split(":")
-    if len(parts) == 3 and parts[0] == MARK:
+    if parts[0] == MARK and (len(parts) == 3 or (len(parts) == 4 and parts[3].isdigit())):
         return parts[1], parts[2]
     return None
+
+
+def mark_rows(name: str) -> int:
+    """The rows per call of a tensorize mark's name (0: whole slices)."""
+    parts = name.split(":")
+    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else 0
+
+
+def row_blocked(program: Program, m, rows: int):
+    """``m`` as calls that each compute ``rows`` rows of C (``GemmMatch.block``;
+    the loop over the blocks named after the row iterator), or the reason it
+    cannot be."""
+    if not rows:
+        return m
+    if not isinstance(m, GemmMatch) or len(m.m) != 1 or m.gather:
+        return ("only a GEMM whose rows are one iterator with a plain stride can be called "
+                "per block of rows")
+    if m.block:
+        return m if m.block == rows else f"the calls compute blocks of {m.block} rows"
+    taken = set(program.statement(m.statement).iterators) | set(m.batch)
+    return replace(m, block=rows, block_iter=tree.fresh_name(f"{m.m[0]}_blk", taken))
 
 
 # ------------------------------------------------------------ projections
@@ -189,15 +212,18 @@ def fold(program: Program, main: str, others, parallel: bool = True) -> GemmMatc
     if isinstance(m, str):
         return f"{main} ({stmt.text.strip()}) does not match gemm: {m}"
     init = m.init
+    order = [x.name for x in program.statements]
+    # the epilogue (a scaling after the update needs the initialisation folded)
+    epi = match_epilogue(program, replace(m, init=init if init in others else None)) \
+        if others else m
     m = replace(m, init=None, parallel=parallel)
-    epi = match_epilogue(program, m) if others else m
     for name in others:
         st = program.statement(name)
         if name == init:
             m = replace(m, init=name)
         elif name == epi.epilogue:
-            m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu)
-        elif m.scale is None and (
+            m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu, alpha=epi.alpha)
+        elif m.scale is None and order.index(name) < order.index(main) and (
                 beta := match_scale(program, m, st)) is not None:
             m = replace(m, scale=name, beta=beta)
         else:
@@ -255,14 +281,16 @@ def _top(node: isl.ScheduleNode) -> isl.ScheduleNode:
 
 def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
               intrinsic: str = "gemm", parallel: bool = True,
-              known: GemmMatch | None = None) -> isl.Schedule:
+              known: GemmMatch | None = None, rows: int = 0) -> isl.Schedule:
     """``schedule`` with a ``tensorize:<intrinsic>:<S>`` mark above ``band``
     (a band node of ``schedule``) after checking that the subtree is one
     call of ``intrinsic`` per point of the loops above (module docstring).
     ``known``: the match of the statements below, already made (the
     automatic pipeline's, ``tensorize_auto.expand``); the loops above are checked all
-    the same.  Raises :class:`~polyc.errors.ScheduleError` with the reason
-    otherwise."""
+    the same.  ``rows``: each call computes that many rows of C, and the
+    loops above may depend on the row iterator ``i`` through ``floor(i /
+    rows)`` (a tile of the rows).  Raises
+    :class:`~polyc.errors.ScheduleError` with the reason otherwise."""
     from .. import custom_intrinsics
     if intrinsic not in INTRINSICS and custom_intrinsics.get(intrinsic) is None:
         raise ScheduleError(f"unknown intrinsic {intrinsic!r}; known: "
@@ -276,11 +304,14 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
             raise ScheduleError("the band holds a promotion or another tensorize mark: "
                                 "tensorize first, then promote elsewhere")
     m = _match_below(program, intrinsic, tree.statements_of(top), parallel, known)
+    m = row_blocked(program, m, rows or getattr(m, "block", 0))
+    if isinstance(m, str):
+        raise ScheduleError(m)
     reason = _prefix_reason(top, program, m)
     if reason:
         raise ScheduleError(reason)
-    return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement), context=CTX)) \
-              .get_schedule()
+    return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement, m.block),
+                                  context=CTX)).get_schedule()
 
 
 def _match_below(program: Program, intrinsic: str, names, parallel: bool,
@@ -309,16 +340,17 @@ def _match_below(program: Program, intrinsic: str, names, parallel: bool,
 
 
 def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: bool,
-                  known=()):
-    """The match of an existing mark ``tensorize:<intrinsic>:<main>`` over
-    the statements ``names`` (one of ``known`` when it is theirs), or the
-    reason it does not hold."""
-    m = next((k for k in known if k.statement == main
+                  known=(), rows: int = 0):
+    """The match of an existing mark ``tensorize:<intrinsic>:<main>[:rows]``
+    over the statements ``names`` (one of ``known`` when it is theirs), or
+    the reason it does not hold."""
+    m = next((k for k in known if k.statement == main and k.block == rows
               and set(group_statements(k)) == set(names)), None)
     if m is not None:
         return m
     if intrinsic in INTRINSICS:
-        return fold(program, main, [x for x in names if x != main], parallel)
+        m = fold(program, main, [x for x in names if x != main], parallel)
+        return m if isinstance(m, str) else row_blocked(program, m, rows)
     try:
         return _custom(program, intrinsic, names)
     except ScheduleError as e:
@@ -340,7 +372,7 @@ def _custom(program: Program, intrinsic: str, names) -> GemmMatch:
 
 
 @transform("tensorize")
-def tensorize(s, loop, intrinsic: str = "gemm"):
+def tensorize(s, loop, intrinsic: str = "gemm", rows: int = 0):
     """Compute the band whose outermost loop is ``loop`` with an intrinsic
     (``"gemm"``: ``C += A * B`` on the packed micro-kernel of
     ``backends/c/intrinsics/gemm.h``), one call per point of the loops
@@ -350,6 +382,9 @@ def tensorize(s, loop, intrinsic: str = "gemm"):
     scaling ``C *= beta`` before it, a bias/ReLU epilogue after it), and
     the loops above must not depend on the iterators the intrinsic scans;
     otherwise :class:`ScheduleError` says which access or loop differs.
+    ``rows``: each call computes that many rows of C (below a tile of the
+    row loop of that size: the loops above may depend on it by ``floor(i /
+    rows)``).
 
     Before / after ``tensorize(("C","m"), "gemm")``::
 
@@ -360,19 +395,22 @@ def tensorize(s, loop, intrinsic: str = "gemm"):
     band = surgery.band_node(s.isl, lp)
     band = surgery.split_band(band, lp.member, s.program)
     parallel = True
-    return mark_band(band.get_schedule(), s.program, band, intrinsic, parallel)
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
+        raise ScheduleError(f"tensorize: rows must be a number of rows >= 0, got {rows!r}")
+    return mark_band(band.get_schedule(), s.program, band, intrinsic, parallel, rows=rows)
 
 
 # ------------------------------------------------------------------ lowering
 
-def marks(schedule: isl.Schedule) -> list[tuple[tuple[int, ...], str, str]]:
-    """``(path, intrinsic, statement)`` of every tensorize mark, pre-order."""
+def marks(schedule: isl.Schedule) -> list[tuple[tuple[int, ...], str, str, int]]:
+    """``(path, intrinsic, statement, rows)`` of every tensorize mark, pre-order."""
     out = []
     for n in tree.walk(schedule.get_root()):
         if n.get_type() == _MARK:
-            found = parse_mark(n.mark_get_id().get_name())
+            name = n.mark_get_id().get_name()
+            found = parse_mark(name)
             if found:
-                out.append((tree.path_of(n), *found))
+                out.append((tree.path_of(n), *found, mark_rows(name)))
     return out
 
 
@@ -381,9 +419,9 @@ def check_marks(schedule: isl.Schedule, program: Program) -> None:
     ``schedule`` still holds (a transformation applied after ``tensorize``
     may have moved another statement below it, or made the loops above
     depend on a scanned iterator)."""
-    for path, intrinsic, main in marks(schedule):
+    for path, intrinsic, main, rows in marks(schedule):
         node = tree.node_at(schedule, path)
-        m = _marked_match(program, intrinsic, main, tree.statements_of(node), True)
+        m = _marked_match(program, intrinsic, main, tree.statements_of(node), True, (), rows)
         reason = m if isinstance(m, str) else _prefix_reason(node, program, m)
         if reason:
             raise ScheduleError(f"the mark {node.mark_get_id().get_name()} no longer holds: "
@@ -402,9 +440,10 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
         todo = marks(schedule)
         if not todo:
             break
-        path, intrinsic, main = todo[0]
+        path, intrinsic, main, rows = todo[0]
         node = tree.node_at(schedule, path)
-        m = _marked_match(program, intrinsic, main, tree.statements_of(node), parallel, known)
+        m = _marked_match(program, intrinsic, main, tree.statements_of(node), parallel, known,
+                          rows)
         if isinstance(m, str):
             raise ScheduleError(f"mark {node.mark_get_id().get_name()}: {m}")
         call = call_statement(program, m)

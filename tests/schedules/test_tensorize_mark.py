@@ -58,7 +58,7 @@ def _without_tensorize_marks(sched: isl.Schedule) -> tuple[isl.Schedule, list]:
         found = T.marks(sched)
         if not found:
             return sched, paths
-        path, _, _ = found[0]
+        path = found[0][0]
         node = T.tree.node_at(sched, path).delete()
         paths.append(path)
         sched = node.get_schedule()
@@ -73,7 +73,7 @@ def test_the_automatic_schedule_is_the_schedule_language_tensorize(src):
     assert isinstance(s, Schedule)
     assert {st.name for st in s.program.statements} == {st.name for st in p.statements}
     found = T.marks(s.isl)
-    assert found and all(i == "gemm" for _, i, _ in found)
+    assert found and all(i == "gemm" for _, i, _, _ in found)
     assert "mark: tensorize:gemm:" in str(s)
     # the same tree without the marks, tensorized through the language
     bare, paths = _without_tensorize_marks(s.isl)
@@ -242,3 +242,50 @@ def test_loop_programs_run_statements_between_the_calls_instances_after_the_call
     want[:, :-1] += A @ B[:, :-1]
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(D[:, :-1], C0[:, 1:], rtol=1e-12)
+
+
+SCALED = ("def scaled(float(M, K) A, float(K, N) B) -> (C) "
+          "{ C(m, n) +=! A(m, k) * B(k, n)\n C(m, n) = C(m, n) * 0.5 }")
+
+
+def test_a_scaling_after_the_update_is_alpha_not_beta():
+    # the statement after the update scales the product (alpha); a scaling
+    # before it would scale C's previous value (beta)
+    s = start(SCALED).fuse(("S0", "m"), ("S1", "m")).fuse(("S0", "n"), ("S1", "n"))
+    k = check(s.tensorize(("C", "m")), dict(M=9, N=7, K=5))
+    assert "alpha = 0.5" in k.explain() and "beta" not in k.explain().split("tensorization")[1]
+
+
+def test_calls_per_block_of_rows_below_a_row_tile():
+    s = start(GEMM).tile([("C", "m")], [8]).tensorize(("C", "m"), rows=8)
+    assert s.recipe[-1]["op"] == "tensorize"
+    assert "tensorize:gemm:S0:8" in str(s)
+    k = check(s, dict(M=21, N=13, K=9))
+    assert "(8 rows of m per call)" in k.explain()
+    assert "polyc_min(8, " in k.source
+    replayed = Schedule.replay(program(GEMM), s.to_json())
+    assert compile_schedule(replayed).source == k.source
+
+
+def test_calls_per_block_of_rows_refusals():
+    # a tile of 8 rows holds two calls of 4 (legal), not half a call of 16
+    s = start(GEMM).tile([("C", "m")], [8]).tensorize(("C", "m"), rows=4)
+    check(s, dict(M=13, N=5, K=3))
+    msg = refused(start(GEMM).tile([("C", "m")], [8]), lambda s: s.tensorize(("C", "m"), rows=16))
+    assert "depends on m" in msg
+    msg = refused(start(CONV), lambda s: s.tensorize(("O", "k"), rows=4))
+    assert "per block of rows" in msg or "rows" in msg
+    msg = refused(start(GEMM), lambda s: s.tensorize(("C", "m"), rows=-1))
+    assert "rows must be" in msg
+
+
+def test_the_automatic_row_blocked_schedule_replays():
+    src = ("def att(float(B, M, D) Q, float(B, N, D) K, float(B, N, E) V) -> (S, mx, P, O) {\n"
+           "  S(b, i, j) +=! Q(b, i, d) * K(b, j, d)\n"
+           "  mx(b, i) max=! S(b, i, j)\n"
+           "  P(b, i, j) = exp(S(b, i, j) - mx(b, i))\n"
+           "  O(b, i, e) +=! P(b, i, j) * V(b, j, e)\n}")
+    kern = compile_program(program(src))
+    assert "tensorize:gemm:S0:64" in str(kern.schedule)
+    replayed = Schedule.replay(program(src), kern.schedule.to_json())
+    assert compile_schedule(replayed).source == kern.source
