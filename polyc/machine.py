@@ -1,5 +1,6 @@
 """Facts about the machine polyc generates code for, read once per process:
-the data cache sizes (:func:`cache_sizes`).  Used by the tiler
+the data cache sizes (:func:`cache_sizes`) and the GEMM micro-kernel's rows
+(:func:`gemm_rows`).  Used by the tiler
 (``polyc.schedule.tile``) and by the GEMM's blocking, which the intrinsics
 library is built with (``backends/c/intrinsics``)."""
 
@@ -27,3 +28,18 @@ def cache_sizes() -> dict[int, int]:
     except (OSError, ValueError):
         pass
     return sizes
+
+
+@functools.lru_cache(maxsize=None)
+def gemm_rows() -> int:
+    """Rows of C per f32 register tile (MR) of the micro-kernel
+    ``backends/c/intrinsics/gemm.h`` compiles for this CPU with
+    ``-march=native``: 14 with AVX-512, 6 with AVX2 and FMA, 4 for the
+    portable kernel (x86 flags of /proc/cpuinfo; 4 when unknown)."""
+    from .cache import cpu_features
+    flags = set(cpu_features().split())
+    if "avx512f" in flags:
+        return 14
+    if {"avx2", "fma"} <= flags:
+        return 6
+    return 4

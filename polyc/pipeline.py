@@ -103,7 +103,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
                 row_note = rowfuse.describe(rows, program)
                 # through GEMM calls: one block of rows at a time (attention)
                 blocked = rowfuse.row_blocked(rows, program, source, matches,
-                                              config.row_block or rowfuse.ROW_BLOCK)
+                                              config.row_block or rowfuse.default_row_block())
                 if blocked is not None:
                     sched, program, deps, matches = blocked
                     row_note = rowfuse.describe_blocked(sched, program, matches)

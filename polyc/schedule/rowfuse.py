@@ -198,11 +198,20 @@ def _rows_independent(outer: isl.MultiUnionPwAff, deps: Dependences) -> bool:
 
 # ------------------------------------------------------------ row blocks
 
-#: Rows of a row-blocked chain per block (``Config.row_block`` 0): a multiple
-#: of the f32 micro-kernel's 14 (AVX-512) and 6 (AVX2) rows would waste no
-#: register tile, but 64 measured as fast on the attention kernels of
-#: ``benchmarks.graph``, and a 64 x 512 f32 score block is 128 KiB (L2).
+#: About how many rows of a row-blocked chain make a block (``Config.row_block``
+#: 0): a 64 x 512 f32 score block is 128 KiB (L2), and a GEMM call on 64 rows
+#: packs its B operand (a head's keys) once per 64 rows.
 ROW_BLOCK = 64
+
+
+def default_row_block() -> int:
+    """:data:`ROW_BLOCK` rounded up to a multiple of the micro-kernel's rows
+    (:func:`polyc.machine.gemm_rows`: 70 with AVX-512, 66 with AVX2): a block
+    of 64 rows leaves a register tile 8 of 14 rows full, and measured 8% slower
+    on 8 x 512 x 64 attention (AMD EPYC, AVX-512) than 56, 70 or 112."""
+    from polyc.machine import gemm_rows
+    mr = gemm_rows()
+    return -(-ROW_BLOCK // mr) * mr
 
 
 def row_blocked(rows_sched: isl.Schedule, contracted: Program, source: Program,

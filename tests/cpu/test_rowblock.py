@@ -15,6 +15,9 @@ import pytest
 
 import polyc
 from polyc.config import Config
+from polyc.schedule.rowfuse import default_row_block
+
+ROWS = default_row_block()        # 70 with AVX-512, 66 with AVX2, 64 else
 
 RNG = np.random.default_rng(11)
 
@@ -53,7 +56,7 @@ def test_attention_row_blocked(block, b, m, n, d, e):
     O = k(q, kk, v)[-1]
     np.testing.assert_allclose(O, _attention(q, kk, v), rtol=2e-5, atol=2e-6)
     x = k.explain(json=True)
-    rows = block or 64
+    rows = block or ROWS
     assert f"blocks of {rows} rows" in x["row_fusion"]
     text = k.explain()
     # both products are calls of the micro-kernel on one block of rows,
@@ -70,7 +73,7 @@ def test_attention_float64():
     k = polyc.compile(ATTENTION, dtype="float64")
     q, kk, v = _inputs(2, 70, 33, 8, 8, "float64")
     np.testing.assert_allclose(k(q, kk, v)[-1], _attention(q, kk, v), rtol=1e-12, atol=1e-13)
-    assert "blocks of 64 rows" in k.explain(json=True)["row_fusion"]
+    assert f"blocks of {ROWS} rows" in k.explain(json=True)["row_fusion"]
 
 
 def test_row_block_one_turns_it_off():
@@ -229,7 +232,7 @@ def test_heads_of_a_unit_batch_are_one_blocked_kernel():
     assert d["kernels"] == 1
     kernel = next(iter(attn._plans.values()))[0].plan.compile().kernels[0]
     text = kernel.explain()
-    assert text.count("(64 rows of i2 per call)") == 2 and "implicit GEMM" not in text
+    assert text.count(f"({ROWS} rows of i2 per call)") == 2 and "implicit GEMM" not in text
 
 
 
@@ -237,7 +240,7 @@ def test_cli_row_block(tmp_path, capsys):
     from polyc.cli import main
     src = tmp_path / "attention.tc"
     src.write_text("# sizes: B=2, M=70, N=40, D=8, E=8\n" + ATTENTION)
-    for flag, want in ((["--row-block", "16"], "blocks of 16 rows"), ([], "blocks of 64 rows")):
+    for flag, want in ((["--row-block", "16"], "blocks of 16 rows"), ([], f"blocks of {ROWS} rows")):
         assert main(["explain", str(src), "--json"] + flag) == 0
         assert want in json.loads(capsys.readouterr().out)["row_fusion"]
     assert main(["explain", str(src), "--json", "--row-block", "1"]) == 0

@@ -286,6 +286,6 @@ def test_the_automatic_row_blocked_schedule_replays():
            "  P(b, i, j) = exp(S(b, i, j) - mx(b, i))\n"
            "  O(b, i, e) +=! P(b, i, j) * V(b, j, e)\n}")
     kern = compile_program(program(src))
-    assert "tensorize:gemm:S0:64" in str(kern.schedule)
+    assert "tensorize:gemm:S0:" in str(kern.schedule)
     replayed = Schedule.replay(program(src), kern.schedule.to_json())
     assert compile_schedule(replayed).source == kern.source
