@@ -50,6 +50,8 @@ It is the ``isl`` fusion strategy's schedule for such programs
 
 from __future__ import annotations
 
+import logging
+
 import islpy as isl
 
 from polyc import dependence
@@ -61,6 +63,8 @@ from . import legality, tensorize, tensorize_auto
 from .initial import annotate
 from .locality import _member_aff, band_statements, member_iterator
 from .tree import iterator_band, mupa_from_columns
+
+log = logging.getLogger(__name__)
 
 _BAND = isl.schedule_node_type.band
 _FILTER = isl.schedule_node_type.filter
@@ -143,7 +147,8 @@ def _row_iterators(sched: isl.Schedule, program: Program) -> dict[str, list[str]
 def _memory_order(rows: dict[str, list[str]], stmts: list[Statement]) -> dict[str, list[str]]:
     """``rows`` with each statement's row iterators in the order its largest
     tensor's indices use them (outermost first; isl's order where an
-    iterator indexes none of them).  Consecutive rows are then consecutive
+    iterator indexes none of them; a call's in the order of its loops, those
+    of the update it computes).  Consecutive rows are then consecutive
     in memory, which the hardware prefetcher streams (isl may order a head
     loop inside the query-row loop, 1 MiB apart), and the statements agree
     on their outer rows where isl ordered the same loops differently in two
@@ -158,7 +163,9 @@ def _memory_order(rows: dict[str, list[str]], stmts: list[Statement]) -> dict[st
         for d, idx in enumerate(big.indices):
             for it in E.index_names(idx):
                 pos.setdefault(it, d)
-        out[s.name] = sorted(its, key=lambda it: (pos.get(it, len(big.indices)), its.index(it)))
+        if not big.indices:     # a call (its slices are relations): its loops' order
+            pos = {it: k for k, it in enumerate(s.iterators)}
+        out[s.name] = sorted(its, key=lambda it: (pos.get(it, len(s.iterators)), its.index(it)))
     return out
 
 
@@ -257,6 +264,8 @@ def row_blocked(rows_sched: isl.Schedule, contracted: Program, source: Program,
         if s.kind == "intrinsic":
             m = by_call.get(s.name)
             if m is None or len(m.m) != 1 or m.gather or not _b_varies(m, mine):
+                log.debug("no row blocks: call %s (%s; rows %s)", s.name,
+                          m.describe() if m else "?", mine)
                 return None
             blocked.append(tensorize.row_blocked(source, m, block))
             continue
