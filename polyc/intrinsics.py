@@ -468,21 +468,30 @@ def _post_scale(program: Program, m: GemmMatch, nxt: Statement) -> E.Expr | None
     attention's ``Q K^T * scale``); else ``None``."""
     if m.init is None or m.scale is not None or nxt.op != "=":
         return None
-    factors = _factors(nxt.rhs)
-    own = [f for f in factors if f == nxt.lhs]
-    rest = [f for f in factors if f != nxt.lhs]
-    if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
-        return None
-    s = _product(rest)
-    if s is None or _tensors(s) & {m.c, m.a, m.b}:
-        return None
-    ctx = program.parameter_domain()
-    if not nxt.write.range().intersect_params(ctx).is_equal(
-            _called(program, m).range().intersect_params(ctx)):
-        return None
-    if not nxt.write.intersect_domain(nxt.domain).intersect_params(ctx).is_injective():
+    s = _self_scale(nxt)
+    if s is None or _tensors(s) & {m.c, m.a, m.b} or not _each_called_once(program, m, nxt):
         return None
     return s if m.alpha is None else _product([m.alpha, s])
+
+
+def _self_scale(st: Statement) -> E.Expr | None:
+    """``s`` when ``st`` is ``C(i, j) = C(i, j) * s`` in any association of
+    the factors, ``s`` a product of scalars (:func:`_is_scalar`); else ``None``."""
+    factors = _factors(st.rhs)
+    own = [f for f in factors if f == st.lhs]
+    rest = [f for f in factors if f != st.lhs]
+    if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
+        return None
+    return _product(rest)
+
+
+def _each_called_once(program: Program, m: GemmMatch, st: Statement) -> bool:
+    """Whether ``st`` writes exactly the elements of C the call of ``m``
+    writes (isl, under the parameter context), each once."""
+    ctx = program.parameter_domain()
+    return (st.write.range().intersect_params(ctx).is_equal(
+        _called(program, m).range().intersect_params(ctx))
+        and st.write.intersect_domain(st.domain).intersect_params(ctx).is_injective())
 
 
 def _called(program: Program, m: GemmMatch) -> isl.Map:
@@ -529,23 +538,12 @@ def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | Non
         factors = _factors(cand.rhs)
         beta = _product(factors) if all(_is_scalar(f) for f in factors) else None
     elif cand.kind == "assign" and cand.op == "=":
-        factors = _factors(cand.rhs)
-        own = [f for f in factors if f == cand.lhs]
-        rest = [f for f in factors if f != cand.lhs]
-        if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
-            return None
-        beta = _product(rest)
+        beta = _self_scale(cand)
     else:
         return None
     if beta is None or _tensors(beta) & ({m.c, m.a, m.b, m.bias} | _tensors(m.alpha)):
         return None
-    ctx = program.parameter_domain()
-    if not cand.write.range().intersect_params(ctx).is_equal(
-            _called(program, m).range().intersect_params(ctx)):
-        return None
-    if not cand.write.intersect_domain(cand.domain).intersect_params(ctx).is_injective():
-        return None
-    return beta
+    return beta if _each_called_once(program, m, cand) else None
 
 
 def register(name: str, description: str, implementations: dict, *, config=None):
