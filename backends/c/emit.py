@@ -343,7 +343,7 @@ class _Emitter:
         trip = self._trip(n)
         if trip is None:
             return vector
-        return [c.If(f"{trip} >= {SIMD_MIN_TRIP}", c.Block(vector), c.Block(scalar))]
+        return [c.If(f"{trip} >= INT64_C({SIMD_MIN_TRIP})", c.Block(vector), c.Block(scalar))]
 
     @staticmethod
     def _const_trip(n: L.For) -> int | None:

@@ -190,7 +190,7 @@ def test_short_reductions_run_sequentially(n):
     D, O = k(X, Y)
     np.testing.assert_allclose(D, d, rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(O, np.exp(-d).sum(-1), rtol=2e-5)
-    assert ">= 16)" in k.source and "omp simd reduction(+:polyc_acc)" in k.source
+    assert ">= INT64_C(16))" in k.source and "omp simd reduction(+:polyc_acc)" in k.source
 
 
 def test_a_constant_short_reduction_is_not_vectorised():
