@@ -99,8 +99,9 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
             for it, t, d in m.extents}
     if m.block:
         row = m.m[0]
-        ext1[row] = (f"polyc_min({m.block}, {ext1[row]} - "
-                     f"{m.block} * ({em._printer().index(E.Index(m.block_iter))}))")
+        rows = em._printer().index(E.Const(m.block))          # INT64_C(...)
+        ext1[row] = (f"polyc_min({rows}, {ext1[row]} - "
+                     f"{rows} * ({em._printer().index(E.Index(m.block_iter))}))")
 
     def ext(group: tuple) -> str:
         return " * ".join(ext1[it] for it in group)

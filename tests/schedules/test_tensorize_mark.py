@@ -262,7 +262,7 @@ def test_calls_per_block_of_rows_below_a_row_tile():
     assert "tensorize:gemm:S0:8" in str(s)
     k = check(s, dict(M=21, N=13, K=9))
     assert "(8 rows of m per call)" in k.explain()
-    assert "polyc_min(8, " in k.source
+    assert "polyc_min(INT64_C(8), " in k.source
     replayed = Schedule.replay(program(GEMM), s.to_json())
     assert compile_schedule(replayed).source == k.source
 
