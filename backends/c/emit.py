@@ -346,14 +346,19 @@ class _Emitter:
         return [c.If(f"{trip} >= INT64_C({SIMD_MIN_TRIP})", c.Block(vector), c.Block(scalar))]
 
     @staticmethod
-    def _const_trip(n: L.For) -> int | None:
-        """``n``'s number of iterations when its bounds are constants (unit
-        step, ``it < U`` or ``it <= U``), else ``None``."""
+    def _counted(n: L.For) -> bool:
+        """Whether ``n``'s condition is ``iterator < bound`` or ``<=``."""
         cond = n.cond
-        if int(n.step) == 1 and isinstance(cond, E.Binary) and cond.op in ("<", "<=") \
-                and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator \
-                and isinstance(cond.rhs, E.Const) and isinstance(n.init, E.Const):
-            return int(cond.rhs.value) - int(n.init.value) + (1 if cond.op == "<=" else 0)
+        return (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
+                and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator)
+
+    @classmethod
+    def _const_trip(cls, n: L.For) -> int | None:
+        """``n``'s number of iterations when its bounds are constants (unit
+        step), else ``None``."""
+        if cls._counted(n) and int(n.step) == 1 and isinstance(n.cond.rhs, E.Const) \
+                and isinstance(n.init, E.Const):
+            return int(n.cond.rhs.value) - int(n.init.value) + (n.cond.op == "<=")
         return None
 
     def hoisted_loop(self, n: L.For) -> c.Generable | None:
@@ -413,10 +418,9 @@ class _Emitter:
     def _trip(self, n: L.For) -> str | None:
         """The C expression of ``n``'s trip count (``None`` when its condition
         is not ``iterator < bound`` or ``<=``)."""
-        cond = n.cond
-        if not (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
-                and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator):
+        if not self._counted(n):
             return None
+        cond = n.cond
         ip = self.loop_printer.index
         trip = f"({ip(cond.rhs)}) - ({ip(n.init)})" + (" + INT64_C(1)" if cond.op == "<=" else "")
         step = int(n.step)

@@ -98,10 +98,9 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
             f"({em.loop_printer.index(E.map_expr(d, as_param))})"
             for it, t, d in m.extents}
     if m.block:
-        row = m.m[0]
-        rows = em._printer().index(E.Const(m.block))          # INT64_C(...)
-        ext1[row] = (f"polyc_min({rows}, {ext1[row]} - "
-                     f"{rows} * ({em._printer().index(E.Index(m.block_iter))}))")
+        ip = em._printer().index
+        rows = ip(E.Const(m.block))                         # INT64_C(...)
+        ext1[m.m[0]] = f"polyc_min({rows}, {ext1[m.m[0]]} - {rows} * ({ip(E.Index(m.block_iter))}))"
 
     def ext(group: tuple) -> str:
         return " * ".join(ext1[it] for it in group)

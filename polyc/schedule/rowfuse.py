@@ -58,6 +58,7 @@ from polyc import dependence
 from polyc import expr as E
 from polyc.dependence import Dependences
 from polyc.ir import Program, Statement
+from polyc.machine import gemm_rows
 
 from . import legality, tensorize, tensorize_auto
 from .initial import annotate
@@ -95,11 +96,7 @@ def row_fused(sched: isl.Schedule, program: Program, deps: Dependences
     if not _rows_independent(outer, deps):
         return None
     node = isl.Schedule.from_domain(program.domain()).get_root().child(0)
-    node = node.insert_partial_schedule(outer).child(0)
-    filters = isl.UnionSetList.alloc(node.get_ctx(), len(stmts))
-    for s in stmts:
-        filters = filters.add(isl.UnionSet.from_set(s.domain))
-    node = node.insert_sequence(filters)
+    node = _sequence(node.insert_partial_schedule(outer).child(0), [[s] for s in stmts])
     for i, s in enumerate(stmts):
         inner = [it for it in s.iterators if it not in rows[s.name]]
         if inner:
@@ -216,7 +213,6 @@ def default_row_block() -> int:
     (:func:`polyc.machine.gemm_rows`: 70 with AVX-512, 66 with AVX2): a block
     of 64 rows leaves a register tile 8 of 14 rows full, and measured 8% slower
     on 8 x 512 x 64 attention (AMD EPYC, AVX-512) than 56, 70 or 112."""
-    from polyc.machine import gemm_rows
     mr = gemm_rows()
     return -(-ROW_BLOCK // mr) * mr
 

@@ -71,18 +71,19 @@ def mark_name(intrinsic: str, statement: str, rows: int = 0) -> str:
     return f"{MARK}:{intrinsic}:{statement}" + (f":{rows}" if rows else "")
 
 
-def parse_mark(name: str) -> tuple[str, str] | None:
-    """``(intrinsic, statement)`` of a tensorize mark's name, else ``None``."""
+def _parsed(name: str) -> tuple[str, str, int] | None:
+    """``(intrinsic, statement, rows)`` of a tensorize mark's name (rows 0:
+    whole slices), else ``None``."""
     parts = name.split(":")
     if parts[0] == MARK and (len(parts) == 3 or (len(parts) == 4 and parts[3].isdigit())):
-        return parts[1], parts[2]
+        return parts[1], parts[2], int(parts[3]) if len(parts) == 4 else 0
     return None
 
 
-def mark_rows(name: str) -> int:
-    """The rows per call of a tensorize mark's name (0: whole slices)."""
-    parts = name.split(":")
-    return int(parts[3]) if len(parts) == 4 and parts[3].isdigit() else 0
+def parse_mark(name: str) -> tuple[str, str] | None:
+    """``(intrinsic, statement)`` of a tensorize mark's name, else ``None``."""
+    found = _parsed(name)
+    return found[:2] if found else None
 
 
 def row_blocked(program: Program, m, rows: int):
@@ -304,7 +305,7 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
             raise ScheduleError("the band holds a promotion or another tensorize mark: "
                                 "tensorize first, then promote elsewhere")
     m = _match_below(program, intrinsic, tree.statements_of(top), parallel, known)
-    m = row_blocked(program, m, rows or getattr(m, "block", 0))
+    m = row_blocked(program, m, rows or m.block)
     if isinstance(m, str):
         raise ScheduleError(m)
     reason = _prefix_reason(top, program, m)
@@ -407,10 +408,9 @@ def marks(schedule: isl.Schedule) -> list[tuple[tuple[int, ...], str, str, int]]
     out = []
     for n in tree.walk(schedule.get_root()):
         if n.get_type() == _MARK:
-            name = n.mark_get_id().get_name()
-            found = parse_mark(name)
+            found = _parsed(n.mark_get_id().get_name())
             if found:
-                out.append((tree.path_of(n), *found, mark_rows(name)))
+                out.append((tree.path_of(n), *found))
     return out
 
 
