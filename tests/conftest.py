@@ -1,15 +1,22 @@
 """Shared test configuration: ``--accept`` for golden files, tool probes that
-never raise, and skipping of ``gpu``/``nvcc`` tests when the tool is missing."""
+never raise, and skipping of ``gpu``/``nvcc`` tests when the tool is missing.
+The workloads in ``benchmarks/`` at the repository root, which is not
+installed, are made importable here for every test file (appended, so the
+installed polyc still comes first)."""
 
 from __future__ import annotations
 
 import difflib
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.append(_ROOT)
 
 
 def pytest_addoption(parser):
