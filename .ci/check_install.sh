@@ -6,7 +6,7 @@ set -euo pipefail
 repo=$1
 for where in "$(mktemp -d)" "$repo"; do
   (cd "$where"
-   python -c "import polyc, polyc.frontend.tc, polyc.backends.c.emit, sys; \
+   python -c "import polyc, polyc.frontend.tc, polyc.backends.c.emit, polyc.backends.cuda.emit, sys; \
 print('polyc', polyc.__version__, 'from', polyc.__file__)"
    python -c "from polyc.backends.c.intrinsics import DIRECTORY, library_source; \
 assert all((DIRECTORY / h).is_file() for h in ('gemm.h', 'gemm_api.h')), \

@@ -21,6 +21,7 @@ from .config import Config  # noqa: E402
 from .errors import (  # noqa: E402,F401
     BindingError,
     CompileError,
+    DeviceError,
     DTypeError,
     EinsumError,
     EinsumPathError,
@@ -42,7 +43,8 @@ __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "DTypeError", "BindingError", "UnsupportedError", "EinsumError",
            "EinsumPathError", "IntrinsicError", "PathNameError", "PathIndexError",
            "IncompletePathError",
-           "IllegalScheduleError", "ScheduleError", "CompileError", "compile", "einsum",
+           "IllegalScheduleError", "ScheduleError", "CompileError", "DeviceError",
+           "compile", "einsum",
            "einsum_path",
            "Kernel", "Schedule", "Loop", "program", "kernel", "jit", "TraceError"]
 

@@ -177,7 +177,7 @@ def compile_with_schedule(program, schedule, config: Config):
     return compile_schedule(Schedule.replay(program, schedule), config)
 
 
-def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A001
+def compile(source: str, *, target: str | None = None, schedule: Any = None,  # noqa: A001
             config: Config | None = None, dtype: str | None = None,
             filename: str = "<tc>") -> Kernel | dict[str, Kernel]:
     """Compile Tensor Comprehensions ``source``.
@@ -191,6 +191,14 @@ def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A0
     no ``def``), :class:`~polyc.errors.UnsupportedError`,
     :class:`~polyc.errors.CompileError`.
 
+    ``target``: ``"c"`` (C with OpenMP) or ``"cuda"`` (CUDA kernels mapped
+    from the schedule tree, :mod:`polyc.schedule.gpu_mapping`; built with
+    nvcc and run with pycuda, or on the CPU with ``Config(emulate=True)``);
+    ``None`` keeps ``config.target``.  Raises
+    :class:`~polyc.errors.PolycError` for another name,
+    :class:`~polyc.errors.ToolMissingError` without nvcc or pycuda,
+    :class:`~polyc.errors.DeviceError` without a GPU.
+
     ``schedule``: compile under a user schedule instead of the automatic one:
     a :class:`polyc.Schedule` (e.g. ``kernel.schedule.tile(...)``) or a
     recipe (:meth:`polyc.Schedule.to_recipe`, its JSON text, or a path to a
@@ -199,9 +207,9 @@ def compile(source: str, *, target: str = "c", schedule: Any = None,  # noqa: A0
     of another program, :class:`~polyc.errors.IllegalScheduleError` for an
     illegal one.
     """
-    if target != "c":
-        raise UnsupportedError(f"target {target!r} is not supported yet; use target='c'")
     config = config or Config.from_env()
+    if target is not None:
+        config = config.replace(target=target)
     module = tc.require_definitions(tc.parse(source, filename))
     names = [d.name for d in module.defs]
     schedules = _schedules_by_def(schedule, names)

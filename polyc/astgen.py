@@ -21,7 +21,8 @@ import islpy as isl
 from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
-from .loopnest import Block, For, If, Local, Node, StmtInstance, perfect_depth
+from .loopnest import Block, For, If, Launch, Local, Node, StmtInstance, perfect_depth
+from .schedule import gpu_mapping
 from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .schedule.promotion import LOCAL_MARK
 
@@ -96,6 +97,36 @@ def _flag_parallel(node: Node, depth: int | None, collapse: int) -> Node:
         f, parallel=True, collapse=perfect_depth(f, collapse, names)))
 
 
+def _map_fors(node: Node, fn) -> Node:
+    """``node`` with every For ``f`` (at any depth) replaced by ``fn(f)``."""
+    if isinstance(node, For):
+        return fn(replace(node, body=_map_fors(node.body, fn)))
+    if isinstance(node, Block):
+        return Block(tuple(_map_fors(c, fn) for c in node.children))
+    if isinstance(node, If):
+        return If(node.cond, _map_fors(node.then, fn),
+                  None if node.otherwise is None else _map_fors(node.otherwise, fn))
+    if isinstance(node, (Local, Launch)):
+        return replace(node, body=_map_fors(node.body, fn))
+    return node
+
+
+def _gpu_mapped(mark: tuple[str, int, int], body: Node) -> Node:
+    """The loop nest below a GPU mark (:mod:`polyc.schedule.gpu_mapping`):
+    a :class:`Launch` for ``gpu_kernel``; for ``gpu_blocks``/``gpu_threads``
+    at depth ``d`` over ``n`` members, the loops ``c<d>`` ... ``c<d+n-1>``
+    mapped to the block (thread) indices, the innermost on ``x``.  isl
+    prints no loop for a member with one value; the CUDA printer runs what
+    lies outside a loop of an axis on index 0 of that axis."""
+    kind, depth, n = mark
+    if kind == "kernel":
+        return Launch(depth, body)
+    what = "block" if kind == "blocks" else "thread"
+    axes = {f"c{depth + j}": f"{what}.{gpu_mapping.AXES[n - 1 - j]}" for j in range(n)}
+    return _map_fors(body, lambda f: replace(f, mapped=axes[f.iterator])
+                     if f.iterator in axes else f)
+
+
 def to_loopnest(ast: isl.AstNode, params: frozenset[str],
                 local_tensors: dict | None = None) -> Node:
     """Translate an isl AST into a LoopNest.  ``local_tensors``: the local
@@ -139,6 +170,9 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
                 return _flag_outer_fors(body, loop, simd=True)
             if mark == SIMD_REDUCTION:
                 return _flag_outer_fors(body, loop, reduction=True)
+            gpu = gpu_mapping.parse_mark(mark)
+            if gpu is not None:
+                return _gpu_mapped(gpu, body)
             if mark.startswith(LOCAL_MARK):
                 t = local_tensors[mark[len(LOCAL_MARK):]]
                 return Local(t.name, t.dtype, t.constant_shape(), body)

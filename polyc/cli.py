@@ -173,7 +173,28 @@ def _config(args):
             flag = "--" + dest.replace("_", "-")
             raise UsageError(f"{flag}: this polyc has no Config.{name}")
         overrides[name] = value if dest in ("fusion", "row_block") else False
+    if getattr(args, "target", None):
+        overrides["target"] = args.target
+    if getattr(args, "emulate", False):
+        overrides["target"] = "cuda"
+        overrides["emulate"] = True
+    if getattr(args, "gpu_block", None):
+        try:
+            overrides["gpu_block"] = tuple(int(x) for x in args.gpu_block.split(","))
+        except ValueError:
+            raise UsageError(f"--gpu-block: expected thread counts such as 8,32, got "
+                             f"{args.gpu_block!r}") from None
     return Config.from_env(**overrides)
+
+
+def _gpu_lowered(program, config, user):
+    """The GPU lowering of ``program`` (``--target cuda``); a user schedule
+    is not mapped yet."""
+    if user is not None:
+        raise UsageError("--schedule with --target cuda: user schedules are not mapped "
+                         "to the GPU yet; leave out --schedule")
+    from .gpu_pipeline import lower_gpu
+    return lower_gpu(program, config)
 
 
 def _user_schedule(args, program):
@@ -280,6 +301,17 @@ def cmd_compile(args) -> int:
     if args.emit == "program":
         print(program, end="")
         return 0
+    if config.target == "cuda" and args.emit in ("ast", "c", "cuda"):
+        from polyc.backends.cuda import emit as cuda_emit
+        low = _gpu_lowered(program, config, user)
+        if args.emit == "ast":
+            from .loopnest import format_loopnest
+            print(format_loopnest(low.loopnest), end="")
+        else:
+            print(cuda_emit.emit(low.program, low.loopnest, list(low.kernels)).text, end="")
+        return 0
+    if args.emit == "cuda":
+        raise UsageError("--emit cuda needs --target cuda")
     if user is not None:
         schedule, low = user, None
     else:
@@ -363,13 +395,21 @@ def cmd_explain(args) -> int:
     program, sizes = _load(args)
     config = _config(args)
     schedule = _user_schedule(args, program)
-    low = None
-    if schedule is None:
+    low = gpu = None
+    if config.target == "cuda":
+        from .schedule.language import Schedule
+        gpu = _gpu_lowered(program, config, schedule)
+        schedule = Schedule.from_isl(*gpu.schedule_view())
+    elif schedule is None:
         schedule, low = _automatic_schedule(program, config)
     drawn = _plot(args, schedule, sizes) if args.plot else None
     result = explain(schedule, as_json=args.json, config=config, sizes=sizes or None)
-    from .pipeline import with_notes
-    result = with_notes(result, low)
+    if gpu is not None:
+        from .gpu_pipeline import with_mapping
+        result = with_mapping(result, gpu, emulated=config.emulate)
+    else:
+        from .pipeline import with_notes
+        result = with_notes(result, low)
     if args.json:
         if drawn is not None:
             result["plot"] = drawn
@@ -468,6 +508,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--row-block", type=int, metavar="N",
                        help="rows per block of a row-blocked chain through GEMM calls "
                        "such as attention (Config.row_block; 0: automatic, 1: off)")
+        p.add_argument("--target", choices=("c", "cuda"),
+                       help="generate C/OpenMP (default) or CUDA (Config.target)")
+        p.add_argument("--emulate", action="store_true",
+                       help="--target cuda, run on the CPU emulator (Config.emulate)")
+        p.add_argument("--gpu-block", metavar="Y,X",
+                       help="with --target cuda: threads per block per mapped loop, "
+                       "innermost last (Config.gpu_block)")
 
     run = sub.add_parser("run", help="compile, run on seeded random inputs, check, time")
     common(run)
@@ -483,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(comp)
     scheduling(comp)
     comp.add_argument("--emit", choices=("program", "deps", "schedule", "loopnest",
-                                         "recipe", "ast", "c"), default="c",
+                                         "recipe", "ast", "c", "cuda"), default="c",
                       help="schedule: the tree with loop names; loopnest: the loops it "
                       "produces; recipe: the transformations as JSON")
     comp.set_defaults(func=cmd_compile)

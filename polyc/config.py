@@ -29,6 +29,10 @@ _SANITIZER_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
 FUSION_STRATEGIES = ("isl", "max", "min", "smart", "preserve_coincident")
 
 
+#: Code generation targets (``Config.target``).
+TARGETS = ("c", "cuda")
+_CUDA_ARCH = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
+
 #: How generated parallel loops hand out iterations (``Config.omp_schedule``).
 OMP_SCHEDULES = ("auto", "dynamic", "static")
 
@@ -127,6 +131,25 @@ class Config:
         "for one element) instead of an allocated array (polyc.schedule.contraction); "
         "POLYC_CONTRACT=0 turns it off", True))
 
+    target: str = field(default="c", metadata=_opt(
+        "what the kernel is generated for (polyc.compile(target=...), the CLI's "
+        "--target): 'c' (C with OpenMP, built with Config.cc) or 'cuda' (CUDA "
+        "kernels mapped from the schedule tree, polyc.schedule.gpu_mapping; built "
+        "with nvcc, launched with pycuda, or emulated on the CPU: Config.emulate)", True))
+    emulate: bool = field(default=False, metadata=_opt(
+        "with target='cuda': run the mapped kernels on the CPU (POLYC_CUDA_EMULATE=1): "
+        "the same loop nest printed as C, each launch a loop over its blocks and "
+        "threads (backends/cuda/emulate.py), so a mapping is checked without a GPU", True))
+    emulate_reverse: bool = field(default=False, metadata=_opt(
+        "with emulate: run the threads of each emulated block in reverse order (a "
+        "mapping that depends on the order of threads gives other results)", True))
+    gpu_block: tuple[int, ...] = field(default=(), metadata=_opt(
+        "threads per block per mapped loop, innermost last (POLYC_GPU_BLOCK=8,32; "
+        "outer loops it does not cover get one thread); empty: 256 threads, 32 along "
+        "the innermost loop (polyc.schedule.gpu_mapping.DEFAULT_BLOCK)", True))
+    cuda_arch: str = field(default="sm_90", metadata=_opt(
+        "the GPU architecture nvcc compiles for (POLYC_CUDA_ARCH; sm_75 and newer)", True))
+
     omp_schedule: str = field(default="auto", metadata=_opt(
         "how the iterations of a generated parallel loop are handed to the threads "
         "(POLYC_OMP_SCHEDULE): 'auto' (the default: dynamic chunks of about trip / (4 * "
@@ -166,6 +189,21 @@ class Config:
         if nt is not None and (isinstance(nt, bool) or not isinstance(nt, int) or nt < 1):
             raise PolycError(f"Config.num_threads must be a positive number of threads or "
                              f"None (all cores), got {nt!r} (e.g. POLYC_NUM_THREADS=2)")
+        if self.target not in TARGETS:
+            raise PolycError(f"Config.target must be one of {', '.join(TARGETS)}, got "
+                             f"{self.target!r} (e.g. polyc compile --target cuda)")
+        if not _CUDA_ARCH.match(str(self.cuda_arch)) or int(self.cuda_arch[3:]) < 75:
+            raise PolycError(f"Config.cuda_arch must name an architecture sm_75 or newer "
+                             f"(sm_80, sm_90, ...), got {self.cuda_arch!r} "
+                             f"(e.g. POLYC_CUDA_ARCH=sm_80)")
+        gb = self.gpu_block
+        if isinstance(gb, int) and not isinstance(gb, bool):
+            gb = (gb,)
+        if (not isinstance(gb, (tuple, list)) or len(gb) > 3
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in gb)):
+            raise PolycError(f"Config.gpu_block must be up to 3 positive thread counts, "
+                             f"innermost last, got {gb!r} (e.g. POLYC_GPU_BLOCK=8,32)")
+        object.__setattr__(self, "gpu_block", tuple(gb))
         rb = self.row_block
         if isinstance(rb, bool) or not isinstance(rb, int) or rb < 0:
             raise PolycError(f"Config.row_block must be a number of rows >= 0 (0: automatic, "
@@ -181,7 +219,8 @@ class Config:
             raise PolycError(f"Config.fusion must be one of {', '.join(FUSION_STRATEGIES)}, "
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
                              f"polyc compile --fusion smart)")
-        for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize"):
+        for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
+                     "emulate", "emulate_reverse"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -242,6 +281,17 @@ class Config:
                 raise PolycError(f"POLYC_ROW_BLOCK={rb!r} is not a number of rows; set a "
                                  f"number >= 0 (0: automatic, 1: off), or unset it")
             kw["row_block"] = int(rb)
+        if _env("POLYC_CUDA_EMULATE") == "1":
+            kw["emulate"] = True
+        if _env("POLYC_CUDA_ARCH"):
+            kw["cuda_arch"] = _env("POLYC_CUDA_ARCH")
+        gb = _env("POLYC_GPU_BLOCK")
+        if gb:
+            parts = [x.strip() for x in gb.split(",")]
+            if not all(x.isdigit() for x in parts):
+                raise PolycError(f"POLYC_GPU_BLOCK={gb!r} is not a list of thread counts; "
+                                 f"set e.g. 8,32 or unset it")
+            kw["gpu_block"] = tuple(int(x) for x in parts)
         if _env("POLYC_CONTRACT") == "0":
             kw["contract"] = False
         if _env("POLYC_DUMP") == "1":

@@ -38,7 +38,8 @@ _LOCK = threading.Lock()
 
 def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
            dtype: Any = None, casting: str = "safe", optimize: Any = False,
-           config: Config | None = None, **unsupported: Any) -> Any:
+           config: Config | None = None, target: str | None = None,
+           **unsupported: Any) -> Any:
     """Evaluate the Einstein summation ``subscripts`` on ``operands`` as
     ``numpy.einsum`` does (same subscript grammar, including the interleaved
     ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])`` form, same
@@ -50,6 +51,9 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     dtype under ``casting``).  The computation type must be float32,
     float64, int32 or int64.  Returns a new array (a numpy scalar for a 0-d
     result) or ``out``; never a view of an operand.
+
+    ``target``: ``"c"`` or ``"cuda"`` (see :func:`polyc.compile`); ``None``
+    keeps ``config.target``.
 
     ``optimize`` is numpy's: ``False`` (the default, as in numpy) compiles
     the whole call into one loop nest; ``True``, ``'greedy'``, ``'optimal'``,
@@ -99,6 +103,8 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
         raise EinsumError("operand array with iterator write flag set is read-only")
     compute = _compute_dtype(arrays, out, dtype, casting)
     config = config if config is not None else Config.from_env()
+    if target is not None:
+        config = config.replace(target=target)
     steps = () if opt.strategy is None else plan_for_spec(
         spec, tuple(a.dtype for a in arrays), opt, compute.name, dtype is not None)
     if len(steps) > 1:

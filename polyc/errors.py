@@ -201,6 +201,13 @@ class LoadError(CompileError):
     names the directory and the variable (``POLYC_CACHE_DIR``) that moves it."""
 
 
+class DeviceError(PolycError):
+    """No usable GPU for a ``target="cuda"`` kernel (no device, a driver
+    error, a launch the device refuses, a host array where a device array is
+    needed); the message says what to do (``Config(emulate=True)`` runs the
+    kernel on the CPU)."""
+
+
 class SanitizerError(PolycError):
     """A kernel built with ``Config.sanitize`` (``POLYC_SANITIZE``) cannot be
     loaded safely: the sanitizer's runtime is not loaded first in this process

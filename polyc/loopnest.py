@@ -36,6 +36,11 @@ class For(Node):
     simd: bool = False
     reduction: bool = False
     collapse: int = 1
+    #: a loop of a GPU kernel mapped to a CUDA index (``"block.x"``,
+    #: ``"thread.y"``, ...): each block (thread) runs the iterations
+    #: ``init + step * index``, ``+ step * (blocks or threads on that axis)``,
+    #: ...; ``""`` for a loop every thread runs whole
+    mapped: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,17 @@ class Local(Node):
     name: str
     dtype: str
     sizes: tuple[int, ...]
+    body: Node
+
+
+@dataclass(frozen=True)
+class Launch(Node):
+    """A GPU kernel launch (:mod:`polyc.schedule.gpu_mapping`): ``body`` runs
+    on every thread of the grid of kernel ``kernel``; the mapping says how
+    many blocks and threads, and its loops are :class:`For` nodes whose
+    ``mapped`` names the CUDA index they stride over.  What surrounds a
+    ``Launch`` runs on the host."""
+    kernel: int
     body: Node
 
 
@@ -122,7 +138,7 @@ def walk(node: Node):
     elif isinstance(node, Block):
         for c in node.children:
             yield from walk(c)
-    elif isinstance(node, Local):
+    elif isinstance(node, (Local, Launch)):
         yield from walk(node.body)
 
 
@@ -132,7 +148,8 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
     if isinstance(node, For):
         par = "parallel" if node.collapse == 1 else f"parallel collapse({node.collapse})"
         tags = [t for t, on in ((par, node.parallel), ("simd", node.simd),
-                                ("reduction", node.reduction)) if on]
+                                ("reduction", node.reduction), (node.mapped, node.mapped))
+                if on]
         head = (f"{pad}for {node.iterator} = {E.to_text(node.init)}; "
                 f"{E.to_text(node.cond)}; += {node.step}")
         head += f"  [{', '.join(tags)}]" if tags else ""
@@ -147,6 +164,8 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
     if isinstance(node, Local):
         return (f"{pad}local {node.name}: {node.dtype}[{', '.join(map(str, node.sizes))}]\n"
                 + format_loopnest(node.body, indent + 1))
+    if isinstance(node, Launch):
+        return f"{pad}launch kernel {node.kernel}\n" + format_loopnest(node.body, indent + 1)
     if isinstance(node, StmtInstance):
         return f"{pad}{node.statement}({', '.join(E.to_text(a) for a in node.args)})\n"
     raise AssertionError(type(node))

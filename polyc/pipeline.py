@@ -259,6 +259,11 @@ def compile_schedule(schedule, config: Config | None = None):
     from polyc.backends.c import build, emit
 
     config = config or Config.from_env()
+    if config.target == "cuda":
+        from .errors import UnsupportedError
+        raise UnsupportedError(
+            "user schedules are not mapped to the GPU yet: compile for target='cuda' "
+            "without schedule= (the automatic mapping), or for target='c'")
     from .custom_intrinsics import registry_fingerprint
     program = schedule.program
     # a user intrinsic's implementation is part of the code a mark lowers to
@@ -317,6 +322,9 @@ def compile_programs(programs: list[Program], config: Config | None = None) -> l
 
     from polyc.backends.c import build
     config = config or Config.from_env()
+    if config.target == "cuda":
+        from .gpu_pipeline import compile_gpu
+        return [compile_gpu(p, config) for p in programs]
     staged = [_lowered_source(p, config) for p in programs]
     texts = [src.text for _, src, _ in staged]
     if len(texts) > 1:

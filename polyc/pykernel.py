@@ -109,8 +109,11 @@ class PyKernel:
         return f"<polyc.kernel {self.__name__}>"
 
 
-def kernel(fn=None, *, config: Config | None = None):
-    """Decorator: ``@polyc.kernel`` or ``@polyc.kernel(config=...)``."""
+def kernel(fn=None, *, config: Config | None = None, target: str | None = None):
+    """Decorator: ``@polyc.kernel``, ``@polyc.kernel(config=...)`` or
+    ``@polyc.kernel(target="cuda")`` (``target`` overrides ``config.target``)."""
+    if target is not None:
+        config = (config or Config.from_env()).replace(target=target)
     if fn is None:
         return lambda f: PyKernel(f, config)
     return PyKernel(fn, config)

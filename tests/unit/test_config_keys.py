@@ -34,6 +34,11 @@ CODEGEN_ALTERNATIVES = {
     "contract": False,     # array contraction: not yet a field on every branch
     "row_block": 1,
     "omp_schedule": "static",
+    "target": "cuda",
+    "emulate": True,
+    "emulate_reverse": True,
+    "gpu_block": (16, 16),
+    "cuda_arch": "sm_80",
 }
 
 #: fields that never change the code of a kernel -> (another valid value, why).

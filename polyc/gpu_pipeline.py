@@ -1,0 +1,132 @@
+"""The compilation pipeline of ``target="cuda"``, in order.
+
+``compile_gpu(program, config) -> kernel``:
+
+1. preconditions (``bounds``), as for C;
+2. dependences (``dependence.compute``);
+3. schedule (``schedule.initial``) with outer coincidence, so that the
+   outermost member of each band is parallel where one can be;
+4. mapping (``schedule.gpu_mapping``): kernels, host loops, tile loops to
+   blocks and point loops to threads;
+5. legality of the whole tree (``schedule.legality.check``) and the proof
+   of the mapping (``schedule.gpu_verify.verify``);
+6. AST (``astgen``): a LoopNest with ``Launch`` nodes and mapped loops;
+7. CUDA source (``backends.cuda.emit``);
+8. with ``Config.emulate``: the same kernels as C, built and run on the CPU
+   (an :class:`EmulatedKernel`); otherwise nvcc builds a cubin
+   (``backends.cuda.build``) that pycuda loads and launches
+   (``polyc.gpu_runtime.CudaKernel``).
+
+Tensorization, row fusion, array contraction and promotion are C-backend
+passes and do not run here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import astgen, bounds, dependence
+from .config import Config
+from .ir import Program
+from .lowered import Lowered
+from .runtime import Kernel
+from .schedule import gpu_mapping, gpu_verify, initial, legality
+
+
+@dataclass(frozen=True)
+class GpuLowered(Lowered):
+    """:class:`~polyc.lowered.Lowered` plus the mapping: ``kernels`` (one
+    :class:`~polyc.schedule.gpu_mapping.KernelMapping` per launch),
+    ``mapped`` (the schedule with its GPU marks; ``schedule`` is the tree
+    before mapping, which :attr:`Kernel.schedule` shows and explains)."""
+    kernels: tuple = ()
+    mapped: object = None
+
+    def mapping_report(self) -> str:
+        return gpu_mapping.describe(list(self.kernels))
+
+
+def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
+    """Steps 1-6.  Raises :class:`~polyc.errors.IllegalScheduleError` when
+    the mapping fails its proof (a polyc bug), with a witness."""
+    config = config or Config.from_env()
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))  # 1
+    deps = dependence.compute(program)                                        # 2
+    if config.schedule == "identity":                                         # 3
+        sched = initial.annotate(initial.identity_schedule(program), deps.all())
+    else:
+        sched = initial.auto_schedule(program, deps, config.replace(outer_coincidence=True))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block)  # 4
+    legality.check(mapped, deps, program, what="the GPU schedule")            # 5
+    gpu_verify.verify(mapped, kernels, deps, program)
+    nest = astgen.generate(program, mapped)                                   # 6
+    return GpuLowered(program, deps, sched, nest, kernels=tuple(kernels), mapped=mapped)
+
+
+class EmulatedKernel(Kernel):
+    """A ``target="cuda"`` kernel run by the CPU emulator
+    (``Config(emulate=True)``): called like any :class:`~polyc.runtime.Kernel`
+    with numpy arrays; ``cuda_source`` is the CUDA text the same mapping
+    prints, ``source`` the emulator's C; :meth:`explain` adds the mapping
+    report."""
+
+    def __init__(self, program, source, library, config, *, lowered, cuda):
+        super().__init__(program, source, library, config, lowered=lowered)
+        self.cuda = cuda
+
+    @property
+    def cuda_source(self) -> str:
+        return self.cuda.text
+
+    @property
+    def kernels(self) -> tuple:
+        """The :class:`~polyc.schedule.gpu_mapping.KernelMapping` of each launch."""
+        return self._lowered.kernels
+
+    def explain(self, json: bool = False):
+        out = super().explain(json=json)
+        return with_mapping(out, self._lowered, emulated=True)
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("<polyc.Kernel", "<polyc.Kernel cuda (emulated)")
+
+
+def with_mapping(explained, low: GpuLowered, *, emulated: bool, resources=None):
+    """``explained`` with the GPU mapping report (JSON key ``"gpu"``:
+    ``{"kernels": [...], "emulated": bool, "resources": ...}``)."""
+    kernels = [{"index": k.index, "statements": list(k.statements),
+                "tile": list(k.tile), "blocks": list(k.block_axes),
+                "threads": list(k.thread_axes), "text": k.describe()}
+               for k in low.kernels]
+    if isinstance(explained, dict):
+        explained["gpu"] = {"kernels": kernels, "emulated": emulated,
+                            "resources": resources}
+        return explained
+    text = explained + "\nGPU mapping (polyc.schedule.gpu_mapping)"
+    text += " [emulated on the CPU]:\n" if emulated else ":\n"
+    text += "".join(f"  {k['text']}\n" for k in kernels)
+    if resources:
+        text += "".join(f"  ptxas {name}: {r}\n" for name, r in sorted(resources.items()))
+    return text
+
+
+def compile_gpu(program: Program, config: Config):
+    """Compile ``program`` for ``target="cuda"``: an :class:`EmulatedKernel`
+    with ``Config.emulate``, else a :class:`polyc.gpu_runtime.CudaKernel`.
+    Raises what :func:`lower_gpu` raises, :class:`~polyc.errors.CompileError`
+    (nvcc's or the C compiler's stderr), :class:`~polyc.errors.ToolMissingError`
+    without nvcc or pycuda, :class:`~polyc.errors.DeviceError` without a GPU."""
+    from polyc.backends.c import build
+    from polyc.backends.cuda import emit as cuda_emit
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))
+    low = lower_gpu(program, config)
+    cuda = cuda_emit.emit(low.program, low.loopnest, list(low.kernels))
+    if config.emulate:
+        source = cuda_emit.emulation_source(low.program, cuda, low.loopnest,
+                                            list(low.kernels), reverse=config.emulate_reverse)
+        lib = build.build_library(source.text, config=config)
+        return EmulatedKernel(program, source, lib, config, lowered=low, cuda=cuda)
+    from .gpu_runtime import CudaKernel
+    return CudaKernel(program, cuda, config, lowered=low)

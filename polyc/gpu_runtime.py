@@ -1,0 +1,201 @@
+"""Loading and launching CUDA kernels with pycuda (the CUDA launcher; the
+argument binder is the C runtime's :class:`polyc.runtime.Binder`).
+
+:class:`CudaKernel` is what ``polyc.compile(..., target="cuda")`` returns
+without ``Config.emulate``.  nvcc builds the cubin when the kernel is
+compiled (so a machine with nvcc but no GPU still proves the source
+compiles, and ptxas's resources are known); the first call imports pycuda,
+retains the device's primary context (shared with torch and CuPy) and loads
+the cubin (``module_from_buffer``).  pycuda is the ``cuda`` extra and is
+never imported for ``target="c"``.
+
+A call takes numpy arrays like a C kernel: the arguments are checked by the
+C runtime's :class:`polyc.runtime.Binder`, copied to the device explicitly,
+the host loop nest runs in Python launching each kernel with its grid and
+block (from the mapping's isl expressions, clamped to CUDA's grid limits:
+the kernels stride over their indices, so any grid is correct), and the
+written tensors are copied back.  Device arrays in and out without copies
+are not supported yet.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from polyc.backends.cuda.build import build_cubin
+from polyc.backends.cuda.emit import CudaSource, kernel_name
+
+from . import loopnest as L
+from .errors import DeviceError, ToolMissingError
+from .runtime import Binder, _py
+
+log = logging.getLogger(__name__)
+
+#: CUDA's grid limits (x, y, z).
+MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+
+
+def host_source(cuda: CudaSource) -> str:
+    """Python source of ``host(launch, <params>)``: the host loop nest of
+    ``cuda`` calling ``launch(kernel, grid, block, host_values)``.  Every
+    expression comes from isl (names are parameters and ``c<k>``)."""
+    lines = ["def host(launch" + "".join(f", p_{p}" for p in cuda.params) + "):"]
+
+    def go(n: L.Node, depth: int) -> None:
+        pad = "    " * depth
+        if isinstance(n, L.For):
+            it = "p_" + n.iterator
+            lines.append(f"{pad}{it} = {_py(n.init)}")
+            lines.append(f"{pad}while {_py(n.cond)}:")
+            go(n.body, depth + 1)
+            lines.append(f"{pad}    {it} += {int(n.step)}")
+        elif isinstance(n, L.If):
+            lines.append(f"{pad}if {_py(n.cond)}:")
+            go(n.then, depth + 1)
+            if n.otherwise is not None:
+                lines.append(f"{pad}else:")
+                go(n.otherwise, depth + 1)
+        elif isinstance(n, L.Block):
+            for ch in n.children:
+                go(ch, depth)
+        elif isinstance(n, L.Launch):
+            s = cuda.launches[n.kernel]
+            grid = ", ".join(_py(x) for x in s.grid)
+            block = ", ".join(_py(x) for x in s.block)
+            hosts = "".join(f"p_{h}, " for h in s.host_iterators)
+            lines.append(f"{pad}launch({int(n.kernel)}, ({grid}), ({block}), ({hosts}))")
+        else:
+            raise AssertionError(f"unexpected host node {type(n).__name__}")
+        lines.append(f"{pad}pass")
+    go(cuda.host, 1)
+    return "\n".join(lines) + "\n"
+
+
+def _pycuda():
+    try:
+        import pycuda.driver as drv
+    except ImportError:
+        raise ToolMissingError(
+            "running target='cuda' kernels needs pycuda (pip install 'polyc[cuda]'; pycuda "
+            "ships as source: build it where the CUDA headers are, with CUDA_ROOT set to "
+            "the toolkit); without a GPU, Config(emulate=True) runs them on the CPU") from None
+    return drv
+
+
+class CudaKernel:
+    """A compiled ``target="cuda"`` kernel (see the module docstring).
+    Attributes: ``program``, ``cuda_source``, ``cubin`` (bytes),
+    ``resources`` (ptxas's report per kernel), ``kernels`` (the mapping),
+    ``loopnest``."""
+
+    def __init__(self, program, cuda: CudaSource, config, *, lowered):
+        self.program = program
+        self.cuda = cuda
+        self.config = config
+        self._lowered = lowered
+        self.binder = Binder(program)
+        threads = {kernel_name(k): s.threads for k, s in cuda.launches.items()}
+        self._built = build_cubin(cuda.text, config=config, threads=threads)
+        namespace: dict = {"min": min, "max": max}
+        exec(compile(host_source(cuda), "<polyc host>", "exec"), namespace)  # noqa: S102
+        self._host = namespace["host"]
+        self._module = None
+        self._context = None
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    @property
+    def cuda_source(self) -> str:
+        return self.cuda.text
+
+    source = cuda_source
+
+    @property
+    def cubin(self) -> bytes:
+        return self._built.cubin
+
+    @property
+    def resources(self) -> dict:
+        return dict(self._built.resources)
+
+    @property
+    def kernels(self) -> tuple:
+        return self._lowered.kernels
+
+    @property
+    def loopnest(self):
+        return self._lowered.loopnest
+
+    @property
+    def schedule(self):
+        from polyc.schedule.language import Schedule
+        return Schedule.from_isl(*self._lowered.schedule_view())
+
+    def explain(self, json: bool = False):
+        from polyc.gpu_pipeline import with_mapping
+        from polyc.schedule.explain import explain
+        out = explain(self.schedule, as_json=json, config=self.config)
+        res = {k: str(v) for k, v in self._built.resources.items()}
+        return with_mapping(out, self._lowered, emulated=False, resources=res)
+
+    def _load(self):
+        if self._module is not None:
+            return self._module
+        drv = _pycuda()
+        try:
+            drv.init()
+            if drv.Device.count() == 0:
+                raise DeviceError("no CUDA device is present; Config(emulate=True) runs "
+                                  "target='cuda' kernels on the CPU")
+            self._context = drv.Device(0).retain_primary_context()
+            self._context.push()
+            self._module = drv.module_from_buffer(self._built.cubin)
+        except drv.Error as e:
+            raise DeviceError(f"CUDA could not load kernel {self.name}: {e}") from None
+        return self._module
+
+    def __call__(self, *args, out=None):
+        module = self._load()
+        drv = _pycuda()
+        pvals, buffers, results, copies = self.binder.bind(args, out)
+        if self.binder.all_empty(pvals):
+            return self._results(results, copies)
+        inputs = {t.name for t in self.program.tensors if t.role == "input"}
+        names = list(self.cuda.tensors)
+        device = [drv.to_device(np.ascontiguousarray(b)) for b in buffers]
+        ints = [np.int64(v) for v in pvals]
+
+        def launch(k, grid, block, hosts):
+            if min(grid) <= 0 or min(block) <= 0:
+                return
+            grid = tuple(int(min(g, m)) for g, m in zip(grid, MAX_GRID))
+            fn = module.get_function(kernel_name(k))
+            fn(*ints, *[np.int64(h) for h in hosts], *device,
+               grid=grid, block=tuple(int(b) for b in block))
+        try:
+            self._host(launch, *pvals)
+            drv.Context.synchronize()
+            for name, buf, dev in zip(names, buffers, device):
+                if name not in inputs:
+                    drv.memcpy_dtoh(buf, dev)
+        except drv.Error as e:
+            raise DeviceError(f"CUDA kernel {self.name} failed: {e}") from None
+        finally:
+            for dev in device:
+                dev.free()
+        return self._results(results, copies)
+
+    def _results(self, results, copies):
+        for tmp, dst in copies:
+            dst[...] = tmp
+        if not self.program.outputs:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def __repr__(self) -> str:
+        sig = ", ".join(self.program.signature)
+        return f"<polyc.Kernel cuda {self.name}({sig})>"

@@ -1,0 +1,296 @@
+"""Mapping a schedule tree onto CUDA blocks and threads.
+
+Takes the ``isl.Schedule`` of isl's scheduler (run with outer coincidence, so
+that the outermost member of a band is parallel wherever one can be) and
+returns it with every statement instance placed in one *kernel*, following
+PPCG (Verdoolaege et al., "Polyhedral parallel code generation for CUDA",
+TACO 2013; ``gpu.c``/``gpu_tree.c``):
+
+* walking down from the root, the first band whose outermost member is
+  coincident starts a kernel.  Its leading coincident members (at most 3)
+  are tiled (``isl_schedule_node_band_tile``); the outer (at most 2) tile
+  loops are mapped to blocks, the point loops to threads, the innermost
+  member on ``x`` so that consecutive threads touch consecutive elements;
+* a band whose outermost member carries a dependence, above a subtree that
+  has parallelism, stays on the host: its first member becomes a host loop
+  around the kernels of its subtree (a time loop around a stencil's sweeps);
+* a subtree with no coincident member at all (a recurrence, a scalar
+  statement) becomes a kernel of one block of one thread, so no data goes
+  back to the host between kernels; :func:`describe` says so.
+
+The result carries marks that :mod:`polyc.astgen` turns into loop nest
+nodes: ``gpu_kernel:<k>`` above each kernel's subtree
+(:class:`polyc.loopnest.Launch`), ``gpu_blocks:<depth>:<n>`` above the tile
+band and ``gpu_threads:<depth>:<n>`` above the point band (the loops
+``c<depth>`` ... ``c<depth+n-1>`` become loops mapped to block or thread
+indices).  A mapped loop strides over the indices (grid-stride and
+block-stride loops), so the code is correct for any grid and block size;
+:class:`KernelMapping` carries the tight sizes, computed with isl
+(``isl_set_dim_max``/``dim_min`` of the tile values), that the launch uses.
+Statements that isl prints outside a mapped loop (a degenerate member with
+one value) run on index 0 of that axis only.
+
+Legality: block and thread indices come from coincident members only, which
+carry no dependence, so no dependence crosses two threads of a launch;
+:mod:`polyc.schedule.gpu_verify` proves it (and everything else a launch
+needs) before any CUDA is printed.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import islpy as isl
+
+from ..errors import ScheduleError
+from ..ir import Program
+from .marks import coincident_members
+
+log = logging.getLogger(__name__)
+
+_T = isl.schedule_node_type
+
+KERNEL_MARK = "gpu_kernel"
+BLOCKS_MARK = "gpu_blocks"
+THREADS_MARK = "gpu_threads"
+
+#: Axis names, innermost mapped member first.
+AXES = "xyz"
+#: CUDA's limit on the threads of one block.
+MAX_THREADS = 1024
+#: Default threads per block per mapped member, by number of mapped members
+#: (innermost last): 256 threads, 32 along the innermost member (one warp
+#: reads 32 consecutive elements).
+DEFAULT_BLOCK = {1: (256,), 2: (8, 32), 3: (2, 4, 32)}
+
+
+@dataclass
+class KernelMapping:
+    """One kernel of a mapped schedule.
+
+    ``index``: the kernel's number (``polyc_k<index>`` in the CUDA source);
+    ``statements``: the statements it runs; ``host_depth``: the schedule
+    depth at which it starts (host loops ``c0`` .. ``c<host_depth-1>``
+    around it); ``tile``: threads per block per mapped member, outermost
+    first (empty: a one-thread kernel); ``n_block``: how many of the tile
+    loops map to blocks; ``block_depth``/``thread_depth``: schedule depths of
+    the tile and point bands; ``grid``/``block``: per mapped member,
+    outermost first, the number of blocks / threads as an ``isl.PwAff`` of
+    the size parameters (the tile values' range, tightened by isl; at most
+    the tile size for threads); ``reason``: why the kernel maps what it
+    maps."""
+    index: int
+    statements: tuple[str, ...]
+    host_depth: int
+    tile: tuple[int, ...] = ()
+    n_block: int = 0
+    block_depth: int = -1
+    thread_depth: int = -1
+    grid: list = field(default_factory=list)
+    block: list = field(default_factory=list)
+    reason: str = ""
+
+    @property
+    def block_axes(self) -> tuple[str, ...]:
+        """The CUDA axis of each block-mapped member, outermost first."""
+        return tuple(AXES[self.n_block - 1 - j] for j in range(self.n_block))
+
+    @property
+    def thread_axes(self) -> tuple[str, ...]:
+        n = len(self.tile)
+        return tuple(AXES[n - 1 - j] for j in range(n))
+
+    def describe(self) -> str:
+        stmts = ", ".join(self.statements)
+        if not self.tile:
+            return f"kernel {self.index} ({stmts}): one block of one thread: {self.reason}"
+        threads = " x ".join(str(t) for t in self.tile)
+        return (f"kernel {self.index} ({stmts}): {len(self.tile)} coincident member(s) at "
+                f"schedule depth {self.host_depth} tiled {threads}; tile loops "
+                f"{'/'.join(self.block_axes)} -> blocks, point loops "
+                f"{'/'.join(self.thread_axes)} -> threads"
+                + (f"; {self.reason}" if self.reason else ""))
+
+
+def block_shape(n: int, requested: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """Threads per block for ``n`` mapped members, outermost first:
+    ``requested`` (``Config.gpu_block``; outer members it does not cover get
+    one thread, its innermost values are kept when it is longer), or
+    :data:`DEFAULT_BLOCK`.  Raises :class:`~polyc.errors.ScheduleError` when
+    a size is not positive or the product exceeds 1024 threads."""
+    if not requested:
+        return DEFAULT_BLOCK[n]
+    sizes = [1] * max(0, n - len(requested)) + list(requested[-n:])
+    if any(int(s) < 1 for s in sizes):
+        raise ScheduleError(f"GPU block sizes must be positive, got {tuple(requested)}")
+    total = 1
+    for s in sizes:
+        total *= int(s)
+    if total > MAX_THREADS:
+        raise ScheduleError(
+            f"GPU block {tuple(sizes)} has {total} threads; CUDA allows at most "
+            f"{MAX_THREADS} per block: pass smaller Config.gpu_block sizes")
+    return tuple(int(s) for s in sizes)
+
+
+def _statements(node: isl.ScheduleNode) -> tuple[str, ...]:
+    names: list[str] = []
+    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
+    return tuple(sorted(names))
+
+
+def _has_parallel(node: isl.ScheduleNode) -> bool:
+    """Whether some band in the subtree of ``node`` has a coincident member."""
+    if node.get_type() == _T.band and any(coincident_members(node)):
+        return True
+    return any(_has_parallel(node.child(i)) for i in range(node.n_children()))
+
+
+def _leading_coincident(band: isl.ScheduleNode) -> int:
+    n = 0
+    for c in coincident_members(band):
+        if not c:
+            break
+        n += 1
+    return n
+
+
+class _Mapper:
+    def __init__(self, program: Program, block: tuple[int, ...], max_members: int):
+        self.program = program
+        self.requested = block
+        self.max_members = max_members
+        self.kernels: list[KernelMapping] = []
+
+    def walk(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
+        """Map the subtree at ``node``; returns the node at the same position."""
+        t = node.get_type()
+        if t == _T.band:
+            if coincident_members(node)[0] and self.max_members > 0:
+                return self.kernel(node)
+            if not _has_parallel(node) or self.max_members == 0:
+                return self.single(node, "no loop of these statements is parallel "
+                                   "(every band member carries a dependence)"
+                                   if self.max_members else "mapping turned off")
+            if node.band_n_member() > 1:
+                node = node.band_split(1)
+            return self.walk(node.child(0)).parent()          # a host loop
+        if t == _T.leaf:
+            return self.single(node, "the statements have no loop")
+        if t in (_T.sequence, _T.set) and not _has_parallel(node):
+            return self.single(node, "no loop of these statements is parallel")
+        for i in range(node.n_children()):
+            node = self.walk(node.child(i)).parent()
+        return node
+
+    def single(self, node: isl.ScheduleNode, reason: str) -> isl.ScheduleNode:
+        k = KernelMapping(len(self.kernels), _statements(node), node.get_schedule_depth(),
+                          reason=reason)
+        self.kernels.append(k)
+        return node.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+
+    def kernel(self, band: isl.ScheduleNode) -> isl.ScheduleNode:
+        n = min(_leading_coincident(band), self.max_members, 3)
+        sizes = block_shape(n, self.requested)
+        depth = band.get_schedule_depth()
+        k = KernelMapping(len(self.kernels), _statements(band), depth, tile=sizes,
+                          n_block=min(n, 2))
+        if band.band_n_member() > n:
+            band = band.band_split(n)
+        extents = _member_extents(band, n)
+        mv = isl.MultiVal.zero(band.band_get_space())
+        for j, s in enumerate(sizes):
+            mv = mv.set_val(j, isl.Val.int_from_si(band.get_ctx(), s))
+        tiles = band.band_tile(mv)
+        k.grid = _tile_counts(tiles, sizes)[:k.n_block]
+        k.block = [e.min(_const_like(e, s)) for e, s in zip(extents, sizes)]
+        if n > k.n_block:
+            tiles = tiles.band_split(k.n_block)
+            points = tiles.child(0).child(0)
+        else:
+            points = tiles.child(0)
+        k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
+        points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
+        tiles = points.parent()
+        if n > k.n_block:
+            tiles = tiles.parent()
+        assert tiles.get_type() == _T.band and tiles.get_schedule_depth() == depth
+        tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
+        self.kernels.append(k)
+        return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+
+
+def _const_like(pa: isl.PwAff, v: int) -> isl.PwAff:
+    """The constant ``v`` on the domain space of ``pa``."""
+    zero = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()))
+    return isl.PwAff.from_aff(zero).add_constant_val(isl.Val.int_from_si(pa.get_ctx(), v))
+
+
+def _range_set(band: isl.ScheduleNode) -> isl.Set:
+    """The values the members of ``band`` take over the instances that reach
+    it, as one set over the size parameters (outer loops projected out)."""
+    part = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
+    rng = part.range()
+    sets: list[isl.Set] = []
+    rng.foreach_set(sets.append)
+    out = sets[0]
+    for s in sets[1:]:
+        out = out.union(s)
+    return out.coalesce()
+
+
+def _member_extents(band: isl.ScheduleNode, n: int) -> list[isl.PwAff]:
+    """Per leading member of ``band``: ``max - min + 1`` of its values."""
+    rng = _range_set(band)
+    return [rng.dim_max(j).sub(rng.dim_min(j)).add_constant_val(
+        isl.Val.one(band.get_ctx())).coalesce() for j in range(n)]
+
+
+def _tile_counts(tiles: isl.ScheduleNode, sizes) -> list[isl.PwAff]:
+    """Per tile loop: how many tiles it runs (its scaled values
+    ``T * floor(x / T)`` range over ``(max - min) / T + 1`` tiles)."""
+    rng = _range_set(tiles)
+    out = []
+    for j, s in enumerate(sizes):
+        span = rng.dim_max(j).sub(rng.dim_min(j))
+        if tiles.get_ctx().get_tile_scale_tile_loops():
+            span = span.scale_down_val(isl.Val.int_from_si(tiles.get_ctx(), s)).floor()
+        out.append(span.add_constant_val(isl.Val.one(tiles.get_ctx())).coalesce())
+    return out
+
+
+def map_schedule(schedule: isl.Schedule, program: Program, *,
+                 block: tuple[int, ...] = (), max_members: int = 3
+                 ) -> tuple[isl.Schedule, list[KernelMapping]]:
+    """``schedule`` with every statement in one kernel (see the module
+    docstring) and the kernels' :class:`KernelMapping`, in launch order.
+
+    ``block``: threads per block per mapped member (``Config.gpu_block``),
+    ``max_members``: how many coincident members may map (``0``: every
+    kernel runs on one thread).  Raises :class:`~polyc.errors.ScheduleError`
+    for block sizes CUDA cannot launch."""
+    mapper = _Mapper(program, tuple(block), max_members)
+    root = schedule.get_root()
+    node = mapper.walk(root.child(0)) if root.n_children() else root
+    mapped = node.get_schedule()
+    for k in mapper.kernels:
+        log.debug("%s", k.describe())
+    return mapped, mapper.kernels
+
+
+def describe(kernels: list[KernelMapping]) -> str:
+    """The mapping report: one line per kernel."""
+    return "\n".join(k.describe() for k in kernels)
+
+
+def parse_mark(name: str) -> tuple[str, int, int] | None:
+    """``(kind, depth, n)`` of a ``gpu_blocks``/``gpu_threads`` mark,
+    ``("kernel", index, 0)`` of a ``gpu_kernel`` mark, ``None`` otherwise."""
+    if name.startswith(KERNEL_MARK + ":"):
+        return "kernel", int(name.split(":")[1]), 0
+    for kind, mark in (("blocks", BLOCKS_MARK), ("threads", THREADS_MARK)):
+        if name.startswith(mark + ":"):
+            _, depth, n = name.split(":")
+            return kind, int(depth), int(n)
+    return None

@@ -1,0 +1,140 @@
+"""Proof, with isl, that a GPU mapping is correct; run on every mapped
+schedule before any CUDA is printed.
+
+Takes the mapped ``isl.Schedule`` of :func:`polyc.schedule.gpu_mapping.map_schedule`,
+its :class:`~polyc.schedule.gpu_mapping.KernelMapping` list, the program and
+its dependences; returns nothing, or raises
+:class:`~polyc.errors.IllegalScheduleError` with a concrete witness:
+
+1. **Every instance in exactly one launch**: the domains that reach the
+   ``gpu_kernel`` marks are pairwise disjoint and cover the domain; no
+   kernel mark lies below another; every statement is in a kernel.
+2. **No dependence between two threads of one launch**: for every
+   dependence whose source and sink run in the same launch (the same
+   kernel, at equal values of the host loops around it), the two instances
+   have equal block and thread coordinates (equal values of the tile and
+   point bands).  Kernels have no barriers yet, so a dependence between two
+   threads of one block is as wrong as one between two blocks; dependences
+   between launches are ordered by the launch order, which
+   :func:`polyc.schedule.legality.check` proves with the rest of the tree.
+3. **Launchable blocks**: at most 1024 threads per block.
+
+Bounds of global accesses are the program's preconditions
+(:mod:`polyc.bounds`): the mapping changes which thread runs an instance,
+never the instance, so they hold for the mapped kernel as for the C one.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from ..dependence import Dependences
+from ..errors import IllegalScheduleError
+from ..ir import Program
+from ..isl_util import maps_of
+from .gpu_mapping import KERNEL_MARK, MAX_THREADS, THREADS_MARK, KernelMapping, parse_mark
+from .legality import describe_instance_pair, witness
+
+_T = isl.schedule_node_type
+
+
+def _marked(schedule: isl.Schedule) -> tuple[dict, dict]:
+    """The ``gpu_kernel`` and ``gpu_threads`` mark nodes, by kernel index."""
+    kernels: dict[int, isl.ScheduleNode] = {}
+    threads: dict[int, isl.ScheduleNode] = {}
+
+    def visit(node: isl.ScheduleNode, kernel: int | None) -> None:
+        if node.get_type() == _T.mark:
+            parsed = parse_mark(node.mark_get_id().get_name())
+            if parsed is not None and parsed[0] == "kernel":
+                if kernel is not None:
+                    raise IllegalScheduleError(
+                        f"GPU mapping: kernel {parsed[1]} is nested in kernel {kernel}; "
+                        "a launch cannot start inside another")
+                kernel = parsed[1]
+                kernels[kernel] = node
+            elif parsed is not None and parsed[0] == "threads":
+                if kernel is None:
+                    raise IllegalScheduleError("GPU mapping: thread band outside any kernel")
+                threads[kernel] = node
+        for i in range(node.n_children()):
+            visit(node.child(i), kernel)
+    visit(schedule.get_root(), None)
+    return kernels, threads
+
+
+def _partition(schedule: isl.Schedule, kernels: dict[int, isl.ScheduleNode]) -> None:
+    domain = schedule.get_domain()
+    seen = isl.UnionSet.empty(domain.get_space())
+    for k in sorted(kernels):
+        dom = kernels[k].get_domain()
+        twice = dom.intersect(seen)
+        if not twice.is_empty():
+            raise IllegalScheduleError(
+                f"GPU mapping: instances {twice.sample_point()} run in kernel {k} and "
+                "in an earlier kernel (an instance must run once)")
+        seen = seen.union(dom)
+    lost = domain.subtract(seen)
+    if not lost.is_empty():
+        raise IllegalScheduleError(
+            f"GPU mapping: instance {lost.sample_point()} runs in no kernel "
+            f"({KERNEL_MARK} marks must cover every statement)")
+
+
+def _same(prefix: isl.UnionMap) -> isl.UnionMap:
+    """Pairs of instances with equal values of ``prefix``."""
+    return prefix.apply_range(prefix.reverse())
+
+
+def _threads_apart(deps: Dependences, kernel: isl.ScheduleNode,
+                   threads: isl.ScheduleNode) -> dict[str, isl.UnionMap]:
+    """The dependences, by kind, between two instances of one launch of
+    ``kernel`` that run on different threads or blocks."""
+    dom = kernel.get_domain()
+    host = kernel.get_prefix_schedule_union_map().intersect_domain(dom)
+    mapped = threads.child(0).child(0).get_prefix_schedule_union_map().intersect_domain(dom)
+    same_launch = _same(host) if not host.is_empty() else isl.UnionMap.from_domain_and_range(
+        dom, dom)
+    apart = same_launch.subtract(_same(mapped))
+    out = {}
+    for kind, dep in deps.by_kind().items():
+        bad = dep.intersect_domain(dom).intersect_range(dom).intersect(apart)
+        if not bad.is_empty():
+            out[kind] = bad
+    return out
+
+
+def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependences,
+           program: Program) -> None:
+    """Prove the mapping (see the module docstring) or raise
+    :class:`~polyc.errors.IllegalScheduleError` naming the kernel, the
+    dependence and a pair of instances that would run on different threads
+    (with its :class:`~polyc.errors.Witness`)."""
+    marks, threads = _marked(schedule)
+    if sorted(marks) != [k.index for k in kernels]:
+        raise IllegalScheduleError(
+            f"GPU mapping: kernel marks {sorted(marks)} do not match the kernels "
+            f"{[k.index for k in kernels]}")
+    _partition(schedule, marks)
+    for k in kernels:
+        total = 1
+        for t in k.tile:
+            total *= t
+        if total > MAX_THREADS:
+            raise IllegalScheduleError(
+                f"GPU mapping: kernel {k.index} has {total} threads per block "
+                f"(at most {MAX_THREADS})")
+        if not k.tile:
+            continue
+        if k.index not in threads:
+            raise IllegalScheduleError(f"GPU mapping: kernel {k.index} has no {THREADS_MARK} band")
+        bad = _threads_apart(deps, marks[k.index], threads[k.index])
+        if bad:
+            kind, rel = next(iter(bad.items()))
+            m = maps_of(rel)[0]
+            raise IllegalScheduleError(
+                f"GPU mapping of kernel {k.index} is illegal: the {kind} dependence "
+                f"{describe_instance_pair(m)} joins two instances of one launch that run "
+                "on different threads (a mapped loop carries it; nothing orders two "
+                "threads of a launch)",
+                witness=witness(kind, "parallel", rel, program))

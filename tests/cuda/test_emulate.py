@@ -1,0 +1,122 @@
+"""``target="cuda"`` kernels run by the CPU emulator (``Config(emulate=True)``)
+against ``polyc.reference`` (TC examples) and PolyBench's numpy references.
+
+Every kernel is mapped (``polyc.schedule.gpu_mapping``), proved
+(``polyc.schedule.gpu_verify``: a failure raises before anything runs) and
+run with its threads in both orders, at sizes that are and are not
+multiples of the tiles: the header sizes / 8, every size 1, and primes.
+Tolerances: ``polyc.testing.assert_close`` (TC: scaled by the reduction
+length), 1e-9 of the largest magnitude (PolyBench, float64)."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc import reference
+from polyc.config import Config
+from polyc.frontend import tc
+from polyc.testing import assert_close, random_inputs, reduction_length
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+TC_FILES = sorted(p.name for p in EXAMPLES.glob("*.tc"))
+ORDERS = {"forward": False, "reverse": True}
+PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
+
+
+def emulated(reverse: bool = False, **kw) -> Config:
+    return Config.from_env(target="cuda", emulate=True, emulate_reverse=reverse, **kw)
+
+
+@functools.lru_cache(maxsize=None)
+def compiled(name: str, reverse: bool):
+    text = (EXAMPLES / name).read_text()
+    return polyc.compile(text, config=emulated(reverse), filename=str(EXAMPLES / name))
+
+
+def header(name: str) -> dict[str, int]:
+    return tc.sizes_header((EXAMPLES / name).read_text())
+
+
+def size_sets(name: str) -> dict[str, dict[str, int]]:
+    h = header(name)
+    small = {k: max(1, v // 8) for k, v in h.items()}
+    primes = {k: max(p for p in PRIMES if p <= max(2, v // 16)) for k, v in h.items()}
+    return {"small": small, "ones": {k: 1 for k in h}, "primes": primes}
+
+
+def run_and_compare(kernel, sizes: dict[str, int], name: str, seed: int = 0) -> None:
+    program = kernel.program
+    inputs = random_inputs(program, sizes, seed=seed)
+    args = [inputs[n] if n in inputs else sizes[n] for n in program.signature]
+    got = kernel(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    want = reference.evaluate(program, inputs, sizes)
+    red = reduction_length(program, sizes)
+    for t, g in zip(program.outputs, got):
+        assert_close(g, want[t.name], dtype=t.dtype, reduction_length=red,
+                     name=f"{name}: {t.name} at {sizes}")
+
+
+def _valid(name: str, sizes: dict[str, int]) -> bool:
+    """Whether the example accepts ``sizes`` (a convolution's window must
+    fit its input); checked by the C kernel's own preconditions."""
+    from polyc.errors import PolycError
+    k = polyc.compile((EXAMPLES / name).read_text(), config=Config.from_env())
+    try:
+        run_and_compare(k, sizes, name)
+        return True
+    except PolycError:
+        return False
+
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("which", ["small", "ones", "primes"])
+@pytest.mark.parametrize("name", TC_FILES)
+def test_tc_examples_on_the_emulator(name, which, order):
+    sizes = size_sets(name)[which]
+    if which != "small" and not _valid(name, sizes):
+        pytest.skip(f"{name} does not accept {sizes}")
+    k = compiled(name, ORDERS[order])
+    run_and_compare(k, sizes, name)
+
+
+def test_a_kernel_reports_its_mapping():
+    k = compiled("matmul.tc", False)
+    assert isinstance(k, polyc.Kernel)
+    assert len(k.kernels) == 1 and k.kernels[0].tile == (8, 32)
+    src = k.cuda_source
+    assert '__global__' in src and "blockIdx.x" in src and "threadIdx.y" in src
+    text = k.explain()
+    assert "GPU mapping" in text and "point loops y/x -> threads" in text
+    data = k.explain(json=True)
+    assert data["gpu"]["emulated"] and data["gpu"]["kernels"][0]["threads"] == ["y", "x"]
+
+
+@pytest.mark.parametrize("block", [(4, 4), (1, 1), (3, 5), (64,)])
+def test_block_sizes_that_are_not_the_default(block):
+    text = (EXAMPLES / "matmul.tc").read_text()
+    k = polyc.compile(text, config=emulated(gpu_block=block))
+    assert k.kernels[0].tile == ((1,) + block if len(block) == 1 else block)
+    for sizes in ({"M": 7, "K": 3, "N": 9}, {"M": 1, "K": 1, "N": 1}, {"M": 33, "K": 2, "N": 65}):
+        run_and_compare(k, sizes, "matmul")
+
+
+def test_sequential_statements_run_on_one_thread():
+    k = polyc.compile("def total(float(N) A) -> (s) { s +=! A(i) }", config=emulated())
+    assert all(not m.tile for m in k.kernels)
+    assert "one block of one thread" in k.explain()
+    a = np.random.default_rng(0).random(1000).astype(np.float32)
+    np.testing.assert_allclose(k(a), a.sum(dtype=np.float64), rtol=1e-4)
+
+
+def test_einsum_on_the_emulator():
+    rng = np.random.default_rng(1)
+    a, b = rng.random((5, 7, 3)), rng.random((5, 3, 11))
+    got = polyc.einsum("bij,bjk->bik", a, b, config=emulated())
+    np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", a, b), rtol=1e-12)

@@ -1,0 +1,207 @@
+"""The GPU mapping and its proof (``polyc.schedule.gpu_mapping``,
+``polyc.schedule.gpu_verify``): the verifier rejects injected bugs with a
+witness; block sizes, host loops, launch sizes and ptxas reports; clear
+errors without nvcc or pycuda.  Runs on every machine (no GPU, no nvcc)."""
+
+from __future__ import annotations
+
+import islpy as isl
+import numpy as np
+import pytest
+
+import polyc
+from benchmarks.polybench import BENCHMARKS
+from polyc import bounds, dependence
+from polyc.backends.cuda import build as cuda_build
+from polyc.backends.cuda import emit as cuda_emit
+from polyc.config import Config
+from polyc.errors import IllegalScheduleError, PolycError, ScheduleError, ToolMissingError
+from polyc.gpu_runtime import host_source
+from polyc.schedule import gpu_mapping, gpu_verify, initial
+
+MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+
+
+def prepared(program):
+    program = program.replace(preconditions=bounds.preconditions(program))
+    deps = dependence.compute(program)
+    return program, deps, initial.auto_schedule(program, deps, Config())
+
+
+def polybench_program(name):
+    bench = BENCHMARKS[name]
+    k = bench.kernel.with_config(Config(target="cuda", emulate=True))
+    return k.specialize(*bench.init(bench.sizes["MINI"], np.float64)).program
+
+
+def force_coincident(schedule: isl.Schedule) -> isl.Schedule:
+    """Every band member claims to be coincident: the injected bug of a
+    mapping that trusts a loop which carries a dependence."""
+    def fn(node):
+        if node.get_type() == isl.schedule_node_type.band:
+            for i in range(node.band_n_member()):
+                node = node.band_member_set_coincident(i, True)
+        return node
+    return schedule.map_schedule_node_bottom_up(fn)
+
+
+def test_matmul_maps_two_loops_to_blocks_and_threads():
+    program, deps, sched = prepared(polyc.program(MATMUL))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program)
+    gpu_verify.verify(mapped, kernels, deps, program)
+    (k,) = kernels
+    assert k.tile == (8, 32) and k.block_axes == ("y", "x") and k.thread_axes == ("y", "x")
+    # the launch sizes, tightened by isl: ceil(M / 8) x ceil(N / 32) blocks,
+    # min(M, 8) x min(N, 32) threads
+    grid = [int(g.eval(isl.Point.zero(g.get_domain_space()).set_coordinate_val(
+        isl.dim_type.param, 0, 20).set_coordinate_val(isl.dim_type.param, 1, 3)
+        .set_coordinate_val(isl.dim_type.param, 2, 70)).to_python()) for g in k.grid]
+    assert grid == [3, 3]
+
+
+def test_a_dependence_between_threads_is_refused_with_a_witness():
+    program = polybench_program("jacobi-1d")
+    program, deps, sched = prepared(program)
+    mapped, kernels = gpu_mapping.map_schedule(force_coincident(sched), program)
+    with pytest.raises(IllegalScheduleError) as err:
+        gpu_verify.verify(mapped, kernels, deps, program)
+    assert "different threads" in str(err.value)
+    w = err.value.witness
+    assert w is not None and w.reason == "parallel" and w.source_point != w.sink_point
+
+
+def test_a_reduction_mapped_to_threads_is_refused():
+    program, deps, sched = prepared(polyc.program("def s(float(N) A) -> (s) { s +=! A(i) }"))
+    mapped, kernels = gpu_mapping.map_schedule(force_coincident(sched), program)
+    with pytest.raises(IllegalScheduleError, match="flow|output|anti"):
+        gpu_verify.verify(mapped, kernels, deps, program)
+
+
+def _delete_mark(schedule: isl.Schedule, name: str) -> isl.Schedule:
+    def fn(node):
+        if (node.get_type() == isl.schedule_node_type.mark
+                and node.mark_get_id().get_name() == name):
+            return node.delete()
+        return node
+    return schedule.map_schedule_node_bottom_up(fn)
+
+
+def test_an_instance_in_no_kernel_is_refused():
+    program, deps, sched = prepared(polybench_program("atax"))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program)
+    assert len(kernels) == 2
+    broken = _delete_mark(mapped, f"{gpu_mapping.KERNEL_MARK}:1")
+    with pytest.raises(IllegalScheduleError, match="outside any kernel"):
+        gpu_verify.verify(broken, kernels[:1], deps, program)
+    program, deps, sched = prepared(polyc.program("def s(float(N) A) -> (s) { s +=! A(i) }"))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program)
+    broken = _delete_mark(mapped, f"{gpu_mapping.KERNEL_MARK}:0")
+    with pytest.raises(IllegalScheduleError, match="runs in no kernel"):
+        gpu_verify.verify(broken, [], deps, program)
+    with pytest.raises(IllegalScheduleError, match="do not match"):
+        gpu_verify.verify(broken, kernels, deps, program)
+
+
+def test_a_kernel_inside_a_kernel_is_refused():
+    program, deps, sched = prepared(polyc.program(MATMUL))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program)
+
+    def fn(node):
+        if (node.get_type() == isl.schedule_node_type.mark
+                and node.mark_get_id().get_name().startswith(gpu_mapping.THREADS_MARK)):
+            return node.insert_mark(isl.Id(f"{gpu_mapping.KERNEL_MARK}:7"))
+        return node
+    with pytest.raises(IllegalScheduleError, match="nested"):
+        gpu_verify.verify(mapped.map_schedule_node_bottom_up(fn), kernels, deps, program)
+
+
+def test_a_time_loop_stays_on_the_host():
+    program = polybench_program("jacobi-1d")
+    cfg = Config(target="cuda", emulate=True)
+    from polyc.gpu_pipeline import lower_gpu
+    low = lower_gpu(program, cfg)
+    assert [bool(k.tile) for k in low.kernels] == [True, True]
+    assert all(k.host_depth == 1 for k in low.kernels)
+    cuda = cuda_emit.emit(low.program, low.loopnest, list(low.kernels))
+    assert all(s.host_iterators == ("c0",) for s in cuda.launches.values())
+    # the host loop nest that pycuda runs: every time step launches both kernels
+    ns: dict = {"min": min, "max": max}
+    exec(host_source(cuda), ns)  # noqa: S102
+    calls = []
+    sizes = {"n": 30, "tsteps": 5, "B_dim0": 30}
+    ns["host"](lambda k, grid, block, hosts: calls.append((k, grid, block, hosts)),
+               *[sizes[p] for p in program.params])
+    assert [c[0] for c in calls] == [0, 1] * sizes["tsteps"]
+    assert [c[3] for c in calls[::2]] == [(t,) for t in range(sizes["tsteps"])]
+    assert all(c[1][0] >= 1 and c[2][0] >= 1 and c[2][0] <= 256 for c in calls)
+
+
+@pytest.mark.parametrize("block", [(2048,), (64, 64), (0, 8)])
+def test_blocks_cuda_cannot_launch_are_refused(block):
+    with pytest.raises(PolycError, match="threads|positive"):
+        polyc.compile(MATMUL, config=Config(target="cuda", emulate=True, gpu_block=block))
+
+
+def test_config_checks_target_and_arch():
+    with pytest.raises(PolycError, match="target"):
+        Config(target="opencl")
+    with pytest.raises(PolycError, match="sm_75"):
+        Config(cuda_arch="sm_70")
+    with pytest.raises(PolycError, match="gpu_block"):
+        Config(gpu_block=(1, 2, 3, 4))
+    with pytest.raises(ScheduleError):
+        gpu_mapping.block_shape(2, (0, 3))
+
+
+def test_ptxas_report_is_parsed_and_limits_enforced():
+    text = """ptxas info    : Compiling entry function 'polyc_k0' for 'sm_90'
+ptxas info    : Function properties for polyc_k0
+    0 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 40 registers, 1024 bytes smem, 400 bytes cmem[0]
+ptxas info    : Compiling entry function 'polyc_k1' for 'sm_90'
+ptxas info    : Used 255 registers, 400 bytes cmem[0]
+"""
+    res = cuda_build.parse_ptxas(text)
+    assert res["polyc_k0"] == cuda_build.Resources(40, 1024, 400, 0, 8, 4)
+    assert res["polyc_k1"].registers == 255
+    cuda_build.check_resources(res, {"polyc_k0": 256, "polyc_k1": 256})
+    with pytest.raises(polyc.CompileError, match="registers"):
+        cuda_build.check_resources(res, {"polyc_k1": 1024})
+
+
+def test_missing_nvcc_is_a_tool_missing_error(monkeypatch):
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setattr(cuda_build.os, "access", lambda *a: False)
+    monkeypatch.setattr(cuda_build.shutil, "which", lambda *a: None)
+    with pytest.raises(ToolMissingError, match="nvcc"):
+        polyc.compile(MATMUL, target="cuda", config=Config(disk_cache=False))
+
+
+def test_missing_pycuda_is_a_tool_missing_error(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "pycuda", None)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", None)
+    monkeypatch.setattr(cuda_build, "build_cubin", lambda *a, **k: None)
+    import polyc.gpu_runtime as rt
+    monkeypatch.setattr(rt, "build_cubin", lambda *a, **k: None)
+    k = polyc.compile(MATMUL, target="cuda")
+    a = np.ones((2, 2), np.float32)
+    with pytest.raises(ToolMissingError, match="pycuda"):
+        k(a, a)
+
+
+def test_the_c_target_never_imports_pycuda():
+    import subprocess
+    import sys
+    code = ("import sys, polyc, numpy as np; k = polyc.compile('" + MATMUL + "'); "
+            "k(np.ones((2,2),np.float32), np.ones((2,2),np.float32)); "
+            "assert 'pycuda' not in sys.modules and 'polyc.backends.cuda.emit' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_user_schedules_are_refused_for_cuda():
+    k = polyc.compile(MATMUL)
+    with pytest.raises(polyc.UnsupportedError, match="user schedules"):
+        polyc.compile(MATMUL, schedule=k.schedule, target="cuda",
+                      config=Config(emulate=True))

@@ -1,0 +1,63 @@
+"""Every mapped kernel of the TC examples and the 30 PolyBench kernels
+compiles with nvcc for sm_80 and sm_90, and ptxas's resources are within
+what a launch of its block can have (``nvcc`` marker: skipped without
+nvcc)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import polyc
+from benchmarks.polybench import BENCHMARKS
+from polyc.backends.cuda.build import MAX_REGISTERS, REGISTERS_PER_BLOCK, build_cubin
+from polyc.backends.cuda.emit import kernel_name
+from polyc.config import Config
+
+pytestmark = pytest.mark.nvcc
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+ARCHS = ("sm_80", "sm_90")
+
+
+def emulated() -> Config:
+    return Config.from_env(target="cuda", emulate=True)
+
+
+def check_build(kernel, arch: str) -> None:
+    threads = {kernel_name(k): s.threads for k, s in kernel.cuda.launches.items()}
+    built = build_cubin(kernel.cuda_source, config=kernel.config, arch=arch, threads=threads)
+    assert built.cubin[:4] == b"\x7fELF" and built.arch == arch
+    assert set(built.resources) == set(threads)
+    for name, r in built.resources.items():
+        assert 0 < r.registers <= MAX_REGISTERS
+        assert r.registers * threads[name] <= REGISTERS_PER_BLOCK
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.tc")))
+def test_tc_examples_compile(name, arch):
+    text = (EXAMPLES / name).read_text()
+    k = polyc.compile(text, config=emulated(), filename=name)
+    if not hasattr(k, "cuda"):          # size-specialised definitions compile per call
+        pytest.skip(f"{name} is compiled per size")
+    check_build(k, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_polybench_compiles(name, arch):
+    bench = BENCHMARKS[name]
+    k = bench.kernel.with_config(emulated()).specialize(
+        *bench.init(bench.sizes["MINI"], np.float64))
+    check_build(k, arch)
+
+
+def test_kernel_for_the_device_builds_at_compile_time():
+    """Without emulate, compile runs nvcc (a GPU is needed only to run)."""
+    k = polyc.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+                      target="cuda", config=Config.from_env(cuda_arch="sm_80"))
+    assert k.cubin[:4] == b"\x7fELF" and "polyc_k0" in k.resources
+    assert "ptxas polyc_k0" in k.explain()
