@@ -117,11 +117,12 @@ def _gpu_mapped(mark: tuple[str, int, int], body: Node) -> Node:
     at depth ``d`` over ``n`` members, the loops ``c<d>`` ... ``c<d+n-1>``
     mapped to the block (thread) indices, the innermost on ``x``.  isl
     prints no loop for a member with one value; the CUDA printer runs what
-    lies outside a loop of an axis on index 0 of that axis."""
+    lies outside a loop of an axis on index 0 of that axis.  ``gpu_reduce``:
+    the loop strides over every thread of the grid (``global.x``)."""
     kind, depth, n = mark
     if kind == "kernel":
         return Launch(depth, body)
-    what = "block" if kind == "blocks" else "thread"
+    what = {"blocks": "block", "threads": "thread", "reduce": "global"}[kind]
     axes = {f"c{depth + j}": f"{what}.{gpu_mapping.AXES[n - 1 - j]}" for j in range(n)}
     return _map_fors(body, lambda f: replace(f, mapped=axes[f.iterator])
                      if f.iterator in axes else f)

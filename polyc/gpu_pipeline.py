@@ -97,7 +97,8 @@ def with_mapping(explained, low: GpuLowered, *, emulated: bool, resources=None):
     ``{"kernels": [...], "emulated": bool, "resources": ...}``)."""
     kernels = [{"index": k.index, "statements": list(k.statements),
                 "tile": list(k.tile), "blocks": list(k.block_axes),
-                "threads": list(k.thread_axes), "text": k.describe()}
+                "threads": list(k.thread_axes), "reduction": k.reduction or None,
+                "text": k.describe()}
                for k in low.kernels]
     if isinstance(explained, dict):
         explained["gpu"] = {"kernels": kernels, "emulated": emulated,

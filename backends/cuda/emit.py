@@ -39,17 +39,26 @@ from polyc.ir import C_TYPES, Program
 from polyc.isl_util import pw_aff_to_expr
 
 from ..c.cexpr import (
+    accumulator_type,
     check_identifier,
+    combine,
+    convert,
     extent_name,
+    float_type_of,
     loop_iterator_name,
     param_name,
     tensor_name,
 )
-from ..c.emit import PRELUDE, Source, _Emitter, arguments
+from ..c.emit import PRELUDE, Source, _Emitter, arguments, comment_text
 from ..c.gemmcall import as_param
 
 #: CUDA axes, innermost mapped loop first (as polyc.schedule.gpu_mapping.AXES).
 AXES = "xyz"
+
+#: Reduction kernels (as polyc.schedule.gpu_mapping.REDUCE_THREADS and
+#: REDUCE_MAX_BLOCKS): threads per block, and the most blocks.
+REDUCE_THREADS = 256
+REDUCE_MAX_BLOCKS = 1024
 
 #: Emulated entry point (same ABI as the C backend's ``polyc_kernel``).
 ENTRY = "polyc_kernel"
@@ -99,16 +108,70 @@ def _device_prelude() -> str:
     return "#include <stdint.h>\n#include <math.h>\n\n" + body
 
 
+def _identity(op: str, acc_t: str) -> str:
+    """The identity element of reduction ``op`` in C type ``acc_t``."""
+    ctype = C_TYPES[acc_t]
+    if op in ("+", "*"):
+        return f"(({ctype}){0 if op == '+' else 1})"
+    if acc_t.startswith("float"):
+        return f"(-({ctype})INFINITY)" if op == "max" else f"(({ctype})INFINITY)"
+    bits = acc_t[len("int"):]
+    return f"INT{bits}_MIN" if op == "max" else f"INT{bits}_MAX"
+
+
 class _KernelBody(_Emitter):
     """Prints one launch's body: sequential loops and statements as the C
     backend does; mapped loops as strided loops over their CUDA index; a
-    statement outside the loop of a mapped axis guarded to index 0."""
+    statement outside the loop of a mapped axis guarded to index 0.  In a
+    reduction kernel, the reduction statement accumulates into the thread's
+    ``polyc_acc`` instead of storing."""
 
     def __init__(self, program: Program, kernel: Mapping):
         super().__init__(program)
         self.axes = ({f"block.{a}" for a in kernel.block_axes}
                      | {f"thread.{a}" for a in kernel.thread_axes})
         self.covered: set[str] = set()
+        self.reduction = kernel.reduction
+        self.host: tuple[str, ...] = ()
+        self.stored: L.StmtInstance | None = None
+        if self.reduction:
+            self.axes = {"global.x"}
+            st = self.stmts[self.reduction]
+            dtype = self.dtypes[st.tensor]
+            _, rtype = self._printer().typed(st.rhs, float_type_of(dtype))
+            self.acc_t = accumulator_type(dtype, rtype)
+            self.acc_c = C_TYPES[self.acc_t]
+            self.ident = _identity(st.op, self.acc_t)
+
+    def accumulate(self, inst: L.StmtInstance) -> c.Block:
+        """``polyc_acc = polyc_acc op rhs`` at ``inst``."""
+        st = self.stmts[inst.statement]
+        self.stored = self.stored or inst
+        pr = self._printer()
+        rhs, rtype = pr.typed(st.rhs, float_type_of(self.dtypes[st.tensor]))
+        update = combine(st.op, "polyc_acc", convert(rhs, rtype, self.acc_t), self.acc_t)
+        head = [c.Comment(comment_text(st.text))] if st.text else []
+        return c.Block(head + self._iterators(zip(st.iterators, inst.args))
+                       + [c.Statement(f"polyc_acc = {update}")])
+
+    def combined(self, a: str, b: str) -> str:
+        return combine(self.stmts[self.reduction].op, a, b, self.acc_t)
+
+    def store(self, value: str) -> c.Generable:
+        """``lhs = lhs op value`` (``value`` of the accumulator type): the
+        output element, addressed through the host loops' iterators only."""
+        if self.stored is None:
+            return c.Comment("the reduction runs no instance")
+        st = self.stmts[self.reduction]
+        used = E.index_names(st.lhs)
+        pairs = [(it, a) for it, a in zip(st.iterators, self.stored.args) if it in used]
+        for _, a in pairs:
+            assert E.index_names(a) <= set(self.host), (st.name, a)
+        dtype = self.dtypes[st.tensor]
+        lhs = self._printer()._access(st.lhs)
+        total = combine(st.op, convert(lhs, dtype, self.acc_t), value, self.acc_t)
+        return c.Block(self._iterators(pairs)
+                       + [c.Statement(f"{lhs} = {convert(total, self.acc_t, dtype)}")])
 
     def node(self, n: L.Node) -> c.Generable:
         if isinstance(n, L.For):
@@ -116,7 +179,8 @@ class _KernelBody(_Emitter):
             if n.mapped:
                 return self.mapped_for(n)
         if isinstance(n, L.StmtInstance):
-            st = self.statement(n)
+            st = (self.accumulate(n) if n.statement == self.reduction
+                  else self.statement(n))
             missing = sorted(self.axes - self.covered)
             if missing:
                 cond = " && ".join(f"{_index(a)} == 0" for a in missing)
@@ -143,11 +207,16 @@ class _KernelBody(_Emitter):
 
 def _index(mapped: str) -> str:
     what, axis = mapped.split(".")
+    if what == "global":
+        return (f"((int64_t)blockIdx.{axis} * (int64_t)blockDim.{axis} "
+                f"+ (int64_t)threadIdx.{axis})")
     return f"(int64_t){'blockIdx' if what == 'block' else 'threadIdx'}.{axis}"
 
 
 def _count(mapped: str) -> str:
     what, axis = mapped.split(".")
+    if what == "global":
+        return f"((int64_t)gridDim.{axis} * (int64_t)blockDim.{axis})"
     return f"(int64_t){'gridDim' if what == 'block' else 'blockDim'}.{axis}"
 
 
@@ -201,11 +270,66 @@ def _parameters(program: Program, host: tuple[str, ...], restrict: str) -> list:
     return out
 
 
-def _body(program: Program, launch: L.Launch, k: Mapping) -> c.Block:
+def _body(program: Program, launch: L.Launch, k: Mapping,
+          host: tuple[str, ...]) -> tuple[c.Block, _KernelBody]:
+    """A launch's body (for a reduction kernel: up to each thread's
+    accumulator) and the printer that printed it."""
     em = _KernelBody(program, k)
+    em.host = host
     decls = _extents(em, program)
     used = [c.Line(f"(void){param_name(p)};") for p in program.params]
-    return c.Block(decls + used + [em.node(launch.body)])
+    if k.reduction:
+        decls.append(c.Line(f"{em.acc_c} polyc_acc = {em.ident};"))
+    return c.Block(decls + used + [em.node(launch.body)]), em
+
+
+def _tree_step(em: _KernelBody) -> c.If:
+    """Thread ``polyc_tid``'s part of tree level ``polyc_s``."""
+    pair = em.combined("polyc_red[polyc_tid]", "polyc_red[polyc_tid + polyc_s]")
+    return c.If("polyc_tid % (2 * polyc_s) == 0 && polyc_tid + polyc_s < polyc_n",
+                c.Statement(f"polyc_red[polyc_tid] = {pair}"))
+
+
+def _tree(em: _KernelBody, sync: str) -> c.For:
+    """Pairwise combination of ``polyc_red[0:polyc_n]`` into ``polyc_red[0]``
+    (interleaved: deterministic, any ``polyc_n``); ``sync`` ends each level."""
+    step = _tree_step(em)
+    return c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2",
+                 c.Block([step] + ([c.Statement(sync)] if sync else [])))
+
+
+def _cuda_reduction(em: _KernelBody, k: Mapping) -> list:
+    """The end of a reduction kernel: a tree over the block's threads in
+    shared memory, the block's result into ``polyc_part_k<k>``; the last
+    block to finish (a ticket counter after ``__threadfence``) combines the
+    partial results in block order and stores."""
+    part, ticket = f"polyc_part_k{k.index}", f"polyc_ticket_k{k.index}"
+    acc = em.acc_c
+    return [
+        c.Line(f"__shared__ {acc} polyc_red[{REDUCE_THREADS}];"),
+        c.Line("__shared__ int polyc_last;"),
+        c.Line("const int64_t polyc_tid = (int64_t)threadIdx.x, polyc_n = (int64_t)blockDim.x;"),
+        c.Statement("polyc_red[polyc_tid] = polyc_acc"),
+        c.Statement("__syncthreads()"),
+        _tree(em, "__syncthreads()"),
+        c.If("polyc_tid == 0", c.Block([
+            c.Statement(f"{part}[blockIdx.x] = polyc_red[0]"),
+            c.Statement("__threadfence()"),
+            c.Statement(f"polyc_last = atomicAdd(&{ticket}, 1u) == gridDim.x - 1u")])),
+        c.Statement("__syncthreads()"),
+        c.If("polyc_last", c.Block([
+            c.Statement("__threadfence()"),
+            c.Statement(f"polyc_acc = {em.ident}"),
+            c.For("int64_t polyc_g = polyc_tid", "polyc_g < (int64_t)gridDim.x",
+                  "polyc_g += polyc_n",
+                  c.Block([c.Statement("polyc_acc = " + em.combined(
+                      "polyc_acc", f"((volatile {acc} *){part})[polyc_g]"))])),
+            c.Statement("polyc_red[polyc_tid] = polyc_acc"),
+            c.Statement("__syncthreads()"),
+            _tree(em, "__syncthreads()"),
+            c.If("polyc_tid == 0", c.Block([em.store("polyc_red[0]"),
+                                            c.Statement(f"{ticket} = 0u")]))])),
+    ]
 
 
 def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
@@ -221,7 +345,12 @@ def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
             c.Value(f'extern "C" __global__ void __launch_bounds__({spec.threads})',
                     kernel_name(k.index)),
             _parameters(program, host, "__restrict__"))
-        parts.append(str(c.FunctionBody(decl, _body(program, launch, k))) + "\n")
+        body, em = _body(program, launch, k, host)
+        if k.reduction:
+            parts.append(f"__device__ {em.acc_c} polyc_part_k{k.index}[{REDUCE_MAX_BLOCKS}];\n"
+                         f"__device__ unsigned int polyc_ticket_k{k.index};\n")
+            body = c.Block(list(body.contents) + _cuda_reduction(em, k))
+        parts.append(str(c.FunctionBody(decl, body)) + "\n")
     return CudaSource(text="\n".join(parts), launches=specs, host=nest,
                       params=tuple(program.params),
                       tensors=tuple(t.name for t in arguments(program)),
@@ -230,12 +359,15 @@ def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
 
 class _HostEmulator(_Emitter):
     """The emulator's host code: host loops as C loops, each launch as loops
-    over its grid and its block's threads calling the kernel's body."""
+    over its grid and its block's threads calling the kernel's body; a
+    reduction kernel's trees run as loops over the threads of each level."""
 
-    def __init__(self, program: Program, specs: dict[int, LaunchSpec], reverse: bool):
+    def __init__(self, program: Program, specs: dict[int, LaunchSpec], reverse: bool,
+                 printers: dict[int, _KernelBody]):
         super().__init__(program)
         self.specs = specs
         self.reverse = reverse
+        self.printers = printers
 
     def node(self, n: L.Node) -> c.Generable:
         if isinstance(n, L.Launch):
@@ -244,20 +376,8 @@ class _HostEmulator(_Emitter):
             n = replace(n, parallel=False, simd=False, reduction=False, collapse=1)
         return super().node(n)
 
-    def launch(self, spec: LaunchSpec) -> c.Block:
-        ip = self.loop_printer.index
-        lines: list = []
-        for name, exprs in (("polyc_grid", spec.grid), ("polyc_block", spec.block)):
-            lines.append(c.Line(f"const polyc_dim3 {name} = {{"
-                                + ", ".join(ip(x) for x in exprs) + "};"))
-        args = ", ".join([param_name(p) for p in self.program.params]
-                         + [loop_iterator_name(h) for h in spec.host_iterators]
-                         + [tensor_name(t.name) for t in arguments(self.program)])
-        call = c.Statement(f"{kernel_name(spec.kernel)}(polyc_b, polyc_t, polyc_grid, "
-                           f"polyc_block{', ' + args if args else ''})")
-        inner: c.Generable = c.Block([
-            c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), call])
-        for axis in "xyz":
+    def _threads(self, inner: c.Generable, axes: str = "xyz") -> c.Generable:
+        for axis in axes:
             v = f"polyc_t{axis}"
             if self.reverse:
                 inner = c.For(f"int64_t {v} = polyc_block.{axis} - 1", f"{v} >= 0", f"{v}--",
@@ -265,16 +385,60 @@ class _HostEmulator(_Emitter):
             else:
                 inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_block.{axis}", f"{v}++",
                               self._block(inner))
+        return inner
+
+    def launch(self, spec: LaunchSpec) -> c.Block:
+        ip = self.loop_printer.index
+        em = self.printers[spec.kernel]
+        lines: list = []
+        for name, exprs in (("polyc_grid", spec.grid), ("polyc_block", spec.block)):
+            lines.append(c.Line(f"const polyc_dim3 {name} = {{"
+                                + ", ".join(ip(x) for x in exprs) + "};"))
+        args = ", ".join([param_name(p) for p in self.program.params]
+                         + [loop_iterator_name(h) for h in spec.host_iterators]
+                         + [tensor_name(t.name) for t in arguments(self.program)])
+        out = "&polyc_red[polyc_tx], " if em.reduction else ""
+        call = c.Statement(f"{kernel_name(spec.kernel)}(polyc_b, polyc_t, polyc_grid, "
+                           f"polyc_block, {out}{args}".rstrip(", ") + ")")
+        inner: c.Generable = self._threads(c.Block([
+            c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), call]))
+        after: list = []
+        if em.reduction:
+            after = [c.Statement(f"polyc_tree_k{spec.kernel}(polyc_red, polyc_block.x)"),
+                     c.Statement("polyc_part[polyc_bx] = polyc_red[0]")]
         inner = c.Block([c.Line("const polyc_dim3 polyc_b = {polyc_bx, polyc_by, polyc_bz};"),
-                         inner])
+                         inner] + after)
         for axis in "xyz":
             v = f"polyc_b{axis}"
             inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_grid.{axis}", f"{v}++",
                           self._block(inner))
+        body = [inner]
+        if em.reduction:
+            body = [c.Line(f"{em.acc_c} polyc_red[{REDUCE_THREADS}], "
+                           f"polyc_part[{REDUCE_MAX_BLOCKS}];"), inner,
+                    self._threads(c.Block([
+                        c.Line(f"{em.acc_c} polyc_a = {em.ident};"),
+                        c.For("int64_t polyc_g = polyc_tx", "polyc_g < polyc_grid.x",
+                              "polyc_g += polyc_block.x", c.Block([c.Statement(
+                                  "polyc_a = " + em.combined("polyc_a", "polyc_part[polyc_g]"))])),
+                        c.Statement("polyc_red[polyc_tx] = polyc_a")]), "x"),
+                    c.Statement(f"polyc_tree_k{spec.kernel}(polyc_red, polyc_block.x)"),
+                    em.store("polyc_red[0]")]
         positive = " && ".join(f"{g}.{a} > 0" for g in ("polyc_grid", "polyc_block")
                                for a in "xyz")
-        lines.append(c.If(positive, self._block(inner)))
+        lines.append(c.If(positive, c.Block(body)))
         return c.Block(lines)
+
+
+def _emulated_tree(em: _KernelBody, k: int) -> str:
+    """The emulator's pairwise combination: the levels of :func:`_tree`, each
+    a loop over the threads."""
+    step = _tree_step(em)
+    loop = c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2", c.Block([
+        c.For("int64_t polyc_tid = 0", "polyc_tid < polyc_n", "polyc_tid++", c.Block([step]))]))
+    decl = c.FunctionDeclaration(c.Value("static void", f"polyc_tree_k{int(k)}"), [
+        c.Value(f"{em.acc_c} *restrict", "polyc_red"), c.Value("int64_t", "polyc_n")])
+    return str(c.FunctionBody(decl, c.Block([loop]))) + "\n"
 
 
 def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
@@ -283,22 +447,30 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
     entry point ``polyc_kernel(params, buffers, nthreads)``: each kernel's
     body (the text pasted into the CUDA source) becomes a C function of its
     block and thread indices, and each launch loops over the blocks, then
-    over one block's threads, ``reverse``: last thread first."""
+    over one block's threads, ``reverse``: last thread first.  A reduction
+    kernel's function returns its thread's accumulator; the emulator then
+    combines them in the order the CUDA kernel does."""
     by_index = {k.index: k for k in kernels}
     parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
              "emulated on the CPU */\n", PRELUDE,
              "typedef struct { int64_t x, y, z; } polyc_dim3;\n"]
+    printers: dict[int, _KernelBody] = {}
     for launch, host in _launches(nest):
         k = by_index[launch.kernel]
+        body, em = _body(program, launch, k, host)
+        printers[k.index] = em
         params = [c.Value("polyc_dim3", n)
                   for n in ("blockIdx", "threadIdx", "gridDim", "blockDim")]
+        if k.reduction:
+            params.append(c.Value(f"{em.acc_c} *restrict", "polyc_out"))
+            body = c.Block(list(body.contents) + [c.Statement("*polyc_out = polyc_acc")])
+            parts.append(_emulated_tree(em, k.index))
         params += _parameters(program, host, "restrict")
         decl = c.FunctionDeclaration(c.Value("static void", kernel_name(k.index)), params)
-        body = _body(program, launch, k)
         body = c.Block([c.Line("(void)gridDim; (void)blockDim; (void)blockIdx; "
                                "(void)threadIdx;")] + list(body.contents))
         parts.append(str(c.FunctionBody(decl, body)) + "\n")
-    em = _HostEmulator(program, cuda.launches, reverse)
+    em = _HostEmulator(program, cuda.launches, reverse, printers)
     fn = c.FunctionBody(
         c.FunctionDeclaration(c.Value("void", ENTRY), [
             c.Value("const int64_t *restrict", "polyc_params"),

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import islpy as isl
 
+from .. import expr as E
 from ..errors import ScheduleError
 from ..ir import Program
 from .marks import coincident_members
@@ -54,6 +55,14 @@ _T = isl.schedule_node_type
 KERNEL_MARK = "gpu_kernel"
 BLOCKS_MARK = "gpu_blocks"
 THREADS_MARK = "gpu_threads"
+REDUCE_MARK = "gpu_reduce"
+
+#: Reduction kernels: threads per block, and at most this many blocks (their
+#: partial results live in a static device array of this size).
+REDUCE_THREADS = 256
+REDUCE_MAX_BLOCKS = 1024
+#: The reduction operators a reduction kernel combines.
+REDUCE_OPS = ("+", "*", "max", "min")
 
 #: Axis names, innermost mapped member first.
 AXES = "xyz"
@@ -90,6 +99,10 @@ class KernelMapping:
     grid: list = field(default_factory=list)
     block: list = field(default_factory=list)
     reason: str = ""
+    #: a reduction kernel: the one update statement whose instances, all
+    #: writing one element, are spread over the threads of the whole grid
+    #: and combined by a tree in shared memory, then across blocks
+    reduction: str = ""
 
     @property
     def block_axes(self) -> tuple[str, ...]:
@@ -103,6 +116,12 @@ class KernelMapping:
 
     def describe(self) -> str:
         stmts = ", ".join(self.statements)
+        if self.reduction:
+            return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "
+                    f"grid: its outermost loop (schedule depth {self.thread_depth}) strided over "
+                    f"every thread, {self.tile[0]} threads per block and at most "
+                    f"{REDUCE_MAX_BLOCKS} blocks; partial results combined by a tree in shared "
+                    "memory, then across blocks by the last block to finish (deterministic)")
         if not self.tile:
             return f"kernel {self.index} ({stmts}): one block of one thread: {self.reason}"
         threads = " x ".join(str(t) for t in self.tile)
@@ -156,6 +175,33 @@ def _leading_coincident(band: isl.ScheduleNode) -> int:
     return n
 
 
+def reduction_statement(band: isl.ScheduleNode, program: Program) -> str | None:
+    """The statement a reduction kernel at ``band`` combines, or ``None``.
+
+    The subtree of ``band`` must run exactly one statement, an update
+    ``lhs = lhs op rhs`` with ``op`` in :data:`REDUCE_OPS` whose ``rhs`` does
+    not read ``lhs``'s tensor, and all its instances below equal values of
+    the loops around ``band`` must write one element (the loops of ``band``
+    and below scan reduction iterators only).  Its dependences there are
+    then those of the reduction alone, which TC's semantics let polyc
+    reassociate."""
+    names = _statements(band)
+    if len(names) != 1:
+        return None
+    s = program.statement(names[0])
+    if (s.kind != "update" or s.op not in REDUCE_OPS
+            or s.tensor in {a.tensor for a in E.accesses(s.rhs)}):
+        return None
+    dom = band.get_domain()
+    host = band.get_prefix_schedule_union_map().intersect_domain(dom)
+    write = isl.UnionMap.from_map(s.write).intersect_domain(dom)
+    same_host = (host.apply_range(host.reverse()) if band.get_schedule_depth()
+                 else isl.UnionMap.from_domain_and_range(dom, dom))
+    if not same_host.is_subset(write.apply_range(write.reverse())):
+        return None
+    return s.name
+
+
 class _Mapper:
     def __init__(self, program: Program, block: tuple[int, ...], max_members: int):
         self.program = program
@@ -169,6 +215,10 @@ class _Mapper:
         if t == _T.band:
             if coincident_members(node)[0] and self.max_members > 0:
                 return self.kernel(node)
+            if self.max_members > 0:
+                red = reduction_statement(node, self.program)
+                if red is not None:
+                    return self.reduce(node, red)
             if not _has_parallel(node) or self.max_members == 0:
                 return self.single(node, "no loop of these statements is parallel "
                                    "(every band member carries a dependence)"
@@ -178,11 +228,32 @@ class _Mapper:
             return self.walk(node.child(0)).parent()          # a host loop
         if t == _T.leaf:
             return self.single(node, "the statements have no loop")
-        if t in (_T.sequence, _T.set) and not _has_parallel(node):
+        if (t in (_T.sequence, _T.set) and not _has_parallel(node)
+                and not self._has_reduction(node)):
             return self.single(node, "no loop of these statements is parallel")
         for i in range(node.n_children()):
             node = self.walk(node.child(i)).parent()
         return node
+
+    def _has_reduction(self, node: isl.ScheduleNode) -> bool:
+        """Whether some band below ``node`` starts a reduction kernel."""
+        if node.get_type() == _T.band and self.max_members > 0:
+            return reduction_statement(node, self.program) is not None
+        return any(self._has_reduction(node.child(i)) for i in range(node.n_children()))
+
+    def reduce(self, band: isl.ScheduleNode, statement: str) -> isl.ScheduleNode:
+        depth = band.get_schedule_depth()
+        ext = _member_extents(band, 1)[0]
+        t = REDUCE_THREADS
+        blocks = ext.add_constant_val(isl.Val.int_from_si(band.get_ctx(), t - 1)).scale_down_val(
+            isl.Val.int_from_si(band.get_ctx(), t)).floor()
+        k = KernelMapping(len(self.kernels), _statements(band), depth, tile=(t,), n_block=1,
+                          block_depth=depth, thread_depth=depth, reduction=statement,
+                          grid=[blocks.min(_const_like(blocks, REDUCE_MAX_BLOCKS)).coalesce()],
+                          block=[ext.min(_const_like(ext, t)).coalesce()])
+        self.kernels.append(k)
+        band = band.insert_mark(isl.Id(f"{REDUCE_MARK}:{depth}:1"))
+        return band.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
 
     def single(self, node: isl.ScheduleNode, reason: str) -> isl.ScheduleNode:
         k = KernelMapping(len(self.kernels), _statements(node), node.get_schedule_depth(),
@@ -234,6 +305,8 @@ def _range_set(band: isl.ScheduleNode) -> isl.Set:
     rng = part.range()
     sets: list[isl.Set] = []
     rng.foreach_set(sets.append)
+    if not sets:       # no instance reaches the band at any size
+        return isl.Set.empty(band.band_get_space())
     out = sets[0]
     for s in sets[1:]:
         out = out.union(s)
@@ -243,14 +316,24 @@ def _range_set(band: isl.ScheduleNode) -> isl.Set:
 def _member_extents(band: isl.ScheduleNode, n: int) -> list[isl.PwAff]:
     """Per leading member of ``band``: ``max - min + 1`` of its values."""
     rng = _range_set(band)
+    if rng.is_empty():
+        return [_zero(rng) for _ in range(n)]
     return [rng.dim_max(j).sub(rng.dim_min(j)).add_constant_val(
         isl.Val.one(band.get_ctx())).coalesce() for j in range(n)]
+
+
+def _zero(s: isl.Set) -> isl.PwAff:
+    """The constant 0 on the parameters of ``s`` (an empty launch)."""
+    return isl.PwAff.from_aff(isl.Aff.zero_on_domain(
+        isl.LocalSpace.from_space(s.get_space().params())))
 
 
 def _tile_counts(tiles: isl.ScheduleNode, sizes) -> list[isl.PwAff]:
     """Per tile loop: how many tiles it runs (its scaled values
     ``T * floor(x / T)`` range over ``(max - min) / T + 1`` tiles)."""
     rng = _range_set(tiles)
+    if rng.is_empty():
+        return [_zero(rng) for _ in sizes]
     out = []
     for j, s in enumerate(sizes):
         span = rng.dim_max(j).sub(rng.dim_min(j))
@@ -289,7 +372,8 @@ def parse_mark(name: str) -> tuple[str, int, int] | None:
     ``("kernel", index, 0)`` of a ``gpu_kernel`` mark, ``None`` otherwise."""
     if name.startswith(KERNEL_MARK + ":"):
         return "kernel", int(name.split(":")[1]), 0
-    for kind, mark in (("blocks", BLOCKS_MARK), ("threads", THREADS_MARK)):
+    for kind, mark in (("blocks", BLOCKS_MARK), ("threads", THREADS_MARK),
+                       ("reduce", REDUCE_MARK)):
         if name.startswith(mark + ":"):
             _, depth, n = name.split(":")
             return kind, int(depth), int(n)

@@ -9,7 +9,8 @@ its dependences; returns nothing, or raises
 1. **Every instance in exactly one launch**: the domains that reach the
    ``gpu_kernel`` marks are pairwise disjoint and cover the domain; no
    kernel mark lies below another; every statement is in a kernel.
-2. **No dependence between two threads of one launch**: for every
+2. **No dependence between two threads of one launch** (but those of a
+   reduction kernel's reduction, which a tree combines): for every
    dependence whose source and sink run in the same launch (the same
    kernel, at equal values of the host loops around it), the two instances
    have equal block and thread coordinates (equal values of the tile and
@@ -53,7 +54,7 @@ def _marked(schedule: isl.Schedule) -> tuple[dict, dict]:
                         "a launch cannot start inside another")
                 kernel = parsed[1]
                 kernels[kernel] = node
-            elif parsed is not None and parsed[0] == "threads":
+            elif parsed is not None and parsed[0] in ("threads", "reduce"):
                 if kernel is None:
                     raise IllegalScheduleError("GPU mapping: thread band outside any kernel")
                 threads[kernel] = node
@@ -104,6 +105,34 @@ def _threads_apart(deps: Dependences, kernel: isl.ScheduleNode,
     return out
 
 
+def _check_reduction(k: KernelMapping, kernel: isl.ScheduleNode, deps: Dependences,
+                     program: Program) -> None:
+    """A reduction kernel spreads the instances of one launch over every
+    thread: each launch must write one element, and every dependence
+    between its instances must be one of the reduction (which TC lets polyc
+    reassociate)."""
+    dom = kernel.get_domain()
+    host = kernel.get_prefix_schedule_union_map().intersect_domain(dom)
+    same = (_same(host) if kernel.get_schedule_depth()
+            else isl.UnionMap.from_domain_and_range(dom, dom))
+    s = program.statement(k.reduction)
+    write = isl.UnionMap.from_map(s.write).intersect_domain(dom)
+    if not same.is_subset(write.apply_range(write.reverse())):
+        raise IllegalScheduleError(
+            f"GPU mapping of reduction kernel {k.index}: one launch of {k.reduction} writes "
+            "several elements; a reduction kernel combines into one")
+    for kind, dep in deps.by_kind().items():
+        bad = dep.intersect_domain(dom).intersect_range(dom).intersect(same).subtract(
+            deps.reduction)
+        if not bad.is_empty():
+            m = maps_of(bad)[0]
+            raise IllegalScheduleError(
+                f"GPU mapping of reduction kernel {k.index} is illegal: the {kind} dependence "
+                f"{describe_instance_pair(m)} is not one of the reduction, and its instances "
+                "run on different threads",
+                witness=witness(kind, "parallel", bad, program))
+
+
 def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependences,
            program: Program) -> None:
     """Prove the mapping (see the module docstring) or raise
@@ -125,6 +154,9 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
                 f"GPU mapping: kernel {k.index} has {total} threads per block "
                 f"(at most {MAX_THREADS})")
         if not k.tile:
+            continue
+        if k.reduction:
+            _check_reduction(k, marks[k.index], deps, program)
             continue
         if k.index not in threads:
             raise IllegalScheduleError(f"GPU mapping: kernel {k.index} has no {THREADS_MARK} band")

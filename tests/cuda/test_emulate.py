@@ -107,12 +107,56 @@ def test_block_sizes_that_are_not_the_default(block):
         run_and_compare(k, sizes, "matmul")
 
 
-def test_sequential_statements_run_on_one_thread():
-    k = polyc.compile("def total(float(N) A) -> (s) { s +=! A(i) }", config=emulated())
+def test_a_recurrence_runs_on_one_thread():
+    @polyc.kernel(config=emulated())
+    def prefix(a):
+        n = a.shape[0]
+        for i in range(1, n):
+            a[i] = a[i - 1] + a[i]
+    x = np.random.default_rng(0).random(1000)
+    want = np.cumsum(x)
+    prefix(x)
+    np.testing.assert_allclose(x, want, rtol=1e-12)
+    k = prefix.specialize(x)
     assert all(not m.tile for m in k.kernels)
     assert "one block of one thread" in k.explain()
-    a = np.random.default_rng(0).random(1000).astype(np.float32)
-    np.testing.assert_allclose(k(a), a.sum(dtype=np.float64), rtol=1e-4)
+
+
+@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("src, ref", [
+    ("def s(float(N) A) -> (s) { s +=! A(i) }", lambda a: a.sum(dtype=np.float64)),
+    ("def s(float(N,M) A) -> (s) { s max=! A(i,j) }", np.max),
+    ("def s(double(N,M) A) -> (s) { s min=! A(i,j) }", np.min),
+    ("def s(double(N) A) -> (s) { s *=! A(i) }", np.prod),
+    ("def s(int32(N) A) -> (s) { s +=! A(i) }", lambda a: a.sum(dtype=np.int32)),
+])
+def test_reductions_run_over_the_whole_grid(src, ref, order):
+    """A reduction into one element: every thread of the grid accumulates a
+    strided part, a tree combines each block's, the last block combines the
+    blocks' (sizes below one block, of several blocks, and above the 1024
+    blocks' cap)."""
+    k = polyc.compile(src, config=emulated(ORDERS[order]))
+    assert any(m.reduction for m in k.kernels)
+    assert "reduction of S0 over the grid" in k.explain()
+    rng = np.random.default_rng(0)
+    two_d = "j)" in src
+    for n in (1, 7, 256, 257, 5000, 300_000):
+        shape = (n // 3 + 1, 3) if two_d else (n,)
+        a = rng.random(shape) + 0.5
+        if "*=" in src:
+            a = 1 + (a - 1) / n
+        a = a.astype(k.program.tensors[0].dtype) if "int" not in src else \
+            rng.integers(-5, 5, shape).astype(np.int32)
+        got, want = k(a), ref(a)
+        tol = 0 if "int" in src else (1e-12 if "double" in src else 1e-5) * max(1.0, abs(want))
+        assert abs(got - want) <= tol, (n, got, want)
+
+
+def test_a_nan_reaches_a_max_reduction():
+    k = polyc.compile("def s(float(N) A) -> (s) { s max=! A(i) }", config=emulated())
+    a = np.arange(10_000, dtype=np.float32)
+    a[1234] = np.nan
+    assert np.isnan(k(a))
 
 
 def test_einsum_on_the_emulator():
@@ -120,3 +164,18 @@ def test_einsum_on_the_emulator():
     a, b = rng.random((5, 7, 3)), rng.random((5, 3, 11))
     got = polyc.einsum("bij,bjk->bik", a, b, config=emulated())
     np.testing.assert_allclose(got, np.einsum("bij,bjk->bik", a, b), rtol=1e-12)
+
+
+def test_a_band_that_no_instance_reaches_launches_nothing():
+    """Found by the fuzzer: under the source order, the band of the second
+    statement is reached by no instance at any size (``B(i, j, i)`` bounds
+    ``i`` by B's extent 1, and ``O0(i - 1)`` needs ``i >= 1``), so isl gave
+    its tiles no range and the mapping had no launch sizes."""
+    src = """def f(float(N) A, float(1, N, N) B) -> (O0) {
+    O0(i) +=! B(i, j, i) + A(i)
+    O0(i) += tanh((A(i) <= -0.25 ? O0(j) : A(i))) + tanh(O0(i - 1))
+    O0(i) += A(j) + O0(2*k + 0) + A(l)
+}"""
+    k = polyc.compile(src, config=emulated(schedule="identity", gpu_block=(7,)))
+    for sizes in ({"N": 1, "K": 1, "L": 1}, {"N": 3, "K": 1, "L": 2}):
+        run_and_compare(k, sizes, "f")

@@ -97,7 +97,7 @@ def test_an_instance_in_no_kernel_is_refused():
     mapped, kernels = gpu_mapping.map_schedule(sched, program)
     broken = _delete_mark(mapped, f"{gpu_mapping.KERNEL_MARK}:0")
     with pytest.raises(IllegalScheduleError, match="runs in no kernel"):
-        gpu_verify.verify(broken, [], deps, program)
+        gpu_verify.verify(broken, kernels[1:], deps, program)
     with pytest.raises(IllegalScheduleError, match="do not match"):
         gpu_verify.verify(broken, kernels, deps, program)
 
@@ -205,3 +205,24 @@ def test_user_schedules_are_refused_for_cuda():
     with pytest.raises(polyc.UnsupportedError, match="user schedules"):
         polyc.compile(MATMUL, schedule=k.schedule, target="cuda",
                       config=Config(emulate=True))
+
+
+def test_a_reduction_kernel_must_write_one_element():
+    """Injected: a kernel over many outputs claimed to be a reduction."""
+    import dataclasses
+    program, deps, sched = prepared(polyc.program(MATMUL))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program)
+    bad = [dataclasses.replace(kernels[0], reduction="S0")]
+    with pytest.raises(IllegalScheduleError, match="writes several elements"):
+        gpu_verify.verify(mapped, bad, deps, program)
+
+
+def test_reduction_kernels_are_recognised():
+    program, deps, sched = prepared(polyc.program("def s(float(N,M) A) -> (s) { s +=! A(i,j) }"))
+    mapped, kernels = gpu_mapping.map_schedule(sched, program)
+    gpu_verify.verify(mapped, kernels, deps, program)
+    assert [k.reduction for k in kernels] == ["", "S0"]
+    # a row reduction keeps its rows on the threads
+    program, deps, sched = prepared(polyc.program("def s(float(B,N) A) -> (s) { s(b) +=! A(b,i) }"))
+    _, kernels = gpu_mapping.map_schedule(sched, program)
+    assert [k.reduction for k in kernels] == [""] and kernels[0].tile == (256,)

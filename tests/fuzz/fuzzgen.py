@@ -69,6 +69,17 @@ CONFIGS: dict[str, dict] = {
 # default first (hypothesis shrinks towards it), then the variants; the
 # default schedule is drawn about as often as all variants together
 _CONFIG_CHOICES = ["default"] * 9 + [c for c in CONFIGS if c != "default"]
+#: ``target="cuda"`` on the CPU emulator: the GPU mapping and its proof, the
+#: mapped loops, both thread orders, blocks that divide nothing.  Drawn only
+#: by the GPU fuzz tests (the CPU tests keep drawing the cases they drew).
+CUDA_CONFIGS: dict[str, dict] = {
+    "cuda_emulated": {"target": "cuda", "emulate": True},
+    "cuda_emulated_reverse_3x5": {"target": "cuda", "emulate": True,
+                                  "emulate_reverse": True, "gpu_block": (3, 5)},
+    "cuda_emulated_identity_7": {"target": "cuda", "emulate": True,
+                                 "schedule": "identity", "gpu_block": (7,)},
+}
+CONFIGS.update(CUDA_CONFIGS)
 
 
 def make_config(name: str):
@@ -578,12 +589,12 @@ def _reformat(draw, src: str) -> str:
 
 
 @st.composite
-def tc_cases(draw, nsizes: int = 3) -> TcCase:
+def tc_cases(draw, nsizes: int = 3, configs: list[str] | None = None) -> TcCase:
     src, typed = draw(tc_programs())
     if _chance(draw, 10):
         src = _reformat(draw, src)
     dtype = None if typed else _pick(draw, ("float32", "float64"))
-    return TcCase(src=src, dtype=dtype, config=_pick(draw, _CONFIG_CHOICES),
+    return TcCase(src=src, dtype=dtype, config=_pick(draw, configs or _CONFIG_CHOICES),
                   sizes=_size_sets(draw, nsizes), seed=draw(st.integers(0, 2**16)),
                   serial_work=not _chance(draw, 50), alias_out=_chance(draw, 10))
 
@@ -594,7 +605,7 @@ _LABELS = "ijklmn"
 
 
 @st.composite
-def einsum_cases(draw, nsizes: int = 3) -> EinsumCase:
+def einsum_cases(draw, nsizes: int = 3, configs: list[str] | None = None) -> EinsumCase:
     nlabels = draw(st.sampled_from((3, 2, 4, 1, 5, 6)))
     pool = list(_LABELS[:nlabels])
     if _chance(draw, 15):
@@ -683,7 +694,7 @@ def einsum_cases(draw, nsizes: int = 3) -> EinsumCase:
     out_mode = draw(st.sampled_from(("nan", "none", "nan", "alias", "strided", "none",
                                      "cast")))
     layouts = tuple(_pick(draw, ("c",) * 8 + ("f", "step")) for _ in range(nops))
-    config = _pick(draw, _CONFIG_CHOICES)
+    config = _pick(draw, configs or _CONFIG_CHOICES)
     seed = draw(st.integers(0, 2**16))
     # chosen from the seed, not drawn: the cases drawn stay those of before
     optimize = (True, False, "optimal", False)[seed % 4] if nops >= 3 else False

@@ -91,6 +91,24 @@ def test_einsum_programs_match_numpy(fuzz_runner):
     _check_totals(stats, MIN_EINSUM)
 
 
+#: GPU variants (target="cuda" on the CPU emulator): batches per kind
+#: (FUZZ_GPU_EXAMPLES overrides both).
+GPU_TC_EXAMPLES = int(os.environ.get("FUZZ_GPU_EXAMPLES", 30))
+GPU_EINSUM_EXAMPLES = int(os.environ.get("FUZZ_GPU_EXAMPLES", 15))
+
+
+def test_tc_programs_on_the_gpu_emulator(fuzz_runner):
+    stats = _fuzz("tc cuda", fuzzgen.tc_cases(configs=list(fuzzgen.CUDA_CONFIGS)),
+                  fuzz_runner, examples=GPU_TC_EXAMPLES, long=False)
+    _check_totals(stats, BATCH * GPU_TC_EXAMPLES)
+
+
+def test_einsum_programs_on_the_gpu_emulator(fuzz_runner):
+    stats = _fuzz("einsum cuda", fuzzgen.einsum_cases(configs=list(fuzzgen.CUDA_CONFIGS)),
+                  fuzz_runner, examples=GPU_EINSUM_EXAMPLES, long=False)
+    _check_totals(stats, BATCH * GPU_EINSUM_EXAMPLES)
+
+
 @pytest.fixture
 def fuzz_long(request):
     if not request.config.getoption("--fuzz-long"):
