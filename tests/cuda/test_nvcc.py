@@ -61,3 +61,18 @@ def test_kernel_for_the_device_builds_at_compile_time():
                       target="cuda", config=Config.from_env(cuda_arch="sm_80"))
     assert k.cubin[:4] == b"\x7fELF" and "polyc_k0" in k.resources
     assert "ptxas polyc_k0" in k.explain()
+
+
+def test_gpu_benchmark_script_without_a_gpu(monkeypatch, capsys):
+    """``python -m benchmarks.gpu`` on a machine with nvcc and no GPU: the
+    mapping and nvcc figures, and device timings said to be pending."""
+    import json
+
+    from benchmarks import gpu
+    monkeypatch.setattr(gpu, "WORKLOADS", gpu.WORKLOADS[:1])
+    monkeypatch.setattr(gpu, "_has_gpu", lambda: False)
+    assert gpu.main(["--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["device"].startswith("pending")
+    (row,) = report["compile"]
+    assert row["kernels"] == 1 and row["nvcc_s"] > 0 and row["max_registers"] > 0

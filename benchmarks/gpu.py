@@ -1,0 +1,185 @@
+"""``python -m benchmarks.gpu``: every GPU task of issue 18 in one invocation.
+
+On a machine with a GPU: installs pycuda from a wheel placed beside this
+file (``benchmarks/pycuda-*.whl``) when pycuda is missing (pycuda ships as
+source only: build the wheel where the CUDA headers are, with ``CUDA_ROOT``
+pointing at the toolkit: ``CUDA_ROOT=/usr/local/cuda pip wheel pycuda``),
+runs the ``gpu``-marked tests, runs ``compute-sanitizer`` (racecheck,
+memcheck, synccheck) over small launches, and times the workloads below
+against torch (cuBLAS/cuDNN) and CuPy when they are installed, printing a
+markdown table (``--json``: one JSON object).
+
+Without a GPU it prints what can be measured here (mapping, emulator and
+nvcc times per kernel) and says that the device timings are pending.
+Exit status: 0 when every step that ran passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import importlib.util
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: (name, TC source, sizes) timed against torch: GEMM and the TC benchmark kernels.
+WORKLOADS = [
+    ("gemm 4096 fp32",
+     "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+     {"M": 4096, "K": 4096, "N": 4096}),
+] + [(p.stem, p.read_text(), None) for p in sorted((ROOT / "examples").glob("*.tc"))]
+
+
+def _has_gpu() -> bool:
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:
+        return False
+
+
+def install_pycuda() -> str:
+    """pycuda's state: already importable, installed from a wheel beside
+    this file, or missing."""
+    if importlib.util.find_spec("pycuda") is not None:
+        return "present"
+    wheels = sorted(glob.glob(str(HERE / "pycuda-*.whl")))
+    if not wheels:
+        return "missing (no benchmarks/pycuda-*.whl)"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", wheels[-1]], check=True)
+    return f"installed {Path(wheels[-1]).name}"
+
+
+def _inputs(program, sizes):
+    from polyc.testing import random_inputs
+    inputs = random_inputs(program, sizes, seed=0)
+    return [inputs[n] if n in inputs else sizes[n] for n in program.signature]
+
+
+def _median(fn, repeat: int = 5) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def compile_figures() -> list[dict]:
+    """Mapping + emulator build and nvcc per workload (no GPU needed)."""
+    import polyc
+    from polyc.backends.cuda.build import build_cubin
+    from polyc.backends.cuda.emit import kernel_name
+    from polyc.config import Config
+    rows = []
+    for name, src, _ in WORKLOADS:
+        cfg = Config.from_env(target="cuda", emulate=True, disk_cache=False)
+        t = time.perf_counter()
+        k = polyc.compile(src, config=cfg)
+        map_s = time.perf_counter() - t
+        row = {"workload": name, "map+emulator_s": map_s}
+        if hasattr(k, "cuda"):
+            threads = {kernel_name(i): s.threads for i, s in k.cuda.launches.items()}
+            t = time.perf_counter()
+            built = build_cubin(k.cuda_source, config=cfg, threads=threads)
+            row["nvcc_s"] = time.perf_counter() - t
+            row["kernels"] = len(k.kernels)
+            row["max_registers"] = max(r.registers for r in built.resources.values())
+        rows.append(row)
+    return rows
+
+
+def device_figures() -> list[dict]:
+    """Per workload: polyc's CUDA call (host arrays in and out, so copies
+    included: device arrays are not taken yet), polyc's C kernel on this
+    machine's CPU, and for the GEMM torch (cuBLAS) and CuPy on device
+    arrays, synchronised."""
+    import polyc
+    from polyc.config import Config
+    from polyc.frontend import tc
+    rows = []
+    for name, src, sizes in WORKLOADS:
+        sizes = sizes or tc.sizes_header(src)
+        gpu = polyc.compile(src, config=Config.from_env(target="cuda"))
+        cpu = polyc.compile(src, config=Config.from_env())
+        args = _inputs(gpu.program, sizes)
+        row = {"workload": name, "polyc_cuda_s": _median(lambda: gpu(*args)),
+               "polyc_c_s": _median(lambda: cpu(*args))}
+        if name.startswith("gemm"):
+            a, b = (x for x in args if isinstance(x, np.ndarray))
+            try:
+                import torch
+                ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+                row["torch_s"] = _median(lambda: (ta @ tb, torch.cuda.synchronize()))
+            except ImportError:
+                pass
+            try:
+                import cupy
+                ca, cb = cupy.asarray(a), cupy.asarray(b)
+                row["cupy_s"] = _median(lambda: (ca @ cb, cupy.cuda.Device().synchronize()))
+            except ImportError:
+                pass
+        rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--skip-tests", action="store_true")
+    args = ap.parse_args(argv)
+    report: dict = {"pycuda": install_pycuda(), "gpu": _has_gpu()}
+    status = 0
+    if report["gpu"] and not args.skip_tests:
+        rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu",
+                             str(ROOT / "tests")], cwd=ROOT).returncode
+        report["gpu_tests"] = "passed" if rc == 0 else f"failed ({rc})"
+        status = status or (rc != 0)
+        sanitizer = "compute-sanitizer"
+        for tool in ("racecheck", "memcheck", "synccheck"):
+            code = ("import numpy as np, polyc; "
+                    "k = polyc.compile(open('examples/softmax.tc').read(), target='cuda'); "
+                    "k(np.random.rand(33, 70).astype(np.float32))")
+            try:
+                rc = subprocess.run([sanitizer, f"--tool={tool}", "--error-exitcode=1",
+                                     sys.executable, "-c", code], cwd=ROOT).returncode
+                report[f"sanitizer_{tool}"] = "clean" if rc == 0 else "errors"
+                status = status or (rc != 0)
+            except FileNotFoundError:
+                report[f"sanitizer_{tool}"] = "compute-sanitizer not found"
+    report["compile"] = compile_figures()
+    report["device"] = device_figures() if report["gpu"] else "pending: no GPU on this machine"
+    if args.json:
+        print(json.dumps(report, indent=2, default=float))
+        return status
+    print(f"pycuda: {report['pycuda']}; GPU: {report['gpu']}")
+    print("\n| workload | kernels | map + emulator s | nvcc s | max registers |")
+    print("|---|---|---|---|---|")
+    for r in report["compile"]:
+        print(f"| {r['workload']} | {r.get('kernels', '-')} | {r['map+emulator_s']:.2f} | "
+              f"{r.get('nvcc_s', float('nan')):.2f} | {r.get('max_registers', '-')} |")
+    if isinstance(report["device"], str):
+        print(f"\ndevice timings: {report['device']}")
+    else:
+        print("\n| workload | polyc cuda ms (with copies) | polyc C ms | torch ms | cupy ms |")
+        print("|---|---|---|---|---|")
+        for r in report["device"]:
+            cells = [r.get(k) for k in ("polyc_cuda_s", "polyc_c_s", "torch_s", "cupy_s")]
+            print(f"| {r['workload']} | " + " | ".join(
+                "-" if v is None else f"{v * 1e3:.3f}" for v in cells) + " |")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
