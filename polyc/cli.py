@@ -302,13 +302,14 @@ def cmd_compile(args) -> int:
         print(program, end="")
         return 0
     if config.target == "cuda" and args.emit in ("ast", "c", "cuda"):
-        from polyc.backends.cuda import emit as cuda_emit
+        from polyc.backends.base import backend
         low = _gpu_lowered(program, config, user)
         if args.emit == "ast":
             from .loopnest import format_loopnest
             print(format_loopnest(low.loopnest), end="")
         else:
-            print(cuda_emit.emit(low.program, low.loopnest, list(low.kernels)).text, end="")
+            print(backend("cuda").emit(low.program, low.loopnest, config,
+                                       kernels=low.kernels).text, end="")
         return 0
     if args.emit == "cuda":
         raise UsageError("--emit cuda needs --target cuda")

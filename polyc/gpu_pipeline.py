@@ -11,7 +11,7 @@
 5. legality of the whole tree (``schedule.legality.check``) and the proof
    of the mapping (``schedule.gpu_verify.verify``);
 6. AST (``astgen``): a LoopNest with ``Launch`` nodes and mapped loops;
-7. CUDA source (``backends.cuda.emit``);
+7. CUDA source (``backends.cuda.emit``, through ``backends.base.backend("cuda")``);
 8. with ``Config.emulate``: the same kernels as C, built and run on the CPU
    (an :class:`EmulatedKernel`); otherwise nvcc builds a cubin
    (``backends.cuda.build``) that pycuda loads and launches
@@ -118,16 +118,16 @@ def compile_gpu(program: Program, config: Config):
     Raises what :func:`lower_gpu` raises, :class:`~polyc.errors.CompileError`
     (nvcc's or the C compiler's stderr), :class:`~polyc.errors.ToolMissingError`
     without nvcc or pycuda, :class:`~polyc.errors.DeviceError` without a GPU."""
-    from polyc.backends.c import build
-    from polyc.backends.cuda import emit as cuda_emit
+    from polyc.backends.base import backend
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))
     low = lower_gpu(program, config)
-    cuda = cuda_emit.emit(low.program, low.loopnest, list(low.kernels))
+    cuda = backend("cuda").emit(low.program, low.loopnest, config, kernels=low.kernels)
     if config.emulate:
-        source = cuda_emit.emulation_source(low.program, cuda, low.loopnest,
-                                            list(low.kernels), reverse=config.emulate_reverse)
-        lib = build.build_library(source.text, config=config)
+        from polyc.backends.cuda.emit import emulation_source
+        source = emulation_source(low.program, cuda, low.loopnest, list(low.kernels),
+                                  reverse=config.emulate_reverse)
+        lib = backend("c").build(source.text, config)
         return EmulatedKernel(program, source, lib, config, lowered=low, cuda=cuda)
     from .gpu_runtime import CudaKernel
     return CudaKernel(program, cuda, config, lowered=low)

@@ -24,7 +24,7 @@ import logging
 
 import numpy as np
 
-from polyc.backends.cuda.build import build_cubin
+from polyc.backends.base import backend
 from polyc.backends.cuda.emit import CudaSource, kernel_name
 
 from . import loopnest as L
@@ -97,7 +97,7 @@ class CudaKernel:
         self._lowered = lowered
         self.binder = Binder(program)
         threads = {kernel_name(k): s.threads for k, s in cuda.launches.items()}
-        self._built = build_cubin(cuda.text, config=config, threads=threads)
+        self._built = backend("cuda").build(cuda.text, config, threads=threads)
         namespace: dict = {"min": min, "max": max}
         exec(compile(host_source(cuda), "<polyc host>", "exec"), namespace)  # noqa: S102
         self._host = namespace["host"]

@@ -18,7 +18,8 @@
    declared in that loop's body;
 6. legality (``schedule.legality.check``) of the final schedule;
 7. AST (``astgen``): isl AST -> LoopNest;
-8. C source (``backends.c.emit``);
+8. C source (``backends.c.emit``, through ``backends.base.backend("c")``;
+   ``Config.target == "cuda"`` goes through :mod:`polyc.gpu_pipeline` instead);
 9. build and load (``backends.c.build``, through the disk cache);
 10. the callable ``runtime.Kernel``.
 
@@ -36,6 +37,8 @@ import hashlib
 import os
 import sys
 from pathlib import Path
+
+from polyc.backends.base import backend
 
 from . import astgen, bounds, dependence
 from .config import Config
@@ -192,7 +195,7 @@ def _cached_source(key: str, config: Config):
     disk entry ``<key>.lowered.json`` is sealed (checksum, canonical bytes)
     by :func:`polyc.cache.write_json_entry`; a damaged one is discarded with a
     ``CacheWarning``, a symbolic link is refused, and lowering runs again."""
-    from polyc.backends.c.emit import Source
+    from polyc.backends.base import Source
 
     from . import cache
     if key in _LOWERED:
@@ -256,8 +259,6 @@ def compile_schedule(schedule, config: Config | None = None):
     """Compile ``program`` under a user :class:`~polyc.schedule.language.Schedule`
     to a :class:`polyc.runtime.Kernel` (steps 6-10; the lowering is memoised
     by the program and the schedule tree's text)."""
-    from polyc.backends.c import build, emit
-
     config = config or Config.from_env()
     if config.target == "cuda":
         from .errors import UnsupportedError
@@ -272,10 +273,10 @@ def compile_schedule(schedule, config: Config | None = None):
     low = None
     if source is None:
         low = lower_schedule(schedule, config)
-        source = emit.emit(low.program, low.loopnest, omp_schedule=config.omp_schedule)
+        source = backend("c").emit(low.program, low.loopnest, config)
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
-    lib = build.build_library(source.text, config=config)
+    lib = backend("c").build(source.text, config)
     return Kernel(program, source, lib, config, lowered=low,
                   relower=lambda: lower_schedule(schedule, config), user_schedule=schedule)
 
@@ -298,7 +299,6 @@ def compile_program(program: Program, config: Config | None = None):
 def _lowered_source(program: Program, config: Config):
     """Steps 1-8 of one program: (program with preconditions, Source,
     Lowered or None when the source came from the cache)."""
-    from polyc.backends.c import emit
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
     key = lowered_key(program, config)
@@ -306,8 +306,7 @@ def _lowered_source(program: Program, config: Config):
     low = None
     if source is None:
         low = lower(program, config)                                          # 2-7
-        source = emit.emit(low.program, low.loopnest,                         # 8
-                           omp_schedule=config.omp_schedule)
+        source = backend("c").emit(low.program, low.loopnest, config)         # 8
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
     return program, source, low
@@ -320,7 +319,6 @@ def compile_programs(programs: list[Program], config: Config | None = None) -> l
     so a fusion plan's kernels build in parallel.  Same errors."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from polyc.backends.c import build
     config = config or Config.from_env()
     if config.target == "cuda":
         from .gpu_pipeline import compile_gpu
@@ -330,9 +328,9 @@ def compile_programs(programs: list[Program], config: Config | None = None) -> l
     if len(texts) > 1:
         workers = min(len(texts), os.cpu_count() or 1)
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            libs = list(pool.map(lambda t: build.build_library(t, config=config), texts))
+            libs = list(pool.map(lambda t: backend("c").build(t, config), texts))
     else:
-        libs = [build.build_library(t, config=config) for t in texts]               # 9
+        libs = [backend("c").build(t, config) for t in texts]                       # 9
     return [Kernel(p, src, lib, config, lowered=low,                              # 10
                    relower=(lambda p=p: lower(p, config)))
             for (p, src, low), lib in zip(staged, libs)]

@@ -35,7 +35,7 @@ Guarantees (tested in ``tests/robustness/``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import cgen as c
 
@@ -46,6 +46,7 @@ from polyc.intrinsics import GemmMatch
 from polyc.ir import C_TYPES, Program, Statement
 from polyc.isl_util import pw_aff_to_expr
 
+from ..base import Source
 from . import intrinsics as c_intrinsics
 from .cexpr import (
     CExprPrinter,
@@ -174,16 +175,6 @@ def comment_text(text: str, limit: int = 160) -> str:
             break
         flat = new
     return flat.strip()
-
-
-@dataclass(frozen=True)
-class Source:
-    """Generated C: ``text``, the ``entry`` symbol, and the argument spec
-    (parameter names, tensor names, in ABI order)."""
-    text: str
-    entry: str
-    params: tuple[str, ...]
-    tensors: tuple[str, ...]
 
 
 class _Emitter:
