@@ -46,7 +46,9 @@ import islpy as isl
 from .. import expr as E
 from ..errors import ScheduleError
 from ..ir import Program
+from .locality import member_scores
 from .marks import coincident_members
+from .tile import reorder_members
 
 log = logging.getLogger(__name__)
 
@@ -263,10 +265,11 @@ class _Mapper:
 
     def kernel(self, band: isl.ScheduleNode) -> isl.ScheduleNode:
         n = min(_leading_coincident(band), self.max_members, 3)
+        band, moved = _coalescing_order(band, self.program, n)
         sizes = block_shape(n, self.requested)
         depth = band.get_schedule_depth()
         k = KernelMapping(len(self.kernels), _statements(band), depth, tile=sizes,
-                          n_block=min(n, 2))
+                          n_block=min(n, 2), reason=moved)
         if band.band_n_member() > n:
             band = band.band_split(n)
         extents = _member_extents(band, n)
@@ -290,6 +293,23 @@ class _Mapper:
         tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
         self.kernels.append(k)
         return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+
+
+def _coalescing_order(band: isl.ScheduleNode, program: Program,
+                      n: int) -> tuple[isl.ScheduleNode, str]:
+    """``band`` with the one of its ``n`` leading coincident members that
+    walks memory with stride 1 in most accesses (:func:`locality.member_scores`)
+    moved innermost among them, so that it maps to ``threadIdx.x`` and a
+    warp's loads coalesce; and a note saying so (``""`` when nothing moved).
+    Permuting coincident members is always legal: every dependence has
+    distance 0 on each of them."""
+    scores = member_scores(band, program)[:n]
+    best = max(range(n), key=lambda j: (scores[j] if scores[j] is not None else -1, j))
+    if best == n - 1 or scores[best] is None or scores[best] <= (scores[n - 1] or 0):
+        return band, ""
+    order = [j for j in range(n) if j != best] + [best] + list(range(n, band.band_n_member()))
+    return (reorder_members(band, order),
+            f"member {best} moved innermost (threadIdx.x): stride 1 in most accesses")
 
 
 def _const_like(pa: isl.PwAff, v: int) -> isl.PwAff:

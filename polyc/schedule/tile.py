@@ -67,7 +67,7 @@ def default_tile_size(n_tensors: int, elem_bytes: int) -> int:
     return max(16, min(MAX_TILE, t // 16 * 16))
 
 
-def _reorder(band: isl.ScheduleNode, order: list[int]) -> isl.ScheduleNode:
+def reorder_members(band: isl.ScheduleNode, order: list[int]) -> isl.ScheduleNode:
     """Rebuild ``band`` with its members permuted to ``order`` (keeps the
     permutable flag and each member's coincidence)."""
     mupa = band.band_get_partial_schedule()
@@ -115,7 +115,7 @@ def _distribute_reduction(band: isl.ScheduleNode, program: Program,
     if order != list(range(n)):
         if not band.band_get_permutable():
             return None
-        band = _reorder(band, order)
+        band = reorder_members(band, order)
     stmts = band_statements(band, program)
     hot = hot_statements(stmts)
     if not common and len(hot) == len(stmts):
@@ -203,7 +203,7 @@ class _BandOptimizer:
         if cands and (node.band_get_permutable() or n == 1):
             best = max(cands, key=lambda j: (scores[j], j))
             if best != n - 1:
-                node = _reorder(node, [j for j in range(n) if j != best] + [best])
+                node = reorder_members(node, [j for j in range(n) if j != best] + [best])
                 best = n - 1
         elif self.distribute and innermost:
             red = reduction_members(node, program)
@@ -289,7 +289,7 @@ def _sink_stride_member(node: isl.ScheduleNode, program: Program) -> isl.Schedul
         if cands and n >= 2 and not _below_offers_stride(node, program):
             best = max(cands, key=lambda j: (scores[j], j))
             if best != n - 1:
-                node = _reorder(node, [j for j in range(n) if j != best] + [best])
+                node = reorder_members(node, [j for j in range(n) if j != best] + [best])
             node = node.band_split(n - 1).child(0).band_sink().parent()
     for i in range(node.n_children()):
         node = _sink_stride_member(node.child(i), program).parent()

@@ -179,3 +179,27 @@ def test_a_band_that_no_instance_reaches_launches_nothing():
     k = polyc.compile(src, config=emulated(schedule="identity", gpu_block=(7,)))
     for sizes in ({"N": 1, "K": 1, "L": 1}, {"N": 3, "K": 1, "L": 2}):
         run_and_compare(k, sizes, "f")
+
+
+@polyc.kernel(config=emulated())
+def _columns(A, B):
+    n, m = A.shape
+    for j in range(m):
+        for i in range(n):
+            B[i, j] = A[i, j] * 2.0
+
+
+def test_the_stride_one_loop_maps_to_thread_x():
+    """Coalescing: a loop program that walks columns outermost has its
+    stride-1 loop ``j`` moved innermost among the mapped loops, onto
+    ``threadIdx.x``, so a warp reads 32 consecutive elements of a row."""
+    a = np.random.default_rng(0).random((37, 45))
+    b = np.zeros_like(a)
+    _columns(a, b)
+    np.testing.assert_array_equal(b, 2 * a)
+    k = _columns.specialize(a, b)
+    assert "moved innermost (threadIdx.x)" in k.kernels[0].describe()
+    src = k.cuda_source
+    # S0's second index (j) is the x-mapped loop's iterator
+    assert "int64_t const i_j = (c1 + c3);" in src
+    assert "c3 = INT64_C(0) + INT64_C(1) * (int64_t)threadIdx.x" in src
