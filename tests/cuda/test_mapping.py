@@ -224,3 +224,96 @@ def test_reduction_kernels_are_recognised():
     program, deps, sched = prepared(polyc.program("def s(float(B,N) A) -> (s) { s(b) +=! A(b,i) }"))
     _, kernels = gpu_mapping.map_schedule(sched, program)
     assert [k.reduction for k in kernels] == [""] and kernels[0].tile == (256,)
+
+
+class _FakeDriver:
+    """Enough of ``pycuda.driver`` to run :class:`polyc.gpu_runtime.CudaKernel`
+    without a GPU: launches are recorded, device buffers are numpy copies."""
+
+    class Error(Exception):
+        pass
+
+    def __init__(self):
+        self.launches = []
+        self.freed = 0
+        drv = self
+
+        class Alloc:
+            def __init__(self, arr):
+                self.arr = arr.copy()
+
+            def free(self):
+                drv.freed += 1
+
+        class Function:
+            def __init__(self, name):
+                self.name = name
+
+            def __call__(self, *args, grid, block):
+                drv.launches.append((self.name, args, grid, block))
+
+        class Module:
+            def get_function(self, name):
+                return Function(name)
+
+        class Context:
+            def push(self):
+                pass
+
+            @staticmethod
+            def synchronize():
+                pass
+
+        class Device:
+            @staticmethod
+            def count():
+                return 1
+
+            def __init__(self, i):
+                pass
+
+            def retain_primary_context(self):
+                return Context()
+
+        self.Alloc, self.Device, self.Context = Alloc, Device, Context
+        self.module_from_buffer = lambda cubin: Module()
+
+    def init(self):
+        pass
+
+    def to_device(self, arr):
+        return self.Alloc(arr)
+
+    def memcpy_dtoh(self, dst, src):
+        dst[...] = src.arr
+
+
+def test_device_launches_through_pycuda(monkeypatch):
+    """The pycuda path without a GPU: each kernel is launched with int64
+    sizes and host-loop values, device buffers, grids clamped to CUDA's
+    limits; written tensors come back and every buffer is freed."""
+    import sys
+    import types
+    fake = _FakeDriver()
+    pkg = types.ModuleType("pycuda")
+    pkg.driver = fake
+    monkeypatch.setitem(sys.modules, "pycuda", pkg)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", fake)
+    monkeypatch.setattr(cuda_build, "build_cubin", lambda *a, **k: cuda_build.Cubin(
+        b"\x7fELF", "sm_90", {}, ()))
+    k = polyc.compile("def s(float(N) A) -> (s) { s +=! A(i) }", target="cuda")
+    a = np.ones(10 ** 6, np.float32)
+    k(a)
+    names = [launch[0] for launch in fake.launches]
+    assert names == ["polyc_k0", "polyc_k1"]
+    _, args, grid, block = fake.launches[1]
+    assert isinstance(args[0], np.int64) and int(args[0]) == 10 ** 6
+    assert grid == (1024, 1, 1) and block == (256, 1, 1)       # the reduction's cap
+    assert fake.freed == 2
+    # a host loop: its iterator is passed after the sizes, each step launches both sweeps
+    fake.launches.clear()
+    bench = BENCHMARKS["jacobi-1d"]
+    args = bench.init({"TSTEPS": 3, "N": 50}, np.float64)
+    bench.kernel.with_config(Config(target="cuda"))(*args)
+    assert [launch[0] for launch in fake.launches] == ["polyc_k0", "polyc_k1"] * 3
+    assert [int(launch[1][3]) for launch in fake.launches[::2]] == [0, 1, 2]
