@@ -1,0 +1,59 @@
+"""``polyc run|compile|explain --target cuda`` (and ``--emulate``,
+``--gpu-block``) end to end, in-process through ``polyc.cli.main``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from polyc.cli import main
+
+MM = """\
+# sizes: M=37 N=45 K=13
+def mm(float(M, K) A, float(K, N) B) -> (C) {
+    C(m, n) +=! A(m, k) * B(k, n)
+}
+"""
+
+
+@pytest.fixture
+def mm_file(tmp_path):
+    p = tmp_path / "mm.tc"
+    p.write_text(MM)
+    return str(p)
+
+
+def test_run_on_the_emulator_checks(mm_file, capsys):
+    assert main(["run", mm_file, "--emulate", "--check", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["check"]["passed"]
+
+
+def test_compile_prints_cuda_and_the_mapped_loops(mm_file, capsys):
+    assert main(["compile", mm_file, "--target", "cuda", "--emit", "cuda",
+                 "--gpu-block", "4,16"]) == 0
+    src = capsys.readouterr().out
+    assert '__global__ void __launch_bounds__(64) polyc_k0' in src
+    assert main(["compile", mm_file, "--target", "cuda", "--emit", "ast"]) == 0
+    nest = capsys.readouterr().out
+    assert "launch kernel 0" in nest and "[block.x]" in nest and "[thread.y]" in nest
+
+
+def test_explain_reports_the_mapping(mm_file, capsys):
+    assert main(["explain", mm_file, "--target", "cuda", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (k,) = data["gpu"]["kernels"]
+    assert k["tile"] == [8, 32] and k["blocks"] == ["y", "x"] and not data["gpu"]["emulated"]
+    assert main(["explain", mm_file, "--emulate"]) == 0
+    assert "GPU mapping (polyc.schedule.gpu_mapping) [emulated on the CPU]" in \
+        capsys.readouterr().out
+
+
+def test_usage_errors(mm_file, capsys):
+    assert main(["compile", mm_file, "--emit", "cuda"]) == 2
+    assert "--emit cuda needs --target cuda" in capsys.readouterr().err
+    assert main(["run", mm_file, "--emulate", "--gpu-block", "8,x"]) == 2
+    assert "--gpu-block" in capsys.readouterr().err
+    assert main(["run", mm_file, "--emulate", "--gpu-block", "64,64"]) == 2
+    assert "1024" in capsys.readouterr().err
