@@ -112,17 +112,30 @@ def with_mapping(explained, low: GpuLowered, *, emulated: bool, resources=None):
     return text
 
 
-def compile_gpu(program: Program, config: Config):
+#: Lowered GPU kernels (mapping and CUDA source) by the ``key`` given to
+#: :func:`compile_gpu` (:func:`polyc.pipeline.lowered_key`, which covers
+#: ``Config.target`` and every GPU option): a second compile skips isl.
+_LOWERED: dict = {}
+
+
+def compile_gpu(program: Program, config: Config, key: str | None = None):
     """Compile ``program`` for ``target="cuda"``: an :class:`EmulatedKernel`
     with ``Config.emulate``, else a :class:`polyc.gpu_runtime.CudaKernel`.
+    ``key`` (:func:`polyc.pipeline.lowered_key` of ``program`` with its
+    preconditions) memoises the lowering in this process.
     Raises what :func:`lower_gpu` raises, :class:`~polyc.errors.CompileError`
     (nvcc's or the C compiler's stderr), :class:`~polyc.errors.ToolMissingError`
     without nvcc or pycuda, :class:`~polyc.errors.DeviceError` without a GPU."""
     from polyc.backends.base import backend
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))
-    low = lower_gpu(program, config)
-    cuda = backend("cuda").emit(low.program, low.loopnest, config, kernels=low.kernels)
+    if key is not None and key in _LOWERED and not config.dump:
+        low, cuda = _LOWERED[key]
+    else:
+        low = lower_gpu(program, config)
+        cuda = backend("cuda").emit(low.program, low.loopnest, config, kernels=low.kernels)
+        if key is not None:
+            _LOWERED[key] = low, cuda
     if config.emulate:
         from polyc.backends.cuda.emit import emulation_source
         source = emulation_source(low.program, cuda, low.loopnest, list(low.kernels),

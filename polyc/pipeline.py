@@ -322,7 +322,12 @@ def compile_programs(programs: list[Program], config: Config | None = None) -> l
     config = config or Config.from_env()
     if config.target == "cuda":
         from .gpu_pipeline import compile_gpu
-        return [compile_gpu(p, config) for p in programs]
+        out = []
+        for p in programs:
+            if p.preconditions is None:
+                p = p.replace(preconditions=bounds.preconditions(p))
+            out.append(compile_gpu(p, config, key=lowered_key(p, config)))
+        return out
     staged = [_lowered_source(p, config) for p in programs]
     texts = [src.text for _, src, _ in staged]
     if len(texts) > 1:
