@@ -79,7 +79,6 @@ def compile_figures() -> list[dict]:
     """Mapping + emulator build and nvcc per workload (no GPU needed)."""
     import polyc
     from polyc.backends.cuda.build import build_cubin
-    from polyc.backends.cuda.emit import kernel_name
     from polyc.config import Config
     rows = []
     for name, src, _ in WORKLOADS:
@@ -89,7 +88,7 @@ def compile_figures() -> list[dict]:
         map_s = time.perf_counter() - t
         row = {"workload": name, "map+emulator_s": map_s}
         if hasattr(k, "cuda"):
-            threads = {kernel_name(i): s.threads for i, s in k.cuda.launches.items()}
+            threads = {name: s.threads for name, s in k.cuda.launches.items()}
             t = time.perf_counter()
             built = build_cubin(k.cuda_source, config=cfg, threads=threads)
             row["nvcc_s"] = time.perf_counter() - t

@@ -21,7 +21,17 @@ import islpy as isl
 from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
-from .loopnest import Block, For, If, Launch, Local, Node, StmtInstance, perfect_depth
+from .loopnest import (
+    Block,
+    For,
+    If,
+    Launch,
+    Local,
+    Node,
+    StmtInstance,
+    number_launches,
+    perfect_depth,
+)
 from .schedule import gpu_mapping
 from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .schedule.promotion import LOCAL_MARK
@@ -186,4 +196,5 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
 def generate(program: Program, schedule: isl.Schedule) -> Node:
     """The LoopNest of ``program`` under ``schedule``."""
     local = {t.name: t for t in program.tensors if t.role == "local"}
-    return to_loopnest(build_ast(program, schedule), frozenset(program.params), local)
+    nest = to_loopnest(build_ast(program, schedule), frozenset(program.params), local)
+    return number_launches(nest)

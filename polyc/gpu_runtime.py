@@ -25,7 +25,7 @@ import logging
 import numpy as np
 
 from polyc.backends.base import backend
-from polyc.backends.cuda.emit import CudaSource, kernel_name
+from polyc.backends.cuda.emit import CudaSource, launch_name
 
 from . import loopnest as L
 from .errors import DeviceError, ToolMissingError
@@ -39,7 +39,7 @@ MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 
 def host_source(cuda: CudaSource) -> str:
     """Python source of ``host(launch, <params>)``: the host loop nest of
-    ``cuda`` calling ``launch(kernel, grid, block, host_values)``.  Every
+    ``cuda`` calling ``launch(function name, grid, block, host_values)``.  Every
     expression comes from isl (names are parameters and ``c<k>``)."""
     lines = ["def host(launch" + "".join(f", p_{p}" for p in cuda.params) + "):"]
 
@@ -61,11 +61,11 @@ def host_source(cuda: CudaSource) -> str:
             for ch in n.children:
                 go(ch, depth)
         elif isinstance(n, L.Launch):
-            s = cuda.launches[n.kernel]
+            s = cuda.launches[launch_name(n)]
             grid = ", ".join(_py(x) for x in s.grid)
             block = ", ".join(_py(x) for x in s.block)
             hosts = "".join(f"p_{h}, " for h in s.host_iterators)
-            lines.append(f"{pad}launch({int(n.kernel)}, ({grid}), ({block}), ({hosts}))")
+            lines.append(f"{pad}launch({s.name!r}, ({grid}), ({block}), ({hosts}))")
         else:
             raise AssertionError(f"unexpected host node {type(n).__name__}")
         lines.append(f"{pad}pass")
@@ -96,7 +96,7 @@ class CudaKernel:
         self.config = config
         self._lowered = lowered
         self.binder = Binder(program)
-        threads = {kernel_name(k): s.threads for k, s in cuda.launches.items()}
+        threads = {name: s.threads for name, s in cuda.launches.items()}
         self._built = backend("cuda").build(cuda.text, config, threads=threads)
         namespace: dict = {"min": min, "max": max}
         exec(compile(host_source(cuda), "<polyc host>", "exec"), namespace)  # noqa: S102
@@ -173,7 +173,7 @@ class CudaKernel:
             if min(grid) <= 0 or min(block) <= 0:
                 return
             grid = tuple(int(min(g, m)) for g, m in zip(grid, MAX_GRID))
-            fn = module.get_function(kernel_name(k))
+            fn = module.get_function(k)
             fn(*ints, *[np.int64(h) for h in hosts], *device,
                grid=grid, block=tuple(int(b) for b in block))
         try:

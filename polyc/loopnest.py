@@ -8,7 +8,7 @@ names an AST loop iterator (``c0``, ``c1``, ...) and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import expr as E
 
@@ -77,6 +77,31 @@ class Launch(Node):
     ``Launch`` runs on the host."""
     kernel: int
     body: Node
+    #: isl may print a kernel's subtree more than once (in both branches of
+    #: a condition on the sizes, say), each copy its own CUDA function:
+    #: ``occurrence`` numbers them (:func:`number_launches`)
+    occurrence: int = 0
+
+
+def number_launches(node: Node, seen: dict | None = None) -> Node:
+    """``node`` with the :class:`Launch` nodes of each kernel numbered
+    0, 1, ... in program order (their ``occurrence``)."""
+    seen = {} if seen is None else seen
+    if isinstance(node, Launch):
+        k = seen.get(node.kernel, 0)
+        seen[node.kernel] = k + 1
+        return replace(node, occurrence=k)
+    if isinstance(node, For):
+        return replace(node, body=number_launches(node.body, seen))
+    if isinstance(node, If):
+        then = number_launches(node.then, seen)
+        other = None if node.otherwise is None else number_launches(node.otherwise, seen)
+        return If(node.cond, then, other)
+    if isinstance(node, Block):
+        return Block(tuple(number_launches(c, seen) for c in node.children))
+    if isinstance(node, Local):
+        return replace(node, body=number_launches(node.body, seen))
+    return node
 
 
 @dataclass(frozen=True)
@@ -165,7 +190,9 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
         return (f"{pad}local {node.name}: {node.dtype}[{', '.join(map(str, node.sizes))}]\n"
                 + format_loopnest(node.body, indent + 1))
     if isinstance(node, Launch):
-        return f"{pad}launch kernel {node.kernel}\n" + format_loopnest(node.body, indent + 1)
+        copy = f" (copy {node.occurrence})" if node.occurrence else ""
+        return (f"{pad}launch kernel {node.kernel}{copy}\n"
+                + format_loopnest(node.body, indent + 1))
     if isinstance(node, StmtInstance):
         return f"{pad}{node.statement}({', '.join(E.to_text(a) for a in node.args)})\n"
     raise AssertionError(type(node))

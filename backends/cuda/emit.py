@@ -70,15 +70,23 @@ ENTRY = "polyc_kernel"
 Mapping = object
 
 
-def kernel_name(k: int) -> str:
-    return f"polyc_k{int(k)}"
+def kernel_name(k: int, occurrence: int = 0) -> str:
+    """The CUDA function of kernel ``k`` (its ``occurrence``-th copy in the
+    loop nest, :func:`polyc.loopnest.number_launches`)."""
+    return f"polyc_k{int(k)}" + (f"_{int(occurrence)}" if occurrence else "")
+
+
+def launch_name(launch: L.Launch) -> str:
+    return kernel_name(launch.kernel, launch.occurrence)
 
 
 @dataclass(frozen=True)
 class LaunchSpec:
-    """How the host launches kernel ``kernel``: ``grid`` and ``block``
-    (x, y, z) as expressions of the size parameters; ``host_iterators``: the
-    host loops' iterators passed after the parameters."""
+    """How the host launches CUDA function ``name`` (of kernel ``kernel``):
+    ``grid`` and ``block`` (x, y, z) as expressions of the size parameters;
+    ``host_iterators``: the host loops' iterators passed after the
+    parameters."""
+    name: str
     kernel: int
     grid: tuple[E.Expr, E.Expr, E.Expr]
     block: tuple[E.Expr, E.Expr, E.Expr]
@@ -88,12 +96,13 @@ class LaunchSpec:
 
 @dataclass(frozen=True)
 class CudaSource:
-    """The CUDA translation unit (``text``), its kernels' launches, the host
+    """The CUDA translation unit (``text``), its kernels' launches (by CUDA
+    function name), the host
     loop nest around them (``host``: a LoopNest whose leaves are
     :class:`~polyc.loopnest.Launch` nodes) and the argument spec (size
     parameters, tensors, in ABI order)."""
     text: str
-    launches: dict[int, LaunchSpec]
+    launches: dict[str, LaunchSpec]
     host: L.Node
     params: tuple[str, ...]
     tensors: tuple[str, ...]
@@ -248,7 +257,7 @@ def _param_expr(pa, program: Program) -> E.Expr:
     return E.map_expr(pw_aff_to_expr(pa, program.context), as_param)
 
 
-def _spec(program: Program, k: Mapping, host: tuple[str, ...]) -> LaunchSpec:
+def _spec(program: Program, k: Mapping, host: tuple[str, ...], name: str) -> LaunchSpec:
     one = E.Const(1)
     grid, block = [one, one, one], [one, one, one]
     for j, axis in enumerate(k.block_axes):
@@ -258,7 +267,7 @@ def _spec(program: Program, k: Mapping, host: tuple[str, ...]) -> LaunchSpec:
     threads = 1
     for t in k.tile:
         threads *= t
-    return LaunchSpec(k.index, tuple(grid), tuple(block), host, threads)
+    return LaunchSpec(name, k.index, tuple(grid), tuple(block), host, threads)
 
 
 def _parameters(program: Program, host: tuple[str, ...], restrict: str) -> list:
@@ -298,12 +307,12 @@ def _tree(em: _KernelBody, sync: str) -> c.For:
                  c.Block([step] + ([c.Statement(sync)] if sync else [])))
 
 
-def _cuda_reduction(em: _KernelBody, k: Mapping) -> list:
+def _cuda_reduction(em: _KernelBody, name: str) -> list:
     """The end of a reduction kernel: a tree over the block's threads in
     shared memory, the block's result into ``polyc_part_k<k>``; the last
     block to finish (a ticket counter after ``__threadfence``) combines the
     partial results in block order and stores."""
-    part, ticket = f"polyc_part_k{k.index}", f"polyc_ticket_k{k.index}"
+    part, ticket = f"{name}_part", f"{name}_ticket"
     acc = em.acc_c
     return [
         c.Line(f"__shared__ {acc} polyc_red[{REDUCE_THREADS}];"),
@@ -335,26 +344,25 @@ def _cuda_reduction(em: _KernelBody, k: Mapping) -> list:
 def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
     """The CUDA source of ``program`` running the mapped ``nest``."""
     by_index = {k.index: k for k in kernels}
-    specs: dict[int, LaunchSpec] = {}
+    specs: dict[str, LaunchSpec] = {}
     parts = [f"/* polyc CUDA kernels for def {check_identifier(program.name)} */\n",
              _device_prelude()]
     for launch, host in _launches(nest):
-        k = by_index[launch.kernel]
-        specs[k.index] = spec = _spec(program, k, host)
+        k, name = by_index[launch.kernel], launch_name(launch)
+        specs[name] = spec = _spec(program, k, host, name)
         decl = c.FunctionDeclaration(
-            c.Value(f'extern "C" __global__ void __launch_bounds__({spec.threads})',
-                    kernel_name(k.index)),
+            c.Value(f'extern "C" __global__ void __launch_bounds__({spec.threads})', name),
             _parameters(program, host, "__restrict__"))
         body, em = _body(program, launch, k, host)
         if k.reduction:
-            parts.append(f"__device__ {em.acc_c} polyc_part_k{k.index}[{REDUCE_MAX_BLOCKS}];\n"
-                         f"__device__ unsigned int polyc_ticket_k{k.index};\n")
-            body = c.Block(list(body.contents) + _cuda_reduction(em, k))
+            parts.append(f"__device__ {em.acc_c} {name}_part[{REDUCE_MAX_BLOCKS}];\n"
+                         f"__device__ unsigned int {name}_ticket;\n")
+            body = c.Block(list(body.contents) + _cuda_reduction(em, name))
         parts.append(str(c.FunctionBody(decl, body)) + "\n")
     return CudaSource(text="\n".join(parts), launches=specs, host=nest,
                       params=tuple(program.params),
                       tensors=tuple(t.name for t in arguments(program)),
-                      kernel_names=tuple(kernel_name(i) for i in sorted(specs)))
+                      kernel_names=tuple(specs))
 
 
 class _HostEmulator(_Emitter):
@@ -362,8 +370,8 @@ class _HostEmulator(_Emitter):
     over its grid and its block's threads calling the kernel's body; a
     reduction kernel's trees run as loops over the threads of each level."""
 
-    def __init__(self, program: Program, specs: dict[int, LaunchSpec], reverse: bool,
-                 printers: dict[int, _KernelBody]):
+    def __init__(self, program: Program, specs: dict[str, LaunchSpec], reverse: bool,
+                 printers: dict[str, _KernelBody]):
         super().__init__(program)
         self.specs = specs
         self.reverse = reverse
@@ -371,7 +379,7 @@ class _HostEmulator(_Emitter):
 
     def node(self, n: L.Node) -> c.Generable:
         if isinstance(n, L.Launch):
-            return self.launch(self.specs[n.kernel])
+            return self.launch(self.specs[launch_name(n)])
         if isinstance(n, L.For):
             n = replace(n, parallel=False, simd=False, reduction=False, collapse=1)
         return super().node(n)
@@ -389,7 +397,7 @@ class _HostEmulator(_Emitter):
 
     def launch(self, spec: LaunchSpec) -> c.Block:
         ip = self.loop_printer.index
-        em = self.printers[spec.kernel]
+        em = self.printers[spec.name]
         lines: list = []
         for name, exprs in (("polyc_grid", spec.grid), ("polyc_block", spec.block)):
             lines.append(c.Line(f"const polyc_dim3 {name} = {{"
@@ -398,13 +406,13 @@ class _HostEmulator(_Emitter):
                          + [loop_iterator_name(h) for h in spec.host_iterators]
                          + [tensor_name(t.name) for t in arguments(self.program)])
         out = "&polyc_red[polyc_tx], " if em.reduction else ""
-        call = c.Statement(f"{kernel_name(spec.kernel)}(polyc_b, polyc_t, polyc_grid, "
+        call = c.Statement(f"{spec.name}(polyc_b, polyc_t, polyc_grid, "
                            f"polyc_block, {out}{args}".rstrip(", ") + ")")
         inner: c.Generable = self._threads(c.Block([
             c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), call]))
         after: list = []
         if em.reduction:
-            after = [c.Statement(f"polyc_tree_k{spec.kernel}(polyc_red, polyc_block.x)"),
+            after = [c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
                      c.Statement("polyc_part[polyc_bx] = polyc_red[0]")]
         inner = c.Block([c.Line("const polyc_dim3 polyc_b = {polyc_bx, polyc_by, polyc_bz};"),
                          inner] + after)
@@ -422,7 +430,7 @@ class _HostEmulator(_Emitter):
                               "polyc_g += polyc_block.x", c.Block([c.Statement(
                                   "polyc_a = " + em.combined("polyc_a", "polyc_part[polyc_g]"))])),
                         c.Statement("polyc_red[polyc_tx] = polyc_a")]), "x"),
-                    c.Statement(f"polyc_tree_k{spec.kernel}(polyc_red, polyc_block.x)"),
+                    c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
                     em.store("polyc_red[0]")]
         positive = " && ".join(f"{g}.{a} > 0" for g in ("polyc_grid", "polyc_block")
                                for a in "xyz")
@@ -430,13 +438,13 @@ class _HostEmulator(_Emitter):
         return c.Block(lines)
 
 
-def _emulated_tree(em: _KernelBody, k: int) -> str:
+def _emulated_tree(em: _KernelBody, name: str) -> str:
     """The emulator's pairwise combination: the levels of :func:`_tree`, each
     a loop over the threads."""
     step = _tree_step(em)
     loop = c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2", c.Block([
         c.For("int64_t polyc_tid = 0", "polyc_tid < polyc_n", "polyc_tid++", c.Block([step]))]))
-    decl = c.FunctionDeclaration(c.Value("static void", f"polyc_tree_k{int(k)}"), [
+    decl = c.FunctionDeclaration(c.Value("static void", f"{name}_tree"), [
         c.Value(f"{em.acc_c} *restrict", "polyc_red"), c.Value("int64_t", "polyc_n")])
     return str(c.FunctionBody(decl, c.Block([loop]))) + "\n"
 
@@ -454,19 +462,19 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
     parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
              "emulated on the CPU */\n", PRELUDE,
              "typedef struct { int64_t x, y, z; } polyc_dim3;\n"]
-    printers: dict[int, _KernelBody] = {}
+    printers: dict[str, _KernelBody] = {}
     for launch, host in _launches(nest):
-        k = by_index[launch.kernel]
+        k, name = by_index[launch.kernel], launch_name(launch)
         body, em = _body(program, launch, k, host)
-        printers[k.index] = em
+        printers[name] = em
         params = [c.Value("polyc_dim3", n)
                   for n in ("blockIdx", "threadIdx", "gridDim", "blockDim")]
         if k.reduction:
             params.append(c.Value(f"{em.acc_c} *restrict", "polyc_out"))
             body = c.Block(list(body.contents) + [c.Statement("*polyc_out = polyc_acc")])
-            parts.append(_emulated_tree(em, k.index))
+            parts.append(_emulated_tree(em, name))
         params += _parameters(program, host, "restrict")
-        decl = c.FunctionDeclaration(c.Value("static void", kernel_name(k.index)), params)
+        decl = c.FunctionDeclaration(c.Value("static void", name), params)
         body = c.Block([c.Line("(void)gridDim; (void)blockDim; (void)blockIdx; "
                                "(void)threadIdx;")] + list(body.contents))
         parts.append(str(c.FunctionBody(decl, body)) + "\n")

@@ -203,3 +203,19 @@ def test_the_stride_one_loop_maps_to_thread_x():
     # S0's second index (j) is the x-mapped loop's iterator
     assert "int64_t const i_j = (c1 + c3);" in src
     assert "c3 = INT64_C(0) + INT64_C(1) * (int64_t)threadIdx.x" in src
+
+
+def test_a_kernel_printed_twice_by_isl_gets_two_functions():
+    """Found by the fuzzer: isl printed one kernel's subtree in two branches
+    of a condition on the sizes, and both copies were emitted under one
+    name.  Each copy is its own function (``polyc_k2``, ``polyc_k2_1``)."""
+    src = """def f(float(1, K, N) A) -> (O0) {
+    O0(j) +=! A(i, j, k) + A(i + i, i, i) + tanh(A(i, i, j)) + 1.5
+    O0(i) += A(i + j, k, l) + O0(m) + O0(i) + 1.5
+}"""
+    k = polyc.compile(src, config=emulated())
+    names = list(k.cuda.launches)
+    assert len(names) == len(set(names)) > len(k.kernels)
+    for sizes in ({"N": 1, "K": 1, "L": 1, "M": 1}, {"N": 1, "K": 3, "L": 1, "M": 1},
+                  {"N": 3, "K": 1, "L": 1, "M": 3}):
+        run_and_compare(k, sizes, "f")

@@ -13,7 +13,6 @@ import pytest
 import polyc
 from benchmarks.polybench import BENCHMARKS
 from polyc.backends.cuda.build import MAX_REGISTERS, REGISTERS_PER_BLOCK, build_cubin
-from polyc.backends.cuda.emit import kernel_name
 from polyc.config import Config
 
 pytestmark = pytest.mark.nvcc
@@ -27,7 +26,7 @@ def emulated() -> Config:
 
 
 def check_build(kernel, arch: str) -> None:
-    threads = {kernel_name(k): s.threads for k, s in kernel.cuda.launches.items()}
+    threads = {name: s.threads for name, s in kernel.cuda.launches.items()}
     built = build_cubin(kernel.cuda_source, config=kernel.config, arch=arch, threads=threads)
     assert built.cubin[:4] == b"\x7fELF" and built.arch == arch
     assert set(built.resources) == set(threads)
