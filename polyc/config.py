@@ -143,6 +143,11 @@ class Config:
     emulate_reverse: bool = field(default=False, metadata=_opt(
         "with emulate: run the threads of each emulated block in reverse order (a "
         "mapping that depends on the order of threads gives other results)", True))
+    emulate_checks: bool = field(default=False, metadata=_opt(
+        "with emulate: instrumented emulation (POLYC_CUDA_EMULATE=checks): every access of "
+        "a global tensor checked in bounds, and a shadow of each tensor a launch writes "
+        "flags two threads of the launch touching one element when one writes it (a race); "
+        "the first violation raises IllegalScheduleError", True))
     gpu_block: tuple[int, ...] = field(default=(), metadata=_opt(
         "threads per block per mapped loop, innermost last (POLYC_GPU_BLOCK=8,32; "
         "outer loops it does not cover get one thread); empty: 256 threads, 32 along "
@@ -220,7 +225,7 @@ class Config:
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
                              f"polyc compile --fusion smart)")
         for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
-                     "emulate", "emulate_reverse"):
+                     "emulate", "emulate_reverse", "emulate_checks"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -281,8 +286,9 @@ class Config:
                 raise PolycError(f"POLYC_ROW_BLOCK={rb!r} is not a number of rows; set a "
                                  f"number >= 0 (0: automatic, 1: off), or unset it")
             kw["row_block"] = int(rb)
-        if _env("POLYC_CUDA_EMULATE") == "1":
+        if _env("POLYC_CUDA_EMULATE") in ("1", "checks"):
             kw["emulate"] = True
+            kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"
         if _env("POLYC_CUDA_ARCH"):
             kw["cuda_arch"] = _env("POLYC_CUDA_ARCH")
         gb = _env("POLYC_GPU_BLOCK")

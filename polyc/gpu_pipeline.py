@@ -74,6 +74,40 @@ class EmulatedKernel(Kernel):
     def __init__(self, program, source, library, config, *, lowered, cuda):
         super().__init__(program, source, library, config, lowered=lowered)
         self.cuda = cuda
+        self._report = None
+        if config.emulate_checks:
+            import ctypes
+            self._report = (ctypes.c_int64 * 6).in_dll(library.cdll, "polyc_emu_report")
+            self.SERIAL_WORK = 1 << 62      # the checks' state is not thread-safe
+
+    def __call__(self, *args, **kwargs):
+        out = super().__call__(*args, **kwargs)
+        if self._report is not None and self._report[0]:
+            report = list(self._report)
+            for i in range(6):
+                self._report[i] = 0
+            raise self._violation(report)
+        return out
+
+    def _violation(self, report: list) -> Exception:
+        """The error of an instrumented run's first violation."""
+        from .errors import IllegalScheduleError
+        kind, kernel, tensor, at, a, b = report
+        names = list(self.cuda.kernel_names)
+        fn = names[kernel] if 0 <= kernel < len(names) else "?"
+        tname = self._source.tensors[tensor] if 0 <= tensor < len(self._source.tensors) else "?"
+        if kind == 1:
+            return IllegalScheduleError(
+                f"emulated CUDA kernel {fn} accessed {tname} out of bounds: element {at} of "
+                f"{b} (thread {a - 1} of the launch, counted over the grid); a polyc bug")
+        if kind == 2:
+            who = "several threads" if a < 0 else f"thread {a - 1}"
+            return IllegalScheduleError(
+                f"emulated CUDA kernel {fn} has a race on {tname}: element {at} is touched "
+                f"by {who} and by thread {b - 1} of one launch (threads counted over the "
+                "grid), one of them writing it; nothing orders two threads of a launch")
+        return MemoryError(f"the instrumented emulation could not allocate the race shadow of "
+                           f"{tname} ({at} elements); run it at smaller sizes")
 
     @property
     def cuda_source(self) -> str:
@@ -137,9 +171,9 @@ def compile_gpu(program: Program, config: Config, key: str | None = None):
         if key is not None:
             _LOWERED[key] = low, cuda
     if config.emulate:
-        from polyc.backends.cuda.emit import emulation_source
+        from polyc.backends.cuda.emulate import emulation_source
         source = emulation_source(low.program, cuda, low.loopnest, list(low.kernels),
-                                  reverse=config.emulate_reverse)
+                                  reverse=config.emulate_reverse, checks=config.emulate_checks)
         lib = backend("c").build(source.text, config)
         return EmulatedKernel(program, source, lib, config, lowered=low, cuda=cuda)
     from .gpu_runtime import CudaKernel

@@ -177,6 +177,17 @@ def comment_text(text: str, limit: int = 160) -> str:
     return flat.strip()
 
 
+def linear_offset(tensor: str, idx: list[str]) -> str:
+    """The row-major offset of element ``idx`` of ``tensor`` (C text, int64_t
+    arithmetic over the extents ``d<k>_<tensor>``)."""
+    if not idx:
+        return "0"
+    off = idx[0]
+    for d in range(1, len(idx)):
+        off = f"({off}) * {extent_name(tensor, d)} + {idx[d]}"
+    return off
+
+
 class _Emitter:
     def __init__(self, program: Program, omp_schedule: str = "auto"):
         self.program = program
@@ -202,12 +213,7 @@ class _Emitter:
             return "polyc_inv" + tensor[len(HOISTED):]
         if tensor in self.locals:
             return tensor_name(tensor) + ("".join(f"[{i}]" for i in idx) or "[0]")
-        if not idx:
-            return f"{tensor_name(tensor)}[0]"
-        off = idx[0]
-        for d in range(1, len(idx)):
-            off = f"({off}) * {extent_name(tensor, d)} + {idx[d]}"
-        return f"{tensor_name(tensor)}[{off}]"
+        return f"{tensor_name(tensor)}[{linear_offset(tensor, idx)}]"
 
     # -- prologue ---------------------------------------------------------------
     def prologue(self) -> list:

@@ -1,6 +1,8 @@
 """CUDA code generation: (``ir.Program``, mapped LoopNest, kernel mappings)
 -> CUDA source, and the same kernels as C for the CPU emulator.
 
+The emulator's C (:mod:`.emulate`) pastes the same kernel bodies.
+
 The loop nest comes from a schedule mapped by
 :mod:`polyc.schedule.gpu_mapping`: what lies outside its
 :class:`~polyc.loopnest.Launch` nodes runs on the host; each launch's body
@@ -11,7 +13,7 @@ runs on every thread of a grid.  Each launch becomes one kernel::
 
 whose body is printed once (statements exactly as the C backend prints them,
 :class:`backends.c.emit._Emitter`) and pasted both into the CUDA source and
-into the emulator's C (:func:`emulation_source`).  A loop mapped to a block
+into the emulator's C (:func:`.emulate.emulation_source`).  A loop mapped to a block
 (thread) index strides over it::
 
     for (int64_t c1 = 0 + INT64_C(32) * (int64_t)blockIdx.x; c1 < p_N;
@@ -49,8 +51,9 @@ from ..c.cexpr import (
     param_name,
     tensor_name,
 )
-from ..c.emit import PRELUDE, Source, _Emitter, arguments, comment_text
+from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
+from ..c.hoist import HOISTED
 
 #: CUDA axes, innermost mapped loop first (as polyc.schedule.gpu_mapping.AXES).
 AXES = "xyz"
@@ -59,9 +62,6 @@ AXES = "xyz"
 #: REDUCE_MAX_BLOCKS): threads per block, and the most blocks.
 REDUCE_THREADS = 256
 REDUCE_MAX_BLOCKS = 1024
-
-#: Emulated entry point (same ABI as the C backend's ``polyc_kernel``).
-ENTRY = "polyc_kernel"
 
 
 #: A kernel's mapping (polyc.schedule.gpu_mapping.KernelMapping: ``index``,
@@ -128,7 +128,7 @@ def _identity(op: str, acc_t: str) -> str:
     return f"INT{bits}_MIN" if op == "max" else f"INT{bits}_MAX"
 
 
-class _KernelBody(_Emitter):
+class KernelBody(_Emitter):
     """Prints one launch's body: sequential loops and statements as the C
     backend does; mapped loops as strided loops over their CUDA index; a
     statement outside the loop of a mapped axis guarded to index 0.  In a
@@ -141,7 +141,12 @@ class _KernelBody(_Emitter):
                      | {f"thread.{a}" for a in kernel.thread_axes})
         self.covered: set[str] = set()
         self.reduction = kernel.reduction
+        self.statements = tuple(kernel.statements)
         self.host: tuple[str, ...] = ()
+        #: instrumented emulation (backends/cuda/emulate.py): the kernel's
+        #: number for reports; accesses of global tensors are checked
+        self.checks: int | None = None
+        self.writing = False
         self.stored: L.StmtInstance | None = None
         if self.reduction:
             self.axes = {"global.x"}
@@ -151,6 +156,41 @@ class _KernelBody(_Emitter):
             self.acc_t = accumulator_type(dtype, rtype)
             self.acc_c = C_TYPES[self.acc_t]
             self.ident = _identity(st.op, self.acc_t)
+
+    def _access(self, tensor: str, idx: list[str]) -> str:
+        """As the C backend's, but in an instrumented emulation every access
+        of a global tensor goes through ``polyc_chk`` (bounds, races)."""
+        if (self.checks is None or tensor.startswith(HOISTED) or tensor in self.locals):
+            return super()._access(tensor, idx)
+        i = self.arg_index[tensor]
+        ctype = C_TYPES[self.dtypes[tensor]]
+        return (f"(*({ctype} *)polyc_chk((void *){tensor_name(tensor)}, sizeof({ctype}), "
+                f"{linear_offset(tensor, idx)}, polyc_n{i}, polyc_sw{i}, polyc_sr{i}, "
+                f"{int(self.writing)}, {self.checks}, {i}))")
+
+    def statement(self, inst: L.StmtInstance, s=None) -> c.Generable:
+        """The C backend's statement; instrumented, its written element is
+        checked as a write (a read-modify-write for an update)."""
+        st = s or self.stmts[inst.statement]
+        if self.checks is None or st.kind != "update" and st.kind != "assign":
+            return super().statement(inst, s)
+        self.writing = True
+        try:
+            lhs = self._printer()._access(st.lhs)
+        finally:
+            self.writing = False
+        head = [c.Comment(comment_text(st.text))] if st.text else []
+        body = head + self._iterators(zip(st.iterators, inst.args))
+        pr = self._printer()
+        dtype = self.dtypes[st.tensor]
+        if st.op == "=":
+            body.append(c.Statement(f"{lhs} = {pr.value(st.rhs, dtype)}"))
+        else:
+            rhs, rtype = pr.typed(st.rhs, float_type_of(dtype))
+            acc = accumulator_type(dtype, rtype)
+            update = combine(st.op, convert(lhs, dtype, acc), convert(rhs, rtype, acc), acc)
+            body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
+        return c.Block(body)
 
     def accumulate(self, inst: L.StmtInstance) -> c.Block:
         """``polyc_acc = polyc_acc op rhs`` at ``inst``."""
@@ -177,7 +217,11 @@ class _KernelBody(_Emitter):
         for _, a in pairs:
             assert E.index_names(a) <= set(self.host), (st.name, a)
         dtype = self.dtypes[st.tensor]
-        lhs = self._printer()._access(st.lhs)
+        self.writing = True
+        try:
+            lhs = self._printer()._access(st.lhs)
+        finally:
+            self.writing = False
         total = combine(st.op, convert(lhs, dtype, self.acc_t), value, self.acc_t)
         return c.Block(self._iterators(pairs)
                        + [c.Statement(f"{lhs} = {convert(total, self.acc_t, dtype)}")])
@@ -235,19 +279,30 @@ def _extents(em: _Emitter, program: Program) -> list:
             for t in arguments(program) for d in range(1, t.ndim)]
 
 
-def _launches(nest: L.Node, host: tuple[str, ...] = ()):
+def element_counts(em: _Emitter, program: Program) -> list:
+    """``polyc_n<i>``: the element count of argument tensor ``i`` (for the
+    instrumented emulation's bounds checks)."""
+    out = []
+    for i, t in enumerate(arguments(program)):
+        n = " * ".join([f"({em.extent_expr(t.name, 0)})"]
+                       + [extent_name(t.name, d) for d in range(1, t.ndim)]) if t.ndim else "1"
+        out.append(c.Line(f"const int64_t polyc_n{i} = {n}; (void)polyc_n{i};"))
+    return out
+
+
+def launches(nest: L.Node, host: tuple[str, ...] = ()):
     """``(Launch, host iterators around it)`` in program order."""
     if isinstance(nest, L.Launch):
         yield nest, host
     elif isinstance(nest, L.For):
-        yield from _launches(nest.body, host + (nest.iterator,))
+        yield from launches(nest.body, host + (nest.iterator,))
     elif isinstance(nest, L.If):
-        yield from _launches(nest.then, host)
+        yield from launches(nest.then, host)
         if nest.otherwise is not None:
-            yield from _launches(nest.otherwise, host)
+            yield from launches(nest.otherwise, host)
     elif isinstance(nest, L.Block):
         for ch in nest.children:
-            yield from _launches(ch, host)
+            yield from launches(ch, host)
     elif isinstance(nest, L.StmtInstance):
         raise AssertionError(f"statement {nest.statement} outside every GPU kernel")
 
@@ -270,7 +325,7 @@ def _spec(program: Program, k: Mapping, host: tuple[str, ...], name: str) -> Lau
     return LaunchSpec(name, k.index, tuple(grid), tuple(block), host, threads)
 
 
-def _parameters(program: Program, host: tuple[str, ...], restrict: str) -> list:
+def parameters(program: Program, host: tuple[str, ...], restrict: str) -> list:
     out = [c.Value("int64_t", param_name(p)) for p in program.params]
     out += [c.Value("int64_t", loop_iterator_name(h)) for h in host]
     for t in arguments(program):
@@ -279,35 +334,41 @@ def _parameters(program: Program, host: tuple[str, ...], restrict: str) -> list:
     return out
 
 
-def _body(program: Program, launch: L.Launch, k: Mapping,
-          host: tuple[str, ...]) -> tuple[c.Block, _KernelBody]:
+def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str, ...],
+                checks: int | None = None) -> tuple[c.Block, KernelBody]:
     """A launch's body (for a reduction kernel: up to each thread's
-    accumulator) and the printer that printed it."""
-    em = _KernelBody(program, k)
+    accumulator) and the printer that printed it; ``checks``: the kernel's
+    number in an instrumented emulation (element counts declared, accesses
+    checked)."""
+    em = KernelBody(program, k)
     em.host = host
+    em.checks = checks
+    em.arg_index = {t.name: i for i, t in enumerate(arguments(program))}
     decls = _extents(em, program)
+    if checks is not None:
+        decls += element_counts(em, program)
     used = [c.Line(f"(void){param_name(p)};") for p in program.params]
     if k.reduction:
         decls.append(c.Line(f"{em.acc_c} polyc_acc = {em.ident};"))
     return c.Block(decls + used + [em.node(launch.body)]), em
 
 
-def _tree_step(em: _KernelBody) -> c.If:
+def tree_step(em: KernelBody) -> c.If:
     """Thread ``polyc_tid``'s part of tree level ``polyc_s``."""
     pair = em.combined("polyc_red[polyc_tid]", "polyc_red[polyc_tid + polyc_s]")
     return c.If("polyc_tid % (2 * polyc_s) == 0 && polyc_tid + polyc_s < polyc_n",
                 c.Statement(f"polyc_red[polyc_tid] = {pair}"))
 
 
-def _tree(em: _KernelBody, sync: str) -> c.For:
+def _tree(em: KernelBody, sync: str) -> c.For:
     """Pairwise combination of ``polyc_red[0:polyc_n]`` into ``polyc_red[0]``
     (interleaved: deterministic, any ``polyc_n``); ``sync`` ends each level."""
-    step = _tree_step(em)
+    step = tree_step(em)
     return c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2",
                  c.Block([step] + ([c.Statement(sync)] if sync else [])))
 
 
-def _cuda_reduction(em: _KernelBody, name: str) -> list:
+def _cuda_reduction(em: KernelBody, name: str) -> list:
     """The end of a reduction kernel: a tree over the block's threads in
     shared memory, the block's result into ``polyc_part_k<k>``; the last
     block to finish (a ticket counter after ``__threadfence``) combines the
@@ -347,13 +408,13 @@ def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
     specs: dict[str, LaunchSpec] = {}
     parts = [f"/* polyc CUDA kernels for def {check_identifier(program.name)} */\n",
              _device_prelude()]
-    for launch, host in _launches(nest):
+    for launch, host in launches(nest):
         k, name = by_index[launch.kernel], launch_name(launch)
         specs[name] = spec = _spec(program, k, host, name)
         decl = c.FunctionDeclaration(
             c.Value(f'extern "C" __global__ void __launch_bounds__({spec.threads})', name),
-            _parameters(program, host, "__restrict__"))
-        body, em = _body(program, launch, k, host)
+            parameters(program, host, "__restrict__"))
+        body, em = kernel_body(program, launch, k, host)
         if k.reduction:
             parts.append(f"__device__ {em.acc_c} {name}_part[{REDUCE_MAX_BLOCKS}];\n"
                          f"__device__ unsigned int {name}_ticket;\n")
@@ -363,128 +424,3 @@ def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
                       params=tuple(program.params),
                       tensors=tuple(t.name for t in arguments(program)),
                       kernel_names=tuple(specs))
-
-
-class _HostEmulator(_Emitter):
-    """The emulator's host code: host loops as C loops, each launch as loops
-    over its grid and its block's threads calling the kernel's body; a
-    reduction kernel's trees run as loops over the threads of each level."""
-
-    def __init__(self, program: Program, specs: dict[str, LaunchSpec], reverse: bool,
-                 printers: dict[str, _KernelBody]):
-        super().__init__(program)
-        self.specs = specs
-        self.reverse = reverse
-        self.printers = printers
-
-    def node(self, n: L.Node) -> c.Generable:
-        if isinstance(n, L.Launch):
-            return self.launch(self.specs[launch_name(n)])
-        if isinstance(n, L.For):
-            n = replace(n, parallel=False, simd=False, reduction=False, collapse=1)
-        return super().node(n)
-
-    def _threads(self, inner: c.Generable, axes: str = "xyz") -> c.Generable:
-        for axis in axes:
-            v = f"polyc_t{axis}"
-            if self.reverse:
-                inner = c.For(f"int64_t {v} = polyc_block.{axis} - 1", f"{v} >= 0", f"{v}--",
-                              self._block(inner))
-            else:
-                inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_block.{axis}", f"{v}++",
-                              self._block(inner))
-        return inner
-
-    def launch(self, spec: LaunchSpec) -> c.Block:
-        ip = self.loop_printer.index
-        em = self.printers[spec.name]
-        lines: list = []
-        for name, exprs in (("polyc_grid", spec.grid), ("polyc_block", spec.block)):
-            lines.append(c.Line(f"const polyc_dim3 {name} = {{"
-                                + ", ".join(ip(x) for x in exprs) + "};"))
-        args = ", ".join([param_name(p) for p in self.program.params]
-                         + [loop_iterator_name(h) for h in spec.host_iterators]
-                         + [tensor_name(t.name) for t in arguments(self.program)])
-        out = "&polyc_red[polyc_tx], " if em.reduction else ""
-        call = c.Statement(f"{spec.name}(polyc_b, polyc_t, polyc_grid, "
-                           f"polyc_block, {out}{args}".rstrip(", ") + ")")
-        inner: c.Generable = self._threads(c.Block([
-            c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), call]))
-        after: list = []
-        if em.reduction:
-            after = [c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
-                     c.Statement("polyc_part[polyc_bx] = polyc_red[0]")]
-        inner = c.Block([c.Line("const polyc_dim3 polyc_b = {polyc_bx, polyc_by, polyc_bz};"),
-                         inner] + after)
-        for axis in "xyz":
-            v = f"polyc_b{axis}"
-            inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_grid.{axis}", f"{v}++",
-                          self._block(inner))
-        body = [inner]
-        if em.reduction:
-            body = [c.Line(f"{em.acc_c} polyc_red[{REDUCE_THREADS}], "
-                           f"polyc_part[{REDUCE_MAX_BLOCKS}];"), inner,
-                    self._threads(c.Block([
-                        c.Line(f"{em.acc_c} polyc_a = {em.ident};"),
-                        c.For("int64_t polyc_g = polyc_tx", "polyc_g < polyc_grid.x",
-                              "polyc_g += polyc_block.x", c.Block([c.Statement(
-                                  "polyc_a = " + em.combined("polyc_a", "polyc_part[polyc_g]"))])),
-                        c.Statement("polyc_red[polyc_tx] = polyc_a")]), "x"),
-                    c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
-                    em.store("polyc_red[0]")]
-        positive = " && ".join(f"{g}.{a} > 0" for g in ("polyc_grid", "polyc_block")
-                               for a in "xyz")
-        lines.append(c.If(positive, c.Block(body)))
-        return c.Block(lines)
-
-
-def _emulated_tree(em: _KernelBody, name: str) -> str:
-    """The emulator's pairwise combination: the levels of :func:`_tree`, each
-    a loop over the threads."""
-    step = _tree_step(em)
-    loop = c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2", c.Block([
-        c.For("int64_t polyc_tid = 0", "polyc_tid < polyc_n", "polyc_tid++", c.Block([step]))]))
-    decl = c.FunctionDeclaration(c.Value("static void", f"{name}_tree"), [
-        c.Value(f"{em.acc_c} *restrict", "polyc_red"), c.Value("int64_t", "polyc_n")])
-    return str(c.FunctionBody(decl, c.Block([loop]))) + "\n"
-
-
-def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
-                     kernels: list[Mapping], *, reverse: bool = False) -> Source:
-    """C source running ``cuda``'s kernels on the CPU, with the C backend's
-    entry point ``polyc_kernel(params, buffers, nthreads)``: each kernel's
-    body (the text pasted into the CUDA source) becomes a C function of its
-    block and thread indices, and each launch loops over the blocks, then
-    over one block's threads, ``reverse``: last thread first.  A reduction
-    kernel's function returns its thread's accumulator; the emulator then
-    combines them in the order the CUDA kernel does."""
-    by_index = {k.index: k for k in kernels}
-    parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
-             "emulated on the CPU */\n", PRELUDE,
-             "typedef struct { int64_t x, y, z; } polyc_dim3;\n"]
-    printers: dict[str, _KernelBody] = {}
-    for launch, host in _launches(nest):
-        k, name = by_index[launch.kernel], launch_name(launch)
-        body, em = _body(program, launch, k, host)
-        printers[name] = em
-        params = [c.Value("polyc_dim3", n)
-                  for n in ("blockIdx", "threadIdx", "gridDim", "blockDim")]
-        if k.reduction:
-            params.append(c.Value(f"{em.acc_c} *restrict", "polyc_out"))
-            body = c.Block(list(body.contents) + [c.Statement("*polyc_out = polyc_acc")])
-            parts.append(_emulated_tree(em, name))
-        params += _parameters(program, host, "restrict")
-        decl = c.FunctionDeclaration(c.Value("static void", name), params)
-        body = c.Block([c.Line("(void)gridDim; (void)blockDim; (void)blockIdx; "
-                               "(void)threadIdx;")] + list(body.contents))
-        parts.append(str(c.FunctionBody(decl, body)) + "\n")
-    em = _HostEmulator(program, cuda.launches, reverse, printers)
-    fn = c.FunctionBody(
-        c.FunctionDeclaration(c.Value("void", ENTRY), [
-            c.Value("const int64_t *restrict", "polyc_params"),
-            c.Value("void *const *restrict", "polyc_buffers"),
-            c.Value("int32_t", "polyc_nthreads")]),
-        c.Block(em.prologue() + [c.Line("(void)polyc_nthreads;"), em.node(nest)]))
-    parts.append(str(fn) + "\n")
-    return Source(text="\n".join(parts), entry=ENTRY, params=tuple(program.params),
-                  tensors=tuple(t.name for t in arguments(program)))

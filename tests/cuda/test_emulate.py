@@ -26,17 +26,20 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 TC_FILES = sorted(p.name for p in EXAMPLES.glob("*.tc"))
 ORDERS = {"forward": False, "reverse": True}
+#: modes of the example sweep: thread orders, and the instrumented emulator
+MODES = {"forward": {}, "reverse": {"emulate_reverse": True}, "checks": {"emulate_checks": True}}
 PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67, 71)
 
 
 def emulated(reverse: bool = False, **kw) -> Config:
-    return Config.from_env(target="cuda", emulate=True, emulate_reverse=reverse, **kw)
+    kw.setdefault("emulate_reverse", reverse)
+    return Config.from_env(target="cuda", emulate=True, **kw)
 
 
 @functools.lru_cache(maxsize=None)
-def compiled(name: str, reverse: bool):
+def compiled(name: str, mode: str = "forward"):
     text = (EXAMPLES / name).read_text()
-    return polyc.compile(text, config=emulated(reverse), filename=str(EXAMPLES / name))
+    return polyc.compile(text, config=emulated(**MODES[mode]), filename=str(EXAMPLES / name))
 
 
 def header(name: str) -> dict[str, int]:
@@ -75,19 +78,19 @@ def _valid(name: str, sizes: dict[str, int]) -> bool:
         return False
 
 
-@pytest.mark.parametrize("order", sorted(ORDERS))
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("which", ["small", "ones", "primes"])
 @pytest.mark.parametrize("name", TC_FILES)
-def test_tc_examples_on_the_emulator(name, which, order):
+def test_tc_examples_on_the_emulator(name, which, mode):
     sizes = size_sets(name)[which]
     if which != "small" and not _valid(name, sizes):
         pytest.skip(f"{name} does not accept {sizes}")
-    k = compiled(name, ORDERS[order])
+    k = compiled(name, mode)
     run_and_compare(k, sizes, name)
 
 
 def test_a_kernel_reports_its_mapping():
-    k = compiled("matmul.tc", False)
+    k = compiled("matmul.tc")
     assert isinstance(k, polyc.Kernel)
     assert len(k.kernels) == 1 and k.kernels[0].tile == (8, 32)
     src = k.cuda_source

@@ -317,3 +317,21 @@ def test_device_launches_through_pycuda(monkeypatch):
     bench.kernel.with_config(Config(target="cuda"))(*args)
     assert [launch[0] for launch in fake.launches] == ["polyc_k0", "polyc_k1"] * 3
     assert [int(launch[1][3]) for launch in fake.launches[::2]] == [0, 1, 2]
+
+
+def test_instrumented_emulation_catches_a_race_the_verifier_was_told_to_miss(monkeypatch):
+    """Injected: every band member claims to be coincident and the proof is
+    switched off, so jacobi-1d's time loop is spread over threads.  The
+    instrumented emulator (``Config(emulate_checks=True)``) sees two threads
+    of one launch touch one element, one writing it, and says so."""
+    from polyc import gpu_pipeline
+    bench = BENCHMARKS["jacobi-1d"]
+    args = bench.init({"TSTEPS": 4, "N": 20}, np.float64)
+    good = Config(target="cuda", emulate=True, emulate_checks=True)
+    bench.kernel.with_config(good)(*args)           # the real mapping: no report
+    monkeypatch.setattr(gpu_mapping, "coincident_members",
+                        lambda band: [True] * band.band_n_member())
+    monkeypatch.setattr(gpu_pipeline.gpu_verify, "verify", lambda *a, **k: None)
+    bad = good.replace(gpu_block=(3,))
+    with pytest.raises(IllegalScheduleError, match="race on"):
+        bench.kernel.with_config(bad)(*args)

@@ -38,12 +38,15 @@ def arguments(bench, sizes):
     return tuple(rng.random(a.shape) if isinstance(a, np.ndarray) else a for a in args)
 
 
-@pytest.mark.parametrize("reverse", [False, True], ids=["forward", "reverse"])
+@pytest.mark.parametrize("mode", ["forward", "reverse", "checks"])
 @pytest.mark.parametrize("name", list(BENCHMARKS))
-def test_polybench_on_the_emulator(name, reverse):
+def test_polybench_on_the_emulator(name, mode):
+    """``checks``: the instrumented emulator, which would raise on any access
+    out of bounds or any element two threads of a launch touch, one writing."""
     bench = BENCHMARKS[name]
     sizes = bench.sizes["MINI"]
-    config = Config.from_env(target="cuda", emulate=True, emulate_reverse=reverse)
+    config = Config.from_env(target="cuda", emulate=True, emulate_reverse=mode == "reverse",
+                             emulate_checks=mode == "checks")
     kernel = bench.kernel.with_config(config)
     args = arguments(bench, sizes)
     got, want = fresh(args), fresh(args)

@@ -74,8 +74,9 @@ _CONFIG_CHOICES = ["default"] * 9 + [c for c in CONFIGS if c != "default"]
 #: by the GPU fuzz tests (the CPU tests keep drawing the cases they drew).
 CUDA_CONFIGS: dict[str, dict] = {
     "cuda_emulated": {"target": "cuda", "emulate": True},
-    "cuda_emulated_reverse_3x5": {"target": "cuda", "emulate": True,
-                                  "emulate_reverse": True, "gpu_block": (3, 5)},
+    "cuda_emulated_reverse_3x5_checks": {"target": "cuda", "emulate": True,
+                                         "emulate_reverse": True, "gpu_block": (3, 5),
+                                         "emulate_checks": True},
     "cuda_emulated_identity_7": {"target": "cuda", "emulate": True,
                                  "schedule": "identity", "gpu_block": (7,)},
 }

@@ -37,6 +37,7 @@ CODEGEN_ALTERNATIVES = {
     "target": "cuda",
     "emulate": True,
     "emulate_reverse": True,
+    "emulate_checks": True,
     "gpu_block": (16, 16),
     "cuda_arch": "sm_80",
 }

@@ -1,0 +1,254 @@
+"""The CPU emulator of mapped CUDA kernels (``Config(emulate=True)``).
+
+The kernel bodies printed for the CUDA source (:func:`.emit.kernel_body`)
+become C functions of ``(blockIdx, threadIdx, gridDim, blockDim)``; the host
+loop nest runs as C, and each launch as loops over its grid and over one
+block's threads (``reverse``: last thread first).  A reduction kernel's
+function returns its thread's accumulator and the emulator combines them
+with the CUDA kernel's own tree.  The result is an ordinary C
+:class:`~backends.base.Source` with the C backend's entry point
+``polyc_kernel(params, buffers, nthreads)``.
+
+Instrumented mode (``Config(emulate_checks=True)``): every access of a
+global tensor goes through ``polyc_chk``, which checks it against the
+tensor's element count and, for the tensors a launch writes, keeps a shadow
+of the thread that last wrote each element and of the thread(s) that read
+it.  Two threads of one launch touching one element when one of them writes
+it is a race (nothing orders two threads of a launch); the first bounds
+violation or race is recorded in ``polyc_emu_report`` (kind, kernel,
+tensor, element, the two threads), which
+:class:`polyc.gpu_pipeline.EmulatedKernel` turns into an error.  An access
+out of bounds reads and writes a dummy element instead, so nothing outside
+the arrays is touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import cgen as c
+
+from polyc import loopnest as L
+from polyc.ir import Program
+
+from ..base import Source
+from ..c.cexpr import check_identifier, loop_iterator_name, param_name, tensor_name
+from ..c.emit import PRELUDE, _Emitter, arguments
+from .emit import (
+    REDUCE_MAX_BLOCKS,
+    REDUCE_THREADS,
+    CudaSource,
+    KernelBody,
+    LaunchSpec,
+    Mapping,
+    element_counts,
+    kernel_body,
+    launch_name,
+    launches,
+    parameters,
+    tree_step,
+)
+
+#: Emulated entry point (the C backend's ``polyc_kernel`` ABI).
+ENTRY = "polyc_kernel"
+
+#: Report kinds (``polyc_emu_report[0]``).
+REPORT_BOUNDS, REPORT_RACE, REPORT_MEMORY = 1, 2, 3
+
+CHECKS_PRELUDE = r"""
+/* instrumented emulation: bounds and race checks (backends/cuda/emulate.py) */
+int64_t polyc_emu_report[6];
+static int64_t polyc_me;
+static double polyc_dummy[4];
+static void polyc_report(int64_t kind, int64_t kernel, int64_t tensor, int64_t at,
+                         int64_t a, int64_t b)
+{
+    if (polyc_emu_report[0]) return;
+    polyc_emu_report[0] = kind; polyc_emu_report[1] = kernel; polyc_emu_report[2] = tensor;
+    polyc_emu_report[3] = at; polyc_emu_report[4] = a; polyc_emu_report[5] = b;
+}
+static void *polyc_chk(void *base, int64_t size, int64_t off, int64_t n, int64_t *w,
+                       int64_t *r, int write, int64_t kernel, int64_t tensor)
+{
+    if (off < 0 || off >= n) {
+        polyc_report(1, kernel, tensor, off, polyc_me, n);
+        polyc_dummy[0] = 0;
+        return polyc_dummy;
+    }
+    if (w) {
+        const int64_t me = polyc_me;
+        int64_t other = 0;
+        if (w[off] && w[off] != me) other = w[off];
+        else if (write && r[off] && r[off] != me) other = r[off];
+        if (other) polyc_report(2, kernel, tensor, off, other, me);
+        if (write) w[off] = me;
+        else r[off] = (r[off] == 0 || r[off] == me) ? me : -1;
+    }
+    return (char *)base + off * size;
+}
+"""
+
+
+class _HostEmulator(_Emitter):
+    """The emulator's host code: host loops as C loops, each launch as loops
+    over its grid and its block's threads calling the kernel's body; a
+    reduction kernel's trees run as loops over the threads of each level."""
+
+    def __init__(self, program: Program, specs: dict[str, LaunchSpec], reverse: bool,
+                 printers: dict[str, KernelBody], checks: bool):
+        super().__init__(program)
+        self.specs = specs
+        self.reverse = reverse
+        self.printers = printers
+        self.checks = checks
+        self.arg_index = {t.name: i for i, t in enumerate(arguments(program))}
+
+    def node(self, n: L.Node) -> c.Generable:
+        if isinstance(n, L.Launch):
+            return self.launch(self.specs[launch_name(n)])
+        if isinstance(n, L.For):
+            n = replace(n, parallel=False, simd=False, reduction=False, collapse=1)
+        return super().node(n)
+
+    def _threads(self, inner: c.Generable, axes: str = "xyz") -> c.Generable:
+        for axis in axes:
+            v = f"polyc_t{axis}"
+            if self.reverse:
+                inner = c.For(f"int64_t {v} = polyc_block.{axis} - 1", f"{v} >= 0", f"{v}--",
+                              self._block(inner))
+            else:
+                inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_block.{axis}", f"{v}++",
+                              self._block(inner))
+        return inner
+
+    def launch(self, spec: LaunchSpec) -> c.Block:
+        ip = self.loop_printer.index
+        em = self.printers[spec.name]
+        lines: list = []
+        for name, exprs in (("polyc_grid", spec.grid), ("polyc_block", spec.block)):
+            lines.append(c.Line(f"const polyc_dim3 {name} = {{"
+                                + ", ".join(ip(x) for x in exprs) + "};"))
+        args = ", ".join([param_name(p) for p in self.program.params]
+                         + [loop_iterator_name(h) for h in spec.host_iterators]
+                         + [tensor_name(t.name) for t in arguments(self.program)])
+        out = "&polyc_red[polyc_tx], " if em.reduction else ""
+        call = c.Statement(f"{spec.name}(polyc_b, polyc_t, polyc_grid, "
+                           f"polyc_block, {out}{args}".rstrip(", ") + ")")
+        me = ([c.Statement("polyc_me = 1 + ((polyc_bz * polyc_grid.y + polyc_by) * polyc_grid.x "
+                           "+ polyc_bx) * (polyc_block.x * polyc_block.y * polyc_block.z) + "
+                           "(polyc_tz * polyc_block.y + polyc_ty) * polyc_block.x + polyc_tx")]
+              if self.checks else [])
+        inner: c.Generable = self._threads(c.Block([
+            c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), *me, call]))
+        after: list = []
+        if em.reduction:
+            after = [c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
+                     c.Statement("polyc_part[polyc_bx] = polyc_red[0]")]
+        inner = c.Block([c.Line("const polyc_dim3 polyc_b = {polyc_bx, polyc_by, polyc_bz};"),
+                         inner] + after)
+        for axis in "xyz":
+            v = f"polyc_b{axis}"
+            inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_grid.{axis}", f"{v}++",
+                          self._block(inner))
+        body = [inner]
+        if em.reduction:
+            body = [c.Line(f"{em.acc_c} polyc_red[{REDUCE_THREADS}], "
+                           f"polyc_part[{REDUCE_MAX_BLOCKS}];"), inner,
+                    self._threads(c.Block([
+                        c.Line(f"{em.acc_c} polyc_a = {em.ident};"),
+                        c.For("int64_t polyc_g = polyc_tx", "polyc_g < polyc_grid.x",
+                              "polyc_g += polyc_block.x", c.Block([c.Statement(
+                                  "polyc_a = " + em.combined("polyc_a", "polyc_part[polyc_g]"))])),
+                        c.Statement("polyc_red[polyc_tx] = polyc_a")]), "x"),
+                    c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
+                    em.store("polyc_red[0]")]
+        if self.checks:
+            body = self.shadows(em) + body + self.shadows(em, free=True)
+        positive = " && ".join(f"{g}.{a} > 0" for g in ("polyc_grid", "polyc_block")
+                               for a in "xyz")
+        lines.append(c.If(positive, c.Block(body)))
+        return c.Block(lines)
+
+    def shadows(self, em: KernelBody, free: bool = False) -> list:
+        """Allocate (``free``: release) the race shadows of the tensors the
+        launch writes: ``polyc_sw<i>`` (last writer per element),
+        ``polyc_sr<i>`` (its reader, -1 for several)."""
+        written = sorted({self.arg_index[em.stmts[s].tensor] for s in em.statements
+                          if em.stmts[s].tensor in self.arg_index})
+        out = []
+        for i in written:
+            if free:
+                out += [c.Statement(f"free(polyc_sw{i}); free(polyc_sr{i})"),
+                        c.Statement(f"polyc_sw{i} = polyc_sr{i} = NULL")]
+            else:
+                out += [c.Statement(f"polyc_sw{i} = (int64_t *)calloc((size_t)polyc_n{i} + 1, "
+                                    "sizeof(int64_t))"),
+                        c.Statement(f"polyc_sr{i} = (int64_t *)calloc((size_t)polyc_n{i} + 1, "
+                                    "sizeof(int64_t))"),
+                        c.If(f"!polyc_sw{i} || !polyc_sr{i}", c.Block([
+                            c.Statement(f"polyc_report({REPORT_MEMORY}, -1, {i}, "
+                                        f"polyc_n{i}, 0, 0)"),
+                            c.Statement(f"free(polyc_sw{i}); free(polyc_sr{i})"),
+                            c.Statement(f"polyc_sw{i} = polyc_sr{i} = NULL")]))]
+        return out
+
+
+def _emulated_tree(em: KernelBody, name: str) -> str:
+    """The emulator's pairwise combination: the levels of :func:`_tree`, each
+    a loop over the threads."""
+    step = tree_step(em)
+    loop = c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2", c.Block([
+        c.For("int64_t polyc_tid = 0", "polyc_tid < polyc_n", "polyc_tid++", c.Block([step]))]))
+    decl = c.FunctionDeclaration(c.Value("static void", f"{name}_tree"), [
+        c.Value(f"{em.acc_c} *restrict", "polyc_red"), c.Value("int64_t", "polyc_n")])
+    return str(c.FunctionBody(decl, c.Block([loop]))) + "\n"
+
+
+def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
+                     kernels: list[Mapping], *, reverse: bool = False,
+                     checks: bool = False) -> Source:
+    """C source running ``cuda``'s kernels on the CPU, with the C backend's
+    entry point ``polyc_kernel(params, buffers, nthreads)``: each kernel's
+    body (the text pasted into the CUDA source) becomes a C function of its
+    block and thread indices, and each launch loops over the blocks, then
+    over one block's threads, ``reverse``: last thread first.  A reduction
+    kernel's function returns its thread's accumulator; the emulator then
+    combines them in the order the CUDA kernel does.  ``checks``: the
+    instrumented mode of the module docstring."""
+    by_index = {k.index: k for k in kernels}
+    number = {name: i for i, name in enumerate(cuda.kernel_names)}
+    parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
+             "emulated on the CPU */\n", PRELUDE,
+             "typedef struct { int64_t x, y, z; } polyc_dim3;\n"]
+    if checks:
+        parts += ["#include <stdlib.h>\n", CHECKS_PRELUDE]
+        parts += [f"static int64_t *polyc_sw{i}, *polyc_sr{i};\n"
+                  for i in range(len(arguments(program)))]
+    printers: dict[str, KernelBody] = {}
+    for launch, host in launches(nest):
+        k, name = by_index[launch.kernel], launch_name(launch)
+        body, em = kernel_body(program, launch, k, host,
+                               checks=number[name] if checks else None)
+        printers[name] = em
+        params = [c.Value("polyc_dim3", n)
+                  for n in ("blockIdx", "threadIdx", "gridDim", "blockDim")]
+        if k.reduction:
+            params.append(c.Value(f"{em.acc_c} *restrict", "polyc_out"))
+            body = c.Block(list(body.contents) + [c.Statement("*polyc_out = polyc_acc")])
+            parts.append(_emulated_tree(em, name))
+        params += parameters(program, host, "restrict")
+        decl = c.FunctionDeclaration(c.Value("static void", name), params)
+        body = c.Block([c.Line("(void)gridDim; (void)blockDim; (void)blockIdx; "
+                               "(void)threadIdx;")] + list(body.contents))
+        parts.append(str(c.FunctionBody(decl, body)) + "\n")
+    em = _HostEmulator(program, cuda.launches, reverse, printers, checks)
+    counts = element_counts(em, program) if checks else []
+    fn = c.FunctionBody(
+        c.FunctionDeclaration(c.Value("void", ENTRY), [
+            c.Value("const int64_t *restrict", "polyc_params"),
+            c.Value("void *const *restrict", "polyc_buffers"),
+            c.Value("int32_t", "polyc_nthreads")]),
+        c.Block(em.prologue() + counts + [c.Line("(void)polyc_nthreads;"), em.node(nest)]))
+    parts.append(str(fn) + "\n")
+    return Source(text="\n".join(parts), entry=ENTRY, params=tuple(program.params),
+                  tensors=tuple(t.name for t in arguments(program)))
