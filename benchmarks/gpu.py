@@ -39,12 +39,8 @@ WORKLOADS = [
 
 
 def _has_gpu() -> bool:
-    try:
-        import pycuda.driver as drv
-        drv.init()
-        return drv.Device.count() > 0
-    except Exception:
-        return False
+    from polyc.gpu_runtime import has_gpu
+    return has_gpu()
 
 
 def install_pycuda() -> str:

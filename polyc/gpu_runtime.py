@@ -73,6 +73,16 @@ def host_source(cuda: CudaSource) -> str:
     return "\n".join(lines) + "\n"
 
 
+def has_gpu() -> bool:
+    """Whether pycuda is installed and sees a CUDA device (never raises)."""
+    try:
+        import pycuda.driver as drv
+        drv.init()
+        return drv.Device.count() > 0
+    except Exception:
+        return False
+
+
 def _pycuda():
     try:
         import pycuda.driver as drv

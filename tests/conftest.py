@@ -28,11 +28,10 @@ def pytest_addoption(parser):
 
 def _has_gpu() -> bool:
     try:
-        import pycuda.driver as drv  # noqa: F401
-        drv.init()
-        return drv.Device.count() > 0
+        from polyc.gpu_runtime import has_gpu
     except Exception:
         return False
+    return has_gpu()
 
 
 def _has_cc() -> bool:

@@ -253,7 +253,7 @@ class _Emitter:
             return c.Block(body)
         pr = self._printer()
         dtype = self.dtypes[s.tensor]
-        lhs = pr._access(s.lhs)
+        lhs = self.written(pr, s)
         if s.op == "=":
             body.append(c.Statement(f"{lhs} = {pr.value(s.rhs, dtype)}"))
         else:
@@ -262,6 +262,10 @@ class _Emitter:
             update = combine(s.op, convert(lhs, dtype, acc), convert(rhs, rtype, acc), acc)
             body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
         return c.Block(body)
+
+    def written(self, pr: CExprPrinter, s: Statement) -> str:
+        """The C lvalue of the element statement ``s`` writes."""
+        return pr._access(s.lhs)
 
     def extent_expr(self, tensor: str, d: int) -> str:
         """``tensor``'s extent ``d`` computed from the size parameters."""

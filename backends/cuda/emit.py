@@ -168,29 +168,14 @@ class KernelBody(_Emitter):
                 f"{linear_offset(tensor, idx)}, polyc_n{i}, polyc_sw{i}, polyc_sr{i}, "
                 f"{int(self.writing)}, {self.checks}, {i}))")
 
-    def statement(self, inst: L.StmtInstance, s=None) -> c.Generable:
-        """The C backend's statement; instrumented, its written element is
-        checked as a write (a read-modify-write for an update)."""
-        st = s or self.stmts[inst.statement]
-        if self.checks is None or st.kind != "update" and st.kind != "assign":
-            return super().statement(inst, s)
+    def written(self, pr, s) -> str:
+        """The written element, checked as a write when instrumented (a
+        read-modify-write for an update)."""
         self.writing = True
         try:
-            lhs = self._printer()._access(st.lhs)
+            return pr._access(s.lhs)
         finally:
             self.writing = False
-        head = [c.Comment(comment_text(st.text))] if st.text else []
-        body = head + self._iterators(zip(st.iterators, inst.args))
-        pr = self._printer()
-        dtype = self.dtypes[st.tensor]
-        if st.op == "=":
-            body.append(c.Statement(f"{lhs} = {pr.value(st.rhs, dtype)}"))
-        else:
-            rhs, rtype = pr.typed(st.rhs, float_type_of(dtype))
-            acc = accumulator_type(dtype, rtype)
-            update = combine(st.op, convert(lhs, dtype, acc), convert(rhs, rtype, acc), acc)
-            body.append(c.Statement(f"{lhs} = {convert(update, acc, dtype)}"))
-        return c.Block(body)
 
     def accumulate(self, inst: L.StmtInstance) -> c.Block:
         """``polyc_acc = polyc_acc op rhs`` at ``inst``."""
@@ -217,11 +202,7 @@ class KernelBody(_Emitter):
         for _, a in pairs:
             assert E.index_names(a) <= set(self.host), (st.name, a)
         dtype = self.dtypes[st.tensor]
-        self.writing = True
-        try:
-            lhs = self._printer()._access(st.lhs)
-        finally:
-            self.writing = False
+        lhs = self.written(self._printer(), st)
         total = combine(st.op, convert(lhs, dtype, self.acc_t), value, self.acc_t)
         return c.Block(self._iterators(pairs)
                        + [c.Statement(f"{lhs} = {convert(total, self.acc_t, dtype)}")])

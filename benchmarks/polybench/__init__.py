@@ -53,6 +53,19 @@ class Bench:
         return [o[ix] for o, ix in zip(outputs, self.compared(sizes))]
 
 
+def fresh(args: tuple) -> tuple:
+    """``args`` with every array copied (a kernel updates its arrays in place)."""
+    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
+
+
+def max_rel(a: np.ndarray, b: np.ndarray) -> float:
+    """The largest absolute difference of ``a`` and ``b`` relative to the
+    largest magnitude of ``b`` (both must be finite)."""
+    scale = float(np.max(np.abs(b))) if b.size else 0.0
+    assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
+    return float(np.max(np.abs(a - b), initial=0.0)) / max(scale, 1e-300)
+
+
 def frac(num, den, dtype) -> np.ndarray:
     """``(DATA_TYPE) num / den`` with ``num`` an integer array: the integer is
     converted to ``dtype`` and divided in ``dtype`` (as C does)."""

@@ -9,20 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.polybench import BENCHMARKS
+from benchmarks.polybench import BENCHMARKS, fresh, max_rel
 from polyc.config import Config
 
 TOL = 1e-9
 
 
-def fresh(args):
-    return tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
-
-
-def max_rel(a: np.ndarray, b: np.ndarray) -> float:
-    scale = float(np.max(np.abs(b))) if b.size else 0.0
-    assert np.all(np.isfinite(a)) and np.all(np.isfinite(b))
-    return float(np.max(np.abs(a - b), initial=0.0)) / max(scale, 1e-300)
 
 #: Kernels whose numerics need PolyBench's own inputs (factorisations,
 #: normalisations, recurrences with divisions).
