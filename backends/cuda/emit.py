@@ -334,35 +334,60 @@ def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str,
     return c.Block(decls + used + [em.node(launch.body)]), em
 
 
-def tree_step(em: KernelBody) -> c.If:
-    """Thread ``polyc_tid``'s part of tree level ``polyc_s``."""
-    pair = em.combined("polyc_red[polyc_tid]", "polyc_red[polyc_tid + polyc_s]")
-    return c.If("polyc_tid % (2 * polyc_s) == 0 && polyc_tid + polyc_s < polyc_n",
-                c.Statement(f"polyc_red[polyc_tid] = {pair}"))
+#: Threads of a warp, the unit of ``__shfl_down_sync``.
+WARP = 32
 
 
-def _tree(em: KernelBody, sync: str) -> c.For:
-    """Pairwise combination of ``polyc_red[0:polyc_n]`` into ``polyc_red[0]``
-    (interleaved: deterministic, any ``polyc_n``); ``sync`` ends each level."""
-    step = tree_step(em)
-    return c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2",
-                 c.Block([step] + ([c.Statement(sync)] if sync else [])))
+def _block_tree(em: KernelBody) -> c.Block:
+    """Combine ``polyc_acc`` of the block's ``polyc_n`` threads into
+    ``polyc_red[0]``: a shuffle tree within each warp (``__shfl_down_sync``
+    over the warp's existing lanes), the warps' results through shared
+    memory, a shuffle tree over them in warp 0.  Deterministic; the
+    emulator's :func:`.emulate` tree combines the same pairs in the same
+    order."""
+    acc = em.acc_c
+
+    def shuffle(mask):
+        return lambda o: [c.Line(f"const {acc} polyc_x = __shfl_down_sync({mask}, polyc_v, {o});")]
+
+    def levels(lanes, mask):
+        return c.For(f"int polyc_o = {WARP // 2}", "polyc_o > 0", "polyc_o /= 2", c.Block(
+            shuffle(mask)("polyc_o") + [
+                c.If(f"polyc_lane + polyc_o < {lanes}",
+                     c.Statement("polyc_v = " + em.combined("polyc_v", "polyc_x")))]))
+    return c.Block([
+        c.Line(f"const int64_t polyc_lane = polyc_tid % {WARP}, polyc_warp = polyc_tid / {WARP};"),
+        c.Line(f"const int64_t polyc_wn = polyc_n - {WARP} * polyc_warp < {WARP} ? "
+               f"polyc_n - {WARP} * polyc_warp : {WARP};"),
+        c.Line(f"const int64_t polyc_nw = (polyc_n + {WARP - 1}) / {WARP};"),
+        c.Line(f"const unsigned polyc_mask = polyc_wn == {WARP} ? 0xffffffffu : "
+               "((1u << polyc_wn) - 1u);"),
+        c.Line(f"{acc} polyc_v = polyc_acc;"),
+        levels("polyc_wn", "polyc_mask"),
+        c.If("polyc_lane == 0", c.Statement("polyc_red[polyc_warp] = polyc_v")),
+        c.Statement("__syncthreads()"),
+        c.If("polyc_warp == 0", c.Block([
+            c.Line(f"const unsigned polyc_m0 = polyc_n >= {WARP} ? 0xffffffffu : "
+                   "((1u << polyc_n) - 1u);"),
+            c.Statement(f"polyc_v = polyc_lane < polyc_nw ? polyc_red[polyc_lane] : {em.ident}"),
+            levels("polyc_nw", "polyc_m0"),
+            c.If("polyc_lane == 0", c.Statement("polyc_red[0] = polyc_v"))])),
+        c.Statement("__syncthreads()"),
+    ])
 
 
 def _cuda_reduction(em: KernelBody, name: str) -> list:
-    """The end of a reduction kernel: a tree over the block's threads in
-    shared memory, the block's result into ``polyc_part_k<k>``; the last
+    """The end of a reduction kernel: a tree over the block's threads
+    (:func:`_block_tree`), the block's result into ``<name>_part``; the last
     block to finish (a ticket counter after ``__threadfence``) combines the
     partial results in block order and stores."""
     part, ticket = f"{name}_part", f"{name}_ticket"
     acc = em.acc_c
     return [
-        c.Line(f"__shared__ {acc} polyc_red[{REDUCE_THREADS}];"),
+        c.Line(f"__shared__ {acc} polyc_red[{WARP}];"),
         c.Line("__shared__ int polyc_last;"),
         c.Line("const int64_t polyc_tid = (int64_t)threadIdx.x, polyc_n = (int64_t)blockDim.x;"),
-        c.Statement("polyc_red[polyc_tid] = polyc_acc"),
-        c.Statement("__syncthreads()"),
-        _tree(em, "__syncthreads()"),
+        _block_tree(em),
         c.If("polyc_tid == 0", c.Block([
             c.Statement(f"{part}[blockIdx.x] = polyc_red[0]"),
             c.Statement("__threadfence()"),
@@ -375,9 +400,7 @@ def _cuda_reduction(em: KernelBody, name: str) -> list:
                   "polyc_g += polyc_n",
                   c.Block([c.Statement("polyc_acc = " + em.combined(
                       "polyc_acc", f"((volatile {acc} *){part})[polyc_g]"))])),
-            c.Statement("polyc_red[polyc_tid] = polyc_acc"),
-            c.Statement("__syncthreads()"),
-            _tree(em, "__syncthreads()"),
+            _block_tree(em),
             c.If("polyc_tid == 0", c.Block([em.store("polyc_red[0]"),
                                             c.Statement(f"{ticket} = 0u")]))])),
     ]

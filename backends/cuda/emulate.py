@@ -37,6 +37,7 @@ from ..c.emit import PRELUDE, _Emitter, arguments
 from .emit import (
     REDUCE_MAX_BLOCKS,
     REDUCE_THREADS,
+    WARP,
     CudaSource,
     KernelBody,
     LaunchSpec,
@@ -46,7 +47,6 @@ from .emit import (
     launch_name,
     launches,
     parameters,
-    tree_step,
 )
 
 #: Emulated entry point (the C backend's ``polyc_kernel`` ABI).
@@ -194,14 +194,28 @@ class _HostEmulator(_Emitter):
 
 
 def _emulated_tree(em: KernelBody, name: str) -> str:
-    """The emulator's pairwise combination: the levels of :func:`_tree`, each
-    a loop over the threads."""
-    step = tree_step(em)
-    loop = c.For("int64_t polyc_s = 1", "polyc_s < polyc_n", "polyc_s *= 2", c.Block([
-        c.For("int64_t polyc_tid = 0", "polyc_tid < polyc_n", "polyc_tid++", c.Block([step]))]))
+    """The emulator's version of the CUDA block tree (:func:`.emit._block_tree`):
+    per warp, the shuffle levels as loops over the lanes in increasing order
+    (each lane reads its partner before the partner's own update of that
+    level, as a shuffle does), then the same levels over the warps'
+    results; ``red[0]`` holds the block's result."""
+    def levels(base: str, lanes: str) -> c.For:
+        pair = em.combined(f"polyc_red[{base} + polyc_l]", f"polyc_red[{base} + polyc_l + polyc_o]")
+        return c.For(f"int64_t polyc_o = {WARP // 2}", "polyc_o > 0", "polyc_o /= 2", c.Block([
+            c.For("int64_t polyc_l = 0", f"polyc_l + polyc_o < {lanes}", "polyc_l++", c.Block([
+                c.Statement(f"polyc_red[{base} + polyc_l] = {pair}")]))]))
+    body = [
+        c.Line(f"const int64_t polyc_nw = (polyc_n + {WARP - 1}) / {WARP};"),
+        c.For("int64_t polyc_w = 0", "polyc_w < polyc_nw", "polyc_w++", c.Block([
+            c.Line(f"const int64_t polyc_wn = polyc_n - {WARP} * polyc_w < {WARP} ? "
+                   f"polyc_n - {WARP} * polyc_w : {WARP};"),
+            levels(f"{WARP} * polyc_w", "polyc_wn"),
+            c.Statement(f"polyc_red[polyc_w] = polyc_red[{WARP} * polyc_w]")])),
+        levels("0", "polyc_nw"),
+    ]
     decl = c.FunctionDeclaration(c.Value("static void", f"{name}_tree"), [
         c.Value(f"{em.acc_c} *restrict", "polyc_red"), c.Value("int64_t", "polyc_n")])
-    return str(c.FunctionBody(decl, c.Block([loop]))) + "\n"
+    return str(c.FunctionBody(decl, c.Block(body))) + "\n"
 
 
 def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,

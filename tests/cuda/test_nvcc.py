@@ -75,3 +75,18 @@ def test_gpu_benchmark_script_without_a_gpu(monkeypatch, capsys):
     assert report["device"].startswith("pending")
     (row,) = report["compile"]
     assert row["kernels"] == 1 and row["nvcc_s"] > 0 and row["max_registers"] > 0
+
+
+@pytest.mark.parametrize("src", [
+    "def s(float(N) A) -> (s) { s +=! A(i) }",
+    "def s(double(N,M) A) -> (s) { s max=! A(i,j) }",
+    "def s(int32(N) A) -> (s) { s min=! A(i) }",
+    "def s(int64(N) A) -> (s) { s *=! A(i) }",
+])
+def test_reduction_kernels_compile(src):
+    """Warp shuffles of every accumulator type, the block tree's shared
+    memory and the cross-block ticket compile, within the launch limits."""
+    k = polyc.compile(src, config=emulated())
+    assert any(m.reduction for m in k.kernels) and "__shfl_down_sync" in k.cuda_source
+    for arch in ARCHS:
+        check_build(k, arch)
