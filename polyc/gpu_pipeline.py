@@ -132,6 +132,7 @@ def with_mapping(explained, low: GpuLowered, *, emulated: bool, resources=None):
     kernels = [{"index": k.index, "statements": list(k.statements),
                 "tile": list(k.tile), "blocks": list(k.block_axes),
                 "threads": list(k.thread_axes), "reduction": k.reduction or None,
+                "host_loops": k.host_depth, **k.launch_sizes(low.program),
                 "text": k.describe()}
                for k in low.kernels]
     if isinstance(explained, dict):
@@ -140,7 +141,12 @@ def with_mapping(explained, low: GpuLowered, *, emulated: bool, resources=None):
         return explained
     text = explained + "\nGPU mapping (polyc.schedule.gpu_mapping)"
     text += " [emulated on the CPU]:\n" if emulated else ":\n"
-    text += "".join(f"  {k['text']}\n" for k in kernels)
+    for k in kernels:
+        text += f"  {k['text']}\n"
+        if k["grid"] or k["block"]:
+            grid = " x ".join(f"[{g}]" for g in k["grid"]) or "1"
+            block = " x ".join(f"[{b}]" for b in k["block"]) or "1"
+            text += f"    blocks {grid}, threads per block {block} (outermost member first)\n"
     if resources:
         text += "".join(f"  ptxas {name}: {r}\n" for name, r in sorted(resources.items()))
     return text

@@ -116,7 +116,25 @@ class KernelMapping:
         n = len(self.tile)
         return tuple(AXES[n - 1 - j] for j in range(n))
 
+    @property
+    def where(self) -> str:
+        """Where the kernel is launched from: at the top, or inside host loops."""
+        if not self.host_depth:
+            return "launched once"
+        loops = ", ".join(f"c{d}" for d in range(self.host_depth))
+        return f"launched inside {self.host_depth} host loop(s) ({loops}) that carry dependences"
+
+    def launch_sizes(self, program: Program) -> dict:
+        """``{"grid": [...], "block": [...]}``: the launch sizes per mapped
+        member (outermost first) as text, functions of the size parameters."""
+        from ..isl_util import pw_aff_to_expr
+        return {what: [E.to_text(pw_aff_to_expr(pa, program.context)) for pa in pas]
+                for what, pas in (("grid", self.grid), ("block", self.block))}
+
     def describe(self) -> str:
+        return self._describe() + f"; {self.where}"
+
+    def _describe(self) -> str:
         stmts = ", ".join(self.statements)
         if self.reduction:
             return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "

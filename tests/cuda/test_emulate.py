@@ -98,7 +98,10 @@ def test_a_kernel_reports_its_mapping():
     text = k.explain()
     assert "GPU mapping" in text and "point loops y/x -> threads" in text
     data = k.explain(json=True)
-    assert data["gpu"]["emulated"] and data["gpu"]["kernels"][0]["threads"] == ["y", "x"]
+    (kern,) = data["gpu"]["kernels"]
+    assert data["gpu"]["emulated"] and kern["threads"] == ["y", "x"]
+    assert kern["grid"] == ["(M + 7) / 8", "(N + 31) / 32"] and kern["host_loops"] == 0
+    assert "blocks [(M + 7) / 8] x [(N + 31) / 32]" in text and "launched once" in text
 
 
 @pytest.mark.parametrize("block", [(4, 4), (1, 1), (3, 5), (64,)])
@@ -222,3 +225,18 @@ def test_a_kernel_printed_twice_by_isl_gets_two_functions():
     for sizes in ({"N": 1, "K": 1, "L": 1, "M": 1}, {"N": 1, "K": 3, "L": 1, "M": 1},
                   {"N": 3, "K": 1, "L": 1, "M": 3}):
         run_and_compare(k, sizes, "f")
+
+
+def _attention(q, k, v):
+    s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def test_a_numpy_program_compiles_to_cuda_through_the_graph_layer():
+    """``polyc.jit`` with ``target="cuda"``: each fusion group is mapped,
+    proved and (here) emulated like a TC definition."""
+    f = polyc.jit(_attention, config=emulated(emulate_checks=True))
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 33, 16)).astype(np.float32) for _ in range(3))
+    np.testing.assert_allclose(f(q, k, v), _attention(q, k, v), rtol=1e-4, atol=1e-5)
