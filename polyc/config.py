@@ -152,6 +152,10 @@ class Config:
         "threads per block per mapped loop, innermost last (POLYC_GPU_BLOCK=8,32; "
         "outer loops it does not cover get one thread); empty: 256 threads, 32 along "
         "the innermost loop (polyc.schedule.gpu_mapping.DEFAULT_BLOCK)", True))
+    gpu_promote: bool = field(default=True, metadata=_opt(
+        "with target='cuda': tile a kernel's sequential loops (the k of a matmul) and "
+        "copy the box of each input one k-tile iteration reads into shared memory "
+        "(polyc.schedule.gpu_promotion; POLYC_GPU_PROMOTE=0 turns it off)", True))
     cuda_arch: str = field(default="sm_90", metadata=_opt(
         "the GPU architecture nvcc compiles for (POLYC_CUDA_ARCH; sm_75 and newer)", True))
 
@@ -225,7 +229,7 @@ class Config:
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
                              f"polyc compile --fusion smart)")
         for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
-                     "emulate", "emulate_reverse", "emulate_checks"):
+                     "emulate", "emulate_reverse", "emulate_checks", "gpu_promote"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -289,6 +293,8 @@ class Config:
         if _env("POLYC_CUDA_EMULATE") in ("1", "checks"):
             kw["emulate"] = True
             kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"
+        if _env("POLYC_GPU_PROMOTE") == "0":
+            kw["gpu_promote"] = False
         if _env("POLYC_CUDA_ARCH"):
             kw["cuda_arch"] = _env("POLYC_CUDA_ARCH")
         gb = _env("POLYC_GPU_BLOCK")

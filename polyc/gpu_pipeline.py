@@ -9,7 +9,9 @@
 4. mapping (``schedule.gpu_mapping``): kernels, host loops, tile loops to
    blocks and point loops to threads;
 5. legality of the whole tree (``schedule.legality.check``) and the proof
-   of the mapping (``schedule.gpu_verify.verify``);
+   of the mapping (``schedule.gpu_verify.verify``); then promotion of the
+   inputs each k-tile iteration reads to shared memory
+   (``schedule.gpu_promotion``, ``Config.gpu_promote``);
 6. AST (``astgen``): a LoopNest with ``Launch`` nodes and mapped loops;
 7. CUDA source (``backends.cuda.emit``, through ``backends.base.backend("cuda")``);
 8. with ``Config.emulate``: the same kernels as C, built and run on the CPU
@@ -17,8 +19,8 @@
    (``backends.cuda.build``) that pycuda loads and launches
    (``polyc.gpu_runtime.CudaKernel``).
 
-Tensorization, row fusion, array contraction and promotion are C-backend
-passes and do not run here.
+Tensorization, row fusion and array contraction are C-backend passes and do
+not run here.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .config import Config
 from .ir import Program
 from .lowered import Lowered
 from .runtime import Kernel
-from .schedule import gpu_mapping, gpu_verify, initial, legality
+from .schedule import gpu_mapping, gpu_promotion, gpu_verify, initial, legality
 
 
 @dataclass(frozen=True)
@@ -57,11 +59,15 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
         sched = initial.annotate(initial.identity_schedule(program), deps.all())
     else:
         sched = initial.auto_schedule(program, deps, config.replace(outer_coincidence=True))
-    mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block)  # 4
+    mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block,
+                                               promote=config.gpu_promote)    # 4
     legality.check(mapped, deps, program, what="the GPU schedule")            # 5
     gpu_verify.verify(mapped, kernels, deps, program)
-    nest = astgen.generate(program, mapped)                                   # 6
-    return GpuLowered(program, deps, sched, nest, kernels=tuple(kernels), mapped=mapped)
+    view = (program, sched, deps)
+    mapped, promoted = gpu_promotion.promote_shared(mapped, program, kernels)  # 5b
+    nest = astgen.generate(promoted, mapped)                                  # 6
+    return GpuLowered(promoted, deps, sched, nest, view=view, kernels=tuple(kernels),
+                      mapped=mapped)
 
 
 class EmulatedKernel(Kernel):

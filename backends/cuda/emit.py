@@ -55,6 +55,10 @@ from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
 
+#: Extra elements on a shared buffer's innermost dimension, against bank
+#: conflicts (as polyc.schedule.gpu_mapping.SHARED_PADDING).
+SHARED_PADDING = 1
+
 #: CUDA axes, innermost mapped loop first (as polyc.schedule.gpu_mapping.AXES).
 AXES = "xyz"
 
@@ -142,11 +146,17 @@ class KernelBody(_Emitter):
         self.covered: set[str] = set()
         self.reduction = kernel.reduction
         self.statements = tuple(kernel.statements)
+        self.selectors = dict(getattr(kernel, "selectors", {}))
         self.host: tuple[str, ...] = ()
         #: instrumented emulation (backends/cuda/emulate.py): the kernel's
         #: number for reports; accesses of global tensors are checked
         self.checks: int | None = None
         self.writing = False
+        #: emulating a kernel with shared buffers (so barriers): thread loops
+        #: around each barrier-free part (:meth:`thread_loops`)
+        self.phases = False
+        self.in_threads = False
+        self.reverse = False
         self.stored: L.StmtInstance | None = None
         if self.reduction:
             self.axes = {"global.x"}
@@ -208,6 +218,14 @@ class KernelBody(_Emitter):
                        + [c.Statement(f"{lhs} = {convert(total, self.acc_t, dtype)}")])
 
     def node(self, n: L.Node) -> c.Generable:
+        if self.phases and not self.in_threads and not _holds_local(n):
+            # the emulator runs a barrier-free part of a kernel with shared
+            # buffers as a loop over the block's threads
+            self.in_threads = True
+            try:
+                return self.thread_loops(self.node(n))
+            finally:
+                self.in_threads = False
         if isinstance(n, L.For):
             n = replace(n, parallel=False, simd=False, reduction=False, collapse=1)
             if n.mapped:
@@ -217,14 +235,84 @@ class KernelBody(_Emitter):
                   else self.statement(n))
             missing = sorted(self.axes - self.covered)
             if missing:
-                cond = " && ".join(f"{_index(a)} == 0" for a in missing)
-                return c.If(cond, self._block(st))
+                return c.If(" && ".join(self._runs_here(n, a) for a in missing),
+                            self._block(st))
             return st
-        if isinstance(n, (L.Local, L.Launch)):
-            raise AssertionError(f"unexpected {type(n).__name__} in a GPU kernel")
+        if isinstance(n, L.Launch):
+            raise AssertionError("a launch inside a GPU kernel")
         return super().node(n)
 
+    def local(self, n: L.Local) -> c.Block:
+        """A buffer in shared memory (:mod:`polyc.schedule.gpu_promotion`):
+        declared ``__shared__`` with :data:`SHARED_PADDING` extra elements on
+        its innermost dimension; a barrier between the copies and the rest
+        of its body, and one at its end, so that the next iteration's
+        copies wait for every thread's reads.  In the emulator: a plain
+        array shared by the block's emulated threads, each part between two
+        barriers a loop over the threads."""
+        dims = [int(v) for v in n.sizes] or [1]
+        if not self.phases and len(dims) >= 2:
+            dims[-1] += SHARED_PADDING
+        decl = c.Line(f"{'' if self.phases else '__shared__ '}{C_TYPES[n.dtype]} "
+                      f"{tensor_name(n.name)}{''.join(f'[{d}]' for d in dims)};")
+        kids = list(n.body.children) if isinstance(n.body, L.Block) else [n.body]
+        out: list = [c.Comment(f"shared buffer {check_identifier(n.name)}"), decl]
+        sync = [] if self.phases else [c.Statement("__syncthreads()")]
+        prev = None
+        for ch in kids:
+            copy = self._copies_only(ch)
+            if prev is not None and copy != prev:
+                out += sync
+            out.append(self.node(ch))
+            prev = copy
+        return c.Block(out + sync)
+
+    def _copies_only(self, n: L.Node) -> bool:
+        insts = [x for x in L.walk(n) if isinstance(x, L.StmtInstance)]
+        return bool(insts) and all(self.stmts[x.statement].kind == "copy" for x in insts)
+
+    def thread_loops(self, inner: c.Generable) -> c.Generable:
+        """``inner`` for every thread of the block (emulator), last first
+        when ``reverse``; instrumented: ``polyc_me`` names the thread."""
+        body = [c.Line("const polyc_dim3 threadIdx = {polyc_tx, polyc_ty, polyc_tz};")]
+        if self.checks is not None:
+            body.append(c.Statement(
+                "polyc_me = 1 + ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x "
+                "+ blockIdx.x) * (blockDim.x * blockDim.y * blockDim.z) + "
+                "(polyc_tz * blockDim.y + polyc_ty) * blockDim.x + polyc_tx"))
+        loop: c.Generable = c.Block(body + [inner])
+        for axis in "xyz":
+            v = f"polyc_t{axis}"
+            if self.reverse:
+                loop = c.For(f"int64_t {v} = blockDim.{axis} - 1", f"{v} >= 0", f"{v}--",
+                             self._block(loop))
+            else:
+                loop = c.For(f"int64_t {v} = 0", f"{v} < blockDim.{axis}", f"{v}++",
+                             self._block(loop))
+        return loop
+
+    def _runs_here(self, inst: L.StmtInstance, axis: str) -> str:
+        """The condition under which this block/thread runs ``inst`` on
+        ``axis`` when isl printed no loop for the member mapped there: its
+        selector (tile index, point value) modulo the blocks/threads on the
+        axis is this block's/thread's index, as in :meth:`mapped_for`;
+        index 0 for what has no selector (a reduction's degenerate loop, a
+        copy of a promotion)."""
+        sel = self.selectors.get(inst.statement, {}).get(axis)
+        if sel is None:
+            return f"{_index(axis)} == 0"
+        st = self.stmts[inst.statement]
+        args = dict(zip(st.iterators, inst.args))
+        value = E.map_expr(sel, lambda x: args[x.name] if isinstance(x, E.Index) else None)
+        return f"polyc_mod({self.loop_printer.index(value)}, {_count(axis)}) == {_index(axis)}"
+
     def mapped_for(self, n: L.For) -> c.For:
+        """A loop mapped to an index, value-aligned: a thread runs the
+        iterations whose value is its index modulo the threads on the axis;
+        a block those whose tile index (value / step) is its index modulo
+        the blocks; so an iteration runs on the same thread in every copy
+        of the loop isl printed, whatever the copy's first value.  The
+        iterations of a reduction's loop are spread over the whole grid."""
         ip = self.loop_printer.index
         it = loop_iterator_name(n.iterator)
         step = int(n.step)
@@ -234,9 +322,21 @@ class KernelBody(_Emitter):
             body = self.node(n.body)
         finally:
             self.covered.discard(n.mapped)
-        return c.For(f"int64_t {it} = {ip(n.init)} + INT64_C({step}) * {_index(n.mapped)}",
-                     ip(n.cond), f"{it} += INT64_C({step}) * {_count(n.mapped)}",
-                     self._block(body))
+        init, what = ip(n.init), n.mapped.split(".")[0]
+        if what == "global":
+            start = f"{init} + INT64_C({step}) * {_index(n.mapped)}"
+        elif what == "block":
+            start = (f"{init} + INT64_C({step}) * polyc_mod({_index(n.mapped)} - "
+                     f"polyc_floord({init}, INT64_C({step})), {_count(n.mapped)})")
+        else:
+            assert step == 1, n
+            start = f"{init} + polyc_mod({_index(n.mapped)} - ({init}), {_count(n.mapped)})"
+        return c.For(f"int64_t {it} = {start}", ip(n.cond),
+                     f"{it} += INT64_C({step}) * {_count(n.mapped)}", self._block(body))
+
+
+def _holds_local(n: L.Node) -> bool:
+    return any(isinstance(x, L.Local) for x in L.walk(n))
 
 
 def _index(mapped: str) -> str:
@@ -316,14 +416,19 @@ def parameters(program: Program, host: tuple[str, ...], restrict: str) -> list:
 
 
 def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str, ...],
-                checks: int | None = None) -> tuple[c.Block, KernelBody]:
+                checks: int | None = None, *, emulated: bool = False,
+                reverse: bool = False) -> tuple[c.Block, KernelBody]:
     """A launch's body (for a reduction kernel: up to each thread's
     accumulator) and the printer that printed it; ``checks``: the kernel's
     number in an instrumented emulation (element counts declared, accesses
-    checked)."""
+    checked); ``emulated``: for the emulator, where a kernel with shared
+    buffers runs per block, with a loop over the threads (``reverse``:
+    last first) around each part between barriers (``em.phases``)."""
     em = KernelBody(program, k)
     em.host = host
     em.checks = checks
+    em.phases = emulated and _holds_local(launch.body)
+    em.reverse = reverse
     em.arg_index = {t.name: i for i, t in enumerate(arguments(program))}
     decls = _extents(em, program)
     if checks is not None:

@@ -138,8 +138,12 @@ class _HostEmulator(_Emitter):
                            "+ polyc_bx) * (polyc_block.x * polyc_block.y * polyc_block.z) + "
                            "(polyc_tz * polyc_block.y + polyc_ty) * polyc_block.x + polyc_tx")]
               if self.checks else [])
-        inner: c.Generable = self._threads(c.Block([
-            c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), *me, call]))
+        if em.phases:       # the function loops over the threads of each phase itself
+            inner: c.Generable = c.Block([
+                c.Line("const polyc_dim3 polyc_t = {0, 0, 0};"), call])
+        else:
+            inner = self._threads(c.Block([
+                c.Line("const polyc_dim3 polyc_t = {polyc_tx, polyc_ty, polyc_tz};"), *me, call]))
         after: list = []
         if em.reduction:
             after = [c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
@@ -242,7 +246,8 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
     for launch, host in launches(nest):
         k, name = by_index[launch.kernel], launch_name(launch)
         body, em = kernel_body(program, launch, k, host,
-                               checks=number[name] if checks else None)
+                               checks=number[name] if checks else None, emulated=True,
+                               reverse=reverse)
         printers[name] = em
         params = [c.Value("polyc_dim3", n)
                   for n in ("blockIdx", "threadIdx", "gridDim", "blockDim")]

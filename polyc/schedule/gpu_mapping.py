@@ -58,11 +58,22 @@ KERNEL_MARK = "gpu_kernel"
 BLOCKS_MARK = "gpu_blocks"
 THREADS_MARK = "gpu_threads"
 REDUCE_MARK = "gpu_reduce"
+#: above a copy band of a promotion to shared memory (polyc.schedule.gpu_promotion)
+COPY_MARK = "gpu_copy"
 
 #: Reduction kernels: threads per block, and at most this many blocks (their
 #: partial results live in a static device array of this size).
 REDUCE_THREADS = 256
 REDUCE_MAX_BLOCKS = 1024
+#: Tile size of the members a promotable kernel runs sequentially (k).
+PROMOTE_TILE = 32
+#: Shared memory (bytes) the promoted buffers of one kernel may take: CUDA's
+#: static limit per block.
+SHARED_BUDGET = 48 * 1024
+#: Extra elements on the innermost dimension of a shared buffer, against
+#: bank conflicts of column accesses.
+SHARED_PADDING = 1
+
 #: The reduction operators a reduction kernel combines.
 REDUCE_OPS = ("+", "*", "max", "min")
 
@@ -101,6 +112,20 @@ class KernelMapping:
     grid: list = field(default_factory=list)
     block: list = field(default_factory=list)
     reason: str = ""
+    #: schedule depth of the k-tile loop of a kernel prepared for promotion
+    #: to shared memory (-1: none), and what :func:`promote_shared` did:
+    #: per tensor, the buffer and its box, or why it kept the tensor global
+    promote_depth: int = -1
+    promoted: dict = field(default_factory=dict)
+    #: per statement, per mapped index (``"block.x"``, ``"thread.y"``...),
+    #: the value that selects the block or thread running an instance, as an
+    #: expression of the statement's iterators: the tile index
+    #: ``floor(tile value / T)`` for a block (run by block ``index mod
+    #: gridDim``), the point value for a thread (run by thread ``value mod
+    #: blockDim``); the code generator uses them where isl prints no loop for
+    #: a member (one value), so that an instance runs on the same thread
+    #: whichever copy of the loop nest isl printed it in
+    selectors: dict = field(default_factory=dict)
     #: a reduction kernel: the one update statement whose instances, all
     #: writing one element, are spread over the threads of the whole grid
     #: and combined by a tree in shared memory, then across blocks
@@ -132,7 +157,10 @@ class KernelMapping:
                 for what, pas in (("grid", self.grid), ("block", self.block))}
 
     def describe(self) -> str:
-        return self._describe() + f"; {self.where}"
+        text = self._describe() + f"; {self.where}"
+        if self.promoted:
+            text += "; " + ", ".join(f"{t} -> {v}" for t, v in sorted(self.promoted.items()))
+        return text
 
     def _describe(self) -> str:
         stmts = ", ".join(self.statements)
@@ -223,7 +251,9 @@ def reduction_statement(band: isl.ScheduleNode, program: Program) -> str | None:
 
 
 class _Mapper:
-    def __init__(self, program: Program, block: tuple[int, ...], max_members: int):
+    def __init__(self, program: Program, block: tuple[int, ...], max_members: int,
+                 promote: bool = False):
+        self.promote = promote
         self.program = program
         self.requested = block
         self.max_members = max_members
@@ -288,13 +318,13 @@ class _Mapper:
         depth = band.get_schedule_depth()
         k = KernelMapping(len(self.kernels), _statements(band), depth, tile=sizes,
                           n_block=min(n, 2), reason=moved)
-        if band.band_n_member() > n:
+        r = band.band_n_member() - n
+        if self.promote and n <= 2 and r >= 1 and band.band_get_permutable():
+            return self._promotable(band, k, n, r)
+        if r > 0:
             band = band.band_split(n)
         extents = _member_extents(band, n)
-        mv = isl.MultiVal.zero(band.band_get_space())
-        for j, s in enumerate(sizes):
-            mv = mv.set_val(j, isl.Val.int_from_si(band.get_ctx(), s))
-        tiles = band.band_tile(mv)
+        tiles = band.band_tile(_sizes(band, sizes))
         k.grid = _tile_counts(tiles, sizes)[:k.n_block]
         k.block = [e.min(_const_like(e, s)) for e, s in zip(extents, sizes)]
         if n > k.n_block:
@@ -303,6 +333,8 @@ class _Mapper:
         else:
             points = tiles.child(0)
         k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
+        _selectors(k, self.program, tiles.band_get_partial_schedule(),
+                   points.band_get_partial_schedule())
         points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
         tiles = points.parent()
         if n > k.n_block:
@@ -311,6 +343,71 @@ class _Mapper:
         tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
         self.kernels.append(k)
         return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+
+    def _promotable(self, band: isl.ScheduleNode, k: KernelMapping, n: int,
+                    r: int) -> isl.ScheduleNode:
+        """A permutable band with ``r`` members after its ``n`` mapped ones
+        (the ``k`` of a matmul): every member tiled, the ``r`` tile loops
+        kept as a sequential loop between the blocks and the threads
+        (``tiles(n) -> k-tiles(r) -> points(n) -> points(r)``, PPCG's
+        structure), so that one iteration of the k-tile loop reads a
+        constant-size box of each input: what :func:`promote_shared` copies
+        into shared memory."""
+        depth = band.get_schedule_depth()
+        extents = _member_extents(band, n)
+        all_sizes = tuple(k.tile) + (PROMOTE_TILE,) * r
+        tiles = band.band_tile(_sizes(band, all_sizes))
+        k.grid = _tile_counts(tiles, all_sizes)[:k.n_block]
+        k.block = [e.min(_const_like(e, s)) for e, s in zip(extents, k.tile)]
+        tiles = tiles.band_split(n)
+        ktiles = tiles.child(0)
+        k.promote_depth = ktiles.get_schedule_depth()
+        points = ktiles.child(0).band_split(n)
+        k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
+        _selectors(k, self.program, tiles.band_get_partial_schedule(),
+                   points.band_get_partial_schedule())
+        points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
+        tiles = points.parent().parent()
+        assert tiles.get_type() == _T.band and tiles.get_schedule_depth() == depth
+        tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
+        self.kernels.append(k)
+        return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+
+
+def _selectors(k: KernelMapping, program: Program, blocks: isl.MultiUnionPwAff,
+               points: isl.MultiUnionPwAff) -> None:
+    """Fill ``k.selectors`` from the partial schedules of the tile band
+    mapped to blocks (its first ``k.n_block`` members; values ``T *
+    floor(x / T)``) and of the point band mapped to threads."""
+    from ..isl_util import CTX, ast_expr_to_expr
+    scaled = CTX.get_tile_scale_tile_loops()
+    for name in k.statements:
+        st = program.statement(name)
+        build = isl.AstBuild.from_context(st.domain)
+        its, params = set(st.iterators), set(program.params)
+
+        def expr(upa: isl.UnionPwAff) -> E.Expr:
+            pas: list[isl.PwAff] = []
+            upa.foreach_pw_aff(pas.append)
+            pa = next(p for p in pas
+                      if p.get_domain_space().get_tuple_name(isl.dim_type.set) == name)
+            e = ast_expr_to_expr(build.expr_from_pw_aff(pa.intersect_domain(st.domain)))
+            return E.map_expr(e, lambda x: E.Param(x.name) if isinstance(x, E.Index)
+                              and x.name in params and x.name not in its else None)
+        sel = {}
+        for j, axis in enumerate(k.block_axes):
+            w = expr(blocks.get_union_pw_aff(j))
+            sel[f"block.{axis}"] = E.Binary("/", w, E.Const(k.tile[j])) if scaled else w
+        for j, axis in enumerate(k.thread_axes):
+            sel[f"thread.{axis}"] = expr(points.get_union_pw_aff(j))
+        k.selectors[name] = sel
+
+
+def _sizes(band: isl.ScheduleNode, sizes) -> isl.MultiVal:
+    mv = isl.MultiVal.zero(band.band_get_space())
+    for j, v in enumerate(sizes):
+        mv = mv.set_val(j, isl.Val.int_from_si(band.get_ctx(), int(v)))
+    return mv
 
 
 def _coalescing_order(band: isl.ScheduleNode, program: Program,
@@ -382,16 +479,18 @@ def _tile_counts(tiles: isl.ScheduleNode, sizes) -> list[isl.PwAff]:
 
 
 def map_schedule(schedule: isl.Schedule, program: Program, *,
-                 block: tuple[int, ...] = (), max_members: int = 3
+                 block: tuple[int, ...] = (), max_members: int = 3, promote: bool = False
                  ) -> tuple[isl.Schedule, list[KernelMapping]]:
     """``schedule`` with every statement in one kernel (see the module
     docstring) and the kernels' :class:`KernelMapping`, in launch order.
 
     ``block``: threads per block per mapped member (``Config.gpu_block``),
     ``max_members``: how many coincident members may map (``0``: every
-    kernel runs on one thread).  Raises :class:`~polyc.errors.ScheduleError`
+    kernel runs on one thread), ``promote``: prepare permutable bands for
+    :func:`promote_shared` (their remaining members tiled, the tile loops
+    between blocks and threads).  Raises :class:`~polyc.errors.ScheduleError`
     for block sizes CUDA cannot launch."""
-    mapper = _Mapper(program, tuple(block), max_members)
+    mapper = _Mapper(program, tuple(block), max_members, promote)
     root = schedule.get_root()
     node = mapper.walk(root.child(0)) if root.n_children() else root
     mapped = node.get_schedule()
@@ -411,7 +510,7 @@ def parse_mark(name: str) -> tuple[str, int, int] | None:
     if name.startswith(KERNEL_MARK + ":"):
         return "kernel", int(name.split(":")[1]), 0
     for kind, mark in (("blocks", BLOCKS_MARK), ("threads", THREADS_MARK),
-                       ("reduce", REDUCE_MARK)):
+                       ("reduce", REDUCE_MARK), ("copy", COPY_MARK)):
         if name.startswith(mark + ":"):
             _, depth, n = name.split(":")
             return kind, int(depth), int(n)

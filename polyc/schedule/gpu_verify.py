@@ -9,7 +9,11 @@ its dependences; returns nothing, or raises
 1. **Every instance in exactly one launch**: the domains that reach the
    ``gpu_kernel`` marks are pairwise disjoint and cover the domain; no
    kernel mark lies below another; every statement is in a kernel.
-2. **No dependence between two threads of one launch** (but those of a
+2. **No dependence between two threads of one launch** (two instances run
+   on the same thread when the host loops, the tile loops mapped to blocks
+   and the point loops mapped to threads have equal values: the code
+   generator's value-aligned loops give each value one thread; sequential
+   loops in between, such as a k-tile loop, run inside the thread) (but those of a
    reduction kernel's reduction, which a tree combines): for every
    dependence whose source and sink run in the same launch (the same
    kernel, at equal values of the host loops around it), the two instances
@@ -39,10 +43,12 @@ from .legality import describe_instance_pair, witness
 _T = isl.schedule_node_type
 
 
-def _marked(schedule: isl.Schedule) -> tuple[dict, dict]:
-    """The ``gpu_kernel`` and ``gpu_threads`` mark nodes, by kernel index."""
+def _marked(schedule: isl.Schedule) -> tuple[dict, dict, dict]:
+    """The ``gpu_kernel``, ``gpu_threads`` and ``gpu_blocks`` mark nodes, by
+    kernel index."""
     kernels: dict[int, isl.ScheduleNode] = {}
     threads: dict[int, isl.ScheduleNode] = {}
+    blocks: dict[int, isl.ScheduleNode] = {}
 
     def visit(node: isl.ScheduleNode, kernel: int | None) -> None:
         if node.get_type() == _T.mark:
@@ -58,10 +64,12 @@ def _marked(schedule: isl.Schedule) -> tuple[dict, dict]:
                 if kernel is None:
                     raise IllegalScheduleError("GPU mapping: thread band outside any kernel")
                 threads[kernel] = node
+            elif parsed is not None and parsed[0] == "blocks" and kernel is not None:
+                blocks[kernel] = node
         for i in range(node.n_children()):
             visit(node.child(i), kernel)
     visit(schedule.get_root(), None)
-    return kernels, threads
+    return kernels, threads, blocks
 
 
 def _partition(schedule: isl.Schedule, kernels: dict[int, isl.ScheduleNode]) -> None:
@@ -87,16 +95,20 @@ def _same(prefix: isl.UnionMap) -> isl.UnionMap:
     return prefix.apply_range(prefix.reverse())
 
 
-def _threads_apart(deps: Dependences, kernel: isl.ScheduleNode,
+def _threads_apart(deps: Dependences, kernel: isl.ScheduleNode, blocks: isl.ScheduleNode,
                    threads: isl.ScheduleNode) -> dict[str, isl.UnionMap]:
     """The dependences, by kind, between two instances of one launch of
-    ``kernel`` that run on different threads or blocks."""
+    ``kernel`` that run on different threads or blocks: two instances run
+    on the same thread when the host loops, the tile loops mapped to blocks
+    and the point loops mapped to threads have equal values (sequential
+    loops in between, such as a k-tile loop, run inside the thread)."""
     dom = kernel.get_domain()
     host = kernel.get_prefix_schedule_union_map().intersect_domain(dom)
-    mapped = threads.child(0).child(0).get_prefix_schedule_union_map().intersect_domain(dom)
+    block = blocks.child(0).child(0).get_prefix_schedule_union_map().intersect_domain(dom)
+    thread = threads.child(0).band_get_partial_schedule_union_map().intersect_domain(dom)
     same_launch = _same(host) if not host.is_empty() else isl.UnionMap.from_domain_and_range(
         dom, dom)
-    apart = same_launch.subtract(_same(mapped))
+    apart = same_launch.subtract(_same(block).intersect(_same(thread)))
     out = {}
     for kind, dep in deps.by_kind().items():
         bad = dep.intersect_domain(dom).intersect_range(dom).intersect(apart)
@@ -139,7 +151,7 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
     :class:`~polyc.errors.IllegalScheduleError` naming the kernel, the
     dependence and a pair of instances that would run on different threads
     (with its :class:`~polyc.errors.Witness`)."""
-    marks, threads = _marked(schedule)
+    marks, threads, blocks = _marked(schedule)
     if sorted(marks) != [k.index for k in kernels]:
         raise IllegalScheduleError(
             f"GPU mapping: kernel marks {sorted(marks)} do not match the kernels "
@@ -160,7 +172,7 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
             continue
         if k.index not in threads:
             raise IllegalScheduleError(f"GPU mapping: kernel {k.index} has no {THREADS_MARK} band")
-        bad = _threads_apart(deps, marks[k.index], threads[k.index])
+        bad = _threads_apart(deps, marks[k.index], blocks[k.index], threads[k.index])
         if bad:
             kind, rel = next(iter(bad.items()))
             m = maps_of(rel)[0]

@@ -359,6 +359,22 @@ def promote(s, tensor, at, name=None):
     if lp.member + 1 < band.band_n_member():
         band = surgery.top_of_band(surgery.split_band(band, lp.member + 1, program)).parent()
     assert band.get_type() == _BAND
+    return promote_at(band, program, tensor, name=name, where=where, loop=lp.name,
+                      order=without_extensions(s.isl))
+
+
+def promote_at(band: isl.ScheduleNode, program: Program, tensor: str, *,
+               name: str | None = None, where: str, loop: str, order: isl.Schedule,
+               max_bytes: int = MAX_LOCAL_BYTES) -> tuple[isl.Schedule, Program]:
+    """The core of :func:`promote`: promote ``tensor``'s footprint in one
+    iteration of the prefix ending with ``band`` (whose last member is the
+    loop ``loop``; ``where`` names both in messages), with the statements'
+    original order ``order`` for the dataflow analysis and at most
+    ``max_bytes`` of local buffers.  Returns the new schedule and program;
+    raises :class:`ScheduleError` as :func:`promote` documents.  Also the
+    GPU mapping's promotion to shared memory
+    (:func:`polyc.schedule.gpu_mapping.promote_shared`)."""
+    t = program.tensor(tensor)
     node = band.child(0)
     depth = node.get_schedule_depth()
     domain = node.get_domain()
@@ -372,33 +388,33 @@ def promote(s, tensor, at, name=None):
         bufs = [x.name for x in program.tensors if x.origin == tensor]
         known = (f"; {tensor} is already promoted to {', '.join(bufs)}, which those "
                  f"statements access instead" if bufs else "")
-        raise ScheduleError(f"{where}: no statement below loop {lp.name} accesses "
+        raise ScheduleError(f"{where}: no statement below loop {loop} accesses "
                             f"{tensor} (statements there: "
                             f"{', '.join(st.name for st in below) or 'none'}){known}")
     for st in users:
         dom_here = domain.extract_set(st.domain.get_space())
         if not st.domain.intersect_params(ctx).is_subset(dom_here):
             raise ScheduleError(f"{where}: statement {st.name} also runs outside loop "
-                                f"{lp.name}; promotion rewrites all its accesses")
+                                f"{loop}; promotion rewrites all its accesses")
         if not affine_accesses(st, tensor):
             raise ScheduleError(f"{where}: statement {st.name} accesses {tensor} "
                                 f"through a non-affine index (a gather); promotion "
                                 f"needs affine accesses")
 
     # footprints { [p] -> T[x] } of one iteration of the prefix
-    fr_all, fw, fr = _footprints(node, users, t, program, without_extensions(s.isl))
+    fr_all, fw, fr = _footprints(node, users, t, program, order)
     footprint = _tidy(fr_all.union(fw))
     pspace = param_space(program.params)
     prefix_space = node.get_prefix_schedule_multi_union_pw_aff().get_space()
 
     if footprint.is_empty():
-        raise ScheduleError(f"{where}: the statements below loop {lp.name} access no "
+        raise ScheduleError(f"{where}: the statements below loop {loop} access no "
                             f"element of {tensor} for any sizes")
     box = fixed_box_hull(footprint)
     if box is None:
         raise ScheduleError(
             f"{where}: the elements of {tensor} accessed in one iteration of "
-            f"{lp.name} do not fit in a box of constant size (an inner loop runs over "
+            f"{loop} do not fit in a box of constant size (an inner loop runs over "
             f"a parameter-sized range); promote at a loop inside the tiles, e.g. the "
             f"innermost tile loop after tile(...)")
     offset, sizes = box
@@ -406,12 +422,12 @@ def promote(s, tensor, at, name=None):
     nbytes = math.prod(sizes) * itemsize
     used = sum(math.prod(lt.constant_shape()) * np.dtype(lt.dtype).itemsize
                for lt in program.locals)
-    if nbytes + used > MAX_LOCAL_BYTES:
+    if nbytes + used > max_bytes:
         dims = "x".join(str(v) for v in sizes) or "1"
         more = f" plus {used} bytes of buffers promoted earlier" if used else ""
         raise ScheduleError(
             f"{where}: the local buffer would hold {dims} {t.dtype} elements "
-            f"({nbytes} bytes){more}, over the limit of {MAX_LOCAL_BYTES // 1024} KiB of "
+            f"({nbytes} bytes){more}, over the limit of {max_bytes // 1024} KiB of "
             f"local buffers (they live on each thread's stack); promote at an inner loop "
             f"or use smaller tiles")
 

@@ -39,6 +39,7 @@ CODEGEN_ALTERNATIVES = {
     "emulate_reverse": True,
     "emulate_checks": True,
     "gpu_block": (16, 16),
+    "gpu_promote": False,
     "cuda_arch": "sm_80",
 }
 
