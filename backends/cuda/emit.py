@@ -280,16 +280,7 @@ class KernelBody(_Emitter):
                 "polyc_me = 1 + ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x "
                 "+ blockIdx.x) * (blockDim.x * blockDim.y * blockDim.z) + "
                 "(polyc_tz * blockDim.y + polyc_ty) * blockDim.x + polyc_tx"))
-        loop: c.Generable = c.Block(body + [inner])
-        for axis in "xyz":
-            v = f"polyc_t{axis}"
-            if self.reverse:
-                loop = c.For(f"int64_t {v} = blockDim.{axis} - 1", f"{v} >= 0", f"{v}--",
-                             self._block(loop))
-            else:
-                loop = c.For(f"int64_t {v} = 0", f"{v} < blockDim.{axis}", f"{v}++",
-                             self._block(loop))
-        return loop
+        return over_threads(c.Block(body + [inner]), "blockDim", self.reverse)
 
     def _runs_here(self, inst: L.StmtInstance, axis: str) -> str:
         """The condition under which this block/thread runs ``inst`` on
@@ -333,6 +324,18 @@ class KernelBody(_Emitter):
             start = f"{init} + polyc_mod({_index(n.mapped)} - ({init}), {_count(n.mapped)})"
         return c.For(f"int64_t {it} = {start}", ip(n.cond),
                      f"{it} += INT64_C({step}) * {_count(n.mapped)}", self._block(body))
+
+
+def over_threads(inner: c.Generable, dims: str, reverse: bool,
+                 axes: str = "xyz") -> c.Generable:
+    """``inner`` in loops over ``polyc_t<axis>`` from 0 to ``dims.<axis>``
+    (the emulator's threads of a block; ``reverse``: last first)."""
+    for axis in axes:
+        v = f"polyc_t{axis}"
+        head = ((f"int64_t {v} = {dims}.{axis} - 1", f"{v} >= 0", f"{v}--") if reverse
+                else (f"int64_t {v} = 0", f"{v} < {dims}.{axis}", f"{v}++"))
+        inner = c.For(*head, inner if isinstance(inner, c.Block) else c.Block([inner]))
+    return inner
 
 
 def _holds_local(n: L.Node) -> bool:

@@ -46,6 +46,7 @@ from .emit import (
     kernel_body,
     launch_name,
     launches,
+    over_threads,
     parameters,
 )
 
@@ -111,15 +112,7 @@ class _HostEmulator(_Emitter):
         return super().node(n)
 
     def _threads(self, inner: c.Generable, axes: str = "xyz") -> c.Generable:
-        for axis in axes:
-            v = f"polyc_t{axis}"
-            if self.reverse:
-                inner = c.For(f"int64_t {v} = polyc_block.{axis} - 1", f"{v} >= 0", f"{v}--",
-                              self._block(inner))
-            else:
-                inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_block.{axis}", f"{v}++",
-                              self._block(inner))
-        return inner
+        return over_threads(inner, "polyc_block", self.reverse, axes)
 
     def launch(self, spec: LaunchSpec) -> c.Block:
         ip = self.loop_printer.index
