@@ -406,7 +406,7 @@ def cmd_explain(args) -> int:
     drawn = _plot(args, schedule, sizes) if args.plot else None
     result = explain(schedule, as_json=args.json, config=config, sizes=sizes or None)
     if gpu is not None:
-        from .gpu_pipeline import with_mapping
+        from .lowered import with_mapping
         result = with_mapping(result, gpu, emulated=config.emulate)
     else:
         from .pipeline import with_notes

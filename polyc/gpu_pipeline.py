@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from . import astgen, bounds, dependence
 from .config import Config
 from .ir import Program
-from .lowered import Lowered
+from .lowered import Lowered, with_mapping
 from .runtime import Kernel
 from .schedule import gpu_mapping, gpu_promotion, gpu_verify, initial, legality
 
@@ -130,32 +130,6 @@ class EmulatedKernel(Kernel):
 
     def __repr__(self) -> str:
         return super().__repr__().replace("<polyc.Kernel", "<polyc.Kernel cuda (emulated)")
-
-
-def with_mapping(explained, low: GpuLowered, *, emulated: bool, resources=None):
-    """``explained`` with the GPU mapping report (JSON key ``"gpu"``:
-    ``{"kernels": [...], "emulated": bool, "resources": ...}``)."""
-    kernels = [{"index": k.index, "statements": list(k.statements),
-                "tile": list(k.tile), "blocks": list(k.block_axes),
-                "threads": list(k.thread_axes), "reduction": k.reduction or None,
-                "host_loops": k.host_depth, **k.launch_sizes(low.program),
-                "text": k.describe()}
-               for k in low.kernels]
-    if isinstance(explained, dict):
-        explained["gpu"] = {"kernels": kernels, "emulated": emulated,
-                            "resources": resources}
-        return explained
-    text = explained + "\nGPU mapping (polyc.schedule.gpu_mapping)"
-    text += " [emulated on the CPU]:\n" if emulated else ":\n"
-    for k in kernels:
-        text += f"  {k['text']}\n"
-        if k["grid"] or k["block"]:
-            grid = " x ".join(f"[{g}]" for g in k["grid"]) or "1"
-            block = " x ".join(f"[{b}]" for b in k["block"]) or "1"
-            text += f"    blocks {grid}, threads per block {block} (outermost member first)\n"
-    if resources:
-        text += "".join(f"  ptxas {name}: {r}\n" for name, r in sorted(resources.items()))
-    return text
 
 
 #: Lowered GPU kernels (mapping and CUDA source) by the ``key`` given to

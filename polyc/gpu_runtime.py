@@ -146,8 +146,9 @@ class CudaKernel:
         return Schedule.from_isl(*self._lowered.schedule_view())
 
     def explain(self, json: bool = False):
-        from polyc.gpu_pipeline import with_mapping
         from polyc.schedule.explain import explain
+
+        from .lowered import with_mapping
         out = explain(self.schedule, as_json=json, config=self.config)
         res = {k: str(v) for k, v in self._built.resources.items()}
         return with_mapping(out, self._lowered, emulated=False, resources=res)

@@ -1,7 +1,9 @@
 """The result of lowering: :class:`Lowered`, every stage of one compilation
 up to the loop nest (``ir.Program``, ``Dependences``, the checked
-``isl.Schedule``, the LoopNest), and :func:`with_notes`, which adds what
-tensorization and row fusion did to an explanation.
+``isl.Schedule``, the LoopNest), :func:`with_notes`, which adds what
+tensorization and row fusion did to an explanation, and :func:`with_mapping`,
+which adds a ``target="cuda"`` kernel's GPU mapping report (for both the
+emulated and the pycuda kernels, so neither imports the other's module).
 
 :mod:`polyc.pipeline` makes these; :class:`polyc.runtime.Kernel` keeps one
 (or re-lowers on demand) and explains it.  This module imports neither, so
@@ -90,3 +92,31 @@ def with_notes(explained, low: Lowered | None, *, isa: str | None = None):
         explained += "\narray contraction (polyc.schedule.contraction):\n" + "\n".join(
             f"  {c.describe()}" for c in contracted) + "\n"
     return explained
+
+
+def with_mapping(explained, low, *, emulated: bool, resources=None):
+    """``explained`` with the GPU mapping report of ``low`` (a
+    :class:`polyc.gpu_pipeline.GpuLowered`): the JSON key ``"gpu"``
+    (``{"kernels": [...], "emulated": bool, "resources": ...}``) or a text
+    section; ``resources``: ptxas's report per CUDA function."""
+    kernels = [{"index": k.index, "statements": list(k.statements),
+                "tile": list(k.tile), "blocks": list(k.block_axes),
+                "threads": list(k.thread_axes), "reduction": k.reduction or None,
+                "host_loops": k.host_depth, **k.launch_sizes(low.program),
+                "text": k.describe()}
+               for k in low.kernels]
+    if isinstance(explained, dict):
+        explained["gpu"] = {"kernels": kernels, "emulated": emulated,
+                            "resources": resources}
+        return explained
+    text = explained + "\nGPU mapping (polyc.schedule.gpu_mapping)"
+    text += " [emulated on the CPU]:\n" if emulated else ":\n"
+    for k in kernels:
+        text += f"  {k['text']}\n"
+        if k["grid"] or k["block"]:
+            grid = " x ".join(f"[{g}]" for g in k["grid"]) or "1"
+            block = " x ".join(f"[{b}]" for b in k["block"]) or "1"
+            text += f"    blocks {grid}, threads per block {block} (outermost member first)\n"
+    if resources:
+        text += "".join(f"  ptxas {name}: {r}\n" for name, r in sorted(resources.items()))
+    return text

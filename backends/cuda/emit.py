@@ -56,7 +56,7 @@ from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
 
 #: Extra elements on a shared buffer's innermost dimension, against bank
-#: conflicts (as polyc.schedule.gpu_mapping.SHARED_PADDING).
+#: conflicts of column accesses.
 SHARED_PADDING = 1
 
 #: CUDA axes, innermost mapped loop first (as polyc.schedule.gpu_mapping.AXES).

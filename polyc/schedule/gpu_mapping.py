@@ -46,6 +46,7 @@ import islpy as isl
 from .. import expr as E
 from ..errors import ScheduleError
 from ..ir import Program
+from ..isl_util import CTX, ast_expr_to_expr, pw_aff_to_expr
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
@@ -70,9 +71,6 @@ PROMOTE_TILE = 32
 #: Shared memory (bytes) the promoted buffers of one kernel may take: CUDA's
 #: static limit per block.
 SHARED_BUDGET = 48 * 1024
-#: Extra elements on the innermost dimension of a shared buffer, against
-#: bank conflicts of column accesses.
-SHARED_PADDING = 1
 
 #: The reduction operators a reduction kernel combines.
 REDUCE_OPS = ("+", "*", "max", "min")
@@ -152,7 +150,6 @@ class KernelMapping:
     def launch_sizes(self, program: Program) -> dict:
         """``{"grid": [...], "block": [...]}``: the launch sizes per mapped
         member (outermost first) as text, functions of the size parameters."""
-        from ..isl_util import pw_aff_to_expr
         return {what: [E.to_text(pw_aff_to_expr(pa, program.context)) for pa in pas]
                 for what, pas in (("grid", self.grid), ("block", self.block))}
 
@@ -379,7 +376,6 @@ def _selectors(k: KernelMapping, program: Program, blocks: isl.MultiUnionPwAff,
     """Fill ``k.selectors`` from the partial schedules of the tile band
     mapped to blocks (its first ``k.n_block`` members; values ``T *
     floor(x / T)``) and of the point band mapped to threads."""
-    from ..isl_util import CTX, ast_expr_to_expr
     scaled = CTX.get_tile_scale_tile_loops()
     for name in k.statements:
         st = program.statement(name)

@@ -48,6 +48,7 @@ from .gpu_mapping import (
 )
 from .legality import without_extensions
 from .promotion import affine_accesses, promote_at
+from .tree import walk
 
 _T = isl.schedule_node_type
 
@@ -60,18 +61,8 @@ MAX_OPERATIONS = 300_000
 def _kernel_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
     """The ``gpu_kernel`` mark of kernel ``index``."""
     name = f"{KERNEL_MARK}:{index}"
-
-    def find(node: isl.ScheduleNode):
-        if node.get_type() == _T.mark and node.mark_get_id().get_name() == name:
-            return node
-        for i in range(node.n_children()):
-            hit = find(node.child(i))
-            if hit is not None:
-                return hit
-        return None
-    node = find(schedule.get_root())
-    assert node is not None, name
-    return node
+    return next(n for n in walk(schedule.get_root())
+                if n.get_type() == _T.mark and n.mark_get_id().get_name() == name)
 
 
 def _ktile_band(schedule: isl.Schedule, k: KernelMapping) -> isl.ScheduleNode:
