@@ -181,6 +181,8 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
                 return _flag_outer_fors(body, loop, simd=True)
             if mark == SIMD_REDUCTION:
                 return _flag_outer_fors(body, loop, reduction=True)
+            if mark == gpu_mapping.PRIVATE_MARK and isinstance(body, Local):
+                return replace(body, private=True)
             gpu = gpu_mapping.parse_mark(mark)
             if gpu is not None:
                 return _gpu_mapped(gpu, body)

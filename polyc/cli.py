@@ -188,13 +188,10 @@ def _config(args):
 
 
 def _gpu_lowered(program, config, user):
-    """The GPU lowering of ``program`` (``--target cuda``); a user schedule
-    is not mapped yet."""
-    if user is not None:
-        raise UsageError("--schedule with --target cuda: user schedules are not mapped "
-                         "to the GPU yet; leave out --schedule")
-    from .gpu_pipeline import lower_gpu
-    return lower_gpu(program, config)
+    """The GPU lowering of ``program`` (``--target cuda``): automatic, or
+    the mapping of the user schedule ``user`` (``--schedule``)."""
+    from .gpu_pipeline import lower_gpu, lower_gpu_schedule
+    return lower_gpu(program, config) if user is None else lower_gpu_schedule(user, config)
 
 
 def _user_schedule(args, program):
@@ -400,7 +397,8 @@ def cmd_explain(args) -> int:
     if config.target == "cuda":
         from .schedule.language import Schedule
         gpu = _gpu_lowered(program, config, schedule)
-        schedule = Schedule.from_isl(*gpu.schedule_view())
+        if schedule is None:
+            schedule = Schedule.from_isl(*gpu.schedule_view())
     elif schedule is None:
         schedule, low = _automatic_schedule(program, config)
     drawn = _plot(args, schedule, sizes) if args.plot else None

@@ -32,7 +32,7 @@ from .config import Config
 from .ir import Program
 from .lowered import Lowered, with_mapping
 from .runtime import Kernel
-from .schedule import gpu_mapping, gpu_promotion, gpu_verify, initial, legality
+from .schedule import gpu_mapping, gpu_promotion, gpu_schedule, gpu_verify, initial, legality
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,33 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
                       mapped=mapped)
 
 
+def lower_gpu_schedule(schedule, config: Config | None = None) -> GpuLowered:
+    """The lowering of a user :class:`~polyc.schedule.language.Schedule`:
+    its mapping as written (``map_to_blocks``, ``map_to_threads``,
+    ``promote_shared``, ``promote_registers``), the loops it does not map
+    mapped automatically (:func:`polyc.schedule.gpu_schedule.finalize`),
+    proven (:func:`polyc.schedule.gpu_verify.verify`), then the AST.  Raises
+    :class:`~polyc.errors.IllegalScheduleError` (with a witness) for a
+    mapping that joins two threads by a dependence,
+    :class:`~polyc.errors.ScheduleError` for one a kernel cannot have,
+    :class:`~polyc.errors.UnsupportedError` for a ``tensorize`` mark (a C
+    intrinsic)."""
+    from .errors import UnsupportedError
+    from .schedule import tensorize
+    config = config or Config.from_env()
+    schedule.check("the user schedule")
+    if tensorize.marks(schedule.isl):
+        raise UnsupportedError(
+            "the schedule tensorizes onto a C micro-kernel, which target='cuda' does not "
+            "have; remove the tensorize step or compile for target='c'")
+    program, deps = schedule.program, schedule.deps
+    mapped, kernels = gpu_schedule.finalize(schedule.isl, program, deps,
+                                            block=config.gpu_block)
+    gpu_verify.verify(legality.without_extensions(mapped), kernels, deps, program)
+    nest = astgen.generate(program, mapped)
+    return GpuLowered(program, deps, schedule.isl, nest, kernels=tuple(kernels), mapped=mapped)
+
+
 class EmulatedKernel(Kernel):
     """A ``target="cuda"`` kernel run by the CPU emulator
     (``Config(emulate=True)``): called like any :class:`~polyc.runtime.Kernel`
@@ -77,8 +104,9 @@ class EmulatedKernel(Kernel):
     prints, ``source`` the emulator's C; :meth:`explain` adds the mapping
     report."""
 
-    def __init__(self, program, source, library, config, *, lowered, cuda):
-        super().__init__(program, source, library, config, lowered=lowered)
+    def __init__(self, program, source, library, config, *, lowered, cuda, user_schedule=None):
+        super().__init__(program, source, library, config, lowered=lowered,
+                         user_schedule=user_schedule)
         self.cuda = cuda
         self._report = None
         if config.emulate_checks:
@@ -138,11 +166,14 @@ class EmulatedKernel(Kernel):
 _LOWERED: dict = {}
 
 
-def compile_gpu(program: Program, config: Config, key: str | None = None):
+def compile_gpu(program: Program, config: Config, key: str | None = None, *,
+                schedule=None):
     """Compile ``program`` for ``target="cuda"``: an :class:`EmulatedKernel`
     with ``Config.emulate``, else a :class:`polyc.gpu_runtime.CudaKernel`.
     ``key`` (:func:`polyc.pipeline.lowered_key` of ``program`` with its
-    preconditions) memoises the lowering in this process.
+    preconditions) memoises the lowering in this process; ``schedule``: a
+    user :class:`~polyc.schedule.language.Schedule` of ``program``, lowered
+    by :func:`lower_gpu_schedule`.
     Raises what :func:`lower_gpu` raises, :class:`~polyc.errors.CompileError`
     (nvcc's or the C compiler's stderr), :class:`~polyc.errors.ToolMissingError`
     without nvcc or pycuda, :class:`~polyc.errors.DeviceError` without a GPU."""
@@ -152,7 +183,8 @@ def compile_gpu(program: Program, config: Config, key: str | None = None):
     if key is not None and key in _LOWERED and not config.dump:
         low, cuda = _LOWERED[key]
     else:
-        low = lower_gpu(program, config)
+        low = (lower_gpu(program, config) if schedule is None
+               else lower_gpu_schedule(schedule, config))
         cuda = backend("cuda").emit(low.program, low.loopnest, config, kernels=low.kernels)
         if key is not None:
             _LOWERED[key] = low, cuda
@@ -161,6 +193,7 @@ def compile_gpu(program: Program, config: Config, key: str | None = None):
         source = emulation_source(low.program, cuda, low.loopnest, list(low.kernels),
                                   reverse=config.emulate_reverse, checks=config.emulate_checks)
         lib = backend("c").build(source.text, config)
-        return EmulatedKernel(program, source, lib, config, lowered=low, cuda=cuda)
+        return EmulatedKernel(program, source, lib, config, lowered=low, cuda=cuda,
+                              user_schedule=schedule)
     from .gpu_runtime import CudaKernel
-    return CudaKernel(program, cuda, config, lowered=low)
+    return CudaKernel(program, cuda, config, lowered=low, user_schedule=schedule)

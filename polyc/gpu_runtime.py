@@ -100,8 +100,9 @@ class CudaKernel:
     ``resources`` (ptxas's report per kernel), ``kernels`` (the mapping),
     ``loopnest``."""
 
-    def __init__(self, program, cuda: CudaSource, config, *, lowered):
+    def __init__(self, program, cuda: CudaSource, config, *, lowered, user_schedule=None):
         self.program = program
+        self._user_schedule = user_schedule
         self.cuda = cuda
         self.config = config
         self._lowered = lowered
@@ -142,6 +143,10 @@ class CudaKernel:
 
     @property
     def schedule(self):
+        """The user's :class:`polyc.Schedule` (``schedule=``), or the
+        automatic one before mapping."""
+        if self._user_schedule is not None:
+            return self._user_schedule
         from polyc.schedule.language import Schedule
         return Schedule.from_isl(*self._lowered.schedule_view())
 
@@ -149,7 +154,8 @@ class CudaKernel:
         from polyc.schedule.explain import explain
 
         from .lowered import with_mapping
-        out = explain(self.schedule, as_json=json, config=self.config)
+        out = explain(self.schedule, as_json=json,
+                      config=self.config if self._user_schedule is None else None)
         res = {k: str(v) for k, v in self._built.resources.items()}
         return with_mapping(out, self._lowered, emulated=False, resources=res)
 

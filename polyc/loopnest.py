@@ -61,11 +61,14 @@ class Local(Node):
     :mod:`polyc.schedule.promotion`): ``name`` (the tensor), ``dtype`` (a key
     of :data:`polyc.ir.C_TYPES`) and constant ``sizes``; the buffer exists
     only while ``body`` runs (in C: an array declared at the top of a block,
-    private to the thread that runs it)."""
+    private to the thread that runs it).  In a GPU kernel a buffer is in
+    shared memory, one per block, unless ``private`` (a promotion to
+    registers: one per thread)."""
     name: str
     dtype: str
     sizes: tuple[int, ...]
     body: Node
+    private: bool = False
 
 
 @dataclass(frozen=True)

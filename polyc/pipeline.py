@@ -258,13 +258,14 @@ def lower_schedule(schedule, config: Config | None = None) -> Lowered:
 def compile_schedule(schedule, config: Config | None = None):
     """Compile ``program`` under a user :class:`~polyc.schedule.language.Schedule`
     to a :class:`polyc.runtime.Kernel` (steps 6-10; the lowering is memoised
-    by the program and the schedule tree's text)."""
+    by the program and the schedule tree's text).  For ``target="cuda"``:
+    :func:`polyc.gpu_pipeline.compile_gpu` with the schedule's mapping."""
     config = config or Config.from_env()
     if config.target == "cuda":
-        from .errors import UnsupportedError
-        raise UnsupportedError(
-            "user schedules are not mapped to the GPU yet: compile for target='cuda' "
-            "without schedule= (the automatic mapping), or for target='c'")
+        from .gpu_pipeline import compile_gpu
+        return compile_gpu(schedule.program, config,
+                           key=lowered_key(schedule.program, config, schedule.to_text()),
+                           schedule=schedule)
     from .custom_intrinsics import registry_fingerprint
     program = schedule.program
     # a user intrinsic's implementation is part of the code a mark lowers to

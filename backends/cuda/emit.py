@@ -251,12 +251,20 @@ class KernelBody(_Emitter):
         array shared by the block's emulated threads, each part between two
         barriers a loop over the threads."""
         dims = [int(v) for v in n.sizes] or [1]
+        if n.private:
+            # a promotion to registers: one array per thread, no barrier (the
+            # thread that copies an element is the one that uses it)
+            return c.Block([c.Comment(f"registers {check_identifier(n.name)}"),
+                            c.Line(f"{C_TYPES[n.dtype]} {tensor_name(n.name)}"
+                                   f"{''.join(f'[{d}]' for d in dims)};"),
+                            *self.poison(n), self.node(n.body)])
         if not self.phases and len(dims) >= 2:
             dims[-1] += SHARED_PADDING
         decl = c.Line(f"{'' if self.phases else '__shared__ '}{C_TYPES[n.dtype]} "
                       f"{tensor_name(n.name)}{''.join(f'[{d}]' for d in dims)};")
         kids = list(n.body.children) if isinstance(n.body, L.Block) else [n.body]
-        out: list = [c.Comment(f"shared buffer {check_identifier(n.name)}"), decl]
+        out: list = [c.Comment(f"shared buffer {check_identifier(n.name)}"), decl,
+                     *self.poison(n)]
         sync = [] if self.phases else [c.Statement("__syncthreads()")]
         prev = None
         for ch in kids:
@@ -266,6 +274,15 @@ class KernelBody(_Emitter):
             out.append(self.node(ch))
             prev = copy
         return c.Block(out + sync)
+
+    def poison(self, n: L.Local) -> list:
+        """In an instrumented emulation, a new buffer's bytes all 0xff (NaN
+        for floats, -1 for integers), so that a read of an element no copy
+        wrote shows in the results."""
+        if self.checks is None:
+            return []
+        return [c.Statement(f"memset({tensor_name(n.name)}, 0xff, "
+                            f"sizeof({tensor_name(n.name)}))")]
 
     def _copies_only(self, n: L.Node) -> bool:
         insts = [x for x in L.walk(n) if isinstance(x, L.StmtInstance)]
@@ -298,10 +315,10 @@ class KernelBody(_Emitter):
         return f"polyc_mod({self.loop_printer.index(value)}, {_count(axis)}) == {_index(axis)}"
 
     def mapped_for(self, n: L.For) -> c.For:
-        """A loop mapped to an index, value-aligned: a thread runs the
-        iterations whose value is its index modulo the threads on the axis;
-        a block those whose tile index (value / step) is its index modulo
-        the blocks; so an iteration runs on the same thread in every copy
+        """A loop mapped to an index, value-aligned: a block (a thread) runs
+        the iterations whose index ``floor(value / step)`` (the tile index of
+        a tile loop; the value itself for a point loop) is its index modulo
+        the blocks (threads) on the axis; so an iteration runs on the same thread in every copy
         of the loop isl printed, whatever the copy's first value.  The
         iterations of a reduction's loop are spread over the whole grid."""
         ip = self.loop_printer.index
@@ -316,11 +333,10 @@ class KernelBody(_Emitter):
         init, what = ip(n.init), n.mapped.split(".")[0]
         if what == "global":
             start = f"{init} + INT64_C({step}) * {_index(n.mapped)}"
-        elif what == "block":
+        elif what == "block" or step > 1:
             start = (f"{init} + INT64_C({step}) * polyc_mod({_index(n.mapped)} - "
                      f"polyc_floord({init}, INT64_C({step})), {_count(n.mapped)})")
         else:
-            assert step == 1, n
             start = f"{init} + polyc_mod({_index(n.mapped)} - ({init}), {_count(n.mapped)})"
         return c.For(f"int64_t {it} = {start}", ip(n.cond),
                      f"{it} += INT64_C({step}) * {_count(n.mapped)}", self._block(body))
@@ -339,7 +355,8 @@ def over_threads(inner: c.Generable, dims: str, reverse: bool,
 
 
 def _holds_local(n: L.Node) -> bool:
-    return any(isinstance(x, L.Local) for x in L.walk(n))
+    """Whether ``n`` holds a buffer in shared memory (so barriers)."""
+    return any(isinstance(x, L.Local) and not x.private for x in L.walk(n))
 
 
 def _index(mapped: str) -> str:

@@ -232,7 +232,7 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
              "emulated on the CPU */\n", PRELUDE,
              "typedef struct { int64_t x, y, z; } polyc_dim3;\n"]
     if checks:
-        parts += ["#include <stdlib.h>\n", CHECKS_PRELUDE]
+        parts += ["#include <stdlib.h>\n#include <string.h>\n", CHECKS_PRELUDE]
         parts += [f"static int64_t *polyc_sw{i}, *polyc_sr{i};\n"
                   for i in range(len(arguments(program)))]
     printers: dict[str, KernelBody] = {}

@@ -46,7 +46,7 @@ import islpy as isl
 from .. import expr as E
 from ..errors import ScheduleError
 from ..ir import Program
-from ..isl_util import CTX, ast_expr_to_expr, pw_aff_to_expr
+from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
@@ -61,6 +61,9 @@ THREADS_MARK = "gpu_threads"
 REDUCE_MARK = "gpu_reduce"
 #: above a copy band of a promotion to shared memory (polyc.schedule.gpu_promotion)
 COPY_MARK = "gpu_copy"
+#: above the ``promote:`` mark of a buffer private to each thread (a
+#: promotion to registers, polyc.schedule.gpu_schedule.promote_registers)
+PRIVATE_MARK = "gpu_private"
 
 #: Reduction kernels: threads per block, and at most this many blocks (their
 #: partial results live in a static device array of this size).
@@ -128,6 +131,15 @@ class KernelMapping:
     #: writing one element, are spread over the threads of the whole grid
     #: and combined by a tree in shared memory, then across blocks
     reduction: str = ""
+    #: per block-mapped member, the stride of its values (a tile loop's tile
+    #: size): the block index of a value is ``floor(value / step)``
+    steps: tuple = ()
+    #: the same for each thread-mapped member (1 but for a user's band whose
+    #: values step, e.g. a tile loop mapped to threads)
+    thread_steps: tuple = ()
+    #: mapped by the schedule language (polyc.schedule.gpu_schedule), not
+    #: automatically
+    user: bool = False
 
     @property
     def block_axes(self) -> tuple[str, ...]:
@@ -169,6 +181,10 @@ class KernelMapping:
                     "memory, then across blocks by the last block to finish (deterministic)")
         if not self.tile:
             return f"kernel {self.index} ({stmts}): one block of one thread: {self.reason}"
+        if self.user:
+            axes = (f"blocks {'/'.join(self.block_axes)}, " if self.n_block else "one block, ")
+            return (f"kernel {self.index} ({stmts}): {self.reason}; {axes}threads "
+                    f"{'/'.join(self.thread_axes)}")
         threads = " x ".join(str(t) for t in self.tile)
         return (f"kernel {self.index} ({stmts}): {len(self.tile)} coincident member(s) at "
                 f"schedule depth {self.host_depth} tiled {threads}; tile loops "
@@ -247,7 +263,7 @@ def reduction_statement(band: isl.ScheduleNode, program: Program) -> str | None:
     return s.name
 
 
-class _Mapper:
+class Mapper:
     def __init__(self, program: Program, block: tuple[int, ...], max_members: int,
                  promote: bool = False):
         self.promote = promote
@@ -290,14 +306,14 @@ class _Mapper:
 
     def reduce(self, band: isl.ScheduleNode, statement: str) -> isl.ScheduleNode:
         depth = band.get_schedule_depth()
-        ext = _member_extents(band, 1)[0]
+        ext = member_extents(band, 1)[0]
         t = REDUCE_THREADS
         blocks = ext.add_constant_val(isl.Val.int_from_si(band.get_ctx(), t - 1)).scale_down_val(
             isl.Val.int_from_si(band.get_ctx(), t)).floor()
         k = KernelMapping(len(self.kernels), _statements(band), depth, tile=(t,), n_block=1,
                           block_depth=depth, thread_depth=depth, reduction=statement,
-                          grid=[blocks.min(_const_like(blocks, REDUCE_MAX_BLOCKS)).coalesce()],
-                          block=[ext.min(_const_like(ext, t)).coalesce()])
+                          grid=[blocks.min(const_like(blocks, REDUCE_MAX_BLOCKS)).coalesce()],
+                          block=[ext.min(const_like(ext, t)).coalesce()])
         self.kernels.append(k)
         band = band.insert_mark(isl.Id(f"{REDUCE_MARK}:{depth}:1"))
         return band.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
@@ -320,18 +336,17 @@ class _Mapper:
             return self._promotable(band, k, n, r)
         if r > 0:
             band = band.band_split(n)
-        extents = _member_extents(band, n)
+        extents = member_extents(band, n)
         tiles = band.band_tile(_sizes(band, sizes))
-        k.grid = _tile_counts(tiles, sizes)[:k.n_block]
-        k.block = [e.min(_const_like(e, s)) for e, s in zip(extents, sizes)]
+        k.grid = member_extents(tiles, k.n_block)
+        k.block = [e.min(const_like(e, s)) for e, s in zip(extents, sizes)]
         if n > k.n_block:
             tiles = tiles.band_split(k.n_block)
             points = tiles.child(0).child(0)
         else:
             points = tiles.child(0)
         k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
-        _selectors(k, self.program, tiles.band_get_partial_schedule(),
-                   points.band_get_partial_schedule())
+        _selectors(k, self.program, tiles, points)
         points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
         tiles = points.parent()
         if n > k.n_block:
@@ -351,18 +366,17 @@ class _Mapper:
         constant-size box of each input: what :func:`promote_shared` copies
         into shared memory."""
         depth = band.get_schedule_depth()
-        extents = _member_extents(band, n)
+        extents = member_extents(band, n)
         all_sizes = tuple(k.tile) + (PROMOTE_TILE,) * r
         tiles = band.band_tile(_sizes(band, all_sizes))
-        k.grid = _tile_counts(tiles, all_sizes)[:k.n_block]
-        k.block = [e.min(_const_like(e, s)) for e, s in zip(extents, k.tile)]
+        k.grid = member_extents(tiles, k.n_block)
+        k.block = [e.min(const_like(e, s)) for e, s in zip(extents, k.tile)]
         tiles = tiles.band_split(n)
         ktiles = tiles.child(0)
         k.promote_depth = ktiles.get_schedule_depth()
         points = ktiles.child(0).band_split(n)
         k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
-        _selectors(k, self.program, tiles.band_get_partial_schedule(),
-                   points.band_get_partial_schedule())
+        _selectors(k, self.program, tiles, points)
         points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
         tiles = points.parent().parent()
         assert tiles.get_type() == _T.band and tiles.get_schedule_depth() == depth
@@ -371,31 +385,51 @@ class _Mapper:
         return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
 
 
-def _selectors(k: KernelMapping, program: Program, blocks: isl.MultiUnionPwAff,
-               points: isl.MultiUnionPwAff) -> None:
-    """Fill ``k.selectors`` from the partial schedules of the tile band
-    mapped to blocks (its first ``k.n_block`` members; values ``T *
-    floor(x / T)``) and of the point band mapped to threads."""
-    scaled = CTX.get_tile_scale_tile_loops()
+def _selectors(k: KernelMapping, program: Program, tiles: isl.ScheduleNode,
+               points: isl.ScheduleNode) -> None:
+    """Fill ``k.steps``, ``k.thread_steps`` and ``k.selectors`` from the
+    tile band mapped to blocks (its first ``k.n_block`` members; values
+    ``T * floor(x / T)``: step ``T``) and the point band mapped to threads."""
+    k.steps = member_strides(tiles, k.n_block)
+    k.thread_steps = member_strides(points, len(k.tile))
+    fill_selectors(k, program, tiles.band_get_partial_schedule(),
+                   points.band_get_partial_schedule(), k.steps, k.thread_steps)
+
+
+def fill_selectors(k: KernelMapping, program: Program, blocks: isl.MultiUnionPwAff | None,
+                   points: isl.MultiUnionPwAff | None, steps: tuple[int, ...],
+                   thread_steps: tuple[int, ...] = ()) -> None:
+    """Fill ``k.selectors`` of ``k.statements`` from the partial schedule of
+    the band mapped to blocks (its first ``k.n_block`` members, whose values
+    step by ``steps``: the tile index is ``floor(value / step)``) and of the
+    band mapped to threads (its first ``len(k.tile)`` members, stepping by
+    ``thread_steps``, 1 when not given)."""
     for name in k.statements:
         st = program.statement(name)
         build = isl.AstBuild.from_context(st.domain)
         its, params = set(st.iterators), set(program.params)
 
-        def expr(upa: isl.UnionPwAff) -> E.Expr:
+        def expr(upa: isl.UnionPwAff) -> E.Expr | None:
             pas: list[isl.PwAff] = []
             upa.foreach_pw_aff(pas.append)
-            pa = next(p for p in pas
-                      if p.get_domain_space().get_tuple_name(isl.dim_type.set) == name)
+            pa = next((p for p in pas
+                       if p.get_domain_space().get_tuple_name(isl.dim_type.set) == name), None)
+            if pa is None:        # the statement is not below that band
+                return None
             e = ast_expr_to_expr(build.expr_from_pw_aff(pa.intersect_domain(st.domain)))
             return E.map_expr(e, lambda x: E.Param(x.name) if isinstance(x, E.Index)
                               and x.name in params and x.name not in its else None)
         sel = {}
         for j, axis in enumerate(k.block_axes):
             w = expr(blocks.get_union_pw_aff(j))
-            sel[f"block.{axis}"] = E.Binary("/", w, E.Const(k.tile[j])) if scaled else w
-        for j, axis in enumerate(k.thread_axes):
-            sel[f"thread.{axis}"] = expr(points.get_union_pw_aff(j))
+            if w is not None:
+                sel[f"block.{axis}"] = (E.Binary("/", w, E.Const(steps[j])) if steps[j] > 1
+                                        else w)
+        for j, axis in enumerate(k.thread_axes if points is not None else ()):
+            w = expr(points.get_union_pw_aff(j))
+            step = thread_steps[j] if j < len(thread_steps) else 1
+            if w is not None:
+                sel[f"thread.{axis}"] = E.Binary("/", w, E.Const(step)) if step > 1 else w
         k.selectors[name] = sel
 
 
@@ -423,13 +457,13 @@ def _coalescing_order(band: isl.ScheduleNode, program: Program,
             f"member {best} moved innermost (threadIdx.x): stride 1 in most accesses")
 
 
-def _const_like(pa: isl.PwAff, v: int) -> isl.PwAff:
+def const_like(pa: isl.PwAff, v: int) -> isl.PwAff:
     """The constant ``v`` on the domain space of ``pa``."""
     zero = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()))
     return isl.PwAff.from_aff(zero).add_constant_val(isl.Val.int_from_si(pa.get_ctx(), v))
 
 
-def _range_set(band: isl.ScheduleNode) -> isl.Set:
+def range_set(band: isl.ScheduleNode) -> isl.Set:
     """The values the members of ``band`` take over the instances that reach
     it, as one set over the size parameters (outer loops projected out)."""
     part = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
@@ -444,34 +478,36 @@ def _range_set(band: isl.ScheduleNode) -> isl.Set:
     return out.coalesce()
 
 
-def _member_extents(band: isl.ScheduleNode, n: int) -> list[isl.PwAff]:
-    """Per leading member of ``band``: ``max - min + 1`` of its values."""
-    rng = _range_set(band)
+def member_strides(band: isl.ScheduleNode, n: int) -> tuple[int, ...]:
+    """Per leading member of ``band``: the stride of its values
+    (``isl_set_get_stride``; a tile loop's tile size), 1 for a member with
+    one value."""
+    rng = range_set(band)
+    if rng.is_empty():
+        return (1,) * n
+    return tuple(max(1, int(rng.get_stride(j).to_python())) for j in range(n))
+
+
+def member_extents(band: isl.ScheduleNode, n: int) -> list[isl.PwAff]:
+    """Per leading member of ``band``: how many values it takes,
+    ``(max - min) / stride + 1`` (a tile loop: the number of tiles)."""
+    rng = range_set(band)
     if rng.is_empty():
         return [_zero(rng) for _ in range(n)]
-    return [rng.dim_max(j).sub(rng.dim_min(j)).add_constant_val(
-        isl.Val.one(band.get_ctx())).coalesce() for j in range(n)]
+    ctx = band.get_ctx()
+    out = []
+    for j, stride in enumerate(member_strides(band, n)):
+        span = rng.dim_max(j).sub(rng.dim_min(j))
+        if stride > 1:
+            span = span.scale_down_val(isl.Val.int_from_si(ctx, stride)).floor()
+        out.append(span.add_constant_val(isl.Val.one(ctx)).coalesce())
+    return out
 
 
 def _zero(s: isl.Set) -> isl.PwAff:
     """The constant 0 on the parameters of ``s`` (an empty launch)."""
     return isl.PwAff.from_aff(isl.Aff.zero_on_domain(
         isl.LocalSpace.from_space(s.get_space().params())))
-
-
-def _tile_counts(tiles: isl.ScheduleNode, sizes) -> list[isl.PwAff]:
-    """Per tile loop: how many tiles it runs (its scaled values
-    ``T * floor(x / T)`` range over ``(max - min) / T + 1`` tiles)."""
-    rng = _range_set(tiles)
-    if rng.is_empty():
-        return [_zero(rng) for _ in sizes]
-    out = []
-    for j, s in enumerate(sizes):
-        span = rng.dim_max(j).sub(rng.dim_min(j))
-        if tiles.get_ctx().get_tile_scale_tile_loops():
-            span = span.scale_down_val(isl.Val.int_from_si(tiles.get_ctx(), s)).floor()
-        out.append(span.add_constant_val(isl.Val.one(tiles.get_ctx())).coalesce())
-    return out
 
 
 def map_schedule(schedule: isl.Schedule, program: Program, *,
@@ -486,7 +522,7 @@ def map_schedule(schedule: isl.Schedule, program: Program, *,
     :func:`promote_shared` (their remaining members tiled, the tile loops
     between blocks and threads).  Raises :class:`~polyc.errors.ScheduleError`
     for block sizes CUDA cannot launch."""
-    mapper = _Mapper(program, tuple(block), max_members, promote)
+    mapper = Mapper(program, tuple(block), max_members, promote)
     root = schedule.get_root()
     node = mapper.walk(root.child(0)) if root.n_children() else root
     mapped = node.get_schedule()

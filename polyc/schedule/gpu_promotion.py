@@ -128,10 +128,10 @@ def promote_shared(schedule: isl.Schedule, program: Program,
             for st in program.statements:
                 if st.kind == "copy" and st.tensor == buf.name:
                     copies[st.name] = k
-    return (_mark_copies(schedule, program, copies) if copies else schedule), program
+    return (mark_copies(schedule, program, copies) if copies else schedule), program
 
 
-def _mark_copies(schedule: isl.Schedule, program: Program,
+def mark_copies(schedule: isl.Schedule, program: Program,
                  copies: dict[str, KernelMapping]) -> isl.Schedule:
     """A ``gpu_copy`` mark above each copy band: its innermost members (as
     many as the kernel has thread axes) map to the thread indices."""

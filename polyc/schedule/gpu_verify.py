@@ -95,26 +95,61 @@ def _same(prefix: isl.UnionMap) -> isl.UnionMap:
     return prefix.apply_range(prefix.reverse())
 
 
-def _threads_apart(deps: Dependences, kernel: isl.ScheduleNode, blocks: isl.ScheduleNode,
-                   threads: isl.ScheduleNode) -> dict[str, isl.UnionMap]:
+def band_below(mark: isl.ScheduleNode) -> isl.ScheduleNode:
+    """The band a GPU mark maps: below the mark and any marks under it (a
+    band's ``loops:`` names)."""
+    node = mark.child(0)
+    while node.get_type() == _T.mark:
+        node = node.child(0)
+    assert node.get_type() == _T.band, node.get_type()
+    return node
+
+
+def threads_apart(deps: Dependences, kernel: isl.ScheduleNode,
+                  blocks: isl.ScheduleNode | None,
+                  threads: isl.ScheduleNode | None) -> dict[str, isl.UnionMap]:
     """The dependences, by kind, between two instances of one launch of
     ``kernel`` that run on different threads or blocks: two instances run
-    on the same thread when the host loops, the tile loops mapped to blocks
-    and the point loops mapped to threads have equal values (sequential
-    loops in between, such as a k-tile loop, run inside the thread)."""
+    on the same thread when the host loops, the loops mapped to blocks (the
+    ``blocks`` mark's band and every loop above it) and the loops mapped to
+    threads (the ``threads`` mark's band) have equal values; sequential
+    loops in between, such as a k-tile loop, run inside the thread.
+    ``blocks=None``: a launch of one block; ``threads=None``: one thread
+    per block."""
     dom = kernel.get_domain()
+    everything = isl.UnionMap.from_domain_and_range(dom, dom)
     host = kernel.get_prefix_schedule_union_map().intersect_domain(dom)
-    block = blocks.child(0).child(0).get_prefix_schedule_union_map().intersect_domain(dom)
-    thread = threads.child(0).band_get_partial_schedule_union_map().intersect_domain(dom)
-    same_launch = _same(host) if not host.is_empty() else isl.UnionMap.from_domain_and_range(
-        dom, dom)
-    apart = same_launch.subtract(_same(block).intersect(_same(thread)))
+    same_launch = _same(host) if kernel.get_schedule_depth() else everything
+    same = same_launch
+    if blocks is not None:
+        band = band_below(blocks)
+        same = same.intersect(_same(
+            band.child(0).get_prefix_schedule_union_map().intersect_domain(dom)))
+    if threads is not None:
+        band = band_below(threads)
+        same = same.intersect(_same(
+            band.band_get_partial_schedule_union_map().intersect_domain(dom)))
+    apart = same_launch.subtract(same)
     out = {}
     for kind, dep in deps.by_kind().items():
         bad = dep.intersect_domain(dom).intersect_range(dom).intersect(apart)
         if not bad.is_empty():
             out[kind] = bad
     return out
+
+
+def apart_error(index: int, bad: dict[str, isl.UnionMap],
+                program: Program) -> IllegalScheduleError:
+    """The error of kernel ``index`` whose launch joins two threads by the
+    dependences ``bad`` (:func:`threads_apart`), with a witness."""
+    kind, rel = next(iter(bad.items()))
+    m = maps_of(rel)[0]
+    return IllegalScheduleError(
+        f"GPU mapping of kernel {index} is illegal: the {kind} dependence "
+        f"{describe_instance_pair(m)} joins two instances of one launch that run "
+        "on different threads (a mapped loop carries it; nothing orders two "
+        "threads of a launch)",
+        witness=witness(kind, "parallel", rel, program))
 
 
 def _check_reduction(k: KernelMapping, kernel: isl.ScheduleNode, deps: Dependences,
@@ -172,13 +207,6 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
             continue
         if k.index not in threads:
             raise IllegalScheduleError(f"GPU mapping: kernel {k.index} has no {THREADS_MARK} band")
-        bad = _threads_apart(deps, marks[k.index], blocks[k.index], threads[k.index])
+        bad = threads_apart(deps, marks[k.index], blocks.get(k.index), threads[k.index])
         if bad:
-            kind, rel = next(iter(bad.items()))
-            m = maps_of(rel)[0]
-            raise IllegalScheduleError(
-                f"GPU mapping of kernel {k.index} is illegal: the {kind} dependence "
-                f"{describe_instance_pair(m)} joins two instances of one launch that run "
-                "on different threads (a mapped loop carries it; nothing orders two "
-                "threads of a launch)",
-                witness=witness(kind, "parallel", rel, program))
+            raise apart_error(k.index, bad, program)

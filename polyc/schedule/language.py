@@ -33,7 +33,18 @@ from .. import bounds, dependence
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, PolycError, ScheduleError
 from ..ir import Program
-from . import affine, fusion, initial, legality, promotion, tensorize, transforms, tree, unroll
+from . import (
+    affine,
+    fusion,
+    gpu_schedule,
+    initial,
+    legality,
+    promotion,
+    tensorize,
+    transforms,
+    tree,
+    unroll,
+)
 from .promotion import LOCAL_MARK, check_promotions
 from .recipe import encode_step, make_recipe, replay
 from .registry import KINDS, METHODS, TRANSFORMS, lookup, transform
@@ -42,7 +53,8 @@ from .tree import Loop
 #: The modules whose transformations register themselves in
 #: :mod:`polyc.schedule.registry` when imported: importing the language
 #: fills the table.  None of them imports this module.
-TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion, tensorize)
+TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion, tensorize,
+                          gpu_schedule)
 
 
 def _describe(value) -> str:
@@ -173,14 +185,22 @@ class Schedule:
     def check(self, what: str = "schedule") -> None:
         """Raise :class:`IllegalScheduleError` unless every dependence is
         respected, every parallel/simd mark sits on a loop that carries
-        none, and every promotion's copies still fit the loops around them
-        (:func:`polyc.schedule.promotion.check_promotions`)."""
+        none, every promotion's copies still fit the loops around them
+        (:func:`polyc.schedule.promotion.check_promotions`), and the GPU
+        mapping, if any, joins no two threads or blocks of a launch by a
+        dependence (:func:`polyc.schedule.gpu_schedule.check_mapping`)."""
         legality.check_tree(self.isl, self.deps, self.program, what=what,
                             reassociate=self.reassociate)
         if tensorize.marks(self.isl):
             tensorize.check_marks(self.isl, self.program)
         if tree.has_extension(self.isl):
             check_promotions(self, what)
+        if gpu_schedule.has_user_marks(self.isl):
+            try:
+                gpu_schedule.check_mapping(self.isl, self.deps, self.program)
+            except IllegalScheduleError as e:
+                e.args = (f"{what}: {e.args[0]}",) + e.args[1:]
+                raise
 
     # ------------------------------------------------------------ printing
     def __str__(self) -> str:

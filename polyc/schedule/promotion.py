@@ -131,18 +131,38 @@ def _union_map(maps, space: isl.Space) -> isl.UnionMap:
     return u
 
 
+#: isl operations the convex hull of a footprint may take (it is only a
+#: tidying step; the hull of a stencil's cross-shaped footprint with tile
+#: strides can take minutes)
+HULL_OPERATIONS = 200_000
+
+
 def _tidy(m: isl.Map) -> isl.Map:
-    """``m`` coalesced, as one convex piece when its convex hull is exactly
-    ``m`` (fewer pieces: fewer copy loops); exactness is never given up."""
+    """``m`` coalesced, as one convex piece when its simple hull
+    (``isl_map_simple_hull``, cheap) or its convex hull (within
+    :data:`HULL_OPERATIONS` isl operations) is exactly ``m`` (fewer pieces:
+    fewer copy loops); exactness is never given up."""
     m = m.coalesce()
-    if m.n_basic_map() > 1:
-        try:
-            hull = isl.Map.from_basic_map(m.convex_hull())
-        except isl.Error:
-            return m
-        if hull.is_equal(m):
-            return hull
-    return m
+    if m.n_basic_map() <= 1:
+        return m
+    hull = isl.Map.from_basic_map(m.simple_hull())
+    if hull.is_equal(m):
+        return hull
+    outer = CTX.get_max_operations()
+    if not outer:                  # else the caller's budget bounds it
+        CTX.set_max_operations(HULL_OPERATIONS)
+        CTX.reset_operations()
+    try:
+        hull = isl.Map.from_basic_map(m.convex_hull())
+    except isl.Error:
+        if outer:
+            raise
+        return m
+    finally:
+        if not outer:
+            CTX.set_max_operations(0)
+            CTX.reset_operations()
+    return hull if hull.is_equal(m) else m
 
 
 def _expr_of(pa: isl.PwAff, domain: isl.Set, iterators, params) -> E.Expr:
@@ -331,6 +351,19 @@ def promote(s, tensor, at, name=None):
     A_local(m % 32, k % 32) * B(k, n)``.  The first iteration copies no ``C``
     in: ``S0_init`` writes every element before ``S0`` reads it.
     """
+    return promote_loop(s, tensor, at, name)
+
+
+def promote_loop(s, tensor, at, name=None, *, max_bytes: int = MAX_LOCAL_BYTES,
+                 memory: str = "local buffers (they live on each thread's stack)",
+                 suffix: str = "_local", used: int | None = None
+                 ) -> tuple[isl.Schedule, Program]:
+    """:func:`promote` with a budget of ``max_bytes`` for the buffers
+    (``used`` of it taken by earlier buffers; default: every local buffer of
+    the program), described as ``memory`` when they do not fit, and default
+    buffer names ``<tensor><suffix>`` (the GPU promotions,
+    :mod:`polyc.schedule.gpu_schedule`, pass shared memory's and the
+    registers')."""
     program: Program = s.program
     lp = s.resolve(at)
     if not isinstance(tensor, str):
@@ -360,12 +393,16 @@ def promote(s, tensor, at, name=None):
         band = surgery.top_of_band(surgery.split_band(band, lp.member + 1, program)).parent()
     assert band.get_type() == _BAND
     return promote_at(band, program, tensor, name=name, where=where, loop=lp.name,
-                      order=without_extensions(s.isl))
+                      order=without_extensions(s.isl), max_bytes=max_bytes, memory=memory,
+                      suffix=suffix, used=used)
 
 
 def promote_at(band: isl.ScheduleNode, program: Program, tensor: str, *,
                name: str | None = None, where: str, loop: str, order: isl.Schedule,
-               max_bytes: int = MAX_LOCAL_BYTES) -> tuple[isl.Schedule, Program]:
+               max_bytes: int = MAX_LOCAL_BYTES,
+               memory: str = "local buffers (they live on each thread's stack)",
+               suffix: str = "_local", used: int | None = None
+               ) -> tuple[isl.Schedule, Program]:
     """The core of :func:`promote`: promote ``tensor``'s footprint in one
     iteration of the prefix ending with ``band`` (whose last member is the
     loop ``loop``; ``where`` names both in messages), with the statements'
@@ -420,21 +457,21 @@ def promote_at(band: isl.ScheduleNode, program: Program, tensor: str, *,
     offset, sizes = box
     itemsize = np.dtype(t.dtype).itemsize
     nbytes = math.prod(sizes) * itemsize
-    used = sum(math.prod(lt.constant_shape()) * np.dtype(lt.dtype).itemsize
-               for lt in program.locals)
+    if used is None:
+        used = sum(math.prod(lt.constant_shape()) * np.dtype(lt.dtype).itemsize
+                   for lt in program.locals)
     if nbytes + used > max_bytes:
         dims = "x".join(str(v) for v in sizes) or "1"
         more = f" plus {used} bytes of buffers promoted earlier" if used else ""
         raise ScheduleError(
             f"{where}: the local buffer would hold {dims} {t.dtype} elements "
-            f"({nbytes} bytes){more}, over the limit of {max_bytes // 1024} KiB of "
-            f"local buffers (they live on each thread's stack); promote at an inner loop "
-            f"or use smaller tiles")
+            f"({nbytes} bytes){more}, over the limit of {_size(max_bytes)} of "
+            f"{memory}; promote at an inner loop or use smaller tiles")
 
     # names
     tensor_names = {x.name for x in program.tensors}
     stmt_names = {st.name for st in program.statements}
-    buf = name if name is not None else f"{tensor}_local"
+    buf = name if name is not None else f"{tensor}{suffix}"
     if name is not None and name in tensor_names:
         raise ScheduleError(f"{where}: a tensor named {name!r} already exists")
     buf = fresh_name(buf, tensor_names, "_")
@@ -507,6 +544,10 @@ def promote_at(band: isl.ScheduleNode, program: Program, tensor: str, *,
     stmts = tuple(rewritten.get(st.name, st) for st in program.statements) + tuple(new_stmts)
     new_program = program.replace(tensors=program.tensors + (local,), statements=stmts)
     return ext.get_schedule(), new_program
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes // 1024} KiB" if nbytes % 1024 == 0 else f"{nbytes} bytes"
 
 
 def _copies_of(program: Program, buf: str) -> dict[str, Statement]:
@@ -633,4 +674,5 @@ def _rewrite(st: Statement, tensor: str, buf: str, offset: isl.MultiAff,
                    write=rel(st.write), reads=tuple(rel(r) for r in st.reads))
 
 
-__all__ = ["promote", "check_promotions", "fixed_box_hull", "MAX_LOCAL_BYTES", "LOCAL_MARK"]
+__all__ = ["promote", "promote_loop", "check_promotions", "fixed_box_hull", "MAX_LOCAL_BYTES",
+           "LOCAL_MARK"]

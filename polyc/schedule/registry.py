@@ -3,7 +3,7 @@
 A transformation module (:mod:`~polyc.schedule.transforms`,
 :mod:`~polyc.schedule.fusion`, :mod:`~polyc.schedule.affine`,
 :mod:`~polyc.schedule.unroll`, :mod:`~polyc.schedule.promotion`,
-:mod:`~polyc.schedule.tensorize`) registers
+:mod:`~polyc.schedule.tensorize`, :mod:`~polyc.schedule.gpu_schedule`) registers
 each of its functions with :func:`transform`; :mod:`polyc.schedule.language`
 imports those modules, so that importing the language fills the table, and
 looks transformations up here (:func:`lookup`).  This module imports no
@@ -29,7 +29,8 @@ KINDS: dict[str, str] = {}
 #: ``with_reassociation``).
 METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew",
            "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
-           "isolate_full_tiles", "promote", "tensorize", "mark")
+           "isolate_full_tiles", "promote", "tensorize", "mark", "map_to_blocks",
+           "map_to_threads", "promote_shared", "promote_registers")
 
 
 def transform(name: str, kind: str = "checked"):

@@ -152,6 +152,28 @@ def merge(schedule: isl.Schedule, program, loops: list[Loop]) -> tuple[isl.Sched
     return rebuild_band(node, mupa, names, perm, coinc), index
 
 
+def resolve_loops(s, loops, what: str) -> list[Loop]:
+    """The :class:`Loop` of one loop spec or of each of a list of them (for
+    the schedule ``s``); raises :class:`ScheduleError` naming ``what`` for an
+    empty list or a loop given twice."""
+    single = (isinstance(loops, (str, Loop, dict))
+              or (isinstance(loops, (tuple, list)) and len(loops) == 2
+                  and all(isinstance(x, str) and "." not in x for x in loops)))
+    if single:
+        loops = [loops]
+    if not isinstance(loops, (list, tuple)):
+        raise ScheduleError(f"{what}: expected a loop or a list of loops, got {loops!r}")
+    out = [s.resolve(lp) for lp in loops]
+    if not out:
+        raise ScheduleError(f"{what}: give at least one loop")
+    seen = set()
+    for lp in out:
+        if (lp.path, lp.member) in seen:
+            raise ScheduleError(f"{what}: loop {lp.name} is given twice")
+        seen.add((lp.path, lp.member))
+    return out
+
+
 @contextlib.contextmanager
 def tile_options(scale: bool = True, shift: bool = False):
     """isl's tiling options for user tiles: tile loops step through the

@@ -29,27 +29,7 @@ from . import legality, surgery
 from .marks import PARALLEL, SIMD, SIMD_REDUCTION, has_band_below
 from .registry import transform
 from .tile import _is_pure_reduction_band
-from .tree import Loop, band_names, fresh_name, loop_names_near, set_band_names
-
-
-def _loops(s, loops, what: str):
-    """Resolve one loop spec or a list of them."""
-    single = (isinstance(loops, (str, Loop, dict))
-              or (isinstance(loops, (tuple, list)) and len(loops) == 2
-                  and all(isinstance(x, str) and "." not in x for x in loops)))
-    if single:
-        loops = [loops]
-    if not isinstance(loops, (list, tuple)):
-        raise ScheduleError(f"{what}: expected a loop or a list of loops, got {loops!r}")
-    out = [s.resolve(lp) for lp in loops]
-    if not out:
-        raise ScheduleError(f"{what}: give at least one loop")
-    seen = set()
-    for lp in out:
-        if (lp.path, lp.member) in seen:
-            raise ScheduleError(f"{what}: loop {lp.name} is given twice")
-        seen.add((lp.path, lp.member))
-    return out
+from .tree import band_names, fresh_name, loop_names_near, set_band_names
 
 
 def _identifier(text: str) -> str:
@@ -83,7 +63,7 @@ def tile(s, loops, sizes, names=None):
         for m: for n: {...}             for m_tile (step 32): for n_tile (step 32):
                                           for m in [m_tile, m_tile+32): for n ...: {...}
     """
-    lps = _loops(s, loops, "tile")
+    lps = surgery.resolve_loops(s, loops, "tile")
     if isinstance(sizes, (str, bytes, dict)) or not hasattr(sizes, "__iter__"):
         sizes = [sizes] * len(lps)      # one size for every loop (checked below)
     sizes = list(sizes)
@@ -137,7 +117,7 @@ def reorder(s, loops):
 
         for m: for n: for k: S0         for k: for n: for m: S0
     """
-    lps = _loops(s, loops, "reorder")
+    lps = surgery.resolve_loops(s, loops, "reorder")
     if len(lps) < 2:
         raise ScheduleError("reorder: give at least two loops")
     band, idx = surgery.merge(s.isl, s.program, lps)

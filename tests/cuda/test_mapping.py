@@ -198,11 +198,19 @@ def test_the_c_target_never_imports_pycuda():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_user_schedules_are_refused_for_cuda():
-    k = polyc.compile(MATMUL)
-    with pytest.raises(polyc.UnsupportedError, match="user schedules"):
-        polyc.compile(MATMUL, schedule=k.schedule, target="cuda",
-                      config=Config(emulate=True))
+def test_a_kernels_schedule_compiles_for_cuda():
+    """A compiled kernel's schedule (no GPU marks) is mapped automatically
+    for target="cuda" (tests/cuda/test_schedule_mapping.py maps by hand)."""
+    import os
+    os.environ["POLYC_TENSORIZE"] = "0"
+    try:
+        k = polyc.compile(MATMUL, config=Config.from_env())
+    finally:
+        del os.environ["POLYC_TENSORIZE"]
+    g = polyc.compile(MATMUL, schedule=k.schedule, target="cuda", config=Config(emulate=True))
+    assert len(g.kernels) >= 1 and any(km.tile for km in g.kernels)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(g(a, a.T), a @ a.T, rtol=1e-6)
 
 
 def test_a_reduction_kernel_must_write_one_element():

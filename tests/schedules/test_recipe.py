@@ -55,6 +55,13 @@ def _ident(s):
     return s
 
 
+def _pc_mapped(s):
+    """T's loops of the producer-consumer tiled, on blocks and threads."""
+    s = s.tile([("T", "i"), ("T", "j")], [4, 4])
+    return s.map_to_blocks([("T", "i_tile"), ("T", "j_tile")]).map_to_threads(
+        [("T", "i"), ("T", "j")])
+
+
 #: (id, op, program, preparation, call forms).  The case applies ``op`` with
 #: the first call form (args, kwargs) that the transformation accepts (one
 #: form each today; more may cover a signature being settled).
@@ -95,6 +102,15 @@ CASES = [
     ("promote_output", "promote", "matmul", _tiled, [(("C",), {"at": ("C", "n_tile")})]),
     ("tensorize", "tensorize", "matmul", _ident, [((C_M, "gemm"), {})]),
     ("tensorize_tiled", "tensorize", "matmul", _tiled, [((("C", "m_tile"),), {})]),
+    ("map_to_blocks", "map_to_blocks", "matmul", _tiled,
+     [(([("C", "m_tile"), ("C", "n_tile")],), {})]),
+    ("map_to_threads", "map_to_threads", "matmul",
+     lambda s: _tiled(s).map_to_blocks([("C", "m_tile"), ("C", "n_tile")]),
+     [(([C_M, C_N],), {"sizes": [2, 4]})]),
+    ("promote_shared", "promote_shared", "pc", lambda s: _pc_mapped(s),
+     [(("A",), {"at": ("T", "j_tile")})]),
+    ("promote_registers", "promote_registers", "pc", lambda s: _pc_mapped(s),
+     [(("A",), {"at": ("T", "j")})]),
     ("chain", "tile", "matmul", lambda s: s.with_reassociation(),
      [(([C_M, C_N], [2, 3]), {})]),
 ]
