@@ -32,6 +32,7 @@ import numpy as np
 from polyc import expr as E
 from polyc import ir
 from polyc.errors import BindingError, DTypeError, EinsumError
+from polyc.halfprec import widen_half_reductions
 from polyc.isl_util import aff_from_expr, const_pw_aff, param_space
 
 #: numpy's limits (``NPY_MAXARGS`` operands including the output, ``NPY_MAXDIMS``).
@@ -532,11 +533,12 @@ def lower(spec: EinsumSpec, dtypes: Sequence[Any] | None = None,
     for p in params:
         context = context.intersect(aff_from_expr(E.Param(p), pspace)
                                     .ge_set(const_pw_aff(pspace, 0)))
-    return ir.Program(name="einsum", params=params, context=context,
-                      tensors=tuple(tensors), statements=tuple(statements),
-                      param_bindings=bindings,
-                      signature=tuple(f"op{k}" for k in range(spec.nop)),
-                      source=spec.canonical)
+    program = ir.Program(name="einsum", params=params, context=context,
+                         tensors=tuple(tensors), statements=tuple(statements),
+                         param_bindings=bindings,
+                         signature=tuple(f"op{k}" for k in range(spec.nop)),
+                         source=spec.canonical)
+    return widen_half_reductions(program)    # float32 accumulator for a half output
 
 
 def _box(params: Sequence[str], name: str, labels: Sequence[str]) -> isl.Set:

@@ -36,7 +36,7 @@ import islpy as isl
 
 from polyc import expr as E
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
-from polyc.ir import Program, Tensor, loop_names_mark, make_statement
+from polyc.ir import Program, Tensor, is_float, loop_names_mark, make_statement
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
 from .pysource import ArgSpec, is_shape_read
@@ -87,7 +87,7 @@ class _Lowering:
         self.written: set[str] = set()
         self.paths: dict[str, list[int]] = {}   # statement -> enclosing loops
         dts = sorted({s.dtype for s in self.arrays.values()})
-        floats = [d for d in dts if d.startswith("float")]
+        floats = [d for d in dts if is_float(d)]
         self.value_dtype = (floats[0] if len(floats) == 1 else "float64") if floats else (
             dts[0] if len(dts) == 1 else "float64")
 

@@ -23,7 +23,7 @@ from .runtime import Kernel
 __all__ = ["compile", "einsum", "einsum_path", "Kernel", "SpecializingKernel", "lower_def",
            "program"]
 
-_FLOAT_TYPES = ("float", "double", "float32", "float64", "half", "float16")
+_FLOAT_TYPES = ("float", "double", "float32", "float64", "half", "float16", "bfloat16")
 
 
 def _retype(defn, dtype: str | None):
@@ -31,8 +31,8 @@ def _retype(defn, dtype: str | None):
     ``dtype`` (``--dtype`` of the CLI); integer (index) types are kept."""
     if dtype is None:
         return defn
-    if dtype not in ("float32", "float64"):
-        raise UnsupportedError(f"dtype {dtype!r}: choose float32 or float64")
+    if dtype not in ("float32", "float64", "float16", "bfloat16"):
+        raise UnsupportedError(f"dtype {dtype!r}: choose float32, float64, float16 or bfloat16")
     params = tuple(replace(p, type=replace(p.type, scalar=dtype))
                    if p.type.scalar in _FLOAT_TYPES else p for p in defn.params)
     return replace(defn, params=params)

@@ -360,8 +360,9 @@ def _explain_graph(args) -> int:
         raise UsageError(f"{path} defines no {args.def_name}")
     if not isinstance(fn, Jitted):
         fn = jit(fn)
+    from .ir import numpy_dtype
     rng = np.random.default_rng(args.seed)
-    arrays = [rng.standard_normal(s).astype(args.dtype or "float32")
+    arrays = [rng.standard_normal(s).astype(numpy_dtype(args.dtype or "float32"))
               for s in _parse_shapes(args.shapes)]
     result = fn.explain(*arrays, json=args.json)
     print(json.dumps(result, indent=2) if args.json else result)
@@ -441,7 +442,9 @@ def cmd_einsum(args) -> int:
     from .einsum_call import einsum
     shapes = _parse_shapes(args.shapes)
     rng = np.random.default_rng(args.seed)
-    ops = [rng.uniform(-1, 1, size=s).astype(args.dtype or "float32") for s in shapes]
+    from .ir import numpy_dtype
+    ops = [rng.uniform(-1, 1, size=s).astype(numpy_dtype(args.dtype or "float32"))
+           for s in shapes]
     t0 = time.perf_counter()
     got = einsum(args.subscripts, *ops)
     compile_s = time.perf_counter() - t0
@@ -451,7 +454,13 @@ def cmd_einsum(args) -> int:
     status = 0
     if args.check:
         from .frontend.einsum import parse
-        want = np.asarray(np.einsum(args.subscripts, *ops))
+        if args.dtype in ("float16", "bfloat16"):
+            # numpy sums half operands in half (and has no bfloat16 einsum):
+            # the reference sums in float32 and rounds once, as polyc does
+            want = np.asarray(np.einsum(args.subscripts, *[o.astype(np.float32) for o in ops])
+                              ).astype(ops[0].dtype)
+        else:
+            want = np.asarray(np.einsum(args.subscripts, *ops))
         max_abs, max_rel = testing.max_errors(np.asarray(got), want)
         spec = parse(args.subscripts, shapes)
         red = int(np.prod([spec.label_sizes[x] for x in spec.reduction_labels], dtype=np.int64))
@@ -486,7 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "@polyc.kernel function (compile and explain)")
         p.add_argument("--def", dest="def_name", help="the definition to use")
         p.add_argument("--sizes", help="sizes, e.g. M=128,K=1024 (override '# sizes:')")
-        p.add_argument("--dtype", choices=("float32", "float64"),
+        p.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"),
                        help="element type of floating-point arguments")
 
     def scheduling(p):
@@ -558,7 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     ein = sub.add_parser("einsum", help="run an einsum on random operands")
     ein.add_argument("subscripts", help="numpy einsum subscripts, e.g. 'ij,jk->ik'")
     ein.add_argument("--shapes", required=True, help="operand shapes, e.g. 128x64,64x32")
-    ein.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ein.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"),
+                     default="float32")
     ein.add_argument("--check", action="store_true", help="compare with numpy.einsum")
     ein.add_argument("--bench", action="store_true", help="median times vs numpy.einsum")
     ein.add_argument("--json", action="store_true", help="print one JSON object")

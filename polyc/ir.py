@@ -33,9 +33,44 @@ from . import expr as E
 from .errors import DTypeError, ShapeError
 from .isl_util import CTX, NonAffineError, aff_from_expr, param_space
 
-#: Element types polyc compiles, by numpy name, with their C spelling.
+#: Element types polyc compiles, by numpy name, with their C spelling (the
+#: half-precision types are typedefs of each backend's prelude: ``_Float16``
+#: and ``uint16_t`` bits in C, ``__half`` and ``__nv_bfloat16`` in CUDA).
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t",
-           "int64": "int64_t"}
+           "int64": "int64_t", "float16": "polyc_float16", "bfloat16": "polyc_bfloat16"}
+
+#: Storage-only floating types: values are loaded into float32, computed in
+#: float32 (or wider), rounded to nearest-even when stored; a reduction into
+#: one accumulates in a float32 temporary and rounds once
+#: (:func:`widen_half_reductions`).
+HALF_DTYPES = ("float16", "bfloat16")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def compute_dtype(dtype: str) -> str:
+    """The type values of ``dtype`` are computed in: float32 for the half
+    types, ``dtype`` otherwise."""
+    return "float32" if dtype in HALF_DTYPES else dtype
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    """The numpy dtype of a polyc dtype name; ``bfloat16`` comes from
+    ml_dtypes (``pip install "polyc[bf16]"``), imported only here.  Raises
+    :class:`~polyc.errors.ToolMissingError` without it."""
+    if dtype == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            from .errors import ToolMissingError
+            raise ToolMissingError(
+                "bfloat16 needs the ml_dtypes package for its numpy dtype: "
+                'pip install "polyc[bf16]" (or pip install ml_dtypes)') from None
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
 
 #: Reduction operators and their identities (TC's ``!`` initialisation).
 REDUCTION_OPS = ("+", "*", "max", "min")

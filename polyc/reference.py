@@ -84,7 +84,7 @@ import numpy as np
 
 from . import expr as E
 from .errors import BindingError, ShapeError
-from .ir import Program, Statement, access_relation, identity
+from .ir import HALF_DTYPES, Program, Statement, access_relation, identity, is_float, numpy_dtype
 from .isl_util import CTX, eval_pw_aff
 from .refeval import Env, as_ndim, dtype_of, eval_expr, numeric, promote_dtype
 
@@ -112,30 +112,40 @@ def evaluate(program: Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[
     values = _param_values(program, sizes)
     arrays: dict[str, np.ndarray] = {}
     written = {s.tensor for s in program.statements}
+    half = {t.name: numpy_dtype(t.dtype) for t in program.tensors if t.dtype in HALF_DTYPES}
     for t in program.tensors:
         shape = tuple(eval_pw_aff(pa, values) for pa in t.shape)
+        dtype = numpy_dtype(t.dtype)
         if t.role == "output":
             given = None if outputs is None else outputs.get(t.name)
             if given is None:
-                fill = np.nan if t.dtype.startswith("float") else np.iinfo(t.dtype).min
-                arr = np.full(shape, fill, dtype=t.dtype)
+                fill = np.nan if is_float(t.dtype) else np.iinfo(t.dtype).min
+                arr = np.full(shape, fill, dtype=dtype)
             else:
-                arr = np.array(given, dtype=t.dtype, copy=True)
+                arr = np.array(given, dtype=dtype, copy=True)
+        elif t.role == "temp":           # scratch (a half reduction's accumulator)
+            arr = np.zeros(shape, dtype=dtype)
         else:
             if t.name not in inputs:
                 raise BindingError(f"reference.evaluate: no array for input {t.name!r}")
-            arr = np.asarray(inputs[t.name], dtype=t.dtype)
+            arr = np.asarray(inputs[t.name], dtype=dtype)
             if t.name in written:
                 arr = arr.copy()
         if arr.shape != shape:
             raise ShapeError(f"reference.evaluate: {t.name} has shape {arr.shape}, the "
                              f"program expects {shape} at sizes {dict(values)}")
-        arrays[t.name] = arr
+        # a half-precision tensor is held in float32, the type its values are
+        # computed in, and rounded to its type after each statement writes it
+        arrays[t.name] = arr.astype(np.float32) if t.name in half else arr
     shapes = {t.name: t.shape for t in program.tensors}
     with np.errstate(all="ignore"):
         for stmt in program.statements:
             _run_statement(stmt, arrays, values, shapes, chunk_elements, use_einsum)
-    return {t.name: arrays[t.name] for t in program.outputs}
+            if stmt.tensor in half:
+                arr = arrays[stmt.tensor]
+                arr[...] = arr.astype(half[stmt.tensor]).astype(np.float32)
+    return {t.name: (arrays[t.name].astype(half[t.name]) if t.name in half
+                     else arrays[t.name]) for t in program.outputs}
 
 
 # ----------------------------------------------------------------- parameters

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import expr as E
-from .ir import Program
+from .ir import Program, is_float, numpy_dtype
 from .isl_util import eval_pw_aff
 
 
@@ -56,6 +56,7 @@ class Tolerance:
 #: Tolerances by numpy dtype name.
 TOLERANCES: dict[str, Tolerance] = {
     "float16": Tolerance(base=1e-3, floor=2e-3),
+    "bfloat16": Tolerance(base=8e-3, floor=1.6e-2),
     "float32": Tolerance(base=1e-5, floor=2e-6),
     "float64": Tolerance(base=1e-12, floor=1e-14),
     **{name: Tolerance(0.0, 0.0, exact=True) for name in (
@@ -216,8 +217,8 @@ def random_inputs(program: Program, sizes: Mapping[str, int], seed: int = 0
     out = {}
     for t in program.inputs:
         shape = tuple(eval_pw_aff(pa, values) for pa in t.shape)
-        dt = np.dtype(t.dtype)
-        if dt.kind == "f":
+        dt = numpy_dtype(t.dtype)
+        if is_float(t.dtype):
             x = rng.random(shape, dtype=np.float64 if dt.itemsize == 8 else np.float32)
             out[t.name] = (2 * x - 1).astype(dt, copy=False)
         else:

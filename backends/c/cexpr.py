@@ -36,7 +36,7 @@ import numpy as np
 
 from polyc import expr as E
 from polyc.errors import UnsupportedError
-from polyc.ir import C_TYPES
+from polyc.ir import C_TYPES, HALF_DTYPES, is_float
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _LOOP_ITERATOR = re.compile(r"c[0-9]+(_[0-9]+)*\Z")
@@ -125,7 +125,7 @@ def promote(*dtypes: str) -> str:
     """C's usual arithmetic conversions on polyc dtypes (``refeval.promote_dtype``):
     the widest float if any, else the widest integer; ``bool`` (a comparison's
     0/1) counts as ``int64``."""
-    floats = [d for d in dtypes if d.startswith("float")]
+    floats = [d for d in dtypes if is_float(d)]
     if floats:
         return "float64" if "float64" in floats else "float32"
     return "int32" if dtypes and all(d == "int32" for d in dtypes) else "int64"
@@ -133,16 +133,26 @@ def promote(*dtypes: str) -> str:
 
 def convert(text: str, frm: str, to: str) -> str:
     """``text`` of dtype ``frm`` (or ``"bool"``: a C ``int`` 0/1) converted to
-    dtype ``to`` (a C conversion)."""
+    dtype ``to`` (a C conversion; the half types through the prelude's
+    ``polyc_<type>_to_f32`` and ``polyc_f32_to_<type>``, float16 rounded
+    directly from any float type)."""
     if frm == to:
         return text
+    if frm in HALF_DTYPES:
+        text, frm = f"polyc_{frm}_to_f32({text})", "float32"
+        if frm == to:
+            return text
+    if to == "float16" and frm == "float64":
+        return f"polyc_f64_to_float16({text})"
+    if to in HALF_DTYPES:
+        return f"polyc_f32_to_{to}({convert(text, frm, 'float32')})"
     return f"(({C_TYPES[to]}){text})"
 
 
 def arith(op: str, a: str, b: str, dtype: str) -> str:
     """``a op b`` for ``op`` in ``+ - *`` with both operands of ``dtype``;
     integers wrap around (numpy's behaviour, defined behaviour in C)."""
-    if dtype.startswith("float"):
+    if is_float(dtype):
         return f"({a} {op} {b})"
     name = {"+": "add", "-": "sub", "*": "mul"}[op]
     return f"polyc_{name}_{C_TYPES[dtype]}({a}, {b})"
@@ -220,7 +230,10 @@ class CExprPrinter:
         if isinstance(e, E.Param):
             return param_name(e.name), "int64"
         if isinstance(e, E.Access):
-            return self._access(e), self.tensor_dtype(e.tensor)
+            t = self.tensor_dtype(e.tensor)
+            if t in HALF_DTYPES:       # half-precision values compute in float32
+                return convert(self._access(e), t, "float32"), "float32"
+            return self._access(e), t
         if isinstance(e, E.Unary):
             a, t = self.typed(e.operand, ft)
             if e.op == "!":
@@ -295,8 +308,11 @@ def _numeric(t: str) -> str:
 
 
 def float_type_of(dtype: str) -> str:
-    """The type of float literals in a statement whose output is ``dtype``."""
-    return dtype if dtype.startswith("float") else "float64"
+    """The type of float literals in a statement whose output is ``dtype``
+    (float32 for the half types, which compute in float32)."""
+    if dtype in HALF_DTYPES:
+        return "float32"
+    return dtype if is_float(dtype) else "float64"
 
 
 def accumulator_type(out_dtype: str, rhs_dtype: str) -> str:
@@ -305,7 +321,9 @@ def accumulator_type(out_dtype: str, rhs_dtype: str) -> str:
     converted to a float output's type first, then combines with the
     output)."""
     rhs = _numeric(rhs_dtype)
-    if out_dtype.startswith("float") and not rhs.startswith("float"):
+    if out_dtype in HALF_DTYPES:
+        out_dtype = "float32"
+    if is_float(out_dtype) and not is_float(rhs):
         rhs = out_dtype
     return promote(out_dtype, rhs)
 

@@ -154,6 +154,22 @@ static inline double polyc_rem_double(double a, double b)
 /* NaN constants, bit for bit */
 static inline float polyc_bits_float(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
 static inline double polyc_bits_double(uint64_t u) { union { uint64_t u; double f; } x; x.u = u; return x.f; }
+""" + r"""/* half precision: storage types whose values compute in float, rounded to
+   nearest even when stored (float16: the compiler's _Float16, gcc >= 12,
+   clang >= 15; bfloat16: its bits in a uint16_t) */
+#ifdef __FLT16_MAX__
+typedef _Float16 polyc_float16;
+static inline float polyc_float16_to_f32(polyc_float16 x) { return (float)x; }
+static inline polyc_float16 polyc_f32_to_float16(float x) { return (polyc_float16)x; }
+static inline polyc_float16 polyc_f64_to_float16(double x) { return (polyc_float16)x; }
+#endif
+typedef uint16_t polyc_bfloat16;
+static inline float polyc_bfloat16_to_f32(polyc_bfloat16 x)
+{ union { uint32_t u; float f; } v; v.u = (uint32_t)x << 16; return v.f; }
+static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
+{ union { uint32_t u; float f; } v; v.f = x;
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (polyc_bfloat16)((v.u >> 16) | 0x40u);
+  return (polyc_bfloat16)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); }
 """
 
 

@@ -117,8 +117,26 @@ def _device_prelude() -> str:
     """The C prelude's helpers (index arithmetic, wrapping integer
     arithmetic, NaN-propagating max/min, ...) as device functions."""
     start = PRELUDE.index("/* index arithmetic")
-    body = PRELUDE[start:].replace("static inline", "static __device__ __forceinline__")
-    return "#include <stdint.h>\n#include <math.h>\n\n" + body
+    body = PRELUDE[start:PRELUDE.index("/* half precision")]
+    body = body.replace("static inline", "static __device__ __forceinline__")
+    return "#include <stdint.h>\n#include <math.h>\n\n" + body + HALF_PRELUDE
+
+
+#: The half-precision types in CUDA: ``__half`` and ``__nv_bfloat16``, with
+#: the conversions of ``cuda_fp16.h`` and ``cuda_bf16.h`` (round to nearest
+#: even), as the C prelude's ``polyc_<type>_to_f32``/``polyc_f32_to_<type>``.
+HALF_PRELUDE = r"""/* half precision: storage types whose values compute in float */
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+typedef __half polyc_float16;
+typedef __nv_bfloat16 polyc_bfloat16;
+#define POLYC_DEV static __device__ __forceinline__
+POLYC_DEV float polyc_float16_to_f32(polyc_float16 x) { return __half2float(x); }
+POLYC_DEV polyc_float16 polyc_f32_to_float16(float x) { return __float2half_rn(x); }
+POLYC_DEV polyc_float16 polyc_f64_to_float16(double x) { return __double2half(x); }
+POLYC_DEV float polyc_bfloat16_to_f32(polyc_bfloat16 x) { return __bfloat162float(x); }
+POLYC_DEV polyc_bfloat16 polyc_f32_to_bfloat16(float x) { return __float2bfloat16_rn(x); }
+"""
 
 
 def _identity(op: str, acc_t: str) -> str:

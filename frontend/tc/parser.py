@@ -219,10 +219,10 @@ _WORDS = {
 }
 _EXPR_START = {"NAME", "NUMBER", "LPAR", "MINUS", "BANG"}
 _OPERATORS = {"OR", "AND", "CMP_OP", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "QMARK"}
-_TYPE_WORDS = frozenset({"float", "double", "half", "float16", "float32", "float64", "int8",
-                         "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                         "byte", "bool"})
-_TYPES = {"FLOAT", "DOUBLE", "HALF", "FLOAT16", "FLOAT32", "FLOAT64", "INT8", "INT16",
+_TYPE_WORDS = frozenset({"float", "double", "half", "float16", "bfloat16", "float32",
+                         "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                         "uint32", "uint64", "byte", "bool"})
+_TYPES = {"FLOAT", "DOUBLE", "HALF", "FLOAT16", "BFLOAT16", "FLOAT32", "FLOAT64", "INT8", "INT16",
           "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64", "BYTE", "BOOL"}
 
 

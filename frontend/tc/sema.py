@@ -21,6 +21,7 @@ import numpy as np
 from ... import bounds, ir
 from ... import expr as E
 from ...errors import SemanticError, ShapeError, UnsupportedError
+from ...halfprec import widen_half_reductions
 from ...isl_util import NonAffineError, const_pw_aff, param_space, pw_aff_to_expr
 from ..source import Span, excerpt, span_text
 from . import syntax as S
@@ -38,7 +39,8 @@ from .ranges import (
 
 #: TC type keyword -> numpy dtype name, for the types polyc compiles.
 DTYPES = {"float": "float32", "float32": "float32", "double": "float64",
-          "float64": "float64", "int32": "int32", "int64": "int64"}
+          "float64": "float64", "int32": "int32", "int64": "int64",
+          "half": "float16", "float16": "float16", "bfloat16": "bfloat16"}
 #: Rank-0 arguments of these types are scalar size arguments (polyc).
 SIZE_ARG_TYPES = ("int32", "int64")
 #: Assignment operator as written -> (operator, has '!').
@@ -123,8 +125,10 @@ class Signature:
 def _check_type(t: S.TensorType, name: str, rep: Reporter) -> None:
     if t.scalar not in DTYPES:
         raise rep.unsupported(t.span, f"type '{t.scalar}' of '{name}' is not supported "
-                              "(polyc compiles float, float32, double, float64, int32 "
-                              "and int64)")
+                              "(polyc compiles float, float32, double, float64, half, "
+                              "float16, bfloat16, int32 and int64)")
+    if DTYPES[t.scalar] == "bfloat16":
+        ir.numpy_dtype("bfloat16")  # ml_dtypes registers its numpy dtype, or a clear error
 
 
 # ------------------------------------------------------- specialisation
@@ -272,6 +276,7 @@ class _Lowering:
             tensors=tuple(tensors), statements=tuple(statements),
             param_bindings={p: self.sig.bindings[p] for p in self.params},
             signature=self.sig.signature, fixed_sizes=dict(self.fixed), source=self.source)
+        program = widen_half_reductions(program)    # float32 accumulators for half outputs
         # parameter values keeping every access in bounds (None: all of them);
         # an empty set (no size works) is kept: every call raises ShapeError
         return program.replace(preconditions=bounds.preconditions_or_none(program))
@@ -343,6 +348,7 @@ class _Lowering:
         (``3000000000`` in an int32 statement, ``1e39`` in a float32 one, a
         fractional ``1.5`` in an integer one).  Index positions are 64-bit;
         the parser already bounds literals to that."""
+        dtype = ir.compute_dtype(dtype)   # half types compute in float32
         info = np.iinfo(dtype) if dtype.startswith("int") else np.finfo(dtype)
 
         def visit(e: E.Expr, negated: bool) -> None:
@@ -572,6 +578,12 @@ def promote(rhs: E.Expr, dtypes: Mapping[str, str]) -> str:
     visit(rhs)
     if not any(isinstance(r, np.dtype) for r in reads):
         return "float32"
+    names = {r.name for r in reads if isinstance(r, np.dtype)}
+    if {"float16", "bfloat16"} <= names:
+        # no common half type (numpy has no promotion between the two): float32,
+        # as in PyTorch and JAX
+        reads = [np.dtype(np.float32) if isinstance(r, np.dtype) and r.name in ir.HALF_DTYPES
+                 else r for r in reads]
     return np.result_type(*reads).name
 
 

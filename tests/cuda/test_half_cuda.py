@@ -1,0 +1,98 @@
+"""float16 and bfloat16 on ``target="cuda"``: ``__half`` and
+``__nv_bfloat16`` storage, float32 arithmetic and accumulators, the same
+rounding as the C backend.  The emulator (every mode) against the C
+backend and :func:`polyc.reference.evaluate`; nvcc builds for sm_80/sm_90
+(``nvcc`` marker).  Tolerances: :func:`polyc.testing.assert_close` for the
+half type, scaled by the reduction length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.config import Config
+from polyc.pipeline import compile_schedule
+from polyc.testing import assert_close
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+DTYPES = {"half": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+MODES = {"forward": {}, "reverse": {"emulate_reverse": True}, "checks": {"emulate_checks": True}}
+SOFTMAX = """
+def softmax({t}(N, C) I) -> (O, maxVal, expDist, expSum) {{
+    maxVal(n) max=! I(n, c)
+    expDist(n, c) = exp(I(n, c) - maxVal(n))
+    expSum(n) +=! expDist(n, c)
+    O(n, c) = expDist(n, c) / expSum(n)
+}}
+"""
+
+
+def matmul(t: str) -> str:
+    return f"def mm({t}(M,K) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! A(m,k) * B(k,n) }}"
+
+
+def emulated(**kw) -> Config:
+    return Config.from_env(target="cuda", emulate=True, **kw)
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("t", list(DTYPES))
+def test_matmul_and_softmax_match_the_c_backend(t, mode):
+    dt = DTYPES[t]
+    rng = np.random.default_rng(0)
+    mm_gpu = polyc.compile(matmul(t), config=emulated(**MODES[mode]))
+    mm_c = polyc.compile(matmul(t))
+    for m, k, n in [(33, 70, 20), (1, 1, 1), (40, 64, 33)]:
+        a = rng.standard_normal((m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        got = mm_gpu(a, b)
+        assert got.dtype == dt
+        assert_close(got, mm_c(a, b), reduction_length=k, name="C")
+    sm_gpu = polyc.compile(SOFTMAX.format(t=t), config=emulated(**MODES[mode]))
+    sm_c = polyc.compile(SOFTMAX.format(t=t))
+    x = rng.standard_normal((9, 77)).astype(dt)
+    for got, want in zip(sm_gpu(x), sm_c(x)):
+        assert got.dtype == dt
+        assert_close(got, want, reduction_length=77)
+
+
+def test_the_cuda_source_stores_half_types():
+    k = polyc.compile(matmul("half"), config=emulated())
+    text = k.cuda_source
+    assert "#include <cuda_fp16.h>" in text and "typedef __half polyc_float16;" in text
+    assert "polyc_float16 *__restrict__ t_C" in text
+    assert "polyc_f32_to_float16(" in text and "float *__restrict__ t_C_acc" in text
+
+
+def test_a_hand_mapped_half_matmul_with_shared_and_register_buffers():
+    src = matmul("bfloat16")
+    s = polyc.Schedule.from_program(polyc.program(src), start="isl")
+    s = s.tile([("C_acc", "m"), ("C_acc", "n"), ("C_acc", "k")], [32, 32, 32])
+    s = s.map_to_blocks([("C_acc", "m_tile"), ("C_acc", "n_tile")])
+    s = s.map_to_threads([("C_acc", "m"), ("C_acc", "n")], sizes=[8, 32])
+    s = s.promote_shared("A", ("C_acc", "k_tile")).promote_shared("B", ("C_acc", "k_tile"))
+    s = s.promote_registers("C_acc", ("C_acc", "n"))
+    k = compile_schedule(s, emulated(emulate_checks=True))
+    assert "__shared__ polyc_bfloat16 t_A_shared[32][33]" in k.cuda_source
+    dt = DTYPES["bfloat16"]
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((45, 70)).astype(dt)
+    b = rng.standard_normal((70, 37)).astype(dt)
+    want = (a.astype(np.float64) @ b.astype(np.float64)).astype(dt)
+    got = k(a, b)
+    assert_close(got, want, reduction_length=70)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("t", list(DTYPES))
+def test_half_kernels_compile_with_nvcc(t, arch):
+    from polyc.backends.cuda.build import MAX_REGISTERS, build_cubin
+    for src in (matmul(t), SOFTMAX.format(t=t)):
+        k = polyc.compile(src, config=emulated())
+        threads = {name: spec.threads for name, spec in k.cuda.launches.items()}
+        built = build_cubin(k.cuda_source, config=k.config, arch=arch, threads=threads)
+        for r in built.resources.values():
+            assert 0 < r.registers <= MAX_REGISTERS
