@@ -65,6 +65,7 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
     gpu_verify.verify(mapped, kernels, deps, program)
     view = (program, sched, deps)
     mapped, promoted = gpu_promotion.promote_shared(mapped, program, kernels)  # 5b
+    gpu_verify.verify_buffers(promoted)
     nest = astgen.generate(promoted, mapped)                                  # 6
     return GpuLowered(promoted, deps, sched, nest, view=view, kernels=tuple(kernels),
                       mapped=mapped)
@@ -93,6 +94,7 @@ def lower_gpu_schedule(schedule, config: Config | None = None) -> GpuLowered:
     mapped, kernels = gpu_schedule.finalize(schedule.isl, program, deps,
                                             block=config.gpu_block)
     gpu_verify.verify(legality.without_extensions(mapped), kernels, deps, program)
+    gpu_verify.verify_buffers(program)
     nest = astgen.generate(program, mapped)
     return GpuLowered(program, deps, schedule.isl, nest, kernels=tuple(kernels), mapped=mapped)
 

@@ -23,6 +23,9 @@ its dependences; returns nothing, or raises
    between launches are ordered by the launch order, which
    :func:`polyc.schedule.legality.check` proves with the rest of the tree.
 3. **Launchable blocks**: at most 1024 threads per block.
+4. **Buffers in bounds** (:func:`verify_buffers`, after promotion): every
+   access of a shared or register buffer stays inside its box at every
+   size the program accepts.
 
 Bounds of global accesses are the program's preconditions
 (:mod:`polyc.bounds`): the mapping changes which thread runs an instance,
@@ -178,6 +181,39 @@ def _check_reduction(k: KernelMapping, kernel: isl.ScheduleNode, deps: Dependenc
                 f"{describe_instance_pair(m)} is not one of the reduction, and its instances "
                 "run on different threads",
                 witness=witness(kind, "parallel", bad, program))
+
+
+def verify_buffers(program: Program) -> None:
+    """Prove that every access of a shared or register buffer (a tensor with
+    role ``"local"``: promotion's copies and the rewritten statements) stays
+    inside the buffer's box ``[0, size_d)`` at every size the program
+    accepts (its parameter domain); raises
+    :class:`~polyc.errors.IllegalScheduleError` naming the statement, the
+    buffer and an instance that would step outside.  Accesses of global
+    tensors are the program's preconditions (:mod:`polyc.bounds`), checked
+    at every call."""
+    params = program.parameter_domain()
+    for t in program.locals:
+        sizes = t.constant_shape()
+        box = isl.Set.universe(isl.Space.set_alloc(params.get_ctx(), 0, len(sizes))
+                               .align_params(params.get_space()).set_tuple_name(
+                                   isl.dim_type.set, t.name))
+        for d, n in enumerate(sizes):
+            box = box.lower_bound_val(isl.dim_type.set, d, isl.Val.zero(box.get_ctx()))
+            box = box.upper_bound_val(isl.dim_type.set, d,
+                                      isl.Val.int_from_si(box.get_ctx(), n - 1))
+        for st in program.statements:
+            for rel in (st.write, *st.reads):
+                if rel.get_tuple_name(isl.dim_type.out) != t.name:
+                    continue
+                touched = rel.intersect_domain(st.domain).intersect_params(params)
+                outside = touched.intersect_range(
+                    isl.Set.universe(box.get_space()).subtract(box))
+                if not outside.is_empty():
+                    raise IllegalScheduleError(
+                        f"GPU buffer {t.name}[{']['.join(map(str, sizes))}]: statement "
+                        f"{st.name} accesses it outside its box, e.g. "
+                        f"{outside.sample().to_str()}; a polyc bug")
 
 
 def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependences,

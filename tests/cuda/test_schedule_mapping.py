@@ -288,3 +288,22 @@ def test_the_instrumented_emulator_poisons_shared_memory():
     b = np.ones((45, 20), np.float32)
     c = k(a, b)
     assert np.isnan(c).all()          # column 31 of every row of A's first k-tile
+
+
+def test_the_verifier_proves_buffer_accesses_in_bounds():
+    """Every access of a shared or register buffer lies in its box at every
+    size; injected: A_shared declared one row short."""
+    import dataclasses
+
+    import islpy as isl
+
+    from polyc.gpu_pipeline import lower_gpu_schedule
+    from polyc.schedule import gpu_verify
+    low = lower_gpu_schedule(ppcg_matmul(True), emulated())
+    gpu_verify.verify_buffers(low.program)
+    shrunk = tuple(
+        dataclasses.replace(t, shape=(t.shape[0].add_constant_val(
+            isl.Val.int_from_si(t.shape[0].get_ctx(), -1)),) + t.shape[1:])
+        if t.name == "A_shared" else t for t in low.program.tensors)
+    with pytest.raises(IllegalScheduleError, match=r"A_shared\[31\]\[32\].*outside its box"):
+        gpu_verify.verify_buffers(low.program.replace(tensors=shrunk))
