@@ -33,8 +33,9 @@ from ..errors import TraceError
 from .sizes import Size, SizeInt, SymbolTable
 
 #: dtypes a traced value may have (polyc's element types) and bool masks
-_DTYPES = ("float32", "float64", "int32", "int64")
-_TC_TYPE = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64"}
+_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
+_TC_TYPE = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64",
+            "float16": "half", "bfloat16": "bfloat16"}
 
 
 def tc_type(dtype: np.dtype) -> str:

@@ -21,7 +21,7 @@ from ..errors import DTypeError, ShapeError, UnsupportedError
 from .core import Graph, Tracer, compose, user_location
 from .sizes import Size, SizeInt
 
-_ALLOWED = ("float32", "float64", "int32", "int64", "bool")
+_ALLOWED = ("float32", "float64", "int32", "int64", "bool", "float16")
 
 
 class Scalar:
@@ -59,8 +59,10 @@ def literal(value: Any, dtype: np.dtype) -> str:
 def check_dtype(dtype: Any, what: str) -> np.dtype:
     d = np.dtype(dtype)
     if d.name not in _ALLOWED:
+        hint = (" (bfloat16 compiles from TC and polyc.einsum; numpy's promotions for it "
+                "come from ml_dtypes and are not traced yet)" if d.name == "bfloat16" else "")
         raise DTypeError(f"{user_location()}: {what} has dtype {d.name}; polyc.jit computes "
-                         f"in float32, float64, int32 and int64")
+                         f"in float32, float64, float16, int32 and int64{hint}")
     return d
 
 

@@ -57,7 +57,7 @@ aten = torch.ops.aten
 
 #: torch dtypes polyc computes in, and their numpy names
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64,
-           torch.int32: np.int32, torch.int64: np.int64}
+           torch.float16: np.float16, torch.int32: np.int32, torch.int64: np.int64}
 
 
 def _np_dtype(dtype: torch.dtype | None, default=None):

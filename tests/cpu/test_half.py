@@ -195,3 +195,37 @@ def test_cli_dtype_options(capsys):
                  "--check"]) == 0
     assert main(["run", matmul, "--dtype", "bfloat16", "--sizes",
                  "M=20,K=33,N=9", "--target", "cuda", "--emulate", "--check"]) == 0
+
+
+def test_jit_traces_float16_numpy_code_with_numpy_dtypes():
+    """polyc.jit over float16 arrays: the same result dtypes as numpy (a
+    numpy float64 scalar promotes, NEP 50), values within float16's
+    tolerance of a float32 evaluation; bfloat16 is refused with a hint."""
+    @polyc.jit
+    def layernorm(x, g, b):
+        m = x.mean(axis=-1, keepdims=True)
+        v = ((x - m) ** 2).mean(axis=-1, keepdims=True)
+        return (x - m) / np.sqrt(v + 1e-5) * g + b
+
+    @polyc.jit
+    def attention(q, k, v):
+        s = q @ k.swapaxes(-1, -2) / np.sqrt(q.shape[-1])
+        p = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((8, 64)).astype(np.float16)
+    g = rng.standard_normal(64).astype(np.float16)
+    b = rng.standard_normal(64).astype(np.float16)
+    y = layernorm(x, g, b)
+    want = layernorm.__wrapped__(*(a.astype(np.float32) for a in (x, g, b)))
+    assert y.dtype == layernorm.__wrapped__(x, g, b).dtype == np.float16
+    assert_close(y, want.astype(np.float16), reduction_length=64)
+    q, k, v = (rng.standard_normal((2, 16, 32)).astype(np.float16) for _ in range(3))
+    o = attention(q, k, v)
+    assert o.dtype == attention.__wrapped__(q, k, v).dtype
+    want = attention.__wrapped__(*(a.astype(np.float32) for a in (q, k, v)))
+    # q @ k rounds to float16 (numpy's dtype), then promotes to float64
+    assert_close(o.astype(np.float16), want.astype(np.float16), reduction_length=32)
+    with pytest.raises(DTypeError, match="bfloat16 compiles from TC"):
+        layernorm(*(a.astype(TYPES["bfloat16"]) for a in (x, g, b)))

@@ -311,3 +311,17 @@ def test_unsupported_dtype_is_refused():
         torch.compile(m, backend="polyc")(torch.randn(2, 4).half())
     err = _polyc_cause(info.value)
     assert isinstance(err, UnsupportedError) and "torch.float16" in str(err)
+
+
+def test_a_float16_model_compiles_and_matches_its_float32_self():
+    """torch.float16 crosses as numpy float16: Linear-GELU-Linear in half,
+    against the same weights in float32 (float16 tolerance, 64-term sums)."""
+    m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(),
+                            torch.nn.Linear(64, 16)).eval()
+    x = torch.randn(8, 32)
+    with torch.no_grad():
+        ref = m(x.half().float())
+        m.half()
+        y = torch.compile(m, backend="polyc")(x.half())
+    assert y.dtype == torch.float16
+    assert_close(y.numpy(), ref.numpy().astype(np.float16), reduction_length=64)
