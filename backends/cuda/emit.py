@@ -176,6 +176,8 @@ class KernelBody(_Emitter):
         self.in_threads = False
         self.reverse = False
         self.stored: L.StmtInstance | None = None
+        #: the shared buffers' declarations, by name (printed at the top)
+        self.shared: dict[str, c.Line] = {}
         if self.reduction:
             self.axes = {"global.x"}
             st = self.stmts[self.reduction]
@@ -262,7 +264,7 @@ class KernelBody(_Emitter):
 
     def local(self, n: L.Local) -> c.Block:
         """A buffer in shared memory (:mod:`polyc.schedule.gpu_promotion`):
-        declared ``__shared__`` with :data:`SHARED_PADDING` extra elements on
+        declared ``__shared__``, once per kernel, with :data:`SHARED_PADDING` extra elements on
         its innermost dimension; a barrier between the copies and the rest
         of its body, and one at its end, so that the next iteration's
         copies wait for every thread's reads.  In the emulator: a plain
@@ -278,10 +280,14 @@ class KernelBody(_Emitter):
                             *self.poison(n), self.node(n.body)])
         if not self.phases and len(dims) >= 2:
             dims[-1] += SHARED_PADDING
-        decl = c.Line(f"{'' if self.phases else '__shared__ '}{C_TYPES[n.dtype]} "
-                      f"{tensor_name(n.name)}{''.join(f'[{d}]' for d in dims)};")
+        # declared once, at the top of the kernel (kernel_body): isl prints a
+        # promoted loop several times (a peeled first iteration), and each
+        # scope's __shared__ array would take memory of its own
+        self.shared.setdefault(n.name, c.Line(
+            f"{'' if self.phases else '__shared__ '}{C_TYPES[n.dtype]} "
+            f"{tensor_name(n.name)}{''.join(f'[{d}]' for d in dims)};"))
         kids = list(n.body.children) if isinstance(n.body, L.Block) else [n.body]
-        out: list = [c.Comment(f"shared buffer {check_identifier(n.name)}"), decl,
+        out: list = [c.Comment(f"shared buffer {check_identifier(n.name)}"),
                      *self.poison(n)]
         sync = [] if self.phases else [c.Statement("__syncthreads()")]
         prev = None
@@ -474,7 +480,8 @@ def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str,
     used = [c.Line(f"(void){param_name(p)};") for p in program.params]
     if k.reduction:
         decls.append(c.Line(f"{em.acc_c} polyc_acc = {em.ident};"))
-    return c.Block(decls + used + [em.node(launch.body)]), em
+    body = em.node(launch.body)
+    return c.Block(decls + list(em.shared.values()) + used + [body]), em
 
 
 #: Threads of a warp, the unit of ``__shfl_down_sync``.

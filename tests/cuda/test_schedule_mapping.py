@@ -307,3 +307,13 @@ def test_the_verifier_proves_buffer_accesses_in_bounds():
         if t.name == "A_shared" else t for t in low.program.tensors)
     with pytest.raises(IllegalScheduleError, match=r"A_shared\[31\]\[32\].*outside its box"):
         gpu_verify.verify_buffers(low.program.replace(tensors=shrunk))
+
+
+def test_shared_buffers_are_declared_once_per_kernel():
+    """isl prints the k-tile loop twice (k_tile = 0 peeled); each buffer is
+    still one __shared__ array, declared at the top of the kernel."""
+    k = compile_schedule(ppcg_matmul(True), emulated())
+    text = k.cuda_source
+    assert text.count("__shared__ float t_A_shared[32][33];") == 1
+    assert text.count("__shared__ float t_B_shared[32][33];") == 1
+    assert text.count("/* shared buffer A_shared */") >= 2
