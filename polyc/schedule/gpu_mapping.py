@@ -478,30 +478,41 @@ def range_set(band: isl.ScheduleNode) -> isl.Set:
     return out.coalesce()
 
 
-def member_strides(band: isl.ScheduleNode, n: int) -> tuple[int, ...]:
-    """Per leading member of ``band``: the stride of its values
-    (``isl_set_get_stride``; a tile loop's tile size), 1 for a member with
-    one value."""
-    rng = range_set(band)
+def _strides(rng: isl.Set, n: int) -> tuple[int, ...]:
     if rng.is_empty():
         return (1,) * n
     return tuple(max(1, int(rng.get_stride(j).to_python())) for j in range(n))
 
 
+def member_strides(band: isl.ScheduleNode, n: int) -> tuple[int, ...]:
+    """Per leading member of ``band``: the stride of its values
+    (``isl_set_get_stride``; a tile loop's tile size), 1 for a member with
+    one value."""
+    return _strides(range_set(band), n)
+
+
 def member_extents(band: isl.ScheduleNode, n: int) -> list[isl.PwAff]:
     """Per leading member of ``band``: how many values it takes,
     ``(max - min) / stride + 1`` (a tile loop: the number of tiles)."""
+    return member_strides_extents(band, n)[1]
+
+
+def member_strides_extents(band: isl.ScheduleNode, n: int
+                           ) -> tuple[tuple[int, ...], list[isl.PwAff]]:
+    """:func:`member_strides` and :func:`member_extents` of ``band`` from
+    one computation of its values (:func:`range_set`)."""
     rng = range_set(band)
+    strides = _strides(rng, n)
     if rng.is_empty():
-        return [_zero(rng) for _ in range(n)]
+        return strides, [_zero(rng) for _ in range(n)]
     ctx = band.get_ctx()
     out = []
-    for j, stride in enumerate(member_strides(band, n)):
+    for j, stride in enumerate(strides):
         span = rng.dim_max(j).sub(rng.dim_min(j))
         if stride > 1:
             span = span.scale_down_val(isl.Val.int_from_si(ctx, stride)).floor()
         out.append(span.add_constant_val(isl.Val.one(ctx)).coalesce())
-    return out
+    return strides, out
 
 
 def _zero(s: isl.Set) -> isl.PwAff:
