@@ -106,6 +106,9 @@ def widen_half_reductions(program: Program) -> Program:
                 f"{t.name} float")
         name = _fresh(f"{u.name}_round", stmt_names)
         its, dom = _element_domain(u, name)
+        if init is not None and tuple(init.iterators) == its:
+            # ``+=!`` over an empty reduction (K = 0) still stores the zeros
+            dom = dom.union(init.domain.set_tuple_name(name)).coalesce()
         out.append(make_statement(
             name=name, iterators=its, domain=dom, lhs=u.lhs, op="=", rhs=acc_lhs,
             shapes=shapes, kind="assign", text=u.text, span=u.span))

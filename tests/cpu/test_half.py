@@ -229,3 +229,16 @@ def test_jit_traces_float16_numpy_code_with_numpy_dtypes():
     assert_close(o.astype(np.float16), want.astype(np.float16), reduction_length=32)
     with pytest.raises(DTypeError, match="bfloat16 compiles from TC"):
         layernorm(*(a.astype(TYPES["bfloat16"]) for a in (x, g, b)))
+
+
+@pytest.mark.parametrize("target", ["c", "cuda"])
+def test_an_empty_reduction_into_half_still_stores_its_zeros(target):
+    """``C +=! A . B`` with K = 0 is all zeros: the rounding store covers
+    every element the initialisation writes, not only those an update
+    reaches (into ``out=``, whose old contents must not survive)."""
+    config = polyc.Config.from_env(target=target, emulate=True)
+    k = polyc.compile("def mm(float16(M,K) A, float16(K,N) B) -> (C) "
+                      "{ C(m,n) +=! A(m,k) * B(k,n) }", config=config)
+    out = np.full((3, 4), 7, np.float16)
+    k(np.ones((3, 0), np.float16), np.ones((0, 4), np.float16), out=out)
+    assert not out.any()
