@@ -31,10 +31,12 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 #: (name, TC source, sizes) timed against torch: GEMM and the TC benchmark kernels.
+#: The fp16/bf16 GEMMs run on tensor cores (backends/cuda/wmma.py).
 WORKLOADS = [
-    ("gemm 4096 fp32",
-     "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
-     {"M": 4096, "K": 4096, "N": 4096}),
+    (f"gemm 4096 {short}",
+     f"def mm({t}(M,K) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! A(m,k) * B(k,n) }}",
+     {"M": 4096, "K": 4096, "N": 4096})
+    for t, short in (("float", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"))
 ] + [(p.stem, p.read_text(), None) for p in sorted((ROOT / "examples").glob("*.tc"))]
 
 
@@ -95,10 +97,11 @@ def compile_figures() -> list[dict]:
 
 
 def device_figures() -> list[dict]:
-    """Per workload: polyc's CUDA call (host arrays in and out, so copies
-    included: device arrays are not taken yet), polyc's C kernel on this
-    machine's CPU, and for the GEMM torch (cuBLAS) and CuPy on device
-    arrays, synchronised."""
+    """Per workload: polyc's launches on the device (``CudaKernel.time``:
+    CUDA events, arguments already on the device), polyc's whole CUDA call
+    (host arrays copied in and out: device arrays are not taken yet),
+    polyc's C kernel on this machine's CPU, and for the GEMMs torch
+    (cuBLAS) and CuPy on device arrays, synchronised, with TFLOP/s."""
     import polyc
     from polyc.config import Config
     from polyc.frontend import tc
@@ -108,20 +111,29 @@ def device_figures() -> list[dict]:
         gpu = polyc.compile(src, config=Config.from_env(target="cuda"))
         cpu = polyc.compile(src, config=Config.from_env())
         args = _inputs(gpu.program, sizes)
-        row = {"workload": name, "polyc_cuda_s": _median(lambda: gpu(*args)),
-               "polyc_c_s": _median(lambda: cpu(*args))}
+        row = {"workload": name, "polyc_cuda_s": gpu.time(*args),
+               "polyc_cuda_call_s": _median(lambda: gpu(*args)),
+               "polyc_c_s": _median(lambda: cpu(*args), repeat=1 if "gemm" in name else 5)}
         if name.startswith("gemm"):
+            flops = 2.0 * sizes["M"] * sizes["N"] * sizes["K"]
+            row["polyc_tflops"] = flops / row["polyc_cuda_s"] / 1e12
+            row["tensor_cores"] = any(k.intrinsic for k in gpu.kernels)
             a, b = (x for x in args if isinstance(x, np.ndarray))
             try:
                 import torch
-                ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+                half = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(str(a.dtype))
+                ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda() for x in (a, b))
+                if half is not None:
+                    ta, tb = ta.to(half), tb.to(half)
                 row["torch_s"] = _median(lambda: (ta @ tb, torch.cuda.synchronize()))
+                row["torch_tflops"] = flops / row["torch_s"] / 1e12
             except ImportError:
                 pass
             try:
                 import cupy
-                ca, cb = cupy.asarray(a), cupy.asarray(b)
-                row["cupy_s"] = _median(lambda: (ca @ cb, cupy.cuda.Device().synchronize()))
+                if str(a.dtype) != "bfloat16":
+                    ca, cb = cupy.asarray(a), cupy.asarray(b)
+                    row["cupy_s"] = _median(lambda: (ca @ cb, cupy.cuda.Device().synchronize()))
             except ImportError:
                 pass
         rows.append(row)
@@ -167,12 +179,17 @@ def main(argv=None) -> int:
     if isinstance(report["device"], str):
         print(f"\ndevice timings: {report['device']}")
     else:
-        print("\n| workload | polyc cuda ms (with copies) | polyc C ms | torch ms | cupy ms |")
-        print("|---|---|---|---|---|")
+        print("\n| workload | polyc cuda ms (device) | with copies ms | polyc C ms | torch ms "
+              "| cupy ms | polyc / torch TFLOP/s |")
+        print("|---|---|---|---|---|---|---|")
         for r in report["device"]:
-            cells = [r.get(k) for k in ("polyc_cuda_s", "polyc_c_s", "torch_s", "cupy_s")]
+            cells = [r.get(k) for k in ("polyc_cuda_s", "polyc_cuda_call_s", "polyc_c_s",
+                                        "torch_s", "cupy_s")]
+            rate = (f"{r['polyc_tflops']:.1f} / {r.get('torch_tflops', float('nan')):.1f}"
+                    + (" (tensor cores)" if r.get("tensor_cores") else "")
+                    if "polyc_tflops" in r else "-")
             print(f"| {r['workload']} | " + " | ".join(
-                "-" if v is None else f"{v * 1e3:.3f}" for v in cells) + " |")
+                "-" if v is None else f"{v * 1e3:.3f}" for v in cells) + f" | {rate} |")
     return status
 
 

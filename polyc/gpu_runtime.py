@@ -175,15 +175,9 @@ class CudaKernel:
             raise DeviceError(f"CUDA could not load kernel {self.name}: {e}") from None
         return self._module
 
-    def __call__(self, *args, out=None):
-        module = self._load()
-        drv = _pycuda()
-        pvals, buffers, results, copies = self.binder.bind(args, out)
-        if self.binder.all_empty(pvals):
-            return self._results(results, copies)
-        inputs = {t.name for t in self.program.tensors if t.role == "input"}
-        names = list(self.cuda.tensors)
-        device = [drv.to_device(np.ascontiguousarray(b)) for b in buffers]
+    def _launcher(self, module, pvals, device):
+        """``launch(function, grid, block, host values)`` for the host loop
+        nest: sizes as int64, grids clamped to CUDA's limits."""
         ints = [np.int64(v) for v in pvals]
 
         def launch(k, grid, block, hosts):
@@ -193,6 +187,46 @@ class CudaKernel:
             fn = module.get_function(k)
             fn(*ints, *[np.int64(h) for h in hosts], *device,
                grid=grid, block=tuple(int(b) for b in block))
+        return launch
+
+    def time(self, *args, repeat: int = 10) -> float:
+        """Seconds one run of the kernel's launches takes on the device: the
+        median of ``repeat`` runs (after one warm-up), each timed with CUDA
+        events around the host loop nest, the arguments copied to the
+        device once beforehand (copies excluded; the outputs are not copied
+        back).  Raises what a call raises."""
+        module = self._load()
+        drv = _pycuda()
+        pvals, buffers, _, _ = self.binder.bind(args, None)
+        device = [drv.to_device(np.ascontiguousarray(b)) for b in buffers]
+        launch = self._launcher(module, pvals, device)
+        times = []
+        try:
+            self._host(launch, *pvals)
+            for _ in range(max(1, int(repeat))):
+                start, end = drv.Event(), drv.Event()
+                start.record()
+                self._host(launch, *pvals)
+                end.record()
+                end.synchronize()
+                times.append(end.time_since(start) / 1e3)
+        except drv.Error as e:
+            raise DeviceError(f"CUDA kernel {self.name} failed: {e}") from None
+        finally:
+            for dev in device:
+                dev.free()
+        return float(np.median(times))
+
+    def __call__(self, *args, out=None):
+        module = self._load()
+        drv = _pycuda()
+        pvals, buffers, results, copies = self.binder.bind(args, out)
+        if self.binder.all_empty(pvals):
+            return self._results(results, copies)
+        inputs = {t.name for t in self.program.tensors if t.role == "input"}
+        names = list(self.cuda.tensors)
+        device = [drv.to_device(np.ascontiguousarray(b)) for b in buffers]
+        launch = self._launcher(module, pvals, device)
         try:
             self._host(launch, *pvals)
             drv.Context.synchronize()

@@ -283,7 +283,19 @@ class _FakeDriver:
             def retain_primary_context(self):
                 return Context()
 
+        class Event:
+            """Records the launch count when recorded; 2 ms per launch since."""
+            def record(self):
+                self.at = len(drv.launches)
+
+            def synchronize(self):
+                pass
+
+            def time_since(self, start):
+                return 2.0 * (self.at - start.at)
+
         self.Alloc, self.Device, self.Context = Alloc, Device, Context
+        self.Event = Event
         self.module_from_buffer = lambda cubin: Module()
 
     def init(self):
