@@ -132,6 +132,9 @@ def _gpu_mapped(mark: tuple[str, int, int], body: Node) -> Node:
     kind, depth, n = mark
     if kind == "kernel":
         return Launch(depth, body)
+    if kind == "batch":           # a tensor-core launch's batch loop
+        return _map_fors(body, lambda f: replace(f, mapped="block.z")
+                         if f.iterator == f"c{depth}" else f)
     what = {"blocks": "block", "threads": "thread", "reduce": "global", "copy": "thread"}[kind]
     axes = {f"c{depth + j}": f"{what}.{gpu_mapping.AXES[n - 1 - j]}" for j in range(n)}
     return _map_fors(body, lambda f: replace(f, mapped=axes[f.iterator])

@@ -156,6 +156,10 @@ class Config:
         "with target='cuda': tile a kernel's sequential loops (the k of a matmul) and "
         "copy the box of each input one k-tile iteration reads into shared memory "
         "(polyc.schedule.gpu_promotion; POLYC_GPU_PROMOTE=0 turns it off)", True))
+    gpu_tensor_cores: bool = field(default=True, metadata=_opt(
+        "with target='cuda': run contractions of float16/bfloat16 operands into a float32 "
+        "accumulator on tensor cores (WMMA m16n16k16, backends/cuda/wmma.py; bfloat16 needs "
+        "sm_80 or newer); POLYC_GPU_TENSOR_CORES=0 maps them like any other loop nest", True))
     cuda_arch: str = field(default="sm_90", metadata=_opt(
         "the GPU architecture nvcc compiles for (POLYC_CUDA_ARCH; sm_75 and newer)", True))
 
@@ -229,7 +233,8 @@ class Config:
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "
                              f"polyc compile --fusion smart)")
         for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
-                     "emulate", "emulate_reverse", "emulate_checks", "gpu_promote"):
+                     "emulate", "emulate_reverse", "emulate_checks", "gpu_promote",
+                     "gpu_tensor_cores"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -295,6 +300,8 @@ class Config:
             kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"
         if _env("POLYC_GPU_PROMOTE") == "0":
             kw["gpu_promote"] = False
+        if _env("POLYC_GPU_TENSOR_CORES") == "0":
+            kw["gpu_tensor_cores"] = False
         if _env("POLYC_CUDA_ARCH"):
             kw["cuda_arch"] = _env("POLYC_CUDA_ARCH")
         gb = _env("POLYC_GPU_BLOCK")

@@ -2,7 +2,8 @@
 
 ``compile_gpu(program, config) -> kernel``:
 
-1. preconditions (``bounds``), as for C;
+1. preconditions (``bounds``), as for C; then contractions of half
+   operands onto tensor cores (``tensor_cores``);
 2. dependences (``dependence.compute``);
 3. schedule (``schedule.initial``) with outer coincidence, so that the
    outermost member of each band is parallel where one can be;
@@ -19,20 +20,34 @@
    (``backends.cuda.build``) that pycuda loads and launches
    (``polyc.gpu_runtime.CudaKernel``).
 
-Tensorization, row fusion and array contraction are C-backend passes and do
-not run here.
+Step 1b (``tensor_cores``, ``Config.gpu_tensor_cores``): contractions of
+float16/bfloat16 operands into float32 become calls of the tensor-core GEMM
+(``backends/cuda/wmma.py``), each its own launch.  The C backend's
+micro-kernel tensorization, row fusion and array contraction do not run
+here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import islpy as isl
+
 from . import astgen, bounds, dependence
 from .config import Config
+from .intrinsics import match_round_store, tensor_core_support
 from .ir import Program
 from .lowered import Lowered, with_mapping
 from .runtime import Kernel
-from .schedule import gpu_mapping, gpu_promotion, gpu_schedule, gpu_verify, initial, legality
+from .schedule import (
+    gpu_mapping,
+    gpu_promotion,
+    gpu_schedule,
+    gpu_verify,
+    initial,
+    legality,
+    tensorize_auto,
+)
 
 
 @dataclass(frozen=True)
@@ -54,13 +69,15 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
     config = config or Config.from_env()
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
+    program, notes = tensor_cores(program, config)                            # 1b
     deps = dependence.compute(program)                                        # 2
     if config.schedule == "identity":                                         # 3
         sched = initial.annotate(initial.identity_schedule(program), deps.all())
     else:
         sched = initial.auto_schedule(program, deps, config.replace(outer_coincidence=True))
     mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block,
-                                               promote=config.gpu_promote)    # 4
+                                               promote=config.gpu_promote,
+                                               deps=deps.all())               # 4
     legality.check(mapped, deps, program, what="the GPU schedule")            # 5
     gpu_verify.verify(mapped, kernels, deps, program)
     view = (program, sched, deps)
@@ -68,7 +85,40 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
     gpu_verify.verify_buffers(promoted)
     nest = astgen.generate(promoted, mapped)                                  # 6
     return GpuLowered(promoted, deps, sched, nest, view=view, kernels=tuple(kernels),
-                      mapped=mapped)
+                      mapped=mapped, tensorized=notes)
+
+
+def tensor_cores(program: Program, config: Config) -> tuple[Program, dict]:
+    """``program`` with each contraction of float16/bfloat16 operands into a
+    float32 accumulator (a half output's, :mod:`polyc.halfprec`) replaced by
+    a call of the tensor-core GEMM (``tensorize_auto.find(...,
+    tensor_cores=True)`` then ``contract``; the mapping gives each call a
+    launch of its own), and per update statement what happened, for
+    ``explain``.  Nothing changes without half tensors, with
+    ``Config.gpu_tensor_cores`` off, under ``schedule="identity"`` or on an
+    architecture without tensor cores for the operands (the reason is in
+    the notes)."""
+    if not config.gpu_tensor_cores or config.schedule == "identity":
+        return program, {}
+    matches, notes = tensorize_auto.find(program, parallel=False, tensor_cores=True)
+    kept = []
+    for m in matches:
+        why = tensor_core_support(m.operand_dtype, config.cuda_arch)
+        if why is None:
+            m = match_round_store(program, m)
+            kept.append(m)
+            notes[m.statement] = m.describe()
+        else:
+            notes[m.statement] = f"{m.statement} not on tensor cores: {why}"
+    notes = {k: v.replace(" not tensorized: ", " not on tensor cores: ") for k, v in notes.items()}
+    if not kept:
+        return program, notes
+    out = tensorize_auto.contract(program, kept)
+    # a float32 accumulator whose rounding store a call took over is not needed
+    used = {r.get_tuple_name(isl.dim_type.out) for st in out.statements
+            for r in (st.write, *st.reads)}
+    return out.replace(tensors=tuple(t for t in out.tensors
+                                     if t.role != "temp" or t.name in used)), notes
 
 
 def lower_gpu_schedule(schedule, config: Config | None = None) -> GpuLowered:

@@ -55,6 +55,25 @@ from .isl_util import (
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
+#: The operand dtypes of the tensor-core GEMM (``target="cuda"``,
+#: ``backends/cuda/wmma.py``), which accumulates in float32.
+TENSOR_CORE_DTYPES = ("float16", "bfloat16")
+#: The oldest CUDA architecture (``sm_XY`` as XY) with WMMA on each operand dtype.
+TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
+
+
+def tensor_core_support(operand_dtype: str, arch: str) -> str | None:
+    """``None`` when CUDA architecture ``arch`` (``"sm_90"``) has tensor
+    cores for ``operand_dtype`` operands, else the reason."""
+    need = TENSOR_CORE_MIN_ARCH.get(operand_dtype)
+    if need is None:
+        return f"tensor cores take float16 or bfloat16 operands, not {operand_dtype}"
+    if int(arch[3:]) < need:
+        return (f"{operand_dtype} WMMA needs sm_{need} or newer; Config.cuda_arch is {arch} "
+                "(POLYC_CUDA_ARCH)")
+    return None
+
+
 #: The most iterators one GEMM index may be made of (``POLYC_GEMM_MAXDIMS``).
 MAX_DIGITS = 8
 
@@ -116,6 +135,13 @@ class GemmMatch:
     #: loops (row-blocked fusion, :mod:`polyc.schedule.rowfuse`)
     block: int = 0
     block_iter: str = ""
+    #: the dtype of A and B on tensor cores (``match_gemm(..., tensor_cores=True)``:
+    #: float16 or bfloat16 operands, C float32, ``dtype``); empty on the CPU
+    operand_dtype: str = ""
+    #: tensor cores: the half tensor the call stores into, rounding (the
+    #: float32 accumulator ``c``'s rounding store ``epilogue`` folded:
+    #: :func:`match_round_store`); empty: the call stores into ``c``
+    store: str = ""
 
     @property
     def loops(self) -> tuple[str, ...]:
@@ -142,11 +168,16 @@ class GemmMatch:
             scalars = [f"{name} = {_scalar_text(v)}" for name, v in
                        (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
             extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
-        if self.epilogue:
+        if self.store:
+            extra += (f"; {self.epilogue} folded: the store rounds into {self.store} "
+                      f"({self.c} is never written)")
+        elif self.epilogue:
             parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
             what = ", ".join(parts) or "a scaling of C, in alpha"
             extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
-        return (f"{self.statement} tensorized onto gemm ({roles}; C={self.c}, A={self.a}, "
+        onto = (f"tensor cores (WMMA m16n16k16, {self.operand_dtype} operands, float32 "
+                "accumulator)" if self.operand_dtype else "gemm")
+        return (f"{self.statement} tensorized onto {onto} ({roles}; C={self.c}, A={self.a}, "
                 f"B={self.b}{extra})")
 
 
@@ -248,7 +279,8 @@ def _tensors(e: E.Expr | None) -> set[str]:
     return set() if e is None else {a.tensor for a in E.accesses(e)}
 
 
-def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
+def match_gemm(program: Program, stmt: Statement, *,
+               tensor_cores: bool = False) -> GemmMatch | str:
     """Match ``stmt`` onto :data:`GEMM`; the reason it does not match otherwise.
 
     The indices may be any integer-affine functions of the iterators: every
@@ -263,7 +295,12 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     ``0 <= i < extent`` for every scanned iterator.  Besides the two
     operands, the product (in any association) may have scalar factors:
     constants, size parameters, rank-0 tensor reads (``alpha * A(m, k) *
-    B(k, n)``); their product is the call's ``alpha``."""
+    B(k, n)``); their product is the call's ``alpha``.
+
+    ``tensor_cores``: match for the CUDA backend's tensor-core GEMM instead:
+    A and B of one dtype of :data:`TENSOR_CORE_DTYPES`, C float32 (a half
+    output accumulates in a float32 temporary, :mod:`polyc.halfprec`), each
+    operand addressed through one stride per role (no implicit GEMM)."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
     factors = _factors(stmt.rhs)
@@ -284,7 +321,17 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     # one tensor may be both operands (A * A^T, read only): roles are per access
     names = {stmt.tensor, rhs.lhs.tensor, rhs.rhs.tensor}
     dtypes = {program.tensor(t).dtype for t in names}
-    if len(dtypes) != 1 or next(iter(dtypes)) not in GEMM_DTYPES:
+    operand_dtype = ""
+    if tensor_cores:
+        ab = {program.tensor(t).dtype for t in (rhs.lhs.tensor, rhs.rhs.tensor)}
+        if len(ab) != 1 or next(iter(ab)) not in TENSOR_CORE_DTYPES:
+            return (f"operand dtypes {sorted(ab)} (tensor cores take two "
+                    f"{' or two '.join(TENSOR_CORE_DTYPES)} operands)")
+        if program.tensor(stmt.tensor).dtype != "float32":
+            return (f"the accumulator {stmt.tensor} is {program.tensor(stmt.tensor).dtype} "
+                    "(tensor cores accumulate in float32)")
+        operand_dtype, dtypes = ab.pop(), {"float32"}
+    elif len(dtypes) != 1 or next(iter(dtypes)) not in GEMM_DTYPES:
         return f"operand dtypes {sorted(dtypes)} (gemm takes one of {', '.join(GEMM_DTYPES)})"
     found = [_linear(stmt, acc) for acc in (stmt.lhs, rhs.lhs, rhs.rhs)]
     bad = next((f for f in found if isinstance(f, str)), None)
@@ -381,13 +428,18 @@ def match_gemm(program: Program, stmt: Statement) -> GemmMatch | str:
     gather = not all(_is_plain_run(lin, g, scanned)
                      for lin, groups in ((la, (m_keep, k)), (lb, (k, n_keep)))
                      for g in groups)
+    if gather and tensor_cores:
+        return ("an operand is a window (an implicit GEMM, such as a convolution's "
+                "I(c, h + kh, w + kw)): the tensor-core GEMM takes one stride per operand "
+                "dimension")
     return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
                      batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
                      c=stmt.tensor, a=a.tensor, b=b.tensor,
                      accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)),
                      linear=tuple((acc.tensor, tuple(tuple(sorted(d.items())) for d in lin))
                                   for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
-                     extents=tuple(extents), gather=gather, alpha=alpha)
+                     extents=tuple(extents), gather=gather, alpha=alpha,
+                     operand_dtype=operand_dtype)
 
 
 def _is_zero(e: E.Expr) -> bool:
@@ -414,6 +466,38 @@ def _folded_init(program: Program, stmt: Statement) -> str | None:
     if not _is_zero(prev.rhs):
         return None
     return prev.name
+
+
+def match_round_store(program: Program, m: GemmMatch) -> GemmMatch:
+    """``m`` (on tensor cores) with the rounding store of its float32
+    accumulator folded (``X(i, j) = C(i, j)`` right after the update, C a
+    temporary that no other statement reads, :mod:`polyc.halfprec`): the
+    call then stores each result rounded into X, and C is not needed.
+    Needs the ``+=!`` initialisation folded (the call then writes every
+    element of C) and a store of every element of C into X."""
+    if not m.operand_dtype or m.init is None or m.epilogue or m.scale:
+        return m
+    stmts = list(program.statements)
+    i = stmts.index(program.statement(m.statement))
+    if i + 1 >= len(stmts):
+        return m
+    nxt = stmts[i + 1]
+    if (nxt.kind != "assign" or program.tensor(m.c).role != "temp"
+            or not isinstance(nxt.rhs, E.Access) or nxt.rhs.tensor != m.c):
+        return m
+    lhs, rhs = _plain(nxt.lhs), _plain(nxt.rhs)
+    if lhs is None or lhs != rhs or not all(
+            a.is_equal(b) for a, b in zip(program.tensor(nxt.tensor).shape,
+                                          program.tensor(m.c).shape)):
+        return m
+    if any(s.name not in (m.statement, nxt.name)
+           and any(r.get_tuple_name(isl.dim_type.out) == m.c for r in s.reads) for s in stmts):
+        return m
+    ctx = program.parameter_domain()
+    stored = nxt.write.range().set_tuple_name(m.c).intersect_params(ctx)
+    if not stored.is_equal(tensor_box(program, m.c).intersect_params(ctx)):
+        return m
+    return replace(m, epilogue=nxt.name, store=nxt.tensor)
 
 
 def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:

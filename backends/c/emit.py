@@ -257,6 +257,11 @@ class _Emitter:
         return [c.Initializer(c.Const(c.Value("int64_t", iterator_name(it))), ip(arg))
                 for it, arg in pairs]
 
+    def intrinsic_call(self, s: Statement) -> c.Generable:
+        """The call that an ``intrinsic`` statement (a tensorized group) becomes."""
+        return (gemm_call(self, s) if isinstance(s.intrinsic, GemmMatch)
+                else custom_call(self, s))
+
     def statement(self, inst: L.StmtInstance, s: Statement | None = None) -> c.Generable:
         s = s or self.stmts[inst.statement]
         body: list = []
@@ -264,8 +269,7 @@ class _Emitter:
             body.append(c.Comment(comment_text(s.text)))
         body += self._iterators(zip(s.iterators, inst.args))
         if s.kind == "intrinsic":
-            body.append(gemm_call(self, s) if isinstance(s.intrinsic, GemmMatch)
-                        else custom_call(self, s))
+            body.append(self.intrinsic_call(s))
             return c.Block(body)
         pr = self._printer()
         dtype = self.dtypes[s.tensor]

@@ -14,6 +14,7 @@ element type (a rank-0 tensor argument reads its element).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import cgen as c
@@ -68,18 +69,41 @@ def base_pointer(em: Emitter, tensor: str, acc: E.Access, scanned, first=None) -
     return f"{tensor_name(tensor)} + ({' + '.join(terms) or '0'})"
 
 
-def gemm_call(em: Emitter, s: Statement) -> c.Generable:
-    """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, c_rs, c_cs,
-    alpha, beta, bias, bias_cs, relu, nthreads)`` or
-    ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
-    point of the loops around the call; one thread inside a parallel loop."""
-    m = s.intrinsic
-    # per role (C, A, B; A and B may be one tensor): the tensor, its access
-    # and each dimension's (iterator, coefficient) pairs
+@dataclass(frozen=True)
+class GemmOperands:
+    """A GEMM call's operands as C expressions: the extents ``M``, ``N``,
+    ``K`` (products of each role's digit extents), each operand's base
+    pointer and its strides along the GEMM's rows and columns (``a_rs``:
+    A's stride along m, ``a_cs`` along k; ``b_rs`` along k, ``b_cs`` along
+    n; ``c_rs``/``c_cs`` along m/n), and alpha, beta as expressions of the
+    element type."""
+    M: str
+    N: str
+    K: str
+    a: str
+    a_rs: str
+    a_cs: str
+    b: str
+    b_rs: str
+    b_cs: str
+    c: str
+    c_rs: str
+    c_cs: str
+    alpha: str
+    beta: str
+
+
+def _roles(em: Emitter, m):
+    """``(stride(role, iterator), base(role), ext(group), ext1)`` of ``m``'s
+    call: per role (C, A, B) the stride of an iterator and the base pointer,
+    the extent of a group of digits, and each digit's extent."""
     tensors = [t for t, _ in m.linear]
+    if getattr(m, "store", ""):
+        # tensor cores: C's rounding store folded, the call stores into the
+        # half tensor of C's shape, through the same indices
+        tensors[0] = m.store
     lin = [coeffs for _, coeffs in m.linear]
     accs = [acc for _, acc in m.accesses]
-    C, A, B = 0, 1, 2
     scanned = set(m.m + m.n + m.k)
 
     def stride(role: int, it: str) -> str:
@@ -104,6 +128,33 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
 
     def ext(group: tuple) -> str:
         return " * ".join(ext1[it] for it in group)
+    return stride, base, ext, ext1
+
+
+def gemm_operands(em: Emitter, s: Statement) -> GemmOperands:
+    """The operands of the call of ``s`` (a statement tensorized onto
+    GEMM with one stride per role, ``GemmMatch.gather`` false), for a
+    backend's own GEMM (the CUDA tensor-core one)."""
+    m = s.intrinsic
+    stride, base, ext, _ = _roles(em, m)
+    beta = m.beta if m.beta is not None else E.Const(0.0 if m.init else 1.0)
+    alpha = m.alpha if m.alpha is not None else E.Const(1.0)
+    C, A, B = 0, 1, 2
+    return GemmOperands(ext(m.m), ext(m.n), ext(m.k),
+                        base(A), stride(A, m.m[-1]), stride(A, m.k[-1]),
+                        base(B), stride(B, m.k[-1]), stride(B, m.n[-1]),
+                        base(C), stride(C, m.m[-1]), stride(C, m.n[-1]),
+                        scalar(em, alpha, m.dtype), scalar(em, beta, m.dtype))
+
+
+def gemm_call(em: Emitter, s: Statement) -> c.Generable:
+    """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, c_rs, c_cs,
+    alpha, beta, bias, bias_cs, relu, nthreads)`` or
+    ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
+    point of the loops around the call; one thread inside a parallel loop."""
+    m = s.intrinsic
+    C, A, B = 0, 1, 2
+    stride, base, ext, ext1 = _roles(em, m)
 
     def dims(role: int, group: tuple) -> str:
         return (f"&(const polyc_gemm_dims){{{len(group)}, "

@@ -54,6 +54,7 @@ from ..c.cexpr import (
 from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
+from .wmma import device_source, variants, wmma_call
 
 #: Extra elements on a shared buffer's innermost dimension, against bank
 #: conflicts of column accesses.
@@ -186,6 +187,13 @@ class KernelBody(_Emitter):
             self.acc_t = accumulator_type(dtype, rtype)
             self.acc_c = C_TYPES[self.acc_t]
             self.ident = _identity(st.op, self.acc_t)
+
+    def intrinsic_call(self, s) -> c.Generable:
+        """A statement tensorized onto the tensor-core GEMM: the call of
+        :func:`.wmma.wmma_call`, made by every thread of the block."""
+        if getattr(s.intrinsic, "operand_dtype", ""):
+            return wmma_call(self, s)
+        return super().intrinsic_call(s)
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """As the C backend's, but in an instrumented emulation every access
@@ -440,6 +448,10 @@ def _param_expr(pa, program: Program) -> E.Expr:
 def _spec(program: Program, k: Mapping, host: tuple[str, ...], name: str) -> LaunchSpec:
     one = E.Const(1)
     grid, block = [one, one, one], [one, one, one]
+    if k.intrinsic:     # a tensor-core launch (wmma.py): tiles of n, of m, batch
+        grid = [E.map_expr(x, as_param) for x in k.launch_grid]
+        return LaunchSpec(name, k.index, tuple(grid), (E.Const(k.tile[0]), one, one), host,
+                          k.tile[0])
     for j, axis in enumerate(k.block_axes):
         grid[AXES.index(axis)] = _param_expr(k.grid[j], program)
     for j, axis in enumerate(k.thread_axes):
@@ -561,7 +573,7 @@ def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
     by_index = {k.index: k for k in kernels}
     specs: dict[str, LaunchSpec] = {}
     parts = [f"/* polyc CUDA kernels for def {check_identifier(program.name)} */\n",
-             _device_prelude()]
+             _device_prelude(), device_source(variants(program))]
     for launch, host in launches(nest):
         k, name = by_index[launch.kernel], launch_name(launch)
         specs[name] = spec = _spec(program, k, host, name)

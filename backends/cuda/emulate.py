@@ -49,6 +49,7 @@ from .emit import (
     over_threads,
     parameters,
 )
+from .wmma import emulated_source, variants
 
 #: Emulated entry point (the C backend's ``polyc_kernel`` ABI).
 ENTRY = "polyc_kernel"
@@ -230,7 +231,8 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
     number = {name: i for i, name in enumerate(cuda.kernel_names)}
     parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
              "emulated on the CPU */\n", PRELUDE,
-             "typedef struct { int64_t x, y, z; } polyc_dim3;\n"]
+             "typedef struct { int64_t x, y, z; } polyc_dim3;\n",
+             emulated_source(variants(program))]
     if checks:
         parts += ["#include <stdlib.h>\n#include <string.h>\n", CHECKS_PRELUDE]
         parts += [f"static int64_t *polyc_sw{i}, *polyc_sr{i};\n"

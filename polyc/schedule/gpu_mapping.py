@@ -47,9 +47,11 @@ from .. import expr as E
 from ..errors import ScheduleError
 from ..ir import Program
 from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
+from .gpu_geometry import const_like, member_extents, member_strides
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
+from .tree import path_of, walk
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +61,8 @@ KERNEL_MARK = "gpu_kernel"
 BLOCKS_MARK = "gpu_blocks"
 THREADS_MARK = "gpu_threads"
 REDUCE_MARK = "gpu_reduce"
+#: above the batch loop of a tensor-core launch, mapped to ``blockIdx.z``
+BATCH_MARK = "gpu_batch"
 #: above a copy band of a promotion to shared memory (polyc.schedule.gpu_promotion)
 COPY_MARK = "gpu_copy"
 #: above the ``promote:`` mark of a buffer private to each thread (a
@@ -74,6 +78,11 @@ PROMOTE_TILE = 32
 #: Shared memory (bytes) the promoted buffers of one kernel may take: CUDA's
 #: static limit per block.
 SHARED_BUDGET = 48 * 1024
+
+#: Tensor-core launches (backends/cuda/wmma.py): threads per block (8
+#: warps), and the rows, columns and k-panel of one block's tile of C.
+TC_THREADS = 256
+TC_TILE = (128, 128, 32)
 
 #: The reduction operators a reduction kernel combines.
 REDUCE_OPS = ("+", "*", "max", "min")
@@ -140,14 +149,25 @@ class KernelMapping:
     #: mapped by the schedule language (polyc.schedule.gpu_schedule), not
     #: automatically
     user: bool = False
+    #: a tensor-core launch: the statement tensorized onto the tensor-core
+    #: GEMM (``backends/cuda/wmma.py``), whose call every thread of a block
+    #: makes; its batch loop (``n_block`` 1) on ``blockIdx.z``
+    intrinsic: str = ""
+    #: a tensor-core launch's grid (x: tiles of n, y: tiles of m, z: the
+    #: batch loop's extent) as expressions of the size parameters
+    launch_grid: tuple = ()
 
     @property
     def block_axes(self) -> tuple[str, ...]:
         """The CUDA axis of each block-mapped member, outermost first."""
+        if self.intrinsic:
+            return ("z",) * self.n_block
         return tuple(AXES[self.n_block - 1 - j] for j in range(self.n_block))
 
     @property
     def thread_axes(self) -> tuple[str, ...]:
+        if self.intrinsic:
+            return ()
         n = len(self.tile)
         return tuple(AXES[n - 1 - j] for j in range(n))
 
@@ -161,7 +181,11 @@ class KernelMapping:
 
     def launch_sizes(self, program: Program) -> dict:
         """``{"grid": [...], "block": [...]}``: the launch sizes per mapped
-        member (outermost first) as text, functions of the size parameters."""
+        member (outermost first) as text, functions of the size parameters
+        (a tensor-core launch: its grid x, y, z and its block)."""
+        if self.intrinsic:
+            return {"grid": [E.to_text(x) for x in self.launch_grid],
+                    "block": [str(t) for t in self.tile]}
         return {what: [E.to_text(pw_aff_to_expr(pa, program.context)) for pa in pas]
                 for what, pas in (("grid", self.grid), ("block", self.block))}
 
@@ -173,6 +197,13 @@ class KernelMapping:
 
     def _describe(self) -> str:
         stmts = ", ".join(self.statements)
+        if self.intrinsic:
+            batch = ("its outermost batch loop on blockIdx.z, the others in each block"
+                     if self.n_block else "no batch loop on blocks")
+            return (f"kernel {self.index} ({stmts}): tensor cores: {self.reason}; blocks of "
+                    f"{self.tile[0]} threads (8 warps of 64 x 32) compute {TC_TILE[0]} x "
+                    f"{TC_TILE[1]} tiles of C over blockIdx.y/x, k in panels of {TC_TILE[2]} "
+                    f"through shared memory; {batch}")
         if self.reduction:
             return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "
                     f"grid: its outermost loop (schedule depth {self.thread_depth}) strided over "
@@ -275,6 +306,15 @@ class Mapper:
     def walk(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         """Map the subtree at ``node``; returns the node at the same position."""
         t = node.get_type()
+        calls = _calls(node, self.program)
+        if calls and t in (_T.band, _T.leaf):
+            if len(_statements(node)) == 1 and (t == _T.leaf or coincident_members(node)[0]):
+                return self.tensor_core(node, calls[0])
+            if t == _T.leaf:
+                return self.single(node, "the statements have no loop")
+            if node.band_n_member() > 1:      # a loop around a call and other statements
+                node = node.band_split(1)
+            return self.walk(node.child(0)).parent()          # a host loop
         if t == _T.band:
             if coincident_members(node)[0] and self.max_members > 0:
                 return self.kernel(node)
@@ -292,11 +332,41 @@ class Mapper:
         if t == _T.leaf:
             return self.single(node, "the statements have no loop")
         if (t in (_T.sequence, _T.set) and not _has_parallel(node)
-                and not self._has_reduction(node)):
+                and not self._has_reduction(node) and not calls):
             return self.single(node, "no loop of these statements is parallel")
         for i in range(node.n_children()):
             node = self.walk(node.child(i)).parent()
         return node
+
+    def tensor_core(self, node: isl.ScheduleNode, call: str) -> isl.ScheduleNode:
+        """A tensor-core launch of ``call`` (a statement tensorized onto the
+        tensor-core GEMM) at ``node``: every thread of a block of
+        :data:`TC_THREADS` makes the call, which computes the block's tiles
+        of C (``blockIdx.y``/``x``); the outermost loop around the call, if
+        any (a batch loop, coincident), on ``blockIdx.z``, the others run in
+        each block.  Raises :class:`~polyc.errors.ScheduleError` for a call
+        that is not the tensor-core GEMM's."""
+        m = self.program.statement(call).intrinsic
+        if not getattr(m, "operand_dtype", ""):
+            raise ScheduleError(f"statement {call} calls a CPU intrinsic, which target='cuda' "
+                                "does not have")
+        depth = node.get_schedule_depth()
+        batch = node.get_type() == _T.band
+        k = KernelMapping(len(self.kernels), (call,), depth, tile=(TC_THREADS,),
+                          n_block=int(batch), intrinsic=call, reason=m.describe())
+        tiles = [E.Binary("/", E.Binary("+", _group_extent(self.program, m, group),
+                                        E.Const(size - 1)), E.Const(size))
+                 for group, size in ((m.n, TC_TILE[1]), (m.m, TC_TILE[0]))]
+        z = E.Const(1)
+        if batch:
+            if node.band_n_member() > 1:
+                node = node.band_split(1)
+            k.block_depth = depth
+            z = pw_aff_to_expr(member_extents(node, 1)[0], self.program.context)
+            node = node.insert_mark(isl.Id(f"{BATCH_MARK}:{depth}:1"))
+        k.launch_grid = (tiles[0], tiles[1], z)
+        self.kernels.append(k)
+        return node.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
 
     def _has_reduction(self, node: isl.ScheduleNode) -> bool:
         """Whether some band below ``node`` starts a reduction kernel."""
@@ -385,6 +455,72 @@ class Mapper:
         return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
 
 
+def _calls(node: isl.ScheduleNode, program: Program) -> list[str]:
+    """The statements below ``node`` tensorized onto the tensor-core GEMM."""
+    return [s for s in _statements(node) if program.statement(s).kind == "intrinsic"]
+
+
+def separate_calls(schedule: isl.Schedule, program: Program,
+                   deps: isl.UnionMap) -> isl.Schedule:
+    """``schedule`` with every band in which isl fused tensor-core calls with
+    other statements distributed into a sequence of two copies of it
+    (:func:`calls_apart`), outermost first, so that each call gets a
+    launch of its own; a band the dependences keep together stays (the
+    mapping then runs its outer loop on the host)."""
+    kept: set = set()
+    while True:
+        for node in walk(schedule.get_root()):
+            if node.get_type() != _T.band or path_of(node) in kept:
+                continue
+            calls = _calls(node, program)
+            if not calls or len(calls) == len(_statements(node)):
+                continue
+            apart = calls_apart(node, calls, program, deps)
+            if apart is None:
+                kept.add(path_of(node))
+                continue
+            schedule = apart.get_schedule()
+            break
+        else:
+            return schedule
+
+
+def calls_apart(band: isl.ScheduleNode, calls: list[str], program: Program,
+                deps: isl.UnionMap) -> isl.ScheduleNode | None:
+    """``band`` distributed into a sequence of two copies of it, the
+    ``calls``' copy first (``isl_schedule_node_order_before``) when no
+    dependence runs from another statement to a call at the same
+    iterations of the loops above, else last (``order_after``) when none
+    runs from a call to another statement there (a producer of the call's
+    operands); ``None`` when dependences run both ways."""
+    dom = band.get_domain()
+    mine = isl.UnionSet.empty(dom.get_space())
+    for name in calls:
+        mine = mine.union(isl.UnionSet.from_set(program.statement(name).domain))
+    mine = mine.intersect(dom)
+    rest = dom.subtract(mine)
+    prefix = band.get_prefix_schedule_union_map().intersect_domain(dom)
+    deps = deps.intersect(prefix.apply_range(prefix.reverse()))
+    if deps.intersect_domain(rest).intersect_range(mine).is_empty():
+        return band.order_before(mine)
+    if deps.intersect_domain(mine).intersect_range(rest).is_empty():
+        return band.order_after(mine)
+    return None
+
+
+def _group_extent(program: Program, m, group: tuple[str, ...]) -> E.Expr:
+    """The product of the extents of a GEMM role's digits (``m.extents``:
+    a tensor's extent or an expression of the sizes)."""
+    out: E.Expr | None = None
+    for it, tensor, d in m.extents:
+        if it in group:
+            ext = (pw_aff_to_expr(program.tensor(tensor).shape[d], program.context)
+                   if tensor is not None else d)
+            out = ext if out is None else E.Binary("*", out, ext)
+    assert out is not None, group
+    return out
+
+
 def _selectors(k: KernelMapping, program: Program, tiles: isl.ScheduleNode,
                points: isl.ScheduleNode) -> None:
     """Fill ``k.steps``, ``k.thread_steps`` and ``k.selectors`` from the
@@ -457,72 +593,9 @@ def _coalescing_order(band: isl.ScheduleNode, program: Program,
             f"member {best} moved innermost (threadIdx.x): stride 1 in most accesses")
 
 
-def const_like(pa: isl.PwAff, v: int) -> isl.PwAff:
-    """The constant ``v`` on the domain space of ``pa``."""
-    zero = isl.Aff.zero_on_domain(isl.LocalSpace.from_space(pa.get_domain_space()))
-    return isl.PwAff.from_aff(zero).add_constant_val(isl.Val.int_from_si(pa.get_ctx(), v))
-
-
-def range_set(band: isl.ScheduleNode) -> isl.Set:
-    """The values the members of ``band`` take over the instances that reach
-    it, as one set over the size parameters (outer loops projected out)."""
-    part = band.band_get_partial_schedule_union_map().intersect_domain(band.get_domain())
-    rng = part.range()
-    sets: list[isl.Set] = []
-    rng.foreach_set(sets.append)
-    if not sets:       # no instance reaches the band at any size
-        return isl.Set.empty(band.band_get_space())
-    out = sets[0]
-    for s in sets[1:]:
-        out = out.union(s)
-    return out.coalesce()
-
-
-def _strides(rng: isl.Set, n: int) -> tuple[int, ...]:
-    if rng.is_empty():
-        return (1,) * n
-    return tuple(max(1, int(rng.get_stride(j).to_python())) for j in range(n))
-
-
-def member_strides(band: isl.ScheduleNode, n: int) -> tuple[int, ...]:
-    """Per leading member of ``band``: the stride of its values
-    (``isl_set_get_stride``; a tile loop's tile size), 1 for a member with
-    one value."""
-    return _strides(range_set(band), n)
-
-
-def member_extents(band: isl.ScheduleNode, n: int) -> list[isl.PwAff]:
-    """Per leading member of ``band``: how many values it takes,
-    ``(max - min) / stride + 1`` (a tile loop: the number of tiles)."""
-    return member_strides_extents(band, n)[1]
-
-
-def member_strides_extents(band: isl.ScheduleNode, n: int
-                           ) -> tuple[tuple[int, ...], list[isl.PwAff]]:
-    """:func:`member_strides` and :func:`member_extents` of ``band`` from
-    one computation of its values (:func:`range_set`)."""
-    rng = range_set(band)
-    strides = _strides(rng, n)
-    if rng.is_empty():
-        return strides, [_zero(rng) for _ in range(n)]
-    ctx = band.get_ctx()
-    out = []
-    for j, stride in enumerate(strides):
-        span = rng.dim_max(j).sub(rng.dim_min(j))
-        if stride > 1:
-            span = span.scale_down_val(isl.Val.int_from_si(ctx, stride)).floor()
-        out.append(span.add_constant_val(isl.Val.one(ctx)).coalesce())
-    return strides, out
-
-
-def _zero(s: isl.Set) -> isl.PwAff:
-    """The constant 0 on the parameters of ``s`` (an empty launch)."""
-    return isl.PwAff.from_aff(isl.Aff.zero_on_domain(
-        isl.LocalSpace.from_space(s.get_space().params())))
-
-
 def map_schedule(schedule: isl.Schedule, program: Program, *,
-                 block: tuple[int, ...] = (), max_members: int = 3, promote: bool = False
+                 block: tuple[int, ...] = (), max_members: int = 3, promote: bool = False,
+                 deps: isl.UnionMap | None = None
                  ) -> tuple[isl.Schedule, list[KernelMapping]]:
     """``schedule`` with every statement in one kernel (see the module
     docstring) and the kernels' :class:`KernelMapping`, in launch order.
@@ -531,8 +604,12 @@ def map_schedule(schedule: isl.Schedule, program: Program, *,
     ``max_members``: how many coincident members may map (``0``: every
     kernel runs on one thread), ``promote``: prepare permutable bands for
     :func:`promote_shared` (their remaining members tiled, the tile loops
-    between blocks and threads).  Raises :class:`~polyc.errors.ScheduleError`
+    between blocks and threads), ``deps``: every dependence (a band that
+    holds a tensor-core call and other statements is distributed where they
+    allow it).  Raises :class:`~polyc.errors.ScheduleError`
     for block sizes CUDA cannot launch."""
+    if deps is not None:
+        schedule = separate_calls(schedule, program, deps)
     mapper = Mapper(program, tuple(block), max_members, promote)
     root = schedule.get_root()
     node = mapper.walk(root.child(0)) if root.n_children() else root
@@ -553,6 +630,7 @@ def parse_mark(name: str) -> tuple[str, int, int] | None:
     if name.startswith(KERNEL_MARK + ":"):
         return "kernel", int(name.split(":")[1]), 0
     for kind, mark in (("blocks", BLOCKS_MARK), ("threads", THREADS_MARK),
+                       ("batch", BATCH_MARK),
                        ("reduce", REDUCE_MARK), ("copy", COPY_MARK)):
         if name.startswith(mark + ":"):
             _, depth, n = name.split(":")

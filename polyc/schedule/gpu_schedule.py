@@ -63,6 +63,7 @@ from ..errors import IllegalScheduleError, ScheduleError
 from ..isl_util import CTX
 from . import surgery
 from .fusion import exact_flags
+from .gpu_geometry import const_like, member_strides_extents
 from .gpu_mapping import (
     BLOCKS_MARK,
     DEFAULT_BLOCK,
@@ -74,9 +75,7 @@ from .gpu_mapping import (
     KernelMapping,
     Mapper,
     block_shape,
-    const_like,
     fill_selectors,
-    member_strides_extents,
 )
 from .gpu_promotion import mark_copies
 from .gpu_verify import apart_error, band_below, threads_apart

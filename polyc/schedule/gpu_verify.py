@@ -22,6 +22,10 @@ its dependences; returns nothing, or raises
    threads of one block is as wrong as one between two blocks; dependences
    between launches are ordered by the launch order, which
    :func:`polyc.schedule.legality.check` proves with the rest of the tree.
+   A tensor-core launch (``KernelMapping.intrinsic``) makes one call of the
+   tensor-core GEMM per value of its batch loops; calls on different
+   ``blockIdx.z`` must be joined by no dependence; inside a call, each
+   block writes its own tiles of C (the intrinsic's contract).
 3. **Launchable blocks**: at most 1024 threads per block.
 4. **Buffers in bounds** (:func:`verify_buffers`, after promotion): every
    access of a shared or register buffer stays inside its box at every
@@ -67,7 +71,7 @@ def _marked(schedule: isl.Schedule) -> tuple[dict, dict, dict]:
                 if kernel is None:
                     raise IllegalScheduleError("GPU mapping: thread band outside any kernel")
                 threads[kernel] = node
-            elif parsed is not None and parsed[0] == "blocks" and kernel is not None:
+            elif parsed is not None and parsed[0] in ("blocks", "batch") and kernel is not None:
                 blocks[kernel] = node
         for i in range(node.n_children()):
             visit(node.child(i), kernel)
@@ -237,6 +241,14 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
                 f"GPU mapping: kernel {k.index} has {total} threads per block "
                 f"(at most {MAX_THREADS})")
         if not k.tile:
+            continue
+        if k.intrinsic:
+            # a tensor-core launch: each block computes its own tiles of C in
+            # one call; the calls of different batch values (blockIdx.z) must
+            # be independent
+            bad = threads_apart(deps, marks[k.index], blocks.get(k.index), None)
+            if bad:
+                raise apart_error(k.index, bad, program)
             continue
         if k.reduction:
             _check_reduction(k, marks[k.index], deps, program)

@@ -71,11 +71,14 @@ def _first_in_order(program: Program, m: GemmMatch, order: isl.UnionMap
     return isl.UnionPwMultiAff.from_union_map(first)
 
 
-def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict[str, str]]:
+def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
+         ) -> tuple[list[GemmMatch], dict[str, str]]:
     """The groups the automatic pipeline tensorizes, and per update statement
     what happened (the match, or why it did not match).  In a program with
     an explicit source order (a ``@polyc.kernel`` loop program) a group must
-    also run as one unit (:func:`_atomic_reason`)."""
+    also run as one unit (:func:`_atomic_reason`).  ``tensor_cores``: match
+    for the CUDA backend's tensor-core GEMM (``match_gemm(...,
+    tensor_cores=True)``)."""
     notes: dict[str, str] = {}
     matches: list[GemmMatch] = []
     stmts = list(program.statements)
@@ -84,13 +87,14 @@ def find(program: Program, parallel: bool = True) -> tuple[list[GemmMatch], dict
         if s.kind == "assign" and _accumulates(s):
             # X = X + a * b written as an assignment (a loop program's +=
             # whose output is also read elsewhere): say why it is no call
-            m = match_gemm(program, replace(s, kind="update", op="+", rhs=s.rhs.rhs))
+            m = match_gemm(program, replace(s, kind="update", op="+", rhs=s.rhs.rhs),
+                           tensor_cores=tensor_cores)
             notes[s.name] = (f"{s.name} not tensorized: "
                              f"{m if isinstance(m, str) else 'an assignment, not a reduction'}")
             continue
         if s.kind != "update":
             continue
-        m = match_gemm(program, s)
+        m = match_gemm(program, s, tensor_cores=tensor_cores)
         if isinstance(m, str):
             notes[s.name] = f"{s.name} not tensorized: {m}"
             continue

@@ -57,3 +57,13 @@ def test_usage_errors(mm_file, capsys):
     assert "--gpu-block" in capsys.readouterr().err
     assert main(["run", mm_file, "--emulate", "--gpu-block", "64,64"]) == 2
     assert "1024" in capsys.readouterr().err
+
+
+def test_a_half_matmul_runs_on_emulated_tensor_cores_from_the_cli(mm_file, capsys):
+    assert main(["run", mm_file, "--emulate", "--check", "--json", "--dtype", "float16"]) == 0
+    assert json.loads(capsys.readouterr().out)["check"]["passed"]
+    assert main(["compile", mm_file, "--target", "cuda", "--emit", "cuda",
+                 "--dtype", "bfloat16"]) == 0
+    assert "polyc_wmma_bf16_bf16(" in capsys.readouterr().out
+    assert main(["explain", mm_file, "--target", "cuda", "--emulate", "--dtype", "float16"]) == 0
+    assert "tensor cores (WMMA m16n16k16, float16 operands" in capsys.readouterr().out

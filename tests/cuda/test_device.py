@@ -60,3 +60,21 @@ def test_reduction_on_the_device():
     a = np.random.default_rng(0).random(3_000_000).astype(np.float32)
     np.testing.assert_allclose(k(a), a.sum(dtype=np.float64), rtol=1e-5)
     assert k(a) == k(a)          # deterministic
+
+
+@pytest.mark.parametrize("t", ["float16", "bfloat16"])
+def test_tensor_core_gemm_on_the_device(t):
+    """The WMMA device function (backends/cuda/wmma.py), which the emulator
+    replaces by its C twin: full and partial tiles, batched and transposed
+    operands, against the C backend."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    dt = np.dtype(np.float16) if t == "float16" else np.dtype(ml_dtypes.bfloat16)
+    src = (f"def bmm({t}(B,M,K) A, {t}(B,N,K) W) -> (C) "
+           "{ C(b,m,n) +=! 0.5 * A(b,m,k) * W(b,n,k) }")
+    gpu, cpu = polyc.compile(src, config=device()), polyc.compile(src)
+    assert gpu.kernels[0].intrinsic
+    rng = np.random.default_rng(0)
+    for b, m, n, k in [(2, 256, 384, 512), (3, 130, 257, 70), (1, 1, 1, 1)]:
+        a = rng.standard_normal((b, m, k)).astype(dt)
+        w = rng.standard_normal((b, n, k)).astype(dt)
+        assert_close(gpu(a, w), cpu(a, w), reduction_length=k, name="C")

@@ -1,0 +1,278 @@
+"""Tensor cores on ``target="cuda"``: contractions of float16/bfloat16
+operands into a float32 accumulator become one launch of the tensor-core
+GEMM (``backends/cuda/wmma.py``).  The emulator (every mode) against numpy
+in float64 and against the C backend, at sizes that are and are not
+multiples of the 128 x 128 x 32 tiles (1, primes); batched, transposed and
+scaled operands; what stays off tensor cores and why; nvcc builds for
+sm_80/sm_90 within the launch limits (``nvcc`` marker); the device itself
+(``gpu`` marker).
+
+Tolerances: a float32 output (loop programs) within 1e-5 of the float64
+product of the same half inputs, relative to the sum of the magnitudes of
+the products; a half output: :func:`polyc.testing.assert_close` for its
+type, scaled by the reduction length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.config import Config
+from polyc.testing import assert_close
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+
+DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+MODES = {"forward": {}, "reverse": {"emulate_reverse": True}, "checks": {"emulate_checks": True}}
+SIZES = [(1, 1, 1), (17, 33, 5), (130, 70, 257), (128, 64, 128), (3, 129, 2)]
+
+
+def matmul(t: str) -> str:
+    return f"def mm({t}(M,K) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! A(m,k) * B(k,n) }}"
+
+
+def emulated(**kw) -> Config:
+    return Config.from_env(target="cuda", emulate=True, **kw)
+
+
+def half(rng, shape, dt):
+    return rng.standard_normal(shape).astype(dt)
+
+
+def f64(x):
+    return x.astype(np.float32).astype(np.float64)
+
+
+def check_f32(got, a, b, subscripts):
+    """``got`` (float32) against the float64 contraction of ``a``, ``b``."""
+    want = np.einsum(subscripts, f64(a), f64(b))
+    scale = np.einsum(subscripts, np.abs(f64(a)), np.abs(f64(b))) + 1e-30
+    assert got.dtype == np.float32 and got.shape == want.shape
+    err = np.abs(got - want) / scale
+    assert float(err.max()) <= 1e-5, (float(err.max()), np.unravel_index(err.argmax(), err.shape))
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("t", list(DTYPES))
+def test_matmul_on_tensor_cores_matches_numpy_and_the_c_backend(t, mode):
+    dt = DTYPES[t]
+    rng = np.random.default_rng(0)
+    k = polyc.compile(matmul(t), config=emulated(**MODES[mode]))
+    assert k.kernels[0].intrinsic == "S0"
+    sfx = "f16" if t == "float16" else "bf16"
+    # one launch: the rounding store of the float32 accumulator is folded
+    # into the call, which stores half results into C (no C_acc at all)
+    assert f"polyc_wmma_{sfx}_{sfx}(" in k.cuda_source and "wmma::mma_sync" in k.cuda_source
+    assert len(k.kernels) == 1 and "t_C_acc" not in k.cuda_source
+    assert "S0_round folded: the store rounds into C" in k.kernels[0].describe()
+    c_backend = polyc.compile(matmul(t))
+    for m, kk, n in SIZES:
+        a, b = half(rng, (m, kk), dt), half(rng, (kk, n), dt)
+        got = k(a, b)
+        assert got.dtype == dt
+        assert_close(got, (f64(a) @ f64(b)).astype(dt), reduction_length=kk, name="C")
+        assert_close(got, c_backend(a, b), reduction_length=kk, name="C")
+
+
+def test_the_float32_accumulator_of_a_loop_program_is_exact_to_float32():
+    """A float32 C written by a loop program: no half rounding hides the
+    accumulation's error; ``C = 0`` folds as beta 0 (C is not read: a NaN
+    in the output's old contents does not survive)."""
+    @polyc.kernel(config=emulated(emulate_checks=True))
+    def lin(A, W, C):
+        M, K = A.shape
+        N = W.shape[1]
+        for i in range(M):
+            for j in range(N):
+                C[i, j] = 0.0
+                for k in range(K):
+                    C[i, j] += A[i, k] * W[k, j]
+    rng = np.random.default_rng(1)
+    for m, kk, n in [(37, 50, 29), (1, 300, 1), (200, 7, 131)]:
+        a, w = half(rng, (m, kk), np.float16), half(rng, (kk, n), np.float16)
+        c = np.full((m, n), np.nan, np.float32)
+        lin(a, w, c)
+        check_f32(c, a, w, "ik,kj->ij")
+    k = lin.specialize(a, w, c)
+    assert k.kernels[0].intrinsic
+    assert "tensor cores" in k.explain()
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_batched_operands_run_their_batch_loop_on_blocks_z(mode):
+    """``S(b, m, n) = 0.125 * Q(b, m, k) * Kt(b, n, k)``: the batch on
+    ``blockIdx.z``, a transposed operand through its strides, alpha."""
+    src = ("def qk(float16(B,M,K) Q, float16(B,N,K) Kt) -> (S) "
+           "{ S(b,m,n) +=! 0.125 * Q(b,m,k) * Kt(b,n,k) }")
+    k = polyc.compile(src, config=emulated(**MODES[mode]))
+    tc = k.kernels[0]
+    assert tc.intrinsic and tc.block_axes == ("z",)
+    assert "blockIdx.z" in k.cuda_source
+    assert "alpha = 0.125" in tc.describe() and "blockIdx.z" in tc.describe()
+    rng = np.random.default_rng(2)
+    for b, m, n, kk in [(4, 33, 65, 16), (1, 1, 1, 1), (3, 129, 7, 40)]:
+        q, kt = half(rng, (b, m, kk), np.float16), half(rng, (b, n, kk), np.float16)
+        want = (0.125 * np.einsum("bmk,bnk->bmn", f64(q), f64(kt))).astype(np.float16)
+        assert_close(k(q, kt), want, reduction_length=kk, name="S")
+
+
+def test_a_weight_shared_by_the_batch_is_one_gemm_over_the_merged_rows():
+    src = "def f(bfloat16(B,M,K) A, bfloat16(K,N) W) -> (C) { C(b,m,n) +=! A(b,m,k) * W(k,n) }"
+    k = polyc.compile(src, config=emulated(emulate_checks=True))
+    assert "m=b*m" in k.kernels[0].describe() and k.kernels[0].block_axes == ()
+    dt = DTYPES["bfloat16"]
+    rng = np.random.default_rng(3)
+    a, w = half(rng, (3, 45, 50), dt), half(rng, (50, 70), dt)
+    want = np.einsum("bmk,kn->bmn", f64(a), f64(w)).astype(dt)
+    assert_close(k(a, w), want, reduction_length=50, name="C")
+
+
+def test_einsum_and_jit_reach_tensor_cores():
+    rng = np.random.default_rng(4)
+    a, b = half(rng, (2, 5, 7), np.float16), half(rng, (2, 7, 9), np.float16)
+    got = polyc.einsum("bij,bjk->bik", a, b, target="cuda", config=emulated())
+    want = np.einsum("bij,bjk->bik", f64(a), f64(b)).astype(np.float16)
+    assert_close(got, want, reduction_length=7)
+
+
+def test_turned_off_the_same_program_maps_to_plain_threads():
+    k = polyc.compile(matmul("float16"), config=emulated(gpu_tensor_cores=False))
+    assert "wmma" not in k.cuda_source and not any(x.intrinsic for x in k.kernels)
+    rng = np.random.default_rng(5)
+    a, b = half(rng, (20, 30), np.float16), half(rng, (30, 10), np.float16)
+    on = polyc.compile(matmul("float16"), config=emulated())
+    assert_close(k(a, b), on(a, b), reduction_length=30)
+
+
+def test_what_stays_off_tensor_cores_says_why():
+    # bfloat16 WMMA needs sm_80
+    k = polyc.compile(matmul("bfloat16"), config=emulated(cuda_arch="sm_75"))
+    assert "wmma" not in k.cuda_source
+    assert "bfloat16 WMMA needs sm_80 or newer" in k.explain()
+    # float16 runs on sm_75's tensor cores
+    k = polyc.compile(matmul("float16"), config=emulated(cuda_arch="sm_75"))
+    assert k.kernels[0].intrinsic
+    # float32 operands: no tensor cores, and explain says so
+    k = polyc.compile(matmul("float"), config=emulated())
+    assert "wmma" not in k.cuda_source and "tensor cores take two float16" in k.explain()
+    # a window (implicit GEMM) stays on the loops
+    conv = ("def conv(float16(N,C,H,W) I, float16(F,C,2,2) Wt) -> (O) "
+            "{ O(n,f,h,w) +=! I(n,c,h+kh,w+kw) * Wt(f,c,kh,kw) where h in 0:H-1, w in 0:W-1 }")
+    k = polyc.compile(conv, config=emulated(emulate_checks=True))
+    assert not any(x.intrinsic for x in k.kernels)
+    assert "an operand is a window" in k.explain() or "not on tensor cores" in k.explain()
+    rng = np.random.default_rng(6)
+    i, w = half(rng, (2, 3, 5, 6), np.float16), half(rng, (4, 3, 2, 2), np.float16)
+    got = k(i, w)
+    want = sum(np.einsum("nchw,fc->nfhw", f64(i[:, :, a:a + 4, b:b + 5]), f64(w[:, :, a, b]))
+               for a in range(2) for b in range(2)).astype(np.float16)
+    assert_close(got, want, reduction_length=12)
+
+
+def test_the_explanation_and_json_report_the_tensor_core_launch():
+    k = polyc.compile(matmul("float16"), config=emulated())
+    text = k.explain()
+    assert "tensorized onto tensor cores (WMMA m16n16k16, float16 operands" in text
+    assert "128 x 128 tiles" in text and "[(N + 127) / 128] x [(M + 127) / 128] x [1]" in text
+    js = k.explain(json=True)
+    first = js["gpu"]["kernels"][0]
+    assert first["block"] == ["256"] and "tensor cores" in first["text"]
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("t", list(DTYPES))
+def test_tensor_core_kernels_compile_with_nvcc(t, arch):
+    from polyc.backends.cuda.build import MAX_REGISTERS, REGISTERS_PER_BLOCK, build_cubin
+    for src in (matmul(t), f"def f({t}(B,M,K) A, {t}(B,K,N) W) -> (C) "
+                           "{ C(b,m,n) +=! A(b,m,k) * W(b,k,n) }"):
+        k = polyc.compile(src, config=emulated(cuda_arch=arch))
+        threads = {name: spec.threads for name, spec in k.cuda.launches.items()}
+        built = build_cubin(k.cuda_source, config=k.config, arch=arch, threads=threads)
+        tc = built.resources["polyc_k0"]
+        assert 0 < tc.registers <= MAX_REGISTERS
+        assert tc.registers * threads["polyc_k0"] <= REGISTERS_PER_BLOCK
+        assert tc.spill_stores == 0 and 0 < tc.shared <= 48 * 1024
+
+
+@pytest.mark.nvcc
+def test_float16_tensor_cores_compile_for_sm_75():
+    from polyc.backends.cuda.build import build_cubin
+    k = polyc.compile(matmul("float16"), config=emulated(cuda_arch="sm_75"))
+    threads = {name: spec.threads for name, spec in k.cuda.launches.items()}
+    assert build_cubin(k.cuda_source, config=k.config, arch="sm_75",
+                       threads=threads).cubin[:4] == b"\x7fELF"
+
+
+def test_the_device_path_launches_the_tensor_core_grid(monkeypatch):
+    """pycuda against a fake driver: the tensor-core launch takes one block
+    of 256 threads per 128 x 128 tile and one per batch value on z;
+    ``time`` runs the launches between two CUDA events, arguments copied
+    once and every buffer freed."""
+    import sys
+    import types
+
+    from polyc.backends.cuda import build as cuda_build
+    from tests.cuda.test_mapping import _FakeDriver
+    fake = _FakeDriver()
+    pkg = types.ModuleType("pycuda")
+    pkg.driver = fake
+    monkeypatch.setitem(sys.modules, "pycuda", pkg)
+    monkeypatch.setitem(sys.modules, "pycuda.driver", fake)
+    monkeypatch.setattr(cuda_build, "build_cubin", lambda *a, **k: cuda_build.Cubin(
+        b"\x7fELF", "sm_90", {}, ()))
+    src = ("def qk(float16(B,M,K) Q, float16(B,N,K) Kt) -> (S) "
+           "{ S(b,m,n) +=! Q(b,m,k) * Kt(b,n,k) }")
+    k = polyc.compile(src, target="cuda")
+    q, kt = np.ones((3, 300, 64), np.float16), np.ones((3, 129, 64), np.float16)
+    k(q, kt)
+    name, args, grid, block = fake.launches[0]
+    assert name == "polyc_k0" and grid == (2, 3, 3) and block == (256, 1, 1)
+    assert [int(a) for a in args[:3]] == [3, 300, 64]
+    fake.launches.clear()
+    fake.freed = 0
+    assert k.time(q, kt, repeat=3) == pytest.approx(2.0 * len(k.kernels) / 1e3)
+    assert len(fake.launches) == 4 * len(k.kernels) and fake.freed == 4
+
+
+def test_a_producer_and_a_consumer_fused_around_the_call_are_distributed():
+    """isl fuses ``X = 2 A``, the call and the rounding store in the batch
+    loop; the band is distributed (the call after its producer, before its
+    consumers), each call one launch with its batch on ``blockIdx.z``."""
+    src = """def f(float16(B,M,K) A, float16(B,K,N) W) -> (X, C, D) {
+      X(b,m,k) = A(b,m,k) * 2.0
+      C(b,m,n) +=! X(b,m,k) * W(b,k,n)
+      D(b,m,n) = C(b,m,n) + 1.0
+    }"""
+    k = polyc.compile(src, config=emulated(emulate_checks=True))
+    tc = [x for x in k.kernels if x.intrinsic]
+    assert len(tc) == 1 and tc[0].block_axes == ("z",) and not tc[0].host_depth
+    rng = np.random.default_rng(7)
+    a, w = half(rng, (3, 20, 30), np.float16), half(rng, (3, 30, 17), np.float16)
+    x, c, d = k(a, w)
+    assert_close(x, (f64(a) * 2).astype(np.float16))
+    assert_close(c, np.einsum("bmk,bkn->bmn", f64(x), f64(w)).astype(np.float16),
+                 reduction_length=30)
+    assert_close(d, (f64(c) + 1).astype(np.float16))
+
+
+def test_the_proof_refuses_calls_on_different_blocks_joined_by_a_dependence():
+    """Injected: a flow dependence between the calls of consecutive batch
+    values, which run on different ``blockIdx.z``; the verifier names it
+    with a witness pair."""
+    from dataclasses import replace
+
+    import islpy as isl
+
+    from polyc import gpu_pipeline
+    from polyc.errors import IllegalScheduleError
+    from polyc.schedule import gpu_verify
+    src = ("def qk(float16(B,M,K) Q, float16(B,N,K) Kt) -> (S) "
+           "{ S(b,m,n) +=! Q(b,m,k) * Kt(b,n,k) }")
+    low = gpu_pipeline.lower_gpu(polyc.program(src), emulated())
+    extra = isl.UnionMap("[B, M, K, N] -> { S0[b] -> S0[b + 1] : 0 <= b < B - 1 }")
+    deps = replace(low.deps, flow=low.deps.flow.union(extra))
+    with pytest.raises(IllegalScheduleError, match="flow dependence") as err:
+        gpu_verify.verify(low.mapped, list(low.kernels), deps, low.program)
+    assert err.value.witness is not None
