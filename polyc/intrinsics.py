@@ -358,11 +358,13 @@ def match_gemm(program: Program, stmt: Statement, *,
                "product shape, not a matrix product)"
     m_keep, n_keep = _kept_run(c_idx, m), _kept_run(c_idx, n)
     loops = [i for i in stmt.iterators if i in batch or (i in cs and i not in m_keep + n_keep)]
-    if c_idx[-1] in batch:
+    # (the two tests below are the CPU micro-kernel's, which wants unit strides
+    # along its rows; the tensor-core GEMM copies panels through any strides)
+    if c_idx[-1] in batch and not tensor_cores:
         return (f"{stmt.tensor}'s innermost dimension {c_idx[-1]} is a batch dimension: each "
                 "call would be a small strided product; the loops vectorise along it instead")
     for acc, lin, own in ((a, la, m_keep + k), (b, lb, k + n_keep)):
-        if acc.indices and not set(lin[-1]) & set(own):
+        if acc.indices and not set(lin[-1]) & set(own) and not tensor_cores:
             return (f"{acc.tensor}'s innermost dimension moves with no iterator the call scans: "
                     "each call would be a small strided product; the loops vectorise instead")
     for acc in (a, b):       # k's digits in an operand's order where it indexes them plainly

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import polyc
 from polyc.config import Config
@@ -276,3 +278,40 @@ def test_the_proof_refuses_calls_on_different_blocks_joined_by_a_dependence():
     with pytest.raises(IllegalScheduleError, match="flow dependence") as err:
         gpu_verify.verify(low.mapped, list(low.kernels), deps, low.program)
     assert err.value.witness is not None
+
+
+@st.composite
+def contractions(draw):
+    """A two-operand einsum in half precision: batch, m, n and k subscripts
+    (0-2, 1-2, 1-2, 1-2 of them), each operand's and the output's
+    subscripts in a random order, extents 1-19."""
+    letters = iter("abcdefghij")
+    roles = {r: [next(letters) for _ in range(draw(st.integers(lo, 2)))]
+             for r, lo in (("b", 0), ("m", 1), ("n", 1), ("k", 1))}
+
+    def order(subs):
+        return "".join(draw(st.permutations(subs)))
+    a = order(roles["b"] + roles["m"] + roles["k"])
+    b = order(roles["b"] + roles["k"] + roles["n"])
+    c = order(roles["b"] + roles["m"] + roles["n"])
+    sizes = {x: draw(st.integers(1, 19)) for g in roles.values() for x in g}
+    dt = draw(st.sampled_from(list(DTYPES)))
+    return f"{a},{b}->{c}", sizes, dt
+
+
+@settings(max_examples=25, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(contractions())
+def test_random_half_contractions_match_numpy(case):
+    """Whatever the subscripts' order, the emulated CUDA einsum (on tensor
+    cores wherever the matcher takes it) matches numpy in float64."""
+    subscripts, sizes, t = case
+    dt = DTYPES[t]
+    rng = np.random.default_rng(len(subscripts))
+    ins = subscripts.split("->")[0].split(",")
+    a, b = (half(rng, tuple(sizes[x] for x in s), dt) for s in ins)
+    got = polyc.einsum(subscripts, a, b, target="cuda", config=emulated(emulate_checks=True))
+    want = np.einsum(subscripts, f64(a), f64(b)).astype(dt)
+    out = subscripts.split("->")[1]
+    red = int(np.prod([sizes[x] for x in ins[0] if x in ins[1] and x not in out]))
+    assert_close(got, want, reduction_length=max(red, 1), name=subscripts)
