@@ -161,6 +161,11 @@ class EmulatedKernel(Kernel):
                          user_schedule=user_schedule)
         self.cuda = cuda
         self._report = None
+        try:        # set when a tensor-core block's threads could not start
+            import ctypes
+            self._wmma_error = ctypes.c_int.in_dll(library.cdll, "polyc_wmma_error")
+        except ValueError:
+            self._wmma_error = None
         if config.emulate_checks:
             import ctypes
             self._report = (ctypes.c_int64 * 6).in_dll(library.cdll, "polyc_emu_report")
@@ -168,6 +173,13 @@ class EmulatedKernel(Kernel):
 
     def __call__(self, *args, **kwargs):
         out = super().__call__(*args, **kwargs)
+        if self._wmma_error is not None and self._wmma_error.value:
+            from .errors import DeviceError
+            self._wmma_error.value = 0
+            raise DeviceError(
+                "the CUDA emulator could not start the 256 POSIX threads of a tensor-core "
+                "block (raise the process limit, ulimit -u, or compile with "
+                "Config(gpu_tensor_cores=False)); the outputs are incomplete")
         if self._report is not None and self._report[0]:
             report = list(self._report)
             for i in range(6):

@@ -58,6 +58,10 @@ GEMM_DTYPES = ("float32", "float64")
 #: The operand dtypes of the tensor-core GEMM (``target="cuda"``,
 #: ``backends/cuda/wmma.py``), which accumulates in float32.
 TENSOR_CORE_DTYPES = ("float16", "bfloat16")
+#: The tensor-core GEMM's blocking (backends/cuda/wmma.py): threads per
+#: block (8 warps), and the rows, columns and k-panel of one block's tile.
+TENSOR_CORE_THREADS = 256
+TENSOR_CORE_TILE = (128, 128, 32)
 #: The oldest CUDA architecture (``sm_XY`` as XY) with WMMA on each operand dtype.
 TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
 
@@ -299,8 +303,8 @@ def match_gemm(program: Program, stmt: Statement, *,
 
     ``tensor_cores``: match for the CUDA backend's tensor-core GEMM instead:
     A and B of one dtype of :data:`TENSOR_CORE_DTYPES`, C float32 (a half
-    output accumulates in a float32 temporary, :mod:`polyc.halfprec`), each
-    operand addressed through one stride per role (no implicit GEMM)."""
+    output accumulates in a float32 temporary, :mod:`polyc.halfprec`); a
+    window (an implicit GEMM) is addressed through its digits as on the CPU."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
     factors = _factors(stmt.rhs)
@@ -430,10 +434,6 @@ def match_gemm(program: Program, stmt: Statement, *,
     gather = not all(_is_plain_run(lin, g, scanned)
                      for lin, groups in ((la, (m_keep, k)), (lb, (k, n_keep)))
                      for g in groups)
-    if gather and tensor_cores:
-        return ("an operand is a window (an implicit GEMM, such as a convolution's "
-                "I(c, h + kh, w + kw)): the tensor-core GEMM takes one stride per operand "
-                "dimension")
     return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
                      batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
                      c=stmt.tensor, a=a.tensor, b=b.tensor,

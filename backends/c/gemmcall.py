@@ -91,6 +91,10 @@ class GemmOperands:
     c_cs: str
     alpha: str
     beta: str
+    #: per operand and role (``"a_m"``, ``"a_k"``, ``"b_k"``, ``"b_n"``,
+    #: ``"c_m"``, ``"c_n"``): its digits' ``(extent, stride)``, the last digit
+    #: the fastest; a window (``GemmMatch.gather``) is addressed only through these
+    digits: tuple = ()
 
 
 def _roles(em: Emitter, m):
@@ -133,18 +137,23 @@ def _roles(em: Emitter, m):
 
 def gemm_operands(em: Emitter, s: Statement) -> GemmOperands:
     """The operands of the call of ``s`` (a statement tensorized onto
-    GEMM with one stride per role, ``GemmMatch.gather`` false), for a
-    backend's own GEMM (the CUDA tensor-core one)."""
+    GEMM), for a backend's own GEMM (the CUDA tensor-core one): the row and
+    column strides (meaningful without a window, ``GemmMatch.gather``
+    false) and every role's digits."""
     m = s.intrinsic
-    stride, base, ext, _ = _roles(em, m)
+    stride, base, ext, ext1 = _roles(em, m)
     beta = m.beta if m.beta is not None else E.Const(0.0 if m.init else 1.0)
     alpha = m.alpha if m.alpha is not None else E.Const(1.0)
     C, A, B = 0, 1, 2
+    digits = tuple((f"{name}_{r}", tuple((ext1[it], stride(role, it)) for it in group))
+                   for name, role in (("a", A), ("b", B), ("c", C))
+                   for r, group in (("m", m.m), ("n", m.n), ("k", m.k))
+                   if (name, r) not in (("a", "n"), ("b", "m"), ("c", "k")))
     return GemmOperands(ext(m.m), ext(m.n), ext(m.k),
                         base(A), stride(A, m.m[-1]), stride(A, m.k[-1]),
                         base(B), stride(B, m.k[-1]), stride(B, m.n[-1]),
                         base(C), stride(C, m.m[-1]), stride(C, m.n[-1]),
-                        scalar(em, alpha, m.dtype), scalar(em, beta, m.dtype))
+                        scalar(em, alpha, m.dtype), scalar(em, beta, m.dtype), digits)
 
 
 def gemm_call(em: Emitter, s: Statement) -> c.Generable:

@@ -179,6 +179,9 @@ class KernelBody(_Emitter):
         self.stored: L.StmtInstance | None = None
         #: the shared buffers' declarations, by name (printed at the top)
         self.shared: dict[str, c.Line] = {}
+        #: a tensor-core launch: every thread of the block makes the call
+        #: (the emulator starts them as POSIX threads)
+        self.tensor_core = bool(getattr(kernel, "intrinsic", ""))
         if self.reduction:
             self.axes = {"global.x"}
             st = self.stmts[self.reduction]

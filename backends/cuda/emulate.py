@@ -49,7 +49,7 @@ from .emit import (
     over_threads,
     parameters,
 )
-from .wmma import emulated_source, variants
+from .wmma import THREADS, emulated_source, variants
 
 #: Emulated entry point (the C backend's ``polyc_kernel`` ABI).
 ENTRY = "polyc_kernel"
@@ -89,6 +89,10 @@ static void *polyc_chk(void *base, int64_t size, int64_t off, int64_t n, int64_t
     return (char *)base + off * size;
 }
 """
+
+
+#: The most blocks per axis the emulator runs of a tensor-core launch.
+EMULATED_GRID = 3
 
 
 class _HostEmulator(_Emitter):
@@ -148,7 +152,7 @@ class _HostEmulator(_Emitter):
             v = f"polyc_b{axis}"
             inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_grid.{axis}", f"{v}++",
                           self._block(inner))
-        body = [inner]
+        body = [self._pool(spec) if em.tensor_core else inner]
         if em.reduction:
             body = [c.Line(f"{em.acc_c} polyc_red[{REDUCE_THREADS}], "
                            f"polyc_part[{REDUCE_MAX_BLOCKS}];"), inner,
@@ -166,6 +170,29 @@ class _HostEmulator(_Emitter):
                                for a in "xyz")
         lines.append(c.If(positive, c.Block(body)))
         return c.Block(lines)
+
+    def _pool(self, spec: LaunchSpec) -> c.Block:
+        """A tensor-core launch, whose threads meet at barriers inside the
+        call: the block's threads as POSIX threads (``polyc_wmma_block``),
+        each running the kernel's body for every block of the grid in
+        turn (``<name>_thread``)."""
+        fields = [param_name(p) for p in self.program.params] + [
+            loop_iterator_name(h) for h in spec.host_iterators] + [
+            tensor_name(t.name) for t in arguments(self.program)]
+        init = ", ".join(["{polyc_tx, 0, 0}", "polyc_tgrid", "polyc_block"] + fields)
+        # the call's tile loops and the batch loop stride over the grid, so a
+        # grid of at most EMULATED_GRID blocks per axis computes the same
+        # (and exercises the strides) in fewer barrier rounds
+        cap = ", ".join(f"polyc_grid.{a} < {EMULATED_GRID} ? polyc_grid.{a} : {EMULATED_GRID}"
+                        for a in "xyz")
+        return c.Block([
+            c.Line(f"const polyc_dim3 polyc_tgrid = {{{cap}}};"),
+            c.Line(f"struct {spec.name}_run polyc_r[{THREADS}];"),
+            c.For("int64_t polyc_tx = 0", f"polyc_tx < {THREADS}", "polyc_tx++",
+                  c.Block([c.Statement(
+                      f"polyc_r[polyc_tx] = (struct {spec.name}_run){{{init}}}")])),
+            c.Statement(f"polyc_wmma_block({spec.name}_thread, (char *)polyc_r, "
+                        "sizeof(polyc_r[0]), (int)polyc_block.x)")])
 
     def shadows(self, em: KernelBody, free: bool = False) -> list:
         """Allocate (``free``: release) the race shadows of the tensors the
@@ -216,6 +243,27 @@ def _emulated_tree(em: KernelBody, name: str) -> str:
     return str(c.FunctionBody(decl, c.Block(body))) + "\n"
 
 
+def _thread_entry(program: Program, host: tuple[str, ...], name: str) -> str:
+    """For a tensor-core launch: ``<name>_run`` (one thread's arguments)
+    and ``<name>_thread``, the POSIX thread that runs the kernel's body for
+    its thread index in every block of the grid, one block after the other
+    (a barrier of the block's threads between two blocks, whose shared
+    arrays are the same static ones)."""
+    fields = [c.Value("polyc_dim3", n) for n in ("t", "grid", "block")]
+    fields += parameters(program, host, "")
+    struct = "struct " + name + "_run {\n" + "".join(f"  {f};\n" for f in fields) + "};\n"
+    args = ", ".join(["polyc_b"] + [f"r->{f.name}" for f in fields])
+    return (struct + f"static void *{name}_thread(void *p)\n{{\n"
+            f"  const struct {name}_run *r = (const struct {name}_run *)p;\n"
+            "  for (int64_t z = 0; z < r->grid.z; z++)\n"
+            "    for (int64_t y = 0; y < r->grid.y; y++)\n"
+            "      for (int64_t x = 0; x < r->grid.x; x++) {\n"
+            "        const polyc_dim3 polyc_b = {x, y, z};\n"
+            f"        {name}({args});\n"
+            "        pthread_barrier_wait(&polyc_wmma_bar);\n"
+            "      }\n  return NULL;\n}\n")
+
+
 def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
                      kernels: list[Mapping], *, reverse: bool = False,
                      checks: bool = False) -> Source:
@@ -229,8 +277,10 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
     instrumented mode of the module docstring."""
     by_index = {k.index: k for k in kernels}
     number = {name: i for i, name in enumerate(cuda.kernel_names)}
+    # POSIX threads and barriers for tensor-core launches, before any header
+    posix = "#define _GNU_SOURCE 1\n" if variants(program) else ""
     parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
-             "emulated on the CPU */\n", PRELUDE,
+             f"emulated on the CPU */\n{posix}", PRELUDE,
              "typedef struct { int64_t x, y, z; } polyc_dim3;\n",
              emulated_source(variants(program))]
     if checks:
@@ -255,6 +305,8 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
         body = c.Block([c.Line("(void)gridDim; (void)blockDim; (void)blockIdx; "
                                "(void)threadIdx;")] + list(body.contents))
         parts.append(str(c.FunctionBody(decl, body)) + "\n")
+        if k.intrinsic:
+            parts.append(_thread_entry(program, host, name))
     em = _HostEmulator(program, cuda.launches, reverse, printers, checks)
     counts = element_counts(em, program) if checks else []
     fn = c.FunctionBody(

@@ -5,35 +5,41 @@ one launch whose blocks compute 128 x 128 tiles of C with WMMA
 (``nvcuda::wmma``, m16n16k16 fragments, float32 accumulation; CUDA C++
 Programming Guide, "Warp Matrix Functions").
 
-The device function ``polyc_wmma_<f16|bf16>`` is called by every thread of
-a block of :data:`THREADS` threads (8 warps)::
+The device function ``polyc_wmma_<f16|bf16>[_<f16|bf16>]`` (C float32, or
+the half type its rounding store folded into, :func:`polyc.intrinsics.
+match_round_store`) is called by every thread of a block of
+:data:`THREADS` threads (8 warps)::
 
-    polyc_wmma_f16(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
+    polyc_wmma_f16(M, N, K, A, a_m, a_k, B, b_k, b_n, C, c_m, c_n,
                    alpha, beta, read_c, bias, relu,
                    threadIdx.x, blockIdx.x, blockIdx.y, gridDim.x, gridDim.y)
 
 and computes ``C = alpha * A . B + beta * C`` (``read_c`` 0: C is not read,
 a folded ``+=!`` initialisation), then ``+ bias[n]`` and ReLU when given,
 on the tiles ``(blockIdx.y + i * gridDim.y, blockIdx.x + j * gridDim.x)``
-(so any grid is correct).  Per tile and per k-step of :data:`TILE_K`, the
-threads copy A's 128 x 32 and B's 32 x 128 panel from global memory (any
-strides: transposed operands and batched views need no copy of their own)
-into padded shared memory; a *full* panel is copied without bounds tests,
-a *partial* one (the edges of M, N and K) with them, zero-filling what lies
-outside, so the fragments always compute on whole 16 x 16 x 16 tiles.
-Each warp owns a 64 x 32 part of the tile (4 x 2 accumulator fragments);
-its results go through a 16 x 16 float scratch per warp in shared memory to
-the guarded store, where alpha, beta, the bias and the ReLU apply.
+(so any grid is correct).  Each operand's rows and columns are given as
+digits (extent, stride; ``POLYC_WMMA_DIMS``), as the CPU's implicit GEMM
+takes them: a transposed or batched view, or a convolution's window, needs
+no copy of its own.  Per tile, the threads tabulate the element offsets of
+its rows and columns in shared memory; per k-panel of :data:`TILE_K`, those
+of k, then copy A's 128 x 32 and B's 32 x 128 panel into shared memory
+padded by 8 elements per row.  A *full* panel is copied without bounds
+tests, a *partial* one (the edges of M, N and K) with them, zero-filling
+what lies outside, so the fragments always compute on whole 16 x 16 x 16
+tiles.  Each warp owns a 64 x 32 part of the tile (4 x 2 accumulator
+fragments); its results go through a 16 x 16 float scratch per warp in
+shared memory to the guarded store, where alpha, beta, the bias, the ReLU
+and the rounding to a half C apply.
 
-The CPU emulator (:mod:`.emulate`) runs the same call sites with a C
-implementation of the same contract, :data:`EMULATED`: thread 0 of each
-emulated block computes the block's tiles in float32, k in steps of 16 as
-the fragments accumulate.  So the emulator checks everything around the
-call (which tensor, base pointers, strides, batch loops on ``blockIdx.z``,
-alpha/beta, the grid covering C) exactly, and the fragments' arithmetic to
-float32 rounding; the device function itself runs only on a GPU
-(``tests/cuda/test_device.py``, ``gpu`` marker) and compiles under nvcc on
-every machine that has it (``tests/cuda/test_wmma.py``, ``nvcc`` marker).
+The function is one text (:data:`_BODY`) for both targets: macros give
+its fragments, shared arrays and barriers their meaning on the device
+(:data:`CUDA_MACROS`) and in the CPU emulator (:data:`EMULATOR_MACROS`),
+where a block's 256 threads are POSIX threads meeting at real barriers and
+lane 0 of each warp computes the warp's fragment operations in float32.
+So the emulator runs the very code nvcc compiles: its tiling, offsets,
+copies, guards, padding and barriers are checked on every machine; only
+the WMMA intrinsics themselves (and their accumulation order) differ, and
+those run on a GPU in ``tests/cuda/test_device.py`` (``gpu`` marker).
 """
 
 from __future__ import annotations
@@ -41,134 +47,253 @@ from __future__ import annotations
 import cgen as c
 
 from polyc import expr as E
+from polyc.intrinsics import MAX_DIGITS, TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from polyc.ir import Statement
-from polyc.schedule.gpu_mapping import TC_THREADS, TC_TILE
 
 from ..c.cexpr import tensor_name
 from ..c.gemmcall import gemm_operands
 
 #: Threads per block of a tensor-core launch (8 warps: 2 along m, 4 along n).
-THREADS = TC_THREADS
+THREADS = TENSOR_CORE_THREADS
 #: Rows (m) and columns (n) of C per block tile, and k per shared-memory panel.
-TILE_M, TILE_N, TILE_K = TC_TILE
+TILE_M, TILE_N, TILE_K = TENSOR_CORE_TILE
 #: Function suffix per operand dtype.
 SUFFIX = {"float16": "f16", "bfloat16": "bf16"}
-_CUDA = r"""
+#: The device function, one text for CUDA and for the emulator: the macros
+#: (:data:`CUDA_MACROS`, :data:`EMULATOR_MACROS`) give its fragments,
+#: shared arrays and barriers their meaning on each.
+_BODY = r"""
 /* polyc tensor-core GEMM on {T} operands into {CT} (see backends/cuda/wmma.py) */
-static __device__ void {FN}(int64_t M, int64_t N, int64_t K,
-    const polyc_{T} *A, int64_t a_rs, int64_t a_cs,
-    const polyc_{T} *B, int64_t b_rs, int64_t b_cs,
-    {CT} *C, int64_t c_rs, int64_t c_cs, float alpha, float beta, int read_c,
+POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
+    const polyc_{T} *A, polyc_wmma_dims am, polyc_wmma_dims ak,
+    const polyc_{T} *B, polyc_wmma_dims bk, polyc_wmma_dims bn,
+    {CT} *C, polyc_wmma_dims cm, polyc_wmma_dims cn, float alpha, float beta, int read_c,
     const float *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy)
 {
-  using namespace nvcuda;
   enum { BM = {BM}, BN = {BN}, BK = {BK}, LDA = {BK} + 8, LDB = {BN} + 8, NT = {NT} };
-  __shared__ __align__(32) polyc_{T} As[BM * LDA];
-  __shared__ __align__(32) polyc_{T} Bs[BK * LDB];
-  __shared__ __align__(32) float Cs[NT / 32][16 * 16];
+  POLYC_SHARED(polyc_{T}, As, BM * LDA);
+  POLYC_SHARED(polyc_{T}, Bs, BK * LDB);
+  POLYC_SHARED(float, Cs, NT / 32 * 256);
+  /* element offsets of the tile's rows (in A and C), columns (B, C) and the
+     panel's k (A, B): the digits of each GEMM index through their strides */
+  POLYC_SHARED(int64_t, am_off, BM);
+  POLYC_SHARED(int64_t, cm_off, BM);
+  POLYC_SHARED(int64_t, bn_off, BN);
+  POLYC_SHARED(int64_t, cn_off, BN);
+  POLYC_SHARED(int64_t, ak_off, BK);
+  POLYC_SHARED(int64_t, bk_off, BK);
   const int warp = (int)(tid / 32), lane = (int)(tid % 32);
   const int wm = warp / 4, wn = warp % 4;          /* this warp's 64 x 32 part */
   const polyc_{T} zero = polyc_f32_to_{T}(0.0f);
   for (int64_t tm = by; tm * BM < M; tm += gy) {
     for (int64_t tn = bx; tn * BN < N; tn += gx) {
       const int64_t m0 = tm * BM, n0 = tn * BN;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[4][2];
-      for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 2; j++)
-          wmma::fill_fragment(acc[i][j], 0.0f);
+      for (int e = (int)tid; e < BM; e += NT) {
+        am_off[e] = polyc_wmma_off(&am, m0 + e);
+        cm_off[e] = polyc_wmma_off(&cm, m0 + e);
+      }
+      for (int e = (int)tid; e < BN; e += NT) {
+        bn_off[e] = polyc_wmma_off(&bn, n0 + e);
+        cn_off[e] = polyc_wmma_off(&cn, n0 + e);
+      }
+      POLYC_ACC_FRAGMENTS(acc, 8);
+      for (int f = 0; f < 8; f++)
+        POLYC_FILL(acc[f], 0.0f);
       for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        for (int e = (int)tid; e < BK; e += NT) {
+          ak_off[e] = polyc_wmma_off(&ak, k0 + e);
+          bk_off[e] = polyc_wmma_off(&bk, k0 + e);
+        }
+        POLYC_SYNCTHREADS();
         if (m0 + BM <= M && k0 + BK <= K) {            /* full panel of A */
           for (int e = (int)tid; e < BM * BK; e += NT) {
             const int i = e / BK, j = e % BK;
-            As[i * LDA + j] = A[(m0 + i) * a_rs + (k0 + j) * a_cs];
+            As[i * LDA + j] = A[am_off[i] + ak_off[j]];
           }
         } else {                                        /* partial: zero outside */
           for (int e = (int)tid; e < BM * BK; e += NT) {
             const int i = e / BK, j = e % BK;
-            As[i * LDA + j] = (m0 + i < M && k0 + j < K)
-                ? A[(m0 + i) * a_rs + (k0 + j) * a_cs] : zero;
+            As[i * LDA + j] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : zero;
           }
         }
         if (n0 + BN <= N && k0 + BK <= K) {            /* full panel of B */
           for (int e = (int)tid; e < BK * BN; e += NT) {
             const int i = e / BN, j = e % BN;
-            Bs[i * LDB + j] = B[(k0 + i) * b_rs + (n0 + j) * b_cs];
+            Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
           }
         } else {
           for (int e = (int)tid; e < BK * BN; e += NT) {
             const int i = e / BN, j = e % BN;
-            Bs[i * LDB + j] = (k0 + i < K && n0 + j < N)
-                ? B[(k0 + i) * b_rs + (n0 + j) * b_cs] : zero;
+            Bs[i * LDB + j] = (k0 + i < K && n0 + j < N) ? B[bk_off[i] + bn_off[j]] : zero;
           }
         }
-        __syncthreads();
+        POLYC_SYNCTHREADS();
         for (int kk = 0; kk < BK; kk += 16) {
-          wmma::fragment<wmma::matrix_a, 16, 16, 16, polyc_{T}, wmma::row_major> a[4];
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, polyc_{T}, wmma::row_major> b[2];
+          POLYC_A_FRAGMENTS(a, 4, polyc_{T});
+          POLYC_B_FRAGMENTS(b, 2, polyc_{T});
           for (int i = 0; i < 4; i++)
-            wmma::load_matrix_sync(a[i], &As[(wm * 64 + i * 16) * LDA + kk], LDA);
+            POLYC_LOAD(a[i], &As[(wm * 64 + i * 16) * LDA + kk], LDA, polyc_{T}_to_f32);
           for (int j = 0; j < 2; j++)
-            wmma::load_matrix_sync(b[j], &Bs[kk * LDB + wn * 32 + j * 16], LDB);
+            POLYC_LOAD(b[j], &Bs[kk * LDB + wn * 32 + j * 16], LDB, polyc_{T}_to_f32);
           for (int i = 0; i < 4; i++)
             for (int j = 0; j < 2; j++)
-              wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+              POLYC_MMA(acc[i * 2 + j], a[i], b[j]);
         }
-        __syncthreads();
+        POLYC_SYNCTHREADS();
       }
+      POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
       for (int i = 0; i < 4; i++) {
         for (int j = 0; j < 2; j++) {
-          wmma::store_matrix_sync(Cs[warp], acc[i][j], 16, wmma::mem_row_major);
-          __syncwarp();
+          POLYC_STORE(&Cs[warp * 256], acc[i * 2 + j], 16);
+          POLYC_SYNCWARP();
           for (int e = lane; e < 256; e += 32) {
-            const int64_t gm = m0 + wm * 64 + i * 16 + e / 16;
-            const int64_t gn = n0 + wn * 32 + j * 16 + e % 16;
-            if (gm < M && gn < N) {
-              {CT} *p = &C[gm * c_rs + gn * c_cs];
-              float v = alpha * Cs[warp][e];
+            const int r = wm * 64 + i * 16 + e / 16, c = wn * 32 + j * 16 + e % 16;
+            if (m0 + r < M && n0 + c < N) {
+              {CT} *p = &C[cm_off[r] + cn_off[c]];
+              float v = alpha * Cs[warp * 256 + e];
               if (read_c) v = v + beta * {CLOAD};
-              if (bias) v += bias[gn];
+              if (bias) v += bias[n0 + c];
               if (relu && !(v > 0.0f)) v = 0.0f;
               *p = {CSTORE};
             }
           }
-          __syncwarp();
+          POLYC_SYNCWARP();
         }
       }
+      POLYC_SYNCTHREADS();      /* before the next tile's offsets */
     }
   }
 }
 """
 
-_EMULATED = r"""
-/* the emulator's {FN} (backends/cuda/wmma.py): the block's tiles,
-   computed once by its thread 0 in float32, k in steps of 16 as the WMMA
-   fragments accumulate */
-static void {FN}(int64_t M, int64_t N, int64_t K,
-    const polyc_{T} *A, int64_t a_rs, int64_t a_cs,
-    const polyc_{T} *B, int64_t b_rs, int64_t b_cs,
-    {CT} *C, int64_t c_rs, int64_t c_cs, float alpha, float beta, int read_c,
-    const float *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy)
+#: The shared part of both preludes: a GEMM index's digits (at most
+#: ``MAX_DIGITS``, the last the fastest) with their extents and strides, and
+#: the offset of an index.
+_DIMS = r"""
+typedef struct { int64_t n, ext[{MAXD}], stride[{MAXD}]; } polyc_wmma_dims;
+POLYC_WMMA_INLINE int64_t polyc_wmma_off(const polyc_wmma_dims *d, int64_t i)
 {
-  if (tid != 0) return;
-  for (int64_t tm = by; tm * {BM} < M; tm += gy)
-    for (int64_t tn = bx; tn * {BN} < N; tn += gx)
-      for (int64_t gm = tm * {BM}; gm < M && gm < tm * {BM} + {BM}; gm++)
-        for (int64_t gn = tn * {BN}; gn < N && gn < tn * {BN} + {BN}; gn++) {
-          float acc = 0.0f;
-          for (int64_t k0 = 0; k0 < K; k0 += 16) {
-            float part = 0.0f;
-            for (int64_t k = k0; k < K && k < k0 + 16; k++)
-              part += polyc_{T}_to_f32(A[gm * a_rs + k * a_cs])
-                      * polyc_{T}_to_f32(B[k * b_rs + gn * b_cs]);
-            acc += part;
-          }
-          {CT} *p = &C[gm * c_rs + gn * c_cs];
-          float v = alpha * acc;
-          if (read_c) v = v + beta * {CLOAD};
-          if (bias) v += bias[gn];
-          if (relu && !(v > 0.0f)) v = 0.0f;
-          *p = {CSTORE};
-        }
+  int64_t off = 0;
+  for (int j = (int)d->n - 1; j >= 0; j--) {
+    off += (i % d->ext[j]) * d->stride[j];
+    i /= d->ext[j];
+  }
+  return off;
+}
+"""
+
+#: CUDA: WMMA fragments (``nvcuda::wmma``), ``__shared__`` arrays, barriers.
+CUDA_MACROS = r"""#include <mma.h>
+#define POLYC_WMMA_FN static __device__
+#define POLYC_WMMA_INLINE static __device__ __forceinline__
+#define POLYC_WMMA_DIMS(...) (polyc_wmma_dims{__VA_ARGS__})
+#define POLYC_SHARED(T, name, n) __shared__ __align__(32) T name[n]
+#define POLYC_SYNCTHREADS() __syncthreads()
+#define POLYC_SYNCWARP() __syncwarp()
+#define POLYC_ACC_FRAGMENTS(name, n) \
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> name[n]
+#define POLYC_A_FRAGMENTS(name, n, T) \
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, T, nvcuda::wmma::row_major> name[n]
+#define POLYC_B_FRAGMENTS(name, n, T) \
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_b, 16, 16, 16, T, nvcuda::wmma::row_major> name[n]
+#define POLYC_FILL(f, v) nvcuda::wmma::fill_fragment(f, v)
+#define POLYC_LOAD(f, p, ld, cvt) nvcuda::wmma::load_matrix_sync(f, p, ld)
+#define POLYC_MMA(d, a, b) nvcuda::wmma::mma_sync(d, a, b, d)
+#define POLYC_STORE(p, f, ld) nvcuda::wmma::store_matrix_sync(p, f, ld, nvcuda::wmma::mem_row_major)
+"""
+
+#: The emulator: the block's threads are POSIX threads (``polyc_wmma_block``
+#: starts them), ``__shared__`` arrays static ones (one block runs at a
+#: time), barriers ``pthread_barrier_t``; a fragment is the whole 16 x 16
+#: tile, and lane 0 of each warp computes the warp-collective WMMA calls
+#: for the warp (in float32, k in order): a store of a fragment writes the
+#: whole tile, which the other lanes read after the warp's barrier, as on
+#: the device.
+EMULATOR_MACROS = r"""#include <pthread.h>
+#include <stdlib.h>
+#define POLYC_WMMA_FN static
+#define POLYC_WMMA_INLINE static inline
+#define POLYC_WMMA_DIMS(...) ((polyc_wmma_dims){__VA_ARGS__})
+#define POLYC_SHARED(T, name, n) static T name[n]
+#define POLYC_SYNCTHREADS() pthread_barrier_wait(&polyc_wmma_bar)
+#define POLYC_SYNCWARP() pthread_barrier_wait(&polyc_wmma_warp_bar[tid / 32])
+typedef struct { float x[256]; } polyc_wmma_frag;
+#define POLYC_ACC_FRAGMENTS(name, n) polyc_wmma_frag name[n]
+#define POLYC_A_FRAGMENTS(name, n, T) polyc_wmma_frag name[n]
+#define POLYC_B_FRAGMENTS(name, n, T) polyc_wmma_frag name[n]
+#define POLYC_LANE0 if (tid % 32 == 0)
+#define POLYC_FILL(f, v) do { POLYC_LANE0 for (int q_ = 0; q_ < 256; q_++) (f).x[q_] = (v); \
+  } while (0)
+#define POLYC_LOAD(f, p, ld, cvt) do { POLYC_LANE0 for (int r_ = 0; r_ < 16; r_++) \
+  for (int c_ = 0; c_ < 16; c_++) (f).x[r_ * 16 + c_] = cvt((p)[r_ * (ld) + c_]); } while (0)
+#define POLYC_STORE(p, f, ld) do { POLYC_LANE0 for (int r_ = 0; r_ < 16; r_++) \
+  for (int c_ = 0; c_ < 16; c_++) (p)[r_ * (ld) + c_] = (f).x[r_ * 16 + c_]; } while (0)
+#define POLYC_MMA(d, a, b) do { POLYC_LANE0 polyc_wmma_mma(&(d), &(a), &(b)); } while (0)
+static pthread_barrier_t polyc_wmma_bar, polyc_wmma_warp_bar[{NT} / 32];
+static void polyc_wmma_mma(polyc_wmma_frag *d, const polyc_wmma_frag *a,
+                           const polyc_wmma_frag *b)
+{
+  for (int r = 0; r < 16; r++)
+    for (int c = 0; c < 16; c++) {
+      float s = d->x[r * 16 + c];
+      for (int k = 0; k < 16; k++)
+        s += a->x[r * 16 + k] * b->x[k * 16 + c];
+      d->x[r * 16 + c] = s;
+    }
+}
+/* run fn(arg + i * size) on nt POSIX threads, the block's barriers set up
+   for them: each thread waits at a gate until all are started, so that a
+   failure to start one lets the others return without running fn; then 0,
+   or -1 (polyc_wmma_error set) */
+static pthread_mutex_t polyc_wmma_gate_m = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t polyc_wmma_gate_c = PTHREAD_COND_INITIALIZER;
+static int polyc_wmma_gate = 0;       /* 0 closed, 1 run, -1 give up */
+int polyc_wmma_error = 0;
+typedef struct { void *(*fn)(void *); void *arg; } polyc_wmma_start;
+static void *polyc_wmma_gated(void *p)
+{
+  polyc_wmma_start *s = (polyc_wmma_start *)p;
+  pthread_mutex_lock(&polyc_wmma_gate_m);
+  while (polyc_wmma_gate == 0)
+    pthread_cond_wait(&polyc_wmma_gate_c, &polyc_wmma_gate_m);
+  int go = polyc_wmma_gate > 0;
+  pthread_mutex_unlock(&polyc_wmma_gate_m);
+  return go ? s->fn(s->arg) : NULL;
+}
+/* one block at a time in the process: the shared arrays are static */
+static pthread_mutex_t polyc_wmma_run = PTHREAD_MUTEX_INITIALIZER;
+static int polyc_wmma_block(void *(*fn)(void *), char *arg, size_t size, int nt)
+{
+  pthread_t th[{NT}];
+  polyc_wmma_start st[{NT}];
+  pthread_attr_t attr;
+  int started = 0;
+  if (nt != {NT}) { polyc_wmma_error = 1; return -1; }
+  pthread_mutex_lock(&polyc_wmma_run);
+  pthread_barrier_init(&polyc_wmma_bar, NULL, (unsigned)nt);
+  for (int w = 0; w < nt / 32; w++)
+    pthread_barrier_init(&polyc_wmma_warp_bar[w], NULL, 32);
+  polyc_wmma_gate = 0;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, (size_t)1 << 20);
+  for (; started < nt; started++) {
+    st[started].fn = fn;
+    st[started].arg = arg + (size_t)started * size;
+    if (pthread_create(&th[started], &attr, polyc_wmma_gated, &st[started])) break;
+  }
+  pthread_attr_destroy(&attr);
+  pthread_mutex_lock(&polyc_wmma_gate_m);
+  polyc_wmma_gate = started == nt ? 1 : -1;
+  pthread_cond_broadcast(&polyc_wmma_gate_c);
+  pthread_mutex_unlock(&polyc_wmma_gate_m);
+  for (int i = 0; i < started; i++)
+    pthread_join(th[i], NULL);
+  pthread_barrier_destroy(&polyc_wmma_bar);
+  for (int w = 0; w < nt / 32; w++)
+    pthread_barrier_destroy(&polyc_wmma_warp_bar[w]);
+  pthread_mutex_unlock(&polyc_wmma_run);
+  if (started != nt) { polyc_wmma_error = 1; return -1; }
+  return 0;
 }
 """
 
@@ -188,24 +313,28 @@ def _fill(template: str, operand_dtype: str, out_dtype: str) -> str:
                        ("{CSTORE}", f"polyc_f32_to_{out_dtype}(v)" if half else "v"),
                        ("{T}", operand_dtype), ("{SFX}", SUFFIX[operand_dtype]),
                        ("{BM}", str(TILE_M)), ("{BN}", str(TILE_N)), ("{BK}", str(TILE_K)),
-                       ("{NT}", str(THREADS))):
+                       ("{NT}", str(THREADS)), ("{MAXD}", str(MAX_DIGITS))):
         out = out.replace(key, value)
     return out
+
+
+def _source(macros: str, variants) -> str:
+    vs = sorted(set(variants))
+    if not vs:
+        return ""
+    return _fill(macros + _DIMS, *vs[0]) + "".join(_fill(_BODY, *v) for v in vs)
 
 
 def device_source(variants) -> str:
     """The CUDA device functions for ``variants`` (``(operand dtype, C
     dtype)`` pairs, :func:`variants`), after the device prelude, which
     defines ``polyc_float16``/``polyc_bfloat16``."""
-    vs = sorted(set(variants))
-    if not vs:
-        return ""
-    return "#include <mma.h>\n" + "".join(_fill(_CUDA, *v) for v in vs)
+    return _source(CUDA_MACROS, variants)
 
 
 def emulated_source(variants) -> str:
-    """The emulator's C functions for ``variants`` (after the C prelude)."""
-    return "".join(_fill(_EMULATED, *v) for v in sorted(set(variants)))
+    """The same functions for the emulator (after the C prelude)."""
+    return _source(EMULATOR_MACROS, variants)
 
 
 def _out_dtype(program, m) -> str:
@@ -220,21 +349,31 @@ def variants(program) -> set[tuple[str, str]]:
 
 
 def wmma_call(em, s: Statement) -> c.Generable:
-    """The call of ``polyc_wmma_<f16|bf16>`` for one point of the loops
-    around ``s`` (a statement tensorized onto the tensor-core GEMM), made
-    by every thread of the block (threads and block coordinates passed
-    explicitly, so that the emulator's function can take the same call)."""
+    """The call of ``polyc_wmma_<f16|bf16>[_<f16|bf16>]`` for one point of
+    the loops around ``s`` (a statement tensorized onto the tensor-core
+    GEMM), made by every thread of the block (threads and block coordinates
+    passed explicitly: the emulator's threads take the same call).  Each
+    operand's rows and columns are given as digits (extent, stride), so a
+    window (an implicit GEMM) is addressed like a plain operand."""
     m = s.intrinsic
     ops = gemm_operands(em, s)
+    digits = dict(ops.digits)
+
+    def dims(role: str) -> str:
+        ds = digits[role]
+        assert 0 < len(ds) <= MAX_DIGITS, (role, ds)
+        return (f"POLYC_WMMA_DIMS({len(ds)}, {{{', '.join(e for e, _ in ds)}}}, "
+                f"{{{', '.join(st for _, st in ds)}}})")
     # C is not read with a folded initialisation or a constant beta of 0
     # (BLAS's beta 0, as the C backend's call); a beta known only at run
     # time multiplies C as the folded ``C *= beta`` statement does
     zero = isinstance(m.beta, E.Const) and float(m.beta.value) == 0.0
     read_c = 0 if (m.init is not None and m.beta is None) or zero else 1
     bias = tensor_name(m.bias) if m.bias else "(const float *)0"
+    fn = function_name(m.operand_dtype, _out_dtype(em.program, m))
     return c.Statement(
-        f"{function_name(m.operand_dtype, _out_dtype(em.program, m))}({ops.M}, {ops.N}, {ops.K}, "
-        f"{ops.a}, {ops.a_rs}, {ops.a_cs}, {ops.b}, {ops.b_rs}, {ops.b_cs}, "
-        f"{ops.c}, {ops.c_rs}, {ops.c_cs}, {ops.alpha}, {ops.beta}, {read_c}, {bias}, "
-        f"{1 if m.relu else 0}, (int64_t)threadIdx.x, (int64_t)blockIdx.x, "
-        "(int64_t)blockIdx.y, (int64_t)gridDim.x, (int64_t)gridDim.y)")
+        f"{fn}({ops.M}, {ops.N}, {ops.K}, {ops.a}, {dims('a_m')}, {dims('a_k')}, "
+        f"{ops.b}, {dims('b_k')}, {dims('b_n')}, {ops.c}, {dims('c_m')}, {dims('c_n')}, "
+        f"{ops.alpha}, {ops.beta}, {read_c}, {bias}, {1 if m.relu else 0}, "
+        "(int64_t)threadIdx.x, (int64_t)blockIdx.x, (int64_t)blockIdx.y, (int64_t)gridDim.x, "
+        "(int64_t)gridDim.y)")

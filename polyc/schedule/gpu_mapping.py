@@ -45,6 +45,7 @@ import islpy as isl
 
 from .. import expr as E
 from ..errors import ScheduleError
+from ..intrinsics import TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from ..ir import Program
 from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
 from .gpu_geometry import const_like, member_extents, member_strides
@@ -79,10 +80,10 @@ PROMOTE_TILE = 32
 #: static limit per block.
 SHARED_BUDGET = 48 * 1024
 
-#: Tensor-core launches (backends/cuda/wmma.py): threads per block (8
-#: warps), and the rows, columns and k-panel of one block's tile of C.
-TC_THREADS = 256
-TC_TILE = (128, 128, 32)
+#: Tensor-core launches (backends/cuda/wmma.py): threads per block, and the
+#: rows, columns and k-panel of one block's tile of C.
+TC_THREADS = TENSOR_CORE_THREADS
+TC_TILE = TENSOR_CORE_TILE
 
 #: The reduction operators a reduction kernel combines.
 REDUCE_OPS = ("+", "*", "max", "min")
