@@ -37,6 +37,10 @@ WORKLOADS = [
      f"def mm({t}(M,K) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! A(m,k) * B(k,n) }}",
      {"M": 4096, "K": 4096, "N": 4096})
     for t, short in (("float", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"))
+] + [
+    ("gemm batched fp16 64x512x512x64",
+     "def bmm(float16(B,M,K) A, float16(B,K,N) W) -> (C) { C(b,m,n) +=! A(b,m,k) * W(b,k,n) }",
+     {"B": 64, "M": 512, "K": 64, "N": 512}),
 ] + [(p.stem, p.read_text(), None) for p in sorted((ROOT / "examples").glob("*.tc"))]
 
 
@@ -115,7 +119,7 @@ def device_figures() -> list[dict]:
                "polyc_cuda_call_s": _median(lambda: gpu(*args)),
                "polyc_c_s": _median(lambda: cpu(*args), repeat=1 if "gemm" in name else 5)}
         if name.startswith("gemm"):
-            flops = 2.0 * sizes["M"] * sizes["N"] * sizes["K"]
+            flops = 2.0 * sizes.get("B", 1) * sizes["M"] * sizes["N"] * sizes["K"]
             row["polyc_tflops"] = flops / row["polyc_cuda_s"] / 1e12
             row["tensor_cores"] = any(k.intrinsic for k in gpu.kernels)
             a, b = (x for x in args if isinstance(x, np.ndarray))

@@ -49,10 +49,10 @@ from ..intrinsics import TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from ..ir import Program
 from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
 from .gpu_geometry import const_like, member_extents, member_strides
+from .gpu_tensorcore import calls_below, group_extent, separate_calls
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
-from .tree import path_of, walk
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ class Mapper:
     def walk(self, node: isl.ScheduleNode) -> isl.ScheduleNode:
         """Map the subtree at ``node``; returns the node at the same position."""
         t = node.get_type()
-        calls = _calls(node, self.program)
+        calls = calls_below(node, self.program)
         if calls and t in (_T.band, _T.leaf):
             if len(_statements(node)) == 1 and (t == _T.leaf or coincident_members(node)[0]):
                 return self.tensor_core(node, calls[0])
@@ -355,7 +355,7 @@ class Mapper:
         batch = node.get_type() == _T.band
         k = KernelMapping(len(self.kernels), (call,), depth, tile=(TC_THREADS,),
                           n_block=int(batch), intrinsic=call, reason=m.describe())
-        tiles = [E.Binary("/", E.Binary("+", _group_extent(self.program, m, group),
+        tiles = [E.Binary("/", E.Binary("+", group_extent(self.program, m, group),
                                         E.Const(size - 1)), E.Const(size))
                  for group, size in ((m.n, TC_TILE[1]), (m.m, TC_TILE[0]))]
         z = E.Const(1)
@@ -454,72 +454,6 @@ class Mapper:
         tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
         self.kernels.append(k)
         return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
-
-
-def _calls(node: isl.ScheduleNode, program: Program) -> list[str]:
-    """The statements below ``node`` tensorized onto the tensor-core GEMM."""
-    return [s for s in _statements(node) if program.statement(s).kind == "intrinsic"]
-
-
-def separate_calls(schedule: isl.Schedule, program: Program,
-                   deps: isl.UnionMap) -> isl.Schedule:
-    """``schedule`` with every band in which isl fused tensor-core calls with
-    other statements distributed into a sequence of two copies of it
-    (:func:`calls_apart`), outermost first, so that each call gets a
-    launch of its own; a band the dependences keep together stays (the
-    mapping then runs its outer loop on the host)."""
-    kept: set = set()
-    while True:
-        for node in walk(schedule.get_root()):
-            if node.get_type() != _T.band or path_of(node) in kept:
-                continue
-            calls = _calls(node, program)
-            if not calls or len(calls) == len(_statements(node)):
-                continue
-            apart = calls_apart(node, calls, program, deps)
-            if apart is None:
-                kept.add(path_of(node))
-                continue
-            schedule = apart.get_schedule()
-            break
-        else:
-            return schedule
-
-
-def calls_apart(band: isl.ScheduleNode, calls: list[str], program: Program,
-                deps: isl.UnionMap) -> isl.ScheduleNode | None:
-    """``band`` distributed into a sequence of two copies of it, the
-    ``calls``' copy first (``isl_schedule_node_order_before``) when no
-    dependence runs from another statement to a call at the same
-    iterations of the loops above, else last (``order_after``) when none
-    runs from a call to another statement there (a producer of the call's
-    operands); ``None`` when dependences run both ways."""
-    dom = band.get_domain()
-    mine = isl.UnionSet.empty(dom.get_space())
-    for name in calls:
-        mine = mine.union(isl.UnionSet.from_set(program.statement(name).domain))
-    mine = mine.intersect(dom)
-    rest = dom.subtract(mine)
-    prefix = band.get_prefix_schedule_union_map().intersect_domain(dom)
-    deps = deps.intersect(prefix.apply_range(prefix.reverse()))
-    if deps.intersect_domain(rest).intersect_range(mine).is_empty():
-        return band.order_before(mine)
-    if deps.intersect_domain(mine).intersect_range(rest).is_empty():
-        return band.order_after(mine)
-    return None
-
-
-def _group_extent(program: Program, m, group: tuple[str, ...]) -> E.Expr:
-    """The product of the extents of a GEMM role's digits (``m.extents``:
-    a tensor's extent or an expression of the sizes)."""
-    out: E.Expr | None = None
-    for it, tensor, d in m.extents:
-        if it in group:
-            ext = (pw_aff_to_expr(program.tensor(tensor).shape[d], program.context)
-                   if tensor is not None else d)
-            out = ext if out is None else E.Binary("*", out, ext)
-    assert out is not None, group
-    return out
 
 
 def _selectors(k: KernelMapping, program: Program, tiles: isl.ScheduleNode,

@@ -175,7 +175,7 @@ def call_statement(program: Program, m: GemmMatch) -> Statement:
     write = first.write.apply_domain(proj[first.name])
     domain = (write.domain() if first.name != stmt.name
               else stmt.domain.apply(proj[stmt.name]))
-    if m.store:         # the accumulator's rounding store folded: the call writes it
+    if getattr(m, "store", ""):     # the accumulator's rounding store folded: the call writes it
         write = program.statement(m.epilogue).write.apply_domain(proj[m.epilogue])
     # with the initialisation folded the call overwrites C: it reads no C
     reads = [r.apply_domain(proj[stmt.name]) for r in stmt.reads
