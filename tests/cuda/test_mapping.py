@@ -308,10 +308,9 @@ class _FakeDriver:
         dst[...] = src.arr
 
 
-def test_device_launches_through_pycuda(monkeypatch):
-    """The pycuda path without a GPU: each kernel is launched with int64
-    sizes and host-loop values, device buffers, grids clamped to CUDA's
-    limits; written tensors come back and every buffer is freed."""
+def fake_pycuda(monkeypatch) -> _FakeDriver:
+    """Install a :class:`_FakeDriver` as ``pycuda.driver`` and a build that
+    returns an empty cubin (no nvcc run); returns the driver."""
     import sys
     import types
     fake = _FakeDriver()
@@ -321,6 +320,14 @@ def test_device_launches_through_pycuda(monkeypatch):
     monkeypatch.setitem(sys.modules, "pycuda.driver", fake)
     monkeypatch.setattr(cuda_build, "build_cubin", lambda *a, **k: cuda_build.Cubin(
         b"\x7fELF", "sm_90", {}, ()))
+    return fake
+
+
+def test_device_launches_through_pycuda(monkeypatch):
+    """The pycuda path without a GPU: each kernel is launched with int64
+    sizes and host-loop values, device buffers, grids clamped to CUDA's
+    limits; written tensors come back and every buffer is freed."""
+    fake = fake_pycuda(monkeypatch)
     k = polyc.compile("def s(float(N) A) -> (s) { s +=! A(i) }", target="cuda")
     a = np.ones(10 ** 6, np.float32)
     k(a)

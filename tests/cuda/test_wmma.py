@@ -217,18 +217,8 @@ def test_the_device_path_launches_the_tensor_core_grid(monkeypatch):
     of 256 threads per 128 x 128 tile and one per batch value on z;
     ``time`` runs the launches between two CUDA events, arguments copied
     once and every buffer freed."""
-    import sys
-    import types
-
-    from polyc.backends.cuda import build as cuda_build
-    from tests.cuda.test_mapping import _FakeDriver
-    fake = _FakeDriver()
-    pkg = types.ModuleType("pycuda")
-    pkg.driver = fake
-    monkeypatch.setitem(sys.modules, "pycuda", pkg)
-    monkeypatch.setitem(sys.modules, "pycuda.driver", fake)
-    monkeypatch.setattr(cuda_build, "build_cubin", lambda *a, **k: cuda_build.Cubin(
-        b"\x7fELF", "sm_90", {}, ()))
+    from tests.cuda.test_mapping import fake_pycuda
+    fake = fake_pycuda(monkeypatch)
     src = ("def qk(float16(B,M,K) Q, float16(B,N,K) Kt) -> (S) "
            "{ S(b,m,n) +=! Q(b,m,k) * Kt(b,n,k) }")
     k = polyc.compile(src, target="cuda")
