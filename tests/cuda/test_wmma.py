@@ -310,3 +310,14 @@ def test_random_half_contractions_match_numpy(case):
     out = subscripts.split("->")[1]
     red = int(np.prod([sizes[x] for x in ins[0] if x in ins[1] and x not in out]))
     assert_close(got, want, reduction_length=max(red, 1), name=subscripts)
+
+
+def test_the_tensor_core_example_runs():
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "examples" / "tensor_cores.py"
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("tensor cores: True") == 3
