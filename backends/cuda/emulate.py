@@ -278,11 +278,12 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
     by_index = {k.index: k for k in kernels}
     number = {name: i for i, name in enumerate(cuda.kernel_names)}
     # POSIX threads and barriers for tensor-core launches, before any header
-    posix = "#define _GNU_SOURCE 1\n" if variants(program) else ""
+    tensor_cores = variants(program)
+    posix = "#define _GNU_SOURCE 1\n" if tensor_cores else ""
     parts = [f"/* polyc CUDA kernels of def {check_identifier(program.name)}, "
              f"emulated on the CPU */\n{posix}", PRELUDE,
              "typedef struct { int64_t x, y, z; } polyc_dim3;\n",
-             emulated_source(variants(program))]
+             emulated_source(tensor_cores)]
     if checks:
         parts += ["#include <stdlib.h>\n#include <string.h>\n", CHECKS_PRELUDE]
         parts += [f"static int64_t *polyc_sw{i}, *polyc_sr{i};\n"

@@ -80,11 +80,6 @@ PROMOTE_TILE = 32
 #: static limit per block.
 SHARED_BUDGET = 48 * 1024
 
-#: Tensor-core launches (backends/cuda/wmma.py): threads per block, and the
-#: rows, columns and k-panel of one block's tile of C.
-TC_THREADS = TENSOR_CORE_THREADS
-TC_TILE = TENSOR_CORE_TILE
-
 #: The reduction operators a reduction kernel combines.
 REDUCE_OPS = ("+", "*", "max", "min")
 
@@ -201,10 +196,10 @@ class KernelMapping:
         if self.intrinsic:
             batch = ("its outermost batch loop on blockIdx.z, the others in each block"
                      if self.n_block else "no batch loop on blocks")
+            bm, bn, bk = TENSOR_CORE_TILE
             return (f"kernel {self.index} ({stmts}): tensor cores: {self.reason}; blocks of "
-                    f"{self.tile[0]} threads (8 warps of 64 x 32) compute {TC_TILE[0]} x "
-                    f"{TC_TILE[1]} tiles of C over blockIdx.y/x, k in panels of {TC_TILE[2]} "
-                    f"through shared memory; {batch}")
+                    f"{self.tile[0]} threads (8 warps of 64 x 32) compute {bm} x {bn} tiles of "
+                    f"C over blockIdx.y/x, k in panels of {bk} through shared memory; {batch}")
         if self.reduction:
             return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "
                     f"grid: its outermost loop (schedule depth {self.thread_depth}) strided over "
@@ -342,7 +337,7 @@ class Mapper:
     def tensor_core(self, node: isl.ScheduleNode, call: str) -> isl.ScheduleNode:
         """A tensor-core launch of ``call`` (a statement tensorized onto the
         tensor-core GEMM) at ``node``: every thread of a block of
-        :data:`TC_THREADS` makes the call, which computes the block's tiles
+        :data:`TENSOR_CORE_THREADS` makes the call, which computes the block's tiles
         of C (``blockIdx.y``/``x``); the outermost loop around the call, if
         any (a batch loop, coincident), on ``blockIdx.z``, the others run in
         each block.  Raises :class:`~polyc.errors.ScheduleError` for a call
@@ -353,11 +348,11 @@ class Mapper:
                                 "does not have")
         depth = node.get_schedule_depth()
         batch = node.get_type() == _T.band
-        k = KernelMapping(len(self.kernels), (call,), depth, tile=(TC_THREADS,),
+        k = KernelMapping(len(self.kernels), (call,), depth, tile=(TENSOR_CORE_THREADS,),
                           n_block=int(batch), intrinsic=call, reason=m.describe())
         tiles = [E.Binary("/", E.Binary("+", group_extent(self.program, m, group),
                                         E.Const(size - 1)), E.Const(size))
-                 for group, size in ((m.n, TC_TILE[1]), (m.m, TC_TILE[0]))]
+                 for group, size in ((m.n, TENSOR_CORE_TILE[1]), (m.m, TENSOR_CORE_TILE[0]))]
         z = E.Const(1)
         if batch:
             if node.band_n_member() > 1:
