@@ -46,7 +46,7 @@ __all__ = ["Config", "PolycError", "ParseError", "SemanticError", "ShapeError",
            "IllegalScheduleError", "ScheduleError", "CompileError", "DeviceError",
            "compile", "einsum",
            "einsum_path",
-           "Kernel", "Schedule", "Loop", "program", "kernel", "jit", "TraceError"]
+           "Kernel", "Schedule", "Loop", "program", "kernel", "jit", "TraceError", "tune"]
 
 
 def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
@@ -56,7 +56,7 @@ def __getattr__(name):  # lazy: keep `import polyc` cheap and cycle-free
     if name == "jit":
         from .graph.jit import jit
         return jit
-    if name in ("graph", "plot", "intrinsics"):
+    if name in ("graph", "plot", "intrinsics", "tune"):
         import importlib
         return importlib.import_module("." + name, __name__)
     if name == "kernel":

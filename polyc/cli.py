@@ -18,6 +18,10 @@ Commands::
                       [--json]   (a numpy function or @polyc.jit: its fusion plan)
     polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32]
                             [--check] [--bench] [--json]
+    polyc tune FILE.tc|FILE.py [--def NAME] --sizes M=512,... [--budget quick|max|S]
+                            [--executor inline|pool|dask://HOST:PORT] [--dry-run]
+                            [--explain] [--json]      (see polyc.tune.cli)
+    polyc tune --show | --export FILE | --import FILE
 
 Scheduler options (the automatic schedule; ``Config`` fields)::
 
@@ -59,30 +63,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli_input import UsageError, _load, _load_python, _parse_sizes, _select_def  # noqa: F401
 from .errors import PolycError
-
-
-class UsageError(PolycError):
-    """A bad command line (sizes, file, definition name)."""
-
-
-def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:
-    out: dict[str, int] = {}
-    if not text:
-        return out
-    for item in text.replace(" ", ",").split(","):
-        if not item:
-            continue
-        name, eq, val = item.partition("=")
-        if not eq or not name.isidentifier():
-            raise UsageError(f"{option}: expected NAME=VALUE items, got {item!r}")
-        try:
-            out[name] = int(val)
-        except ValueError:
-            raise UsageError(f"{option}: {name} must be an integer, got {val!r}") from None
-        if out[name] < 0:
-            raise UsageError(f"{option}: {name} must be >= 0, got {out[name]}")
-    return out
 
 
 def _threads() -> int:
@@ -98,54 +80,6 @@ def _time(fn) -> float:
 
 def _fmt_time(s: float) -> str:
     return f"{s * 1e3:.3f} ms" if s < 1 else f"{s:.3f} s"
-
-
-def _select_def(module, name: str | None):
-    defs = {d.name: d for d in module.defs}
-    if name is not None:
-        if name not in defs:
-            raise UsageError(f"no def named {name!r}; the file defines {', '.join(defs)}")
-        return defs[name]
-    if len(defs) != 1:
-        raise UsageError(f"the file defines {len(defs)} defs ({', '.join(defs)}); "
-                         "choose one with --def NAME")
-    return module.defs[0]
-
-
-def _load_python(args, path: Path):
-    """A ``@polyc.kernel`` function of a Python file, lowered for the
-    argument kinds read off its body (arrays of ``--dtype``, float64 by
-    default): the file is parsed, not run."""
-    from .frontend import pyloops, pysource
-    if not path.is_file():
-        raise UsageError(f"cannot read {path}")
-    fdef, filename, line0, lines = pysource.parse_file(str(path), args.def_name)
-    specs = pysource.infer_specs(fdef, args.dtype or "float64")
-    program = pyloops.lower_specs(fdef, filename, line0, lines, specs, fdef.name)
-    return program, _parse_sizes(args.sizes)
-
-
-def _load(args):
-    from .api import lower_def
-    from .frontend import tc
-    path = Path(args.file)
-    if path.suffix == ".py":
-        return _load_python(args, path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise UsageError(f"cannot read {path}: {e.strerror}") from None
-    module = tc.require_definitions(tc.parse(text, str(path)))
-    defn = _select_def(module, args.def_name)
-    sizes = {**tc.sizes_header(text), **_parse_sizes(args.sizes)}
-    needs = tc.needs_specialization(defn)
-    missing = sorted(needs - sizes.keys())
-    if missing:
-        raise UsageError(f"def {defn.name} needs constant values for {', '.join(missing)}; "
-                         "give them with --sizes")
-    fixed = {k: sizes[k] for k in needs}
-    program = lower_def(defn, fixed, dtype=args.dtype, source=text)
-    return program, sizes
 
 
 #: ``Config`` fields set by the scheduler options, by argparse destination.
@@ -395,6 +329,10 @@ def cmd_explain(args) -> int:
     config = _config(args)
     schedule = _user_schedule(args, program)
     low = gpu = None
+    tuning = ""
+    if schedule is None and config.target == "c" and config.use_tuned:
+        from .tune.use import tuned_schedule
+        schedule, tuning = tuned_schedule(program, config)
     if config.target == "cuda":
         from .schedule.language import Schedule
         gpu = _gpu_lowered(program, config, schedule)
@@ -410,6 +348,11 @@ def cmd_explain(args) -> int:
     else:
         from .pipeline import with_notes
         result = with_notes(result, low)
+    if tuning:
+        if args.json:
+            result["tuning"] = tuning
+        else:
+            result = f"{result}\n{tuning}"
     if args.json:
         if drawn is not None:
             result["plot"] = drawn
@@ -574,6 +517,9 @@ def build_parser() -> argparse.ArgumentParser:
     ein.add_argument("--json", action="store_true", help="print one JSON object")
     ein.add_argument("--seed", type=int, default=0)
     ein.set_defaults(func=cmd_einsum)
+
+    from .tune.cli import add_parser as add_tune_parser
+    add_tune_parser(sub)
     return ap
 
 

@@ -163,6 +163,9 @@ class Config:
     cuda_arch: str = field(default="sm_90", metadata=_opt(
         "the GPU architecture nvcc compiles for (POLYC_CUDA_ARCH; sm_75 and newer)", True))
 
+    use_tuned: bool = field(default=True, metadata=_opt(
+        "compile with the best schedule recipe the tuning database holds for the program "
+        "on this machine and toolchain (polyc.tune; POLYC_USE_TUNED=0 turns it off)", False))
     omp_schedule: str = field(default="auto", metadata=_opt(
         "how the iterations of a generated parallel loop are handed to the threads "
         "(POLYC_OMP_SCHEDULE): 'auto' (the default: dynamic chunks of about trip / (4 * "
@@ -287,6 +290,8 @@ class Config:
                     raise PolycError(f"{var}={value!r} is not one of {', '.join(allowed)}; "
                                      f"set one of those, or unset it")
                 kw[name] = value.lower()
+        if _env("POLYC_USE_TUNED") == "0":
+            kw["use_tuned"] = False
         if _env("POLYC_TENSORIZE") == "0":
             kw["tensorize"] = False
         rb = _env("POLYC_ROW_BLOCK")

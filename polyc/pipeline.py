@@ -313,6 +313,28 @@ def _lowered_source(program: Program, config: Config):
     return program, source, low
 
 
+def _compile_tuned(programs: list[Program], config: Config) -> list:
+    """:func:`compile_programs` with the tuning database consulted
+    (:func:`polyc.tune.use.tuned_schedule`): a program with a recorded best
+    recipe compiles under it, the others as usual; each kernel's ``tuning``
+    note says which (``explain`` prints it)."""
+    from .tune.use import tuned_schedule
+    plain = config.replace(use_tuned=False)
+    found = []
+    for p in programs:
+        if p.preconditions is None:
+            p = p.replace(preconditions=bounds.preconditions(p))
+        found.append((p, *tuned_schedule(p, config)))
+    rest = [p for p, s, _ in found if s is None]
+    kernels = iter(compile_programs(rest, plain) if rest else [])
+    out = []
+    for p, sched, note in found:
+        k = compile_schedule(sched, plain) if sched is not None else next(kernels)
+        k.tuning = note or None
+        out.append(k)
+    return out
+
+
 def compile_programs(programs: list[Program], config: Config | None = None) -> list:
     """:func:`compile_program` for several programs: steps 1-8 run one
     program after the other (isl is not shared between threads), the C
@@ -329,6 +351,8 @@ def compile_programs(programs: list[Program], config: Config | None = None) -> l
                 p = p.replace(preconditions=bounds.preconditions(p))
             out.append(compile_gpu(p, config, key=lowered_key(p, config)))
         return out
+    if config.use_tuned:
+        return _compile_tuned(programs, config)
     staged = [_lowered_source(p, config) for p in programs]
     texts = [src.text for _, src, _ in staged]
     if len(texts) > 1:

@@ -98,8 +98,9 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 def evaluate(program: Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[str, int],
              outputs: Mapping[str, np.ndarray] | None = None, *,
              chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
-             use_einsum: bool = True) -> dict[str, np.ndarray]:
-    """Evaluate ``program`` with numpy and return its outputs by name.
+             use_einsum: bool = True, inout: bool = False) -> dict[str, np.ndarray]:
+    """Evaluate ``program`` with numpy and return its outputs by name (with
+    ``inout``, also the final values of the in-place arrays it writes).
 
     ``sizes`` gives every parameter's value (names in ``program.fixed_sizes``
     may be given and must agree; other extra names are ignored).  Raises
@@ -144,8 +145,10 @@ def evaluate(program: Program, inputs: Mapping[str, np.ndarray], sizes: Mapping[
             if stmt.tensor in half:
                 arr = arrays[stmt.tensor]
                 arr[...] = arr.astype(half[stmt.tensor]).astype(np.float32)
+    results = [t for t in program.tensors if t.role == "output"
+               or (inout and t.role == "inout" and t.name in written)]
     return {t.name: (arrays[t.name].astype(half[t.name]) if t.name in half
-                     else arrays[t.name]) for t in program.outputs}
+                     else arrays[t.name]) for t in results}
 
 
 # ----------------------------------------------------------------- parameters

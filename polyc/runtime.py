@@ -517,6 +517,9 @@ class Kernel:
                                                    ctypes.c_int32])
         self._nthreads = int(config.num_threads or 0)
         self._plans: dict | None = CallPlan.cache_for(program, self.binder)
+        #: what the tuning database decided for this kernel (``None``: not consulted
+        #: or nothing recorded); :meth:`explain` prints it
+        self.tuning: str | None = None
 
     #: Below this many statement instances a call runs on one thread: the
     #: OpenMP fork/join would cost more than it saves.
@@ -568,7 +571,13 @@ class Kernel:
         if self._user_schedule is not None and not low.tensorized:
             low = None       # a user schedule without tensorize marks: no notes
         from polyc.backends.c.build import intrinsics_isa
-        return with_notes(out, low, isa=intrinsics_isa(self.library))
+        out = with_notes(out, low, isa=intrinsics_isa(self.library))
+        if self.tuning:
+            if isinstance(out, dict):
+                out["tuning"] = self.tuning
+            else:
+                out = f"{out}\n{self.tuning}"
+        return out
 
     def plot(self, *, sizes: dict, path=None, **options):
         """A picture of :attr:`schedule` at ``sizes``: :func:`polyc.plot.draw`."""

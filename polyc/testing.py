@@ -203,7 +203,8 @@ def gather_ranges(program: Program, sizes: Mapping[str, int]) -> dict[str, int]:
 
 def random_inputs(program: Program, sizes: Mapping[str, int], seed: int = 0
                   ) -> dict[str, np.ndarray]:
-    """Seeded inputs for every input tensor of ``program`` at ``sizes``.
+    """Seeded inputs for every input and in-place tensor of ``program`` at
+    ``sizes``.
 
     Floats are uniform in ``[-1, 1)``.  Integer tensors used as gather
     indices are uniform in ``[0, extent)`` of the dimension they index (when
@@ -215,7 +216,7 @@ def random_inputs(program: Program, sizes: Mapping[str, int], seed: int = 0
     values = {**program.fixed_sizes, **sizes}
     ranges = gather_ranges(program, sizes)
     out = {}
-    for t in program.inputs:
+    for t in program.arguments:          # inputs and in-place (inout) arrays
         shape = tuple(eval_pw_aff(pa, values) for pa in t.shape)
         dt = numpy_dtype(t.dtype)
         if is_float(t.dtype):

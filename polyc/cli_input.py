@@ -1,0 +1,81 @@
+"""Reading the program a ``polyc`` command works on: a TC file (one
+definition, ``--def``), or a ``.py`` file's ``@polyc.kernel`` function, and
+``--sizes NAME=VALUE,...``.  Shared by :mod:`polyc.cli` and
+:mod:`polyc.tune.cli`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import PolycError
+
+
+class UsageError(PolycError):
+    """A bad command line (sizes, file, definition name)."""
+
+
+def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for item in text.replace(" ", ",").split(","):
+        if not item:
+            continue
+        name, eq, val = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise UsageError(f"{option}: expected NAME=VALUE items, got {item!r}")
+        try:
+            out[name] = int(val)
+        except ValueError:
+            raise UsageError(f"{option}: {name} must be an integer, got {val!r}") from None
+        if out[name] < 0:
+            raise UsageError(f"{option}: {name} must be >= 0, got {out[name]}")
+    return out
+
+
+def _select_def(module, name: str | None):
+    defs = {d.name: d for d in module.defs}
+    if name is not None:
+        if name not in defs:
+            raise UsageError(f"no def named {name!r}; the file defines {', '.join(defs)}")
+        return defs[name]
+    if len(defs) != 1:
+        raise UsageError(f"the file defines {len(defs)} defs ({', '.join(defs)}); "
+                         "choose one with --def NAME")
+    return module.defs[0]
+
+
+def _load_python(args, path: Path):
+    """A ``@polyc.kernel`` function of a Python file, lowered for the
+    argument kinds read off its body (arrays of ``--dtype``, float64 by
+    default): the file is parsed, not run."""
+    from .frontend import pyloops, pysource
+    if not path.is_file():
+        raise UsageError(f"cannot read {path}")
+    fdef, filename, line0, lines = pysource.parse_file(str(path), args.def_name)
+    specs = pysource.infer_specs(fdef, args.dtype or "float64")
+    program = pyloops.lower_specs(fdef, filename, line0, lines, specs, fdef.name)
+    return program, _parse_sizes(args.sizes)
+
+
+def _load(args):
+    from .api import lower_def
+    from .frontend import tc
+    path = Path(args.file)
+    if path.suffix == ".py":
+        return _load_python(args, path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UsageError(f"cannot read {path}: {e.strerror}") from None
+    module = tc.require_definitions(tc.parse(text, str(path)))
+    defn = _select_def(module, args.def_name)
+    sizes = {**tc.sizes_header(text), **_parse_sizes(args.sizes)}
+    needs = tc.needs_specialization(defn)
+    missing = sorted(needs - sizes.keys())
+    if missing:
+        raise UsageError(f"def {defn.name} needs constant values for {', '.join(missing)}; "
+                         "give them with --sizes")
+    fixed = {k: sizes[k] for k in needs}
+    program = lower_def(defn, fixed, dtype=args.dtype, source=text)
+    return program, sizes

@@ -1,0 +1,27 @@
+"""Autotuning over checked schedule recipes (:func:`tune`).
+
+:mod:`~polyc.tune.space` (knobs and recipes), :mod:`~polyc.tune.model` (the
+analytical ranking), :mod:`~polyc.tune.measure` (checking in a child
+process, round-robin timing), :mod:`~polyc.tune.executors` (inline, process
+pool, dask), :mod:`~polyc.tune.db` (the append-only database),
+:mod:`~polyc.tune.search` (the session), :mod:`~polyc.tune.use` (what
+``polyc.compile`` reads back).
+"""
+
+from .db import Database, TuningWarning
+from .executors import DaskExecutor, InlineExecutor, PoolExecutor
+from .search import Budget, TuneResult, tune
+
+__all__ = ["tune", "TuneResult", "Budget", "Database", "TuningWarning", "InlineExecutor",
+           "PoolExecutor", "DaskExecutor"]
+
+
+class _CallableModule(__import__("types").ModuleType):
+    """``polyc.tune(...)`` calls :func:`tune`; ``polyc.tune.Database`` and the
+    submodules stay reachable as attributes."""
+
+    def __call__(self, *args, **kwargs):
+        return tune(*args, **kwargs)
+
+
+__import__("sys").modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,478 @@
+"""``polyc.tune``: search the schedule recipes of a program for the fastest on
+this machine, and record the result.
+
+The search, in order (:func:`tune`):
+
+1. **Space.** From each starting tree (isl's scheduler, the source order;
+   with and without reassociating reductions), the knobs of
+   :mod:`polyc.tune.space` per outermost band; a random sample of the
+   combinations when the space is larger than the budget's.
+2. **Rank.** Every sampled candidate is scored by the analytical model
+   (:mod:`polyc.tune.model`), summed over the tuning sizes.
+3. **Prune.** In rank order, each candidate is built as a checked
+   :class:`polyc.Schedule`; the ones the schedule language refuses
+   (``illegal``: a dependence broken, with its witness; ``inapplicable``) are
+   counted and dropped before anything is compiled, and candidates whose
+   tree equals one already kept are dropped as duplicates, until the
+   budget's number of legal candidates is reached.
+4. **Measure.** The automatic schedule (the default) and the legal
+   candidates are compiled in parallel by the executor, checked once each in
+   a child process against the reference evaluator, and timed round-robin
+   against the default (:mod:`polyc.tune.measure`).  A candidate wins only
+   when its median per-round ratio beats the incumbent by more than the
+   noise measured in the same run (``max(MIN_WIN, 2 x noise)``).
+5. **Local search.** The neighbours of the best (one knob changed) are
+   ranked by the model, pruned the same way, and measured against the
+   incumbent, while the budget lasts.
+6. **Record.** Every sample and failure, and the session's best, go to the
+   tuning database (:mod:`polyc.tune.db`) as soon as they are measured, so an
+   interrupted session keeps what it measured.  ``polyc.compile`` then uses
+   the best recipe of the program (``Config.use_tuned``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ..config import Config
+from ..errors import BindingError, PolycError
+from ..ir import Program
+from . import model, space
+from .db import ALL_SIZES, Database, key_info, key_of
+from .executors import make_executor
+
+log = logging.getLogger(__name__)
+
+#: A win must beat the incumbent by at least this fraction.
+MIN_WIN = 0.02
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much a session may do: wall ``seconds``, ``measured`` candidates,
+    ``sampled`` candidates ranked by the model, ``first`` candidates measured
+    in the first batch, ``neighbours`` per local-search step."""
+    seconds: float
+    measured: int
+    sampled: int
+    first: int
+    neighbours: int
+
+
+BUDGETS = {"quick": Budget(seconds=60, measured=10, sampled=3000, first=6, neighbours=2),
+           "max": Budget(seconds=600, measured=60, sampled=20000, first=12, neighbours=4)}
+
+
+def budget_of(spec) -> Budget:
+    """``"quick"``, ``"max"`` or a number of seconds (the ``"max"`` limits
+    otherwise).  Raises :class:`PolycError` for anything else."""
+    if isinstance(spec, Budget):
+        return spec
+    if spec in BUDGETS:
+        return BUDGETS[spec]
+    try:
+        seconds = float(spec)
+    except (TypeError, ValueError):
+        raise PolycError(f"budget {spec!r}: choose quick, max or a number of seconds") from None
+    if not seconds > 0:
+        raise PolycError(f"budget {spec!r}: the number of seconds must be positive")
+    b = BUDGETS["max"]
+    return Budget(seconds, b.measured, b.sampled, b.first, b.neighbours)
+
+
+@dataclass
+class Trial:
+    """One candidate: ``label``, ``knobs`` (JSON; ``None`` for the default),
+    ``recipe`` (``None`` for the default), ``model`` (modelled seconds),
+    ``status`` (``"measured"``, ``"failed"``, ``"illegal"``,
+    ``"inapplicable"``, ``"duplicate"``, ``"unmeasured"``), ``ratio`` (median
+    time relative to the default, geometric mean over the sizes),
+    ``seconds`` (median per call, per sizes), ``reason``."""
+    label: str
+    knobs: dict | None
+    recipe: dict | None
+    model: float | None = None
+    status: str = "unmeasured"
+    ratio: float | None = None
+    seconds: dict = field(default_factory=dict)
+    reason: str = ""
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` found.  ``best`` is a :class:`Trial` (the default
+    when nothing beat it by more than the noise); ``speedup`` is
+    ``1 / best.ratio``; ``pruned`` counts refused candidates by kind;
+    ``history`` holds ``(seconds, measured, best ratio)`` after each
+    measurement batch; ``note`` says why the default was kept, if it was."""
+    program: str
+    key: str
+    sizes: list
+    best: Trial
+    trials: list
+    pruned: dict
+    measured: int
+    failed: int
+    seconds: float
+    noise: float
+    history: list
+    database: str
+    note: str = ""
+
+    @property
+    def recipe(self) -> dict | None:
+        """The best recipe (``None``: the automatic schedule)."""
+        return self.best.recipe
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.best.ratio if self.best.ratio else 1.0
+
+    def to_json(self) -> dict:
+        return {"program": self.program, "key": self.key, "sizes": self.sizes,
+                "best": vars(self.best), "speedup": self.speedup, "pruned": self.pruned,
+                "measured": self.measured, "failed": self.failed, "seconds": self.seconds,
+                "noise": self.noise, "history": self.history, "database": self.database,
+                "note": self.note, "trials": [vars(t) for t in self.trials]}
+
+    def report(self, explain: bool = False) -> str:
+        """A text summary; ``explain`` adds every pruned candidate's reason."""
+        lines = [f"{self.program}: best {self.best.label} — {self.speedup:.2f}x the default "
+                 f"({self.measured} measured, {self.failed} failed, "
+                 f"{sum(self.pruned.values())} pruned: "
+                 + ", ".join(f"{n} {k}" for k, n in sorted(self.pruned.items()))
+                 + f"; {self.seconds:.1f} s; noise {100 * self.noise:.1f}%)"]
+        if self.note:
+            lines.append(f"  note: {self.note}")
+        for t in sorted((t for t in self.trials if t.status == "measured"),
+                        key=lambda t: t.ratio):
+            lines.append(f"  {t.ratio:6.3f}  model {t.model if t.model is not None else 0:9.3g}"
+                         f"  {t.label}")
+        for t in self.trials:
+            if t.status == "failed" or (explain and t.status in
+                                        ("illegal", "inapplicable", "duplicate")):
+                lines.append(f"  {t.status:12s} {t.label}: {t.reason}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.report()
+
+
+def resolve_program(target, name: str | None = None) -> Program:
+    """The program to tune from TC source (``name``: which definition), an
+    ``ir.Program``, or a compiled kernel (``polyc.compile``,
+    ``@polyc.kernel`` after a call)."""
+    if isinstance(target, Program):
+        return target
+    if isinstance(target, str):
+        from ..api import program
+        return program(target, name)
+    prog = getattr(target, "program", None)
+    if isinstance(prog, Program):
+        return prog
+    raise BindingError(f"polyc.tune: cannot tune a {type(target).__name__}; pass TC source, "
+                       f"a compiled kernel or an ir.Program")
+
+
+def _sizes_list(program: Program, sizes) -> list[dict]:
+    if isinstance(sizes, dict):
+        sizes = [sizes]
+    if not isinstance(sizes, (list, tuple)) or not sizes:
+        raise BindingError("polyc.tune: give sizes as a dict of size parameters "
+                           "(e.g. {'M': 512, 'N': 512, 'K': 512}) or a list of them")
+    params = [p for p in program.params if p not in program.fixed_sizes]
+    out = []
+    for s in sizes:
+        if not isinstance(s, dict):
+            raise BindingError(f"polyc.tune: sizes {s!r} is not a dict")
+        missing = [p for p in params if p not in s]
+        if missing:
+            raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(missing)} "
+                               f"(the program's size parameters are {', '.join(params)})")
+        out.append({p: int(s[p]) for p in params})
+    return out
+
+
+class _Session:
+    """The state of one tuning session (see :func:`tune`)."""
+
+    def __init__(self, program, sizes, budget, executor, db, config, seed, progress, faults):
+        self.program, self.sizes, self.budget = program, sizes, budget
+        self.executor, self.db, self.config = executor, db, config
+        self.seed, self.faults = seed, faults or {}
+        self.t0 = time.monotonic()
+        self.info = key_info(program, config, ALL_SIZES)
+        self.key = key_of(self.info)
+        self.trials: list[Trial] = []
+        self.pruned: dict[str, int] = {}
+        self.trees: set[str] = set()
+        self.history: list = []
+        self.noise = 0.0
+        self.measured = 0
+        self.bar = progress
+
+    # ---------------------------------------------------------------- space
+    def analyse(self):
+        from ..schedule.language import Schedule
+        self.bases, self.infos, self.choices = {}, {}, {}
+        for start in ("isl", "source"):
+            try:
+                base = Schedule.from_program(self.program, start=start)
+            except PolycError as e:
+                log.info("start %s: %s", start, e)
+                continue
+            self.bases[start] = base
+            self.infos[start] = [space.analyse(base, s) for s in self.sizes]
+            self.choices[start] = [space.band_choices(b) for b in self.infos[start][0]]
+
+    def ranked(self, rng: random.Random) -> list[tuple[float, space.Knobs]]:
+        pools = {(st, r): self.choices[st] for st, r in space.starts(self.program)
+                 if st in self.choices}
+        cands = space.sample(rng, pools, self.budget.sampled)
+        return sorted(((self.cost(k), k) for k in cands), key=lambda x: x[0])
+
+    def cost(self, k: space.Knobs) -> float:
+        return sum(model.cost(k, infos) for infos in self.infos[k.start])
+
+    def legal(self, ranked, want: int) -> list[Trial]:
+        """The first ``want`` legal, distinct candidates of ``ranked``."""
+        out = []
+        for score, k in ranked:
+            if len(out) >= want or self.out_of_time():
+                break
+            t = Trial(k.label(), k.to_json(), None, score)
+            self.trials.append(t)
+            try:
+                s = space.build(self.program, k, self.infos[k.start][0],
+                                base=self.bases[k.start])
+            except space.Refused as e:
+                t.status, t.reason = e.kind, f"{e.step}: {e.reason}"
+                self.pruned[e.kind] = self.pruned.get(e.kind, 0) + 1
+                continue
+            text = s.to_text()
+            if text in self.trees:
+                t.status, t.reason = "duplicate", "the same tree as a candidate already kept"
+                self.pruned["duplicate"] = self.pruned.get("duplicate", 0) + 1
+                continue
+            self.trees.add(text)
+            t.recipe = s.to_recipe()
+            out.append(t)
+        return out
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() - self.t0 > self.budget.seconds
+
+    # ---------------------------------------------------------- measuring
+    def run(self, incumbent: Trial, challengers: list[Trial]) -> list[Trial]:
+        """Build, check and time ``challengers`` against ``incumbent``;
+        updates each trial and records it.  Returns the measured ones."""
+        payload = {"program": self.program, "config": self.config}
+        builds = self.executor.build([{**payload, "recipe": t.recipe} for t in challengers])
+        ok = []
+        for t, b in zip(challengers, builds):
+            if b["ok"]:
+                ok.append(t)
+            else:
+                t.status, t.reason = "failed", b["error"]
+        recipes = [incumbent.recipe] + [t.recipe for t in ok]
+        faults = {i + 1: self.faults[t.label] for i, t in enumerate(ok) if t.label in self.faults}
+        remaining = max(1.0, self.budget.seconds - (time.monotonic() - self.t0))
+        res = self.executor.measure({
+            **payload, "recipes": recipes, "checked": [0] if incumbent.status == "measured"
+            else [], "sizes": self.sizes, "seed": self.seed, "faults": faults,
+            "deadline_s": remaining})
+        failures = {int(i): why for i, why in res["failures"].items()}
+        if 0 in failures:
+            incumbent.status, incumbent.reason = "failed", failures[0]
+            raise PolycError(f"the incumbent {incumbent.label} failed its check: "
+                             f"{failures[0]}")
+        measured = []
+        for i, t in enumerate(ok, 1):
+            if i in failures:
+                t.status, t.reason = "failed", failures[i]
+        col = {i: n for n, i in enumerate(res["measured"])}
+        logs = []
+        noise = []
+        for sizes_text, rounds in res["rounds"].items():
+            from .measure import decide
+            picked = [[r[col[i]] for i in res["measured"]] + [r[-1]] for r in rounds]
+            ratios, nz = decide(picked)
+            noise.append(nz)
+            inc_secs = sorted(r[0] for r in rounds)[len(rounds) // 2]
+            incumbent.seconds.setdefault(sizes_text, inc_secs)
+            for pos, i in enumerate(res["measured"]):
+                if i == 0:
+                    continue
+                t = ok[i - 1]
+                t.seconds[sizes_text] = inc_secs * ratios[pos]
+                logs.append((t, math.log(ratios[pos])))
+        self.noise = max([self.noise] + noise)
+        per: dict[int, list[float]] = {}
+        for t, lr in logs:
+            per.setdefault(id(t), []).append(lr)
+        for t in ok:
+            if t.status == "failed" or id(t) not in per:
+                continue
+            rel = math.exp(sum(per[id(t)]) / len(per[id(t)]))
+            t.ratio = rel * (incumbent.ratio or 1.0)
+            t.status = "measured"
+            measured.append(t)
+        self.measured += len(measured)
+        self.record(challengers)
+        best = min([t.ratio for t in self.trials if t.status == "measured"] + [1.0])
+        self.history.append((time.monotonic() - self.t0, self.measured, best))
+        if self.bar is not None:
+            self.bar.update(len(challengers))
+        return measured
+
+    def record(self, trials: list[Trial]) -> None:
+        recs = []
+        for t in trials:
+            base = {"key": self.key, "keyinfo": self.info, "label": t.label,
+                    "recipe": t.recipe, "knobs": t.knobs, "sizes": self.sizes}
+            if t.status == "measured":
+                recs.append({**base, "kind": "sample", "ratio": t.ratio,
+                             "seconds": t.seconds, "model": t.model})
+            elif t.status == "failed":
+                recs.append({**base, "kind": "failure", "reason": t.reason})
+        if recs and self.db is not None:
+            self.db.append(recs)
+
+    def accept(self, incumbent: Trial, measured: list[Trial]) -> Trial:
+        threshold = max(MIN_WIN, 2 * self.noise)
+        wins = [t for t in measured if t.ratio < (incumbent.ratio or 1.0) * (1 - threshold)]
+        return min(wins, key=lambda t: t.ratio) if wins else incumbent
+
+
+def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, db=None,
+         config: Config | None = None, name: str | None = None, seed: int = 0,
+         progress: bool | None = None, record: bool = True, _faults=None) -> TuneResult:
+    """Search schedule recipes of a program for the fastest at the given sizes.
+
+    ``kernel_or_source``: TC source (``name`` picks the definition), a
+    compiled kernel or an ``ir.Program``.  ``sizes_or_classes``: a dict of
+    size parameters, or a list of them (each candidate is timed at every
+    one; ratios are combined by geometric mean); the record holds for every
+    size (shape class ``"all"``).  ``budget``: ``"quick"`` (60 s, at most
+    10 measured candidates), ``"max"`` (600 s, 60) or seconds.
+    ``executor``: ``None``/``"inline"``, ``"pool"``, ``"dask://HOST:PORT"``,
+    a ``distributed.Client`` or an executor object
+    (:mod:`polyc.tune.executors`).  ``db``: a :class:`~polyc.tune.db.Database`,
+    a path, or ``None`` for the one in the cache directory; ``record=False``
+    writes nothing.  ``progress``: a tqdm bar (default: when stderr is a
+    terminal).
+
+    Returns a :class:`TuneResult`.  Raises :class:`~polyc.errors.BindingError`
+    for sizes that miss a parameter, :class:`~polyc.errors.PolycError` for a
+    bad budget or executor, or when the default schedule itself fails its
+    check.  Ctrl-C stops the session; what was measured is already recorded.
+    """
+    config = (config or Config.from_env()).replace(use_tuned=False)
+    if config.target != "c":
+        raise PolycError("polyc.tune tunes C kernels for now; the CUDA mapping options are "
+                         "not in the search space yet")
+    program = resolve_program(kernel_or_source, name)
+    sizes = _sizes_list(program, sizes_or_classes)
+    b = budget_of(budget)
+    if db is None and record:
+        db = Database(config=config)
+    elif db is not None and not isinstance(db, Database):
+        db = Database(db)
+    ex = make_executor(executor)
+    bar = None
+    if progress or (progress is None and sys.stderr.isatty()):
+        try:
+            from tqdm import tqdm
+            bar = tqdm(total=b.measured, desc=f"tuning {program.name}", unit="cand",
+                       leave=False)
+        except ImportError:
+            bar = None
+    s = _Session(program, sizes, b, ex, db if record else None, config, seed, bar, _faults)
+    default = Trial("default (automatic schedule)", None, None, None)
+    s.trials.append(default)
+    note = ""
+    try:
+        s.analyse()
+        rng = random.Random(seed)
+        ranked = s.ranked(rng)
+        first = s.legal(ranked, min(b.first, b.measured))
+        best = default
+        if not first:
+            note = "no legal candidate in the space"
+        elif s.out_of_time():
+            note = (f"the budget ({b.seconds:g} s) ran out before anything was measured; "
+                    f"the default schedule stays")
+        else:
+            measured = s.run(default, first)
+            default.status, default.ratio = "measured", 1.0
+            best = s.accept(default, measured)
+            tried = {json.dumps(t.knobs, sort_keys=True) for t in s.trials if t.knobs}
+            while not s.out_of_time() and s.measured < b.measured and best.knobs:
+                k = _knobs(best.knobs)
+                near = [(s.cost(n), n) for n in space.neighbours(
+                    k, {st: i[0] for st, i in s.infos.items()}, space.has_reduction(program))
+                    if json.dumps(n.to_json(), sort_keys=True) not in tried]
+                for _, n in near:
+                    tried.add(json.dumps(n.to_json(), sort_keys=True))
+                near.sort(key=lambda x: x[0])
+                step = s.legal(near, min(b.neighbours, b.measured - s.measured))
+                if not step:
+                    break
+                new_best = s.accept(best, s.run(best, step))
+                if new_best is best:
+                    break
+                best = new_best
+    except KeyboardInterrupt:
+        log.warning("tuning of %s interrupted; %d measured candidates are recorded",
+                    program.name, s.measured)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+        if ex is not executor:
+            ex.close()
+    if best is default and not note:
+        note = (f"no candidate beat the default by more than "
+                f"{100 * max(MIN_WIN, 2 * s.noise):.1f}% (the noise threshold)")
+    if record and db is not None and default.status == "measured":
+        db.append([{"key": s.key, "keyinfo": s.info, "kind": "best", "label": best.label,
+                    "recipe": best.recipe, "knobs": best.knobs, "ratio": best.ratio,
+                    "speedup": 1.0 / (best.ratio or 1.0), "sizes": sizes,
+                    "default_seconds": default.seconds, "seconds": best.seconds}])
+    failed = sum(1 for t in s.trials if t.status == "failed")
+    return TuneResult(program.name, s.key, sizes, best, s.trials, dict(s.pruned), s.measured,
+                      failed, time.monotonic() - s.t0, s.noise, s.history,
+                      str(db.path) if db is not None else "", note)
+
+
+def _knobs(data: dict) -> space.Knobs:
+    return space.Knobs(data["start"], tuple(space.BandKnobs(
+        tuple(b["order"]), tuple(b["tiles"]), b["parallel"], b["vectorize"], b["unroll"],
+        b.get("tensorize", False))
+        for b in data["bands"]), data["reassociate"])
+
+
+def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str | None = None,
+               seed: int = 0, count: int = 20, config: Config | None = None) -> list[Trial]:
+    """The dry run of :func:`tune`: the first ``count`` candidates of the
+    model's ranking, each built as a checked schedule (status ``"legal"``,
+    or why it was pruned), with its model score.  Nothing is compiled or
+    recorded."""
+    config = (config or Config.from_env()).replace(use_tuned=False)
+    program = resolve_program(kernel_or_source, name)
+    sizes = _sizes_list(program, sizes_or_classes)
+    b = budget_of(budget)
+    s = _Session(program, sizes, Budget(math.inf, b.measured, b.sampled, b.first,
+                                        b.neighbours), None, None, config, seed, None, None)
+    s.analyse()
+    ranked = s.ranked(random.Random(seed))[:count]
+    kept = s.legal(ranked, count)
+    for t in kept:
+        t.status = "legal"
+    return s.trials
