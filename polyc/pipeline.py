@@ -315,22 +315,30 @@ def _lowered_source(program: Program, config: Config):
 
 def _compile_tuned(programs: list[Program], config: Config) -> list:
     """:func:`compile_programs` with the tuning database consulted
-    (:func:`polyc.tune.use.tuned_schedule`): a program with a recorded best
-    recipe compiles under it, the others as usual; each kernel's ``tuning``
-    note says which (``explain`` prints it)."""
-    from .tune.use import tuned_schedule
+    (:func:`polyc.tune.use.tuned`): a program with recorded versions by shape
+    class compiles to a versioned kernel (:mod:`polyc.versioned`), one with
+    a recorded best recipe under it, the others as usual; each kernel's
+    ``tuning`` note says which (``explain`` prints it)."""
+    from .tune.use import tuned
     plain = config.replace(use_tuned=False)
     found = []
     for p in programs:
         if p.preconditions is None:
             p = p.replace(preconditions=bounds.preconditions(p))
-        found.append((p, *tuned_schedule(p, config)))
-    rest = [p for p, s, _ in found if s is None]
+        found.append((p, *tuned(p, config)))
+    rest = [p for p, s, vs, _ in found if s is None and not vs]
     kernels = iter(compile_programs(rest, plain) if rest else [])
     out = []
-    for p, sched, note in found:
-        k = compile_schedule(sched, plain) if sched is not None else next(kernels)
-        k.tuning = note or None
+    for p, sched, versions, note in found:
+        if versions:
+            from .versioned import ALL, Version, compile_versioned, shape_class
+            generic = Version(shape_class(p, ALL), sched.to_recipe() if sched else None,
+                              "tuned" if sched else "")
+            k = compile_versioned(p, versions, generic, plain)
+            k.tuning = "\n".join(x for x in (note, k.tuning) if x)
+        else:
+            k = compile_schedule(sched, plain) if sched is not None else next(kernels)
+            k.tuning = note or None
         out.append(k)
     return out
 

@@ -520,6 +520,9 @@ class Kernel:
         #: what the tuning database decided for this kernel (``None``: not consulted
         #: or nothing recorded); :meth:`explain` prints it
         self.tuning: str | None = None
+        #: the versions by shape class of a versioned kernel (:mod:`polyc.versioned`):
+        #: ``{"class", "guard", "recipe", "why"}`` each, the generic one last
+        self.versions: list | None = None
 
     #: Below this many statement instances a call runs on one thread: the
     #: OpenMP fork/join would cost more than it saves.

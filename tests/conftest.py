@@ -54,7 +54,7 @@ def _needs_cc(item) -> bool:
     path = Path(str(item.fspath))
     if path.name in _CC_AWARE:
         return False
-    return path.parent.name in ("cpu", "fuzz", "robustness", "graph", "bench", "cuda")
+    return path.parent.name in ("cpu", "fuzz", "robustness", "graph", "bench", "cuda", "tune")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -629,6 +629,20 @@ def emit(program: Program, nest: L.Node, *, omp_schedule: str = "auto") -> Sourc
     loops hand out iterations as ``omp_schedule`` (``Config.omp_schedule``:
     ``"auto"``, ``"dynamic"`` or ``"static"``; see ``_Emitter._schedule_clause``)
     says."""
+    fn, blocks = emit_function(program, nest, ENTRY, omp_schedule=omp_schedule)
+    header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
+    text = header + PRELUDE + "".join(blocks) + "\n" + fn + "\n"
+    return Source(text=text, entry=ENTRY, params=tuple(program.params),
+                  tensors=tuple(t.name for t in arguments(program)))
+
+
+def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: str = "auto",
+                  static: bool = False) -> tuple[str, str]:
+    """``(function, blocks)``: the C function ``name`` (the kernel ABI:
+    ``(polyc_params, polyc_buffers, polyc_nthreads)``; ``static`` when
+    asked) executing ``nest``, and the text blocks declaring the intrinsics
+    it calls (each to print once before it).  :func:`emit` wraps one in a source;
+    :mod:`.versions` several."""
     em = _Emitter(program, omp_schedule)
     team = [c.Line("#ifdef _OPENMP"),
             c.Line("const int polyc_team = polyc_nthreads > 0 ? (int)polyc_nthreads "
@@ -643,20 +657,17 @@ def emit(program: Program, nest: L.Node, *, omp_schedule: str = "auto") -> Sourc
                  c.Line("#endif"),
                  c.Line("(void)polyc_threads;")]
     fn = c.FunctionBody(
-        c.FunctionDeclaration(c.Value("void", ENTRY), [
+        c.FunctionDeclaration(c.Value("static void" if static else "void", name), [
             c.Value("const int64_t *restrict", "polyc_params"),
             c.Value("void *const *restrict", "polyc_buffers"),
             c.Value("int32_t", "polyc_nthreads")]),
         c.Block(em.prologue() + team + [em.node(nest)]))
-    header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
-    intrinsics = ""
+    blocks = []
     matches = [st.intrinsic for st in program.statements if st.kind == "intrinsic"]
     if any(isinstance(m, GemmMatch) for m in matches):
         # the interface only: the build step links the intrinsics library
-        intrinsics = "\n" + c_intrinsics.api_text() + "\n"
-    for name in sorted({m.intrinsic for m in matches if not isinstance(m, GemmMatch)}):
-        intr = get_intrinsic(name)     # a user intrinsic: its prototype, then its source
-        intrinsics += f"\n{intr.prototype()};\n{intr.source('c')}\n"
-    text = header + PRELUDE + intrinsics + "\n" + str(fn) + "\n"
-    return Source(text=text, entry=ENTRY, params=tuple(program.params),
-                  tensors=tuple(t.name for t in arguments(program)))
+        blocks.append("\n" + c_intrinsics.api_text() + "\n")
+    for iname in sorted({m.intrinsic for m in matches if not isinstance(m, GemmMatch)}):
+        intr = get_intrinsic(iname)    # a user intrinsic: its prototype, then its source
+        blocks.append(f"\n{intr.prototype()};\n{intr.source('c')}\n")
+    return str(fn), blocks

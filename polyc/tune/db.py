@@ -95,6 +95,13 @@ def key_of(info: dict) -> str:
     return _seal({k: v for k, v in info.items() if k != "name"})
 
 
+def family_of(info: dict) -> str:
+    """The hash of :func:`key_info`'s dict without the program's name and the
+    shape class: the records of every class of one program on one machine
+    and toolchain share it."""
+    return _seal({k: v for k, v in info.items() if k not in ("name", "class")})
+
+
 class Database:
     """The records under ``path`` (default: ``tuning.jsonl`` in ``config``'s
     cache directory)."""
@@ -157,6 +164,15 @@ class Database:
         """The newest ``best`` record of ``key``, or ``None``."""
         found = self.records(key, "best")
         return found[-1] if found else None
+
+    def class_bests(self, family: str) -> dict[str, dict]:
+        """The newest ``best`` record of each shape class of ``family``
+        (:func:`family_of`), by class text."""
+        out: dict[str, dict] = {}
+        for r in self.records(kind="best"):
+            if family_of(r["keyinfo"]) == family:
+                out[r["keyinfo"].get("class", ALL_SIZES)] = r
+        return out
 
     def keys(self) -> dict[str, dict]:
         """``key -> keyinfo`` of every key with records."""

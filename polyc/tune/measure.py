@@ -63,6 +63,16 @@ def build_task(payload: dict) -> dict:
     """Compile one candidate: ``{"program", "recipe", "config"}`` ->
     ``{"ok", "seconds", "error"}``."""
     t0 = time.perf_counter()
+    fault = payload.get("fault")
+    if fault and fault.startswith("kill-worker-once:"):      # tests: a worker dies
+        marker = Path(fault.split(":", 1)[1])
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            pass
+        else:
+            os.close(fd)
+            os._exit(17)
     try:
         compile_candidate(payload["program"], payload["recipe"], payload["config"])
     except PolycError as e:
@@ -203,7 +213,9 @@ def measure_task(payload: dict) -> dict:
     """Check (in a child process) and time candidates against an incumbent.
 
     ``payload``: ``program``, ``recipes`` (the incumbent's first; ``None``
-    is the automatic schedule), ``checked`` (indices already checked),
+    is the automatic schedule), ``programs`` (optional: the program each
+    recipe compiles, e.g. narrowed to a shape class; the same computation),
+    ``checked`` (indices already checked),
     ``config``, ``sizes`` (a list of size dicts), ``seed``, ``rounds``,
     ``min_sample``, ``deadline_s`` (seconds), ``faults`` (index -> fault,
     tests only).  Returns ``{"failures": {index: reason}, "rounds":
@@ -218,16 +230,18 @@ def measure_task(payload: dict) -> dict:
     failures: dict[int, str] = {}
     kernels: dict[int, object] = {}
     sizes_list = payload["sizes"]
+    programs = payload.get("programs") or [program] * len(recipes)
     for i, recipe in enumerate(recipes):
         try:
-            kernels[i] = compile_candidate(program, recipe, config)
+            kernels[i] = compile_candidate(programs[i], recipe, config)
         except PolycError as e:
             failures[i] = f"does not compile: {str(e).splitlines()[0]}"
             continue
         if i in checked and i not in faults:
             continue
         for sizes in sizes_list:
-            why = check_in_child(program, recipe, config, sizes, payload.get("seed", 0),
+            why = check_in_child(programs[i], recipe, config, sizes, payload.get("seed", 0),
+                                 timeout=payload.get("check_timeout") or CHECK_TIMEOUT,
                                  fault=faults.get(i))
             if why:
                 failures[i] = f"{why} (sizes {sizes})"

@@ -124,6 +124,8 @@ class TuneResult:
     history: list
     database: str
     note: str = ""
+    #: the shape classes tuned (:class:`polyc.tune.classes.ClassOutcome`)
+    classes: list = field(default_factory=list)
 
     @property
     def recipe(self) -> dict | None:
@@ -139,7 +141,8 @@ class TuneResult:
                 "best": vars(self.best), "speedup": self.speedup, "pruned": self.pruned,
                 "measured": self.measured, "failed": self.failed, "seconds": self.seconds,
                 "noise": self.noise, "history": self.history, "database": self.database,
-                "note": self.note, "trials": [vars(t) for t in self.trials]}
+                "note": self.note, "trials": [vars(t) for t in self.trials],
+                "classes": [c.to_json() for c in self.classes]}
 
     def report(self, explain: bool = False) -> str:
         """A text summary; ``explain`` adds every pruned candidate's reason."""
@@ -150,6 +153,8 @@ class TuneResult:
                  + f"; {self.seconds:.1f} s; noise {100 * self.noise:.1f}%)"]
         if self.note:
             lines.append(f"  note: {self.note}")
+        for c in self.classes:
+            lines.append(f"  class {c.text}: {c.describe()}")
         for t in sorted((t for t in self.trials if t.status == "measured"),
                         key=lambda t: t.ratio):
             lines.append(f"  {t.ratio:6.3f}  model {t.model if t.model is not None else 0:9.3g}"
@@ -202,12 +207,13 @@ def _sizes_list(program: Program, sizes) -> list[dict]:
 class _Session:
     """The state of one tuning session (see :func:`tune`)."""
 
-    def __init__(self, program, sizes, budget, executor, db, config, seed, progress, faults):
+    def __init__(self, program, sizes, budget, executor, db, config, seed, progress, faults,
+                 shape_class: str = ALL_SIZES):
         self.program, self.sizes, self.budget = program, sizes, budget
         self.executor, self.db, self.config = executor, db, config
         self.seed, self.faults = seed, faults or {}
         self.t0 = time.monotonic()
-        self.info = key_info(program, config, ALL_SIZES)
+        self.info = key_info(program, config, shape_class)
         self.key = key_of(self.info)
         self.trials: list[Trial] = []
         self.pruned: dict[str, int] = {}
@@ -273,7 +279,9 @@ class _Session:
         """Build, check and time ``challengers`` against ``incumbent``;
         updates each trial and records it.  Returns the measured ones."""
         payload = {"program": self.program, "config": self.config}
-        builds = self.executor.build([{**payload, "recipe": t.recipe} for t in challengers])
+        builds = self.executor.build([{**payload, "recipe": t.recipe,
+                                       "fault": self.faults.get("build")}
+                                      for t in challengers])
         ok = []
         for t, b in zip(challengers, builds):
             if b["ok"]:
@@ -281,12 +289,15 @@ class _Session:
             else:
                 t.status, t.reason = "failed", b["error"]
         recipes = [incumbent.recipe] + [t.recipe for t in ok]
-        faults = {i + 1: self.faults[t.label] for i, t in enumerate(ok) if t.label in self.faults}
+        # injected failures (tests): by position among the first batch's challengers
+        faults = {} if self.history else {
+            i + 1: self.faults[challengers.index(t)] for i, t in enumerate(ok)
+            if challengers.index(t) in self.faults}
         remaining = max(1.0, self.budget.seconds - (time.monotonic() - self.t0))
         res = self.executor.measure({
             **payload, "recipes": recipes, "checked": [0] if incumbent.status == "measured"
             else [], "sizes": self.sizes, "seed": self.seed, "faults": faults,
-            "deadline_s": remaining})
+            "deadline_s": remaining, "check_timeout": self.faults.get("timeout")})
         failures = {int(i): why for i, why in res["failures"].items()}
         if 0 in failures:
             incumbent.status, incumbent.reason = "failed", failures[0]
@@ -352,48 +363,84 @@ class _Session:
 
 def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, db=None,
          config: Config | None = None, name: str | None = None, seed: int = 0,
-         progress: bool | None = None, record: bool = True, _faults=None) -> TuneResult:
+         progress: bool | None = None, record: bool = True, classes=None,
+         _faults=None) -> TuneResult:
     """Search schedule recipes of a program for the fastest at the given sizes.
 
     ``kernel_or_source``: TC source (``name`` picks the definition), a
     compiled kernel or an ``ir.Program``.  ``sizes_or_classes``: a dict of
     size parameters, or a list of them (each candidate is timed at every
-    one; ratios are combined by geometric mean); the record holds for every
-    size (shape class ``"all"``).  ``budget``: ``"quick"`` (60 s, at most
-    10 measured candidates), ``"max"`` (600 s, 60) or seconds.
-    ``executor``: ``None``/``"inline"``, ``"pool"``, ``"dask://HOST:PORT"``,
-    a ``distributed.Client`` or an executor object
+    one; ratios are combined by geometric mean): the result holds for every
+    size (shape class ``"all"``).  Or a dict from shape class (isl
+    constraints over the sizes, e.g. ``"M = 1"``, ``"M mod 16 = 0"``; see
+    :mod:`polyc.versioned`) to its representative sizes (a dict or a list of
+    1-3): the generic version is tuned on all of them, then each class,
+    seeded with the generic best, under its own context; a class becomes a
+    version of the kernel only when it measures at least 10% faster than the
+    generic version on its sizes (:mod:`polyc.tune.classes`).
+    ``classes="lattice"`` with a list of sizes groups them into the classes
+    of :func:`polyc.tune.classes.lattice` first.
+    ``budget``: ``"quick"`` (60 s, at most 10 measured candidates),
+    ``"max"`` (600 s, 60) or seconds, per session (the generic one and each
+    class).  ``executor``: ``None``/``"inline"``, ``"pool"``,
+    ``"dask://HOST:PORT"``, a ``distributed.Client`` or an executor object
     (:mod:`polyc.tune.executors`).  ``db``: a :class:`~polyc.tune.db.Database`,
     a path, or ``None`` for the one in the cache directory; ``record=False``
     writes nothing.  ``progress``: a tqdm bar (default: when stderr is a
     terminal).
 
-    Returns a :class:`TuneResult`.  Raises :class:`~polyc.errors.BindingError`
-    for sizes that miss a parameter, :class:`~polyc.errors.PolycError` for a
-    bad budget or executor, or when the default schedule itself fails its
-    check.  Ctrl-C stops the session; what was measured is already recorded.
+    Returns a :class:`TuneResult` (``classes``: one
+    :class:`~polyc.tune.classes.ClassOutcome` per class).  Raises
+    :class:`~polyc.errors.BindingError` for sizes that miss a parameter,
+    :class:`~polyc.errors.ScheduleError` for a class isl cannot read,
+    :class:`~polyc.errors.PolycError` for a bad budget or executor, or when
+    the default schedule itself fails its check.  Ctrl-C stops the session;
+    what was measured is already recorded.
     """
     config = (config or Config.from_env()).replace(use_tuned=False)
     if config.target != "c":
         raise PolycError("polyc.tune tunes C kernels for now; the CUDA mapping options are "
                          "not in the search space yet")
     program = resolve_program(kernel_or_source, name)
-    sizes = _sizes_list(program, sizes_or_classes)
+    from . import classes as cl
+    by_class = cl.requested(program, sizes_or_classes, classes)
+    sizes = _sizes_list(program, [x for v in by_class.values() for x in v]
+                        if by_class else sizes_or_classes)
     b = budget_of(budget)
     if db is None and record:
         db = Database(config=config)
     elif db is not None and not isinstance(db, Database):
         db = Database(db)
     ex = make_executor(executor)
+    try:
+        result = run_session(program, sizes, b, ex, db if record else None, config, seed,
+                             progress, _faults)
+        if by_class:
+            result.classes = cl.tune_classes(program, by_class, result, b, ex,
+                                             db if record else None, config, seed, progress)
+    finally:
+        if ex is not executor:
+            ex.close()
+    if db is not None and not record:
+        result.database = ""
+    return result
+
+
+def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, faults=None, *,
+                shape_class: str = ALL_SIZES, seeds: list | None = None,
+                label: str = "") -> TuneResult:
+    """One tuning session of ``program`` (whose preconditions may narrow it to
+    ``shape_class``) at ``sizes``: the steps of the module docstring.
+    ``seeds``: knobs measured in the first batch whatever their rank."""
     bar = None
     if progress or (progress is None and sys.stderr.isatty()):
         try:
             from tqdm import tqdm
-            bar = tqdm(total=b.measured, desc=f"tuning {program.name}", unit="cand",
+            bar = tqdm(total=b.measured, desc=f"tuning {label or program.name}", unit="cand",
                        leave=False)
         except ImportError:
             bar = None
-    s = _Session(program, sizes, b, ex, db if record else None, config, seed, bar, _faults)
+    s = _Session(program, sizes, b, ex, db, config, seed, bar, faults, shape_class)
     default = Trial("default (automatic schedule)", None, None, None)
     s.trials.append(default)
     note = ""
@@ -401,13 +448,15 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
         s.analyse()
         rng = random.Random(seed)
         ranked = s.ranked(rng)
+        if seeds:
+            ranked = [(s.cost(k), k) for k in seeds if k.start in s.infos] + ranked
         first = s.legal(ranked, min(b.first, b.measured))
         best = default
-        if not first:
-            note = "no legal candidate in the space"
-        elif s.out_of_time():
+        if s.out_of_time():
             note = (f"the budget ({b.seconds:g} s) ran out before anything was measured; "
                     f"the default schedule stays")
+        elif not first:
+            note = "no legal candidate in the space"
         else:
             measured = s.run(default, first)
             default.status, default.ratio = "measured", 1.0
@@ -435,12 +484,10 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     finally:
         if bar is not None:
             bar.close()
-        if ex is not executor:
-            ex.close()
     if best is default and not note:
         note = (f"no candidate beat the default by more than "
                 f"{100 * max(MIN_WIN, 2 * s.noise):.1f}% (the noise threshold)")
-    if record and db is not None and default.status == "measured":
+    if db is not None and default.status == "measured" and shape_class == ALL_SIZES:
         db.append([{"key": s.key, "keyinfo": s.info, "kind": "best", "label": best.label,
                     "recipe": best.recipe, "knobs": best.knobs, "ratio": best.ratio,
                     "speedup": 1.0 / (best.ratio or 1.0), "sizes": sizes,

@@ -9,29 +9,53 @@ import warnings
 from pathlib import Path
 
 from ..errors import PolycError
-from .db import ALL_SIZES, FILENAME, Database, TuningWarning, key_info, key_of
+from .db import ALL_SIZES, FILENAME, Database, TuningWarning, family_of, key_info
 
 log = logging.getLogger(__name__)
 
 
-def tuned_schedule(program, config):
-    """``(schedule, note)``: the :class:`polyc.Schedule` replayed from the
-    newest ``best`` record of ``program`` for this machine, toolchain, target
-    and polyc version (shape class ``"all"``), with a note for ``explain``;
-    ``(None, note)`` when the record says the automatic schedule is best or
-    its recipe no longer applies (a :class:`TuningWarning` says why);
-    ``(None, "")`` without a record.  Never raises for a database problem."""
+def tuned(program, config):
+    """``(generic, versions, note)`` from the tuning database for ``program``
+    on this machine, toolchain, target and polyc version: ``generic`` is the
+    :class:`polyc.Schedule` replayed from the newest best record of the
+    class ``"all"`` (``None``: the automatic schedule), ``versions`` the
+    :class:`polyc.versioned.Version` of each class recorded as a version
+    (newest record per class, at most :data:`~polyc.versioned.MAX_VERSIONS`),
+    ``note`` what ``explain`` says.  A recipe that no longer applies is
+    ignored with a :class:`TuningWarning`.  ``(None, [], "")`` without
+    records; never raises for a database problem."""
     path = Path(config.resolved_cache_dir()) / FILENAME
     if not path.is_file():
-        return None, ""
-    db = Database(path)
+        return None, [], ""
     try:
-        rec = db.best(key_of(key_info(program, config, ALL_SIZES)))
+        bests = Database(path).class_bests(family_of(key_info(program, config, ALL_SIZES)))
     except (PolycError, OSError) as e:
         log.warning("tuning database %s not read: %s", path, e)
-        return None, ""
-    if rec is None:
-        return None, ""
+        return None, [], ""
+    generic, note = None, ""
+    rec = bests.get(ALL_SIZES)
+    if rec is not None:
+        generic, note = _replayed(program, rec, path)
+    from ..versioned import MAX_VERSIONS, Version, shape_class
+    versions = []
+    for text, r in bests.items():
+        if text == ALL_SIZES or not r.get("version"):
+            continue
+        if r.get("recipe") is not None:
+            s, why = _replayed(program, r, path)
+            if s is None:
+                note += f"\nversion {text} ignored: {why}"
+                continue
+        try:
+            cls = shape_class(program, text)
+        except PolycError as e:
+            note += f"\nversion {text} ignored: {e}"
+            continue
+        versions.append(Version(cls, r.get("recipe"), str(r.get("why", ""))))
+    return generic, versions[:MAX_VERSIONS], note.strip()
+
+
+def _replayed(program, rec, path):
     where = f"{path} (record {rec['id'][:12]}, {rec.get('label', '?')})"
     speed = rec.get("speedup")
     gain = f", {speed:.2f}x the automatic schedule when tuned" if isinstance(
@@ -45,6 +69,12 @@ def tuned_schedule(program, config):
         why = str(e).splitlines()[0]
         warnings.warn(f"the tuned recipe of {program.name} in {where} no longer applies: "
                       f"{why}; compiling with the automatic schedule", TuningWarning,
-                      stacklevel=3)
+                      stacklevel=4)
         return None, f"tuned recipe in {where} ignored: {why}"
     return s, f"tuned: schedule recipe from {where}{gain}"
+
+
+def tuned_schedule(program, config):
+    """``(schedule, note)`` of :func:`tuned` for the class ``"all"`` only."""
+    generic, _, note = tuned(program, config)
+    return generic, note

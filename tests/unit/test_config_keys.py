@@ -55,6 +55,8 @@ NOT_CODEGEN = {
     "plan": ("measure", "polyc.jit's planner: which groups fuse, not their code"),
     "peak_gflops": (1.0, "polyc.jit's roofline: which groups fuse, not their code"),
     "peak_gbs": (1.0, "polyc.jit's roofline: which groups fuse, not their code"),
+    "use_tuned": (False, "which schedule compile_program picks from the tuning database; "
+                         "a tuned kernel is keyed by its schedule's text like a user's"),
 }
 
 

@@ -23,6 +23,11 @@ FORBIDDEN = {
                       "polyc.astgen", "polyc.cli", "polyc.plot"),
     "polyc.plot": ("polyc.backends", "polyc.runtime", "polyc.pipeline", "polyc.api",
                    "polyc.astgen", "polyc.cli"),
+    # the driver reads the tuning database through these two: they stay below it
+    "polyc.tune.use": ("polyc.pipeline", "polyc.api", "polyc.runtime", "polyc.cli",
+                       "polyc.tune.search", "polyc.tune.measure"),
+    "polyc.tune.db": ("polyc.pipeline", "polyc.api", "polyc.runtime", "polyc.cli",
+                      "polyc.tune.search"),
 }
 
 

@@ -1,0 +1,198 @@
+"""Shape classes in tuning: which classes, tuning each, and which become
+versions of the kernel.
+
+A class is tuned on 1-3 representative sizes, in a session of its own
+(:func:`polyc.tune.search.run_session`). Every candidate of that session is
+compiled under the program's preconditions intersected with the class, so
+its code assumes the class. The generic session's best is measured in the
+class session's first batch whatever its rank: this is the neighbour's seed.
+
+The class's best (compiled under the class) is then timed round-robin
+against the generic version (the generic best, compiled for every size) at
+the class's sizes. The class becomes a version only when it is at least
+:data:`VERSION_GAIN` faster. Either way a ``best`` record of the class says
+so (``version``, ``vs_generic``, ``why``), and
+:func:`polyc.pipeline.compile_programs` builds the versions recorded as
+such, at most :data:`polyc.versioned.MAX_VERSIONS`.
+
+:func:`lattice` gives the classes a set of observed sizes falls into: per
+size parameter ``P``, one of ``P = 1``, ``2 <= P < T`` or ``P >= T``, and
+``P mod V = 0`` when the vector width ``V`` divides every observed value of
+the cell. ``T`` is the tile size and ``V`` the vector width in elements.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import BindingError
+from ..versioned import ALL, MAX_VERSIONS, ShapeClass, ordered, shape_class
+from .db import key_info, key_of
+
+#: A class version must be at least this much faster than the generic one.
+VERSION_GAIN = 1.10
+#: Representative sizes tuned per class.
+MAX_SIZES = 3
+
+
+@dataclass
+class ClassOutcome:
+    """What tuning a class found: ``text``, its ``sizes``, the class
+    session's :class:`~polyc.tune.search.TuneResult` (``result``),
+    ``vs_generic`` (time of the class best over the generic version's at
+    the class sizes), ``version`` (whether it became one) and ``why``."""
+    text: str
+    sizes: list
+    result: object
+    vs_generic: float | None
+    version: bool
+    why: str
+
+    def describe(self) -> str:
+        best = self.result.best.label if self.result is not None else "-"
+        rel = f"{1 / self.vs_generic:.2f}x the generic version" if self.vs_generic else "?"
+        return f"{'version' if self.version else 'no version'} ({best}; {rel}): {self.why}"
+
+    def to_json(self) -> dict:
+        return {"class": self.text, "sizes": self.sizes, "vs_generic": self.vs_generic,
+                "version": self.version, "why": self.why,
+                "best": self.result.best.label if self.result is not None else None,
+                "recipe": self.result.best.recipe if self.result is not None else None}
+
+
+def requested(program, sizes_or_classes, classes) -> dict[str, list[dict]]:
+    """``{class text: [sizes...]}`` when the call asks for classes, else
+    ``{}``: a dict whose values are size dicts or lists of them, or
+    ``classes="lattice"`` with a list of sizes."""
+    if classes == "lattice":
+        pts = sizes_or_classes if isinstance(sizes_or_classes, list) else [sizes_or_classes]
+        return lattice(program, pts)
+    if classes is not None:
+        raise BindingError(f"classes={classes!r}: pass 'lattice', or give a dict from class "
+                           f"to sizes as the second argument")
+    if isinstance(sizes_or_classes, dict) and sizes_or_classes and all(
+            isinstance(v, (dict, list)) for v in sizes_or_classes.values()):
+        out = {}
+        for text, pts in sizes_or_classes.items():
+            pts = [pts] if isinstance(pts, dict) else list(pts)
+            if not 1 <= len(pts) <= MAX_SIZES:
+                raise BindingError(f"class {text!r}: give 1 to {MAX_SIZES} representative "
+                                   f"sizes, not {len(pts)}")
+            cls = shape_class(program, text)
+            for p in pts:
+                if not cls.contains(p):
+                    raise BindingError(f"sizes {p} are not in class {text!r}")
+            out[text] = pts
+        specific = [t for t in out if t != ALL]
+        if len(specific) > MAX_VERSIONS:
+            raise BindingError(f"{len(specific)} classes; a kernel carries at most "
+                               f"{MAX_VERSIONS} versions besides the generic one")
+        return out
+    return {}
+
+
+def lattice(program, points: list[dict], tile: int = 32, vector: int | None = None
+            ) -> dict[str, list[dict]]:
+    """The lattice classes of ``points`` (see the module docstring), each with
+    at most :data:`MAX_SIZES` of its points (smallest, largest, middle);
+    the most populated :data:`~polyc.versioned.MAX_VERSIONS` classes."""
+    from .model import vector_bytes
+    vector = vector or max(1, vector_bytes() // 4)
+    params = [p for p in program.params if p not in program.fixed_sizes]
+    cells: dict[tuple, list[dict]] = {}
+    for pt in points:
+        key = []
+        for p in params:
+            v = int(pt[p])
+            key.append((p, "one" if v == 1 else "small" if v < tile else "large"))
+        cells.setdefault(tuple(key), []).append(pt)
+    out: dict[str, list[dict]] = {}
+    for key, pts in sorted(cells.items(), key=lambda kv: -len(kv[1]))[:MAX_VERSIONS]:
+        parts = []
+        for p, cell in key:
+            if cell == "one":
+                parts.append(f"{p} = 1")
+            elif cell == "small":
+                parts.append(f"2 <= {p} < {tile}" if all(q[p] >= 2 for q in pts)
+                             else f"{p} < {tile}")
+            else:
+                parts.append(f"{p} >= {tile}")
+            if cell != "one" and all(int(q[p]) % vector == 0 for q in pts):
+                parts.append(f"{p} mod {vector} = 0")
+        text = " and ".join(parts) or ALL
+        pts = sorted(pts, key=lambda q: tuple(q[p] for p in params))
+        reps = [pts[0], pts[-1], pts[len(pts) // 2]]
+        out[text] = [dict(t) for t in {tuple(sorted(r.items())): r for r in reps}.values()]
+    return out
+
+
+def tune_classes(program, by_class: dict, generic, budget, ex, db, config, seed, progress):
+    """Tune each class of ``by_class`` (most specific first) after the
+    generic session ``generic``; returns one :class:`ClassOutcome` each and
+    records each class's decision."""
+    from .. import bounds
+    from .search import _knobs, _sizes_list, run_session
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))
+    pre = program.parameter_domain()
+    classes = ordered([shape_class(program, t) for t in by_class if t != ALL])
+    seeds = [_knobs(generic.best.knobs)] if generic.best.knobs else []
+    out = []
+    for cls in classes:
+        sizes = _sizes_list(program, by_class[cls.text])
+        narrowed = pre.intersect(cls.set.align_params(pre.get_space()))
+        if narrowed.is_empty():
+            out.append(ClassOutcome(cls.text, sizes, None, None, False,
+                                    "no size in the class is valid for the program"))
+            continue
+        sub = program.replace(preconditions=narrowed)
+        res = run_session(sub, sizes, budget, ex, None, config, seed, progress, None,
+                          shape_class=cls.text, seeds=seeds, label=f"{program.name} [{cls.text}]")
+        out.append(_decide(program, sub, cls, sizes, res, generic, ex, db, config, seed))
+    return out
+
+
+def _decide(program, sub, cls: ShapeClass, sizes, res, generic, ex, db, config, seed):
+    if res.trials[0].status != "measured":
+        why = res.note or "nothing was measured"
+        outcome = ClassOutcome(cls.text, sizes, res, None, False, why)
+    else:
+        m = ex.measure({"program": program, "programs": [program, sub],
+                        "recipes": [generic.best.recipe, res.best.recipe], "checked": [0, 1],
+                        "config": config, "sizes": sizes, "seed": seed})
+        ratio = _ratio(m)
+        if ratio is None:
+            why = f"the comparison failed: {m['failures']}"
+            outcome = ClassOutcome(cls.text, sizes, res, None, False, why)
+        elif 1 / ratio >= VERSION_GAIN:
+            outcome = ClassOutcome(cls.text, sizes, res, ratio, True,
+                                   f"{1 / ratio:.2f}x the generic version at {sizes}")
+        else:
+            outcome = ClassOutcome(cls.text, sizes, res, ratio, False,
+                                   f"only {1 / ratio:.2f}x the generic version at {sizes} "
+                                   f"(a version needs {VERSION_GAIN:.2f}x)")
+    if db is not None:
+        info = key_info(program, config, cls.text)
+        best = res.best if res is not None else None
+        db.append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                    "label": best.label if best else None,
+                    "recipe": best.recipe if best else None,
+                    "knobs": best.knobs if best else None, "sizes": sizes,
+                    "version": outcome.version, "vs_generic": outcome.vs_generic,
+                    "speedup": (1 / outcome.vs_generic) if outcome.vs_generic else None,
+                    "why": outcome.why}])
+    return outcome
+
+
+def _ratio(m: dict) -> float | None:
+    """The class best's time over the generic version's (geometric mean over
+    the sizes) from a two-recipe measurement."""
+    from .measure import decide
+    if m["failures"] or not m["rounds"]:
+        return None
+    logs = []
+    for rounds in m["rounds"].values():
+        ratios, _ = decide(rounds)
+        logs.append(math.log(ratios[1]))
+    return math.exp(sum(logs) / len(logs))

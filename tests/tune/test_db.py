@@ -1,0 +1,87 @@
+"""The tuning database (polyc.tune.db): sealed append-only JSON lines, safe
+under concurrent writers, corrupt or foreign lines skipped with a warning,
+export and import between machines."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+
+import pytest
+
+from polyc.tune.db import Database, TuningWarning, _canonical
+
+KEY = {"program": "p" * 64, "name": "mm", "class": "all", "machine": {"cpu": "x"},
+       "toolchain": "gcc", "target": "c", "polyc": "0"}
+
+
+def rec(kind="sample", key="k1", **kw):
+    return {"key": key, "keyinfo": KEY, "kind": kind, **kw}
+
+
+def test_round_trip_and_best(tmp_path):
+    db = Database(tmp_path / "t.jsonl")
+    assert db.records() == [] and db.best("k1") is None
+    db.append([rec(ratio=0.5), rec("failure", reason="crashed (SIGSEGV)")])
+    db.append([rec("best", recipe={"steps": []}, speedup=1.5)])
+    db.append([rec("best", recipe=None, speedup=1.0), rec("best", key="k2", recipe=None)])
+    recs = db.records()
+    assert [r["kind"] for r in recs] == ["sample", "failure", "best", "best", "best"]
+    assert len({r["id"] for r in recs}) == 5
+    assert db.best("k1")["speedup"] == 1.0 and db.best("k1")["recipe"] is None
+    assert db.records("k1", "failure")[0]["reason"] == "crashed (SIGSEGV)"
+    assert set(db.keys()) == {"k1", "k2"}
+
+
+def _writer(path, n, tag):
+    db = Database(path)
+    for i in range(n):
+        db.append([rec(ratio=i, tag=tag, pad="x" * 2000)])
+
+
+def test_concurrent_writers_never_interleave(tmp_path):
+    path = tmp_path / "t.jsonl"
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(path, 40, t)) for t in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    recs = Database(path).records()
+    assert len(recs) == 160
+    for t in range(4):
+        assert sorted(r["ratio"] for r in recs if r["tag"] == t) == list(range(40))
+
+
+def test_corrupt_and_foreign_lines_are_skipped_with_a_warning(tmp_path):
+    path = tmp_path / "t.jsonl"
+    db = Database(path)
+    good = db.append([rec(ratio=1.0), rec("best", recipe=None)])
+    edited = dict(good[0], ratio=0.1)                 # seal no longer matches
+    foreign = dict(good[0], format="other-tool-7")
+    lines = [_canonical(good[0]), "{not json", _canonical(edited), _canonical(foreign),
+             '{"format": "polyc-tune-1"}', '[1, 2]', _canonical(good[1])[:40]]
+    path.write_text("\n".join(lines) + "\n" + _canonical(good[1]) + "\n")
+    with pytest.warns(TuningWarning) as w:
+        recs = db.records()
+    assert [r["id"] for r in recs] == [good[0]["id"], good[1]["id"]]
+    text = " ".join(str(x.message) for x in w)
+    for why in ("line 2: not JSON", "line 3: its checksum", "line 4: format",
+                "line 5: missing", "line 6: not a record", "line 7: not JSON"):
+        assert why in text, why
+
+
+def test_export_and_import(tmp_path):
+    a = Database(tmp_path / "a.jsonl")
+    b = Database(tmp_path / "b.jsonl")
+    a.append([rec(ratio=0.9), rec("best", recipe=None, key="other-machine")])
+    assert a.export(tmp_path / "x.jsonl") == 2
+    with open(tmp_path / "x.jsonl", "a") as f:
+        f.write("garbage\n")
+    with pytest.warns(TuningWarning):
+        assert b.import_(tmp_path / "x.jsonl") == (2, 1)
+    with pytest.warns(TuningWarning):
+        assert b.import_(tmp_path / "x.jsonl") == (0, 3)    # ids already there
+    assert b.best("other-machine") is not None and b.best("k1") is None
+    assert json.loads((tmp_path / "b.jsonl").read_text().splitlines()[0])["ratio"] == 0.9

@@ -1,0 +1,145 @@
+"""polyc.tune end to end, with small budgets: the default is measured, legal
+candidates are checked in a child process and timed, failures (a segfault, a
+wrong value, a hang) become records and the session finishes, the best recipe
+is recorded and polyc.compile uses it (and says so), a recorded recipe that no
+longer applies is ignored with the reason.  No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import BindingError, PolycError
+from polyc.tune import Budget, Database, TuningWarning
+from polyc.tune.db import ALL_SIZES, key_info, key_of
+
+TR = "def tr(float(N,M) A) -> (B) { B(j,i) = A(i,j) + 1.0 }"
+SIZES = {"N": 300, "M": 200}
+SMALL = Budget(seconds=120, measured=3, sampled=300, first=3, neighbours=1)
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return polyc.Config.from_env().replace(cache_dir=str(tmp_path / "cache"))
+
+
+def test_tune_measures_records_and_compile_uses_it(cfg, tmp_path):
+    r = polyc.tune(TR, SIZES, budget=SMALL, config=cfg, progress=False)
+    assert r.trials[0].status == "measured" and r.trials[0].ratio == 1.0
+    measured = [t for t in r.trials[1:] if t.status == "measured"]
+    assert 1 <= len(measured) <= SMALL.measured and r.measured == len(measured)
+    assert all(t.recipe["steps"] and t.ratio > 0 for t in measured)
+    assert r.history and r.history[-1][1] == r.measured
+    db = Database(config=cfg)
+    recs = db.records()
+    assert sum(x["kind"] == "sample" for x in recs) == r.measured
+    best = db.records(kind="best")[-1]
+    assert best["recipe"] == r.recipe and best["sizes"] == [SIZES]
+    # polyc.compile consults the database (Config.use_tuned, the default)
+    k = polyc.compile(TR, config=cfg)
+    if r.recipe is None:
+        assert "automatic schedule is the best" in k.tuning
+    else:
+        assert k.tuning.startswith("tuned: schedule recipe from")
+        want = polyc.compile(TR, schedule=r.recipe, config=cfg.replace(use_tuned=False))
+        assert k.source == want.source
+    assert k.tuning in k.explain()
+    assert k.explain(json=True)["tuning"] == k.tuning
+    a = np.random.default_rng(0).random((7, 5), dtype=np.float32)
+    np.testing.assert_allclose(k(a), a.T + 1)
+    # turned off: the automatic schedule, no note
+    assert polyc.compile(TR, config=cfg.replace(use_tuned=False)).tuning is None
+
+
+def test_failing_candidates_are_recorded_and_the_session_finishes(cfg):
+    r = polyc.tune(TR, SIZES, budget=SMALL, config=cfg, progress=False,
+                   _faults={0: "segfault", 1: "wrong", 2: "hang", "timeout": 8})
+    failed = [t for t in r.trials if t.status == "failed"]
+    reasons = sorted(t.reason.split(" (sizes")[0] for t in failed)
+    assert len(failed) == 3 and r.failed == 3
+    assert any("crashed (SIGSEGV)" in x for x in reasons)
+    assert any(x.startswith("wrong values in B") for x in reasons)
+    assert any(x.startswith("timed out") for x in reasons)
+    recs = Database(config=cfg).records(kind="failure")
+    assert len(recs) == 3
+    # the session went on: the default is still the measured incumbent
+    assert r.trials[0].status == "measured"
+
+
+def test_recipe_that_no_longer_applies_is_ignored(cfg):
+    program = polyc.program(TR)
+    info = key_info(program, cfg, ALL_SIZES)
+    bad = {"format": "polyc-recipe-1", "start": "isl",
+           "steps": [{"op": "tile", "args": [[["S0", "nope"]], [8]], "kwargs": {}}]}
+    Database(config=cfg).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                                  "recipe": bad, "label": "stale", "speedup": 2.0}])
+    with pytest.warns(TuningWarning, match="no longer applies"):
+        k = polyc.compile(TR, config=cfg)
+    assert "ignored" in k.tuning and "nope" in k.tuning
+    a = np.ones((3, 4), dtype=np.float32)
+    np.testing.assert_allclose(k(a), a.T + 1)
+
+
+def test_budget_too_small_keeps_the_default(cfg):
+    r = polyc.tune(TR, SIZES, budget=1e-6, config=cfg, progress=False)
+    assert r.best.label.startswith("default") and r.measured == 0
+    assert "budget" in r.note
+    assert Database(config=cfg).records(kind="best") == []
+
+
+def test_interrupt_keeps_what_was_measured(cfg):
+    from polyc.tune import InlineExecutor
+
+    class Interrupted(InlineExecutor):
+        calls = 0
+
+        def measure(self, payload):
+            Interrupted.calls += 1
+            if Interrupted.calls == 2:
+                raise KeyboardInterrupt
+            return super().measure(payload)
+    budget = Budget(seconds=120, measured=6, sampled=300, first=2, neighbours=2)
+    with pytest.raises(KeyboardInterrupt):
+        polyc.tune(TR, SIZES, budget=budget, config=cfg, executor=Interrupted(),
+                   progress=False)
+    assert len(Database(config=cfg).records(kind="sample")) >= 1
+
+
+def test_bad_requests(cfg):
+    with pytest.raises(BindingError, match="lack M"):
+        polyc.tune(TR, {"N": 4}, config=cfg)
+    with pytest.raises(PolycError, match="budget"):
+        polyc.tune(TR, SIZES, budget="forever", config=cfg)
+    with pytest.raises(PolycError, match="executor"):
+        polyc.tune(TR, SIZES, executor="carrier-pigeon", config=cfg)
+    with pytest.raises(BindingError, match="cannot tune"):
+        polyc.tune(3.5, SIZES, config=cfg)
+
+
+def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
+    from polyc.cli import main
+    from polyc.tune.search import candidates
+    trials = candidates(TR, SIZES, count=6, config=cfg)
+    assert len(trials) == 6 and all(t.model is not None for t in trials)
+    assert {t.status for t in trials} <= {"legal", "illegal", "inapplicable", "duplicate"}
+    models = [t.model for t in trials]
+    assert models == sorted(models)
+    src = tmp_path / "tr.tc"
+    src.write_text(TR + "\n")
+    monkeypatch.setenv("POLYC_CACHE_DIR", cfg.cache_dir)
+    assert main(["tune", str(src), "--sizes", "N=120,M=64", "--dry-run", "--count", "4",
+                 "--explain"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 4
+    assert main(["tune", str(src), "--sizes", "N=120,M=64", "--budget", "60",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["program"] == "tr" and out["measured"] >= 1
+    assert main(["tune", "--show", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert len(shown["keys"]) == 1
+    assert main(["tune", "--export", str(tmp_path / "x.jsonl")]) == 0
+    assert main(["tune", str(src)]) == 2            # no sizes: a usage error
+    assert "--sizes" in capsys.readouterr().err
