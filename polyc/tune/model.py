@@ -82,14 +82,14 @@ def _cores() -> int:
 def _loops(info: BandInfo, b: BandKnobs, st: StatementInfo):
     """``(member or iterator, trip)`` of the loops around ``st``, outer first:
     tile loops, point loops, then iterators no member scans."""
-    loops: list[tuple[object, int]] = []
+    loops: list[tuple[object, int]] = [(("i", it), st.extents.get(it, 1)) for it in st.outer]
     for p, j in enumerate(b.order):
         if b.tiles[p]:
             loops.append((("m", j), math.ceil(info.trips[j] / b.tiles[p])))
     for p, j in enumerate(b.order):
         trip = min(b.tiles[p], info.trips[j]) if b.tiles[p] else info.trips[j]
         loops.append((("m", j), trip))
-    covered = {it for m in st.members for it in m}
+    covered = {it for m in st.members for it in m} | set(st.outer)
     for it in st.iterators:
         if it not in covered:
             loops.append((("i", it), st.extents.get(it, 1)))
@@ -208,10 +208,10 @@ def _statement_time(info: BandInfo, b: BandKnobs, knobs: Knobs, st: StatementInf
     speed = shared = 1.0
     fork = 0.0
     if b.parallel and cores > 1:
-        ptrip = loops[0][1]
+        ptrip = loops[len(st.outer)][1]          # the band's outermost loop
         speed = max(1.0, ptrip / math.ceil(ptrip / cores))
         shared = min(speed, SHARED_SCALING)
-        fork = FORK
+        fork = FORK * math.prod(trip for _, trip in loops[:len(st.outer)])
     private = sum(t for lvl, t in memory.items() if lvl < 3) / speed
     mem = private + memory.get(3, 0.0) / shared
     work = compute / speed + overhead / speed

@@ -2,7 +2,9 @@
 
 A candidate is a :class:`Knobs` value: the starting schedule (``"isl"``:
 isl's scheduler, ``"source"``: the source order), whether reductions may be
-reassociated, and per outermost band of that starting tree a
+reassociated, and per tuned band of that starting tree (the outermost
+bands; below a band of one sequential member, a time loop, the bands under
+it) a
 :class:`BandKnobs` (member order, tile size per member, a parallel mark on
 the outermost loop, a simd mark on the innermost one, an unroll factor of the
 innermost point loop).  :func:`build` turns knobs into a
@@ -74,7 +76,8 @@ class BandKnobs:
 @dataclass(frozen=True)
 class Knobs:
     """One candidate: ``start`` (``"isl"`` or ``"source"``), ``reassociate``,
-    and one :class:`BandKnobs` per outermost band of the starting tree."""
+    and one :class:`BandKnobs` per tuned band of the starting tree
+    (:func:`analyse`)."""
     start: str
     bands: tuple[BandKnobs, ...]
     reassociate: bool = False
@@ -127,11 +130,13 @@ class StatementInfo:
     accesses: list[Access]
     ops: int
     instances: int
+    #: iterators scanned by sequential bands above the tuned one (a time loop)
+    outer: tuple[str, ...] = ()
 
 
 @dataclass
 class BandInfo:
-    """An outermost band of the starting tree: ``names`` of its members,
+    """A tuned band of the starting tree: ``names`` of its members,
     ``specs`` (``(statement, loop name)`` addressing each member in a
     recipe), ``permutable``, ``coincident`` per member, ``trips`` (trip
     count per member at the sizes), ``statements``."""
@@ -209,13 +214,15 @@ def _pw_affs(upa: isl.UnionPwAff) -> list[isl.PwAff]:
 
 
 def analyse(schedule, sizes: dict) -> list[BandInfo]:
-    """The outermost bands of ``schedule`` (a :class:`polyc.Schedule`) with
-    what the cost model needs at parameter values ``sizes``."""
+    """The bands of ``schedule`` (a :class:`polyc.Schedule`) the knobs apply
+    to (:func:`_tunable_bands`), with what the cost model needs at parameter
+    values ``sizes``."""
     program = schedule.program
     values = {**program.fixed_sizes, **sizes}
     out = []
-    for band in _outer_bands(schedule.isl.get_root()):
-        names = tree.band_names(band, program)
+    for chain, above in _tunable_bands(schedule.isl.get_root(), ()):
+        band = chain[0]
+        names = [nm for b in chain for nm in tree.band_names(b, program)]
         stmts = tree.statements_of(band)
         target = max(stmts, key=lambda s: len(program.statement(s).iterators))
         infos = []
@@ -233,8 +240,11 @@ def analyse(schedule, sizes: dict) -> list[BandInfo]:
             for r in st.reads:
                 accesses.extend(_access(m, program, values, False)
                                 for m in maps_of(isl.UnionMap.from_map(r)))
-            infos.append(StatementInfo(sname, st.iterators, _member_coefficients(band, st),
-                                       extents, accesses, _ops(st.rhs), instances))
+            outer = tuple(dict.fromkeys(it for b in above for m in _member_coefficients(b, st)
+                                        for it in m))
+            members = [m for b in chain for m in _member_coefficients(b, st)]
+            infos.append(StatementInfo(sname, st.iterators, members,
+                                       extents, accesses, _ops(st.rhs), instances, outer))
         trips = []
         for j in range(len(names)):
             trip = 1
@@ -243,23 +253,46 @@ def analyse(schedule, sizes: dict) -> list[BandInfo]:
                             for it, c in si.members[j].items())
                 trip = max(trip, t)
             trips.append(trip)
-        n = band.band_n_member()
         out.append(BandInfo(
             names=list(names),
             specs=[(target, nm.split("|")[0]) for nm in names],
-            permutable=bool(band.band_get_permutable()),
-            coincident=[bool(band.band_member_get_coincident(j)) for j in range(n)],
+            permutable=len(chain) == 1 and bool(band.band_get_permutable()),
+            coincident=[bool(b.band_member_get_coincident(j)) for b in chain
+                        for j in range(b.band_n_member())],
             trips=trips, statements=infos,
             updates=tuple(x for x in stmts if program.statement(x).kind == "update")))
     return out
 
 
-def _outer_bands(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:
+def _band_below(band: isl.ScheduleNode) -> isl.ScheduleNode | None:
+    """The band that is ``band``'s only child, through marks (loop names)."""
+    node = band
+    while node.n_children() == 1:
+        node = node.child(0)
+        if node.get_type() == isl.schedule_node_type.band:
+            return node
+        if node.get_type() != isl.schedule_node_type.mark:
+            return None
+    return None
+
+
+def _tunable_bands(node: isl.ScheduleNode, above: tuple) -> list[tuple]:
+    """``(chain, bands above it)`` of the bands the knobs apply to: the
+    outermost ones, a chain of perfectly nested bands (the source order's
+    one-loop bands) taken as one, as the language's ``tile`` and ``reorder``
+    merge them; a band of one sequential member whose child is not a band
+    (a time loop around several nests) is kept as is and the bands below it
+    are tuned instead."""
     if node.get_type() == isl.schedule_node_type.band:
-        return [node]
+        chain = [node]
+        while (below := _band_below(chain[-1])) is not None:
+            chain.append(below)
+        if len(chain) > 1 or node.band_n_member() > 1 or node.band_member_get_coincident(0):
+            return [(chain, above)]
+        above = above + (node,)
     out = []
     for i in range(node.n_children()):
-        out.extend(_outer_bands(node.child(i)))
+        out.extend(_tunable_bands(node.child(i), above))
     return out
 
 
@@ -291,7 +324,8 @@ def band_choices(info: BandInfo) -> list[BandKnobs]:
         orders = list(itertools.permutations(range(n)))
     else:
         orders = [tuple(range(n))]
-    pars = [False, True] if any(info.coincident) else [False]
+    # the source order's bands carry no coincidence flags: the checker decides
+    pars = [False, True]
     out = []
     for order in orders:
         for tiles in _tilings(info.trips, order):
@@ -366,8 +400,7 @@ def neighbours(k: Knobs, infos: dict, reductions: bool = False) -> list[Knobs]:
                 o = list(b.order)
                 o[p], o[p + 1] = o[p + 1], o[p]
                 alts.append(replace(b, order=tuple(o)))
-        if any(info.coincident):
-            alts.append(replace(b, parallel=not b.parallel))
+        alts.append(replace(b, parallel=not b.parallel))
         alts.append(replace(b, vectorize=not b.vectorize))
         for u in UNROLL_FACTORS:
             if u != b.unroll:
