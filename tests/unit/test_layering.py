@@ -154,3 +154,16 @@ def test_runtime_pipeline_callplan_form_no_cycle():
                     reach.add(dep)
                     todo.append(dep)
         assert start not in reach, f"polyc.{start} imports itself back through {sorted(reach)}"
+
+
+def test_every_package_is_installed():
+    """A wheel gets only the packages setup.cfg lists: each directory with an
+    __init__.py must be there (a missing one installs, then fails to import)."""
+    cfg = (ROOT / "setup.cfg").read_text()
+    listed = set(cfg.split("packages =", 1)[1].split("package_dir", 1)[0].split())
+    for base, pkg in ((ROOT / "polyc", "polyc"), (ROOT / "frontend", "polyc.frontend"),
+                      (ROOT / "backends", "polyc.backends")):
+        for init in base.rglob("__init__.py"):
+            rel = init.parent.relative_to(base)
+            name = ".".join([pkg, *rel.parts])
+            assert name in listed, f"{name} is not in setup.cfg's packages"
