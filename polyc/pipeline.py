@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -42,6 +43,7 @@ from polyc.backends.base import backend
 
 from . import astgen, bounds, dependence
 from .config import Config
+from .errors import ScheduleError
 from .ir import Program
 from .loopnest import format_loopnest
 from .lowered import Lowered, with_notes
@@ -59,7 +61,8 @@ from .schedule import (
 )
 
 __all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
-           "compile_program", "compile_schedule", "code_fingerprint"]
+           "compile_program", "compile_schedule", "compile_versioned",
+           "code_fingerprint"]
 
 
 def _dump(config: Config, title: str, text) -> None:
@@ -331,7 +334,7 @@ def _compile_tuned(programs: list[Program], config: Config) -> list:
     out = []
     for p, sched, versions, note in found:
         if versions:
-            from .versioned import ALL, Version, compile_versioned, shape_class
+            from .versioned import ALL, Version, shape_class
             generic = Version(shape_class(p, ALL), sched.to_recipe() if sched else None,
                               "tuned" if sched else "")
             k = compile_versioned(p, versions, generic, plain)
@@ -372,3 +375,69 @@ def compile_programs(programs: list[Program], config: Config | None = None) -> l
     return [Kernel(p, src, lib, config, lowered=low,                              # 10
                    relower=(lambda p=p: lower(p, config)))
             for (p, src, low), lib in zip(staged, libs)]
+
+
+def _lower_recipe(program: Program, recipe, config: Config) -> Lowered:
+    """:func:`lower` (``recipe`` ``None``) or :func:`lower_schedule` of the
+    recipe replayed on ``program``."""
+    if recipe is None:
+        return lower(program, config)
+    from .schedule.language import Schedule
+    return lower_schedule(Schedule.replay(program, recipe), config)
+
+
+def compile_versioned(program: Program, versions: list, generic, config: Config | None = None):
+    """A kernel of ``program`` with one version (:class:`polyc.versioned.Version`)
+    per entry of ``versions`` (at most :data:`polyc.versioned.MAX_VERSIONS`;
+    reordered most specific first, :mod:`polyc.versioned`) and
+    ``generic`` for every other size.  A class disjoint from the program's
+    preconditions is dropped.  Raises :class:`ScheduleError` for too many
+    versions, :class:`CompileError` when the versions' code does not fit one
+    kernel, and what the pipeline raises."""
+    from polyc.backends.c.versions import emit_versions, guard_text
+
+    from .isl_util import set_to_condition
+    from .versioned import MAX_VERSIONS, ordered
+    config = (config or Config.from_env()).replace(use_tuned=False)
+    if len(versions) > MAX_VERSIONS:
+        raise ScheduleError(f"{program.name}: {len(versions)} versions; a kernel carries at "
+                            f"most {MAX_VERSIONS} besides the generic one")
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))
+    pre = program.parameter_domain()
+    by_class = {v.cls.set.to_str(): v for v in versions}
+    kept = []
+    for cls in ordered([v.cls for v in versions]):
+        narrowed = pre.intersect(cls.set.align_params(pre.get_space()))
+        if narrowed.is_empty():
+            continue
+        kept.append((by_class[cls.set.to_str()], narrowed))
+    parts = [(v, program.replace(preconditions=narrowed),
+              set_to_condition(narrowed, pre)) for v, narrowed in kept]
+    parts.append((generic, program, None))
+    from .custom_intrinsics import registry_fingerprint
+    spec = json.dumps([[v.cls.text, v.recipe] for v, _, _ in parts], sort_keys=True)
+    key = lowered_key(program, config, "versions\0" + spec + registry_fingerprint())
+    source = None if config.dump else _cached_source(key, config)
+    low_generic = None
+    if source is None:
+        lowered = [(_lower_recipe(p, v.recipe, config), g) for v, p, g in parts]
+        low_generic = lowered[-1][0]
+        notes = [f"{v.cls.text}: {v.why}" if v.why else v.cls.text for v, _, _ in parts]
+        source = emit_versions([(low.program, low.loopnest, g) for low, g in lowered],
+                               omp_schedule=config.omp_schedule, notes=notes)
+        _store_source(key, source, config)
+    _dump(config, "C source", source.text)
+    lib = backend("c").build(source.text, config)
+    kernel = Kernel(program, source, lib, config, lowered=low_generic,
+                    relower=lambda: _lower_recipe(program, generic.recipe, config))
+    kernel.versions = [{"class": v.cls.text,
+                        "guard": guard_text(g) if g is not None else "(otherwise)",
+                        "recipe": v.recipe is not None, "why": v.why}
+                       for v, _, g in parts]
+    lines = [f"versions by shape class ({len(parts)}, tested in this order):"]
+    for k, d in enumerate(kernel.versions):
+        lines.append(f"  {k}: {d['class']} [{d['guard']}]"
+                     + (f" — {d['why']}" if d["why"] else ""))
+    kernel.tuning = "\n".join(lines)
+    return kernel

@@ -448,8 +448,8 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
         s.analyse()
         rng = random.Random(seed)
         ranked = s.ranked(rng)
-        if seeds:
-            ranked = [(s.cost(k), k) for k in seeds if k.start in s.infos] + ranked
+        if seeds:       # the neighbour's best, where this tree has the same bands
+            ranked = [(s.cost(k), k) for k in seeds if _fits(k, s.infos.get(k.start))] + ranked
         first = s.legal(ranked, min(b.first, b.measured))
         best = default
         if s.out_of_time():
@@ -496,6 +496,13 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
     return TuneResult(program.name, s.key, sizes, best, s.trials, dict(s.pruned), s.measured,
                       failed, time.monotonic() - s.t0, s.noise, s.history,
                       str(db.path) if db is not None else "", note)
+
+
+def _fits(k: space.Knobs, infos) -> bool:
+    """Whether knobs made for another tree apply to the bands ``infos``."""
+    if not infos or len(infos[0]) != len(k.bands):
+        return False
+    return all(len(b.order) == len(i.names) for b, i in zip(k.bands, infos[0]))
 
 
 def _knobs(data: dict) -> space.Knobs:

@@ -12,10 +12,11 @@ import pytest
 
 import polyc
 from polyc.errors import BindingError, ScheduleError
+from polyc.pipeline import compile_versioned
 from polyc.tune import Budget, Database
 from polyc.tune.classes import lattice, requested
 from polyc.tune.db import key_info, key_of
-from polyc.versioned import ALL, Version, compile_versioned, ordered, shape_class
+from polyc.versioned import ALL, Version, ordered, shape_class
 
 TR = "def tr(float(N,M) A) -> (B) { B(j,i) = A(i,j) + 1.0 }"
 MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
