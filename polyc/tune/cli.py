@@ -3,11 +3,15 @@
 ::
 
     polyc tune FILE.tc|FILE.py [--def NAME] --sizes M=512,N=512 [--sizes ...]
+               [--classes lattice]
                [--budget quick|max|SECONDS] [--executor inline|pool|dask://HOST:PORT]
                [--seed N] [--json] [--dry-run [--count N]] [--explain]
     polyc tune --show [--json]
     polyc tune --export FILE | --import FILE
 
+``--classes lattice`` groups the ``--sizes`` into shape classes
+(:func:`polyc.tune.classes.lattice`) and tunes each: a class measured at least
+10% faster than the generic version becomes a version of the kernel.
 ``--dry-run`` compiles nothing: it prints the candidates in the model's
 order with their scores and whether the schedule language accepts them
 (``--explain``: why each refused one was refused).  ``--show`` lists the
@@ -32,6 +36,8 @@ def add_parser(sub) -> None:
                    help="tuning sizes, e.g. M=512,N=512,K=512 (repeat for several)")
     p.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"),
                    help="element type of floating-point arguments")
+    p.add_argument("--classes", choices=("lattice",),
+                   help="group the --sizes into shape classes and tune a version per class")
     p.add_argument("--budget", default="quick", help="quick (60 s), max (600 s) or seconds")
     p.add_argument("--executor", default="inline",
                    help="inline, pool (build on a process pool) or dask://HOST:PORT")
@@ -73,7 +79,8 @@ def cmd_tune(args) -> int:
             print(f"{t.model:11.4g}  {t.status:12s} {t.label}{why}")
         return 0
     result = tune(program, sizes, budget=args.budget, executor=args.executor,
-                  seed=args.seed, progress=None if not args.json else False)
+                  seed=args.seed, progress=None if not args.json else False,
+                  classes=args.classes)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
