@@ -1,19 +1,34 @@
 """How fast ``polyc.tune`` converges: against the best of a random sample of its space, and
-against random search on the same space.
+against random search on the same space; and, with ``--classes``, what a versioned kernel
+keeps of per-size tuning.
 
-    python -m benchmarks.tune                          # every kernel, table on stdout
-    python -m benchmarks.tune --kernels tr mm          # a subset
+    python -m benchmarks.tune                          # the default kernels, table on stdout
+    python -m benchmarks.tune --kernels tr mm syr2k    # a subset (any of KERNELS, POLYBENCH)
+    python -m benchmarks.tune --kernels syr2k 2mm --dataset LARGE   # PolyBench at LARGE
     python -m benchmarks.tune --seeds 3 --budget 120   # more tuner sessions, 120 s each
     python -m benchmarks.tune --json                   # one JSON object
     python -m benchmarks.tune --kernels tr --quick --space 4 --budget 10   # smoke test
+    python -m benchmarks.tune --classes                # the shape-class table instead
 
-For each kernel (a TC definition at fixed sizes; ``--quick`` shrinks them), in one process:
+The convergence table's kernels: four TC definitions at fixed sizes (``--quick`` shrinks
+them) and the PolyBench kernels of :data:`POLYBENCH` (``benchmarks.polybench``, float64, at
+``--dataset``, MEDIUM by default, SMALL with ``--quick``): the program tuned is the
+``@polyc.kernel``'s specialisation to PolyBench's arguments (arrays updated in place) and
+the tuning sizes are its size parameters' values on those arguments.  Without
+``--kernels``: :data:`DEFAULT_KERNELS` (the TC ones, heat-3d and jacobi-2d).
+
+For each kernel, in one process:
 
 1. **Space best.** ``--space`` legal, distinct candidates drawn at random from the tuner's
    space (``polyc.tune.space.sample`` over the session's band choices, built with
    ``space.build``; refused and duplicate trees are skipped) are checked and timed
    round-robin against the automatic schedule in one ``measure_task``; ``space best`` is the
-   lowest median ratio to the default (1 when nothing beat it).
+   lowest median ratio to the default (1 when nothing beat it).  ``model top-5``: the
+   sampled candidates ranked by the tuner's analytical model (``_Session.cost``, i.e.
+   ``polyc.tune.model.cost`` summed over the sizes); the best measured ratio of the 5
+   best-scored ones against the best measured ratio of all of them (speed of the model's
+   top-5 best over speed of the sample's best; 1 when the model's top 5 hold the best); the
+   issue's target is >= 0.9.
 2. **Tuner.** ``polyc.tune.tune(src, sizes, budget=..., seed=s, record=False)`` for seeds
    ``0 .. --seeds-1``; its ``history`` (seconds, measured candidates, best ratio so far, after
    each measured batch) gives the measurements and seconds it took to come within 90% and
@@ -28,6 +43,22 @@ Every phase compiles into its own empty kernel cache, seeded with the intrinsics
 (built once at the start, as on a machine where polyc ran once), so the tuner's seconds
 include its compiles.  Ratios are relative to the default measured in the same
 ``measure_task`` call; times of different phases are not compared directly.
+
+``--classes`` (the issue's shape-class benchmark; the convergence table is not run):
+``C(m,n) +=! A(m,k) * B(k,n)`` in float32 with K = N = 768 and M in :data:`CLASS_MS`.
+Per M, (a) the **oracle**: ``tune`` at that M alone (``--oracle-budget``, default 15 s,
+``record=False``), its best recipe compiled (the default when nothing beat it); (b) the
+**versioned** kernel: one ``tune(src, [every M], classes="lattice", budget=--budget)`` into
+a fresh cache and tuning database, then ``polyc.compile(src)`` from that database (its
+versions, and the seconds of the tune and the compile together); (c) the untuned
+**default** kernel; (d) torch eager ``torch.matmul`` and ``torch.compile(dynamic=True)`` on
+as many threads as polyc (when torch imports; ``--no-torch`` skips it), with the seconds
+of torch.compile's first call at every M summed as its compile time.  The kernels of one M
+are checked against numpy, then timed round-robin (``measure.round_robin``: every sample
+repeats the call for at least ``--min-sample`` seconds, ``--rounds`` rounds; the oracle
+twice a round); each time is the median of its samples, each ratio the median of the
+per-round ratios to the oracle.  Target: the versioned kernel's speed at least 0.9x the
+oracle's (geometric mean over M) with at most 4 versions.
 """
 
 from __future__ import annotations
@@ -43,11 +74,14 @@ import sys
 import tempfile
 import time
 
+import numpy as np
+
 import polyc
-from polyc import cache
+from polyc import cache, testing
 from polyc.config import Config
 from polyc.tune import measure, space
-from polyc.tune.search import Budget, _Session, budget_of, tune
+from polyc.tune.search import Budget, _Session, budget_of, resolve_program, tune
+from polyc.versioned import shape_class
 
 from .examples import machine
 from .tensor import _seed_cache, prebuild_intrinsics
@@ -65,8 +99,22 @@ KERNELS = {
             "    C(m,n) +=! A(m,k) * B(k,n)\n    E(m,l) +=! C(m,n) * D(n,l)\n}",
             dict(M=256, N=256, K=256, L=256), dict(M=64, N=64, K=64, L=64)),
 }
+#: PolyBench kernels (``benchmarks.polybench.BENCHMARKS``) the convergence table takes.
+POLYBENCH = ("heat-3d", "jacobi-2d", "syr2k", "2mm")
+#: Run without ``--kernels`` (about 10-15 minutes on 2 cores).
+DEFAULT_KERNELS = ("tr", "mm", "blur", "mm2", "heat-3d", "jacobi-2d")
 #: The targets of the issue: 90% of the best known within this many seconds and measurements.
 TARGET_SECONDS, TARGET_MEASURED = 60.0, 10
+#: The model's top this-many candidates should hold one within MODEL_TARGET of the best.
+MODEL_TOP, MODEL_TARGET = 5, 0.9
+
+#: ``--classes``: the GEMM, its fixed sizes and the M values.
+CLASS_SRC = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+CLASS_NK = 768
+CLASS_MS = (1, 2, 3, 7, 16, 17, 64, 100, 128, 333, 512)
+#: ``--classes`` targets: versioned >= this fraction of the oracle's speed (geometric mean)
+#: with at most this many versions.
+CLASS_TARGET, CLASS_MAX_VERSIONS = 0.9, 4
 RANDOM_ORDERS = 5
 
 
@@ -83,14 +131,50 @@ def _config(library_dir: str) -> Config:
     tmp = tempfile.mkdtemp(prefix="cache-", dir=os.path.dirname(library_dir))
     _seed_cache(library_dir, tmp)
     cache.clear_memory()
+    # measure.reference_data memoises the seeded inputs per program and sizes, and timing
+    # calls update "inout" arrays (PolyBench's) in place: start every phase from fresh ones
+    getattr(measure, "_REFERENCES", {}).clear()
     return Config.from_env(cache_dir=tmp).replace(use_tuned=False)
 
 
-def space_best(src: str, sizes: dict, n: int, seed: int, config: Config, rounds: int,
+def param_values(program, args: tuple) -> dict:
+    """The values of ``program``'s size parameters on the call arguments ``args`` (in
+    ``program.signature`` order): a tensor's extent (``param_bindings[p] = (tensor, dim)``)
+    or the scalar argument named ``p`` (``None``)."""
+    out = {}
+    for p in program.params:
+        if p in program.fixed_sizes:
+            continue
+        bound = program.param_bindings.get(p)
+        if bound is None:
+            out[p] = int(args[program.signature.index(p)])
+        else:
+            tensor, dim = bound
+            out[p] = int(np.shape(args[program.signature.index(tensor)])[dim])
+    return out
+
+
+def target(name: str, a, library_dir: str) -> tuple:
+    """``(TC source or ir.Program, tuning sizes, sizes as printed)`` of kernel ``name``."""
+    if name in KERNELS:
+        src, full, small = KERNELS[name]
+        sizes = small if a.quick else full
+        return src, sizes, "x".join(str(v) for v in sizes.values())
+    from .polybench import BENCHMARKS
+    bench = BENCHMARKS[name]
+    args = bench.init(bench.sizes[a.dataset], np.float64)
+    # compiles the automatic schedule once, into a throwaway cache
+    program = bench.kernel.with_config(_config(library_dir)).specialize(*args).program
+    label = a.dataset + " " + " ".join(f"{k}={v}" for k, v in bench.sizes[a.dataset].items())
+    return program, param_values(program, args), label
+
+
+def space_best(src, sizes: dict, n: int, seed: int, config: Config, rounds: int,
                min_sample: float) -> dict:
-    """Phase 1: ``n`` random legal candidates timed against the default in one run."""
+    """Phase 1: ``n`` random legal candidates (plus the variants of the automatic schedule,
+    where the tuner's space has them) timed against the default in one run."""
     t0 = time.monotonic()
-    program = polyc.program(src)
+    program = resolve_program(src)
     s = _Session(program, [sizes], Budget(math.inf, n, n, n, 0), None, None, config, seed,
                  None, None)
     s.analyse()
@@ -98,7 +182,7 @@ def space_best(src: str, sizes: dict, n: int, seed: int, config: Config, rounds:
     rng = random.Random(seed)
     cands = space.sample(rng, pools, 20 * n)
     rng.shuffle(cands)
-    kept, pruned, trees = [], {}, set()
+    kept, pruned, trees = [], {}, set()       # kept: (label, recipe, model score)
     for k in cands:
         if len(kept) >= n:
             break
@@ -112,9 +196,13 @@ def space_best(src: str, sizes: dict, n: int, seed: int, config: Config, rounds:
             pruned["duplicate"] = pruned.get("duplicate", 0) + 1
             continue
         trees.add(text)
-        kept.append((k.label(), sched.to_recipe()))
+        kept.append((k.label(), sched.to_recipe(), s.cost(k)))
+    if hasattr(space, "auto_variants"):       # the automatic pipeline's own options
+        for opts in space.auto_variants(program):
+            kept.append(("auto: " + ", ".join(f"{k}={v}" for k, v in opts.items()),
+                         space.auto_recipe(opts), None))
     res = measure.measure_task({
-        "program": program, "recipes": [None] + [r for _, r in kept], "checked": [],
+        "program": program, "recipes": [None] + [r for _, r, _ in kept], "checked": [],
         "config": config, "sizes": [sizes], "seed": seed, "rounds": rounds,
         "min_sample": min_sample})
     failures = {int(i): why for i, why in res["failures"].items()}
@@ -122,16 +210,59 @@ def space_best(src: str, sizes: dict, n: int, seed: int, config: Config, rounds:
         raise polyc.PolycError(f"the default schedule failed its check: {failures[0]}")
     rounds_ = next(iter(res["rounds"].values()))
     ratios, noise = measure.decide(rounds_)       # columns: res["measured"], then the default
-    measured = {kept[i - 1][0]: ratios[pos] for pos, i in enumerate(res["measured"]) if i}
-    best = min(measured.items(), key=lambda kv: kv[1], default=("default", 1.0))
+    ratio_of = {i: ratios[pos] for pos, i in enumerate(res["measured"]) if i}
+    sample = [{"label": label, "model": score, "ratio": ratio_of.get(i),
+               "failed": failures.get(i)} for i, (label, _, score) in enumerate(kept, 1)]
+    measured = [c for c in sample if c["ratio"] is not None]
+    best = min(measured, key=lambda c: c["ratio"], default={"label": "default", "ratio": 1.0})
     return {"default_s": statistics.median(r[0] for r in rounds_), "noise": noise,
-            "candidates": len(kept), "failed": {kept[i - 1][0]: why for i, why in
-                                                failures.items()},
-            "pruned": pruned, "ratios": measured, "best_label": best[0],
-            "best_ratio": min(best[1], 1.0), "seconds": time.monotonic() - t0}
+            "candidates": len(kept), "failed": {c["label"]: c["failed"] for c in sample
+                                                if c["failed"]},
+            "pruned": pruned, "sample": sample, "ratios": [c["ratio"] for c in measured],
+            "best_label": best["label"], "best_ratio": min(best["ratio"], 1.0),
+            "model": model_quality(sample), "seconds": time.monotonic() - t0}
 
 
-def run_tuner(src: str, sizes: dict, budget, seed: int, config: Config) -> dict:
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=values.__getitem__)
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):                     # ties share their mean rank
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2
+        i = j + 1
+    return ranks
+
+
+def model_quality(sample: list[dict], top: int = MODEL_TOP) -> dict | None:
+    """How well the model ranks the measured, model-scored candidates of the sample:
+    ``quality`` = best ratio of all of them / best ratio of the ``top`` best-scored ones
+    (the speed of the model's top-``top`` best over the speed of the sample's best; 1 when
+    the model's top holds the best), ``holds`` = quality >= :data:`MODEL_TARGET`, and the
+    Spearman rank correlation of score and measured ratio (``None`` under 3 candidates)."""
+    scored = [c for c in sample if c["model"] is not None and c["ratio"] is not None]
+    if not scored:
+        return None
+    by_model = sorted(scored, key=lambda c: c["model"])
+    best = min(c["ratio"] for c in scored)
+    top_best = min(c["ratio"] for c in by_model[:top])
+    rho = None
+    if len(scored) >= 3:
+        rm, rr = _ranks([c["model"] for c in scored]), _ranks([c["ratio"] for c in scored])
+        mm, mr = statistics.fmean(rm), statistics.fmean(rr)
+        cov = sum((x - mm) * (y - mr) for x, y in zip(rm, rr))
+        var = math.sqrt(sum((x - mm) ** 2 for x in rm) * sum((y - mr) ** 2 for y in rr))
+        rho = cov / var if var else None
+    quality = best / top_best
+    return {"quality": quality, "holds": quality >= MODEL_TARGET, "top": top,
+            "scored": len(scored), "best": best, "top_best": top_best,
+            "top_labels": [c["label"] for c in by_model[:top]], "spearman": rho}
+
+
+def run_tuner(src, sizes: dict, budget, seed: int, config: Config) -> dict:
     """Phase 2: one tuning session."""
     r = tune(src, sizes, budget=budget, config=config, record=False, seed=seed,
              progress=False)
@@ -163,15 +294,18 @@ def random_search(ratios: list[float], draws: int, target: float, seed: int) -> 
 
 
 def run_kernel(name: str, a, library_dir: str) -> dict:
-    src, full, small = KERNELS[name]
-    sizes = small if a.quick else full
-    row: dict = {"kernel": name, "sizes": sizes, "error": None}
-    stage = "space"
+    row: dict = {"kernel": name, "sizes": None, "label": name, "error": None}
+    stage = "setup"
     try:
+        src, sizes, row["label"] = target(name, a, library_dir)
+        row["sizes"] = sizes
+        stage = "space"
         sp = space_best(src, sizes, a.space, a.space_seed, _config(library_dir), a.rounds,
                         a.min_sample)
         row["space"] = sp
-        print(f"[tune] {name}: space best {sp['best_ratio']:.3f} of {sp['candidates']} "
+        mq = sp["model"]
+        print(f"[tune] {name}: space best {sp['best_ratio']:.3f} of {sp['candidates']}, model "
+              f"top-{MODEL_TOP} {'-' if mq is None else format(mq['quality'], '.2f')} "
               f"({sp['seconds']:.0f} s)", file=sys.stderr, flush=True)
         stage = "tuner"
         runs = []
@@ -188,11 +322,10 @@ def run_kernel(name: str, a, library_dir: str) -> dict:
     # as many draws as the tuner measured (median over seeds), at most the sample's size
     draws = min(round(statistics.median(r["measured"] for r in runs)), len(sp["ratios"]))
     for pct in (90, 95):
-        target = best / (pct / 100)
+        target_ = best / (pct / 100)
         for r in runs:
-            r[f"measured_{pct}"], r[f"seconds_{pct}"] = reach(r["history"], target)
-        row[f"random_{pct}"] = random_search(list(sp["ratios"].values()), draws, target,
-                                             a.space_seed)
+            r[f"measured_{pct}"], r[f"seconds_{pct}"] = reach(r["history"], target_)
+        row[f"random_{pct}"] = random_search(sp["ratios"], draws, target_, a.space_seed)
     row["random_draws"] = draws
     row["targets_hold"] = all(
         r["measured_90"] is not None and r["measured_90"] <= TARGET_MEASURED
@@ -211,22 +344,26 @@ def _n(v, fmt="{:g}") -> str:
 
 
 def table(rows: list[dict]) -> str:
-    cols = ["kernel", "sizes", "default ms", "space best (n)", "tuner best", "tuner speedup",
-            "tuner meas 90/95%", "tuner s 90/95%", "random meas 90/95% (of n)",
+    cols = ["kernel", "sizes", "default ms", "space best (n)", f"model top-{MODEL_TOP}",
+            "tuner best", "tuner speedup", "tuner meas 90/95%", "tuner s 90/95%",
+            "random meas 90/95% (of n)",
             f"90% in {TARGET_SECONDS:g} s & {TARGET_MEASURED} meas"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        sz = "x".join(str(v) for v in r["sizes"].values())
+        sz = r["label"]
         if r.get("error"):
             e = r["error"]
             lines.append(f"| {r['kernel']} | {sz} | failed at {e['stage']}: {e['type']}: "
                          f"{e['message'].splitlines()[0][:120]} |" + " |" * (len(cols) - 3))
             continue
         sp, runs = r["space"], r["tuner"]
+        mq = sp["model"]
         tb = statistics.median(t["best_ratio"] for t in runs)
         lines.append("| " + " | ".join([
             r["kernel"], sz, f"{sp['default_s'] * 1e3:.3f}",
-            f"{sp['best_ratio']:.3f} ({sp['candidates']})", f"{tb:.3f}", f"{1 / tb:.2f}x",
+            f"{sp['best_ratio']:.3f} ({sp['candidates']})",
+            "-" if mq is None else f"{mq['quality']:.2f} ({'yes' if mq['holds'] else 'no'})",
+            f"{tb:.3f}", f"{1 / tb:.2f}x",
             " / ".join(_n(_med(t[f"measured_{p}"] for t in runs)) for p in (90, 95)),
             " / ".join(_n(_med(t[f"seconds_{p}"] for t in runs), "{:.0f}") for p in (90, 95)),
             " / ".join(_n(r[f"random_{p}"]) for p in (90, 95)) + f" ({r['random_draws']})",
@@ -234,56 +371,288 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# ------------------------------------------------------------------ --classes
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def _version_of(kernel, sizes: dict) -> str:
+    """The class of the version a versioned kernel runs at ``sizes`` (``-``: not versioned)."""
+    for d in kernel.versions or []:
+        if shape_class(kernel.program, d["class"]).contains(sizes):
+            return d["class"]
+    return "-"
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+
+
+def run_classes(a, library_dir: str, threads: int) -> dict:
+    """The ``--classes`` benchmark (module docstring): per M, the oracle, the versioned, the
+    default kernel and torch, checked against numpy and timed round-robin."""
+    src, nk = CLASS_SRC, CLASS_NK
+    points = [{"M": m, "N": nk, "K": nk} for m in a.ms_]
+    out: dict = {"source": src, "ms": a.ms_, "threads": threads, "rows": [], "error": None}
+    stage = "versioned: tune"
+    try:
+        # (b) the versioned kernel: one lattice tuning session into a fresh database
+        cfg_v = _config(library_dir)
+        t0 = time.monotonic()
+        r = tune(src, points, classes="lattice", budget=a.budget_, config=cfg_v,
+                 record=True, seed=0, progress=False)
+        tune_s = time.monotonic() - t0
+        print(f"[tune] versioned: tuned in {tune_s:.0f} s: generic {r.best.label}; "
+              + "; ".join(f"{c.text}: {'version' if c.version else 'no version'}"
+                          for c in r.classes), file=sys.stderr, flush=True)
+        stage = "versioned: compile"
+        cache.clear_memory()
+        t0 = time.monotonic()
+        kv = polyc.compile(src, config=cfg_v.replace(use_tuned=True))
+        compile_s = time.monotonic() - t0
+        out["versioned"] = {
+            "tune_s": tune_s, "compile_s": compile_s, "total_s": tune_s + compile_s,
+            "versions": max(len(kv.versions) - 1, 0) if kv.versions else 0,
+            "kernel_versions": kv.versions, "generic_best": r.best.label,
+            "generic_ratio": r.best.ratio, "classes": [c.to_json() for c in r.classes]}
+        # (c) the untuned default
+        stage = "default: compile"
+        kd = polyc.compile(src, config=_config(library_dir))
+        # (a) the oracles: a session per M (one shared kernel cache, nothing recorded)
+        cfg_o = _config(library_dir)
+        program = polyc.program(src)
+        oracles = {}
+        for pt in points:
+            stage = f"oracle M={pt['M']}"
+            ro = tune(src, pt, budget=a.oracle_budget_, config=cfg_o, record=False, seed=0,
+                      progress=False)
+            oracles[pt["M"]] = (ro, measure.compile_candidate(program, ro.best.recipe, cfg_o))
+            print(f"[tune] oracle M={pt['M']}: {ro.best.label} ({1 / (ro.best.ratio or 1):.2f}x "
+                  f"the default, {ro.measured} measured, {ro.seconds:.0f} s)", file=sys.stderr,
+                  flush=True)
+    except Exception as e:  # noqa: BLE001 (reported)
+        out["error"] = {"stage": stage, "type": type(e).__name__, "message": str(e)}
+        return out
+    torch = None if a.no_torch else _torch()
+    compiled, out["torch"] = None, None
+    if torch is not None:
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        compiled = torch.compile(lambda x, y: torch.matmul(x, y), dynamic=True)
+        out["torch"] = {"version": torch.__version__, "threads": threads, "compile_s": 0.0}
+    try:
+        for pt in points:
+            m = pt["M"]
+            ro, ko = oracles[m]
+            row = {"M": m, "version": _version_of(kv, pt), "oracle_best": ro.best.label,
+                   "oracle_ratio": ro.best.ratio, "oracle_measured": ro.measured,
+                   "oracle_tune_s": ro.seconds, "error": None}
+            out["rows"].append(row)
+            stage = "check"
+            try:
+                rng = np.random.default_rng(m)
+                A = rng.standard_normal((m, nk)).astype(np.float32)
+                B = rng.standard_normal((nk, nk)).astype(np.float32)
+                expected = A.astype(np.float64) @ B.astype(np.float64)
+                fns = {"oracle": lambda: ko(A, B), "versioned": lambda: kv(A, B),
+                       "default": lambda: kd(A, B)}
+                for name, fn in fns.items():
+                    testing.assert_close(fn(), expected, dtype="float32", reduction_length=nk,
+                                         name=f"{name} M={m}")
+                if torch is not None:
+                    stage = "torch"
+                    tA, tB = torch.from_numpy(A), torch.from_numpy(B)
+                    with torch.no_grad():
+                        t0 = time.monotonic()
+                        got = compiled(tA, tB)
+                        out["torch"]["compile_s"] += time.monotonic() - t0
+                        for g in (got, torch.matmul(tA, tB)):
+                            testing.assert_close(g.numpy(), expected, dtype="float32",
+                                                 reduction_length=nk, name=f"torch M={m}")
+                    fns["torch"] = lambda: torch.matmul(tA, tB)
+                    fns["torch.compile"] = lambda: compiled(tA, tB)
+                stage = "time"
+                names = list(fns)
+                if torch is not None:
+                    with torch.no_grad():
+                        rounds = measure.round_robin(list(fns.values()), rounds=a.rounds,
+                                                     min_sample=a.min_sample)
+                else:
+                    rounds = measure.round_robin(list(fns.values()), rounds=a.rounds,
+                                                 min_sample=a.min_sample)
+                ratios, row["noise"] = measure.decide(rounds)
+                n = len(names)
+                row["us"] = {names[0]: 1e6 * statistics.median([r[0] for r in rounds]
+                                                               + [r[n] for r in rounds])}
+                for i in range(1, n):
+                    row["us"][names[i]] = 1e6 * statistics.median(r[i] for r in rounds)
+                # speed relative to the oracle's (median of the per-round time ratios)
+                row["vs_oracle"] = {names[i]: 1 / ratios[i] for i in range(n)}
+            except Exception as e:  # noqa: BLE001 (reported in the row)
+                row["error"] = {"stage": stage, "type": type(e).__name__, "message": str(e)}
+            print(f"[tune] M={m}: " + ("failed" if row["error"] else
+                                       f"versioned {row['vs_oracle']['versioned']:.2f}x the "
+                                       f"oracle"), file=sys.stderr, flush=True)
+    finally:
+        if torch is not None:
+            torch.set_num_threads(before)
+    ok = [r for r in out["rows"] if not r["error"]]
+    speeds = [r["vs_oracle"]["versioned"] for r in ok]
+    worst = min(ok, key=lambda r: r["vs_oracle"]["versioned"], default=None)
+    geo = _geomean(speeds)
+    out["summary"] = {
+        "versioned_geomean": geo, "versioned_worst": worst and worst["vs_oracle"]["versioned"],
+        "versioned_worst_M": worst and worst["M"],
+        "default_geomean": _geomean([r["vs_oracle"]["default"] for r in ok]),
+        "torch_geomean": _geomean([r["vs_oracle"]["torch"] for r in ok if "torch" in
+                                   r["vs_oracle"]]),
+        "torch_compile_geomean": _geomean([r["vs_oracle"]["torch.compile"] for r in ok
+                                           if "torch.compile" in r["vs_oracle"]]),
+        "versions": out["versioned"]["versions"],
+        "holds": bool(geo is not None and len(ok) == len(out["rows"]) and geo >= CLASS_TARGET
+                      and out["versioned"]["versions"] <= CLASS_MAX_VERSIONS)}
+    return out
+
+
+def _us(v) -> str:
+    return "-" if v is None else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def classes_table(res: dict) -> str:
+    if res.get("error"):
+        e = res["error"]
+        return f"failed at {e['stage']}: {e['type']}: {e['message']}"
+    cols = ["M", "version", "oracle µs", "versioned µs", "default µs", "torch µs",
+            "torch.compile µs", "versioned / oracle", "default / oracle",
+            "torch.compile / oracle", "oracle's best"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in res["rows"]:
+        if r["error"]:
+            e = r["error"]
+            lines.append(f"| {r['M']} | {r['version']} | failed at {e['stage']}: {e['type']}: "
+                         f"{e['message'].splitlines()[0][:120]} |" + " |" * (len(cols) - 3))
+            continue
+        us, vs = r["us"], r["vs_oracle"]
+        x = (lambda k: f"{vs[k]:.2f}x" if k in vs else "-")
+        lines.append("| " + " | ".join([
+            str(r["M"]), r["version"], _us(us["oracle"]), _us(us["versioned"]),
+            _us(us["default"]), _us(us.get("torch")), _us(us.get("torch.compile")),
+            x("versioned"), x("default"), x("torch.compile"),
+            f"{r['oracle_best']} ({1 / (r['oracle_ratio'] or 1):.2f}x default)"]) + " |")
+    s, v = res["summary"], res["versioned"]
+    f = (lambda x: "-" if x is None else f"{x:.2f}x")
+    lines += ["", f"- versioned kernel: {v['versions']} version(s) besides the generic one; "
+              f"tune {v['tune_s']:.0f} s + compile {v['compile_s']:.1f} s = "
+              f"{v['total_s']:.0f} s; generic best {v['generic_best']}"]
+    for c in v["classes"]:
+        lines.append(f"  - class `{c['class']}` (sizes M = "
+                     f"{', '.join(str(p['M']) for p in c['sizes'])}): "
+                     f"{'version' if c['version'] else 'no version'} ({c['best']}): {c['why']}")
+    lines.append(f"- versioned / oracle: geomean {f(s['versioned_geomean'])}, worst "
+                 f"{f(s['versioned_worst'])} at M = {s['versioned_worst_M']}; default / "
+                 f"oracle geomean {f(s['default_geomean'])}; torch / oracle "
+                 f"{f(s['torch_geomean'])}; torch.compile / oracle "
+                 f"{f(s['torch_compile_geomean'])}")
+    if res.get("torch"):
+        lines.append(f"- torch {res['torch']['version']} on {res['torch']['threads']} "
+                     f"thread(s); torch.compile(dynamic=True): {res['torch']['compile_s']:.1f} s "
+                     f"of first calls (compiles) over all M")
+    lines.append(f"- target (versioned >= {CLASS_TARGET}x the oracle, geomean, with <= "
+                 f"{CLASS_MAX_VERSIONS} versions): {'yes' if s['holds'] else 'no'}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .polybench import DATASETS
     ap = argparse.ArgumentParser(prog="python -m benchmarks.tune",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--kernels", nargs="*", choices=list(KERNELS), default=list(KERNELS),
-                    help="kernels to run (default: all)")
-    ap.add_argument("--quick", action="store_true", help="small sizes")
+    ap.add_argument("--kernels", nargs="*", choices=list(KERNELS) + list(POLYBENCH),
+                    default=list(DEFAULT_KERNELS),
+                    help=f"kernels to run (default: {' '.join(DEFAULT_KERNELS)})")
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes (the TC kernels' small sizes; PolyBench SMALL unless "
+                         "--dataset)")
+    ap.add_argument("--dataset", choices=DATASETS, default=None,
+                    help="PolyBench dataset (default MEDIUM; SMALL with --quick)")
     ap.add_argument("--space", type=int, default=24,
                     help="random legal candidates measured for the space best (default 24)")
     ap.add_argument("--space-seed", type=int, default=0, help="seed of the space sample")
     ap.add_argument("--budget", default="quick",
-                    help="the tuner's budget: quick (60 s, at most 10 measured, first batch "
-                         "6), max, or seconds (with max's limits: first batch 12); "
-                         "default quick")
+                    help="the tuner's budget: quick (60 s, first batch 6), max, or seconds "
+                         "(with max's limits: first batch 12); default quick.  With "
+                         "--classes: the versioned kernel's tuning, per session")
     ap.add_argument("--seeds", type=int, default=1, help="tuner sessions, seeds 0.. (default 1)")
     ap.add_argument("--rounds", type=int, default=measure.MIN_ROUNDS,
-                    help=f"timing rounds of the space sample (default {measure.MIN_ROUNDS})")
+                    help=f"timing rounds (default {measure.MIN_ROUNDS})")
     ap.add_argument("--min-sample", type=float, default=measure.MIN_SAMPLE,
                     help=f"seconds per timing sample (default {measure.MIN_SAMPLE})")
+    ap.add_argument("--classes", action="store_true",
+                    help="the shape-class benchmark (GEMM, K=N=768, M in "
+                         f"{','.join(map(str, CLASS_MS))}) instead of the convergence table")
+    ap.add_argument("--oracle-budget", default="15",
+                    help="--classes: the per-M oracle's budget (default 15 s)")
+    ap.add_argument("--no-torch", action="store_true", help="--classes: skip torch")
+    ap.add_argument("--ms", default=None, help=argparse.SUPPRESS)    # --classes: other Ms
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     a = ap.parse_args(argv)
+    a.dataset = a.dataset or ("SMALL" if a.quick else "MEDIUM")
     try:
         a.budget_ = b = budget_of(a.budget)
-    except polyc.PolycError as e:
+        a.oracle_budget_ = budget_of(a.oracle_budget)
+        a.ms_ = [int(m) for m in a.ms.split(",")] if a.ms else list(CLASS_MS)
+    except (polyc.PolycError, ValueError) as e:
         ap.error(str(e))
     mach = machine(Config.from_env())
     print(f"[tune] load average at the start: {mach['load_average']}", file=sys.stderr)
     work = tempfile.mkdtemp(prefix="polyc-tunebench-")     # every phase's cache, removed at the end
     library_dir = os.path.join(work, "intrinsics")
     os.mkdir(library_dir)
-    rows = []
+    rows, res = [], None
     try:
         mach["intrinsics_library_build_s"] = prebuild_intrinsics(library_dir)
-        for name in a.kernels:
-            print(f"[tune] {name} ...", file=sys.stderr, flush=True)
-            rows.append(run_kernel(name, a, library_dir))
+        if a.classes:
+            res = run_classes(a, library_dir, mach["polyc_threads"])
+        else:
+            for name in a.kernels:
+                print(f"[tune] {name} ...", file=sys.stderr, flush=True)
+                rows.append(run_kernel(name, a, library_dir))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     end_load = _load()
+    head = (f"- {mach['cpu']}, {mach['cores']} cores, polyc on {mach['polyc_threads']} "
+            f"thread(s); load average {mach['load_average']} at the start, {end_load} at "
+            f"the end")
+    if a.classes:
+        if a.json:
+            print(json.dumps({"machine": mach, "load_average_end": end_load,
+                              "budget": vars(b), "oracle_budget": vars(a.oracle_budget_),
+                              "rounds": a.rounds, "min_sample": a.min_sample,
+                              "classes": res}, indent=1, default=str))
+        else:
+            print(head)
+            print(f"- C(m,n) +=! A(m,k) * B(k,n), float32, K = N = {CLASS_NK}; oracle: tune at "
+                  f"each M alone, budget {a.oracle_budget}; versioned: one lattice tune over "
+                  f"every M, budget {a.budget} per session; times are medians of "
+                  f"{a.rounds} round-robin rounds (samples >= {a.min_sample * 1e3:g} ms); "
+                  f"X / oracle = oracle time / X time (higher is better)\n")
+            print(classes_table(res))
+        failed = res.get("error") or any(r["error"] for r in res["rows"])
+        return 1 if failed else 0
     if a.json:
         print(json.dumps({"machine": mach, "load_average_end": end_load,
                           "budget": vars(b), "space": a.space, "seeds": a.seeds,
-                          "quick": a.quick, "results": rows}, indent=1))
+                          "quick": a.quick, "dataset": a.dataset, "results": rows}, indent=1))
     else:
-        print(f"- {mach['cpu']}, {mach['cores']} cores, polyc on {mach['polyc_threads']} "
-              f"thread(s); load average {mach['load_average']} at the start, {end_load} at "
-              f"the end")
+        print(head)
         print(f"- tuner budget {a.budget} ({b.seconds:g} s, at most {b.measured} measured, "
               f"first batch {b.first}, {b.neighbours} neighbours a step), {a.seeds} "
               f"seed(s); space sample of {a.space}; ratios are times over the default's "
-              f"(lower is better)\n")
+              f"(lower is better); PolyBench kernels in float64\n")
         print(table(rows))
     return 1 if any(r.get("error") for r in rows) else 0
 

@@ -333,6 +333,9 @@ def cmd_explain(args) -> int:
     if schedule is None and config.target == "c" and config.use_tuned:
         from .tune.use import tuned_schedule
         schedule, tuning = tuned_schedule(program, config)
+        if isinstance(schedule, dict):      # the automatic schedule with other options
+            from .tune.space import auto_config
+            config, schedule = auto_config(schedule, config), None
     if config.target == "cuda":
         from .schedule.language import Schedule
         gpu = _gpu_lowered(program, config, schedule)

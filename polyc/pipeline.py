@@ -333,12 +333,17 @@ def _compile_tuned(programs: list[Program], config: Config) -> list:
     kernels = iter(compile_programs(rest, plain) if rest else [])
     out = []
     for p, sched, versions, note in found:
+        auto = isinstance(sched, dict)      # the automatic schedule with other options
         if versions:
             from .versioned import ALL, Version, shape_class
-            generic = Version(shape_class(p, ALL), sched.to_recipe() if sched else None,
-                              "tuned" if sched else "")
+            recipe = sched if auto else sched.to_recipe() if sched is not None else None
+            generic = Version(shape_class(p, ALL), recipe, "tuned" if sched else "")
             k = compile_versioned(p, versions, generic, plain)
             k.tuning = "\n".join(x for x in (note, k.tuning) if x)
+        elif auto:
+            from .tune.space import auto_config
+            k = compile_programs([p], auto_config(sched, plain))[0]
+            k.tuning = note or None
         else:
             k = compile_schedule(sched, plain) if sched is not None else next(kernels)
             k.tuning = note or None
@@ -382,6 +387,9 @@ def _lower_recipe(program: Program, recipe, config: Config) -> Lowered:
     recipe replayed on ``program``."""
     if recipe is None:
         return lower(program, config)
+    if "auto" in recipe:                # the automatic schedule with other options
+        from .tune.space import auto_config
+        return lower(program, auto_config(recipe, config))
     from .schedule.language import Schedule
     return lower_schedule(Schedule.replay(program, recipe), config)
 

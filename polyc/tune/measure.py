@@ -50,12 +50,18 @@ CHECK_TIMEOUT = 120.0
 
 def compile_candidate(program, recipe, config):
     """The kernel of ``recipe`` on ``program`` (``None``: the automatic
-    schedule), compiled with ``config`` (which must not consult the tuning
+    schedule; ``{"auto": {...}}``: the automatic schedule with those
+    ``Config`` options, :func:`polyc.tune.space.auto_recipe`), compiled
+    with ``config`` (which must not consult the tuning
     database: the default must stay the default)."""
     from ..pipeline import compile_program, compile_schedule
     from ..schedule.language import Schedule
+    from .space import auto_config
     if recipe is None:
         return compile_program(program, config)
+    auto = auto_config(recipe, config)
+    if auto is not None:            # a variant of the automatic schedule
+        return compile_program(program, auto)
     return compile_schedule(Schedule.replay(program, recipe), config)
 
 
@@ -86,16 +92,37 @@ def build_task(payload: dict) -> dict:
 _REFERENCES: dict = {}
 
 
-def reference_data(program, sizes: dict, seed: int) -> tuple[dict, dict]:
+def reference_data(program, sizes: dict, seed: int, config=None) -> tuple[dict, dict]:
     """Seeded inputs and the reference evaluator's outputs at ``sizes``
-    (memoised per program, sizes and seed in this process)."""
+    (memoised per program, sizes and seed in this process).  A program with
+    a source order of its own (``Program.order``: time loops, imperfect
+    nests of ``@polyc.kernel``), which :mod:`polyc.reference` does not
+    evaluate, is checked against its automatic schedule's kernel instead."""
     from .. import reference, testing
     key = (program.fingerprint(), tuple(sorted(sizes.items())), seed)
     if key not in _REFERENCES:
         inputs = testing.random_inputs(program, sizes, seed)
         _REFERENCES.clear()          # keep one: the arrays can be large
-        _REFERENCES[key] = (inputs, reference.evaluate(program, inputs, sizes, inout=True))
+        if program.order is None:
+            expected = reference.evaluate(program, inputs, sizes, inout=True)
+        else:
+            expected = _default_outputs(program, inputs, sizes, config)
+        _REFERENCES[key] = (inputs, expected)
     return _REFERENCES[key]
+
+
+def _default_outputs(program, inputs: dict, sizes: dict, config) -> dict:
+    from .. import testing
+    from ..config import Config
+    config = (config or Config.from_env()).replace(use_tuned=False)
+    kernel = compile_candidate(program, None, config)
+    arrays = {k: v.copy() for k, v in inputs.items()}
+    got = kernel(*testing.call_args(program, arrays, sizes))
+    out = dict(zip([t.name for t in program.outputs], got if isinstance(got, tuple) else (got,)))
+    written = {st.tensor for st in program.statements}
+    out.update({t.name: arrays[t.name] for t in program.tensors
+                if t.role == "inout" and t.name in written})
+    return out
 
 
 def check_in_child(program, recipe, config, sizes: dict, seed: int,
@@ -105,7 +132,7 @@ def check_in_child(program, recipe, config, sizes: dict, seed: int,
     (a signal, a timeout, an exception, the worst error).  ``fault`` injects
     a failure in the child (tests: ``"segfault"``, ``"wrong"``, ``"hang"``)."""
     from ..process import run_process
-    inputs, expected = reference_data(program, sizes, seed)
+    inputs, expected = reference_data(program, sizes, seed, config)
     with tempfile.TemporaryDirectory(prefix="polyc-tune-") as d:
         task = Path(d) / "task.pkl"
         data = Path(d) / "data.npz"
@@ -255,7 +282,7 @@ def measure_task(payload: dict) -> dict:
     deadline = payload.get("deadline_s")
     end = time.monotonic() + deadline if deadline else None
     for sizes in sizes_list:
-        inputs, _ = reference_data(program, sizes, payload.get("seed", 0))
+        inputs, _ = reference_data(program, sizes, payload.get("seed", 0), config)
         args = testing.call_args(program, inputs, sizes)
         fns = [(lambda k=kernels[i]: k(*args)) for i in alive]
         rounds = round_robin(fns, rounds=payload.get("rounds", MIN_ROUNDS),

@@ -14,7 +14,10 @@ The search, in order (:func:`tune`):
    (``illegal``: a dependence broken, with its witness; ``inapplicable``) are
    counted and dropped before anything is compiled, and candidates whose
    tree equals one already kept are dropped as duplicates, until the
-   budget's number of legal candidates is reached.
+   budget's number of legal candidates is reached.  Variants of the
+   automatic schedule itself (``Config`` options: the source order
+   untransformed, time tiling, maximal or no fusion, no tensorization;
+   :func:`polyc.tune.space.auto_variants`) join them.
 4. **Measure.** The automatic schedule (the default) and the legal
    candidates are compiled in parallel by the executor, checked once each in
    a child process against the reference evaluator, and timed round-robin
@@ -65,7 +68,7 @@ class Budget:
     neighbours: int
 
 
-BUDGETS = {"quick": Budget(seconds=60, measured=10, sampled=3000, first=6, neighbours=2),
+BUDGETS = {"quick": Budget(seconds=60, measured=12, sampled=3000, first=6, neighbours=2),
            "max": Budget(seconds=600, measured=60, sampled=20000, first=12, neighbours=4)}
 
 
@@ -157,8 +160,8 @@ class TuneResult:
             lines.append(f"  class {c.text}: {c.describe()}")
         for t in sorted((t for t in self.trials if t.status == "measured"),
                         key=lambda t: t.ratio):
-            lines.append(f"  {t.ratio:6.3f}  model {t.model if t.model is not None else 0:9.3g}"
-                         f"  {t.label}")
+            score = f"{t.model:9.3g}" if t.model is not None else "        -"
+            lines.append(f"  {t.ratio:6.3f}  model {score}  {t.label}")
         for t in self.trials:
             if t.status == "failed" or (explain and t.status in
                                         ("illegal", "inapplicable", "duplicate")):
@@ -380,7 +383,7 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     generic version on its sizes (:mod:`polyc.tune.classes`).
     ``classes="lattice"`` with a list of sizes groups them into the classes
     of :func:`polyc.tune.classes.lattice` first.
-    ``budget``: ``"quick"`` (60 s, at most 10 measured candidates),
+    ``budget``: ``"quick"`` (60 s, at most 12 measured candidates),
     ``"max"`` (600 s, 60) or seconds, per session (the generic one and each
     class).  ``executor``: ``None``/``"inline"``, ``"pool"``,
     ``"dask://HOST:PORT"``, a ``distributed.Client`` or an executor object
@@ -451,6 +454,11 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
         if seeds:       # the neighbour's best, where this tree has the same bands
             ranked = [(s.cost(k), k) for k in seeds if _fits(k, s.infos.get(k.start))] + ranked
         first = s.legal(ranked, min(b.first, b.measured))
+        # the automatic pipeline's own knobs (Config options) as candidates too
+        for opts in space.auto_variants(program)[:max(0, b.measured - len(first))]:
+            label = "auto: " + ", ".join(f"{k}={v}" for k, v in opts.items())
+            first.append(Trial(label, None, space.auto_recipe(opts), None))
+            s.trials.append(first[-1])
         best = default
         if s.out_of_time():
             note = (f"the budget ({b.seconds:g} s) ran out before anything was measured; "

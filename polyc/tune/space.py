@@ -472,3 +472,51 @@ def build(program: Program, knobs: Knobs, infos: list[BandInfo], base=None):
     except (ScheduleError, PolycError, isl.Error) as e:
         raise Refused("inapplicable", str(e).splitlines()[0], step) from None
     return s
+
+
+# ------------------------------------------------------------ automatic knobs
+
+#: The automatic pipeline's own options a candidate may change
+#: (``Config`` fields), with the values tried.
+AUTO_OPTIONS = ("schedule", "fusion", "time_tiling", "tensorize")
+
+
+def auto_variants(program: Program) -> list[dict]:
+    """Variants of the automatic schedule worth measuring for ``program``:
+    ``Config`` overrides (the pipeline's own knobs, not schedule-language
+    steps).  The source order untransformed (``schedule="identity"``);
+    time tiling where a sequential band sits above other loops (a time
+    loop); maximal and no fusion where several statements could fuse; no
+    tensorization where a reduction could be tensorized."""
+    out: list[dict] = [{"schedule": "identity"}]
+    stmts = [s for s in program.statements if s.kind != "init"]
+    if program.order is not None or any(len(s.iterators) >= 3 for s in stmts):
+        out.append({"time_tiling": True})
+    if len(stmts) > 1:
+        out += [{"fusion": "max"}, {"fusion": "min"}]
+    if has_reduction(program):
+        out.append({"tensorize": False})
+    return out
+
+
+def auto_recipe(options: dict) -> dict:
+    """The recipe form of an automatic-schedule variant: ``{"auto": {...}}``
+    (JSON values; :func:`auto_config` reads it back)."""
+    return {"auto": {k: list(v) if isinstance(v, tuple) else v
+                     for k, v in sorted(options.items())}}
+
+
+def auto_config(recipe, config):
+    """``config`` with the overrides of an automatic-schedule recipe, or
+    ``None`` when ``recipe`` is a schedule recipe (or ``None``).  Raises
+    :class:`ScheduleError` for an option that is not one of
+    :data:`AUTO_OPTIONS`."""
+    if not isinstance(recipe, dict) or "auto" not in recipe:
+        return None
+    opts = recipe["auto"]
+    bad = sorted(set(opts) - set(AUTO_OPTIONS)) if isinstance(opts, dict) else ["?"]
+    if bad:
+        raise ScheduleError(f"automatic-schedule recipe: unknown option(s) {bad}; "
+                            f"known: {', '.join(AUTO_OPTIONS)}")
+    return config.replace(**{k: tuple(v) if isinstance(v, list) else v
+                             for k, v in opts.items()})

@@ -18,7 +18,8 @@ def tuned(program, config):
     """``(generic, versions, note)`` from the tuning database for ``program``
     on this machine, toolchain, target and polyc version: ``generic`` is the
     :class:`polyc.Schedule` replayed from the newest best record of the
-    class ``"all"`` (``None``: the automatic schedule), ``versions`` the
+    class ``"all"`` (``None``: the automatic schedule; a ``{"auto": {...}}``
+    dict: the automatic schedule with those ``Config`` options), ``versions`` the
     :class:`polyc.versioned.Version` of each class recorded as a version
     (newest record per class, at most :data:`~polyc.versioned.MAX_VERSIONS`),
     ``note`` what ``explain`` says.  A recipe that no longer applies is
@@ -62,6 +63,15 @@ def _replayed(program, rec, path):
         speed, (int, float)) else ""
     if rec.get("recipe") is None:
         return None, f"tuned: the automatic schedule is the best recorded in {where}"
+    if "auto" in rec["recipe"]:
+        from ..config import Config
+        from .space import auto_config
+        try:
+            auto_config(rec["recipe"], Config())
+        except PolycError as e:
+            return None, f"tuned recipe in {where} ignored: {e}"
+        opts = ", ".join(f"{k}={v}" for k, v in rec["recipe"]["auto"].items())
+        return rec["recipe"], f"tuned: the automatic schedule with {opts}, from {where}{gain}"
     from ..schedule.language import Schedule
     try:
         s = Schedule.replay(program, rec["recipe"])

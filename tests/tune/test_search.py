@@ -101,10 +101,12 @@ def test_interrupt_keeps_what_was_measured(cfg):
             if Interrupted.calls == 2:
                 raise KeyboardInterrupt
             return super().measure(payload)
-    budget = Budget(seconds=120, measured=6, sampled=300, first=2, neighbours=2)
+    budget = Budget(seconds=120, measured=3, sampled=300, first=2, neighbours=1)
+    # the generic session measures, then the class session is interrupted
     with pytest.raises(KeyboardInterrupt):
-        polyc.tune(TR, SIZES, budget=budget, config=cfg, executor=Interrupted(),
-                   progress=False)
+        polyc.tune(TR, {"N = 1": {"N": 1, "M": 64}, "all": SIZES}, budget=budget,
+                   config=cfg, executor=Interrupted(), progress=False)
+    assert Interrupted.calls == 2
     assert len(Database(config=cfg).records(kind="sample")) >= 1
 
 
@@ -143,3 +145,41 @@ def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
     assert main(["tune", "--export", str(tmp_path / "x.jsonl")]) == 0
     assert main(["tune", str(src)]) == 2            # no sizes: a usage error
     assert "--sizes" in capsys.readouterr().err
+
+
+def test_automatic_schedule_variants_are_recipes_too(cfg):
+    program = polyc.program(TR)
+    info = key_info(program, cfg, ALL_SIZES)
+    Database(config=cfg).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                                  "recipe": {"auto": {"schedule": "identity"}},
+                                  "label": "auto: schedule=identity", "speedup": 1.2}])
+    k = polyc.compile(TR, config=cfg)
+    assert "automatic schedule with schedule=identity" in k.tuning
+    want = polyc.compile(TR, config=cfg.replace(use_tuned=False, schedule="identity"))
+    assert k.source == want.source
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(k(a), a.T + 1)
+    # an option the tuner does not own is refused, the automatic schedule kept
+    Database(config=cfg).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                                  "recipe": {"auto": {"cc": "evil"}}, "label": "x"}])
+    k = polyc.compile(TR, config=cfg)
+    assert "ignored" in k.tuning and "cc" in k.tuning
+
+
+def test_loop_programs_with_a_time_loop_are_tuned(cfg):
+    """@polyc.kernel programs carry their own source order (not picklable by
+    islpy, not evaluated by polyc.reference): they travel as text and are
+    checked against the automatic schedule's kernel."""
+    from benchmarks.polybench import BENCHMARKS
+    bench = BENCHMARKS["jacobi-2d"]
+    args = bench.init(bench.sizes["MINI"], np.float64)
+    program = bench.kernel.specialize(*args).program
+    sizes = {}
+    for p, bind in program.param_bindings.items():
+        sizes[p] = (args[program.signature.index(p)] if bind is None
+                    else args[program.signature.index(bind[0])].shape[bind[1]])
+    r = polyc.tune(program, sizes, config=cfg, progress=False,
+                   budget=Budget(seconds=120, measured=4, sampled=300, first=2, neighbours=1))
+    assert r.trials[0].status == "measured" and r.failed == 0, r.report(explain=True)
+    assert any(t.label.startswith("auto: schedule=identity") for t in r.trials)
+    assert r.measured >= 3
