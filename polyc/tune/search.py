@@ -59,17 +59,25 @@ MIN_WIN = 0.02
 @dataclass(frozen=True)
 class Budget:
     """How much a session may do: wall ``seconds``, ``measured`` candidates,
-    ``sampled`` candidates ranked by the model, ``first`` candidates measured
-    in the first batch, ``neighbours`` per local-search step."""
+    ``sampled`` candidates ranked by the model, ``first`` candidates of the
+    model measured in the first batch, ``neighbours`` per local-search
+    step, ``batch``: the first batch's size with the variants of the
+    automatic schedule (at most :data:`MAX_AUTO` of them; the model's
+    candidates make room for them, down to two)."""
     seconds: float
     measured: int
     sampled: int
     first: int
     neighbours: int
+    batch: int = 10
 
 
-BUDGETS = {"quick": Budget(seconds=60, measured=12, sampled=3000, first=6, neighbours=2),
-           "max": Budget(seconds=600, measured=60, sampled=20000, first=12, neighbours=4)}
+BUDGETS = {"quick": Budget(seconds=60, measured=12, sampled=3000, first=6, neighbours=2,
+                           batch=10),
+           "max": Budget(seconds=600, measured=60, sampled=20000, first=12, neighbours=4,
+                         batch=16)}
+#: Variants of the automatic schedule measured per session.
+MAX_AUTO = 4
 
 
 def budget_of(spec) -> Budget:
@@ -86,7 +94,7 @@ def budget_of(spec) -> Budget:
     if not seconds > 0:
         raise PolycError(f"budget {spec!r}: the number of seconds must be positive")
     b = BUDGETS["max"]
-    return Budget(seconds, b.measured, b.sampled, b.first, b.neighbours)
+    return Budget(seconds, b.measured, b.sampled, b.first, b.neighbours, b.batch)
 
 
 @dataclass
@@ -453,9 +461,10 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
         ranked = s.ranked(rng)
         if seeds:       # the neighbour's best, where this tree has the same bands
             ranked = [(s.cost(k), k) for k in seeds if _fits(k, s.infos.get(k.start))] + ranked
-        first = s.legal(ranked, min(b.first, b.measured))
+        autos = space.auto_variants(program)[:MAX_AUTO]
+        first = s.legal(ranked, min(b.first, b.measured, max(2, b.batch - len(autos))))
         # the automatic pipeline's own knobs (Config options) as candidates too
-        for opts in space.auto_variants(program)[:max(0, b.measured - len(first))]:
+        for opts in autos[:max(0, b.measured - len(first))]:
             label = "auto: " + ", ".join(f"{k}={v}" for k, v in opts.items())
             first.append(Trial(label, None, space.auto_recipe(opts), None))
             s.trials.append(first[-1])
