@@ -81,7 +81,8 @@ import numpy as np
 import polyc
 from polyc.config import Config
 from polyc.tune import measure, space
-from polyc.tune.search import Budget, _Session, budget_of, resolve_program, tune
+from polyc.tune.api import tune
+from polyc.tune.search import Budget, _Session, budget_of, resolve_program
 
 from .examples import machine
 from .tensor import prebuild_intrinsics

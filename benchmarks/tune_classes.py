@@ -19,7 +19,7 @@ import polyc
 from polyc import cache, testing
 from polyc.config import Config
 from polyc.tune import measure
-from polyc.tune.search import tune
+from polyc.tune.api import tune
 from polyc.versioned import shape_class
 
 from .tensor import _seed_cache

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import expr as E
 from .errors import DTypeError, ShapeError
-from .isl_util import CTX, NonAffineError, aff_from_expr, param_space
+from .isl_util import CTX, NonAffineError, aff_from_expr, canonical_tree, param_space
 
 #: Element types polyc compiles, by numpy name, with their C spelling (the
 #: half-precision types are typedefs of each backend's prelude: ``_Float16``
@@ -390,43 +390,7 @@ def _canonical(p: Program) -> list:
                       for k, v in p.param_bindings.items())
     return ["polyc-program-1", p.name, list(p.params), _isl_text(ctx, space), tensors, stmts,
             list(p.signature), bindings, sorted([k, int(v)] for k, v in p.fixed_sizes.items()),
-            pre, None if p.order is None else _tree_text(p.order.get_root(), space)]
-
-
-def _union_text(u, space: isl.Space) -> list[str]:
-    """The pieces of an isl union object, each aligned and printed, sorted:
-    isl prints a union's pieces in an order that depends on how it was
-    built (a tree read back from its text may list them differently)."""
-    pieces: list[str] = []
-    if isinstance(u, isl.UnionSet):
-        u.foreach_set(lambda x: pieces.append(_isl_text(x, space)))
-    elif isinstance(u, isl.UnionPwAff):
-        u.foreach_pw_aff(lambda x: pieces.append(_isl_text(x, space)))
-    else:
-        pieces.append(u.to_str())
-    return sorted(pieces)
-
-
-def _tree_text(node: isl.ScheduleNode, space: isl.Space) -> list:
-    """A schedule tree as nested lists whose unions are sorted
-    (:func:`_union_text`): the same tree gives the same lists however it
-    was built or read."""
-    t = node.get_type()
-    kind = str(t).rsplit(".", 1)[-1]
-    if t == isl.schedule_node_type.domain:
-        head = _union_text(node.domain_get_domain(), space)
-    elif t == isl.schedule_node_type.filter:
-        head = _union_text(node.filter_get_filter(), space)
-    elif t == isl.schedule_node_type.mark:
-        head = [node.mark_get_id().get_name()]
-    elif t == isl.schedule_node_type.band:
-        mupa = node.band_get_partial_schedule()
-        head = [_union_text(mupa.get_union_pw_aff(i), space)
-                for i in range(mupa.dim(isl.dim_type.out))]
-        head.append([bool(node.band_get_permutable())])
-    else:
-        head = []
-    return [kind, head, [_tree_text(node.child(i), space) for i in range(node.n_children())]]
+            pre, None if p.order is None else canonical_tree(p.order.get_root(), space)]
 
 
 def _checked_renaming(mapping: Mapping[str, str], names: list[str], what: str,

@@ -362,3 +362,39 @@ def fixed_box_hull(fp: isl.Map) -> tuple[isl.MultiAff, list[int]] | None:
     if not all(v.is_int() for v in sizes):
         return None
     return off, [int(v.to_python()) for v in sizes]
+
+
+def _union_text(u, space: isl.Space) -> list[str]:
+    """The pieces of an isl union object, each aligned and printed, sorted:
+    isl prints a union's pieces in an order that depends on how it was
+    built (a tree read back from its text may list them differently)."""
+    pieces: list[str] = []
+    if isinstance(u, isl.UnionSet):
+        u.foreach_set(lambda x: pieces.append(x.align_params(space).to_str()))
+    elif isinstance(u, isl.UnionPwAff):
+        u.foreach_pw_aff(lambda x: pieces.append(x.align_params(space).to_str()))
+    else:
+        pieces.append(u.to_str())
+    return sorted(pieces)
+
+
+def canonical_tree(node: isl.ScheduleNode, space: isl.Space) -> list:
+    """A schedule tree as nested lists whose unions are sorted
+    (:func:`_union_text`): the same tree gives the same lists however it
+    was built or read."""
+    t = node.get_type()
+    kind = str(t).rsplit(".", 1)[-1]
+    if t == isl.schedule_node_type.domain:
+        head = _union_text(node.domain_get_domain(), space)
+    elif t == isl.schedule_node_type.filter:
+        head = _union_text(node.filter_get_filter(), space)
+    elif t == isl.schedule_node_type.mark:
+        head = [node.mark_get_id().get_name()]
+    elif t == isl.schedule_node_type.band:
+        mupa = node.band_get_partial_schedule()
+        head = [_union_text(mupa.get_union_pw_aff(i), space)
+                for i in range(mupa.dim(isl.dim_type.out))]
+        head.append([bool(node.band_get_permutable())])
+    else:
+        head = []
+    return [kind, head, [canonical_tree(node.child(i), space) for i in range(node.n_children())]]

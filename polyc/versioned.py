@@ -29,7 +29,7 @@ import islpy as isl
 
 from .errors import ScheduleError
 from .ir import Program
-from .isl_util import CTX
+from .isl_util import CTX, param_space
 
 #: At most this many class versions besides the generic one.
 MAX_VERSIONS = 4
@@ -63,15 +63,15 @@ def shape_class(program: Program, text: str) -> ShapeClass:
     text = str(text).strip()
     params = ", ".join(program.params)
     if text == ALL:
-        return ShapeClass(ALL, isl.Set(f"[{params}] -> {{ : }}", context=CTX))
+        return ShapeClass(ALL, isl.Set.universe(param_space(program.params)))
     used = set(re.findall(r"[A-Za-z_]\w*", text)) - {"and", "or", "not", "mod",
                                                      "floor", "ceil", "min", "max"}
     unknown = sorted(used - set(program.params))
     if unknown:
         raise ScheduleError(f"shape class {text!r}: {', '.join(unknown)} is not a size "
                             f"parameter of {program.name} ({params})")
-    try:
-        s = isl.Set(f"[{params}] -> {{ : {text} }}", context=CTX)
+    try:    # the class is written in isl's own constraint syntax: isl's parser reads it
+        s = isl.Set.read_from_str(CTX, "[" + params + "] -> { : " + text + " }")
     except isl.Error as e:
         raise ScheduleError(f"shape class {text!r} is not an isl constraint over "
                             f"{params}: {e}") from None

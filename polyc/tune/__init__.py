@@ -4,19 +4,24 @@
 analytical ranking), :mod:`~polyc.tune.measure` (checking in a child
 process, round-robin timing), :mod:`~polyc.tune.executors` (inline, process
 pool, dask), :mod:`~polyc.tune.db` (the append-only database),
-:mod:`~polyc.tune.search` (the session), :mod:`~polyc.tune.use` (what
-``polyc.compile`` reads back).
+:mod:`~polyc.tune.search` (the session), :mod:`~polyc.tune.classes` (shape
+classes), :mod:`~polyc.tune.api` (:func:`tune`), :mod:`~polyc.tune.use`
+(what ``polyc.compile`` reads back).  See ``docs/tuning.md``.
 """
 
+import sys
+import types
+
+from .api import candidates, tune
 from .db import Database, TuningWarning
 from .executors import DaskExecutor, InlineExecutor, PoolExecutor
-from .search import Budget, TuneResult, tune
+from .search import Budget, TuneResult
 
-__all__ = ["tune", "TuneResult", "Budget", "Database", "TuningWarning", "InlineExecutor",
-           "PoolExecutor", "DaskExecutor"]
+__all__ = ["tune", "candidates", "TuneResult", "Budget", "Database", "TuningWarning",
+           "InlineExecutor", "PoolExecutor", "DaskExecutor"]
 
 
-class _CallableModule(__import__("types").ModuleType):
+class _CallableModule(types.ModuleType):
     """``polyc.tune(...)`` calls :func:`tune`; ``polyc.tune.Database`` and the
     submodules stay reachable as attributes."""
 
@@ -24,4 +29,4 @@ class _CallableModule(__import__("types").ModuleType):
         return tune(*args, **kwargs)
 
 
-__import__("sys").modules[__name__].__class__ = _CallableModule
+sys.modules[__name__].__class__ = _CallableModule

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ..errors import BindingError
 from ..versioned import ALL, MAX_VERSIONS, ShapeClass, ordered, shape_class
 from .db import key_info, key_of
+from .search import knobs_from_json, run_session, sizes_list
 
 #: A class version must be at least this much faster than the generic one.
 VERSION_GAIN = 1.10
@@ -132,15 +133,14 @@ def tune_classes(program, by_class: dict, generic, budget, ex, db, config, seed,
     generic session ``generic``; returns one :class:`ClassOutcome` each and
     records each class's decision."""
     from .. import bounds
-    from .search import _knobs, _sizes_list, run_session
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))
     pre = program.parameter_domain()
     classes = ordered([shape_class(program, t) for t in by_class if t != ALL])
-    seeds = [_knobs(generic.best.knobs)] if generic.best.knobs else []
+    seeds = [knobs_from_json(generic.best.knobs)] if generic.best.knobs else []
     out = []
     for cls in classes:
-        sizes = _sizes_list(program, by_class[cls.text])
+        sizes = sizes_list(program, by_class[cls.text])
         narrowed = pre.intersect(cls.set.align_params(pre.get_space()))
         if narrowed.is_empty():
             out.append(ClassOutcome(cls.text, sizes, None, None, False,

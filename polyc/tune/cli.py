@@ -67,7 +67,7 @@ def cmd_tune(args) -> int:
     if not sizes[0]:
         raise UsageError("polyc tune: give the tuning sizes with --sizes M=512,N=512,... "
                          "(or a '# sizes:' line in the file)")
-    from .search import candidates, tune
+    from .api import candidates, tune
     if args.dry_run:
         trials = candidates(program, sizes, budget=args.budget, seed=args.seed,
                             count=args.count)

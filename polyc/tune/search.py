@@ -43,12 +43,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..config import Config
 from ..errors import BindingError, PolycError
 from ..ir import Program
 from . import model, space
-from .db import ALL_SIZES, Database, key_info, key_of
-from .executors import make_executor
+from .db import ALL_SIZES, key_info, key_of
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +194,7 @@ def resolve_program(target, name: str | None = None) -> Program:
                        f"a compiled kernel or an ir.Program")
 
 
-def _sizes_list(program: Program, sizes) -> list[dict]:
+def sizes_list(program: Program, sizes) -> list[dict]:
     if isinstance(sizes, dict):
         sizes = [sizes]
     if not isinstance(sizes, (list, tuple)) or not sizes:
@@ -372,71 +370,6 @@ class _Session:
         return min(wins, key=lambda t: t.ratio) if wins else incumbent
 
 
-def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, db=None,
-         config: Config | None = None, name: str | None = None, seed: int = 0,
-         progress: bool | None = None, record: bool = True, classes=None,
-         _faults=None) -> TuneResult:
-    """Search schedule recipes of a program for the fastest at the given sizes.
-
-    ``kernel_or_source``: TC source (``name`` picks the definition), a
-    compiled kernel or an ``ir.Program``.  ``sizes_or_classes``: a dict of
-    size parameters, or a list of them (each candidate is timed at every
-    one; ratios are combined by geometric mean): the result holds for every
-    size (shape class ``"all"``).  Or a dict from shape class (isl
-    constraints over the sizes, e.g. ``"M = 1"``, ``"M mod 16 = 0"``; see
-    :mod:`polyc.versioned`) to its representative sizes (a dict or a list of
-    1-3): the generic version is tuned on all of them, then each class,
-    seeded with the generic best, under its own context; a class becomes a
-    version of the kernel only when it measures at least 10% faster than the
-    generic version on its sizes (:mod:`polyc.tune.classes`).
-    ``classes="lattice"`` with a list of sizes groups them into the classes
-    of :func:`polyc.tune.classes.lattice` first.
-    ``budget``: ``"quick"`` (60 s, at most 12 measured candidates),
-    ``"max"`` (600 s, 60) or seconds, per session (the generic one and each
-    class).  ``executor``: ``None``/``"inline"``, ``"pool"``,
-    ``"dask://HOST:PORT"``, a ``distributed.Client`` or an executor object
-    (:mod:`polyc.tune.executors`).  ``db``: a :class:`~polyc.tune.db.Database`,
-    a path, or ``None`` for the one in the cache directory; ``record=False``
-    writes nothing.  ``progress``: a tqdm bar (default: when stderr is a
-    terminal).
-
-    Returns a :class:`TuneResult` (``classes``: one
-    :class:`~polyc.tune.classes.ClassOutcome` per class).  Raises
-    :class:`~polyc.errors.BindingError` for sizes that miss a parameter,
-    :class:`~polyc.errors.ScheduleError` for a class isl cannot read,
-    :class:`~polyc.errors.PolycError` for a bad budget or executor, or when
-    the default schedule itself fails its check.  Ctrl-C stops the session;
-    what was measured is already recorded.
-    """
-    config = (config or Config.from_env()).replace(use_tuned=False)
-    if config.target != "c":
-        raise PolycError("polyc.tune tunes C kernels for now; the CUDA mapping options are "
-                         "not in the search space yet")
-    program = resolve_program(kernel_or_source, name)
-    from . import classes as cl
-    by_class = cl.requested(program, sizes_or_classes, classes)
-    sizes = _sizes_list(program, [x for v in by_class.values() for x in v]
-                        if by_class else sizes_or_classes)
-    b = budget_of(budget)
-    if db is None and record:
-        db = Database(config=config)
-    elif db is not None and not isinstance(db, Database):
-        db = Database(db)
-    ex = make_executor(executor)
-    try:
-        result = run_session(program, sizes, b, ex, db if record else None, config, seed,
-                             progress, _faults)
-        if by_class:
-            result.classes = cl.tune_classes(program, by_class, result, b, ex,
-                                             db if record else None, config, seed, progress)
-    finally:
-        if ex is not executor:
-            ex.close()
-    if db is not None and not record:
-        result.database = ""
-    return result
-
-
 def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, faults=None, *,
                 shape_class: str = ALL_SIZES, seeds: list | None = None,
                 label: str = "") -> TuneResult:
@@ -480,7 +413,7 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
             best = s.accept(default, measured)
             tried = {json.dumps(t.knobs, sort_keys=True) for t in s.trials if t.knobs}
             while not s.out_of_time() and s.measured < b.measured and best.knobs:
-                k = _knobs(best.knobs)
+                k = knobs_from_json(best.knobs)
                 near = [(s.cost(n), n) for n in space.neighbours(
                     k, {st: i[0] for st, i in s.infos.items()}, space.has_reduction(program))
                     if json.dumps(n.to_json(), sort_keys=True) not in tried]
@@ -522,28 +455,8 @@ def _fits(k: space.Knobs, infos) -> bool:
     return all(len(b.order) == len(i.names) for b, i in zip(k.bands, infos[0]))
 
 
-def _knobs(data: dict) -> space.Knobs:
+def knobs_from_json(data: dict) -> space.Knobs:
     return space.Knobs(data["start"], tuple(space.BandKnobs(
         tuple(b["order"]), tuple(b["tiles"]), b["parallel"], b["vectorize"], b["unroll"],
         b.get("tensorize", False))
         for b in data["bands"]), data["reassociate"])
-
-
-def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str | None = None,
-               seed: int = 0, count: int = 20, config: Config | None = None) -> list[Trial]:
-    """The dry run of :func:`tune`: the first ``count`` candidates of the
-    model's ranking, each built as a checked schedule (status ``"legal"``,
-    or why it was pruned), with its model score.  Nothing is compiled or
-    recorded."""
-    config = (config or Config.from_env()).replace(use_tuned=False)
-    program = resolve_program(kernel_or_source, name)
-    sizes = _sizes_list(program, sizes_or_classes)
-    b = budget_of(budget)
-    s = _Session(program, sizes, Budget(math.inf, b.measured, b.sampled, b.first,
-                                        b.neighbours), None, None, config, seed, None, None)
-    s.analyse()
-    ranked = s.ranked(random.Random(seed))[:count]
-    kept = s.legal(ranked, count)
-    for t in kept:
-        t.status = "legal"
-    return s.trials

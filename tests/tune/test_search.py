@@ -123,7 +123,7 @@ def test_bad_requests(cfg):
 
 def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
     from polyc.cli import main
-    from polyc.tune.search import candidates
+    from polyc.tune import candidates
     trials = candidates(TR, SIZES, count=6, config=cfg)
     assert len(trials) == 6 and all(t.model is not None for t in trials)
     assert {t.status for t in trials} <= {"legal", "illegal", "inapplicable", "duplicate"}
