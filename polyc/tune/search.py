@@ -47,6 +47,7 @@ from ..errors import BindingError, PolycError
 from ..ir import Program
 from . import model, space
 from .db import ALL_SIZES, key_info, key_of
+from .measure import decide
 
 log = logging.getLogger(__name__)
 
@@ -316,13 +317,12 @@ class _Session:
         for i, t in enumerate(ok, 1):
             if i in failures:
                 t.status, t.reason = "failed", failures[i]
-        col = {i: n for n, i in enumerate(res["measured"])}
         logs = []
         noise = []
         for sizes_text, rounds in res["rounds"].items():
-            from .measure import decide
-            picked = [[r[col[i]] for i in res["measured"]] + [r[-1]] for r in rounds]
-            ratios, nz = decide(picked)
+            # columns: the measured indices in order (the incumbent first), then the
+            # incumbent again
+            ratios, nz = decide(rounds)
             noise.append(nz)
             inc_secs = sorted(r[0] for r in rounds)[len(rounds) // 2]
             incumbent.seconds.setdefault(sizes_text, inc_secs)
