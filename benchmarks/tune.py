@@ -148,7 +148,7 @@ def target(name: str, a, library_dir: str) -> tuple:
     bench = BENCHMARKS[name]
     args = bench.init(bench.sizes[a.dataset], np.float64)
     # compiles the automatic schedule once, into a throwaway cache
-    program = bench.kernel.withfresh_config(fresh_config(library_dir)).specialize(*args).program
+    program = bench.kernel.with_config(fresh_config(library_dir)).specialize(*args).program
     label = a.dataset + " " + " ".join(f"{k}={v}" for k, v in bench.sizes[a.dataset].items())
     return program, param_values(program, args), label
 
