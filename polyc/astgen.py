@@ -22,7 +22,9 @@ from . import expr as E
 from .ir import Program
 from .isl_util import ast_expr_to_expr
 from .loopnest import (
+    Barrier,
     Block,
+    BlockReduce,
     For,
     If,
     Launch,
@@ -32,7 +34,7 @@ from .loopnest import (
     number_launches,
     perfect_depth,
 )
-from .schedule import gpu_mapping
+from .schedule import gpu_mapping, gpu_rows
 from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .schedule.promotion import LOCAL_MARK
 
@@ -116,7 +118,7 @@ def _map_fors(node: Node, fn) -> Node:
     if isinstance(node, If):
         return If(node.cond, _map_fors(node.then, fn),
                   None if node.otherwise is None else _map_fors(node.otherwise, fn))
-    if isinstance(node, (Local, Launch)):
+    if isinstance(node, (Local, Launch, BlockReduce)):
         return replace(node, body=_map_fors(node.body, fn))
     return node
 
@@ -189,6 +191,12 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
             gpu = gpu_mapping.parse_mark(mark)
             if gpu is not None:
                 return _gpu_mapped(gpu, body)
+            barrier = gpu_rows.parse_barrier(mark)
+            if barrier is not None:
+                return Block((Barrier(*barrier), body))
+            reduced = gpu_rows.parse_block_reduce(mark)
+            if reduced is not None:
+                return BlockReduce(reduced, body)
             if mark.startswith(LOCAL_MARK):
                 t = local_tensors[mark[len(LOCAL_MARK):]]
                 return Local(t.name, t.dtype, t.constant_shape(), body)

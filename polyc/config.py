@@ -156,6 +156,12 @@ class Config:
         "with target='cuda': tile a kernel's sequential loops (the k of a matmul) and "
         "copy the box of each input one k-tile iteration reads into shared memory "
         "(polyc.schedule.gpu_promotion; POLYC_GPU_PROMOTE=0 turns it off)", True))
+    gpu_rows: bool = field(default=True, metadata=_opt(
+        "with target='cuda': run a streaming program whose statements share independent "
+        "row loops (softmax, layer norm: polyc.schedule.rowfuse) as one kernel, a block per "
+        "row, its statements as phases on the block's threads with barriers where "
+        "dependences cross threads and reductions by the whole block "
+        "(polyc.schedule.gpu_rows; POLYC_GPU_ROWS=0 turns it off)", True))
     gpu_tensor_cores: bool = field(default=True, metadata=_opt(
         "with target='cuda': run contractions of float16/bfloat16 operands into a float32 "
         "accumulator on tensor cores (WMMA m16n16k16, backends/cuda/wmma.py; bfloat16 needs "
@@ -237,7 +243,7 @@ class Config:
                              f"polyc compile --fusion smart)")
         for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
                      "emulate", "emulate_reverse", "emulate_checks", "gpu_promote",
-                     "gpu_tensor_cores"):
+                     "gpu_rows", "gpu_tensor_cores"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -305,6 +311,8 @@ class Config:
             kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"
         if _env("POLYC_GPU_PROMOTE") == "0":
             kw["gpu_promote"] = False
+        if _env("POLYC_GPU_ROWS") == "0":
+            kw["gpu_rows"] = False
         if _env("POLYC_GPU_TENSOR_CORES") == "0":
             kw["gpu_tensor_cores"] = False
         if _env("POLYC_CUDA_ARCH"):

@@ -8,7 +8,11 @@
 3. schedule (``schedule.initial``) with outer coincidence, so that the
    outermost member of each band is parallel where one can be;
 4. mapping (``schedule.gpu_mapping``): kernels, host loops, tile loops to
-   blocks and point loops to threads;
+   blocks and point loops to threads; a streaming program of rows
+   (``schedule.rowfuse``) instead becomes one kernel with a block per row
+   (``schedule.gpu_rows``, ``Config.gpu_rows``): its statements are phases
+   of the block, with barriers where dependences cross threads and
+   reductions by the whole block;
 5. legality of the whole tree (``schedule.legality.check``) and the proof
    of the mapping (``schedule.gpu_verify.verify``); then promotion of the
    inputs each k-tile iteration reads to shared memory
@@ -42,10 +46,12 @@ from .runtime import Kernel
 from .schedule import (
     gpu_mapping,
     gpu_promotion,
+    gpu_rows,
     gpu_schedule,
     gpu_verify,
     initial,
     legality,
+    rowfuse,
     tensorize_auto,
 )
 
@@ -75,9 +81,20 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
         sched = initial.annotate(initial.identity_schedule(program), deps.all())
     else:
         sched = initial.auto_schedule(program, deps, config.replace(outer_coincidence=True))
-    mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block,
-                                               promote=config.gpu_promote,
-                                               deps=deps.all())               # 4
+    rows = None
+    if config.gpu_rows and config.schedule != "identity" and config.fusion == "isl":
+        # streaming rows: one kernel, a block per row (polyc.schedule.gpu_rows)
+        fused = rowfuse.row_fused(sched, program, deps)
+        rows = None if fused is None else gpu_rows.map_schedule(
+            fused, program, deps, config.gpu_block)
+        if rows is not None:
+            sched = fused
+    if rows is not None:
+        mapped, kernels = rows                                                # 4
+    else:
+        mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block,
+                                                   promote=config.gpu_promote,
+                                                   deps=deps.all())           # 4
     legality.check(mapped, deps, program, what="the GPU schedule")            # 5
     gpu_verify.verify(mapped, kernels, deps, program)
     view = (program, sched, deps)

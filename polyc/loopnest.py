@@ -86,6 +86,27 @@ class Launch(Node):
     occurrence: int = 0
 
 
+@dataclass(frozen=True)
+class Barrier(Node):
+    """A barrier of the threads of one GPU block (``__syncthreads()``),
+    placed by :mod:`polyc.schedule.gpu_rows` where a dependence between two
+    threads of the block crosses from one phase of the kernel to the next:
+    barrier ``number`` of kernel ``kernel``, whose mapping names that
+    dependence."""
+    kernel: int
+    number: int
+
+
+@dataclass(frozen=True)
+class BlockReduce(Node):
+    """A reduction of update ``statement`` by all the threads of a GPU block
+    (:mod:`polyc.schedule.gpu_rows`): ``body``'s loops, mapped to threads,
+    accumulate each thread's share of the terms; a tree combines the
+    threads' values and one thread stores the result."""
+    statement: str
+    body: Node
+
+
 def number_launches(node: Node, seen: dict | None = None) -> Node:
     """``node`` with the :class:`Launch` nodes of each kernel numbered
     0, 1, ... in program order (their ``occurrence``)."""
@@ -102,7 +123,7 @@ def number_launches(node: Node, seen: dict | None = None) -> Node:
         return If(node.cond, then, other)
     if isinstance(node, Block):
         return Block(tuple(number_launches(c, seen) for c in node.children))
-    if isinstance(node, Local):
+    if isinstance(node, (Local, BlockReduce)):
         return replace(node, body=number_launches(node.body, seen))
     return node
 
@@ -166,7 +187,7 @@ def walk(node: Node):
     elif isinstance(node, Block):
         for c in node.children:
             yield from walk(c)
-    elif isinstance(node, (Local, Launch)):
+    elif isinstance(node, (Local, Launch, BlockReduce)):
         yield from walk(node.body)
 
 
@@ -198,4 +219,9 @@ def format_loopnest(node: Node, indent: int = 0) -> str:
                 + format_loopnest(node.body, indent + 1))
     if isinstance(node, StmtInstance):
         return f"{pad}{node.statement}({', '.join(E.to_text(a) for a in node.args)})\n"
+    if isinstance(node, Barrier):
+        return f"{pad}barrier {node.number}\n"
+    if isinstance(node, BlockReduce):
+        return (f"{pad}block reduction of {node.statement}\n"
+                + format_loopnest(node.body, indent + 1))
     raise AssertionError(type(node))

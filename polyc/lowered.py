@@ -103,6 +103,7 @@ def with_mapping(explained, low, *, emulated: bool, resources=None):
                 "tile": list(k.tile), "blocks": list(k.block_axes),
                 "threads": list(k.thread_axes), "reduction": k.reduction or None,
                 "host_loops": k.host_depth, **k.launch_sizes(low.program),
+                "phases": list(k.rows) or None, "barriers": list(k.barriers) or None,
                 "text": k.describe()}
                for k in low.kernels]
     if isinstance(explained, dict):

@@ -54,6 +54,7 @@ from ..c.cexpr import (
 from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
+from .blockreduce import WARP, block_reduce, block_tree
 from .wmma import device_source, variants, wmma_call
 
 #: Extra elements on a shared buffer's innermost dimension, against bank
@@ -182,14 +183,48 @@ class KernelBody(_Emitter):
         #: a tensor-core launch: every thread of the block makes the call
         #: (the emulator starts them as POSIX threads)
         self.tensor_core = bool(getattr(kernel, "intrinsic", ""))
+        #: a row kernel's barriers, the dependence behind each
+        self.barriers = tuple(getattr(kernel, "barriers", ()))
+        #: the CUDA function's name, and helper functions its emulation
+        #: needs (a block reduction's tree), by name
+        self.name = ""
+        self.functions: dict[str, str] = {}
         if self.reduction:
             self.axes = {"global.x"}
-            st = self.stmts[self.reduction]
-            dtype = self.dtypes[st.tensor]
-            _, rtype = self._printer().typed(st.rhs, float_type_of(dtype))
-            self.acc_t = accumulator_type(dtype, rtype)
-            self.acc_c = C_TYPES[self.acc_t]
-            self.ident = _identity(st.op, self.acc_t)
+            self.set_reduction(self.reduction)
+
+    def set_reduction(self, statement: str) -> None:
+        """Make ``statement`` (an update) the reduction that instances
+        accumulate into ``polyc_acc`` of its accumulator type."""
+        st = self.stmts[statement]
+        dtype = self.dtypes[st.tensor]
+        _, rtype = self._printer().typed(st.rhs, float_type_of(dtype))
+        self.reduction, self.stored = statement, None
+        self.acc_t = accumulator_type(dtype, rtype)
+        self.acc_c = C_TYPES[self.acc_t]
+        self.ident = _identity(st.op, self.acc_t)
+
+    def reduction_state(self) -> tuple:
+        return (self.reduction, self.stored, getattr(self, "acc_t", None),
+                getattr(self, "acc_c", None), getattr(self, "ident", None))
+
+    def restore_reduction(self, state: tuple) -> None:
+        self.reduction, self.stored, self.acc_t, self.acc_c, self.ident = state
+
+    def barrier_epoch(self) -> list:
+        """In an instrumented emulation, the start of a new phase of the
+        block: accesses before it are ordered before those after it."""
+        return [c.Statement("polyc_epoch++")] if self.checks is not None else []
+
+    def thread_zero(self, inner: c.Generable) -> c.Block:
+        """``inner`` as thread 0 of the block (emulator, outside the loops
+        over the threads)."""
+        body = [c.Line("const polyc_dim3 threadIdx = {0, 0, 0}; (void)threadIdx;")]
+        if self.checks is not None:
+            body.append(c.Statement(
+                "polyc_me = 1 + ((blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x "
+                "+ blockIdx.x) * (blockDim.x * blockDim.y * blockDim.z)"))
+        return c.Block(body + [inner])
 
     def intrinsic_call(self, s) -> c.Generable:
         """A statement tensorized onto the tensor-core GEMM: the call of
@@ -206,7 +241,7 @@ class KernelBody(_Emitter):
         i = self.arg_index[tensor]
         ctype = C_TYPES[self.dtypes[tensor]]
         return (f"(*({ctype} *)polyc_chk((void *){tensor_name(tensor)}, sizeof({ctype}), "
-                f"{linear_offset(tensor, idx)}, polyc_n{i}, polyc_sw{i}, polyc_sr{i}, "
+                f"{linear_offset(tensor, idx)}, polyc_n{i}, polyc_sw{i}, polyc_sr{i}, polyc_so{i}, "
                 f"{int(self.writing)}, {self.checks}, {i}))")
 
     def written(self, pr, s) -> str:
@@ -232,16 +267,18 @@ class KernelBody(_Emitter):
     def combined(self, a: str, b: str) -> str:
         return combine(self.stmts[self.reduction].op, a, b, self.acc_t)
 
-    def store(self, value: str) -> c.Generable:
+    def store(self, value: str, anywhere: bool = False) -> c.Generable:
         """``lhs = lhs op value`` (``value`` of the accumulator type): the
-        output element, addressed through the host loops' iterators only."""
+        output element, addressed through the host loops' iterators only
+        (``anywhere``: through any loop around the reduction, the rows of a
+        block reduction)."""
         if self.stored is None:
             return c.Comment("the reduction runs no instance")
         st = self.stmts[self.reduction]
         used = E.index_names(st.lhs)
         pairs = [(it, a) for it, a in zip(st.iterators, self.stored.args) if it in used]
         for _, a in pairs:
-            assert E.index_names(a) <= set(self.host), (st.name, a)
+            assert anywhere or E.index_names(a) <= set(self.host), (st.name, a)
         dtype = self.dtypes[st.tensor]
         lhs = self.written(self._printer(), st)
         total = combine(st.op, convert(lhs, dtype, self.acc_t), value, self.acc_t)
@@ -249,7 +286,16 @@ class KernelBody(_Emitter):
                        + [c.Statement(f"{lhs} = {convert(total, self.acc_t, dtype)}")])
 
     def node(self, n: L.Node) -> c.Generable:
-        if self.phases and not self.in_threads and not _holds_local(n):
+        if isinstance(n, L.Barrier):
+            # a row kernel's barrier (polyc.schedule.gpu_rows); in the
+            # emulator, where the next phase's loop over the threads starts
+            why = self.barriers[n.number] if n.number < len(self.barriers) else ""
+            head = [c.Comment(comment_text(f"barrier {why}"))]
+            return c.Block(head + (self.barrier_epoch() if self.phases
+                                   else [c.Statement("__syncthreads()")]))
+        if isinstance(n, L.BlockReduce):
+            return block_reduce(self, n)
+        if self.phases and not self.in_threads and not _holds_barrier(n):
             # the emulator runs a barrier-free part of a kernel with shared
             # buffers as a loop over the block's threads
             self.in_threads = True
@@ -300,7 +346,7 @@ class KernelBody(_Emitter):
         kids = list(n.body.children) if isinstance(n.body, L.Block) else [n.body]
         out: list = [c.Comment(f"shared buffer {check_identifier(n.name)}"),
                      *self.poison(n)]
-        sync = [] if self.phases else [c.Statement("__syncthreads()")]
+        sync = self.barrier_epoch() if self.phases else [c.Statement("__syncthreads()")]
         prev = None
         for ch in kids:
             copy = self._copies_only(ch)
@@ -389,9 +435,11 @@ def over_threads(inner: c.Generable, dims: str, reverse: bool,
     return inner
 
 
-def _holds_local(n: L.Node) -> bool:
-    """Whether ``n`` holds a buffer in shared memory (so barriers)."""
-    return any(isinstance(x, L.Local) and not x.private for x in L.walk(n))
+def _holds_barrier(n: L.Node) -> bool:
+    """Whether ``n`` holds a barrier: a buffer in shared memory, a row
+    kernel's barrier or block reduction."""
+    return any((isinstance(x, L.Local) and not x.private)
+               or isinstance(x, (L.Barrier, L.BlockReduce)) for x in L.walk(n))
 
 
 def _index(mapped: str) -> str:
@@ -486,7 +534,8 @@ def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str,
     em = KernelBody(program, k)
     em.host = host
     em.checks = checks
-    em.phases = emulated and _holds_local(launch.body)
+    em.phases = emulated and _holds_barrier(launch.body)
+    em.name = launch_name(launch)
     em.reverse = reverse
     em.arg_index = {t.name: i for i, t in enumerate(arguments(program))}
     decls = _extents(em, program)
@@ -499,51 +548,9 @@ def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str,
     return c.Block(decls + list(em.shared.values()) + used + [body]), em
 
 
-#: Threads of a warp, the unit of ``__shfl_down_sync``.
-WARP = 32
-
-
-def _block_tree(em: KernelBody) -> c.Block:
-    """Combine ``polyc_acc`` of the block's ``polyc_n`` threads into
-    ``polyc_red[0]``: a shuffle tree within each warp (``__shfl_down_sync``
-    over the warp's existing lanes), the warps' results through shared
-    memory, a shuffle tree over them in warp 0.  Deterministic; the
-    emulator's :func:`.emulate` tree combines the same pairs in the same
-    order."""
-    acc = em.acc_c
-
-    def shuffle(mask):
-        return lambda o: [c.Line(f"const {acc} polyc_x = __shfl_down_sync({mask}, polyc_v, {o});")]
-
-    def levels(lanes, mask):
-        return c.For(f"int polyc_o = {WARP // 2}", "polyc_o > 0", "polyc_o /= 2", c.Block(
-            shuffle(mask)("polyc_o") + [
-                c.If(f"polyc_lane + polyc_o < {lanes}",
-                     c.Statement("polyc_v = " + em.combined("polyc_v", "polyc_x")))]))
-    return c.Block([
-        c.Line(f"const int64_t polyc_lane = polyc_tid % {WARP}, polyc_warp = polyc_tid / {WARP};"),
-        c.Line(f"const int64_t polyc_wn = polyc_n - {WARP} * polyc_warp < {WARP} ? "
-               f"polyc_n - {WARP} * polyc_warp : {WARP};"),
-        c.Line(f"const int64_t polyc_nw = (polyc_n + {WARP - 1}) / {WARP};"),
-        c.Line(f"const unsigned polyc_mask = polyc_wn == {WARP} ? 0xffffffffu : "
-               "((1u << polyc_wn) - 1u);"),
-        c.Line(f"{acc} polyc_v = polyc_acc;"),
-        levels("polyc_wn", "polyc_mask"),
-        c.If("polyc_lane == 0", c.Statement("polyc_red[polyc_warp] = polyc_v")),
-        c.Statement("__syncthreads()"),
-        c.If("polyc_warp == 0", c.Block([
-            c.Line(f"const unsigned polyc_m0 = polyc_n >= {WARP} ? 0xffffffffu : "
-                   "((1u << polyc_n) - 1u);"),
-            c.Statement(f"polyc_v = polyc_lane < polyc_nw ? polyc_red[polyc_lane] : {em.ident}"),
-            levels("polyc_nw", "polyc_m0"),
-            c.If("polyc_lane == 0", c.Statement("polyc_red[0] = polyc_v"))])),
-        c.Statement("__syncthreads()"),
-    ])
-
-
 def _cuda_reduction(em: KernelBody, name: str) -> list:
     """The end of a reduction kernel: a tree over the block's threads
-    (:func:`_block_tree`), the block's result into ``<name>_part``; the last
+    (:func:`.blockreduce.block_tree`), the block's result into ``<name>_part``; the last
     block to finish (a ticket counter after ``__threadfence``) combines the
     partial results in block order and stores."""
     part, ticket = f"{name}_part", f"{name}_ticket"
@@ -552,7 +559,7 @@ def _cuda_reduction(em: KernelBody, name: str) -> list:
         c.Line(f"__shared__ {acc} polyc_red[{WARP}];"),
         c.Line("__shared__ int polyc_last;"),
         c.Line("const int64_t polyc_tid = (int64_t)threadIdx.x, polyc_n = (int64_t)blockDim.x;"),
-        _block_tree(em),
+        block_tree(em),
         c.If("polyc_tid == 0", c.Block([
             c.Statement(f"{part}[blockIdx.x] = polyc_red[0]"),
             c.Statement("__threadfence()"),
@@ -565,7 +572,7 @@ def _cuda_reduction(em: KernelBody, name: str) -> list:
                   "polyc_g += polyc_n",
                   c.Block([c.Statement("polyc_acc = " + em.combined(
                       "polyc_acc", f"((volatile {acc} *){part})[polyc_g]"))])),
-            _block_tree(em),
+            block_tree(em),
             c.If("polyc_tid == 0", c.Block([em.store("polyc_red[0]"),
                                             c.Statement(f"{ticket} = 0u")]))])),
     ]

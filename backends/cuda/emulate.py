@@ -34,10 +34,10 @@ from polyc.ir import Program
 from ..base import Source
 from ..c.cexpr import check_identifier, loop_iterator_name, param_name, tensor_name
 from ..c.emit import PRELUDE, _Emitter, arguments
+from .blockreduce import emulated_tree
 from .emit import (
     REDUCE_MAX_BLOCKS,
     REDUCE_THREADS,
-    WARP,
     CudaSource,
     KernelBody,
     LaunchSpec,
@@ -61,7 +61,13 @@ CHECKS_PRELUDE = r"""
 /* instrumented emulation: bounds and race checks (backends/cuda/emulate.py) */
 int64_t polyc_emu_report[6];
 static int64_t polyc_me;
+/* phases: a block's barrier starts a new epoch; polyc_epoch0 is the first
+   epoch of the block that runs (blocks run one after the other) */
+static int64_t polyc_epoch = 1, polyc_epoch0 = 1;
 static double polyc_dummy[4];
+#define POLYC_ID(s) ((s) & 0xffffffffLL)
+#define POLYC_EP(s) ((s) >> 32)
+#define POLYC_SEVERAL 0xffffffffLL
 static void polyc_report(int64_t kind, int64_t kernel, int64_t tensor, int64_t at,
                          int64_t a, int64_t b)
 {
@@ -69,8 +75,15 @@ static void polyc_report(int64_t kind, int64_t kernel, int64_t tensor, int64_t a
     polyc_emu_report[0] = kind; polyc_emu_report[1] = kernel; polyc_emu_report[2] = tensor;
     polyc_emu_report[3] = at; polyc_emu_report[4] = a; polyc_emu_report[5] = b;
 }
+/* whether an earlier access (epoch and thread in one word) is ordered before
+   the current one: made by this block before one of its barriers */
+static int polyc_ordered(int64_t s)
+{
+    return POLYC_EP(s) >= polyc_epoch0 && POLYC_EP(s) < polyc_epoch;
+}
+static int64_t polyc_who(int64_t s) { return POLYC_ID(s) == POLYC_SEVERAL ? -1 : POLYC_ID(s); }
 static void *polyc_chk(void *base, int64_t size, int64_t off, int64_t n, int64_t *w,
-                       int64_t *r, int write, int64_t kernel, int64_t tensor)
+                       int64_t *r, int64_t *o, int write, int64_t kernel, int64_t tensor)
 {
     if (off < 0 || off >= n) {
         polyc_report(1, kernel, tensor, off, polyc_me, n);
@@ -78,13 +91,19 @@ static void *polyc_chk(void *base, int64_t size, int64_t off, int64_t n, int64_t
         return polyc_dummy;
     }
     if (w) {
-        const int64_t me = polyc_me;
+        /* w: last writer; r: its reader(s) since; o: a reader of an earlier
+           block that r no longer holds */
+        const int64_t me = polyc_me, now = (polyc_epoch << 32) | me;
         int64_t other = 0;
-        if (w[off] && w[off] != me) other = w[off];
-        else if (write && r[off] && r[off] != me) other = r[off];
+        if (w[off] && POLYC_ID(w[off]) != me && !polyc_ordered(w[off])) other = polyc_who(w[off]);
+        else if (write && r[off] && POLYC_ID(r[off]) != me && !polyc_ordered(r[off]))
+            other = polyc_who(r[off]);
+        else if (write && o[off]) other = polyc_who(o[off]);
         if (other) polyc_report(2, kernel, tensor, off, other, me);
-        if (write) w[off] = me;
-        else r[off] = (r[off] == 0 || r[off] == me) ? me : -1;
+        if (write) w[off] = now;
+        else if (!r[off] || polyc_ordered(r[off])) r[off] = now;
+        else if (POLYC_EP(r[off]) < polyc_epoch0) { if (!o[off]) o[off] = r[off]; r[off] = now; }
+        else if (POLYC_ID(r[off]) != me) r[off] = (polyc_epoch << 32) | POLYC_SEVERAL;
     }
     return (char *)base + off * size;
 }
@@ -146,8 +165,9 @@ class _HostEmulator(_Emitter):
         if em.reduction:
             after = [c.Statement(f"{spec.name}_tree(polyc_red, polyc_block.x)"),
                      c.Statement("polyc_part[polyc_bx] = polyc_red[0]")]
+        epoch = [c.Statement("polyc_epoch0 = ++polyc_epoch")] if self.checks else []
         inner = c.Block([c.Line("const polyc_dim3 polyc_b = {polyc_bx, polyc_by, polyc_bz};"),
-                         inner] + after)
+                         *epoch, inner] + after)
         for axis in "xyz":
             v = f"polyc_b{axis}"
             inner = c.For(f"int64_t {v} = 0", f"{v} < polyc_grid.{axis}", f"{v}++",
@@ -197,50 +217,25 @@ class _HostEmulator(_Emitter):
     def shadows(self, em: KernelBody, free: bool = False) -> list:
         """Allocate (``free``: release) the race shadows of the tensors the
         launch writes: ``polyc_sw<i>`` (last writer per element),
-        ``polyc_sr<i>`` (its reader, -1 for several)."""
+        ``polyc_sr<i>`` (its reader, or several), ``polyc_so<i>`` (a reader
+        of an earlier block), each with the epoch of the access
+        (``CHECKS_PRELUDE``)."""
         written = sorted({self.arg_index[em.stmts[s].tensor] for s in em.statements
                           if em.stmts[s].tensor in self.arg_index})
         out = []
         for i in written:
+            names = [f"polyc_s{x}{i}" for x in "wro"]
+            release = c.Statement("; ".join(f"free({v})" for v in names))
+            null = c.Statement(" = ".join(names) + " = NULL")
             if free:
-                out += [c.Statement(f"free(polyc_sw{i}); free(polyc_sr{i})"),
-                        c.Statement(f"polyc_sw{i} = polyc_sr{i} = NULL")]
+                out += [release, null]
             else:
-                out += [c.Statement(f"polyc_sw{i} = (int64_t *)calloc((size_t)polyc_n{i} + 1, "
-                                    "sizeof(int64_t))"),
-                        c.Statement(f"polyc_sr{i} = (int64_t *)calloc((size_t)polyc_n{i} + 1, "
-                                    "sizeof(int64_t))"),
-                        c.If(f"!polyc_sw{i} || !polyc_sr{i}", c.Block([
-                            c.Statement(f"polyc_report({REPORT_MEMORY}, -1, {i}, "
-                                        f"polyc_n{i}, 0, 0)"),
-                            c.Statement(f"free(polyc_sw{i}); free(polyc_sr{i})"),
-                            c.Statement(f"polyc_sw{i} = polyc_sr{i} = NULL")]))]
+                out += [c.Statement(f"{v} = (int64_t *)calloc((size_t)polyc_n{i} + 1, "
+                                    "sizeof(int64_t))") for v in names]
+                out.append(c.If(" || ".join(f"!{v}" for v in names), c.Block([
+                    c.Statement(f"polyc_report({REPORT_MEMORY}, -1, {i}, polyc_n{i}, 0, 0)"),
+                    release, null])))
         return out
-
-
-def _emulated_tree(em: KernelBody, name: str) -> str:
-    """The emulator's version of the CUDA block tree (:func:`.emit._block_tree`):
-    per warp, the shuffle levels as loops over the lanes in increasing order
-    (each lane reads its partner before the partner's own update of that
-    level, as a shuffle does), then the same levels over the warps'
-    results; ``red[0]`` holds the block's result."""
-    def levels(base: str, lanes: str) -> c.For:
-        pair = em.combined(f"polyc_red[{base} + polyc_l]", f"polyc_red[{base} + polyc_l + polyc_o]")
-        return c.For(f"int64_t polyc_o = {WARP // 2}", "polyc_o > 0", "polyc_o /= 2", c.Block([
-            c.For("int64_t polyc_l = 0", f"polyc_l + polyc_o < {lanes}", "polyc_l++", c.Block([
-                c.Statement(f"polyc_red[{base} + polyc_l] = {pair}")]))]))
-    body = [
-        c.Line(f"const int64_t polyc_nw = (polyc_n + {WARP - 1}) / {WARP};"),
-        c.For("int64_t polyc_w = 0", "polyc_w < polyc_nw", "polyc_w++", c.Block([
-            c.Line(f"const int64_t polyc_wn = polyc_n - {WARP} * polyc_w < {WARP} ? "
-                   f"polyc_n - {WARP} * polyc_w : {WARP};"),
-            levels(f"{WARP} * polyc_w", "polyc_wn"),
-            c.Statement(f"polyc_red[polyc_w] = polyc_red[{WARP} * polyc_w]")])),
-        levels("0", "polyc_nw"),
-    ]
-    decl = c.FunctionDeclaration(c.Value("static void", f"{name}_tree"), [
-        c.Value(f"{em.acc_c} *restrict", "polyc_red"), c.Value("int64_t", "polyc_n")])
-    return str(c.FunctionBody(decl, c.Block(body))) + "\n"
 
 
 def _thread_entry(program: Program, host: tuple[str, ...], name: str) -> str:
@@ -286,7 +281,7 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
              emulated_source(tensor_cores)]
     if checks:
         parts += ["#include <stdlib.h>\n#include <string.h>\n", CHECKS_PRELUDE]
-        parts += [f"static int64_t *polyc_sw{i}, *polyc_sr{i};\n"
+        parts += [f"static int64_t *polyc_sw{i}, *polyc_sr{i}, *polyc_so{i};\n"
                   for i in range(len(arguments(program)))]
     printers: dict[str, KernelBody] = {}
     for launch, host in launches(nest):
@@ -300,7 +295,8 @@ def emulation_source(program: Program, cuda: CudaSource, nest: L.Node,
         if k.reduction:
             params.append(c.Value(f"{em.acc_c} *restrict", "polyc_out"))
             body = c.Block(list(body.contents) + [c.Statement("*polyc_out = polyc_acc")])
-            parts.append(_emulated_tree(em, name))
+            parts.append(emulated_tree(em, f"{name}_tree"))
+        parts += list(em.functions.values())
         params += parameters(program, host, "restrict")
         decl = c.FunctionDeclaration(c.Value("static void", name), params)
         body = c.Block([c.Line("(void)gridDim; (void)blockDim; (void)blockIdx; "

@@ -152,6 +152,11 @@ class KernelMapping:
     #: a tensor-core launch's grid (x: tiles of n, y: tiles of m, z: the
     #: batch loop's extent) as expressions of the size parameters
     launch_grid: tuple = ()
+    #: a row kernel (polyc.schedule.gpu_rows): per child of its sequence,
+    #: how it runs (``thread0``, ``threads``, ``reduce <statement>``), and
+    #: per barrier the child it precedes and the dependence behind it
+    rows: tuple = ()
+    barriers: tuple = ()
 
     @property
     def block_axes(self) -> tuple[str, ...]:
@@ -206,6 +211,13 @@ class KernelMapping:
                     f"every thread, {self.tile[0]} threads per block and at most "
                     f"{REDUCE_MAX_BLOCKS} blocks; partial results combined by a tree in shared "
                     "memory, then across blocks by the last block to finish (deterministic)")
+        if self.rows:
+            rows = "/".join(self.block_axes)
+            phases = " | ".join(self.rows)
+            bars = "".join(f"; barrier {b}" for b in self.barriers) or "; no barrier needed"
+            return (f"kernel {self.index} ({stmts}): one block per row (row loops on blocks "
+                    f"{rows}, grid-stride), up to {self.tile[0]} threads on x per block; "
+                    f"phases: {phases}{bars}")
         if not self.tile:
             return f"kernel {self.index} ({stmts}): one block of one thread: {self.reason}"
         if self.user:

@@ -27,7 +27,11 @@ its dependences; returns nothing, or raises
    ``blockIdx.z`` must be joined by no dependence; inside a call, each
    block writes its own tiles of C (the intrinsic's contract).
 3. **Launchable blocks**: at most 1024 threads per block.
-4. **Buffers in bounds** (:func:`verify_buffers`, after promotion): every
+4. **Row kernels** (:mod:`polyc.schedule.gpu_rows`, :func:`_check_rows`):
+   no dependence joins two rows; every dependence between two threads of
+   a row crosses a barrier, and every barrier is reached by the whole
+   block.
+5. **Buffers in bounds** (:func:`verify_buffers`, after promotion): every
    access of a shared or register buffer stays inside its box at every
    size the program accepts.
 
@@ -44,6 +48,7 @@ from ..dependence import Dependences
 from ..errors import IllegalScheduleError
 from ..ir import Program
 from ..isl_util import maps_of
+from . import gpu_rows
 from .gpu_mapping import KERNEL_MARK, MAX_THREADS, THREADS_MARK, KernelMapping, parse_mark
 from .legality import describe_instance_pair, witness
 
@@ -187,6 +192,57 @@ def _check_reduction(k: KernelMapping, kernel: isl.ScheduleNode, deps: Dependenc
                 witness=witness(kind, "parallel", bad, program))
 
 
+def _check_rows(k: KernelMapping, kernel: isl.ScheduleNode, blocks: isl.ScheduleNode | None,
+                deps: Dependences, program: Program) -> None:
+    """A row kernel (:mod:`polyc.schedule.gpu_rows`): no dependence joins
+    two rows (two blocks); within a row, every dependence between instances
+    on two threads (per tensor, as :func:`gpu_rows.apart` decides from the
+    marks) goes from one phase to a later one with a barrier between them;
+    the barriers are the marks directly inside the children of the row
+    band's sequence, so under the row loop and guards on the row iterators
+    and sizes only: uniform across the block's threads."""
+    if blocks is None:
+        raise IllegalScheduleError(f"GPU mapping: row kernel {k.index} has no block loops")
+    bad = threads_apart(deps, kernel, blocks, None)
+    if bad:
+        raise apart_error(k.index, bad, program)
+    band = band_below(blocks)
+    seq = band.child(0)
+    if seq.get_type() != _T.sequence:
+        raise IllegalScheduleError(f"GPU mapping: row kernel {k.index}: no sequence below "
+                                   "the row loops")
+    direct = sum(_is_barrier(seq.child(i).child(0)) for i in range(seq.n_children()))
+    if gpu_rows.count_barriers(kernel) != direct:
+        raise IllegalScheduleError(
+            f"GPU mapping: row kernel {k.index} has a barrier below a loop or a branch of "
+            "its threads; a barrier must be reached by every thread of the block")
+    try:
+        phases, before = gpu_rows.read_phases(seq, program)
+    except ValueError as e:
+        raise IllegalScheduleError(f"GPU mapping: row kernel {k.index}: {e}") from None
+    same = gpu_rows.same_row(band)
+    for b in range(len(phases)):
+        for a in range(b + 1):
+            if a < b and any(a < i <= b for i in before):
+                continue
+            bad = gpu_rows.apart(program, deps, same, phases, a, b)
+            if bad:
+                kind, rel = next(iter(bad.items()))
+                where = ("inside one phase" if a == b else
+                         f"from phase {a} ({', '.join(phases[a].statements)}) to phase {b} "
+                         f"({', '.join(phases[b].statements)}) with no barrier between")
+                raise IllegalScheduleError(
+                    f"GPU mapping of row kernel {k.index} is illegal: the "
+                    f"{gpu_rows.describe_dependence(program, bad)} joins two threads of one "
+                    f"block {where}",
+                    witness=witness(kind, "barrier", rel, program))
+
+
+def _is_barrier(node: isl.ScheduleNode) -> bool:
+    return (node.get_type() == _T.mark
+            and gpu_rows.parse_barrier(node.mark_get_id().get_name()) is not None)
+
+
 def verify_buffers(program: Program) -> None:
     """Prove that every access of a shared or register buffer (a tensor with
     role ``"local"``: promotion's copies and the rewritten statements) stays
@@ -252,6 +308,9 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
             continue
         if k.reduction:
             _check_reduction(k, marks[k.index], deps, program)
+            continue
+        if k.rows:
+            _check_rows(k, marks[k.index], blocks.get(k.index), deps, program)
             continue
         if k.index not in threads:
             raise IllegalScheduleError(f"GPU mapping: kernel {k.index} has no {THREADS_MARK} band")
