@@ -41,7 +41,55 @@ WORKLOADS = [
     ("gemm batched fp16 64x512x512x64",
      "def bmm(float16(B,M,K) A, float16(B,K,N) W) -> (C) { C(b,m,n) +=! A(b,m,k) * W(b,k,n) }",
      {"B": 64, "M": 512, "K": 64, "N": 512}),
+] + [
+    # row kernels (polyc.schedule.gpu_rows): bound by memory bandwidth, reported as a
+    # fraction of the device-to-device copy bandwidth measured in the same run
+    ("softmax rows 8192x8192 fp32",
+     "def softmax(float(N, C) I) -> (O, mx, s) {\n"
+     "  mx(n) max=! I(n, c)\n"
+     "  s(n) +=! exp(I(n, c) - mx(n))\n"
+     "  O(n, c) = exp(I(n, c) - mx(n)) / s(n)\n}",
+     {"N": 8192, "C": 8192}),
+    ("layernorm rows 8192x8192 fp32",
+     "def layernorm(float(N, C) X, float(C) g, float(C) b) -> (Y, mu, var) {\n"
+     "  mu(n) +=! X(n, c)\n  mu(n) = mu(n) / C\n"
+     "  var(n) +=! (X(n, c) - mu(n)) * (X(n, c) - mu(n))\n  var(n) = var(n) / C\n"
+     "  Y(n, c) = (X(n, c) - mu(n)) * rsqrt(var(n) + 1e-5) * g(c) + b(c)\n}",
+     {"N": 8192, "C": 8192}),
 ] + [(p.stem, p.read_text(), None) for p in sorted((ROOT / "examples").glob("*.tc"))]
+
+
+def copy_bandwidth() -> float:
+    """Bytes per second of a device-to-device copy of 1 GiB (read + write),
+    the bandwidth the row kernels are measured against."""
+    import pycuda.driver as cuda
+    cuda.init()
+    ctx = cuda.Device(0).retain_primary_context()     # the one polyc and torch use
+    ctx.push()
+    try:
+        n = 1 << 30
+        src, dst = cuda.mem_alloc(n), cuda.mem_alloc(n)
+        start, end = cuda.Event(), cuda.Event()
+        cuda.memcpy_dtod(dst, src, n)
+        start.record()
+        for _ in range(10):
+            cuda.memcpy_dtod(dst, src, n)
+        end.record()
+        end.synchronize()
+        return 2.0 * n * 10 / (start.time_till(end) / 1e3)
+    finally:
+        ctx.pop()
+
+
+def _row_reference(name: str, args):
+    """torch's own kernel for a row workload, on device tensors, or None."""
+    import torch
+    x = torch.from_numpy(args[0]).cuda()
+    if name.startswith("softmax"):
+        return lambda: (torch.softmax(x, -1), torch.cuda.synchronize())
+    g, b = (torch.from_numpy(a).cuda() for a in args[1:3])
+    return lambda: (torch.nn.functional.layer_norm(x, x.shape[-1:], g, b),
+                    torch.cuda.synchronize())
 
 
 def _has_gpu() -> bool:
@@ -118,6 +166,21 @@ def device_figures() -> list[dict]:
         row = {"workload": name, "polyc_cuda_s": gpu.time(*args),
                "polyc_cuda_call_s": _median(lambda: gpu(*args)),
                "polyc_c_s": _median(lambda: cpu(*args), repeat=1 if "gemm" in name else 5)}
+        if " rows " in name:
+            # compulsory traffic: every argument read once, every output written once
+            arrays = [x for x in args if isinstance(x, np.ndarray)]
+            outs = gpu(*args)
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            moved = sum(a.nbytes for a in arrays) + sum(o.nbytes for o in outs)
+            row["gb_per_s"] = moved / row["polyc_cuda_s"] / 1e9
+            try:
+                row["hbm_fraction"] = moved / row["polyc_cuda_s"] / copy_bandwidth()
+            except Exception as e:          # noqa: BLE001 -- a figure, not a failure
+                row["hbm_fraction_error"] = str(e)
+            try:
+                row["torch_s"] = _median(_row_reference(name, arrays))
+            except ImportError:
+                pass
         if name.startswith("gemm"):
             flops = 2.0 * sizes.get("B", 1) * sizes["M"] * sizes["N"] * sizes["K"]
             row["polyc_tflops"] = flops / row["polyc_cuda_s"] / 1e12
@@ -184,7 +247,7 @@ def main(argv=None) -> int:
         print(f"\ndevice timings: {report['device']}")
     else:
         print("\n| workload | polyc cuda ms (device) | with copies ms | polyc C ms | torch ms "
-              "| cupy ms | polyc / torch TFLOP/s |")
+              "| cupy ms | polyc / torch TFLOP/s, or bandwidth |")
         print("|---|---|---|---|---|---|---|")
         for r in report["device"]:
             cells = [r.get(k) for k in ("polyc_cuda_s", "polyc_cuda_call_s", "polyc_c_s",
@@ -192,6 +255,9 @@ def main(argv=None) -> int:
             rate = (f"{r['polyc_tflops']:.1f} / {r.get('torch_tflops', float('nan')):.1f}"
                     + (" (tensor cores)" if r.get("tensor_cores") else "")
                     if "polyc_tflops" in r else "-")
+            if "gb_per_s" in r:
+                rate = (f"{r['gb_per_s']:.0f} GB/s, "
+                        f"{r.get('hbm_fraction', float('nan')):.0%} of copy bandwidth")
             print(f"| {r['workload']} | " + " | ".join(
                 "-" if v is None else f"{v * 1e3:.3f}" for v in cells) + f" | {rate} |")
     return status
