@@ -3,7 +3,7 @@
 Runs isl's AST generator (``isl_ast_build_node_from_schedule``; Grosser,
 Verdoolaege & Cohen, "Polyhedral AST generation is more than scanning
 polyhedra", TOPLAS 2015) under the program's context, then translates the isl
-AST into a LoopNest: ``omp_parallel`` / ``omp_simd`` marks become flags on the
+AST into a LoopNest: ``parallel`` / ``vector`` marks become flags on the
 outermost ``For`` below the mark, a ``promote:<buffer>`` mark (put by
 :func:`polyc.schedule.promotion.promote`) becomes a
 :class:`~polyc.loopnest.Local` block owning the local buffer, each user node
@@ -34,7 +34,7 @@ from .loopnest import (
     number_launches,
     perfect_depth,
 )
-from .schedule import gpu_mapping, gpu_rows
+from .schedule import gpu_mapping, gpu_marks
 from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .schedule.promotion import LOCAL_MARK
 
@@ -123,22 +123,32 @@ def _map_fors(node: Node, fn) -> Node:
     return node
 
 
-def _gpu_mapped(mark: tuple[str, int, int], body: Node) -> Node:
-    """The loop nest below a GPU mark (:mod:`polyc.schedule.gpu_mapping`):
-    a :class:`Launch` for ``gpu_kernel``; for ``gpu_blocks``/``gpu_threads``
-    at depth ``d`` over ``n`` members, the loops ``c<d>`` ... ``c<d+n-1>``
-    mapped to the block (thread) indices, the innermost on ``x``.  isl
-    prints no loop for a member with one value; the CUDA printer runs what
-    lies outside a loop of an axis on index 0 of that axis.  ``gpu_reduce``:
-    the loop strides over every thread of the grid (``global.x``)."""
-    kind, depth, n = mark
-    if kind == "kernel":
-        return Launch(depth, body)
-    if kind == "batch":           # a tensor-core launch's batch loop
+def _gpu_mapped(mark: gpu_marks.GpuMark, body: Node) -> Node:
+    """The loop nest below a GPU mark (:mod:`polyc.schedule.gpu_marks`):
+    a :class:`Launch` for a kernel; for loops mapped at depth ``d`` over
+    ``n`` members, the loops ``c<d>`` ... ``c<d+n-1>`` mapped to the block
+    (thread) indices, the innermost on ``x``; a tensor-core launch's batch
+    loop on ``block.z``; a loop strided over every thread of the grid
+    (``global.x``) for a reduction kernel.  isl prints no loop for a member
+    with one value; the CUDA printer runs what lies outside a loop of an
+    axis on index 0 of that axis.  A barrier before its subtree, a block
+    reduction around it."""
+    if isinstance(mark, gpu_marks.Kernel):
+        return Launch(mark.index, body)
+    if isinstance(mark, gpu_marks.Private):
+        return replace(body, private=True) if isinstance(body, Local) else body
+    if isinstance(mark, gpu_marks.Barrier):
+        return Block((Barrier(mark.kernel, mark.number), body))
+    if isinstance(mark, gpu_marks.BlockReduce):
+        return BlockReduce(mark.statement, body)
+    if isinstance(mark, gpu_marks.Batch):           # a tensor-core launch's batch loop
         return _map_fors(body, lambda f: replace(f, mapped="block.z")
-                         if f.iterator == f"c{depth}" else f)
-    what = {"blocks": "block", "threads": "thread", "reduce": "global", "copy": "thread"}[kind]
-    axes = {f"c{depth + j}": f"{what}.{gpu_mapping.AXES[n - 1 - j]}" for j in range(n)}
+                         if f.iterator == f"c{mark.depth}" else f)
+    if not isinstance(mark, (gpu_marks.Blocks, gpu_marks.Threads, gpu_marks.GridReduce,
+                             gpu_marks.Copy)):
+        return body                                  # the schedule language's own marks
+    axes = {f"c{mark.depth + j}": f"{mark.index}.{gpu_mapping.AXES[mark.n - 1 - j]}"
+            for j in range(mark.n)}
     return _map_fors(body, lambda f: replace(f, mapped=axes[f.iterator])
                      if f.iterator in axes else f)
 
@@ -186,17 +196,9 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
                 return _flag_outer_fors(body, loop, simd=True)
             if mark == SIMD_REDUCTION:
                 return _flag_outer_fors(body, loop, reduction=True)
-            if mark == gpu_mapping.PRIVATE_MARK and isinstance(body, Local):
-                return replace(body, private=True)
-            gpu = gpu_mapping.parse_mark(mark)
+            gpu = gpu_marks.parse(mark)
             if gpu is not None:
                 return _gpu_mapped(gpu, body)
-            barrier = gpu_rows.parse_barrier(mark)
-            if barrier is not None:
-                return Block((Barrier(*barrier), body))
-            reduced = gpu_rows.parse_block_reduce(mark)
-            if reduced is not None:
-                return BlockReduce(reduced, body)
             if mark.startswith(LOCAL_MARK):
                 t = local_tensors[mark[len(LOCAL_MARK):]]
                 return Local(t.name, t.dtype, t.constant_shape(), body)

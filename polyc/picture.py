@@ -27,7 +27,7 @@ them (a band member ``T*floor(x/T)`` of the iterators, as ``tile`` and
 bands around the viewed band count.  The execution order ranks points by
 the schedule's time vector (the first instance's, for a band point); the
 wavefront order ranks them by the time before their outermost
-``omp_parallel`` loop, so that the points one parallel loop runs at once
+``parallel`` loop, so that the points one parallel loop runs at once
 share a rank.  :mod:`polyc.schedule.timeline` computes these maps.
 """
 

@@ -16,7 +16,7 @@ JSON-serialisable dict (``as_json=True``).  Every answer comes from isl:
   (``Dependences.reduction``).  A loop is *parallel* when it carries
   nothing; *vectorizable* when it is innermost and carries nothing, or only
   a reduction that may be reordered (``Schedule.with_reassociation`` or an
-  ``omp_simd_reduction`` mark).  The ``parallel`` / ``simd`` marks the tree
+  ``vector_reduction`` mark).  The ``parallel`` / ``simd`` marks the tree
   holds on the loop are listed.
 * **fusion**: each outermost loop nest is a *fusion group* (the statements
   under one outermost band) with the loops its statements share; for two

@@ -18,12 +18,12 @@ TACO 2013; ``gpu.c``/``gpu_tree.c``):
   statement) becomes a kernel of one block of one thread, so no data goes
   back to the host between kernels; :func:`describe` says so.
 
-The result carries marks that :mod:`polyc.astgen` turns into loop nest
-nodes: ``gpu_kernel:<k>`` above each kernel's subtree
-(:class:`polyc.loopnest.Launch`), ``gpu_blocks:<depth>:<n>`` above the tile
-band and ``gpu_threads:<depth>:<n>`` above the point band (the loops
-``c<depth>`` ... ``c<depth+n-1>`` become loops mapped to block or thread
-indices).  A mapped loop strides over the indices (grid-stride and
+The result carries marks (:mod:`.gpu_marks`) that :mod:`polyc.astgen`
+turns into loop nest nodes: :class:`~.gpu_marks.Kernel` above each kernel's
+subtree (:class:`polyc.loopnest.Launch`), :class:`~.gpu_marks.Blocks` above
+the tile band and :class:`~.gpu_marks.Threads` above the point band (the
+loops ``c<depth>`` ... ``c<depth+n-1>`` become loops mapped to block or
+thread indices).  A mapped loop strides over the indices (grid-stride and
 block-stride loops), so the code is correct for any grid and block size;
 :class:`KernelMapping` carries the tight sizes, computed with isl
 (``isl_set_dim_max``/``dim_min`` of the tile values), that the launch uses.
@@ -48,6 +48,7 @@ from ..errors import ScheduleError
 from ..intrinsics import TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from ..ir import Program
 from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
+from . import gpu_marks as M
 from .gpu_geometry import const_like, member_extents, member_strides
 from .gpu_tensorcore import calls_below, group_extent, separate_calls
 from .locality import member_scores
@@ -57,18 +58,6 @@ from .tile import reorder_members
 log = logging.getLogger(__name__)
 
 _T = isl.schedule_node_type
-
-KERNEL_MARK = "gpu_kernel"
-BLOCKS_MARK = "gpu_blocks"
-THREADS_MARK = "gpu_threads"
-REDUCE_MARK = "gpu_reduce"
-#: above the batch loop of a tensor-core launch, mapped to ``blockIdx.z``
-BATCH_MARK = "gpu_batch"
-#: above a copy band of a promotion to shared memory (polyc.schedule.gpu_promotion)
-COPY_MARK = "gpu_copy"
-#: above the ``promote:`` mark of a buffer private to each thread (a
-#: promotion to registers, polyc.schedule.gpu_schedule.promote_registers)
-PRIVATE_MARK = "gpu_private"
 
 #: Reduction kernels: threads per block, and at most this many blocks (their
 #: partial results live in a static device array of this size).
@@ -371,10 +360,10 @@ class Mapper:
                 node = node.band_split(1)
             k.block_depth = depth
             z = pw_aff_to_expr(member_extents(node, 1)[0], self.program.context)
-            node = node.insert_mark(isl.Id(f"{BATCH_MARK}:{depth}:1"))
+            node = node.insert_mark(M.Batch(depth, 1).id())
         k.launch_grid = (tiles[0], tiles[1], z)
         self.kernels.append(k)
-        return node.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+        return node.insert_mark(M.Kernel(k.index).id())
 
     def _has_reduction(self, node: isl.ScheduleNode) -> bool:
         """Whether some band below ``node`` starts a reduction kernel."""
@@ -393,14 +382,14 @@ class Mapper:
                           grid=[blocks.min(const_like(blocks, REDUCE_MAX_BLOCKS)).coalesce()],
                           block=[ext.min(const_like(ext, t)).coalesce()])
         self.kernels.append(k)
-        band = band.insert_mark(isl.Id(f"{REDUCE_MARK}:{depth}:1"))
-        return band.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+        band = band.insert_mark(M.GridReduce(depth, 1).id())
+        return band.insert_mark(M.Kernel(k.index).id())
 
     def single(self, node: isl.ScheduleNode, reason: str) -> isl.ScheduleNode:
         k = KernelMapping(len(self.kernels), _statements(node), node.get_schedule_depth(),
                           reason=reason)
         self.kernels.append(k)
-        return node.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+        return node.insert_mark(M.Kernel(k.index).id())
 
     def kernel(self, band: isl.ScheduleNode) -> isl.ScheduleNode:
         n = min(_leading_coincident(band), self.max_members, 3)
@@ -425,14 +414,14 @@ class Mapper:
             points = tiles.child(0)
         k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
         _selectors(k, self.program, tiles, points)
-        points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
+        points = points.insert_mark(M.Threads(k.thread_depth, n).id())
         tiles = points.parent()
         if n > k.n_block:
             tiles = tiles.parent()
         assert tiles.get_type() == _T.band and tiles.get_schedule_depth() == depth
-        tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
+        tiles = tiles.insert_mark(M.Blocks(depth, k.n_block).id())
         self.kernels.append(k)
-        return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+        return tiles.insert_mark(M.Kernel(k.index).id())
 
     def _promotable(self, band: isl.ScheduleNode, k: KernelMapping, n: int,
                     r: int) -> isl.ScheduleNode:
@@ -455,12 +444,12 @@ class Mapper:
         points = ktiles.child(0).band_split(n)
         k.block_depth, k.thread_depth = depth, points.get_schedule_depth()
         _selectors(k, self.program, tiles, points)
-        points = points.insert_mark(isl.Id(f"{THREADS_MARK}:{k.thread_depth}:{n}"))
+        points = points.insert_mark(M.Threads(k.thread_depth, n).id())
         tiles = points.parent().parent()
         assert tiles.get_type() == _T.band and tiles.get_schedule_depth() == depth
-        tiles = tiles.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{k.n_block}"))
+        tiles = tiles.insert_mark(M.Blocks(depth, k.n_block).id())
         self.kernels.append(k)
-        return tiles.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}"))
+        return tiles.insert_mark(M.Kernel(k.index).id())
 
 
 def _selectors(k: KernelMapping, program: Program, tiles: isl.ScheduleNode,
@@ -564,17 +553,3 @@ def map_schedule(schedule: isl.Schedule, program: Program, *,
 def describe(kernels: list[KernelMapping]) -> str:
     """The mapping report: one line per kernel."""
     return "\n".join(k.describe() for k in kernels)
-
-
-def parse_mark(name: str) -> tuple[str, int, int] | None:
-    """``(kind, depth, n)`` of a ``gpu_blocks``/``gpu_threads`` mark,
-    ``("kernel", index, 0)`` of a ``gpu_kernel`` mark, ``None`` otherwise."""
-    if name.startswith(KERNEL_MARK + ":"):
-        return "kernel", int(name.split(":")[1]), 0
-    for kind, mark in (("blocks", BLOCKS_MARK), ("threads", THREADS_MARK),
-                       ("batch", BATCH_MARK),
-                       ("reduce", REDUCE_MARK), ("copy", COPY_MARK)):
-        if name.startswith(mark + ":"):
-            _, depth, n = name.split(":")
-            return kind, int(depth), int(n)
-    return None

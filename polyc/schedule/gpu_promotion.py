@@ -18,7 +18,7 @@ the rewritten accesses are those of the CPU promotion,
 * the budget: 48 KiB of static shared memory per kernel
   (:data:`gpu_mapping.SHARED_BUDGET`);
 * the copies run on every thread of the block: their innermost loops carry
-  a ``gpu_copy:<depth>:<n>`` mark that maps them to thread indices (the
+  a :class:`~.gpu_marks.Copy` mark that maps them to thread indices (the
   innermost on ``x``: consecutive threads copy consecutive elements);
 * the code generator puts a barrier after the copies and at the end of each
   k-tile iteration (:mod:`backends.cuda.emit`): every value a thread reads
@@ -39,9 +39,8 @@ import numpy as np
 from ..errors import ScheduleError
 from ..ir import Program
 from ..isl_util import CTX
+from . import gpu_marks as M
 from .gpu_mapping import (
-    COPY_MARK,
-    KERNEL_MARK,
     PROMOTE_TILE,
     SHARED_BUDGET,
     KernelMapping,
@@ -60,9 +59,7 @@ MAX_OPERATIONS = 300_000
 
 def _kernel_node(schedule: isl.Schedule, index: int) -> isl.ScheduleNode:
     """The ``gpu_kernel`` mark of kernel ``index``."""
-    name = f"{KERNEL_MARK}:{index}"
-    return next(n for n in walk(schedule.get_root())
-                if n.get_type() == _T.mark and n.mark_get_id().get_name() == name)
+    return next(n for n in walk(schedule.get_root()) if M.of(n) == M.Kernel(index))
 
 
 def _ktile_band(schedule: isl.Schedule, k: KernelMapping) -> isl.ScheduleNode:
@@ -147,5 +144,5 @@ def mark_copies(schedule: isl.Schedule, program: Program,
         n = node.band_n_member()
         na = min(n, len(k.tile))
         depth = node.get_schedule_depth() + n - na
-        return node.insert_mark(isl.Id(f"{COPY_MARK}:{depth}:{na}"))
+        return node.insert_mark(M.Copy(depth, na).id())
     return schedule.map_schedule_node_bottom_up(fn)

@@ -20,7 +20,7 @@ the threads::
 :func:`map_rows` builds that mapping on the schedule tree:
 
 * the row band (at most 3 members, on ``blockIdx.z/y/x``; more stay the
-  ordinary mapping's) goes on the blocks without tiling (``gpu_blocks``);
+  ordinary mapping's) goes on the blocks without tiling (:class:`~.gpu_marks.Blocks`);
 * a child whose band has a coincident member runs on the threads: the one
   of its coincident members that walks memory with stride 1 in most
   accesses (:func:`polyc.schedule.locality.member_scores`) moves innermost
@@ -31,7 +31,7 @@ the threads::
   lets polyc reassociate it) runs on the threads the same way, each thread
   accumulating its share of the terms, then a block tree (warp shuffles and
   shared memory, :mod:`backends.cuda.blockreduce`) combines them and
-  thread 0 stores the result (a ``gpu_block_reduce=<statement>`` mark);
+  thread 0 stores the result (a :class:`~.gpu_marks.BlockReduce` mark);
 * a child with no loop (an initialisation ``mx(i) = -inf``) runs on
   thread 0.
 
@@ -71,11 +71,9 @@ import islpy as isl
 from ..dependence import Dependences
 from ..ir import Program
 from ..isl_util import maps_of
+from . import gpu_marks as M
 from .gpu_geometry import const_like, member_extents
 from .gpu_mapping import (
-    BLOCKS_MARK,
-    KERNEL_MARK,
-    THREADS_MARK,
     KernelMapping,
     fill_selectors,
     reduction_statement,
@@ -89,12 +87,6 @@ log = logging.getLogger(__name__)
 
 _T = isl.schedule_node_type
 
-#: ``gpu_barrier:<kernel>:<n>`` above the child of a row kernel's sequence
-#: that the ``n``-th barrier of kernel ``kernel`` precedes.
-BARRIER_MARK = "gpu_barrier"
-#: ``gpu_block_reduce=<statement>`` above the band of a child reduced by
-#: the whole block.
-BLOCK_REDUCE_MARK = "gpu_block_reduce"
 #: Threads per block of a row kernel (on ``x``), at most.
 ROW_THREADS = 256
 #: CUDA's limit on ``gridDim.y`` and ``gridDim.z`` (the outer row members).
@@ -377,36 +369,21 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
             for name in p.statements:
                 k.selectors[name].update(
                     {a: v for a, v in sub.selectors[name].items() if a.startswith("thread")})
-            node = mapped.insert_mark(isl.Id(f"{THREADS_MARK}:{mapped.get_schedule_depth()}:1"))
+            node = mapped.insert_mark(M.Threads(mapped.get_schedule_depth(), 1).id())
             while node.parent().get_type() != _T.filter:
                 node = node.parent()
             if p.kind == "reduce":
-                node = node.insert_mark(isl.Id(f"{BLOCK_REDUCE_MARK}={p.reduction}"))
+                node = node.insert_mark(M.BlockReduce(p.reduction).id())
         if i in before:
-            node = node.insert_mark(isl.Id(f"{BARRIER_MARK}:{index}:{sorted(before).index(i)}"))
+            node = node.insert_mark(M.Barrier(index, sorted(before).index(i)).id())
         seq = node.parent().parent()
         assert seq.get_type() == _T.sequence
     if widest is None:
         widest = const_like(k.grid[0], 1)
     k.block = [widest.min(const_like(widest, threads)).coalesce()]
     band = seq.parent()
-    band = band.insert_mark(isl.Id(f"{BLOCKS_MARK}:{depth}:{n}"))
-    return band.insert_mark(isl.Id(f"{KERNEL_MARK}:{index}")), k
-
-
-def parse_barrier(name: str) -> tuple[int, int] | None:
-    """``(kernel, n)`` of a ``gpu_barrier`` mark, ``None`` otherwise."""
-    if not name.startswith(BARRIER_MARK + ":"):
-        return None
-    _, kernel, n = name.split(":")
-    return int(kernel), int(n)
-
-
-def parse_block_reduce(name: str) -> str | None:
-    """The statement of a ``gpu_block_reduce`` mark, ``None`` otherwise."""
-    if not name.startswith(BLOCK_REDUCE_MARK + "="):
-        return None
-    return name[len(BLOCK_REDUCE_MARK) + 1:]
+    band = band.insert_mark(M.Blocks(depth, n).id())
+    return band.insert_mark(M.Kernel(index).id()), k
 
 
 def read_phases(seq: isl.ScheduleNode, program: Program) -> tuple[list[Phase], list[int]]:
@@ -420,19 +397,18 @@ def read_phases(seq: isl.ScheduleNode, program: Program) -> tuple[list[Phase], l
         node = seq.child(i).child(0)
         names = _statements(node)
         red = ""
-        if node.get_type() == _T.mark and parse_barrier(node.mark_get_id().get_name()):
+        if isinstance(M.of(node), M.Barrier):
             before.append(i)
             node = node.child(0)
-        if node.get_type() == _T.mark and parse_block_reduce(node.mark_get_id().get_name()):
-            red = parse_block_reduce(node.mark_get_id().get_name())
+        if isinstance(M.of(node), M.BlockReduce):
+            red = M.of(node).statement
             node = node.child(0)
         if node.get_type() == _T.leaf and not red:
             phases.append(Phase(names, "thread0"))
             continue
         while node.get_type() == _T.band:
             node = node.child(0)
-        if (node.get_type() != _T.mark
-                or not node.mark_get_id().get_name().startswith(THREADS_MARK + ":")):
+        if not isinstance(M.of(node), M.Threads):
             raise ValueError(f"child {i} of the row kernel has no loop on the threads")
         mapped = node.child(0)
         if mapped.get_type() != _T.band or mapped.band_n_member() != 1 \
@@ -444,6 +420,5 @@ def read_phases(seq: isl.ScheduleNode, program: Program) -> tuple[list[Phase], l
 
 def count_barriers(node: isl.ScheduleNode) -> int:
     """The ``gpu_barrier`` marks in the subtree at ``node``."""
-    n = int(node.get_type() == _T.mark
-            and parse_barrier(node.mark_get_id().get_name()) is not None)
+    n = int(isinstance(M.of(node), M.Barrier))
     return n + sum(count_barriers(node.child(i)) for i in range(node.n_children()))

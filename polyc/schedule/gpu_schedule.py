@@ -60,18 +60,14 @@ import numpy as np
 from .. import expr as E
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, ScheduleError
-from ..isl_util import CTX
+from . import gpu_marks as M
 from . import surgery
 from .fusion import exact_flags
 from .gpu_geometry import const_like, member_strides_extents
 from .gpu_mapping import (
-    BLOCKS_MARK,
     DEFAULT_BLOCK,
-    KERNEL_MARK,
     MAX_THREADS,
-    PRIVATE_MARK,
     SHARED_BUDGET,
-    THREADS_MARK,
     KernelMapping,
     Mapper,
     block_shape,
@@ -88,8 +84,8 @@ _T = isl.schedule_node_type
 
 #: The marks the schedule language puts above mapped bands; :func:`finalize`
 #: replaces them with gpu_mapping's marks (which carry schedule depths).
-BLOCKS = "gpu_map_blocks"
-THREADS = "gpu_map_threads"
+BLOCKS = M.UserBlocks.PREFIX
+THREADS = M.UserThreads.PREFIX
 #: A thread's private buffers (promote_registers) together: 255 registers of
 #: 4 bytes is CUDA's limit per thread, and the kernel needs some for itself.
 REGISTER_BYTES = 512
@@ -100,15 +96,11 @@ REGISTER_BYTES = 512
 def user_mark(node: isl.ScheduleNode) -> tuple[str, tuple[int, ...]] | None:
     """``("blocks", ())`` or ``("threads", sizes)`` for a mapping mark of
     the schedule language, ``None`` otherwise."""
-    if node.get_type() != _T.mark:
-        return None
-    name = node.mark_get_id().get_name()
-    if name == BLOCKS:
+    mark = M.of(node)
+    if isinstance(mark, M.UserBlocks):
         return "blocks", ()
-    if name == THREADS:
-        return "threads", ()
-    if name.startswith(THREADS + ":"):
-        return "threads", tuple(int(v) for v in name.split(":", 1)[1].split(","))
+    if isinstance(mark, M.UserThreads):
+        return "threads", mark.sizes
     return None
 
 
@@ -183,7 +175,7 @@ def map_to_blocks(s, loops):
                                            for m: for n: ...
     """
     top, _ = _mapped_band(s, loops, "map_to_blocks", 2)
-    return top.insert_mark(isl.Id(BLOCKS, context=CTX)).get_schedule()
+    return top.insert_mark(M.UserBlocks().id()).get_schedule()
 
 
 @transform("map_to_threads")
@@ -202,7 +194,7 @@ def map_to_threads(s, loops, sizes=None):
                                          for m: for n: S0
     """
     top, lps = _mapped_band(s, loops, "map_to_threads", 3)
-    name = THREADS
+    mark = M.UserThreads()
     if sizes is not None:
         if not isinstance(sizes, (list, tuple)) or len(sizes) != len(lps):
             raise ScheduleError(f"map_to_threads: give one size per loop ({len(lps)}), "
@@ -212,8 +204,8 @@ def map_to_threads(s, loops, sizes=None):
             raise ScheduleError(f"map_to_threads: {' x '.join(map(str, sizes))} = "
                                 f"{math.prod(sizes)} threads per block; CUDA allows at most "
                                 f"{MAX_THREADS}")
-        name = f"{THREADS}:{','.join(map(str, sizes))}"
-    return top.insert_mark(isl.Id(name, context=CTX)).get_schedule()
+        mark = M.UserThreads(tuple(sizes))
+    return top.insert_mark(mark.id()).get_schedule()
 
 
 def _promotion_site(s, at, what: str, registers: bool):
@@ -291,7 +283,7 @@ def promote_registers(s, tensor, at, name=None):
     buf = program.tensors[-1].name
     node = next(n for n in walk(sched.get_root()) if n.get_type() == _T.mark
                 and n.mark_get_id().get_name() == LOCAL_MARK + buf)
-    return node.insert_mark(isl.Id(PRIVATE_MARK, context=CTX)).get_schedule(), program
+    return node.insert_mark(M.Private().id()).get_schedule(), program
 
 
 def _used(s, lp, private: bool) -> int:
@@ -316,7 +308,7 @@ def _is_private(local: isl.ScheduleNode) -> bool:
     """Whether the ``promote:`` mark ``local`` is a register buffer's (a
     ``gpu_private`` mark directly above it)."""
     return (local.has_parent() and local.parent().get_type() == _T.mark
-            and local.parent().mark_get_id().get_name() == PRIVATE_MARK)
+            and isinstance(M.of(local.parent()), M.Private))
 
 
 # ------------------------------------------------------------ structure
@@ -472,10 +464,6 @@ def _mapping(index: int, kernel: _Kernel, program, config_block) -> KernelMappin
     return k
 
 
-def _replace_mark(node: isl.ScheduleNode, name: str) -> isl.ScheduleNode:
-    return node.delete().insert_mark(isl.Id(name, context=CTX))
-
-
 def _rewrite(node: isl.ScheduleNode, k: KernelMapping) -> isl.ScheduleNode:
     """Below the kernel root ``node`` (a mapping mark) of the full tree:
     gpu_mapping's marks for the user's; returns the kernel mark."""
@@ -484,13 +472,13 @@ def _rewrite(node: isl.ScheduleNode, k: KernelMapping) -> isl.ScheduleNode:
         if m is not None:
             band = band_below(n)
             depth, count = band.get_schedule_depth(), band.band_n_member()
-            kind = BLOCKS_MARK if m[0] == "blocks" else THREADS_MARK
-            n = _replace_mark(n, f"{kind}:{depth}:{count}")
+            kind = M.Blocks if m[0] == "blocks" else M.Threads
+            n = n.delete().insert_mark(kind(depth, count).id())
         for i in range(n.n_children()):
             n = go(n.child(i)).parent()
         return n
     node = go(node)
-    return node.insert_mark(isl.Id(f"{KERNEL_MARK}:{k.index}", context=CTX))
+    return node.insert_mark(M.Kernel(k.index).id())
 
 
 def _copy_selectors(k: KernelMapping, program, private: bool, buf: str) -> None:

@@ -48,8 +48,9 @@ from ..dependence import Dependences
 from ..errors import IllegalScheduleError
 from ..ir import Program
 from ..isl_util import maps_of
+from . import gpu_marks as M
 from . import gpu_rows
-from .gpu_mapping import KERNEL_MARK, MAX_THREADS, THREADS_MARK, KernelMapping, parse_mark
+from .gpu_mapping import MAX_THREADS, KernelMapping
 from .legality import describe_instance_pair, witness
 
 _T = isl.schedule_node_type
@@ -63,21 +64,20 @@ def _marked(schedule: isl.Schedule) -> tuple[dict, dict, dict]:
     blocks: dict[int, isl.ScheduleNode] = {}
 
     def visit(node: isl.ScheduleNode, kernel: int | None) -> None:
-        if node.get_type() == _T.mark:
-            parsed = parse_mark(node.mark_get_id().get_name())
-            if parsed is not None and parsed[0] == "kernel":
-                if kernel is not None:
-                    raise IllegalScheduleError(
-                        f"GPU mapping: kernel {parsed[1]} is nested in kernel {kernel}; "
-                        "a launch cannot start inside another")
-                kernel = parsed[1]
-                kernels[kernel] = node
-            elif parsed is not None and parsed[0] in ("threads", "reduce"):
-                if kernel is None:
-                    raise IllegalScheduleError("GPU mapping: thread band outside any kernel")
-                threads[kernel] = node
-            elif parsed is not None and parsed[0] in ("blocks", "batch") and kernel is not None:
-                blocks[kernel] = node
+        mark = M.of(node)
+        if isinstance(mark, M.Kernel):
+            if kernel is not None:
+                raise IllegalScheduleError(
+                    f"GPU mapping: kernel {mark.index} is nested in kernel {kernel}; "
+                    "a launch cannot start inside another")
+            kernel = mark.index
+            kernels[kernel] = node
+        elif isinstance(mark, (M.Threads, M.GridReduce)):
+            if kernel is None:
+                raise IllegalScheduleError("GPU mapping: thread band outside any kernel")
+            threads[kernel] = node
+        elif isinstance(mark, (M.Blocks, M.Batch)) and kernel is not None:
+            blocks[kernel] = node
         for i in range(node.n_children()):
             visit(node.child(i), kernel)
     visit(schedule.get_root(), None)
@@ -99,7 +99,7 @@ def _partition(schedule: isl.Schedule, kernels: dict[int, isl.ScheduleNode]) -> 
     if not lost.is_empty():
         raise IllegalScheduleError(
             f"GPU mapping: instance {lost.sample_point()} runs in no kernel "
-            f"({KERNEL_MARK} marks must cover every statement)")
+            f"({M.Kernel.PREFIX} marks must cover every statement)")
 
 
 def _same(prefix: isl.UnionMap) -> isl.UnionMap:
@@ -239,8 +239,7 @@ def _check_rows(k: KernelMapping, kernel: isl.ScheduleNode, blocks: isl.Schedule
 
 
 def _is_barrier(node: isl.ScheduleNode) -> bool:
-    return (node.get_type() == _T.mark
-            and gpu_rows.parse_barrier(node.mark_get_id().get_name()) is not None)
+    return isinstance(M.of(node), M.Barrier)
 
 
 def verify_buffers(program: Program) -> None:
@@ -313,7 +312,8 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
             _check_rows(k, marks[k.index], blocks.get(k.index), deps, program)
             continue
         if k.index not in threads:
-            raise IllegalScheduleError(f"GPU mapping: kernel {k.index} has no {THREADS_MARK} band")
+            raise IllegalScheduleError(
+                f"GPU mapping: kernel {k.index} has no {M.Threads.PREFIX} band")
         bad = threads_apart(deps, marks[k.index], blocks.get(k.index), threads[k.index])
         if bad:
             raise apart_error(k.index, bad, program)

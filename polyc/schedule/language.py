@@ -45,6 +45,7 @@ from . import (
     tree,
     unroll,
 )
+from .marks import current_names
 from .promotion import LOCAL_MARK, check_promotions
 from .recipe import encode_step, make_recipe, replay
 from .registry import KINDS, METHODS, TRANSFORMS, lookup, transform
@@ -252,6 +253,7 @@ class Schedule:
             sched = isl.Schedule.read_from_str(self.isl.get_ctx(), text)
         except isl.Error as e:
             raise ScheduleError(f"not an isl schedule tree: {e}") from None
+        sched = current_names(sched)            # texts saved with omp_* mark names
         # equal for every parameter value the program admits (a compiled
         # kernel's tree carries the preconditions in its domain)
         params = self.program.parameter_domain()

@@ -278,7 +278,7 @@ def _mark_loops(name: str) -> tuple[str, int]:
 def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
                 what: str = "schedule") -> None:
     """Raise :class:`IllegalScheduleError` when a ``parallel`` or ``simd``
-    mark sits on a loop that carries a dependence (an ``omp_simd_reduction``
+    mark sits on a loop that carries a dependence (an ``vector_reduction``
     loop may carry only its own reduction dependences)."""
     problems: list[str] = []
     witnesses: list[Witness] = []

@@ -1,13 +1,16 @@
-"""Marks in the schedule tree that the code generator turns into pragmas.
+"""Marks in the schedule tree that say how a loop runs: in parallel, as
+vector lanes, as a vectorised reduction.
 
-Takes and returns an ``isl.Schedule``.  A mark node ``omp_parallel`` above a
-band means: its outermost loop runs as ``#pragma omp parallel for``; a mark
-``omp_simd`` above a one-member band means ``#pragma omp simd``.  Marks are
+Takes and returns an ``isl.Schedule``.  The names are target-neutral: each
+backend decides what they become.  A mark node ``parallel`` above a band
+means: its outermost loop runs in parallel (the C backend prints
+``#pragma omp parallel for``); a mark ``vector`` above a one-member band
+means its iterations run as vector lanes (``#pragma omp simd``).  Marks are
 placed only on coincident band members (members that carry no dependence,
 because the scheduler received every dependence as a coincidence constraint),
 so they are legal by construction; the loop structure is unchanged
 (structural: the statement order is not modified).  A mark
-``omp_simd_reduction`` above a band that scans only the reduction iterators
+``vector_reduction`` above a band that scans only the reduction iterators
 of a single reduction update asks for an accumulator in a register and
 ``#pragma omp simd reduction(op: acc)``: reordering the terms of a reduction
 is allowed by the TC semantics (reductions are associative and commutative).
@@ -17,9 +20,12 @@ from __future__ import annotations
 
 import islpy as isl
 
-PARALLEL = "omp_parallel"
-SIMD = "omp_simd"
-SIMD_REDUCTION = "omp_simd_reduction"
+PARALLEL = "parallel"
+SIMD = "vector"
+SIMD_REDUCTION = "vector_reduction"
+#: The names these marks had before they were target-neutral (in schedule
+#: texts saved then): read by :func:`current_names`.
+LEGACY = {"omp_parallel": PARALLEL, "omp_simd": SIMD, "omp_simd_reduction": SIMD_REDUCTION}
 #: At most this many coincident loops are collapsed into one parallel loop.
 MAX_COLLAPSE = 2
 
@@ -36,7 +42,7 @@ def _is_mark(node: isl.ScheduleNode, name: str) -> bool:
 
 
 def parallel_mark_name(collapse: int) -> str:
-    """``omp_parallel`` for one loop, ``omp_parallel_collapse<k>`` for ``k``
+    """``parallel`` for one loop, ``parallel_collapse<k>`` for ``k``
     perfectly nested coincident loops run as one parallel iteration space."""
     return PARALLEL if collapse == 1 else f"{PARALLEL}_collapse{collapse}"
 
@@ -48,6 +54,26 @@ def parse_parallel_mark(name: str) -> int:
     if name.startswith(PARALLEL + "_collapse"):
         return int(name[len(PARALLEL + "_collapse"):])
     return 0
+
+
+def current_name(name: str) -> str:
+    """``name`` with a legacy ``omp_`` mark name replaced by its current one
+    (``parallel_collapse2`` -> ``parallel_collapse2``)."""
+    for old, new in LEGACY.items():
+        if name == old or name.startswith(old + "_collapse"):
+            return new + name[len(old):]
+    return name
+
+
+def current_names(schedule: isl.Schedule) -> isl.Schedule:
+    """``schedule`` with every legacy mark name replaced (:func:`current_name`)."""
+    def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() == _MARK:
+            name = node.mark_get_id().get_name()
+            if current_name(name) != name:
+                return node.delete().insert_mark(isl.Id(current_name(name)))
+        return node
+    return schedule.map_schedule_node_bottom_up(fn)
 
 
 def _mark_outermost(node: isl.ScheduleNode) -> isl.ScheduleNode:
@@ -70,9 +96,9 @@ def _mark_outermost(node: isl.ScheduleNode) -> isl.ScheduleNode:
 
 
 def mark_parallel(schedule: isl.Schedule) -> isl.Schedule:
-    """Mark the outermost coincident loop of every nest ``omp_parallel`` (with
+    """Mark the outermost coincident loop of every nest ``parallel`` (with
     the next coincident member of the same band, when there is one, collapsed
-    into it: ``omp_parallel_collapse2``, so that a nest with few outer tiles
+    into it: ``parallel_collapse2``, so that a nest with few outer tiles
     still has work for every thread).
 
     Before (matmul after isl scheduling)::
@@ -88,7 +114,7 @@ def mark_parallel(schedule: isl.Schedule) -> isl.Schedule:
 
 
 def parallel_depths(schedule: isl.Schedule) -> int:
-    """Number of ``omp_parallel`` marks in ``schedule`` (for tests/explain)."""
+    """Number of ``parallel`` marks in ``schedule`` (for tests/explain)."""
     count = [0]
 
     def visit(n):
@@ -115,7 +141,7 @@ def has_band_below(node: isl.ScheduleNode) -> bool:
 
 def mark_simd_innermost(band: isl.ScheduleNode) -> isl.ScheduleNode:
     """Split off the last member of ``band`` (if it has several) and mark it
-    ``omp_simd``; returns a node at the position of ``band``.  The caller has
+    ``vector``; returns a node at the position of ``band``.  The caller has
     checked that the member is coincident and that no band lies below."""
     n = band.band_n_member()
     if n == 1:

@@ -12,13 +12,13 @@ Takes an ``isl.Schedule`` (from the scheduler), the ``ir.Program`` and its
    stride-1 accesses (``C(m,n) += A(m,k) * B(n,k)``), **distribute the
    reduction**: the common members stay in the band, and below it a sequence
    runs the initialisation, the reduction loop (its own band, marked
-   ``omp_simd_reduction`` when innermost) and the epilogue;
+   ``vector_reduction`` when innermost) and the epilogue;
 3. **tile** (``isl_schedule_node_band_tile``): permutable bands of two or more
    members are tiled; tile sizes come from ``Config.tile_sizes`` or from the
    cache sizes read from sysfs (:func:`default_tile_size`);
 4. **simd**: when the innermost member of a band with no band below is
    coincident and stride-1 for some access, it is split off and marked
-   ``omp_simd`` (see :mod:`polyc.schedule.marks`).
+   ``vector`` (see :mod:`polyc.schedule.marks`).
 
 Every result is checked with :func:`polyc.schedule.legality.check`; if the
 reduction distribution ever produced an illegal order, the band optimisation

@@ -16,7 +16,7 @@ here builds or changes a schedule.
 * :func:`tile_map`: the values of the *tile loops* above each instance
   (band members ``T*floor(f(x)/T)``, as ``tile`` and ``split`` make them);
 * :func:`parallel_bands`: the bands whose first members an
-  ``omp_parallel`` mark runs in parallel.
+  ``parallel`` mark runs in parallel.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def time_prefix_length(node: isl.ScheduleNode) -> int:
 
 def parallel_bands(schedule: isl.Schedule) -> list[tuple[isl.ScheduleNode, int]]:
     """``(band, k)`` for the outermost band on every path below a parallel
-    mark (``omp_parallel``, ``omp_parallel_collapse<k>``): its members
+    mark (``parallel``, ``parallel_collapse<k>``): its members
     ``0 .. k-1`` run in parallel."""
     out = []
     for n in walk(schedule.get_root()):

@@ -26,7 +26,7 @@ import islpy as isl
 from ..errors import IllegalScheduleError, ScheduleError
 from ..isl_util import CTX
 from . import legality, surgery
-from .marks import PARALLEL, SIMD, SIMD_REDUCTION, has_band_below
+from .marks import PARALLEL, SIMD, SIMD_REDUCTION, current_name, has_band_below
 from .registry import transform
 from .tile import _is_pure_reduction_band
 from .tree import band_names, fresh_name, loop_names_near, set_band_names
@@ -240,7 +240,7 @@ _MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 def mark(s, loop, name):
     """Put a mark node named ``name`` above ``loop`` (a hook for later passes
     such as tensorization; the code generator ignores unknown marks).
-    Structural: no instance moves.  ``omp_parallel`` / ``omp_simd`` marks
+    Structural: no instance moves.  ``parallel`` / ``vector`` marks
     are checked like :func:`parallel` / :func:`vectorize`.
 
     Before / after ``mark(("C","k"), "tensorize_candidate")``::
@@ -251,6 +251,7 @@ def mark(s, loop, name):
     if not isinstance(name, str) or not _MARK_NAME.match(name) or name.startswith("loops"):
         raise ScheduleError(f"mark: the name must be an identifier not starting with "
                             f"'loops', got {name!r}")
+    name = current_name(name)               # omp_parallel, omp_simd: the old names
     lp = s.resolve(loop)
     band = _own_band(s, lp)
     top = surgery.top_of_band(band)

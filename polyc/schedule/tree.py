@@ -25,6 +25,7 @@ import islpy as isl
 from ..errors import ScheduleError
 from ..ir import LOOP_NAMES_MARK, Program, Statement, loop_names_mark
 from ..isl_util import CTX
+from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 
 NAMES = LOOP_NAMES_MARK
 _BAND = isl.schedule_node_type.band
@@ -557,13 +558,13 @@ def format_loop_nest(schedule: isl.Schedule, program: Program) -> str:
         elif t == isl.ast_node_type.mark:
             mark = n.mark_get_id().get_name()
             nxt = pragma
-            if mark.startswith("omp_parallel"):
+            if parse_parallel_mark(mark):       # shown as the C backend prints it
                 nxt = "omp parallel for"
-                if mark != "omp_parallel":
-                    nxt += f" collapse({mark.rsplit('collapse', 1)[1]})"
-            elif mark == "omp_simd":
+                if parse_parallel_mark(mark) > 1:
+                    nxt += f" collapse({parse_parallel_mark(mark)})"
+            elif mark == SIMD:
                 nxt = "omp simd"
-            elif mark == "omp_simd_reduction":
+            elif mark == SIMD_REDUCTION:
                 nxt = "omp simd reduction"
             elif not mark.startswith(NAMES):
                 lines.append(f"{pad}// mark: {mark}")

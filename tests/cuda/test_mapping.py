@@ -17,7 +17,7 @@ from polyc.backends.cuda import emit as cuda_emit
 from polyc.config import Config
 from polyc.errors import IllegalScheduleError, PolycError, ScheduleError, ToolMissingError
 from polyc.gpu_runtime import host_source
-from polyc.schedule import gpu_mapping, gpu_verify, initial
+from polyc.schedule import gpu_mapping, gpu_marks, gpu_verify, initial
 
 MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
 
@@ -90,12 +90,12 @@ def test_an_instance_in_no_kernel_is_refused():
     program, deps, sched = prepared(polybench_program("atax"))
     mapped, kernels = gpu_mapping.map_schedule(sched, program)
     assert len(kernels) == 2
-    broken = _delete_mark(mapped, f"{gpu_mapping.KERNEL_MARK}:1")
+    broken = _delete_mark(mapped, gpu_marks.Kernel(1).name())
     with pytest.raises(IllegalScheduleError, match="outside any kernel"):
         gpu_verify.verify(broken, kernels[:1], deps, program)
     program, deps, sched = prepared(polyc.program("def s(float(N) A) -> (s) { s +=! A(i) }"))
     mapped, kernels = gpu_mapping.map_schedule(sched, program)
-    broken = _delete_mark(mapped, f"{gpu_mapping.KERNEL_MARK}:0")
+    broken = _delete_mark(mapped, gpu_marks.Kernel(0).name())
     with pytest.raises(IllegalScheduleError, match="runs in no kernel"):
         gpu_verify.verify(broken, kernels[1:], deps, program)
     with pytest.raises(IllegalScheduleError, match="do not match"):
@@ -107,9 +107,8 @@ def test_a_kernel_inside_a_kernel_is_refused():
     mapped, kernels = gpu_mapping.map_schedule(sched, program)
 
     def fn(node):
-        if (node.get_type() == isl.schedule_node_type.mark
-                and node.mark_get_id().get_name().startswith(gpu_mapping.THREADS_MARK)):
-            return node.insert_mark(isl.Id(f"{gpu_mapping.KERNEL_MARK}:7"))
+        if isinstance(gpu_marks.of(node), gpu_marks.Threads):
+            return node.insert_mark(gpu_marks.Kernel(7).id())
         return node
     with pytest.raises(IllegalScheduleError, match="nested"):
         gpu_verify.verify(mapped.map_schedule_node_bottom_up(fn), kernels, deps, program)

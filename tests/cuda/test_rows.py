@@ -10,7 +10,6 @@ Tolerance: ``polyc.testing.assert_close`` scaled by the row length."""
 
 from __future__ import annotations
 
-import islpy as isl
 import numpy as np
 import pytest
 
@@ -19,7 +18,7 @@ from polyc import gpu_pipeline
 from polyc.api import program as parse_program
 from polyc.config import Config
 from polyc.errors import IllegalScheduleError
-from polyc.schedule import gpu_rows, gpu_verify
+from polyc.schedule import gpu_marks, gpu_rows, gpu_verify
 from polyc.testing import assert_close
 
 MODES = {"forward": {}, "reverse": {"emulate_reverse": True}, "checks": {"emulate_checks": True}}
@@ -150,23 +149,22 @@ def _without(schedule, pred):
 def test_the_proof_refuses_a_dropped_barrier_with_a_witness():
     low = _lowered(SOFTMAX)
     gpu_verify.verify(low.mapped, list(low.kernels), low.deps, low.program)
-    for dropped in ("gpu_barrier:0:0", "gpu_barrier:0:1"):
-        bad = _without(low.mapped, lambda name: name == dropped)
+    for dropped in (gpu_marks.Barrier(0, 0), gpu_marks.Barrier(0, 1)):
+        bad = _without(low.mapped, lambda name: gpu_marks.parse(name) == dropped)
         with pytest.raises(IllegalScheduleError, match="with no barrier between") as e:
             gpu_verify.verify(bad, list(low.kernels), low.deps, low.program)
         assert e.value.witness is not None and e.value.witness.kind == "flow"
-        assert e.value.witness.tensor == ("mx" if dropped.endswith(":0") else "s")
+        assert e.value.witness.tensor == ("mx" if dropped.number == 0 else "s")
 
 
 def test_the_proof_refuses_a_barrier_that_not_every_thread_reaches():
     low = _lowered(SOFTMAX)
 
     def go(node):
-        name = node.mark_get_id().get_name() if node.get_type() == node.get_type().mark else ""
-        if name.startswith("gpu_threads:"):
+        if isinstance(gpu_marks.of(node), gpu_marks.Threads):
             # a barrier below the loop on the threads
             return node.child(0).child(0).insert_mark(
-                isl.Id("gpu_barrier:0:9")).parent().parent()
+                gpu_marks.Barrier(0, 9).id()).parent().parent()
         for i in range(node.n_children()):
             node = go(node.child(i)).parent()
         return node

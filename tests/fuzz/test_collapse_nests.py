@@ -136,7 +136,7 @@ def test_the_cases_reach_the_collapse_decision():
     for src, _ in CASES:
         low = pipeline.lower(api.program(src, dtype="float32"), Config.from_env())
         text = str(low.schedule)
-        if "omp_parallel_collapse2" not in text:
+        if "parallel_collapse2" not in text:
             continue
         if any(loop.collapse == 2 for loop in _collapsed_loops(low.loopnest)):
             real += 1

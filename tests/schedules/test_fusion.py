@@ -222,7 +222,7 @@ def test_fuse_illegal_non_adjacent_moves_a_consumer_before_its_producer():
     (PRODUCER_CONSUMER, lambda s: s.fuse("T", "B", name=["a", "b", "c"]),
      "3 name(s) given for 2 fused loop(s)"),
     (PRODUCER_CONSUMER, lambda s: s.parallel(("T", "i")).fuse(("T", "i"), ("B", "i")),
-     "the mark omp_parallel sits above loop i"),
+     "the mark parallel sits above loop i"),
     (THREE, lambda s: s.fuse(("T", "i"), ("U", "i")).fuse(("T", "j"), ("B", "i")),
      "a fuse of loops with different parents"),
     (MATMUL, lambda s: s.fuse(("C", "m"), ("S0", "k")),

@@ -40,6 +40,7 @@ CODEGEN_ALTERNATIVES = {
     "emulate_checks": True,
     "gpu_block": (16, 16),
     "gpu_promote": False,
+    "gpu_rows": False,
     "gpu_tensor_cores": False,
     "cuda_arch": "sm_80",
 }
