@@ -1,7 +1,7 @@
 """Call plans: the fast path of a warm kernel call (:class:`CallPlan`).
 
 :meth:`polyc.runtime.Kernel.__call__` checks every argument through
-:class:`polyc.runtime.Binder`; what those checks derive depends only on the
+:class:`polyc.binder.Binder`; what those checks derive depends only on the
 argument *signature* (shapes, dtypes, sizes).  A call whose signature
 already passed them reuses what they derived and pays only for the output
 allocation and the C call.
@@ -23,7 +23,7 @@ _c_char = ctypes.c_char
 
 class BinderLike(Protocol):
     """What a plan reads of the checks of one kernel's arguments
-    (:class:`polyc.runtime.Binder` provides it; this module does not import
+    (:class:`polyc.binder.Binder` provides it; this module does not import
     the runtime)."""
 
     program: Program

@@ -1,5 +1,5 @@
 """Loading and launching CUDA kernels with pycuda (the CUDA launcher; the
-argument binder is the C runtime's :class:`polyc.runtime.Binder`).
+argument binder is the target-free :class:`polyc.binder.Binder`).
 
 :class:`CudaKernel` is what ``polyc.compile(..., target="cuda")`` returns
 without ``Config.emulate``.  nvcc builds the cubin when the kernel is
@@ -10,7 +10,7 @@ the cubin (``module_from_buffer``).  pycuda is the ``cuda`` extra and is
 never imported for ``target="c"``.
 
 A call takes numpy arrays like a C kernel: the arguments are checked by the
-C runtime's :class:`polyc.runtime.Binder`, copied to the device explicitly,
+target-free :class:`polyc.binder.Binder`, copied to the device explicitly,
 the host loop nest runs in Python launching each kernel with its grid and
 block (from the mapping's isl expressions, clamped to CUDA's grid limits:
 the kernels stride over their indices, so any grid is correct), and the
@@ -28,8 +28,8 @@ from polyc.backends.base import backend
 from polyc.backends.cuda.emit import CudaSource, launch_name
 
 from . import loopnest as L
+from .binder import Binder, _py
 from .errors import DeviceError, ToolMissingError
-from .runtime import Binder, _py
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,6 @@ stride per dimension, then the extents bound to the description's sizes.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import cgen as c
 
 from polyc import expr as E
@@ -16,9 +14,7 @@ from polyc.custom_intrinsics import get
 from polyc.ir import Statement
 
 from .gemmcall import as_param, base_pointer, row_major_stride
-
-if TYPE_CHECKING:
-    from .emit import _Emitter as Emitter
+from .printer import StatementPrinter as Emitter
 
 
 def custom_call(em: Emitter, s: Statement) -> c.Statement:

@@ -15,7 +15,6 @@ element type (a rank-0 tensor argument reads its element).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import cgen as c
 
@@ -23,9 +22,7 @@ from polyc import expr as E
 from polyc.ir import C_TYPES, Statement
 
 from .cexpr import extent_name, tensor_name
-
-if TYPE_CHECKING:
-    from .emit import _Emitter as Emitter
+from .printer import StatementPrinter as Emitter
 
 
 def as_param(x: E.Expr) -> E.Expr | None:

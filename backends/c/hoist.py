@@ -17,7 +17,6 @@ can be named (``$`` is never part of a tensor name).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import cgen as c
 
@@ -25,9 +24,7 @@ from polyc import expr as E
 from polyc.ir import C_TYPES, Statement
 
 from .cexpr import float_type_of
-
-if TYPE_CHECKING:
-    from .emit import _Emitter as Emitter
+from .printer import StatementPrinter as Emitter
 
 #: Prefix of the names of hoisted invariants in rewritten statements.
 HOISTED = "$inv"

@@ -1,7 +1,8 @@
 """Reductions by the threads of one block: the tree that combines their
-accumulators, in CUDA and in the CPU emulator, and the block reduction of
-a row kernel (:class:`polyc.loopnest.BlockReduce`,
-:mod:`polyc.schedule.gpu_rows`).
+accumulators, in CUDA and in the CPU emulator; the block reduction of a
+row kernel (:class:`polyc.loopnest.BlockReduce`,
+:mod:`polyc.schedule.gpu_rows`); the end of a reduction kernel over the
+whole grid (:func:`grid_reduction`).
 
 The functions take the kernel's printer (:class:`.emit.KernelBody`) and
 read its reduction state: ``acc_c`` (the accumulator's C type),
@@ -21,11 +22,53 @@ from __future__ import annotations
 import cgen as c
 
 from polyc import loopnest as L
+from polyc.ir import C_TYPES
 
 #: Threads of a warp, the unit of ``__shfl_down_sync``.
 WARP = 32
 #: The most threads of a block (the emulator's per-thread accumulators).
 MAX_THREADS = 1024
+
+
+def identity(op: str, acc_t: str) -> str:
+    """The identity element of reduction ``op`` in C type ``acc_t``."""
+    ctype = C_TYPES[acc_t]
+    if op in ("+", "*"):
+        return f"(({ctype}){0 if op == '+' else 1})"
+    if acc_t.startswith("float"):
+        return f"(-({ctype})INFINITY)" if op == "max" else f"(({ctype})INFINITY)"
+    bits = acc_t[len("int"):]
+    return f"INT{bits}_MIN" if op == "max" else f"INT{bits}_MAX"
+
+
+def grid_reduction(em, name: str) -> list:
+    """The end of a reduction kernel: a tree over the block's threads
+    (:func:`block_tree`), the block's result into ``<name>_part``; the last
+    block to finish (a ticket counter after ``__threadfence``) combines the
+    partial results in block order and stores."""
+    part, ticket = f"{name}_part", f"{name}_ticket"
+    acc = em.acc_c
+    return [
+        c.Line(f"__shared__ {acc} polyc_red[{WARP}];"),
+        c.Line("__shared__ int polyc_last;"),
+        c.Line("const int64_t polyc_tid = (int64_t)threadIdx.x, polyc_n = (int64_t)blockDim.x;"),
+        block_tree(em),
+        c.If("polyc_tid == 0", c.Block([
+            c.Statement(f"{part}[blockIdx.x] = polyc_red[0]"),
+            c.Statement("__threadfence()"),
+            c.Statement(f"polyc_last = atomicAdd(&{ticket}, 1u) == gridDim.x - 1u")])),
+        c.Statement("__syncthreads()"),
+        c.If("polyc_last", c.Block([
+            c.Statement("__threadfence()"),
+            c.Statement(f"polyc_acc = {em.ident}"),
+            c.For("int64_t polyc_g = polyc_tid", "polyc_g < (int64_t)gridDim.x",
+                  "polyc_g += polyc_n",
+                  c.Block([c.Statement("polyc_acc = " + em.combined(
+                      "polyc_acc", f"((volatile {acc} *){part})[polyc_g]"))])),
+            block_tree(em),
+            c.If("polyc_tid == 0", c.Block([em.store("polyc_red[0]"),
+                                            c.Statement(f"{ticket} = 0u")]))])),
+    ]
 
 
 def block_tree(em, red: str = "polyc_red") -> c.Block:

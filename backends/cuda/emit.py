@@ -54,7 +54,7 @@ from ..c.cexpr import (
 from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
-from .blockreduce import WARP, block_reduce, block_tree
+from .blockreduce import block_reduce, grid_reduction, identity
 from .wmma import device_source, variants, wmma_call
 
 #: Extra elements on a shared buffer's innermost dimension, against bank
@@ -141,17 +141,6 @@ POLYC_DEV polyc_bfloat16 polyc_f32_to_bfloat16(float x) { return __float2bfloat1
 """
 
 
-def _identity(op: str, acc_t: str) -> str:
-    """The identity element of reduction ``op`` in C type ``acc_t``."""
-    ctype = C_TYPES[acc_t]
-    if op in ("+", "*"):
-        return f"(({ctype}){0 if op == '+' else 1})"
-    if acc_t.startswith("float"):
-        return f"(-({ctype})INFINITY)" if op == "max" else f"(({ctype})INFINITY)"
-    bits = acc_t[len("int"):]
-    return f"INT{bits}_MIN" if op == "max" else f"INT{bits}_MAX"
-
-
 class KernelBody(_Emitter):
     """Prints one launch's body: sequential loops and statements as the C
     backend does; mapped loops as strided loops over their CUDA index; a
@@ -202,7 +191,7 @@ class KernelBody(_Emitter):
         self.reduction, self.stored = statement, None
         self.acc_t = accumulator_type(dtype, rtype)
         self.acc_c = C_TYPES[self.acc_t]
-        self.ident = _identity(st.op, self.acc_t)
+        self.ident = identity(st.op, self.acc_t)
 
     def reduction_state(self) -> tuple:
         return (self.reduction, self.stored, getattr(self, "acc_t", None),
@@ -548,36 +537,6 @@ def kernel_body(program: Program, launch: L.Launch, k: Mapping, host: tuple[str,
     return c.Block(decls + list(em.shared.values()) + used + [body]), em
 
 
-def _cuda_reduction(em: KernelBody, name: str) -> list:
-    """The end of a reduction kernel: a tree over the block's threads
-    (:func:`.blockreduce.block_tree`), the block's result into ``<name>_part``; the last
-    block to finish (a ticket counter after ``__threadfence``) combines the
-    partial results in block order and stores."""
-    part, ticket = f"{name}_part", f"{name}_ticket"
-    acc = em.acc_c
-    return [
-        c.Line(f"__shared__ {acc} polyc_red[{WARP}];"),
-        c.Line("__shared__ int polyc_last;"),
-        c.Line("const int64_t polyc_tid = (int64_t)threadIdx.x, polyc_n = (int64_t)blockDim.x;"),
-        block_tree(em),
-        c.If("polyc_tid == 0", c.Block([
-            c.Statement(f"{part}[blockIdx.x] = polyc_red[0]"),
-            c.Statement("__threadfence()"),
-            c.Statement(f"polyc_last = atomicAdd(&{ticket}, 1u) == gridDim.x - 1u")])),
-        c.Statement("__syncthreads()"),
-        c.If("polyc_last", c.Block([
-            c.Statement("__threadfence()"),
-            c.Statement(f"polyc_acc = {em.ident}"),
-            c.For("int64_t polyc_g = polyc_tid", "polyc_g < (int64_t)gridDim.x",
-                  "polyc_g += polyc_n",
-                  c.Block([c.Statement("polyc_acc = " + em.combined(
-                      "polyc_acc", f"((volatile {acc} *){part})[polyc_g]"))])),
-            block_tree(em),
-            c.If("polyc_tid == 0", c.Block([em.store("polyc_red[0]"),
-                                            c.Statement(f"{ticket} = 0u")]))])),
-    ]
-
-
 def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
     """The CUDA source of ``program`` running the mapped ``nest``."""
     by_index = {k.index: k for k in kernels}
@@ -594,7 +553,7 @@ def emit(program: Program, nest: L.Node, kernels: list[Mapping]) -> CudaSource:
         if k.reduction:
             parts.append(f"__device__ {em.acc_c} {name}_part[{REDUCE_MAX_BLOCKS}];\n"
                          f"__device__ unsigned int {name}_ticket;\n")
-            body = c.Block(list(body.contents) + _cuda_reduction(em, name))
+            body = c.Block(list(body.contents) + grid_reduction(em, name))
         parts.append(str(c.FunctionBody(decl, body)) + "\n")
     return CudaSource(text="\n".join(parts), launches=specs, host=nest,
                       params=tuple(program.params),

@@ -71,3 +71,23 @@ def _zero(s: isl.Set) -> isl.PwAff:
     """The constant 0 on the parameters of ``s`` (an empty launch)."""
     return isl.PwAff.from_aff(isl.Aff.zero_on_domain(
         isl.LocalSpace.from_space(s.get_space().params())))
+
+
+def bounded_extent(band: isl.ScheduleNode, j: int) -> int | None:
+    """The most values member ``j`` of ``band`` takes for fixed values of the
+    loops around it, when a constant bounds it (a point loop of a tile)."""
+    dom = band.get_domain()
+    part = band.band_get_partial_schedule_union_map().intersect_domain(dom)
+    if band.get_schedule_depth():
+        prefix = band.get_prefix_schedule_union_map().intersect_domain(dom)
+        pv = prefix.reverse().apply_range(part)
+        pairs = pv.reverse().apply_range(pv)
+    else:
+        pairs = part.reverse().apply_range(part)
+    if pairs.is_empty():
+        return 1
+    deltas = isl.Map.from_union_map(pairs).deltas()
+    top = deltas.dim_max_val(j)
+    if not top.is_int():
+        return None
+    return int(top.to_python()) + 1

@@ -201,12 +201,13 @@ class KernelMapping:
                     f"{REDUCE_MAX_BLOCKS} blocks; partial results combined by a tree in shared "
                     "memory, then across blocks by the last block to finish (deterministic)")
         if self.rows:
-            rows = "/".join(self.block_axes)
+            axes = "/".join(self.block_axes)
             phases = " | ".join(self.rows)
             bars = "".join(f"; barrier {b}" for b in self.barriers) or "; no barrier needed"
-            return (f"kernel {self.index} ({stmts}): one block per row (row loops on blocks "
-                    f"{rows}, grid-stride), up to {self.tile[0]} threads on x per block; "
-                    f"phases: {phases}{bars}")
+            what = ("phases of a block mapped by the schedule (block loops on "
+                    if self.user else "one block per row (row loops on blocks ")
+            return (f"kernel {self.index} ({stmts}): {what}{axes}, grid-stride), up to "
+                    f"{self.tile[0]} threads on x per block; phases: {phases}{bars}")
         if not self.tile:
             return f"kernel {self.index} ({stmts}): one block of one thread: {self.reason}"
         if self.user:

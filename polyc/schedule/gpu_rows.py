@@ -82,6 +82,7 @@ from .legality import dependence_tensor, describe_instance_pair
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
+from .tree import walk
 
 log = logging.getLogger(__name__)
 
@@ -189,17 +190,24 @@ def thread_of(program: Program, phase: Phase, statement: str, tensor: str) -> is
     st = program.statement(statement)
     if phase.kind == "thread0" or (phase.kind == "reduce" and tensor == st.tensor):
         return _thread0(st.domain)
+    if statement not in phase.member:      # outside the phase's thread loop: thread 0
+        return _thread0(st.domain)
     return phase.member[statement]
 
 
-def _accesses(program: Program, statement: str) -> dict[str, isl.UnionMap]:
+def _accesses(program: Program, statement: str, writes: bool) -> dict[str, isl.UnionMap]:
+    """The write (``writes``) or the read relations of ``statement``, by tensor."""
     st = program.statement(statement)
     out: dict[str, isl.UnionMap] = {}
-    for rel in (st.write, *st.reads):
+    for rel in ((st.write,) if writes else st.reads):
         t = rel.get_tuple_name(isl.dim_type.out)
         u = isl.UnionMap.from_map(rel)
         out[t] = out[t].union(u) if t in out else u
     return out
+
+
+#: per dependence kind, whether its source and its sink access by writing
+_WRITES = {"flow": (True, False), "anti": (False, True), "output": (True, True)}
 
 
 def apart(program: Program, deps: Dependences, same: isl.UnionMap, phases: list[Phase],
@@ -207,22 +215,24 @@ def apart(program: Program, deps: Dependences, same: isl.UnionMap, phases: list[
     """The dependences, by kind, from a statement of phase ``a`` to one of
     phase ``b`` between two instances of one row (``same``: pairs with
     equal row values) on different threads (:func:`thread_of`, per tensor
-    through which the dependence goes); a block reduction's dependences on
-    its own accumulator are not counted (the tree orders them)."""
+    through which the dependence goes: written by the source and read by
+    the sink of a flow dependence, and so on).  A block reduction's dependences on
+    its own accumulator join instances of thread 0 (the store after the
+    tree), so they never count; the same reduction with its loop on the
+    threads of a ``threads`` phase races, and they do."""
     out: dict[str, isl.UnionMap] = {}
     for kind, dep in deps.by_kind().items():
         bad = None
+        src_writes, dst_writes = _WRITES[kind]
         for sa in phases[a].statements:
-            acc_a = _accesses(program, sa)
+            acc_a = _accesses(program, sa, src_writes)
             for sb in phases[b].statements:
-                acc_b = _accesses(program, sb)
+                acc_b = _accesses(program, sb, dst_writes)
                 pair = dep.intersect_domain(isl.UnionSet.from_set(program.statement(sa).domain)) \
                     .intersect_range(isl.UnionSet.from_set(program.statement(sb).domain)) \
                     .intersect(same)
                 if pair.is_empty():
                     continue
-                if sa == sb:
-                    pair = pair.subtract(deps.reduction)
                 for t in sorted(set(acc_a) & set(acc_b)):
                     via = pair.intersect(acc_a[t].apply_range(acc_b[t].reverse()))
                     if via.is_empty():
@@ -386,34 +396,50 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
     return band.insert_mark(M.Kernel(index).id()), k
 
 
-def read_phases(seq: isl.ScheduleNode, program: Program) -> tuple[list[Phase], list[int]]:
+def _skip_marks(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """``node`` or the first node below it that is not a mark other than a
+    GPU one (the schedule language's ``loops:`` names)."""
+    while node.get_type() == _T.mark and M.of(node) is None:
+        node = node.child(0)
+    return node
+
+
+def read_phases(seq: isl.ScheduleNode, program: Program,
+                threads=(M.Threads,)) -> tuple[list[Phase], list[int]]:
     """The phases of a mapped row kernel's sequence ``seq``, read from its
     marks alone (for the proof, :func:`polyc.schedule.gpu_verify.verify`),
-    and the children that a barrier precedes.  Raises ``ValueError`` for a
-    child of another shape (a band with no member on the threads, a mark
-    in another place)."""
+    and the children that a barrier precedes.  A child runs on thread 0
+    when no mark of ``threads`` lies in it, else every statement of the
+    child lies below the one-member band under that mark.  Raises
+    ``ValueError`` for a child of another shape (two thread bands, a thread
+    band of several members, a statement beside the thread loop)."""
     phases, before = [], []
     for i in range(seq.n_children()):
-        node = seq.child(i).child(0)
+        node = _skip_marks(seq.child(i).child(0))
         names = _statements(node)
         red = ""
         if isinstance(M.of(node), M.Barrier):
             before.append(i)
-            node = node.child(0)
+            node = _skip_marks(node.child(0))
         if isinstance(M.of(node), M.BlockReduce):
             red = M.of(node).statement
             node = node.child(0)
-        if node.get_type() == _T.leaf and not red:
+        marks = [n for n in walk(node) if isinstance(M.of(n), threads)]
+        if not marks and not red:
             phases.append(Phase(names, "thread0"))
             continue
-        while node.get_type() == _T.band:
-            node = node.child(0)
-        if not isinstance(M.of(node), M.Threads):
-            raise ValueError(f"child {i} of the row kernel has no loop on the threads")
-        mapped = node.child(0)
-        if mapped.get_type() != _T.band or mapped.band_n_member() != 1 \
-                or mapped.child(0).get_type() != _T.leaf:
-            raise ValueError(f"child {i} of the row kernel maps no single loop to threads")
+        if len(marks) != 1:
+            raise ValueError(f"child {i} of the kernel has {len(marks)} loops on the threads; "
+                             "map one loop of each phase")
+        mapped = _skip_marks(marks[0].child(0))
+        if mapped.get_type() != _T.band or mapped.band_n_member() != 1:
+            raise ValueError(f"child {i} of the kernel maps no single loop to threads; map "
+                             "one loop of each phase (a kernel with several phases puts "
+                             "threadIdx.x on one loop of each)")
+        if _statements(mapped) != names:
+            raise ValueError(f"child {i} of the kernel runs statements "
+                             f"{', '.join(sorted(set(names) - set(_statements(mapped))))} beside "
+                             "its loop on the threads; distribute them into phases of their own")
         phases.append(Phase(names, "reduce" if red else "threads", red, _member_maps(mapped)))
     return phases, before
 

@@ -37,10 +37,14 @@ A user maps a schedule onto CUDA by hand, PPCG-style, after tiling it::
   local memory), at most :data:`REGISTER_BYTES`; no barrier: the thread
   that copies an element is the only one that uses it.
 
+When the block loops hold a sequence of nests and one loop of each goes to
+threads, the nests are *phases* of a block (:mod:`.gpu_phases`): block
+reductions and barriers come from the dependences.
+
 Every step is checked (:func:`check_mapping`, called by
 :meth:`polyc.Schedule.check`): the marks must nest as a kernel needs
-(blocks above threads, one thread band per kernel, shared buffers above the
-thread loops and private ones below), and no dependence may join two
+(blocks above threads, one thread band per kernel or per phase, shared
+buffers above the thread loops and private ones below), and no dependence may join two
 instances of one launch that run on different threads or blocks
 (:func:`polyc.schedule.gpu_verify.threads_apart`); a violation raises
 :class:`~polyc.errors.IllegalScheduleError` with the dependence and a
@@ -61,9 +65,9 @@ from .. import expr as E
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, ScheduleError
 from . import gpu_marks as M
-from . import surgery
+from . import gpu_phases, surgery
 from .fusion import exact_flags
-from .gpu_geometry import const_like, member_strides_extents
+from .gpu_geometry import bounded_extent, const_like, member_strides_extents
 from .gpu_mapping import (
     DEFAULT_BLOCK,
     MAX_THREADS,
@@ -324,6 +328,19 @@ class _Kernel:
         self.threads: isl.ScheduleNode | None = None
         self.sizes: tuple[int, ...] = ()
         self.buffers: list[tuple[str, bool]] = []
+        #: every thread band (several: phases of a block, polyc.schedule.gpu_phases)
+        self.all_threads: list[isl.ScheduleNode] = []
+
+    @property
+    def phased(self) -> bool:
+        """Whether the kernel's block loops hold a sequence of nests, one loop
+        of each mapped to threads at most (phases of a block,
+        :mod:`polyc.schedule.gpu_phases`)."""
+        if self.blocks is None or not self.all_threads:
+            return False
+        if not gpu_phases.has_sequence_below(self.blocks):
+            return False
+        return all(band_below(t).band_n_member() == 1 for t in self.all_threads)
 
 
 def _kernels(tree: isl.Schedule) -> list[_Kernel]:
@@ -346,12 +363,19 @@ def _kernels(tree: isl.Schedule) -> list[_Kernel]:
                         "one band of block loops, above its thread loops")
                 kernel.blocks = node
             else:
-                if kernel.threads is not None:
+                if kernel.threads is not None and (kernel.blocks is None or kernel.buffers
+                                                   or not gpu_phases.has_sequence_below(
+                                                       kernel.blocks)):
                     raise IllegalScheduleError(
                         "GPU mapping: two bands of one kernel are mapped to threads; map "
                         "one band per kernel (distribute the statements into separate "
-                        "kernels, or fuse their loops into one band)")
-                kernel.threads, kernel.sizes, threads = node, sizes, True
+                        "kernels, or fuse their loops into one band), or map the block "
+                        "loops above a sequence of nests and one loop of each nest to "
+                        "threads (phases of a block, without promoted buffers)")
+                if kernel.threads is None:
+                    kernel.threads, kernel.sizes = node, sizes
+                kernel.all_threads.append(node)
+                threads = True
         elif node.get_type() == _T.mark:
             name = node.mark_get_id().get_name()
             if name.startswith(LOCAL_MARK):
@@ -376,6 +400,12 @@ def _kernels(tree: isl.Schedule) -> list[_Kernel]:
         for i in range(node.n_children()):
             visit(node.child(i), kernel, threads)
     visit(tree.get_root(), None, False)
+    for k in out:
+        if k.phased and k.buffers:
+            raise IllegalScheduleError(
+                "GPU mapping: a kernel of several phases (loops of several nests mapped to "
+                "threads) cannot have promoted buffers yet; promote in a kernel of one "
+                "thread band")
     return out
 
 
@@ -385,32 +415,18 @@ def check_mapping(tree: isl.Schedule, deps: Dependences, program) -> None:
     blocks of one launch.  Raises :class:`IllegalScheduleError` with a
     witness; called by :meth:`polyc.Schedule.check`."""
     for k, kernel in enumerate(_kernels(without_extensions(tree))):
+        if kernel.phased:       # no dependence across blocks; within a phase, across threads
+            bad = threads_apart(deps, kernel.root, kernel.blocks, None)
+            if bad:
+                raise apart_error(k, bad, program)
+            gpu_phases.phases(kernel.blocks, program, deps)
+            continue
         bad = threads_apart(deps, kernel.root, kernel.blocks, kernel.threads)
         if bad:
             raise apart_error(k, bad, program)
 
 
 # ------------------------------------------------------------ compiling
-
-def _bounded_extent(band: isl.ScheduleNode, j: int) -> int | None:
-    """The most values member ``j`` of ``band`` takes for fixed values of the
-    loops around it, when a constant bounds it (a point loop of a tile)."""
-    dom = band.get_domain()
-    part = band.band_get_partial_schedule_union_map().intersect_domain(dom)
-    if band.get_schedule_depth():
-        prefix = band.get_prefix_schedule_union_map().intersect_domain(dom)
-        pv = prefix.reverse().apply_range(part)
-        pairs = pv.reverse().apply_range(pv)
-    else:
-        pairs = part.reverse().apply_range(part)
-    if pairs.is_empty():
-        return 1
-    deltas = isl.Map.from_union_map(pairs).deltas()
-    top = deltas.dim_max_val(j)
-    if not top.is_int():
-        return None
-    return int(top.to_python()) + 1
-
 
 def _thread_sizes(band: isl.ScheduleNode, n: int, requested: tuple[int, ...],
                   config_block: tuple[int, ...]) -> tuple[int, ...]:
@@ -420,7 +436,7 @@ def _thread_sizes(band: isl.ScheduleNode, n: int, requested: tuple[int, ...],
         return block_shape(n, config_block)
     sizes = []
     for j in range(n):
-        ext = _bounded_extent(band, j)
+        ext = bounded_extent(band, j)
         sizes.append(min(ext, MAX_THREADS) if ext is not None else DEFAULT_BLOCK[n][j])
     while math.prod(sizes) > MAX_THREADS:
         j = next(i for i, v in enumerate(sizes) if v > 1)
@@ -520,6 +536,10 @@ def finalize(tree: isl.Schedule, program, deps: Dependences, *,
 
     def walk_(node: isl.ScheduleNode) -> isl.ScheduleNode:
         path = path_of(node)
+        if path in user and user[path].phased:
+            node, k = gpu_phases.map_kernel(node, program, deps, len(mapper.kernels), block)
+            mapper.kernels.append(k)
+            return _rewrite(node, k)
         if path in user:
             # no proof here: gpu_verify.verify proves every kernel of the result
             k = _mapping(len(mapper.kernels), user[path], program, block)

@@ -45,6 +45,15 @@ EXPECTED: dict[str, dict[str, int]] = {
         "C -> registers C_reg[1x1]": 1,
         "the emulated kernel matches numpy": 1,
     },
+    "gpu_softmax_phases.py": {
+        "mark: gpu_map_threads:128": 4,
+        "refused: map_to_threads([S1.c]): GPU mapping: the flow dependence on t": 1,
+        "witness: S1[0, 0, 0] -> S1[0, 0, 1]": 1,
+        "phases: thread0 | reduce S0 | threads | thread0 | reduce S2 | threads": 1,
+        "barrier before S1: flow dependence on mx from S0 to S1": 1,
+        "barrier before S3: flow dependence on s from S2 to S3": 1,
+        "the emulated kernel matches numpy": 1,
+    },
     "matmul_tile.py": {
         "--- source order": 1,
         "for (k_tile = 0; k_tile < K; k_tile += 64)": 1,

@@ -253,3 +253,72 @@ def test_row_kernels_compile_with_nvcc(name):
         for launch, r in built.resources.items():
             assert 0 < r.registers <= MAX_REGISTERS
             assert r.registers * threads[launch] <= REGISTERS_PER_BLOCK
+
+
+# ------------------------------------------------------------ phases mapped by hand
+
+def _by_hand(src: str, tensors, sizes=None):
+    """The rows of ``tensors``' nests fused, on blocks; loop ``c`` of each on
+    threads."""
+    s = polyc.Schedule.from_program(polyc.program(src), start="source")
+    s = s.fuse(*tensors).map_to_blocks([(tensors[0], "n")])
+    for t in tensors:
+        s = s.map_to_threads([(t, "c")], sizes=sizes)
+    return s
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_softmax_mapped_by_hand_in_phases(mode):
+    """``fuse`` the rows, ``map_to_blocks`` them, ``map_to_threads`` one loop
+    of each nest: the reductions become block reductions and the barriers
+    are placed as in the automatic row kernel."""
+    s = _by_hand(SOFTMAX, ["mx", "e", "s", "O"], sizes=[128])
+    k = polyc.compile(SOFTMAX, schedule=s, config=emulated(**MODES[mode]))
+    (m,) = k.kernels
+    assert m.user and m.tile == (128,)
+    assert m.rows == ("thread0", "reduce S0", "threads", "thread0", "reduce S2", "threads")
+    assert [b.split(":")[0] for b in m.barriers] == ["before S1", "before S3"]
+    assert "phases of a block mapped by the schedule" in k.explain()
+    for n, c in SIZES:
+        x = _inputs([(n, c)])[0]
+        assert_close(k(x)[0], _softmax(x.astype(np.float64)), dtype="float32",
+                     reduction_length=c, name=f"softmax by hand at {n} x {c}")
+
+
+def test_a_phase_mapped_alone_is_checked_step_by_step():
+    """Each step is checked: one reduction phase on the threads is a block
+    reduction (legal), the schedule's other nests stay on thread 0."""
+    s = polyc.Schedule.from_program(polyc.program(SOFTMAX), start="source")
+    s = s.fuse("mx", "e", "s", "O").map_to_blocks([("mx", "n")])
+    s = s.map_to_threads([("e", "c")])
+    k = polyc.compile(SOFTMAX, schedule=s, config=emulated(emulate_checks=True))
+    assert k.kernels[0].rows == ("thread0", "thread0", "threads", "thread0", "thread0",
+                                 "thread0")
+    x = _inputs([(3, 40)])[0]
+    assert_close(k(x)[0], _softmax(x.astype(np.float64)), dtype="float32", reduction_length=40)
+
+
+def test_a_phase_whose_thread_loop_carries_a_dependence_is_refused():
+    """A reduction into several elements per block cannot be reduced by the
+    block: the mapping is refused with the dependence and a witness, and
+    the schedule is unchanged."""
+    src = """def r(float(N, C) A, float(C, K) B) -> (t, y) {
+        t(n, k) = 0.0 where n in 0:N, k in 0:K
+        t(n, k) += A(n, c) * B(c, k)
+        y(n, c) = A(n, c) * 2.0
+    }"""
+    s = polyc.Schedule.from_program(polyc.program(src), start="source")
+    s = s.fuse(("S0", "n"), ("S1", "n"), ("S2", "n")).map_to_blocks([("S0", "n")])
+    before = s.to_text()
+    with pytest.raises(IllegalScheduleError, match="joins two threads of one phase") as e:
+        s.map_to_threads([("S1", "c")])
+    assert e.value.witness is not None and e.value.witness.tensor == "t"
+    assert s.to_text() == before
+    # another phase's parallel loop maps, and runs with the rest on thread 0
+    ok = s.map_to_threads([("S2", "c")])
+    k = polyc.compile(src, schedule=ok, config=emulated(emulate_checks=True))
+    assert k.kernels[0].rows == ("thread0", "thread0", "threads")
+    a, b = _inputs([(3, 20), (20, 4)])
+    t, y = k(a, b)
+    np.testing.assert_allclose(t, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(y, a * 2, rtol=1e-6)

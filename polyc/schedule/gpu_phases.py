@@ -1,0 +1,217 @@
+"""Kernels of several phases mapped by hand in the schedule language.
+
+A user maps the loops of a kernel to blocks (``map_to_blocks``) above a
+``sequence`` of nests, and one loop of each nest to threads
+(``map_to_threads``): each child of the sequence is a *phase* of the block,
+as in the automatic row kernels (:mod:`polyc.schedule.gpu_rows`)::
+
+    s = s.fuse([("S0", "n"), ("S1", "n"), ("S2", "n")])   # the rows, one band
+    s = s.map_to_blocks([("S0", "n")])
+    s = s.map_to_threads([("S0", "c")])     # a reduction: reduced by the block
+    s = s.map_to_threads([("S1", "c")])
+    s = s.map_to_threads([("S2", "c")])
+
+The mapping decides the rest from the dependences:
+
+* a phase whose loop on the threads carries a dependence between two of
+  its threads is a **block reduction** when it is one reduction update
+  whose instances at equal block loops all write one element (its terms
+  may be reassociated: each thread accumulates its share, a tree combines
+  them, thread 0 stores); otherwise the mapping is illegal
+  (:class:`~polyc.errors.IllegalScheduleError` with the dependence and a
+  pair of instances);
+* a phase with no loop on the threads runs on thread 0;
+* **barriers** go where a dependence between two threads of a block crosses
+  from one phase to a later one, the fewest that separate every such pair
+  (:func:`polyc.schedule.gpu_rows.barriers`).
+
+Each phase maps one loop (``threadIdx.x``, one block size for the kernel:
+the largest ``sizes`` given, else ``Config.gpu_block``'s last entry, else
+256 threads).  The phases must be the children of a sequence directly below
+the block loops (sequential loops in between would need barriers at the
+end of their iterations, which are not placed), and a kernel of several
+phases has no promoted buffers.  :func:`polyc.schedule.gpu_verify.verify`
+proves the result like an automatic row kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from .. import expr as E
+from ..dependence import Dependences
+from ..errors import IllegalScheduleError, ScheduleError
+from ..ir import Program
+from . import gpu_marks as M
+from .gpu_geometry import const_like, member_strides_extents
+from .gpu_mapping import REDUCE_OPS, KernelMapping, fill_selectors
+from .gpu_rows import (
+    ROW_THREADS,
+    Phase,
+    apart,
+    barriers,
+    describe_dependence,
+    read_phases,
+    same_row,
+)
+from .legality import witness
+from .tree import walk
+
+_T = isl.schedule_node_type
+
+_USER_THREADS = (M.UserThreads,)
+
+
+def _below(node: isl.ScheduleNode) -> isl.ScheduleNode:
+    """The first node below the mark ``node`` that is not a mark."""
+    node = node.child(0)
+    while node.get_type() == _T.mark:
+        node = node.child(0)
+    return node
+
+
+def has_sequence_below(blocks: isl.ScheduleNode) -> bool:
+    """Whether the band under the ``map_to_blocks`` mark ``blocks`` has a
+    sequence as its child (through marks)."""
+    seq = _below(blocks).child(0)
+    while seq.get_type() == _T.mark:
+        seq = seq.child(0)
+    return seq.get_type() == _T.sequence
+
+
+def sequence_below(blocks: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode]:
+    """The band under the ``map_to_blocks`` mark ``blocks`` and the
+    sequence of phases below it; raises :class:`IllegalScheduleError` when
+    the band's child is no sequence."""
+    band = _below(blocks)
+    seq = band.child(0)
+    while seq.get_type() == _T.mark:
+        seq = seq.child(0)
+    if seq.get_type() != _T.sequence:
+        raise IllegalScheduleError(
+            "GPU mapping: a kernel maps several loops to threads, but the loops below its "
+            "block loops are no sequence of nests; map one loop of each nest of a sequence "
+            "directly below the block loops (fuse the nests' outer loops into the block "
+            "band, distribute the rest), or map one band to threads")
+    return band, seq
+
+
+def _reduction(program: Program, phase: Phase, same: isl.UnionMap) -> str:
+    """The statement of ``phase`` when it is one reduction update whose
+    instances at equal block loops all write one element, else ``""``."""
+    if len(phase.statements) != 1:
+        return ""
+    s = program.statement(phase.statements[0])
+    if (s.kind != "update" or s.op not in REDUCE_OPS
+            or s.tensor in {a.tensor for a in E.accesses(s.rhs)}):
+        return ""
+    dom = isl.UnionSet.from_set(s.domain)
+    write = isl.UnionMap.from_map(s.write).intersect_domain(dom)
+    pairs = same.intersect_domain(dom).intersect_range(dom)
+    return s.name if pairs.is_subset(write.apply_range(write.reverse())) else ""
+
+
+def phases(blocks: isl.ScheduleNode, program: Program, deps: Dependences
+           ) -> tuple[list[Phase], list[tuple[int, str]]]:
+    """The phases of the user kernel whose ``map_to_blocks`` mark is
+    ``blocks`` (block reductions recognised) and the barriers they need;
+    raises :class:`IllegalScheduleError` with a witness when a dependence
+    inside one phase joins two threads."""
+    band, seq = sequence_below(blocks)
+    try:
+        found, _ = read_phases(seq, program, threads=_USER_THREADS)
+    except ValueError as e:
+        raise IllegalScheduleError(f"GPU mapping: {e}") from None
+    same = same_row(band)
+    for i, p in enumerate(found):
+        bad = apart(program, deps, same, found, i, i)
+        if bad and p.kind == "threads":
+            red = _reduction(program, p, same)
+            if red:
+                found[i] = replace(p, kind="reduce", reduction=red)
+                bad = apart(program, deps, same, found, i, i)
+        if bad:
+            kind, rel = next(iter(bad.items()))
+            raise IllegalScheduleError(
+                f"GPU mapping: the {describe_dependence(program, bad)} joins two threads of "
+                f"one phase ({', '.join(p.statements)}) of a block: the loop on the threads "
+                "carries it (only a reduction into one element per block may)",
+                witness=witness(kind, "parallel", rel, program))
+    placed = barriers(program, deps, same, found)
+    assert placed is not None          # every phase was checked above
+    return found, placed
+
+
+def _thread_bands(seq: isl.ScheduleNode) -> dict[int, tuple[isl.ScheduleNode, tuple]]:
+    """Per child of ``seq``, the band under its ``map_to_threads`` mark and
+    the sizes the mark asks for."""
+    out = {}
+    for i in range(seq.n_children()):
+        stack = [seq.child(i)]
+        while stack:
+            n = stack.pop()
+            m = M.of(n)
+            if isinstance(m, M.UserThreads):
+                out[i] = (_below(n), m.sizes)
+                break
+            stack.extend(n.child(j) for j in range(n.n_children()))
+    return out
+
+
+def map_kernel(root: isl.ScheduleNode, program: Program, deps: Dependences, index: int,
+               config_block: tuple[int, ...] = ()) -> tuple[isl.ScheduleNode, KernelMapping]:
+    """The user kernel at ``root`` (its outermost mapping mark) with its
+    barriers and block reductions marked, and its :class:`KernelMapping` as
+    kernel ``index``; the user's own marks are left for the caller to
+    rewrite.  Raises :class:`IllegalScheduleError` (a dependence inside a
+    phase) or :class:`ScheduleError` (sizes CUDA cannot launch)."""
+    blocks = next(n for n in walk(root) if isinstance(M.of(n), M.UserBlocks))
+    found, placed = phases(blocks, program, deps)
+    band, seq = sequence_below(blocks)
+    n = band.band_n_member()
+    bands = _thread_bands(seq)
+    sizes = [s[0] for _, s in bands.values() if s]
+    if any(len(s) != 1 for _, s in bands.values() if s):
+        raise ScheduleError("GPU mapping: a kernel of several phases maps one loop of each "
+                            "phase to threads; give one size per map_to_threads")
+    threads = max(sizes) if sizes else (int(config_block[-1]) if config_block else ROW_THREADS)
+    if threads > 1024:
+        raise ScheduleError(f"GPU mapping: {threads} threads per block; CUDA allows at most 1024")
+    names: list[str] = []
+    root.get_domain().foreach_set(lambda st: names.append(st.get_tuple_name()))
+    k = KernelMapping(index, tuple(sorted(names)), root.get_schedule_depth(), tile=(threads,),
+                      n_block=n, block_depth=band.get_schedule_depth(), user=True,
+                      reason="mapped by the schedule: phases of a block")
+    k.steps, k.grid = member_strides_extents(band, n)
+    k.rows = tuple(p.kind if not p.reduction else f"reduce {p.reduction}" for p in found)
+    k.barriers = tuple(f"before {', '.join(found[i].statements)}: {why}" for i, why in placed)
+    blocks_mupa = band.band_get_partial_schedule()
+    fill_selectors(k, program, blocks_mupa, None, k.steps)
+    widest = None
+    for i, (tband, _) in sorted(bands.items()):
+        step, (ext,) = member_strides_extents(tband, 1)
+        widest = ext if widest is None else widest.max(ext)
+        sub = replace(k, statements=found[i].statements, selectors={})
+        fill_selectors(sub, program, blocks_mupa, tband.band_get_partial_schedule(), k.steps,
+                       step)
+        for name in found[i].statements:
+            k.selectors[name].update(
+                {a: v for a, v in sub.selectors[name].items() if a.startswith("thread")})
+    widest = widest if widest is not None else const_like(k.grid[0], 1)
+    k.block = [widest.min(const_like(widest, threads)).coalesce()]
+    # barriers and block reductions, at the top of each child
+    top = root.get_tree_depth()
+    before = [i for i, _ in placed]
+    for i, p in enumerate(found):
+        node = seq.child(i).child(0)
+        if p.kind == "reduce":
+            node = node.insert_mark(M.BlockReduce(p.reduction).id())
+        if i in before:
+            node = node.insert_mark(M.Barrier(index, before.index(i)).id())
+        seq = node.parent().parent()
+    node = seq
+    while node.get_tree_depth() > top:
+        node = node.parent()
+    return node, k
