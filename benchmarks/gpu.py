@@ -166,6 +166,14 @@ def device_figures() -> list[dict]:
         row = {"workload": name, "polyc_cuda_s": gpu.time(*args),
                "polyc_cuda_call_s": _median(lambda: gpu(*args)),
                "polyc_c_s": _median(lambda: cpu(*args), repeat=1 if "gemm" in name else 5)}
+        try:
+            import torch
+            if all(str(a.dtype) != "bfloat16" for a in args if isinstance(a, np.ndarray)):
+                dev = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a
+                       for a in args]
+                row["polyc_cuda_tensors_s"] = _median(lambda: gpu(*dev))
+        except ImportError:
+            pass
         if " rows " in name:
             # compulsory traffic: every argument read once, every output written once
             arrays = [x for x in args if isinstance(x, np.ndarray)]
@@ -246,12 +254,13 @@ def main(argv=None) -> int:
     if isinstance(report["device"], str):
         print(f"\ndevice timings: {report['device']}")
     else:
-        print("\n| workload | polyc cuda ms (device) | with copies ms | polyc C ms | torch ms "
-              "| cupy ms | polyc / torch TFLOP/s, or bandwidth |")
-        print("|---|---|---|---|---|---|---|")
+        print("\n| workload | polyc cuda ms (device) | with copies ms | on torch tensors ms "
+              "| polyc C ms | torch ms | cupy ms | polyc / torch TFLOP/s, or bandwidth |")
+        print("|---|---|---|---|---|---|---|---|")
         for r in report["device"]:
-            cells = [r.get(k) for k in ("polyc_cuda_s", "polyc_cuda_call_s", "polyc_c_s",
-                                        "torch_s", "cupy_s")]
+            cells = [r.get(k) for k in ("polyc_cuda_s", "polyc_cuda_call_s",
+                                        "polyc_cuda_tensors_s", "polyc_c_s", "torch_s",
+                                        "cupy_s")]
             rate = (f"{r['polyc_tflops']:.1f} / {r.get('torch_tflops', float('nan')):.1f}"
                     + (" (tensor cores)" if r.get("tensor_cores") else "")
                     if "polyc_tflops" in r else "-")

@@ -260,33 +260,7 @@ class Binder:
             else:
                 values[name] = self._size(name, arg)
                 where[name] = f"argument {name}"
-        for fixed, v in p.fixed_sizes.items():
-            if fixed in values and values[fixed] != v:
-                raise ShapeError(f"size {fixed} is {values[fixed]}, but this kernel was "
-                                 f"specialised for {fixed}={v}")
-        for param, src in p.param_bindings.items():
-            if src is None or param in values:
-                continue
-            tname, dim = src
-            values[param] = int(arrays[tname].shape[dim])
-            where[param] = f"{tname}.shape[{dim}]"
-        pvals = [values[q] for q in p.params]
-        # every input dimension must agree with the sizes
-        for name, arr in arrays.items():
-            for d, fn in enumerate(self.in_shapes[name]):
-                want = fn(*pvals)
-                if arr.shape[d] != want:
-                    culprit = next((q for q, s in p.param_bindings.items()
-                                    if s == (name, d)), None)
-                    why = "" if culprit else " (from " + ", ".join(
-                        f"{q}={values[q]} set by {where[q]}" for q in p.params) + ")"
-                    raise ShapeError(f"argument {name}: dimension {d} has extent "
-                                     f"{arr.shape[d]}, expected {want}{why}")
-        if self.check is not None and not self.check(*pvals):
-            raise ShapeError(self._precondition_message(values, where))
-        shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in self.out_shapes]
-        if any(x < 0 for s in shapes for x in s):
-            raise ShapeError(f"sizes {values} give a negative output extent {shapes}")
+        pvals, shapes = self._sizes({n: a.shape for n, a in arrays.items()}, values, where)
         if self.gathers:
             all_shapes = {n: a.shape for n, a in arrays.items()}
             all_shapes.update({t.name: sh for t, sh in zip(self.outputs, shapes)})
@@ -307,6 +281,72 @@ class Binder:
                 buffers[i] = np.empty(shape, dtype=t.dtype)
                 j += 1
         return pvals, buffers, results, [c for c in copies if c] + inplace
+
+    def _sizes(self, in_shapes: dict[str, tuple], values: dict[str, int],
+               where: dict[str, str]) -> tuple[list[int], list[tuple[int, ...]]]:
+        """The parameter values (``values``: those given as size arguments,
+        the rest read from the inputs' shapes ``in_shapes``) and the
+        outputs' shapes; checks that every input's shape agrees with the
+        sizes and that the sizes meet the preconditions
+        (:class:`~polyc.errors.ShapeError` naming the culprit)."""
+        p = self.program
+        for fixed, v in p.fixed_sizes.items():
+            if fixed in values and values[fixed] != v:
+                raise ShapeError(f"size {fixed} is {values[fixed]}, but this kernel was "
+                                 f"specialised for {fixed}={v}")
+        for param, src in p.param_bindings.items():
+            if src is None or param in values:
+                continue
+            tname, dim = src
+            values[param] = int(in_shapes[tname][dim])
+            where[param] = f"{tname}.shape[{dim}]"
+        pvals = [values[q] for q in p.params]
+        # every input dimension must agree with the sizes
+        for name, shape in in_shapes.items():
+            for d, fn in enumerate(self.in_shapes[name]):
+                want = fn(*pvals)
+                if shape[d] != want:
+                    culprit = next((q for q, s in p.param_bindings.items()
+                                    if s == (name, d)), None)
+                    why = "" if culprit else " (from " + ", ".join(
+                        f"{q}={values[q]} set by {where[q]}" for q in p.params) + ")"
+                    raise ShapeError(f"argument {name}: dimension {d} has extent "
+                                     f"{shape[d]}, expected {want}{why}")
+        if self.check is not None and not self.check(*pvals):
+            raise ShapeError(self._precondition_message(values, where))
+        shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in self.out_shapes]
+        if any(x < 0 for s in shapes for x in s):
+            raise ShapeError(f"sizes {values} give a negative output extent {shapes}")
+        return pvals, shapes
+
+    def bind_shapes(self, args: tuple) -> tuple[list[int], list[tuple[int, ...]]]:
+        """For arguments whose tensors live elsewhere (on a GPU): each tensor
+        argument given as ``(shape, dtype)``, each size as an integer.
+        Checks dtypes, ranks, shapes and preconditions as :meth:`bind` does;
+        returns the parameter values and the outputs' shapes."""
+        p = self.program
+        if len(args) != len(p.signature):
+            raise BindingError(
+                f"{p.name}() takes {len(p.signature)} argument(s) "
+                f"({', '.join(p.signature)}), got {len(args)}")
+        values: dict[str, int] = {}
+        where: dict[str, str] = {}
+        in_shapes: dict[str, tuple] = {}
+        for name, arg in zip(p.signature, args):
+            if name not in self.inputs:
+                values[name] = self._size(name, arg)
+                where[name] = f"argument {name}"
+                continue
+            t = self.inputs[name]
+            shape, dtype = arg
+            if np.dtype(dtype) != np.dtype(t.dtype):
+                raise DTypeError(f"argument {name}: expected dtype {t.dtype}, got "
+                                 f"{_dtype_text(np.dtype(dtype))}")
+            if len(shape) != t.ndim:
+                raise BindingError(f"argument {name}: expected {t.ndim} dimension(s), "
+                                   f"got {len(shape)} (shape {tuple(shape)})")
+            in_shapes[name] = tuple(int(x) for x in shape)
+        return self._sizes(in_shapes, values, where)
 
     def _in_place(self, args: tuple, arrays: dict) -> list:
         """Checks the in-place (``inout``) arguments, all before anything is

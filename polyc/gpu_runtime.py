@@ -14,8 +14,9 @@ target-free :class:`polyc.binder.Binder`, copied to the device explicitly,
 the host loop nest runs in Python launching each kernel with its grid and
 block (from the mapping's isl expressions, clamped to CUDA's grid limits:
 the kernels stride over their indices, so any grid is correct), and the
-written tensors are copied back.  Device arrays in and out without copies
-are not supported yet.
+written tensors are copied back.  Device arrays (``__cuda_array_interface__``:
+torch CUDA tensors, CuPy, pycuda, Numba) go in and come out without copies
+(:mod:`polyc.gpu_arrays`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import numpy as np
 from polyc.backends.base import backend
 from polyc.backends.cuda.emit import CudaSource, launch_name
 
+from . import gpu_arrays
 from . import loopnest as L
 from .binder import Binder, _py
 from .errors import DeviceError, ToolMissingError
@@ -218,6 +220,10 @@ class CudaKernel:
         return float(np.median(times))
 
     def __call__(self, *args, out=None):
+        if any(gpu_arrays.is_device(a) for a in args) or (
+                out is not None and all(gpu_arrays.is_device(o) for o in (
+                    out if isinstance(out, (tuple, list)) else (out,)))):
+            return self._call_on_device(args, out)
         module = self._load()
         drv = _pycuda()
         pvals, buffers, results, copies = self.binder.bind(args, out)
@@ -239,6 +245,23 @@ class CudaKernel:
             for dev in device:
                 dev.free()
         return self._results(results, copies)
+
+    def _call_on_device(self, args, out):
+        """A call on device arrays, without copies (:mod:`polyc.gpu_arrays`)."""
+        module = self._load()
+        drv = _pycuda()
+        pvals, ptrs, results, keep = gpu_arrays.bind(self.binder, args, out, drv)
+        if not self.binder.all_empty(pvals):
+            launch = self._launcher(module, pvals, [np.uintp(p) for p in ptrs])
+            try:
+                self._host(launch, *pvals)
+                drv.Context.synchronize()
+            except drv.Error as e:
+                raise DeviceError(f"CUDA kernel {self.name} failed: {e}") from None
+        del keep                         # scratch temporaries, freed after the launches
+        if not self.program.outputs:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
 
     def _results(self, results, copies):
         for tmp, dst in copies:

@@ -78,3 +78,21 @@ def test_tensor_core_gemm_on_the_device(t):
         a = rng.standard_normal((b, m, k)).astype(dt)
         w = rng.standard_normal((b, n, k)).astype(dt)
         assert_close(gpu(a, w), cpu(a, w), reduction_length=k, name="C")
+
+
+def test_torch_cuda_tensors_in_and_out():
+    """torch CUDA tensors go in and come out as torch CUDA tensors on the
+    same device, without copies (polyc.gpu_arrays); a row kernel's softmax
+    against torch's."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    src = ("def softmax(float(N, C) I) -> (O, mx, s) {\n  mx(n) max=! I(n, c)\n"
+           "  s(n) +=! exp(I(n, c) - mx(n))\n  O(n, c) = exp(I(n, c) - mx(n)) / s(n)\n}")
+    k = polyc.compile(src, config=device())
+    x = torch.randn(129, 1000, device="cuda")
+    o, mx, s = k(x)
+    assert o.is_cuda and o.device == x.device and o.shape == x.shape
+    torch.testing.assert_close(o, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+    out = torch.empty_like(x), torch.empty(129, device="cuda"), torch.empty(129, device="cuda")
+    assert k(x, out=out)[0].data_ptr() == out[0].data_ptr()
