@@ -1,20 +1,22 @@
 """Printers of pipeline stages for humans (dumps, ``polyc compile --emit``).
 
 isl objects print in isl's own notation, so the text parses back with isl.
+The printers take an ``ir.Program`` by what it holds (``ir.Program.__str__``
+calls them, so this module does not import ``ir``).
 """
 
 from __future__ import annotations
 
 from . import expr as E
-from .ir import Program
 from .isl_util import pw_aff_to_expr
 
 
-def _extent(pa, program: Program) -> str:
+def _extent(pa, program) -> str:
     return E.to_text(pw_aff_to_expr(pa, program.context))
 
 
-def format_program(p: Program) -> str:
+def format_program(p) -> str:
+    """The text of ``p`` (an ``ir.Program``): tensors with shapes, statements."""
     lines = []
     def tdesc(t):
         dims = ", ".join(_extent(d, p) for d in t.shape)
