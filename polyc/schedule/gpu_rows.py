@@ -298,15 +298,17 @@ def _phases(seq: isl.ScheduleNode, program: Program) -> list[Phase] | None:
         if band is None:
             out.append(Phase(names, "thread0"))
             continue
-        if any(coincident_members(band)):
-            j = _thread_member(band, program, coincident_only=True)
-            kind, red = "threads", ""
-        else:
-            red = reduction_statement(band, program)
-            if red is None:
-                return None
+        # a reduction into one element per row is reduced by the block, also when
+        # the band has a parallel member of one value (numpy's keepdims)
+        red = reduction_statement(band, program) or ""
+        if red:
             j = _thread_member(band, program, coincident_only=False)
             kind = "reduce"
+        elif any(coincident_members(band)):
+            j = _thread_member(band, program, coincident_only=True)
+            kind = "threads"
+        else:
+            return None
         out.append(Phase(names, kind, red, _member_maps(_mapped_member(band, j))))
     return out
 

@@ -322,3 +322,29 @@ def test_a_phase_whose_thread_loop_carries_a_dependence_is_refused():
     t, y = k(a, b)
     np.testing.assert_allclose(t, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(y, a * 2, rtol=1e-6)
+
+
+def test_numpy_softmax_and_layernorm_through_the_graph_layer_are_row_kernels():
+    """``polyc.jit`` over plain numpy (``keepdims`` reductions: a parallel
+    member of one value beside the reduced one) gives one row kernel whose
+    reductions are block reductions."""
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def layernorm(x, g, b):
+        mu = x.mean(axis=-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-5) * g + b
+
+    cfg = emulated(emulate_checks=True)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((9, 300)).astype(np.float32)
+    g, b = rng.standard_normal(300).astype(np.float32), rng.standard_normal(300).astype(np.float32)
+    for fn, args in ((softmax, (x,)), (layernorm, (x, g, b))):
+        j = polyc.jit(fn, config=cfg)
+        assert_close(j(*args), fn(*(a.astype(np.float64) for a in args)), dtype="float32",
+                     reduction_length=300, name=fn.__name__)
+        (kernel,) = j.plan(*args).kernels
+        (m,) = kernel.kernels
+        assert sum(p.startswith("reduce") for p in m.rows) == 2, (fn.__name__, m.rows)
