@@ -242,15 +242,19 @@ class Binder:
                                    f"dimension {d} of {target}, whose valid indices are "
                                    f"0..{extent - 1}")
 
-    def bind(self, args: tuple, out) -> tuple[list[int], list[np.ndarray], list, list]:
-        """Returns (parameter values, buffers in tensor order (local tensors
-        left out), results to return, (temporary, destination) pairs to copy
-        back)."""
+    def _count(self, args: tuple) -> None:
         p = self.program
         if len(args) != len(p.signature):
             raise BindingError(
                 f"{p.name}() takes {len(p.signature)} argument(s) "
                 f"({', '.join(p.signature)}), got {len(args)}")
+
+    def bind(self, args: tuple, out) -> tuple[list[int], list[np.ndarray], list, list]:
+        """Returns (parameter values, buffers in tensor order (local tensors
+        left out), results to return, (temporary, destination) pairs to copy
+        back)."""
+        p = self.program
+        self._count(args)
         values: dict[str, int] = {}
         where: dict[str, str] = {}
         arrays: dict[str, np.ndarray] = {}
@@ -325,10 +329,7 @@ class Binder:
         Checks dtypes, ranks, shapes and preconditions as :meth:`bind` does;
         returns the parameter values and the outputs' shapes."""
         p = self.program
-        if len(args) != len(p.signature):
-            raise BindingError(
-                f"{p.name}() takes {len(p.signature)} argument(s) "
-                f"({', '.join(p.signature)}), got {len(args)}")
+        self._count(args)
         values: dict[str, int] = {}
         where: dict[str, str] = {}
         in_shapes: dict[str, tuple] = {}

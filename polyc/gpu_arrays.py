@@ -132,6 +132,7 @@ def bind(binder, args: tuple, out, drv) -> tuple[list[int], list[int], list, lis
     order (``binder.program``'s tensors but local ones), the results to
     return, and the scratch arrays to keep alive until the launches end."""
     p = binder.program
+    binder._count(args)
     dev: dict[str, DeviceArg] = {}
     meta: list = []
     first = None
@@ -147,8 +148,6 @@ def bind(binder, args: tuple, out, drv) -> tuple[list[int], list[int], list, lis
         dev[name] = DeviceArg(name, arg)
         first = arg if first is None else first
         meta.append((dev[name].shape, dev[name].dtype))
-    if len(meta) != len(p.signature):
-        meta = list(args)            # bind_shapes reports the wrong argument count
     pvals, shapes = binder.bind_shapes(tuple(meta))
     if binder.gathers:              # the index tensors' values, checked on the host
         host = {}
