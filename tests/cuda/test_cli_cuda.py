@@ -67,3 +67,19 @@ def test_a_half_matmul_runs_on_emulated_tensor_cores_from_the_cli(mm_file, capsy
     assert "polyc_wmma_bf16_bf16(" in capsys.readouterr().out
     assert main(["explain", mm_file, "--target", "cuda", "--emulate", "--dtype", "float16"]) == 0
     assert "tensor cores (WMMA m16n16k16, float16 operands" in capsys.readouterr().out
+
+
+def test_explain_json_gives_a_row_kernels_phases_and_barriers(capsys):
+    """``polyc explain examples/softmax.tc --target cuda --json``: one row
+    kernel, its phases, and each barrier with the dependence behind it;
+    ``--emit ast`` shows the barriers and block reductions."""
+    from pathlib import Path
+    softmax = str(Path(__file__).resolve().parents[2] / "examples" / "softmax.tc")
+    assert main(["explain", softmax, "--target", "cuda", "--json"]) == 0
+    (k,) = json.loads(capsys.readouterr().out)["gpu"]["kernels"]
+    assert k["phases"] == ["thread0", "reduce S0", "threads", "thread0", "reduce S2", "threads"]
+    assert [b.split(":")[0] for b in k["barriers"]] == ["before S1", "before S3"]
+    assert "flow dependence on maxVal from S0 to S1" in k["barriers"][0]
+    assert main(["compile", softmax, "--target", "cuda", "--emit", "ast"]) == 0
+    nest = capsys.readouterr().out
+    assert nest.count("barrier ") == 2 and nest.count("block reduction of ") == 2
