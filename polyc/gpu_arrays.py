@@ -49,7 +49,10 @@ def interface(obj) -> dict | None:
 
 
 def is_device(obj) -> bool:
-    return interface(obj) is not None
+    """Whether ``obj`` lives on a GPU: it has ``__cuda_array_interface__``,
+    or it is a torch CUDA tensor (torch refuses the interface for some
+    dtypes, bfloat16 among them: :class:`DeviceArg` says so)."""
+    return interface(obj) is not None or bool(getattr(obj, "is_cuda", False))
 
 
 class DeviceArray:
@@ -91,6 +94,13 @@ class DeviceArg:
 
     def __init__(self, name: str, obj):
         cai = interface(obj)
+        if cai is None:
+            raise BindingError(
+                f"argument {name}: this {type(obj).__name__} of dtype "
+                f"{getattr(obj, 'dtype', '?')} is on the GPU but has no "
+                "__cuda_array_interface__ (torch gives none for bfloat16), so polyc cannot "
+                "use it in place; convert it (x.to(torch.float16) or x.float()) or pass it "
+                "on the host")
         self.name, self.obj = name, obj
         self.shape = tuple(int(x) for x in cai["shape"])
         try:

@@ -127,3 +127,17 @@ def test_an_output_aliasing_an_input_is_refused(fake):
     alias.ptr = a.ptr
     with pytest.raises(BindingError, match="shares device memory with argument A"):
         k(a, b, out=alias)
+
+
+def test_a_gpu_tensor_without_the_interface_is_a_clear_error(fake):
+    """torch gives no ``__cuda_array_interface__`` for a bfloat16 CUDA
+    tensor: the error says what to do instead."""
+    class Bf16Cuda:
+        is_cuda, dtype = True, "torch.bfloat16"
+
+        @property
+        def __cuda_array_interface__(self):
+            raise TypeError("Got unsupported ScalarType BFloat16")
+    k = polyc.compile(MM, target="cuda")
+    with pytest.raises(BindingError, match="has no __cuda_array_interface__"):
+        k(Bf16Cuda(), Dev((5, 3)))
