@@ -401,6 +401,11 @@ def _kernels(tree: isl.Schedule) -> list[_Kernel]:
             visit(node.child(i), kernel, threads)
     visit(tree.get_root(), None, False)
     for k in out:
+        if len(k.all_threads) > 1 and not k.phased:
+            raise IllegalScheduleError(
+                "GPU mapping: a kernel with loops of several nests on threads runs them as "
+                "phases of a block, which map one loop each to threads; map_to_threads one "
+                "loop of each nest")
         if k.phased and k.buffers:
             raise IllegalScheduleError(
                 "GPU mapping: a kernel of several phases (loops of several nests mapped to "

@@ -348,3 +348,17 @@ def test_numpy_softmax_and_layernorm_through_the_graph_layer_are_row_kernels():
         (kernel,) = j.plan(*args).kernels
         (m,) = kernel.kernels
         assert sum(p.startswith("reduce") for p in m.rows) == 2, (fn.__name__, m.rows)
+
+
+def test_phases_map_one_loop_each():
+    """Two loops of one phase on threads (a 2-D thread band) beside another
+    phase's: refused, since a block has one shape for all its phases."""
+    src = """def two(float(N, C, D) A) -> (B, E) {
+        B(n, c, d) = A(n, c, d) * 2.0
+        E(n, c, d) = A(n, c, d) + 1.0
+    }"""
+    s = polyc.Schedule.from_program(polyc.program(src), start="source")
+    s = s.fuse(("S0", "n"), ("S1", "n")).map_to_blocks([("S0", "n")])
+    s = s.map_to_threads([("S0", "c"), ("S0", "d")])
+    with pytest.raises(IllegalScheduleError, match="map one loop each to threads"):
+        s.map_to_threads([("S1", "d")])
