@@ -275,21 +275,30 @@ def reduction_statement(band: isl.ScheduleNode, program: Program) -> str | None:
     and below scan reduction iterators only).  Its dependences there are
     then those of the reduction alone, which TC's semantics let polyc
     reassociate."""
-    names = _statements(band)
+    dom = band.get_domain()
+    host = band.get_prefix_schedule_union_map().intersect_domain(dom)
+    same_host = (host.apply_range(host.reverse()) if band.get_schedule_depth()
+                 else isl.UnionMap.from_domain_and_range(dom, dom))
+    return one_element_reduction(program, _statements(band), same_host)
+
+
+def one_element_reduction(program: Program, names: tuple[str, ...],
+                          same: isl.UnionMap) -> str | None:
+    """The statement of ``names`` when it is one update ``lhs = lhs op rhs``
+    (``op`` in :data:`REDUCE_OPS`, ``rhs`` not reading ``lhs``'s tensor)
+    whose instances paired by ``same`` all write one element; else
+    ``None`` (:func:`reduction_statement`, and the phases of
+    :mod:`polyc.schedule.gpu_phases`)."""
     if len(names) != 1:
         return None
     s = program.statement(names[0])
     if (s.kind != "update" or s.op not in REDUCE_OPS
             or s.tensor in {a.tensor for a in E.accesses(s.rhs)}):
         return None
-    dom = band.get_domain()
-    host = band.get_prefix_schedule_union_map().intersect_domain(dom)
+    dom = isl.UnionSet.from_set(s.domain)
     write = isl.UnionMap.from_map(s.write).intersect_domain(dom)
-    same_host = (host.apply_range(host.reverse()) if band.get_schedule_depth()
-                 else isl.UnionMap.from_domain_and_range(dom, dom))
-    if not same_host.is_subset(write.apply_range(write.reverse())):
-        return None
-    return s.name
+    pairs = same.intersect_domain(dom).intersect_range(dom)
+    return s.name if pairs.is_subset(write.apply_range(write.reverse())) else None
 
 
 class Mapper:

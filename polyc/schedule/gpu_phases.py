@@ -40,55 +40,55 @@ from dataclasses import replace
 
 import islpy as isl
 
-from .. import expr as E
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, ScheduleError
 from ..ir import Program
 from . import gpu_marks as M
-from .gpu_geometry import const_like, member_strides_extents
-from .gpu_mapping import REDUCE_OPS, KernelMapping, fill_selectors
+from .gpu_geometry import member_strides_extents
+from .gpu_mapping import KernelMapping, fill_selectors, one_element_reduction
 from .gpu_rows import (
     ROW_THREADS,
     Phase,
     apart,
     barriers,
+    block_size,
+    describe,
     describe_dependence,
+    mark_phase,
     read_phases,
     same_row,
+    thread_selectors,
 )
+from .gpu_verify import band_below
 from .legality import witness
-from .tree import walk
+from .tree import statements_of, walk
 
 _T = isl.schedule_node_type
 
 _USER_THREADS = (M.UserThreads,)
 
 
-def _below(node: isl.ScheduleNode) -> isl.ScheduleNode:
-    """The first node below the mark ``node`` that is not a mark."""
-    node = node.child(0)
-    while node.get_type() == _T.mark:
-        node = node.child(0)
-    return node
+def _band_and_child(blocks: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode]:
+    """The band under the ``map_to_blocks`` mark ``blocks`` and its child
+    (through marks)."""
+    band = band_below(blocks)
+    child = band.child(0)
+    while child.get_type() == _T.mark:
+        child = child.child(0)
+    return band, child
 
 
 def has_sequence_below(blocks: isl.ScheduleNode) -> bool:
     """Whether the band under the ``map_to_blocks`` mark ``blocks`` has a
     sequence as its child (through marks)."""
-    seq = _below(blocks).child(0)
-    while seq.get_type() == _T.mark:
-        seq = seq.child(0)
-    return seq.get_type() == _T.sequence
+    return _band_and_child(blocks)[1].get_type() == _T.sequence
 
 
 def sequence_below(blocks: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode]:
     """The band under the ``map_to_blocks`` mark ``blocks`` and the
     sequence of phases below it; raises :class:`IllegalScheduleError` when
     the band's child is no sequence."""
-    band = _below(blocks)
-    seq = band.child(0)
-    while seq.get_type() == _T.mark:
-        seq = seq.child(0)
+    band, seq = _band_and_child(blocks)
     if seq.get_type() != _T.sequence:
         raise IllegalScheduleError(
             "GPU mapping: a kernel maps several loops to threads, but the loops below its "
@@ -96,21 +96,6 @@ def sequence_below(blocks: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.Sche
             "directly below the block loops (fuse the nests' outer loops into the block "
             "band, distribute the rest), or map one band to threads")
     return band, seq
-
-
-def _reduction(program: Program, phase: Phase, same: isl.UnionMap) -> str:
-    """The statement of ``phase`` when it is one reduction update whose
-    instances at equal block loops all write one element, else ``""``."""
-    if len(phase.statements) != 1:
-        return ""
-    s = program.statement(phase.statements[0])
-    if (s.kind != "update" or s.op not in REDUCE_OPS
-            or s.tensor in {a.tensor for a in E.accesses(s.rhs)}):
-        return ""
-    dom = isl.UnionSet.from_set(s.domain)
-    write = isl.UnionMap.from_map(s.write).intersect_domain(dom)
-    pairs = same.intersect_domain(dom).intersect_range(dom)
-    return s.name if pairs.is_subset(write.apply_range(write.reverse())) else ""
 
 
 def phases(blocks: isl.ScheduleNode, program: Program, deps: Dependences
@@ -128,7 +113,7 @@ def phases(blocks: isl.ScheduleNode, program: Program, deps: Dependences
     for i, p in enumerate(found):
         bad = apart(program, deps, same, found, i, i)
         if bad and p.kind == "threads":
-            red = _reduction(program, p, same)
+            red = one_element_reduction(program, p.statements, same)
             if red:
                 found[i] = replace(p, kind="reduce", reduction=red)
                 bad = apart(program, deps, same, found, i, i)
@@ -154,7 +139,7 @@ def _thread_bands(seq: isl.ScheduleNode) -> dict[int, tuple[isl.ScheduleNode, tu
             n = stack.pop()
             m = M.of(n)
             if isinstance(m, M.UserThreads):
-                out[i] = (_below(n), m.sizes)
+                out[i] = (band_below(n), m.sizes)
                 break
             stack.extend(n.child(j) for j in range(n.n_children()))
     return out
@@ -179,38 +164,22 @@ def map_kernel(root: isl.ScheduleNode, program: Program, deps: Dependences, inde
     threads = max(sizes) if sizes else (int(config_block[-1]) if config_block else ROW_THREADS)
     if threads > 1024:
         raise ScheduleError(f"GPU mapping: {threads} threads per block; CUDA allows at most 1024")
-    names: list[str] = []
-    root.get_domain().foreach_set(lambda st: names.append(st.get_tuple_name()))
-    k = KernelMapping(index, tuple(sorted(names)), root.get_schedule_depth(), tile=(threads,),
+    k = KernelMapping(index, statements_of(root), root.get_schedule_depth(), tile=(threads,),
                       n_block=n, block_depth=band.get_schedule_depth(), user=True,
                       reason="mapped by the schedule: phases of a block")
     k.steps, k.grid = member_strides_extents(band, n)
-    k.rows = tuple(p.kind if not p.reduction else f"reduce {p.reduction}" for p in found)
-    k.barriers = tuple(f"before {', '.join(found[i].statements)}: {why}" for i, why in placed)
+    describe(k, found, placed)
     blocks_mupa = band.band_get_partial_schedule()
     fill_selectors(k, program, blocks_mupa, None, k.steps)
     widest = None
     for i, (tband, _) in sorted(bands.items()):
-        step, (ext,) = member_strides_extents(tband, 1)
+        step, _ = member_strides_extents(tband, 1)
+        ext = thread_selectors(k, program, blocks_mupa, tband, step, found[i].statements)
         widest = ext if widest is None else widest.max(ext)
-        sub = replace(k, statements=found[i].statements, selectors={})
-        fill_selectors(sub, program, blocks_mupa, tband.band_get_partial_schedule(), k.steps,
-                       step)
-        for name in found[i].statements:
-            k.selectors[name].update(
-                {a: v for a, v in sub.selectors[name].items() if a.startswith("thread")})
-    widest = widest if widest is not None else const_like(k.grid[0], 1)
-    k.block = [widest.min(const_like(widest, threads)).coalesce()]
-    # barriers and block reductions, at the top of each child
+    k.block = block_size(k, widest, threads)
     top = root.get_tree_depth()
-    before = [i for i, _ in placed]
     for i, p in enumerate(found):
-        node = seq.child(i).child(0)
-        if p.kind == "reduce":
-            node = node.insert_mark(M.BlockReduce(p.reduction).id())
-        if i in before:
-            node = node.insert_mark(M.Barrier(index, before.index(i)).id())
-        seq = node.parent().parent()
+        seq = mark_phase(seq.child(i).child(0), p, i, placed, index).parent().parent()
     node = seq
     while node.get_tree_depth() > top:
         node = node.parent()

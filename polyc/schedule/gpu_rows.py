@@ -82,7 +82,7 @@ from .legality import dependence_tensor, describe_instance_pair
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
-from .tree import walk
+from .tree import statements_of, walk
 
 log = logging.getLogger(__name__)
 
@@ -106,12 +106,6 @@ class Phase:
     kind: str
     reduction: str = ""
     member: dict | None = None
-
-
-def _statements(node: isl.ScheduleNode) -> tuple[str, ...]:
-    names: list[str] = []
-    node.get_domain().foreach_set(lambda s: names.append(s.get_tuple_name()))
-    return tuple(sorted(names))
 
 
 def _child_band(filt: isl.ScheduleNode) -> isl.ScheduleNode | None:
@@ -294,7 +288,7 @@ def _phases(seq: isl.ScheduleNode, program: Program) -> list[Phase] | None:
     for i in range(seq.n_children()):
         filt = seq.child(i)
         band = _child_band(filt)
-        names = _statements(filt.child(0))
+        names = statements_of(filt.child(0))
         if band is None:
             out.append(Phase(names, "thread0"))
             continue
@@ -352,11 +346,10 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
     threads = int(block[-1]) if block else ROW_THREADS
     n = band.band_n_member()
     depth = band.get_schedule_depth()
-    k = KernelMapping(index, _statements(band), depth, tile=(threads,), n_block=n,
+    k = KernelMapping(index, statements_of(band), depth, tile=(threads,), n_block=n,
                       block_depth=depth, thread_depth=depth + n,
                       reason="one block per row")
-    k.rows = tuple(p.kind if not p.reduction else f"reduce {p.reduction}" for p in phases)
-    k.barriers = tuple(f"before {', '.join(phases[i].statements)}: {why}" for i, why in placed)
+    describe(k, phases, placed)
     k.steps, k.thread_steps = (1,) * n, (1,)
     grid = member_extents(band, n)
     for j in range(n - 1):          # gridDim.y and .z (the loops stride over the grid)
@@ -365,7 +358,6 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
     rows_mupa = band.band_get_partial_schedule()
     fill_selectors(k, program, rows_mupa, None, k.steps)
     # mark the children: barriers, block reductions, the member on threadIdx.x
-    before = {i for i, _ in placed}
     seq = band.child(0)
     widest = None
     for i, p in enumerate(phases):
@@ -373,26 +365,14 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
         if p.kind != "thread0":
             j = _thread_member(node, program, coincident_only=p.kind == "threads")
             mapped = _mapped_member(node, j)
-            ext = member_extents(mapped, 1)[0]
+            ext = thread_selectors(k, program, rows_mupa, mapped, (1,), p.statements)
             widest = ext if widest is None else widest.max(ext)
-            sub = replace(k, statements=p.statements, selectors={})
-            fill_selectors(sub, program, rows_mupa, mapped.band_get_partial_schedule(),
-                           k.steps, (1,))
-            for name in p.statements:
-                k.selectors[name].update(
-                    {a: v for a, v in sub.selectors[name].items() if a.startswith("thread")})
             node = mapped.insert_mark(M.Threads(mapped.get_schedule_depth(), 1).id())
             while node.parent().get_type() != _T.filter:
                 node = node.parent()
-            if p.kind == "reduce":
-                node = node.insert_mark(M.BlockReduce(p.reduction).id())
-        if i in before:
-            node = node.insert_mark(M.Barrier(index, sorted(before).index(i)).id())
-        seq = node.parent().parent()
+        seq = mark_phase(node, p, i, placed, index).parent().parent()
         assert seq.get_type() == _T.sequence
-    if widest is None:
-        widest = const_like(k.grid[0], 1)
-    k.block = [widest.min(const_like(widest, threads)).coalesce()]
+    k.block = block_size(k, widest, threads)
     band = seq.parent()
     band = band.insert_mark(M.Blocks(depth, n).id())
     return band.insert_mark(M.Kernel(index).id()), k
@@ -403,6 +383,47 @@ def _skip_marks(node: isl.ScheduleNode) -> isl.ScheduleNode:
     GPU one (the schedule language's ``loops:`` names)."""
     while node.get_type() == _T.mark and M.of(node) is None:
         node = node.child(0)
+    return node
+
+
+def describe(k: KernelMapping, phases: list[Phase], placed: list[tuple[int, str]]) -> None:
+    """``k.rows`` and ``k.barriers``: each phase's kind, each barrier's
+    place and dependence."""
+    k.rows = tuple(p.kind if not p.reduction else f"reduce {p.reduction}" for p in phases)
+    k.barriers = tuple(f"before {', '.join(phases[i].statements)}: {why}" for i, why in placed)
+
+
+def thread_selectors(k: KernelMapping, program: Program, blocks: isl.MultiUnionPwAff,
+                     band: isl.ScheduleNode, step: tuple[int, ...],
+                     statements: tuple[str, ...]) -> isl.PwAff:
+    """Add to ``k.selectors`` of ``statements`` the thread selector of the
+    one-member ``band`` on ``threadIdx.x`` (values stepping by ``step``);
+    returns the band's extent."""
+    sub = replace(k, statements=statements, selectors={})
+    fill_selectors(sub, program, blocks, band.band_get_partial_schedule(), k.steps, step)
+    for name in statements:
+        k.selectors[name].update(
+            {a: v for a, v in sub.selectors[name].items() if a.startswith("thread")})
+    return member_extents(band, 1)[0]
+
+
+def block_size(k: KernelMapping, widest: isl.PwAff | None, threads: int) -> list:
+    """The launch's threads per block: ``threads``, at most the widest loop
+    on the threads (one thread when no phase has one)."""
+    widest = widest if widest is not None else const_like(k.grid[0], 1)
+    return [widest.min(const_like(widest, threads)).coalesce()]
+
+
+def mark_phase(node: isl.ScheduleNode, phase: Phase, i: int, placed: list[tuple[int, str]],
+               kernel: int) -> isl.ScheduleNode:
+    """At the top of child ``i`` of the sequence (``node``, below its
+    filter): the block reduction's mark, then the barrier's when one
+    precedes the child; returns the node at ``node``'s position."""
+    if phase.kind == "reduce":
+        node = node.insert_mark(M.BlockReduce(phase.reduction).id())
+    before = [c for c, _ in placed]
+    if i in before:
+        node = node.insert_mark(M.Barrier(kernel, before.index(i)).id())
     return node
 
 
@@ -418,7 +439,7 @@ def read_phases(seq: isl.ScheduleNode, program: Program,
     phases, before = [], []
     for i in range(seq.n_children()):
         node = _skip_marks(seq.child(i).child(0))
-        names = _statements(node)
+        names = statements_of(node)
         red = ""
         if isinstance(M.of(node), M.Barrier):
             before.append(i)
@@ -438,9 +459,9 @@ def read_phases(seq: isl.ScheduleNode, program: Program,
             raise ValueError(f"child {i} of the kernel maps no single loop to threads; map "
                              "one loop of each phase (a kernel with several phases puts "
                              "threadIdx.x on one loop of each)")
-        if _statements(mapped) != names:
+        if statements_of(mapped) != names:
             raise ValueError(f"child {i} of the kernel runs statements "
-                             f"{', '.join(sorted(set(names) - set(_statements(mapped))))} beside "
+                             f"{', '.join(sorted(set(names) - set(statements_of(mapped))))} beside "
                              "its loop on the threads; distribute them into phases of their own")
         phases.append(Phase(names, "reduce" if red else "threads", red, _member_maps(mapped)))
     return phases, before
