@@ -86,10 +86,9 @@ def _row_reference(name: str, args):
     import torch
     x = torch.from_numpy(args[0]).cuda()
     if name.startswith("softmax"):
-        return lambda: (torch.softmax(x, -1), torch.cuda.synchronize())
+        return lambda: torch.softmax(x, -1)
     g, b = (torch.from_numpy(a).cuda() for a in args[1:3])
-    return lambda: (torch.nn.functional.layer_norm(x, x.shape[-1:], g, b),
-                    torch.cuda.synchronize())
+    return lambda: torch.nn.functional.layer_norm(x, x.shape[-1:], g, b)
 
 
 def _has_gpu() -> bool:
@@ -125,6 +124,25 @@ def _median(fn, repeat: int = 5) -> float:
     return float(np.median(times))
 
 
+def _events(fn, repeat: int = 20) -> float:
+    """Median seconds of ``fn()`` (work queued on torch's current stream, or
+    CuPy's default stream, which synchronises with it) timed with CUDA
+    events, after 3 warm-up runs: the way :meth:`CudaKernel.time` times
+    polyc's launches."""
+    import torch
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return float(np.median(times))
+
+
 def compile_figures() -> list[dict]:
     """Mapping + emulator build and nvcc per workload (no GPU needed)."""
     import polyc
@@ -154,65 +172,74 @@ def device_figures() -> list[dict]:
     (host arrays copied in and out: device arrays are not taken yet),
     polyc's C kernel on this machine's CPU, and for the GEMMs torch
     (cuBLAS) and CuPy on device arrays, synchronised, with TFLOP/s."""
-    import polyc
-    from polyc.config import Config
     from polyc.frontend import tc
     rows = []
     for name, src, sizes in WORKLOADS:
-        sizes = sizes or tc.sizes_header(src)
-        gpu = polyc.compile(src, config=Config.from_env(target="cuda"))
-        cpu = polyc.compile(src, config=Config.from_env())
-        args = _inputs(gpu.program, sizes)
-        row = {"workload": name, "polyc_cuda_s": gpu.time(*args),
-               "polyc_cuda_call_s": _median(lambda: gpu(*args)),
-               "polyc_c_s": _median(lambda: cpu(*args), repeat=1 if "gemm" in name else 5)}
         try:
-            import torch
-            if all(str(a.dtype) != "bfloat16" for a in args if isinstance(a, np.ndarray)):
-                dev = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a
-                       for a in args]
-                row["polyc_cuda_tensors_s"] = _median(lambda: gpu(*dev))
+            rows.append(_device_row(name, src, sizes or tc.sizes_header(src)))
+        except Exception as e:          # noqa: BLE001 -- reported in the table, exit 1
+            rows.append({"workload": name, "error": f"{type(e).__name__}: {e}"[:2000]})
+        print(f"timed {json.dumps(rows[-1], default=float)}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _device_row(name: str, src: str, sizes: dict) -> dict:
+    """One row of :func:`device_figures`."""
+    import polyc
+    from polyc.config import Config
+    gpu = polyc.compile(src, config=Config.from_env(target="cuda"))
+    cpu = polyc.compile(src, config=Config.from_env())    # on the device machine's CPU
+    args = _inputs(gpu.program, sizes)
+    row = {"workload": name, "polyc_cuda_s": gpu.time(*args),
+           "polyc_cuda_call_s": _median(lambda: gpu(*args)),
+           "polyc_c_s": None if "fp32" not in name and "gemm" in name
+           else _median(lambda: cpu(*args), repeat=1 if "gemm" in name else 5)}
+    try:
+        import torch
+        if all(str(a.dtype) != "bfloat16" for a in args if isinstance(a, np.ndarray)):
+            dev = [torch.from_numpy(a).cuda() if isinstance(a, np.ndarray) else a
+                   for a in args]
+            row["polyc_cuda_tensors_s"] = _events(lambda: gpu(*dev))
+    except ImportError:
+        pass
+    if " rows " in name:
+        # compulsory traffic: every argument read once, every output written once
+        arrays = [x for x in args if isinstance(x, np.ndarray)]
+        outs = gpu(*args)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        moved = sum(a.nbytes for a in arrays) + sum(o.nbytes for o in outs)
+        row["gb_per_s"] = moved / row["polyc_cuda_s"] / 1e9
+        try:
+            row["hbm_fraction"] = moved / row["polyc_cuda_s"] / copy_bandwidth()
+        except Exception as e:          # noqa: BLE001 -- a figure, not a failure
+            row["hbm_fraction_error"] = str(e)
+        try:
+            row["torch_s"] = _events(_row_reference(name, arrays))
         except ImportError:
             pass
-        if " rows " in name:
-            # compulsory traffic: every argument read once, every output written once
-            arrays = [x for x in args if isinstance(x, np.ndarray)]
-            outs = gpu(*args)
-            outs = outs if isinstance(outs, tuple) else (outs,)
-            moved = sum(a.nbytes for a in arrays) + sum(o.nbytes for o in outs)
-            row["gb_per_s"] = moved / row["polyc_cuda_s"] / 1e9
-            try:
-                row["hbm_fraction"] = moved / row["polyc_cuda_s"] / copy_bandwidth()
-            except Exception as e:          # noqa: BLE001 -- a figure, not a failure
-                row["hbm_fraction_error"] = str(e)
-            try:
-                row["torch_s"] = _median(_row_reference(name, arrays))
-            except ImportError:
-                pass
-        if name.startswith("gemm"):
-            flops = 2.0 * sizes.get("B", 1) * sizes["M"] * sizes["N"] * sizes["K"]
-            row["polyc_tflops"] = flops / row["polyc_cuda_s"] / 1e12
-            row["tensor_cores"] = any(k.intrinsic for k in gpu.kernels)
-            a, b = (x for x in args if isinstance(x, np.ndarray))
-            try:
-                import torch
-                half = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(str(a.dtype))
-                ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda() for x in (a, b))
-                if half is not None:
-                    ta, tb = ta.to(half), tb.to(half)
-                row["torch_s"] = _median(lambda: (ta @ tb, torch.cuda.synchronize()))
-                row["torch_tflops"] = flops / row["torch_s"] / 1e12
-            except ImportError:
-                pass
-            try:
-                import cupy
-                if str(a.dtype) != "bfloat16":
-                    ca, cb = cupy.asarray(a), cupy.asarray(b)
-                    row["cupy_s"] = _median(lambda: (ca @ cb, cupy.cuda.Device().synchronize()))
-            except ImportError:
-                pass
-        rows.append(row)
-    return rows
+    if name.startswith("gemm"):
+        flops = 2.0 * sizes.get("B", 1) * sizes["M"] * sizes["N"] * sizes["K"]
+        row["polyc_tflops"] = flops / row["polyc_cuda_s"] / 1e12
+        row["tensor_cores"] = any(k.intrinsic for k in gpu.kernels)
+        a, b = (x for x in args if isinstance(x, np.ndarray))
+        try:
+            import torch
+            half = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(str(a.dtype))
+            ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda() for x in (a, b))
+            if half is not None:
+                ta, tb = ta.to(half), tb.to(half)
+            row["torch_s"] = _events(lambda: ta @ tb)
+            row["torch_tflops"] = flops / row["torch_s"] / 1e12
+        except ImportError:
+            pass
+        try:
+            import cupy
+            if str(a.dtype) != "bfloat16":
+                ca, cb = cupy.asarray(a), cupy.asarray(b)
+                row["cupy_s"] = _events(lambda: ca @ cb)
+        except ImportError:
+            pass
+    return row
 
 
 def main(argv=None) -> int:
@@ -220,7 +247,14 @@ def main(argv=None) -> int:
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--skip-tests", action="store_true")
+    ap.add_argument("--device-only", action="store_true",
+                    help="skip the compile figures (map, emulator, nvcc) measured here")
+    ap.add_argument("--from-json", metavar="FILE",
+                    help="print the table of a report written earlier with --json")
     args = ap.parse_args(argv)
+    if args.from_json:
+        print_table(json.loads(Path(args.from_json).read_text()))
+        return 0
     report: dict = {"pycuda": install_pycuda(), "gpu": _has_gpu()}
     status = 0
     if report["gpu"] and not args.skip_tests:
@@ -240,11 +274,19 @@ def main(argv=None) -> int:
                 status = status or (rc != 0)
             except FileNotFoundError:
                 report[f"sanitizer_{tool}"] = "compute-sanitizer not found"
-    report["compile"] = compile_figures()
+    report["compile"] = [] if args.device_only else compile_figures()
     report["device"] = device_figures() if report["gpu"] else "pending: no GPU on this machine"
+    if not isinstance(report["device"], str):
+        status = status or any("error" in r for r in report["device"])
     if args.json:
         print(json.dumps(report, indent=2, default=float))
-        return status
+    else:
+        print_table(report)
+    return int(status)
+
+
+def print_table(report: dict) -> None:
+    """The markdown tables of a report (compile figures, device timings)."""
     print(f"pycuda: {report['pycuda']}; GPU: {report['gpu']}")
     print("\n| workload | kernels | map + emulator s | nvcc s | max registers |")
     print("|---|---|---|---|---|")
@@ -267,9 +309,10 @@ def main(argv=None) -> int:
             if "gb_per_s" in r:
                 rate = (f"{r['gb_per_s']:.0f} GB/s, "
                         f"{r.get('hbm_fraction', float('nan')):.0%} of copy bandwidth")
+            if "error" in r:
+                rate = "error: " + r["error"].splitlines()[0][:160]
             print(f"| {r['workload']} | " + " | ".join(
                 "-" if v is None else f"{v * 1e3:.3f}" for v in cells) + f" | {rate} |")
-    return status
 
 
 if __name__ == "__main__":
