@@ -32,11 +32,49 @@ Errors: :class:`~polyc.errors.BindingError`, :class:`~polyc.errors.DTypeError`,
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
 
-from .errors import BindingError, DTypeError, ShapeError
+from .errors import BindingError, DeviceError, DTypeError, ShapeError
+
+#: (driver module, device 0's primary context): the context torch and CuPy
+#: use, retained once per driver
+_PRIMARY: tuple = (None, None)
+
+
+@contextlib.contextmanager
+def on_device(drv):
+    """Make device 0's primary context current for the block, then pop it
+    again, so that no context is left on the stack (pycuda aborts a process
+    that exits with one pushed).  Raises :class:`~polyc.errors.DeviceError`
+    when CUDA has no device."""
+    global _PRIMARY
+    if _PRIMARY[0] is not drv:
+        try:
+            drv.init()
+            if drv.Device.count() == 0:
+                raise DeviceError("no CUDA device is present; Config(emulate=True) runs "
+                                  "target='cuda' kernels on the CPU")
+            _PRIMARY = (drv, drv.Device(0).retain_primary_context())
+        except drv.Error as e:
+            raise DeviceError(f"CUDA could not open device 0: {e}") from None
+    _PRIMARY[1].push()
+    try:
+        yield _PRIMARY[1]
+    finally:
+        drv.Context.pop()
+
+
+def host_view(a: np.ndarray) -> np.ndarray:
+    """``a`` (C-contiguous) as a type the buffer protocol knows: a dtype
+    without a buffer format (ml_dtypes' bfloat16) is viewed as the unsigned
+    integer of its size, the bits being what the device reads."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.kind == "V" or a.dtype.char not in np.typecodes["All"]:
+        return a.view(np.dtype(f"u{a.dtype.itemsize}"))
+    return a
 
 
 def interface(obj) -> dict | None:
@@ -65,9 +103,10 @@ class DeviceArray:
         self.dtype = np.dtype(dtype)
         self.nbytes = math.prod(self.shape) * self.dtype.itemsize
         self._drv = drv
-        self.allocation = drv.mem_alloc(max(self.nbytes, 1))
-        if zero and self.nbytes:
-            drv.memset_d8(self.allocation, 0, self.nbytes)
+        with on_device(drv):
+            self.allocation = drv.mem_alloc(max(self.nbytes, 1))
+            if zero and self.nbytes:
+                drv.memset_d8(self.allocation, 0, self.nbytes)
 
     @property
     def ptr(self) -> int:
@@ -81,7 +120,8 @@ class DeviceArray:
     def get(self) -> np.ndarray:
         host = np.empty(self.shape, self.dtype)
         if self.nbytes:
-            self._drv.memcpy_dtoh(host, self.allocation)
+            with on_device(self._drv):
+                self._drv.memcpy_dtoh(host_view(host), self.allocation)
         return host
 
     def __repr__(self) -> str:

@@ -96,6 +96,16 @@ def _pycuda():
     return drv
 
 
+def _attributes(fn) -> str:
+    """What the driver says of a loaded function (for a launch error)."""
+    try:
+        return (f"the loaded function has {fn.num_regs} registers per thread, "
+                f"{fn.shared_size_bytes} B static shared memory, {fn.local_size_bytes} B "
+                f"local memory, and takes at most {fn.max_threads_per_block} threads per block")
+    except Exception as e:          # noqa: BLE001 -- a diagnostic only
+        return f"its attributes could not be read ({e})"
+
+
 class CudaKernel:
     """A compiled ``target="cuda"`` kernel (see the module docstring).
     Attributes: ``program``, ``cuda_source``, ``cubin`` (bytes),
@@ -115,7 +125,6 @@ class CudaKernel:
         exec(compile(host_source(cuda), "<polyc host>", "exec"), namespace)  # noqa: S102
         self._host = namespace["host"]
         self._module = None
-        self._context = None
 
     @property
     def name(self) -> str:
@@ -162,16 +171,12 @@ class CudaKernel:
         return with_mapping(out, self._lowered, emulated=False, resources=res)
 
     def _load(self):
+        """The loaded module (call with the primary context current:
+        :func:`polyc.gpu_arrays.on_device`)."""
         if self._module is not None:
             return self._module
         drv = _pycuda()
         try:
-            drv.init()
-            if drv.Device.count() == 0:
-                raise DeviceError("no CUDA device is present; Config(emulate=True) runs "
-                                  "target='cuda' kernels on the CPU")
-            self._context = drv.Device(0).retain_primary_context()
-            self._context.push()
             self._module = drv.module_from_buffer(self._built.cubin)
         except drv.Error as e:
             raise DeviceError(f"CUDA could not load kernel {self.name}: {e}") from None
@@ -181,14 +186,19 @@ class CudaKernel:
         """``launch(function, grid, block, host values)`` for the host loop
         nest: sizes as int64, grids clamped to CUDA's limits."""
         ints = [np.int64(v) for v in pvals]
+        drv = _pycuda()
 
         def launch(k, grid, block, hosts):
             if min(grid) <= 0 or min(block) <= 0:
                 return
             grid = tuple(int(min(g, m)) for g, m in zip(grid, MAX_GRID))
             fn = module.get_function(k)
-            fn(*ints, *[np.int64(h) for h in hosts], *device,
-               grid=grid, block=tuple(int(b) for b in block))
+            block = tuple(int(b) for b in block)
+            try:
+                fn(*ints, *[np.int64(h) for h in hosts], *device, grid=grid, block=block)
+            except drv.Error as e:
+                raise DeviceError(f"CUDA kernel {self.name} ({k}) failed to launch with grid "
+                                  f"{grid} and block {block}: {e}; {_attributes(fn)}") from None
         return launch
 
     def time(self, *args, repeat: int = 10) -> float:
@@ -197,10 +207,14 @@ class CudaKernel:
         events around the host loop nest, the arguments copied to the
         device once beforehand (copies excluded; the outputs are not copied
         back).  Raises what a call raises."""
-        module = self._load()
         drv = _pycuda()
+        with gpu_arrays.on_device(drv):
+            return self._time(drv, args, repeat)
+
+    def _time(self, drv, args, repeat: int) -> float:
+        module = self._load()
         pvals, buffers, _, _ = self.binder.bind(args, None)
-        device = [drv.to_device(np.ascontiguousarray(b)) for b in buffers]
+        device = [drv.to_device(gpu_arrays.host_view(b)) for b in buffers]
         launch = self._launcher(module, pvals, device)
         times = []
         try:
@@ -223,28 +237,35 @@ class CudaKernel:
         if any(gpu_arrays.is_device(a) for a in args) or (
                 out is not None and all(gpu_arrays.is_device(o) for o in (
                     out if isinstance(out, (tuple, list)) else (out,)))):
-            return self._call_on_device(args, out)
-        module = self._load()
-        drv = _pycuda()
+            with gpu_arrays.on_device(_pycuda()):
+                return self._call_on_device(args, out)
         pvals, buffers, results, copies = self.binder.bind(args, out)
         if self.binder.all_empty(pvals):
             return self._results(results, copies)
+        drv = _pycuda()
+        with gpu_arrays.on_device(drv):
+            self._run_on_copies(drv, pvals, buffers)
+        return self._results(results, copies)
+
+    def _run_on_copies(self, drv, pvals, buffers) -> None:
+        """Copy ``buffers`` in, run the host loop nest, copy the written
+        tensors back into ``buffers``."""
+        module = self._load()
         inputs = {t.name for t in self.program.tensors if t.role == "input"}
         names = list(self.cuda.tensors)
-        device = [drv.to_device(np.ascontiguousarray(b)) for b in buffers]
+        device = [drv.to_device(gpu_arrays.host_view(b)) for b in buffers]
         launch = self._launcher(module, pvals, device)
         try:
             self._host(launch, *pvals)
             drv.Context.synchronize()
             for name, buf, dev in zip(names, buffers, device):
                 if name not in inputs:
-                    drv.memcpy_dtoh(buf, dev)
+                    drv.memcpy_dtoh(gpu_arrays.host_view(buf), dev)
         except drv.Error as e:
             raise DeviceError(f"CUDA kernel {self.name} failed: {e}") from None
         finally:
             for dev in device:
                 dev.free()
-        return self._results(results, copies)
 
     def _call_on_device(self, args, out):
         """A call on device arrays, without copies (:mod:`polyc.gpu_arrays`)."""

@@ -292,14 +292,15 @@ class _Emitter:
         ext = pw_aff_to_expr(self.program.tensor(tensor).shape[d], self.program.context)
         return self.loop_printer.index(E.map_expr(ext, as_param))
 
-    def reduction_loop(self, n: L.For) -> c.Generable | None:
+    def reduction_loop(self, n: L.For, vectorize: bool = True) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
         accumulator in a local variable (``omp simd reduction``; for a
         floating-point max/min, with an exact sequential rerun on NaN);
         ``None`` when the loop body does not have that shape.  The
         accumulator has the type the reduction combines in
         (:func:`accumulator_type`), converted to the output's once, at the
-        store."""
+        store.  ``vectorize=False``: the loop stays sequential, in its order
+        (a GPU thread's loop): only the accumulator moves to a register."""
         body = _only_instance(n)
         if body is None:
             return None
@@ -343,7 +344,7 @@ class _Emitter:
                           c.Statement(f"{acc} = {convert(lhs, dtype, acc_t)}"), loop]))]
         else:
             vector = [c.Pragma(f"omp simd reduction({s.op}:{acc})"), loop]
-        body_ = [init, *self._by_trip(n, vector, [loop])]
+        body_ = [init, *(self._by_trip(n, vector, [loop]) if vectorize else [loop])]
         block = self._iterators(outer) + inits
         block += [c.Comment(f"{check_identifier(s.name)}: reduction with a register "
                             "accumulator"),

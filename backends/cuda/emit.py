@@ -51,7 +51,7 @@ from ..c.cexpr import (
     param_name,
     tensor_name,
 )
-from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
+from ..c.emit import PRELUDE, _Emitter, _only_instance, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
 from .blockreduce import block_reduce, grid_reduction, identity
@@ -296,6 +296,9 @@ class KernelBody(_Emitter):
             n = replace(n, parallel=False, simd=False, reduction=False, collapse=1)
             if n.mapped:
                 return self.mapped_for(n)
+            acc = self.register_accumulator(n)
+            if acc is not None:
+                return acc
         if isinstance(n, L.StmtInstance):
             st = (self.accumulate(n) if n.statement == self.reduction
                   else self.statement(n))
@@ -307,6 +310,24 @@ class KernelBody(_Emitter):
         if isinstance(n, L.Launch):
             raise AssertionError("a launch inside a GPU kernel")
         return super().node(n)
+
+    def register_accumulator(self, n: L.For) -> c.Generable | None:
+        """A thread's sequential loop whose whole body is one instance of an
+        update statement writing one element throughout (a GEMM's k loop
+        below its thread loops): the element is read into a register before
+        the loop, accumulated there in the loop's order, and stored once
+        after it, instead of a load and a store per iteration.  The sum is
+        the same, term by term (the accumulator has the output's type: half
+        outputs keep their own path); ``None`` when the loop has another
+        shape, runs the kernel's grid or block reduction, or is guarded to
+        one thread of an axis."""
+        body = _only_instance(n)
+        if body is None or body.statement == self.reduction or self.axes - self.covered:
+            return None
+        st = self.stmts[body.statement]
+        if st.kind != "update" or self.dtypes[st.tensor] not in ("float32", "float64"):
+            return None
+        return self.reduction_loop(n, vectorize=False)
 
     def local(self, n: L.Local) -> c.Block:
         """A buffer in shared memory (:mod:`polyc.schedule.gpu_promotion`):

@@ -36,8 +36,14 @@ def test_tc_examples_on_the_device(name):
         got = k(*[inputs[n] if n in inputs else sizes[n] for n in program.signature])
         got = got if isinstance(got, tuple) else (got,)
         want = reference.evaluate(program, inputs, sizes)
+        # nvcc contracts a * b + c into one FMA, which rounds a * b once less
+        # than numpy: where a result cancels (group_norm's E[x^2] - E[x]^2 is 0
+        # for one element) the error is on the scale of the products, not of
+        # the result
+        scale = max([1.0] + [float(np.max(np.abs(x))) ** 2 for x in inputs.values()
+                             if isinstance(x, np.ndarray) and x.size and x.dtype.kind == "f"])
         for t, g in zip(program.outputs, got):
-            assert_close(g, want[t.name], dtype=t.dtype,
+            assert_close(g, want[t.name], dtype=t.dtype, magnitude=scale,
                          reduction_length=reduction_length(program, sizes), name=t.name)
 
 
@@ -50,9 +56,13 @@ def test_polybench_on_the_device(name):
     want = tuple(a.copy() if isinstance(a, np.ndarray) else a for a in args)
     bench.kernel.with_config(device())(*got)
     bench.kernel.with_config(Config.from_env())(*want)
-    for i in bench.outputs:
-        scale = max(float(np.max(np.abs(want[i]))), 1e-300)
-        assert float(np.max(np.abs(got[i] - want[i]))) / scale <= 1e-9, name
+    # the comparable part of each output (gramschmidt's input is rank
+    # deficient: columns past the rank are rounding noise, NaN or not)
+    outs = zip(bench.comparable(sizes, [got[i] for i in bench.outputs]),
+               bench.comparable(sizes, [want[i] for i in bench.outputs]))
+    for g, w in outs:
+        scale = max(float(np.max(np.abs(w))), 1e-300)
+        assert float(np.max(np.abs(g - w))) / scale <= 1e-9, name
 
 
 def test_reduction_on_the_device():
@@ -72,7 +82,7 @@ def test_tensor_core_gemm_on_the_device(t):
     src = (f"def bmm({t}(B,M,K) A, {t}(B,N,K) W) -> (C) "
            "{ C(b,m,n) +=! 0.5 * A(b,m,k) * W(b,n,k) }")
     gpu, cpu = polyc.compile(src, config=device()), polyc.compile(src)
-    assert gpu.kernels[0].intrinsic
+    assert gpu.kernels[0].intrinsic, gpu.explain()
     rng = np.random.default_rng(0)
     for b, m, n, k in [(2, 256, 384, 512), (3, 130, 257, 70), (1, 1, 1, 1)]:
         a = rng.standard_normal((b, m, k)).astype(dt)

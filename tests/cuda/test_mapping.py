@@ -243,6 +243,7 @@ class _FakeDriver:
     def __init__(self):
         self.launches = []
         self.freed = 0
+        self.context_depth = 0          # pushes minus pops: 0 between calls
         drv = self
 
         class Alloc:
@@ -265,7 +266,12 @@ class _FakeDriver:
 
         class Context:
             def push(self):
-                pass
+                drv.context_depth += 1
+
+            @staticmethod
+            def pop():
+                assert drv.context_depth > 0, "popped a context that was never pushed"
+                drv.context_depth -= 1
 
             @staticmethod
             def synchronize():
@@ -336,6 +342,7 @@ def test_device_launches_through_pycuda(monkeypatch):
     assert isinstance(args[0], np.int64) and int(args[0]) == 10 ** 6
     assert grid == (1024, 1, 1) and block == (256, 1, 1)       # the reduction's cap
     assert fake.freed == 2
+    assert fake.context_depth == 0      # a process exiting with one pushed aborts in pycuda
     # a host loop: its iterator is passed after the sizes, each step launches both sweeps
     fake.launches.clear()
     bench = BENCHMARKS["jacobi-1d"]
