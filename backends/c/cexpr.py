@@ -164,6 +164,17 @@ _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": 
 _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid")
 
 
+def _log2(e: E.Expr) -> int | None:
+    """k where ``e`` is the integer constant 2**k (k >= 1), else ``None``."""
+    if isinstance(e, E.Const) and not isinstance(e.value, bool):
+        v = e.value
+        if (isinstance(v, int) or (isinstance(v, float) and v.is_integer())) and v >= 2:
+            v = int(v)
+            if v & (v - 1) == 0:
+                return v.bit_length() - 1
+    return None
+
+
 class CExprPrinter:
     """Prints expressions of one statement.  ``iter_name`` maps an
     :class:`~polyc.expr.Index` name to its C variable; ``access`` prints a
@@ -176,6 +187,12 @@ class CExprPrinter:
         self.iter_name = iter_name
         self.access = access
         self.tensor_dtype = tensor_dtype
+        #: print floor division and remainder by a constant power of two as
+        #: an arithmetic shift and a mask, which are exact for int64_t in two's
+        #: complement (gcc, clang and nvcc shift signed values arithmetically):
+        #: a GPU has no 64-bit divider, and nvcc left a shared buffer's
+        #: ``polyc_mod(k, 32)`` as a dozen instructions per access
+        self.shifts = False
 
     # -- index expressions: int64_t arithmetic --------------------------------
     def index(self, e: E.Expr) -> str:
@@ -195,6 +212,10 @@ class CExprPrinter:
             return f"({e.op}{self.index(e.operand)})"
         if isinstance(e, E.Binary):
             a, b = self.index(e.lhs), self.index(e.rhs)
+            shift = _log2(e.rhs) if self.shifts and e.op in "/%" else None
+            if shift is not None:
+                return (f"({a} >> {shift})" if e.op == "/"
+                        else f"({a} & {int_literal((1 << shift) - 1)})")
             if e.op == "/":
                 return f"polyc_floord({a}, {b})"
             if e.op == "%":

@@ -150,6 +150,7 @@ class KernelBody(_Emitter):
 
     def __init__(self, program: Program, kernel: Mapping):
         super().__init__(program)
+        self.loop_printer.shifts = True
         self.axes = ({f"block.{a}" for a in kernel.block_axes}
                      | {f"thread.{a}" for a in kernel.thread_axes})
         self.covered: set[str] = set()
@@ -310,6 +311,11 @@ class KernelBody(_Emitter):
         if isinstance(n, L.Launch):
             raise AssertionError("a launch inside a GPU kernel")
         return super().node(n)
+
+    def _printer(self):
+        pr = super()._printer()
+        pr.shifts = True            # no 64-bit divider: see CExprPrinter.shifts
+        return pr
 
     def register_accumulator(self, n: L.For) -> c.Generable | None:
         """A thread's sequential loop whose whole body is one instance of an
