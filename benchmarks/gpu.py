@@ -304,7 +304,8 @@ def print_table(report: dict) -> None:
                                         "polyc_cuda_tensors_s", "polyc_c_s", "torch_s",
                                         "cupy_s")]
             rate = (f"{r['polyc_tflops']:.1f} / {r.get('torch_tflops', float('nan')):.1f}"
-                    + (" (tensor cores)" if r.get("tensor_cores") else "")
+                    + ((" (tensor cores)" if "fp32" not in r["workload"] else " (SIMT GEMM)")
+                       if r.get("tensor_cores") else "")
                     if "polyc_tflops" in r else "-")
             if "gb_per_s" in r:
                 rate = (f"{r['gb_per_s']:.0f} GB/s, "

@@ -166,6 +166,10 @@ class Config:
         "with target='cuda': run contractions of float16/bfloat16 operands into a float32 "
         "accumulator on tensor cores (WMMA m16n16k16, backends/cuda/wmma.py; bfloat16 needs "
         "sm_80 or newer); POLYC_GPU_TENSOR_CORES=0 maps them like any other loop nest", True))
+    gpu_simt_gemm: bool = field(default=True, metadata=_opt(
+        "with target='cuda': run float32 contractions on the register-tiled SIMT GEMM "
+        "(8 x 8 elements of C per thread, backends/cuda/wmma.py); POLYC_GPU_SIMT_GEMM=0 maps "
+        "them like any other loop nest (a thread per element of C)", True))
     cuda_arch: str = field(default="sm_90", metadata=_opt(
         "the GPU architecture nvcc compiles for (POLYC_CUDA_ARCH; sm_75 and newer)", True))
 
@@ -243,7 +247,7 @@ class Config:
                              f"polyc compile --fusion smart)")
         for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
                      "emulate", "emulate_reverse", "emulate_checks", "gpu_promote",
-                     "gpu_rows", "gpu_tensor_cores"):
+                     "gpu_rows", "gpu_tensor_cores", "gpu_simt_gemm"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -315,6 +319,8 @@ class Config:
             kw["gpu_rows"] = False
         if _env("POLYC_GPU_TENSOR_CORES") == "0":
             kw["gpu_tensor_cores"] = False
+        if _env("POLYC_GPU_SIMT_GEMM") == "0":
+            kw["gpu_simt_gemm"] = False
         if _env("POLYC_CUDA_ARCH"):
             kw["cuda_arch"] = _env("POLYC_CUDA_ARCH")
         gb = _env("POLYC_GPU_BLOCK")

@@ -69,13 +69,19 @@ class GpuLowered(Lowered):
         return gpu_mapping.describe(list(self.kernels))
 
 
-def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
+def lower_gpu(program: Program, config: Config | None = None,
+              kept_off: frozenset = frozenset()) -> GpuLowered:
     """Steps 1-6.  Raises :class:`~polyc.errors.IllegalScheduleError` when
-    the mapping fails its proof (a polyc bug), with a witness."""
+    the mapping fails its proof (a polyc bug), with a witness.  A GEMM call
+    the mapping cannot give a launch of its own (every thread of a block
+    makes the call: one inside a one-thread kernel, below host loops that
+    carry dependences, would wait at its barriers for threads that do not
+    exist) is lowered again as loops (``kept_off``), and ``explain`` says so."""
     config = config or Config.from_env()
+    source = program
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
-    program, notes = tensor_cores(program, config)                            # 1b
+    program, notes = tensor_cores(program, config, kept_off)                  # 1b
     deps = dependence.compute(program)                                        # 2
     if config.schedule == "identity":                                         # 3
         sched = initial.annotate(initial.identity_schedule(program), deps.all())
@@ -95,6 +101,11 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
         mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block,
                                                    promote=config.gpu_promote,
                                                    deps=deps.all())           # 4
+    calls = {st.name for st in program.statements if st.kind == "intrinsic"}
+    stranded = frozenset(st for k in kernels if not k.intrinsic
+                         for st in k.statements if st in calls)
+    if stranded:
+        return lower_gpu(source, config, kept_off | stranded)
     legality.check(mapped, deps, program, what="the GPU schedule")            # 5
     gpu_verify.verify(mapped, kernels, deps, program)
     view = (program, sched, deps)
@@ -105,7 +116,8 @@ def lower_gpu(program: Program, config: Config | None = None) -> GpuLowered:
                       mapped=mapped, tensorized=notes)
 
 
-def tensor_cores(program: Program, config: Config) -> tuple[Program, dict]:
+def tensor_cores(program: Program, config: Config,
+                 kept_off: frozenset = frozenset()) -> tuple[Program, dict]:
     """``program`` with each contraction of float16/bfloat16 operands into a
     float32 accumulator (a half output's, :mod:`polyc.halfprec`) replaced by
     a call of the tensor-core GEMM (``tensorize_auto.find(...,
@@ -115,12 +127,19 @@ def tensor_cores(program: Program, config: Config) -> tuple[Program, dict]:
     ``Config.gpu_tensor_cores`` off, under ``schedule="identity"`` or on an
     architecture without tensor cores for the operands (the reason is in
     the notes)."""
-    if not config.gpu_tensor_cores or config.schedule == "identity":
+    if not (config.gpu_tensor_cores or config.gpu_simt_gemm) or config.schedule == "identity":
         return program, {}
     matches, notes = tensorize_auto.find(program, parallel=False, tensor_cores=True)
     kept = []
+    on = {"float32": config.gpu_simt_gemm}
     for m in matches:
+        if not on.get(m.operand_dtype, config.gpu_tensor_cores):
+            notes.pop(m.statement, None)        # switched off: mapped as loops, no note
+            continue
         why = tensor_core_support(m.operand_dtype, config.cuda_arch)
+        if m.statement in kept_off:
+            why = ("the mapping could not give the call a launch of its own (its loops "
+                   "carry dependences, so it would run in a one-thread kernel)")
         if why is None:
             m = match_round_store(program, m)
             kept.append(m)

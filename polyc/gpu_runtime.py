@@ -26,12 +26,13 @@ import logging
 import numpy as np
 
 from polyc.backends.base import backend
+from polyc.backends.c.emit import arguments
 from polyc.backends.cuda.emit import CudaSource, launch_name
 
 from . import gpu_arrays
 from . import loopnest as L
 from .binder import Binder, _py
-from .errors import DeviceError, ToolMissingError
+from .errors import DeviceError, PolycError, ToolMissingError
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,17 @@ class CudaKernel:
         self.cuda = cuda
         self.config = config
         self._lowered = lowered
-        self.binder = Binder(program)
+        # the kernels' arguments are the lowered program's tensors: a float32
+        # accumulator that a tensor-core call took over is neither passed nor
+        # allocated (passing it made every WMMA launch fail on a device with
+        # CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES: "too many arguments")
+        used = set(cuda.tensors)
+        self.binder = Binder(program.replace(tensors=tuple(
+            t for t in program.tensors if t.role != "temp" or t.name in used)))
+        bound = [t.name for t in arguments(self.binder.program)]
+        if bound != list(cuda.tensors):
+            raise PolycError(f"internal error: the CUDA kernels of {program.name} take tensors "
+                             f"{list(cuda.tensors)}, the binder passes {bound}")
         threads = {name: s.threads for name, s in cuda.launches.items()}
         self._built = backend("cuda").build(cuda.text, config, threads=threads)
         namespace: dict = {"min": min, "max": max}

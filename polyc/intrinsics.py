@@ -64,11 +64,18 @@ TENSOR_CORE_THREADS = 256
 TENSOR_CORE_TILE = (128, 128, 32)
 #: The oldest CUDA architecture (``sm_XY`` as XY) with WMMA on each operand dtype.
 TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
+#: Operand dtypes of the CUDA backend's SIMT GEMM (register-tiled FMA on the
+#: CUDA cores, 8 x 8 outputs per thread; same launch geometry and calling
+#: convention as the tensor-core GEMM, ``backends/cuda/wmma.py``): float32
+#: operands into a float32 C, on every architecture.
+SIMT_GEMM_DTYPES = ("float32",)
 
 
 def tensor_core_support(operand_dtype: str, arch: str) -> str | None:
     """``None`` when CUDA architecture ``arch`` (``"sm_90"``) has tensor
     cores for ``operand_dtype`` operands, else the reason."""
+    if operand_dtype in SIMT_GEMM_DTYPES:
+        return None
     need = TENSOR_CORE_MIN_ARCH.get(operand_dtype)
     if need is None:
         return f"tensor cores take float16 or bfloat16 operands, not {operand_dtype}"
@@ -180,7 +187,9 @@ class GemmMatch:
             what = ", ".join(parts) or "a scaling of C, in alpha"
             extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
         onto = (f"tensor cores (WMMA m16n16k16, {self.operand_dtype} operands, float32 "
-                "accumulator)" if self.operand_dtype else "gemm")
+                "accumulator)" if self.operand_dtype in TENSOR_CORE_DTYPES
+                else "the SIMT GEMM (float32 FMA, 8 x 8 elements of C per thread)"
+                if self.operand_dtype else "gemm")
         return (f"{self.statement} tensorized onto {onto} ({roles}; C={self.c}, A={self.a}, "
                 f"B={self.b}{extra})")
 
@@ -328,9 +337,9 @@ def match_gemm(program: Program, stmt: Statement, *,
     operand_dtype = ""
     if tensor_cores:
         ab = {program.tensor(t).dtype for t in (rhs.lhs.tensor, rhs.rhs.tensor)}
-        if len(ab) != 1 or next(iter(ab)) not in TENSOR_CORE_DTYPES:
-            return (f"operand dtypes {sorted(ab)} (tensor cores take two "
-                    f"{' or two '.join(TENSOR_CORE_DTYPES)} operands)")
+        if len(ab) != 1 or next(iter(ab)) not in TENSOR_CORE_DTYPES + SIMT_GEMM_DTYPES:
+            return (f"operand dtypes {sorted(ab)} (the GPU GEMMs take two "
+                    f"{' or two '.join(TENSOR_CORE_DTYPES + SIMT_GEMM_DTYPES)} operands)")
         if program.tensor(stmt.tensor).dtype != "float32":
             return (f"the accumulator {stmt.tensor} is {program.tensor(stmt.tensor).dtype} "
                     "(tensor cores accumulate in float32)")

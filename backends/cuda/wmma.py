@@ -58,7 +58,9 @@ THREADS = TENSOR_CORE_THREADS
 #: Rows (m) and columns (n) of C per block tile, and k per shared-memory panel.
 TILE_M, TILE_N, TILE_K = TENSOR_CORE_TILE
 #: Function suffix per operand dtype.
-SUFFIX = {"float16": "f16", "bfloat16": "bf16"}
+SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+#: Rows and columns of C per thread of the float32 SIMT GEMM.
+SIMT_TILE = (8, 8)
 #: The device function, one text for CUDA and for the emulator: the macros
 #: (:data:`CUDA_MACROS`, :data:`EMULATOR_MACROS`) give its fragments,
 #: shared arrays and barriers their meaning on each.
@@ -169,6 +171,103 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
 #: The shared part of both preludes: a GEMM index's digits (at most
 #: ``MAX_DIGITS``, the last the fastest) with their extents and strides, and
 #: the offset of an index.
+_SIMT_BODY = r"""
+/* polyc SIMT GEMM on float operands into float (see backends/cuda/wmma.py):
+   thread (ty, tx) = (tid / 16, tid % 16) computes rows ty + 16 i and columns
+   tx + 16 j (i, j < 8) of the block's {BM} x {BN} tile of C in registers */
+POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
+    const float *A, polyc_wmma_dims am, polyc_wmma_dims ak,
+    const float *B, polyc_wmma_dims bk, polyc_wmma_dims bn,
+    float *C, polyc_wmma_dims cm, polyc_wmma_dims cn, float alpha, float beta, int read_c,
+    const float *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy)
+{
+  enum { BM = {BM}, BN = {BN}, BK = {BK}, LDA = {BM} + 4, LDB = {BN} + 4, NT = {NT},
+         TM = 8, TN = 8 };
+  POLYC_SHARED(float, As, BK * LDA);            /* A's panel k-major: As[k][m] */
+  POLYC_SHARED(float, Bs, BK * LDB);            /* B's panel: Bs[k][n] */
+  POLYC_SHARED(int64_t, am_off, BM);
+  POLYC_SHARED(int64_t, cm_off, BM);
+  POLYC_SHARED(int64_t, bn_off, BN);
+  POLYC_SHARED(int64_t, cn_off, BN);
+  POLYC_SHARED(int64_t, ak_off, BK);
+  POLYC_SHARED(int64_t, bk_off, BK);
+  const int tx = (int)(tid % 16), ty = (int)(tid / 16);
+  for (int64_t tm = by; tm * BM < M; tm += gy) {
+    for (int64_t tn = bx; tn * BN < N; tn += gx) {
+      const int64_t m0 = tm * BM, n0 = tn * BN;
+      for (int e = (int)tid; e < BM; e += NT) {
+        am_off[e] = polyc_wmma_off(&am, m0 + e);
+        cm_off[e] = polyc_wmma_off(&cm, m0 + e);
+      }
+      for (int e = (int)tid; e < BN; e += NT) {
+        bn_off[e] = polyc_wmma_off(&bn, n0 + e);
+        cn_off[e] = polyc_wmma_off(&cn, n0 + e);
+      }
+      float acc[TM][TN];
+      for (int i = 0; i < TM; i++)
+        for (int j = 0; j < TN; j++)
+          acc[i][j] = 0.0f;
+      for (int64_t k0 = 0; k0 < K; k0 += BK) {
+        for (int e = (int)tid; e < BK; e += NT) {
+          ak_off[e] = polyc_wmma_off(&ak, k0 + e);
+          bk_off[e] = polyc_wmma_off(&bk, k0 + e);
+        }
+        POLYC_SYNCTHREADS();
+        if (m0 + BM <= M && k0 + BK <= K) {            /* full panel of A */
+          for (int e = (int)tid; e < BM * BK; e += NT) {
+            const int i = e / BK, j = e % BK;
+            As[j * LDA + i] = A[am_off[i] + ak_off[j]];
+          }
+        } else {                                        /* partial: zero outside */
+          for (int e = (int)tid; e < BM * BK; e += NT) {
+            const int i = e / BK, j = e % BK;
+            As[j * LDA + i] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : 0.0f;
+          }
+        }
+        if (n0 + BN <= N && k0 + BK <= K) {            /* full panel of B */
+          for (int e = (int)tid; e < BK * BN; e += NT) {
+            const int i = e / BN, j = e % BN;
+            Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
+          }
+        } else {
+          for (int e = (int)tid; e < BK * BN; e += NT) {
+            const int i = e / BN, j = e % BN;
+            Bs[i * LDB + j] = (k0 + i < K && n0 + j < N) ? B[bk_off[i] + bn_off[j]] : 0.0f;
+          }
+        }
+        POLYC_SYNCTHREADS();
+        for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
+          float a[TM], b[TN];
+          for (int i = 0; i < TM; i++)
+            a[i] = As[kk * LDA + ty + 16 * i];
+          for (int j = 0; j < TN; j++)
+            b[j] = Bs[kk * LDB + tx + 16 * j];
+          for (int i = 0; i < TM; i++)
+            for (int j = 0; j < TN; j++)
+              acc[i][j] += a[i] * b[j];
+        }
+        POLYC_SYNCTHREADS();
+      }
+      POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
+      for (int i = 0; i < TM; i++) {
+        for (int j = 0; j < TN; j++) {
+          const int r = ty + 16 * i, c = tx + 16 * j;
+          if (m0 + r < M && n0 + c < N) {
+            float *p = &C[cm_off[r] + cn_off[c]];
+            float v = alpha * acc[i][j];
+            if (read_c) v = v + beta * *p;
+            if (bias) v += bias[n0 + c];
+            if (relu && !(v > 0.0f)) v = 0.0f;
+            *p = v;
+          }
+        }
+      }
+      POLYC_SYNCTHREADS();      /* before the next tile's offsets */
+    }
+  }
+}
+"""
+
 _DIMS = r"""
 typedef struct { int64_t n, ext[{MAXD}], stride[{MAXD}]; } polyc_wmma_dims;
 POLYC_WMMA_INLINE int64_t polyc_wmma_off(const polyc_wmma_dims *d, int64_t i)
@@ -299,7 +398,7 @@ static int polyc_wmma_block(void *(*fn)(void *), char *arg, size_t size, int nt)
 
 
 def function_name(operand_dtype: str, out_dtype: str) -> str:
-    """``polyc_wmma_<f16|bf16>`` (a float32 C), ``..._<f16|bf16>`` (a half C)."""
+    """``polyc_wmma_<f16|bf16|f32>`` (a float32 C), ``..._<f16|bf16>`` (a half C)."""
     out = "" if out_dtype == "float32" else "_" + SUFFIX[out_dtype]
     return f"polyc_wmma_{SUFFIX[operand_dtype]}{out}"
 
@@ -322,7 +421,8 @@ def _source(macros: str, variants) -> str:
     vs = sorted(set(variants))
     if not vs:
         return ""
-    return _fill(macros + _DIMS, *vs[0]) + "".join(_fill(_BODY, *v) for v in vs)
+    return _fill(macros + _DIMS, *vs[0]) + "".join(
+        _fill(_SIMT_BODY if v[0] == "float32" else _BODY, *v) for v in vs)
 
 
 def device_source(variants) -> str:

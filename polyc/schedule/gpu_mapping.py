@@ -191,8 +191,11 @@ class KernelMapping:
             batch = ("its outermost batch loop on blockIdx.z, the others in each block"
                      if self.n_block else "no batch loop on blocks")
             bm, bn, bk = TENSOR_CORE_TILE
-            return (f"kernel {self.index} ({stmts}): tensor cores: {self.reason}; blocks of "
-                    f"{self.tile[0]} threads (8 warps of 64 x 32) compute {bm} x {bn} tiles of "
+            simt = "tensor cores" not in self.reason
+            unit, part = (("SIMT GEMM", "8 x 8 elements of C each") if simt else
+                          ("tensor cores", "8 warps of 64 x 32"))
+            return (f"kernel {self.index} ({stmts}): {unit}: {self.reason}; blocks of "
+                    f"{self.tile[0]} threads ({part}) compute {bm} x {bn} tiles of "
                     f"C over blockIdx.y/x, k in panels of {bk} through shared memory; {batch}")
         if self.reduction:
             return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "

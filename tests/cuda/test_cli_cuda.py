@@ -18,7 +18,10 @@ def mm(float(M, K) A, float(K, N) B) -> (C) {
 
 
 @pytest.fixture
-def mm_file(tmp_path):
+def mm_file(tmp_path, monkeypatch):
+    # these tests are about the loop mapping of a GEMM (blocks, threads,
+    # promotion): keep the matmul off the SIMT GEMM call (test_wmma.py)
+    monkeypatch.setenv("POLYC_GPU_SIMT_GEMM", "0")
     p = tmp_path / "mm.tc"
     p.write_text(MM)
     return str(p)

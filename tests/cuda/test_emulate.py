@@ -32,7 +32,11 @@ PRIMES = (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41, 43, 47, 53, 59, 61, 67
 
 
 def emulated(reverse: bool = False, **kw) -> Config:
+    """The emulator's configuration.  The SIMT GEMM call is off: these tests
+    check the loop mapping on the examples' float32 contractions (the call
+    has tests of its own, tests/cuda/test_wmma.py)."""
     kw.setdefault("emulate_reverse", reverse)
+    kw.setdefault("gpu_simt_gemm", False)
     return Config.from_env(target="cuda", emulate=True, **kw)
 
 

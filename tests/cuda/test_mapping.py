@@ -5,6 +5,8 @@ errors without nvcc or pycuda.  Runs on every machine (no GPU, no nvcc)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import islpy as isl
 import numpy as np
 import pytest
@@ -18,8 +20,11 @@ from polyc.config import Config
 from polyc.errors import IllegalScheduleError, PolycError, ScheduleError, ToolMissingError
 from polyc.gpu_runtime import host_source
 from polyc.schedule import gpu_mapping, gpu_marks, gpu_verify, initial
+from polyc.testing import random_inputs
 
 MATMUL = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def prepared(program):
@@ -138,7 +143,8 @@ def test_a_time_loop_stays_on_the_host():
 @pytest.mark.parametrize("block", [(2048,), (64, 64), (0, 8)])
 def test_blocks_cuda_cannot_launch_are_refused(block):
     with pytest.raises(PolycError, match="threads|positive"):
-        polyc.compile(MATMUL, config=Config(target="cuda", emulate=True, gpu_block=block))
+        polyc.compile(MATMUL, config=Config(target="cuda", emulate=True, gpu_block=block,
+                                            gpu_simt_gemm=False))
 
 
 def test_config_checks_target_and_arch():
@@ -368,3 +374,34 @@ def test_instrumented_emulation_catches_a_race_the_verifier_was_told_to_miss(mon
     bad = good.replace(gpu_block=(3,))
     with pytest.raises(IllegalScheduleError, match="race on"):
         bench.kernel.with_config(bad)(*args)
+
+
+@pytest.mark.parametrize("src", [
+    # a tensor-core call takes over the float32 accumulator of a half matmul:
+    # the temporary is no argument (passing it failed every launch on an H200
+    # with "too many resources requested for launch")
+    "def mm(float16(M,K) A, float16(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+    "def bmm(bfloat16(B,M,K) A, bfloat16(B,N,K) W) -> (C) "
+    "{ C(b,m,n) +=! 0.5 * A(b,m,k) * W(b,n,k) }",
+    (EXAMPLES / "softmax.tc").read_text(),
+    (EXAMPLES / "group_norm.tc").read_text(),
+    "def s(float(N) A) -> (s) { s +=! A(i) }",
+])
+def test_each_launch_passes_exactly_the_kernels_parameters(monkeypatch, src):
+    """Every launch passes as many arguments as its ``__global__`` function
+    declares, of the declared kinds (int64 sizes and host values, then
+    pointers): the driver cannot check a packed argument buffer."""
+    import re
+    fake = fake_pycuda(monkeypatch)
+    k = polyc.compile(src, target="cuda")
+    sizes = {p: 3 for p in k.program.params}
+    inputs = random_inputs(k.program, sizes, seed=0)
+    k(*[inputs[n] if n in inputs else sizes[n] for n in k.program.signature])
+    assert fake.launches and fake.context_depth == 0
+    signature = {m.group(1): m.group(2).split(",") for m in re.finditer(
+        r"__global__ void (?:__launch_bounds__\(\d+\) )?(\w+)\(([^)]*)\)", k.cuda_source)}
+    for name, args, _, _ in fake.launches:
+        declared = signature[name]
+        assert len(args) == len(declared), (name, declared)
+        for arg, decl in zip(args, declared):
+            assert isinstance(arg, np.int64) == decl.strip().startswith("int64_t "), (name, decl)

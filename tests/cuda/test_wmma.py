@@ -14,6 +14,8 @@ type, scaled by the reduction length."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 import polyc
 from polyc.config import Config
-from polyc.testing import assert_close
+from polyc.testing import assert_close, random_inputs
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
@@ -155,9 +157,15 @@ def test_what_stays_off_tensor_cores_says_why():
     # float16 runs on sm_75's tensor cores
     k = polyc.compile(matmul("float16"), config=emulated(cuda_arch="sm_75"))
     assert k.kernels[0].intrinsic
-    # float32 operands: no tensor cores, and explain says so
+    # float32 operands: the SIMT GEMM, not tensor cores; switched off, loops
     k = polyc.compile(matmul("float"), config=emulated())
-    assert "wmma" not in k.cuda_source and "tensor cores take two float16" in k.explain()
+    assert k.kernels[0].intrinsic and "polyc_wmma_f32" in k.cuda_source
+    assert "onto the SIMT GEMM" in k.explain() and "WMMA" not in k.explain()
+    k = polyc.compile(matmul("float"), config=emulated(gpu_simt_gemm=False))
+    assert "wmma" not in k.cuda_source and not k.kernels[0].intrinsic
+    # float64 operands: neither
+    k = polyc.compile(matmul("double"), config=emulated())
+    assert "wmma" not in k.cuda_source and "the GPU GEMMs take two" in k.explain()
 
 
 
@@ -230,7 +238,9 @@ def test_the_device_path_launches_the_tensor_core_grid(monkeypatch):
     fake.launches.clear()
     fake.freed = 0
     assert k.time(q, kt, repeat=3) == pytest.approx(2.0 * len(k.kernels) / 1e3)
-    assert len(fake.launches) == 4 * len(k.kernels) and fake.freed == 4
+    # Q, Kt and S: the float32 accumulator the call took over is neither
+    # passed nor allocated
+    assert len(fake.launches) == 4 * len(k.kernels) and fake.freed == 3
 
 
 def test_a_producer_and_a_consumer_fused_around_the_call_are_distributed():
@@ -321,3 +331,68 @@ def test_the_tensor_core_example_runs():
                           timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("tensor cores: True") == 3
+
+
+# -- the float32 SIMT GEMM (same device-function file, launch and matcher) ----
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_float32_contractions_run_on_the_simt_gemm(mode):
+    """A float32 matmul, a batched one with transposed operands and alpha,
+    and a convolution as an implicit GEMM, each one launch of
+    ``polyc_wmma_f32``, against numpy in float64 at sizes that are and are
+    not multiples of the 128 x 128 x 32 tiles."""
+    rng = np.random.default_rng(11)
+    k = polyc.compile(matmul("float"), config=emulated(**MODES[mode]))
+    assert len(k.kernels) == 1 and "SIMT GEMM" in k.kernels[0].describe()
+    for m, n, kk in SIZES:
+        a = rng.standard_normal((m, kk)).astype(np.float32)
+        b = rng.standard_normal((kk, n)).astype(np.float32)
+        check_f32(k(a, b), a, b, "mk,kn->mn")
+    bmm = polyc.compile("def f(float(B,M,K) A, float(B,N,K) W) -> (C) "
+                        "{ C(b,m,n) +=! 0.5 * A(b,m,k) * W(b,n,k) }",
+                        config=emulated(**MODES[mode]))
+    assert bmm.kernels[0].intrinsic
+    a = rng.standard_normal((3, 130, 40)).astype(np.float32)
+    w = rng.standard_normal((3, 9, 40)).astype(np.float32)
+    check_f32(bmm(a, w) * 2, a, w, "bmk,bnk->bmn")
+    conv = polyc.compile("def conv(float(N,C,H,W) I, float(F,C,3,3) Wt) -> (O) "
+                         "{ O(n,f,h,w) +=! I(n,c,h+kh,w+kw) * Wt(f,c,kh,kw) "
+                         "where h in 0:H-2, w in 0:W-2 }", config=emulated(**MODES[mode]))
+    assert conv.kernels[0].intrinsic and "implicit GEMM" in conv.kernels[0].describe()
+    i = rng.standard_normal((2, 5, 9, 11)).astype(np.float32)
+    wt = rng.standard_normal((7, 5, 3, 3)).astype(np.float32)
+    want = sum(np.einsum("nchw,fc->nfhw", f64(i[:, :, p:p + 7, q:q + 9]), f64(wt[:, :, p, q]))
+               for p in range(3) for q in range(3))
+    scale = sum(np.einsum("nchw,fc->nfhw", np.abs(f64(i[:, :, p:p + 7, q:q + 9])),
+                          np.abs(f64(wt[:, :, p, q]))) for p in range(3) for q in range(3))
+    assert float((np.abs(conv(i, wt) - want) / scale).max()) <= 1e-5
+
+
+def test_a_call_the_mapping_cannot_launch_is_lowered_as_loops():
+    """kronecker's second and third contractions match the GEMM, but their
+    loops carry dependences around one-thread kernels: a call there would
+    wait at its barriers for 255 threads that do not exist.  They are
+    lowered as loops instead, and explain says why."""
+    text = (Path(__file__).resolve().parents[2] / "examples" / "kronecker.tc").read_text()
+    k = polyc.compile(text, config=emulated(emulate_checks=True))
+    calls = [m for m in k.kernels if m.intrinsic]
+    assert len(calls) == 1 and all(not m.intrinsic for m in k.kernels if m not in calls)
+    assert "could not give the call a launch of its own" in k.explain()
+    sizes = {"D0": 3, "N0": 4, "D1": 5, "N1": 2, "D2": 6, "N2": 7, "M": 3}
+    from polyc import reference
+    inputs = random_inputs(k.program, sizes, seed=2)
+    got = k(*[inputs[n] if n in inputs else sizes[n] for n in k.program.signature])
+    want = reference.evaluate(k.program, inputs, sizes)
+    np.testing.assert_allclose(got[-1], want["Y"], rtol=1e-4)
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_the_simt_gemm_compiles_without_spills(arch):
+    from polyc.backends.cuda.build import REGISTERS_PER_BLOCK, build_cubin
+    k = polyc.compile(matmul("float"), config=emulated(cuda_arch=arch))
+    threads = {name: spec.threads for name, spec in k.cuda.launches.items()}
+    built = build_cubin(k.cuda_source, config=k.config, arch=arch, threads=threads)
+    r = built.resources["polyc_k0"]
+    assert r.registers * threads["polyc_k0"] <= REGISTERS_PER_BLOCK
+    assert r.spill_stores == 0 and r.stack == 0 and 0 < r.shared <= 48 * 1024
