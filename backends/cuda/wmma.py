@@ -86,6 +86,9 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
   POLYC_SHARED(int64_t, bk_off, BK);
   const int warp = (int)(tid / 32), lane = (int)(tid % 32);
   const int wm = warp / 4, wn = warp % 4;          /* this warp's 64 x 32 part */
+  /* 16-byte copies of full panels where an operand's k (A) or n (B) is one
+     contiguous digit and every other offset keeps 16-byte alignment */
+  const int vec_a = polyc_wmma_vec(&ak, &am, A, 8), vec_b = polyc_wmma_vec(&bn, &bk, B, 8);
   const polyc_{T} zero = polyc_f32_to_{T}(0.0f);
   for (int64_t tm = by; tm * BM < M; tm += gy) {
     for (int64_t tn = bx; tn * BN < N; tn += gx) {
@@ -107,7 +110,12 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
           bk_off[e] = polyc_wmma_off(&bk, k0 + e);
         }
         POLYC_SYNCTHREADS();
-        if (m0 + BM <= M && k0 + BK <= K) {            /* full panel of A */
+        if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 8 per copy */
+          for (int e = (int)tid; e < BM * BK / 8; e += NT) {
+            const int i = e / (BK / 8), j = e % (BK / 8) * 8;
+            POLYC_COPY16(&As[i * LDA + j], &A[am_off[i] + ak_off[j]]);
+          }
+        } else if (m0 + BM <= M && k0 + BK <= K) {     /* full panel of A */
           for (int e = (int)tid; e < BM * BK; e += NT) {
             const int i = e / BK, j = e % BK;
             As[i * LDA + j] = A[am_off[i] + ak_off[j]];
@@ -118,7 +126,12 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
             As[i * LDA + j] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : zero;
           }
         }
-        if (n0 + BN <= N && k0 + BK <= K) {            /* full panel of B */
+        if (vec_b && n0 + BN <= N && k0 + BK <= K) {
+          for (int e = (int)tid; e < BK * BN / 8; e += NT) {
+            const int i = e / (BN / 8), j = e % (BN / 8) * 8;
+            POLYC_COPY16(&Bs[i * LDB + j], &B[bk_off[i] + bn_off[j]]);
+          }
+        } else if (n0 + BN <= N && k0 + BK <= K) {     /* full panel of B */
           for (int e = (int)tid; e < BK * BN; e += NT) {
             const int i = e / BN, j = e % BN;
             Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
@@ -192,6 +205,7 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
   POLYC_SHARED(int64_t, ak_off, BK);
   POLYC_SHARED(int64_t, bk_off, BK);
   const int tx = (int)(tid % 16), ty = (int)(tid / 16);
+  const int vec_a = polyc_wmma_vec(&ak, &am, A, 4), vec_b = polyc_wmma_vec(&bn, &bk, B, 4);
   for (int64_t tm = by; tm * BM < M; tm += gy) {
     for (int64_t tn = bx; tn * BN < N; tn += gx) {
       const int64_t m0 = tm * BM, n0 = tn * BN;
@@ -213,7 +227,15 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
           bk_off[e] = polyc_wmma_off(&bk, k0 + e);
         }
         POLYC_SYNCTHREADS();
-        if (m0 + BM <= M && k0 + BK <= K) {            /* full panel of A */
+        if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
+          for (int e = (int)tid; e < BM * BK / 4; e += NT) {
+            const int i = e / (BK / 4), j = e % (BK / 4) * 4;
+            float v[4];
+            POLYC_LOAD4(v, &A[am_off[i] + ak_off[j]]);
+            for (int q = 0; q < 4; q++)
+              As[(j + q) * LDA + i] = v[q];
+          }
+        } else if (m0 + BM <= M && k0 + BK <= K) {     /* full panel of A */
           for (int e = (int)tid; e < BM * BK; e += NT) {
             const int i = e / BK, j = e % BK;
             As[j * LDA + i] = A[am_off[i] + ak_off[j]];
@@ -224,7 +246,12 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
             As[j * LDA + i] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : 0.0f;
           }
         }
-        if (n0 + BN <= N && k0 + BK <= K) {            /* full panel of B */
+        if (vec_b && n0 + BN <= N && k0 + BK <= K) {
+          for (int e = (int)tid; e < BK * BN / 4; e += NT) {
+            const int i = e / (BN / 4), j = e % (BN / 4) * 4;
+            POLYC_COPY16(&Bs[i * LDB + j], &B[bk_off[i] + bn_off[j]]);
+          }
+        } else if (n0 + BN <= N && k0 + BK <= K) {     /* full panel of B */
           for (int e = (int)tid; e < BK * BN; e += NT) {
             const int i = e / BN, j = e % BN;
             Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
@@ -279,6 +306,19 @@ POLYC_WMMA_INLINE int64_t polyc_wmma_off(const polyc_wmma_dims *d, int64_t i)
   }
   return off;
 }
+/* whether 16-byte copies of v elements may run along digit set `in` (one
+   digit of stride 1, the panel's contiguous index) of operand p: every
+   stride of `across` and p itself keep 16-byte alignment */
+POLYC_WMMA_INLINE int polyc_wmma_vec(const polyc_wmma_dims *in, const polyc_wmma_dims *across,
+                                     const void *p, int v)
+{
+  if (in->n != 1 || in->stride[0] != 1 || ((uintptr_t)p) % 16 != 0)
+    return 0;
+  for (int j = 0; j < (int)across->n; j++)
+    if (across->stride[j] % v != 0)
+      return 0;
+  return 1;
+}
 """
 
 #: CUDA: WMMA fragments (``nvcuda::wmma``), ``__shared__`` arrays, barriers.
@@ -289,6 +329,9 @@ CUDA_MACROS = r"""#include <mma.h>
 #define POLYC_SHARED(T, name, n) __shared__ __align__(32) T name[n]
 #define POLYC_SYNCTHREADS() __syncthreads()
 #define POLYC_SYNCWARP() __syncwarp()
+#define POLYC_COPY16(dst, src) (*(uint4 *)(dst) = *(const uint4 *)(src))
+#define POLYC_LOAD4(v, src) do { const float4 t_ = *(const float4 *)(src); \
+  (v)[0] = t_.x; (v)[1] = t_.y; (v)[2] = t_.z; (v)[3] = t_.w; } while (0)
 #define POLYC_ACC_FRAGMENTS(name, n) \
   nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> name[n]
 #define POLYC_A_FRAGMENTS(name, n, T) \
@@ -310,12 +353,15 @@ CUDA_MACROS = r"""#include <mma.h>
 #: the device.
 EMULATOR_MACROS = r"""#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #define POLYC_WMMA_FN static
 #define POLYC_WMMA_INLINE static inline
 #define POLYC_WMMA_DIMS(...) ((polyc_wmma_dims){__VA_ARGS__})
 #define POLYC_SHARED(T, name, n) static T name[n]
 #define POLYC_SYNCTHREADS() pthread_barrier_wait(&polyc_wmma_bar)
 #define POLYC_SYNCWARP() pthread_barrier_wait(&polyc_wmma_warp_bar[tid / 32])
+#define POLYC_COPY16(dst, src) memcpy((dst), (src), 16)
+#define POLYC_LOAD4(v, src) memcpy((v), (src), 16)
 typedef struct { float x[256]; } polyc_wmma_frag;
 #define POLYC_ACC_FRAGMENTS(name, n) polyc_wmma_frag name[n]
 #define POLYC_A_FRAGMENTS(name, n, T) polyc_wmma_frag name[n]

@@ -579,6 +579,10 @@ def promote(rhs: E.Expr, dtypes: Mapping[str, str]) -> str:
     if not any(isinstance(r, np.dtype) for r in reads):
         return "float32"
     names = {r.name for r in reads if isinstance(r, np.dtype)}
+    if names & set(ir.FLOAT_DTYPES):
+        # a Python float is weak next to a float tensor (NEP 50): drop it, since
+        # numpy promotes ml_dtypes' bfloat16 with a Python float to float64
+        reads = [r for r in reads if isinstance(r, np.dtype)]
     if {"float16", "bfloat16"} <= names:
         # no common half type (numpy has no promotion between the two): float32,
         # as in PyTorch and JAX

@@ -42,6 +42,7 @@ CODEGEN_ALTERNATIVES = {
     "gpu_promote": False,
     "gpu_rows": False,
     "gpu_tensor_cores": False,
+    "gpu_simt_gemm": False,
     "cuda_arch": "sm_80",
 }
 

@@ -135,6 +135,10 @@ def test_dim_of_in_values_and_bounds():
     ("int32(N) A, float(N) B", "A(i) * 2", "int32"),
     ("int32(N) A, float(N) B", "A(i) * 1.5", "float64"),
     ("float32(N) A, float(N) B", "A(i) * 1.5", "float32"),
+    # a Python float is weak next to a half tensor too (numpy alone promotes
+    # ml_dtypes' bfloat16 with a float to float64)
+    ("bfloat16(N) A, float(N) B", "0.5 * A(i)", "bfloat16"),
+    ("float16(N) A, float(N) B", "A(i) * 1.5", "float16"),
     ("float64(N) A, float(N) B", "1 + 0 * A(i)", "float64"),
     ("int32(N) A, float(N) B", "i where exists A(i)", "float32"),
     ("float(N) A, int32(N) B", "A(B(i)) where exists B(i)", "float32"),
