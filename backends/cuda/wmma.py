@@ -299,6 +299,10 @@ _DIMS = r"""
 typedef struct { int64_t n, ext[{MAXD}], stride[{MAXD}]; } polyc_wmma_dims;
 POLYC_WMMA_INLINE int64_t polyc_wmma_off(const polyc_wmma_dims *d, int64_t i)
 {
+  /* one digit: no 64-bit division (a GPU has no divider); i >= ext happens
+     only past the edge of M, N or K, where every use is guarded */
+  if (d->n == 1)
+    return i * d->stride[0];
   int64_t off = 0;
   for (int j = (int)d->n - 1; j >= 0; j--) {
     off += (i % d->ext[j]) * d->stride[j];
