@@ -89,6 +89,9 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
   /* 16-byte copies of full panels where an operand's k (A) or n (B) is one
      contiguous digit and every other offset keeps 16-byte alignment */
   const int vec_a = polyc_wmma_vec(&ak, &am, A, 8), vec_b = polyc_wmma_vec(&bn, &bk, B, 8);
+  /* plain operands: A's rows and B's k one digit each (A[m * sa + k], B[k * sb + n]) */
+  const int plain = vec_a && vec_b && am.n == 1 && bk.n == 1;
+  const int64_t sa = am.stride[0], sb = bk.stride[0];
   const polyc_{T} zero = polyc_f32_to_{T}(0.0f);
   for (int64_t tm = by; tm * BM < M; tm += gy) {
     for (int64_t tn = bx; tn * BN < N; tn += gx) {
@@ -104,6 +107,52 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
       POLYC_ACC_FRAGMENTS(acc, 8);
       for (int f = 0; f < 8; f++)
         POLYC_FILL(acc[f], 0.0f);
+      if (plain && m0 + BM <= M && n0 + BN <= N && K % BK == 0) {
+        /* whole tile, plain operands: software-pipelined through registers,
+           the next panel's 16-byte loads in flight while the warps multiply */
+        polyc_v16 ra[BM * BK / 8 / NT], rb[BK * BN / 8 / NT];
+        for (int q = 0; q < BM * BK / 8 / NT; q++) {
+          const int e = (int)tid + q * NT, i = e / (BK / 8), j = e % (BK / 8) * 8;
+          POLYC_COPY16(&ra[q], &A[(m0 + i) * sa + j]);
+        }
+        for (int q = 0; q < BK * BN / 8 / NT; q++) {
+          const int e = (int)tid + q * NT, i = e / (BN / 8), j = e % (BN / 8) * 8;
+          POLYC_COPY16(&rb[q], &B[i * sb + n0 + j]);
+        }
+        for (int64_t k0 = 0; k0 < K; k0 += BK) {
+          POLYC_SYNCTHREADS();                 /* the last panel's fragments are read */
+          for (int q = 0; q < BM * BK / 8 / NT; q++) {
+            const int e = (int)tid + q * NT, i = e / (BK / 8), j = e % (BK / 8) * 8;
+            POLYC_COPY16(&As[i * LDA + j], &ra[q]);
+          }
+          for (int q = 0; q < BK * BN / 8 / NT; q++) {
+            const int e = (int)tid + q * NT, i = e / (BN / 8), j = e % (BN / 8) * 8;
+            POLYC_COPY16(&Bs[i * LDB + j], &rb[q]);
+          }
+          POLYC_SYNCTHREADS();
+          if (k0 + BK < K) {
+            for (int q = 0; q < BM * BK / 8 / NT; q++) {
+              const int e = (int)tid + q * NT, i = e / (BK / 8), j = e % (BK / 8) * 8;
+              POLYC_COPY16(&ra[q], &A[(m0 + i) * sa + k0 + BK + j]);
+            }
+            for (int q = 0; q < BK * BN / 8 / NT; q++) {
+              const int e = (int)tid + q * NT, i = e / (BN / 8), j = e % (BN / 8) * 8;
+              POLYC_COPY16(&rb[q], &B[(k0 + BK + i) * sb + n0 + j]);
+            }
+          }
+        for (int kk = 0; kk < BK; kk += 16) {
+          POLYC_A_FRAGMENTS(a, 4, polyc_{T});
+          POLYC_B_FRAGMENTS(b, 2, polyc_{T});
+          for (int i = 0; i < 4; i++)
+            POLYC_LOAD(a[i], &As[(wm * 64 + i * 16) * LDA + kk], LDA, polyc_{T}_to_f32);
+          for (int j = 0; j < 2; j++)
+            POLYC_LOAD(b[j], &Bs[kk * LDB + wn * 32 + j * 16], LDB, polyc_{T}_to_f32);
+          for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 2; j++)
+              POLYC_MMA(acc[i * 2 + j], a[i], b[j]);
+        }
+        }
+      } else
       for (int64_t k0 = 0; k0 < K; k0 += BK) {
         for (int e = (int)tid; e < BK; e += NT) {
           ak_off[e] = polyc_wmma_off(&ak, k0 + e);
@@ -333,6 +382,7 @@ CUDA_MACROS = r"""#include <mma.h>
 #define POLYC_SHARED(T, name, n) __shared__ __align__(32) T name[n]
 #define POLYC_SYNCTHREADS() __syncthreads()
 #define POLYC_SYNCWARP() __syncwarp()
+typedef uint4 polyc_v16;
 #define POLYC_COPY16(dst, src) (*(uint4 *)(dst) = *(const uint4 *)(src))
 #define POLYC_LOAD4(v, src) do { const float4 t_ = *(const float4 *)(src); \
   (v)[0] = t_.x; (v)[1] = t_.y; (v)[2] = t_.z; (v)[3] = t_.w; } while (0)
@@ -364,6 +414,7 @@ EMULATOR_MACROS = r"""#include <pthread.h>
 #define POLYC_SHARED(T, name, n) static T name[n]
 #define POLYC_SYNCTHREADS() pthread_barrier_wait(&polyc_wmma_bar)
 #define POLYC_SYNCWARP() pthread_barrier_wait(&polyc_wmma_warp_bar[tid / 32])
+typedef struct { unsigned char b[16]; } polyc_v16;
 #define POLYC_COPY16(dst, src) memcpy((dst), (src), 16)
 #define POLYC_LOAD4(v, src) memcpy((v), (src), 16)
 typedef struct { float x[256]; } polyc_wmma_frag;
