@@ -61,6 +61,81 @@ TILE_M, TILE_N, TILE_K = TENSOR_CORE_TILE
 SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
 #: Rows and columns of C per thread of the float32 SIMT GEMM.
 SIMT_TILE = (8, 8)
+#: Pieces of both device functions: the offsets of a tile's rows and
+#: columns, those of a k-panel, and the copy of B's panel (``{V}`` elements
+#: per 16-byte copy, ``{ZERO}`` the operand type's zero).
+_TILE_OFFSETS = r"""      for (int e = (int)tid; e < BM; e += NT) {
+        am_off[e] = polyc_wmma_off(&am, m0 + e);
+        cm_off[e] = polyc_wmma_off(&cm, m0 + e);
+      }
+      for (int e = (int)tid; e < BN; e += NT) {
+        bn_off[e] = polyc_wmma_off(&bn, n0 + e);
+        cn_off[e] = polyc_wmma_off(&cn, n0 + e);
+      }"""
+_K_OFFSETS = r"""        for (int e = (int)tid; e < BK; e += NT) {
+          ak_off[e] = polyc_wmma_off(&ak, k0 + e);
+          bk_off[e] = polyc_wmma_off(&bk, k0 + e);
+        }"""
+#: The shared tables of element offsets (tile rows and columns, panel k).
+_OFFSET_TABLES = r"""  POLYC_SHARED(int64_t, am_off, BM);
+  POLYC_SHARED(int64_t, cm_off, BM);
+  POLYC_SHARED(int64_t, bn_off, BN);
+  POLYC_SHARED(int64_t, cn_off, BN);
+  POLYC_SHARED(int64_t, ak_off, BK);
+  POLYC_SHARED(int64_t, bk_off, BK);"""
+#: The bounds-tested copies of A's panel (element (i, j) stored at ``As[{AIJ}]``).
+_A_PANEL = r"""        } else if (m0 + BM <= M && k0 + BK <= K) {     /* full panel of A */
+          for (int e = (int)tid; e < BM * BK; e += NT) {
+            const int i = e / BK, j = e % BK;
+            As[{AIJ}] = A[am_off[i] + ak_off[j]];
+          }
+        } else {                                        /* partial: zero outside */
+          for (int e = (int)tid; e < BM * BK; e += NT) {
+            const int i = e / BK, j = e % BK;
+            As[{AIJ}] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : {ZERO};
+          }
+        }"""
+#: The warps' multiplication of one panel (tensor cores).
+_MULTIPLY = r"""        for (int kk = 0; kk < BK; kk += 16) {
+          POLYC_A_FRAGMENTS(a, 4, polyc_{T});
+          POLYC_B_FRAGMENTS(b, 2, polyc_{T});
+          for (int i = 0; i < 4; i++)
+            POLYC_LOAD(a[i], &As[(wm * 64 + i * 16) * LDA + kk], LDA, polyc_{T}_to_f32);
+          for (int j = 0; j < 2; j++)
+            POLYC_LOAD(b[j], &Bs[kk * LDB + wn * 32 + j * 16], LDB, polyc_{T}_to_f32);
+          for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 2; j++)
+              POLYC_MMA(acc[i * 2 + j], a[i], b[j]);
+        }"""
+_B_PANEL = r"""        if (vec_b && n0 + BN <= N && k0 + BK <= K) {
+          for (int e = (int)tid; e < BK * BN / {V}; e += NT) {
+            const int i = e / (BN / {V}), j = e % (BN / {V}) * {V};
+            POLYC_COPY16(&Bs[i * LDB + j], &B[bk_off[i] + bn_off[j]]);
+          }
+        } else if (n0 + BN <= N && k0 + BK <= K) {     /* full panel of B */
+          for (int e = (int)tid; e < BK * BN; e += NT) {
+            const int i = e / BN, j = e % BN;
+            Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
+          }
+        } else {
+          for (int e = (int)tid; e < BK * BN; e += NT) {
+            const int i = e / BN, j = e % BN;
+            Bs[i * LDB + j] = (k0 + i < K && n0 + j < N) ? B[bk_off[i] + bn_off[j]] : {ZERO};
+          }
+        }"""
+
+
+def _pieces(body: str, v: int, zero: str, aij: str) -> str:
+    """``body`` with the shared pieces filled in: ``v`` elements per 16-byte
+    copy, ``zero`` the operand type's zero, ``aij`` where A's element (i, j)
+    lies in its panel."""
+    return (body.replace("{TILE_OFFSETS}", _TILE_OFFSETS).replace("{K_OFFSETS}", _K_OFFSETS)
+            .replace("{OFFSET_TABLES}", _OFFSET_TABLES)
+            .replace("{A_PANEL}", _A_PANEL.replace("{AIJ}", aij).replace("{ZERO}", zero))
+            .replace("{MULTIPLY}", _MULTIPLY)
+            .replace("{B_PANEL}", _B_PANEL.replace("{V}", str(v)).replace("{ZERO}", zero)))
+
+
 #: The device function, one text for CUDA and for the emulator: the macros
 #: (:data:`CUDA_MACROS`, :data:`EMULATOR_MACROS`) give its fragments,
 #: shared arrays and barriers their meaning on each.
@@ -78,12 +153,7 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
   POLYC_SHARED(float, Cs, NT / 32 * 256);
   /* element offsets of the tile's rows (in A and C), columns (B, C) and the
      panel's k (A, B): the digits of each GEMM index through their strides */
-  POLYC_SHARED(int64_t, am_off, BM);
-  POLYC_SHARED(int64_t, cm_off, BM);
-  POLYC_SHARED(int64_t, bn_off, BN);
-  POLYC_SHARED(int64_t, cn_off, BN);
-  POLYC_SHARED(int64_t, ak_off, BK);
-  POLYC_SHARED(int64_t, bk_off, BK);
+{OFFSET_TABLES}
   const int warp = (int)(tid / 32), lane = (int)(tid % 32);
   const int wm = warp / 4, wn = warp % 4;          /* this warp's 64 x 32 part */
   /* 16-byte copies of full panels where an operand's k (A) or n (B) is one
@@ -96,14 +166,7 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
   for (int64_t tm = by; tm * BM < M; tm += gy) {
     for (int64_t tn = bx; tn * BN < N; tn += gx) {
       const int64_t m0 = tm * BM, n0 = tn * BN;
-      for (int e = (int)tid; e < BM; e += NT) {
-        am_off[e] = polyc_wmma_off(&am, m0 + e);
-        cm_off[e] = polyc_wmma_off(&cm, m0 + e);
-      }
-      for (int e = (int)tid; e < BN; e += NT) {
-        bn_off[e] = polyc_wmma_off(&bn, n0 + e);
-        cn_off[e] = polyc_wmma_off(&cn, n0 + e);
-      }
+{TILE_OFFSETS}
       POLYC_ACC_FRAGMENTS(acc, 8);
       for (int f = 0; f < 8; f++)
         POLYC_FILL(acc[f], 0.0f);
@@ -140,69 +203,21 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
               POLYC_COPY16(&rb[q], &B[(k0 + BK + i) * sb + n0 + j]);
             }
           }
-        for (int kk = 0; kk < BK; kk += 16) {
-          POLYC_A_FRAGMENTS(a, 4, polyc_{T});
-          POLYC_B_FRAGMENTS(b, 2, polyc_{T});
-          for (int i = 0; i < 4; i++)
-            POLYC_LOAD(a[i], &As[(wm * 64 + i * 16) * LDA + kk], LDA, polyc_{T}_to_f32);
-          for (int j = 0; j < 2; j++)
-            POLYC_LOAD(b[j], &Bs[kk * LDB + wn * 32 + j * 16], LDB, polyc_{T}_to_f32);
-          for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 2; j++)
-              POLYC_MMA(acc[i * 2 + j], a[i], b[j]);
-        }
+{MULTIPLY}
         }
       } else
       for (int64_t k0 = 0; k0 < K; k0 += BK) {
-        for (int e = (int)tid; e < BK; e += NT) {
-          ak_off[e] = polyc_wmma_off(&ak, k0 + e);
-          bk_off[e] = polyc_wmma_off(&bk, k0 + e);
-        }
+{K_OFFSETS}
         POLYC_SYNCTHREADS();
         if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 8 per copy */
           for (int e = (int)tid; e < BM * BK / 8; e += NT) {
             const int i = e / (BK / 8), j = e % (BK / 8) * 8;
             POLYC_COPY16(&As[i * LDA + j], &A[am_off[i] + ak_off[j]]);
           }
-        } else if (m0 + BM <= M && k0 + BK <= K) {     /* full panel of A */
-          for (int e = (int)tid; e < BM * BK; e += NT) {
-            const int i = e / BK, j = e % BK;
-            As[i * LDA + j] = A[am_off[i] + ak_off[j]];
-          }
-        } else {                                        /* partial: zero outside */
-          for (int e = (int)tid; e < BM * BK; e += NT) {
-            const int i = e / BK, j = e % BK;
-            As[i * LDA + j] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : zero;
-          }
-        }
-        if (vec_b && n0 + BN <= N && k0 + BK <= K) {
-          for (int e = (int)tid; e < BK * BN / 8; e += NT) {
-            const int i = e / (BN / 8), j = e % (BN / 8) * 8;
-            POLYC_COPY16(&Bs[i * LDB + j], &B[bk_off[i] + bn_off[j]]);
-          }
-        } else if (n0 + BN <= N && k0 + BK <= K) {     /* full panel of B */
-          for (int e = (int)tid; e < BK * BN; e += NT) {
-            const int i = e / BN, j = e % BN;
-            Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
-          }
-        } else {
-          for (int e = (int)tid; e < BK * BN; e += NT) {
-            const int i = e / BN, j = e % BN;
-            Bs[i * LDB + j] = (k0 + i < K && n0 + j < N) ? B[bk_off[i] + bn_off[j]] : zero;
-          }
-        }
+{A_PANEL}
+{B_PANEL}
         POLYC_SYNCTHREADS();
-        for (int kk = 0; kk < BK; kk += 16) {
-          POLYC_A_FRAGMENTS(a, 4, polyc_{T});
-          POLYC_B_FRAGMENTS(b, 2, polyc_{T});
-          for (int i = 0; i < 4; i++)
-            POLYC_LOAD(a[i], &As[(wm * 64 + i * 16) * LDA + kk], LDA, polyc_{T}_to_f32);
-          for (int j = 0; j < 2; j++)
-            POLYC_LOAD(b[j], &Bs[kk * LDB + wn * 32 + j * 16], LDB, polyc_{T}_to_f32);
-          for (int i = 0; i < 4; i++)
-            for (int j = 0; j < 2; j++)
-              POLYC_MMA(acc[i * 2 + j], a[i], b[j]);
-        }
+{MULTIPLY}
         POLYC_SYNCTHREADS();
       }
       POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
@@ -247,34 +262,19 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
          TM = 8, TN = 8 };
   POLYC_SHARED(float, As, BK * LDA);            /* A's panel k-major: As[k][m] */
   POLYC_SHARED(float, Bs, BK * LDB);            /* B's panel: Bs[k][n] */
-  POLYC_SHARED(int64_t, am_off, BM);
-  POLYC_SHARED(int64_t, cm_off, BM);
-  POLYC_SHARED(int64_t, bn_off, BN);
-  POLYC_SHARED(int64_t, cn_off, BN);
-  POLYC_SHARED(int64_t, ak_off, BK);
-  POLYC_SHARED(int64_t, bk_off, BK);
+{OFFSET_TABLES}
   const int tx = (int)(tid % 16), ty = (int)(tid / 16);
   const int vec_a = polyc_wmma_vec(&ak, &am, A, 4), vec_b = polyc_wmma_vec(&bn, &bk, B, 4);
   for (int64_t tm = by; tm * BM < M; tm += gy) {
     for (int64_t tn = bx; tn * BN < N; tn += gx) {
       const int64_t m0 = tm * BM, n0 = tn * BN;
-      for (int e = (int)tid; e < BM; e += NT) {
-        am_off[e] = polyc_wmma_off(&am, m0 + e);
-        cm_off[e] = polyc_wmma_off(&cm, m0 + e);
-      }
-      for (int e = (int)tid; e < BN; e += NT) {
-        bn_off[e] = polyc_wmma_off(&bn, n0 + e);
-        cn_off[e] = polyc_wmma_off(&cn, n0 + e);
-      }
+{TILE_OFFSETS}
       float acc[TM][TN];
       for (int i = 0; i < TM; i++)
         for (int j = 0; j < TN; j++)
           acc[i][j] = 0.0f;
       for (int64_t k0 = 0; k0 < K; k0 += BK) {
-        for (int e = (int)tid; e < BK; e += NT) {
-          ak_off[e] = polyc_wmma_off(&ak, k0 + e);
-          bk_off[e] = polyc_wmma_off(&bk, k0 + e);
-        }
+{K_OFFSETS}
         POLYC_SYNCTHREADS();
         if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
           for (int e = (int)tid; e < BM * BK / 4; e += NT) {
@@ -284,33 +284,8 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
             for (int q = 0; q < 4; q++)
               As[(j + q) * LDA + i] = v[q];
           }
-        } else if (m0 + BM <= M && k0 + BK <= K) {     /* full panel of A */
-          for (int e = (int)tid; e < BM * BK; e += NT) {
-            const int i = e / BK, j = e % BK;
-            As[j * LDA + i] = A[am_off[i] + ak_off[j]];
-          }
-        } else {                                        /* partial: zero outside */
-          for (int e = (int)tid; e < BM * BK; e += NT) {
-            const int i = e / BK, j = e % BK;
-            As[j * LDA + i] = (m0 + i < M && k0 + j < K) ? A[am_off[i] + ak_off[j]] : 0.0f;
-          }
-        }
-        if (vec_b && n0 + BN <= N && k0 + BK <= K) {
-          for (int e = (int)tid; e < BK * BN / 4; e += NT) {
-            const int i = e / (BN / 4), j = e % (BN / 4) * 4;
-            POLYC_COPY16(&Bs[i * LDB + j], &B[bk_off[i] + bn_off[j]]);
-          }
-        } else if (n0 + BN <= N && k0 + BK <= K) {     /* full panel of B */
-          for (int e = (int)tid; e < BK * BN; e += NT) {
-            const int i = e / BN, j = e % BN;
-            Bs[i * LDB + j] = B[bk_off[i] + bn_off[j]];
-          }
-        } else {
-          for (int e = (int)tid; e < BK * BN; e += NT) {
-            const int i = e / BN, j = e % BN;
-            Bs[i * LDB + j] = (k0 + i < K && n0 + j < N) ? B[bk_off[i] + bn_off[j]] : 0.0f;
-          }
-        }
+{A_PANEL}
+{B_PANEL}
         POLYC_SYNCTHREADS();
         for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
           float a[TM], b[TN];
@@ -343,6 +318,9 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
   }
 }
 """
+
+_BODY = _pieces(_BODY, 8, "zero", "i * LDA + j")
+_SIMT_BODY = _pieces(_SIMT_BODY, 4, "0.0f", "j * LDA + i")     # k-major
 
 _DIMS = r"""
 typedef struct { int64_t n, ext[{MAXD}], stride[{MAXD}]; } polyc_wmma_dims;
