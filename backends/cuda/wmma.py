@@ -96,7 +96,8 @@ _A_PANEL = r"""        } else if (m0 + BM <= M && k0 + BK <= K) {     /* full pa
           }
         }"""
 #: The warps' multiplication of one panel (tensor cores).
-_MULTIPLY = r"""        for (int kk = 0; kk < BK; kk += 16) {
+_MULTIPLY = r"""        POLYC_UNROLL
+        for (int kk = 0; kk < BK; kk += 16) {
           POLYC_A_FRAGMENTS(a, 4, polyc_{T});
           POLYC_B_FRAGMENTS(b, 2, polyc_{T});
           for (int i = 0; i < 4; i++)
@@ -361,6 +362,7 @@ CUDA_MACROS = r"""#include <mma.h>
 #define POLYC_SYNCTHREADS() __syncthreads()
 #define POLYC_SYNCWARP() __syncwarp()
 typedef uint4 polyc_v16;
+#define POLYC_UNROLL _Pragma("unroll")
 #define POLYC_COPY16(dst, src) (*(uint4 *)(dst) = *(const uint4 *)(src))
 #define POLYC_LOAD4(v, src) do { const float4 t_ = *(const float4 *)(src); \
   (v)[0] = t_.x; (v)[1] = t_.y; (v)[2] = t_.z; (v)[3] = t_.w; } while (0)
@@ -393,6 +395,7 @@ EMULATOR_MACROS = r"""#include <pthread.h>
 #define POLYC_SYNCTHREADS() pthread_barrier_wait(&polyc_wmma_bar)
 #define POLYC_SYNCWARP() pthread_barrier_wait(&polyc_wmma_warp_bar[tid / 32])
 typedef struct { unsigned char b[16]; } polyc_v16;
+#define POLYC_UNROLL
 #define POLYC_COPY16(dst, src) memcpy((dst), (src), 16)
 #define POLYC_LOAD4(v, src) memcpy((v), (src), 16)
 typedef struct { float x[256]; } polyc_wmma_frag;
