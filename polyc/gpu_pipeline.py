@@ -101,7 +101,8 @@ def lower_gpu(program: Program, config: Config | None = None,
         mapped, kernels = gpu_mapping.map_schedule(sched, program, block=config.gpu_block,
                                                    promote=config.gpu_promote,
                                                    deps=deps.all())           # 4
-    calls = {st.name for st in program.statements if st.kind == "intrinsic"}
+    calls = {st.name for st in program.statements
+             if st.kind == "intrinsic" and getattr(st.intrinsic, "operand_dtype", "")}
     stranded = frozenset(st for k in kernels if not k.intrinsic
                          for st in k.statements if st in calls)
     if stranded:

@@ -287,7 +287,17 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
             f"GPU mapping: kernel marks {sorted(marks)} do not match the kernels "
             f"{[k.index for k in kernels]}")
     _partition(schedule, marks)
+    calls = {s.name for s in program.statements
+             if s.kind == "intrinsic" and getattr(s.intrinsic, "operand_dtype", "")}
     for k in kernels:
+        stray = sorted(calls.intersection(k.statements)) if not k.intrinsic else []
+        if stray:
+            # every thread of a block of TENSOR_CORE_THREADS makes a GEMM call and
+            # meets the others at its barriers: elsewhere it would hang or
+            # compute a part of C
+            raise IllegalScheduleError(
+                f"GPU mapping: kernel {k.index} runs the GEMM call {stray[0]} without a "
+                "launch of its own")
         total = 1
         for t in k.tile:
             total *= t

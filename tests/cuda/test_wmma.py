@@ -397,3 +397,20 @@ def test_the_simt_gemm_compiles_without_spills(arch):
     r = built.resources["polyc_k0"]
     assert r.registers * threads["polyc_k0"] <= REGISTERS_PER_BLOCK
     assert r.spill_stores == 0 and r.stack == 0 and 0 < r.shared <= 48 * 1024
+
+
+def test_the_proof_refuses_a_gemm_call_outside_its_own_launch():
+    """Injected: the call's kernel loses its tensor-core launch (as if the
+    mapping had put the call in an ordinary kernel, where one thread or a
+    block of another shape would make it)."""
+    from dataclasses import replace
+
+    from polyc.errors import IllegalScheduleError
+    from polyc.gpu_pipeline import lower_gpu
+    from polyc.schedule import gpu_verify
+    k = polyc.compile(matmul("float16"), config=emulated())
+    low = lower_gpu(k.program, k.config)
+    kernels = [replace(m, intrinsic="") for m in low.kernels]
+    deps = low.deps if not callable(low.deps) else low.deps()
+    with pytest.raises(IllegalScheduleError, match="without a launch of its own"):
+        gpu_verify.verify(low.mapped, kernels, deps, low.program)
