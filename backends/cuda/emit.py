@@ -313,6 +313,8 @@ class KernelBody(_Emitter):
         return super().node(n)
 
     def _printer(self):
+        """The C backend's statement printer, with shifts and masks for
+        powers of two."""
         pr = super()._printer()
         pr.shifts = True            # no 64-bit divider: see CExprPrinter.shifts
         return pr
@@ -333,6 +335,10 @@ class KernelBody(_Emitter):
         st = self.stmts[body.statement]
         if st.kind != "update" or self.dtypes[st.tensor] not in ("float32", "float64"):
             return None
+        dtype = self.dtypes[st.tensor]
+        _, rtype = self._printer().typed(st.rhs, float_type_of(dtype))
+        if accumulator_type(dtype, rtype) != dtype:
+            return None         # a wider accumulator would round once instead of per term
         return self.reduction_loop(n, vectorize=False)
 
     def local(self, n: L.Local) -> c.Block:
