@@ -141,9 +141,8 @@ def _user_schedule(args, program):
 def _automatic_schedule(program, config):
     """The automatic schedule (and its lowering) as a :class:`polyc.Schedule`."""
     from . import pipeline
-    from .schedule.language import Schedule
     low = pipeline.lower(program, config)
-    return Schedule.from_isl(*low.schedule_view()), low
+    return low.as_schedule(), low
 
 
 def cmd_run(args) -> int:

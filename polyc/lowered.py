@@ -42,6 +42,22 @@ class Lowered:
     #: before array contraction), called when first asked for
     view: tuple | None = None
 
+    #: the automatic schedule as a schedule-language ``Schedule`` (its
+    #: recipe: the starting tree and the steps of
+    #: :mod:`polyc.schedule.auto`) when the code was generated from its tree;
+    #: ``None`` for a user schedule, or when array contraction or
+    #: tensorization rewrote the program afterwards
+    auto: object = None
+
+    def as_schedule(self):
+        """The :class:`polyc.Schedule` this compilation shows: the automatic
+        recipe (:attr:`auto`) when there is one, else the tree of
+        :meth:`schedule_view` wrapped with derived loop names."""
+        if self.auto is not None:
+            return self.auto
+        from .schedule.language import Schedule
+        return Schedule.from_isl(*self.schedule_view())
+
     def schedule_view(self) -> tuple:
         """``(program, isl.Schedule, Dependences)`` a :class:`polyc.Schedule`
         of this compilation shows: the source statements with their

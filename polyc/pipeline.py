@@ -49,16 +49,17 @@ from .loopnest import format_loopnest
 from .lowered import Lowered, with_notes
 from .runtime import Kernel
 from .schedule import (
+    auto,
     contraction,
     initial,
     legality,
-    marks,
     profile,
     rowfuse,
     tensorize,
     tensorize_auto,
-    tile,
 )
+from .schedule.language import Schedule
+from .schedule.tree import without_names
 
 __all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
            "compile_program", "compile_schedule", "compile_versioned",
@@ -70,9 +71,11 @@ def _dump(config: Config, title: str, text) -> None:
         print(f"=== polyc: {title} ===\n{text}", file=sys.stderr)
 
 
-def _optimized(sched, program: Program, config: Config, deps):
-    sched = tile.optimize_bands(sched, program, config, deps)
-    return marks.mark_parallel(sched) if config.parallel else sched
+def _optimized(sched, program: Program, config: Config, deps) -> Schedule:
+    """Steps 4-5: the automatic band optimisation and marks of ``sched``, as a
+    schedule-language :class:`Schedule` (its recipe: the tree ``sched`` and
+    the steps; :mod:`polyc.schedule.auto`)."""
+    return auto.optimize(Schedule.from_isl(program, sched, deps), config)
 
 
 def lower(program: Program, config: Config | None = None, *, probe: bool = False) -> Lowered:
@@ -87,6 +90,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
     notes: dict = {}
     row_note = ""
+    recipe = None
     source, matches = program, []
     if config.tensorize and config.schedule != "identity":
         # 1b: each statement matching an intrinsic is scheduled as its calls
@@ -114,15 +118,17 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
                     sched, program, deps, matches = blocked
                     row_note = rowfuse.describe_blocked(sched, program, matches)
                     notes = {**notes, **{m.statement: m.describe() for m in matches}}
-        sched = _optimized(sched, program, config, deps)                      # 4, 5
+        recipe = _optimized(sched, program, config, deps)                     # 4, 5
+        sched = without_names(recipe.isl)
         found = profile.profile(sched, program) if config.parallel and not blocked else None
         if found is not None and not found.coarse:
             # isl found no coarse parallelism: the source order, optimised the
             # same way, may walk memory better (polyc.schedule.profile)
             src = _optimized(initial.annotate(initial.identity_schedule(program), deps.all()),
                              program, config, deps)
-            if profile.prefer_source_order(found, profile.profile(src, program)):
-                sched = src
+            src_tree = without_names(src.isl)
+            if profile.prefer_source_order(found, profile.profile(src_tree, program)):
+                sched, recipe = src_tree, src
     contracted: tuple = ()
     if config.contract and config.schedule != "identity":                     # 5b
         sched, program, found = contraction.contract_temporaries(
@@ -146,7 +152,11 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         _dump(config, "tensorized schedule", marked)
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
-    return Lowered(program, deps, sched, nest, notes, row_note, contracted, view)
+    # the code is generated from the automatic recipe's own tree unless array
+    # contraction or tensorization rewrote the program after it
+    auto_schedule = recipe if recipe is not None and not contracted and not matches else None
+    return Lowered(program, deps, sched, nest, notes, row_note, contracted, view,
+                   auto=auto_schedule)
 
 
 def _expanded(program: Program, source: Program, matches) -> Program:

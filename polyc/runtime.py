@@ -113,9 +113,7 @@ class Kernel:
         or the automatic one wrapped with derived loop names)."""
         if self._user_schedule is not None:
             return self._user_schedule
-        from .schedule.language import Schedule
-        low = self._low()
-        return Schedule.from_isl(*low.schedule_view())
+        return self._low().as_schedule()
 
     def explain(self, json: bool = False):
         """For each loop: the dependences it carries, whether it is parallel

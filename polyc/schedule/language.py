@@ -307,6 +307,17 @@ class Schedule:
     # ------------------------------------------------------------ applying
     def apply(self, op: str, *args, **kwargs) -> "Schedule":
         """Apply transformation ``op`` (a name of :data:`TRANSFORMS`)."""
+        return self._apply(op, args, kwargs, checked=True)
+
+    def apply_unchecked(self, op: str, *args, **kwargs) -> "Schedule":
+        """:meth:`apply` without the check against the dependences after the
+        step (the transformation's own refusals still raise).  For a caller
+        that checks the finished schedule once (:meth:`check`), as the
+        automatic pipeline does (:mod:`polyc.schedule.auto`); the recorded
+        recipe is the same, and its replay checks every step."""
+        return self._apply(op, args, kwargs, checked=False)
+
+    def _apply(self, op: str, args, kwargs, checked: bool) -> "Schedule":
         fn = lookup(op)
         shown = [_describe(a) for a in args]
         shown += [f"{k}={_describe(v)}" for k, v in kwargs.items()]
@@ -334,7 +345,8 @@ class Schedule:
         new = Schedule(program, self.deps, result, recipe=self.recipe + (step,),
                        start=self.start, reassociate=self.reassociate, base=self._base,
                        origin=self.origin)
-        new.check(what)
+        if checked:
+            new.check(what)
         return new
 
     def with_reassociation(self, allow: bool = True) -> "Schedule":

@@ -29,8 +29,8 @@ KINDS: dict[str, str] = {}
 #: ``with_reassociation``).
 METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "skew",
            "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
-           "isolate_full_tiles", "promote", "tensorize", "mark", "map_to_blocks",
-           "map_to_threads", "promote_shared", "promote_registers")
+           "isolate_full_tiles", "sink", "wavefront", "promote", "tensorize", "mark",
+           "map_to_blocks", "map_to_threads", "promote_shared", "promote_registers")
 
 
 def transform(name: str, kind: str = "checked"):

@@ -29,7 +29,15 @@ from . import legality, surgery
 from .marks import PARALLEL, SIMD, SIMD_REDUCTION, current_name, has_band_below
 from .registry import transform
 from .tile import _is_pure_reduction_band
-from .tree import band_names, fresh_name, loop_names_near, set_band_names
+from .tile import wavefront as _wavefront
+from .tree import (
+    band_names,
+    fresh_name,
+    is_names_mark,
+    loop_names_near,
+    name_all_bands,
+    set_band_names,
+)
 
 
 def _identifier(text: str) -> str:
@@ -131,8 +139,12 @@ def reorder(s, loops):
     for k, j in enumerate(order):
         new = new.set_union_pw_aff(k, mupa.get_union_pw_aff(j))
     names = band_names(band, s.program)
-    band = surgery.rebuild_band(band, new, [names[j] for j in order],
-                                band.band_get_permutable())
+    # in a permutable band a member's coincidence does not depend on the
+    # order of the members (every dependence live at the band is
+    # non-negative in each), so the flags move with their members
+    perm = band.band_get_permutable()
+    coinc = [band.band_member_get_coincident(j) for j in order] if perm else None
+    band = surgery.rebuild_band(band, new, [names[j] for j in order], perm, coinc)
     return band.get_schedule()
 
 
@@ -231,6 +243,64 @@ def vectorize(s, loop):
     if _already(top, name):
         return top.get_schedule()
     return top.insert_mark(isl.Id(name, context=CTX)).get_schedule()
+
+
+@transform("sink")
+def sink(s, loop):
+    """Move the innermost loop of a band down to the leaves of the subtree
+    below it (``isl_schedule_node_band_sink``): every nest below gets it as
+    its innermost loop, where it can be vectorized.  The loop must be the
+    last member of its band (reorder first).  Checked.
+
+    Before / after ``sink(("O","w"))`` on a convolution whose reduction loops
+    ``c, kh, kw`` are a band below ``n, h, w``::
+
+        for n: for h: for w:            for n: for h:
+          for c: for kh: for kw: S          for c: for kh: for kw: for w: S
+    """
+    lp = s.resolve(loop)
+    band = surgery.band_node(s.isl, lp)
+    if lp.member != band.band_n_member() - 1:
+        raise ScheduleError(f"sink: loop {lp.name} is not the innermost loop of its band; "
+                            f"reorder it innermost first")
+    if not has_band_below(band):
+        raise ScheduleError(f"sink: no loop lies below {lp.name}; nothing to sink it under")
+    band = _own_band(s, lp)
+    if band.has_parent() and is_names_mark(band.parent()):
+        band = band.parent().delete()
+    return name_all_bands(band.band_sink().get_schedule(), s.program)
+
+
+@transform("wavefront")
+def wavefront(s, loop):
+    """Run the iterations of a permutable band whose outer loop carries
+    dependences as a wavefront: ``loop`` (the band's first member) becomes
+    ``loop + next`` (the next member), a loop of its own, and ``next`` below
+    it carries no dependence between iterations of one wavefront (parallel).
+    Used on the tile loops of a time-tiled stencil.  Checked.  Source:
+    Pluto's tile wavefront (Bondhugula et al., PLDI 2008, section 5.2).
+
+    Before / after ``wavefront(("S1","t_tile"))``::
+
+        for t_tile: for i_tile: ...     for t_tile (= t_tile + i_tile):
+                                          for i_tile: ...       # parallel
+    """
+    lp = s.resolve(loop)
+    band = surgery.band_node(s.isl, lp)
+    if lp.member != 0 or band.band_n_member() < 2:
+        raise ScheduleError(f"wavefront: loop {lp.name} must be the first of a band of at "
+                            f"least two loops")
+    if not band.band_get_permutable():
+        raise IllegalScheduleError(f"wavefront: the band of {lp.name} is not permutable, so "
+                                   f"its tiles cannot run as wavefronts")
+    names = band_names(band, s.program)
+    if band.has_parent() and is_names_mark(band.parent()):
+        band = band.parent().delete()
+    node = _wavefront(band)
+    if node.band_n_member() == len(names):     # unchanged (first member coincident)
+        return set_band_names(node, names).get_schedule()
+    node = set_band_names(node, names[:1])
+    return set_band_names(node.child(0), names[1:]).get_schedule()
 
 
 _MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

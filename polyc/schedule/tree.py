@@ -206,6 +206,15 @@ def name_all_bands(schedule: isl.Schedule, program: Program) -> isl.Schedule:
     return go(schedule.get_root(), frozenset()).get_schedule()
 
 
+def without_names(schedule: isl.Schedule) -> isl.Schedule:
+    """``schedule`` with every ``loops:`` mark deleted (the names are the
+    schedule language's; the passes after the automatic schedule and code
+    generation do not need them)."""
+    def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        return node.delete() if is_names_mark(node) else node
+    return schedule.map_schedule_node_bottom_up(fn)
+
+
 # ----------------------------------------------------------------- loops
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ The search, in order (:func:`tune`):
    budget's number of legal candidates is reached.  Variants of the
    automatic schedule itself (``Config`` options: the source order
    untransformed, time tiling, maximal or no fusion, no tensorization;
-   :func:`polyc.tune.space.auto_variants`) join them.
+   :func:`polyc.tune.space.auto_variants`) join them, and so do
+   perturbations of the automatic schedule's recipe (a tile size halved or
+   doubled, a step dropped; :mod:`polyc.tune.autorecipe`), replayed and
+   checked step by step like the others.
 4. **Measure.** The automatic schedule (the default) and the legal
    candidates are compiled in parallel by the executor, checked once each in
    a child process against the reference evaluator, and timed round-robin
@@ -26,7 +29,8 @@ The search, in order (:func:`tune`):
    noise measured in the same run (``max(MIN_WIN, 2 x noise)``).
 5. **Local search.** The neighbours of the best (one knob changed) are
    ranked by the model, pruned the same way, and measured against the
-   incumbent, while the budget lasts.
+   incumbent, while the budget lasts.  When the best is the default or a
+   perturbation of its recipe, the neighbours are that recipe's.
 6. **Record.** Every sample and failure, and the session's best, go to the
    tuning database (:mod:`polyc.tune.db`) as soon as they are measured, so an
    interrupted session keeps what it measured.  ``polyc.compile`` then uses
@@ -45,7 +49,7 @@ from dataclasses import dataclass, field
 
 from ..errors import BindingError, PolycError
 from ..ir import Program
-from . import model, space
+from . import autorecipe, model, space
 from .db import ALL_SIZES, key_info, key_of
 from .measure import decide
 
@@ -281,6 +285,32 @@ class _Session:
             out.append(t)
         return out
 
+    def legal_recipes(self, items, want: int) -> list[Trial]:
+        """The first ``want`` legal, distinct recipes of ``items``
+        (``(label, recipe)`` pairs: perturbations of the automatic recipe,
+        :mod:`polyc.tune.autorecipe`), pruned like :meth:`legal`."""
+        out = []
+        for label, recipe in items:
+            if len(out) >= want or self.out_of_time():
+                break
+            t = Trial(label, None, None, None)
+            self.trials.append(t)
+            try:
+                s = autorecipe.build(self.program, recipe)
+            except space.Refused as e:
+                t.status, t.reason = e.kind, e.reason
+                self.pruned[e.kind] = self.pruned.get(e.kind, 0) + 1
+                continue
+            text = s.to_text()
+            if text in self.trees:
+                t.status, t.reason = "duplicate", "the same tree as a candidate already kept"
+                self.pruned["duplicate"] = self.pruned.get("duplicate", 0) + 1
+                continue
+            self.trees.add(text)
+            t.recipe = s.to_recipe()
+            out.append(t)
+        return out
+
     def out_of_time(self) -> bool:
         return time.monotonic() - self.t0 > self.budget.seconds
 
@@ -395,12 +425,22 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
         if seeds:       # the neighbour's best, where this tree has the same bands
             ranked = [(s.cost(k), k) for k in seeds if _fits(k, s.infos.get(k.start))] + ranked
         autos = space.auto_variants(program)[:MAX_AUTO]
-        first = s.legal(ranked, min(b.first, b.measured, max(2, b.batch - len(autos))))
-        # the automatic pipeline's own knobs (Config options) as candidates too
-        for opts in autos[:max(0, b.measured - len(first))]:
+        # the automatic schedule's own knobs: its recipe with one knob changed
+        # (not for a shape class: its tree carries the class's constraints,
+        # and a version's recipe must replay on the generic program)
+        auto = _automatic_recipe(program, config) if shape_class == ALL_SIZES else None
+        n_rec = max(1, b.first // 3) if auto is not None else 0
+        first = s.legal(ranked, max(0, min(b.first, b.measured - n_rec,
+                                           max(2, b.batch - len(autos) - n_rec))))
+        # the automatic pipeline's own options (Config) as candidates too
+        for opts in autos[:max(0, b.measured - len(first) - n_rec)]:
             label = "auto: " + ", ".join(f"{k}={v}" for k, v in opts.items())
             first.append(Trial(label, None, space.auto_recipe(opts), None))
             s.trials.append(first[-1])
+        if auto is not None:
+            s.trees.add(autorecipe.build(program, auto).to_text())
+            first += s.legal_recipes(autorecipe.neighbours(auto),
+                                     max(0, min(n_rec, b.measured - len(first))))
         best = default
         if s.out_of_time():
             note = (f"the budget ({b.seconds:g} s) ran out before anything was measured; "
@@ -412,15 +452,30 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
             default.status, default.ratio = "measured", 1.0
             best = s.accept(default, measured)
             tried = {json.dumps(t.knobs, sort_keys=True) for t in s.trials if t.knobs}
-            while not s.out_of_time() and s.measured < b.measured and best.knobs:
-                k = knobs_from_json(best.knobs)
-                near = [(s.cost(n), n) for n in space.neighbours(
-                    k, {st: i[0] for st, i in s.infos.items()}, space.has_reduction(program))
-                    if json.dumps(n.to_json(), sort_keys=True) not in tried]
-                for _, n in near:
-                    tried.add(json.dumps(n.to_json(), sort_keys=True))
-                near.sort(key=lambda x: x[0])
-                step = s.legal(near, min(b.neighbours, b.measured - s.measured))
+            tried |= {t.label for t in s.trials if t.label.startswith("auto recipe")}
+            while not s.out_of_time() and s.measured < b.measured:
+                want = min(b.neighbours, b.measured - s.measured)
+                if best.knobs:
+                    k = knobs_from_json(best.knobs)
+                    near = [(s.cost(n), n) for n in space.neighbours(
+                        k, {st: i[0] for st, i in s.infos.items()},
+                        space.has_reduction(program))
+                        if json.dumps(n.to_json(), sort_keys=True) not in tried]
+                    for _, n in near:
+                        tried.add(json.dumps(n.to_json(), sort_keys=True))
+                    near.sort(key=lambda x: x[0])
+                    step = s.legal(near, want)
+                elif auto is not None and (best is default
+                                           or best.label.startswith("auto recipe")):
+                    # around the automatic schedule, or the perturbation of it
+                    # that won: its recipe with one more knob changed
+                    base = auto if best is default else best.recipe
+                    near = [(label, r) for label, r in autorecipe.neighbours(base)
+                            if label not in tried]
+                    tried |= {label for label, _ in near}
+                    step = s.legal_recipes(near, want)
+                else:
+                    break
                 if not step:
                     break
                 new_best = s.accept(best, s.run(best, step))
@@ -446,6 +501,16 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
     return TuneResult(program.name, s.key, sizes, best, s.trials, dict(s.pruned), s.measured,
                       failed, time.monotonic() - s.t0, s.noise, s.history,
                       str(db.path) if db is not None else "", note)
+
+
+def _automatic_recipe(program, config) -> dict | None:
+    """The automatic schedule's recipe (:func:`polyc.tune.autorecipe.automatic`),
+    ``None`` when there is none or it cannot be computed."""
+    try:
+        return autorecipe.automatic(program, config)
+    except PolycError as e:
+        log.info("no automatic recipe for %s: %s", program.name, e)
+        return None
 
 
 def _fits(k: space.Knobs, infos) -> bool:

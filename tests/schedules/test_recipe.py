@@ -97,6 +97,10 @@ CASES = [
     ("unroll_and_jam", "unroll_and_jam", "add3", _ident, [((("Z", "m"), 2), {})]),
     ("isolate_full_tiles", "isolate_full_tiles", "matmul", _tiled,
      [((("C", "m_tile"),), {})]),
+    ("sink", "sink", "matmul", _ident, [((C_N,), {})]),
+    ("wavefront", "wavefront", "stencil",
+     lambda s: s.skew(("S1", "i"), ("S1", "t")).tile([("S1", "t"), ("S1", "i")], [4, 4]),
+     [((("S1", "t_tile"),), {})]),
     ("promote", "promote", "pc", lambda s: s.tile([("T", "i"), ("T", "j")], [4, 4]),
      [(("A",), {"at": ("T", "j_tile")})]),
     ("promote_output", "promote", "matmul", _tiled, [(("C",), {"at": ("C", "n_tile")})]),
@@ -388,7 +392,13 @@ def test_kernel_schedule_prints_and_transforms():
     text = str(s)
     assert text.startswith("domain: S0, S0_init") and "band (" in text
     assert "for (" in s.loop_nest() and "#pragma omp parallel for" in s.loop_nest()
-    assert s.to_text() == s.from_text(s.to_text()).to_text()
+    # the automatic schedule is built by steps (a recipe), not read from
+    # text: the first read may reorder pieces of a union map, then the
+    # text is stable (docs/schedules.md, "isl text")
+    once = s.from_text(s.to_text())
+    assert once.isl.get_map().is_equal(s.isl.get_map())
+    assert once.to_text() == s.from_text(once.to_text()).to_text()
+    assert s.recipe and {st["op"] for st in s.recipe} >= {"tile", "mark"}
     inner = s.loops()[-1]
     t = s.split(inner, 3)
     assert t is not s and s.to_text() == text_of(k)

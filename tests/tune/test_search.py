@@ -31,7 +31,10 @@ def test_tune_measures_records_and_compile_uses_it(cfg, tmp_path):
     assert r.trials[0].status == "measured" and r.trials[0].ratio == 1.0
     measured = [t for t in r.trials[1:] if t.status == "measured"]
     assert 1 <= len(measured) <= SMALL.measured and r.measured == len(measured)
-    assert all(t.recipe["steps"] and t.ratio > 0 for t in measured)
+    # schedule recipes (a perturbation of the automatic recipe may have no
+    # step left: its starting tree) or automatic-schedule options
+    assert all(("steps" in t.recipe or "auto" in t.recipe) and t.ratio > 0 for t in measured)
+    assert any(t.recipe.get("steps") for t in measured)
     assert r.history and r.history[-1][1] == r.measured
     db = Database(config=cfg)
     recs = db.records()
@@ -183,3 +186,32 @@ def test_loop_programs_with_a_time_loop_are_tuned(cfg):
     assert r.trials[0].status == "measured" and r.failed == 0, r.report(explain=True)
     assert any(t.label.startswith("auto: schedule=identity") for t in r.trials)
     assert r.measured >= 3
+
+
+def test_the_automatic_recipe_is_perturbed_and_a_recorded_perturbation_is_used(cfg):
+    """The automatic schedule is a recipe (issue 17, item 0): the session
+    measures it with one knob changed (a tile size, a dropped step), and a
+    recorded perturbation compiles to the code of its replay."""
+    mm = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+    c = cfg.replace(tensorize=False)
+    r = polyc.tune(mm, {"M": 96, "N": 96, "K": 96}, config=c, progress=False,
+                   budget=Budget(seconds=120, measured=6, sampled=100, first=3, neighbours=2))
+    mine = [t for t in r.trials if t.label.startswith("auto recipe:")]
+    assert mine, r.report(explain=True)
+    assert all(t.status in ("measured", "illegal", "inapplicable", "duplicate", "failed",
+                            "unmeasured") for t in mine)
+    measured = [t for t in mine if t.status == "measured"]
+    assert measured and r.failed == 0, r.report(explain=True)
+    t = measured[0]
+    assert "tree" in t.recipe and any(st["op"] == "tile" for st in t.recipe["steps"])
+    program = polyc.program(mm)
+    info = key_info(program, c, ALL_SIZES)
+    Database(config=c).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                                "recipe": t.recipe, "label": t.label, "speedup": 1.5}])
+    k = polyc.compile(mm, config=c)
+    assert k.tuning.startswith("tuned: schedule recipe from") and t.label in k.tuning
+    want = polyc.compile(mm, schedule=t.recipe, config=c.replace(use_tuned=False))
+    assert k.source == want.source
+    rng = np.random.default_rng(1)
+    a, b = rng.random((33, 20), dtype=np.float32), rng.random((20, 17), dtype=np.float32)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)

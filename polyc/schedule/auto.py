@@ -1,0 +1,283 @@
+"""The automatic schedule as a recipe: polyc's band optimisation applied as
+schedule-language transformations.
+
+:func:`optimize` takes the tree isl's scheduler computed (or the source
+order, or a row-fused tree) and decides, band by band, what polyc has always
+done with it; every decision is a registered transformation applied through
+:meth:`polyc.schedule.language.Schedule.apply`, so the automatic schedule is
+a :class:`~polyc.schedule.language.Schedule` whose recipe (the starting tree
+and the steps) replays byte for byte, and whose knobs (the ``tile`` sizes,
+the ``reorder`` orders, the marks) the tuner perturbs
+(:func:`polyc.tune.space.auto_neighbours`).  The decisions, in order:
+
+1. **sink** (top-down, first pass): when a band with bands below owns the
+   coincident stride-1 member of its hot statements (``w`` of a convolution
+   whose reduction ``kh, kw`` isl put in a band below) and no band below
+   offers one, that member is made the band's last (``reorder``) and moved
+   to the leaves (``sink``), where it becomes the vector loop;
+2. per band, bottom-up:
+
+   a. a band that scans only the reduction of one update whose accumulator
+      nothing else reads gets ``mark(loop, "vector_reduction")`` on its last
+      member (a register accumulator; TC reductions may be reassociated);
+   b. **reorder**: in a permutable band (any order is legal, every
+      dependence is non-negative in every member), the coincident member
+      that makes the most accesses of the hot statements stride-1 goes
+      innermost;
+   c. otherwise, when the reduction members give the stride-1 accesses
+      (``C(m,n) += A(m,k) * B(n,k)``), **distribute the reduction**
+      (``reorder`` the common members first, then ``distribute`` at the first
+      reduction member into the initialisation, the reduction, the epilogue;
+      :func:`polyc.schedule.tile.reduction_groups`), optimise the new bands
+      and tile the common band;
+   d. **tile** a permutable band of 2 to :data:`~polyc.schedule.tile.MAX_TILED_MEMBERS`
+      members when tiling can shorten a reuse distance
+      (:func:`polyc.schedule.tile._carries_reuse`) or ``Config.tile_sizes``
+      asks for it, sizes from :func:`polyc.schedule.tile.tile_sizes`; with
+      ``Config.time_tiling``, run the tiles as a ``wavefront``;
+   e. **vectorize** the innermost member when it is the reordered stride-1
+      member and no band lies below;
+3. **parallel** (``Config.parallel``, top-down): ``mark(loop, "parallel")``
+   (``parallel_collapse2`` for two coincident members in a row) on the
+   outermost coincident member of every root-to-leaf path.
+
+The first run applies the steps unchecked (:meth:`Schedule.apply_unchecked`)
+and checks the finished schedule once against the exact dependences, as
+the isl-node version of this pass did: a check per step would double the
+time of a cold compile.  If the result is illegal (the sinking or the
+distribution can make it so), the optimisation is redone without them,
+checking every step like a user's; a step refused then is left out and
+logged.  A replayed recipe checks every step.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import islpy as isl
+
+from ..config import Config
+from ..errors import IllegalScheduleError, ScheduleError
+from . import tile as T
+from .language import Schedule
+from .locality import member_scores, reduction_members
+from .marks import (
+    MAX_COLLAPSE,
+    SIMD_REDUCTION,
+    coincident_members,
+    has_band_below,
+    parallel_mark_name,
+)
+from .tree import find_loop, is_names_mark, loop_at, node_at, path_of
+
+log = logging.getLogger(__name__)
+
+_BAND = isl.schedule_node_type.band
+
+
+class _Restart(Exception):
+    """An aggressive step (sink, distribution) turned out illegal."""
+
+
+def optimize(start: Schedule, config: Config) -> Schedule:
+    """The automatic schedule of ``start`` (a :class:`Schedule` of the tree to
+    optimise): ``start`` with the steps of the module docstring applied, so
+    ``result.to_recipe()`` is the automatic schedule as a recipe.  Raises
+    nothing for a refused step: a step the dependences refuse is left out
+    (logged at debug level)."""
+    try:
+        # the first run checks the finished schedule once, not every step
+        s = _Auto(start, config, aggressive=True).run()
+        s.check("the automatic schedule")
+        return s
+    except (_Restart, IllegalScheduleError) as e:
+        log.debug("automatic schedule of %s: %s; redone without sinking and "
+                  "reduction distribution", start.program.name, e)
+        return _Auto(start, config, aggressive=False).run()
+
+
+def loop_spec(s: Schedule, path: tuple, member: int):
+    """How a recipe names member ``member`` of the band at ``path``: the pair
+    ``(statement, loop name)`` when that resolves to this very loop, else
+    ``{"path": [...], "member": k}``."""
+    lp = loop_at(s.isl, s.program, path, member)
+    for target in lp.statements[:1]:
+        for name in lp.name.split("|")[:1]:
+            try:
+                hit = find_loop(s.isl, s.program, target, name)
+            except ScheduleError:
+                continue
+            if (hit.path, hit.member) == (lp.path, lp.member):
+                return (target, name)
+    return {"path": list(path), "member": member}
+
+
+class _Auto:
+    def __init__(self, s: Schedule, config: Config, aggressive: bool):
+        self.s, self.config, self.aggressive = s, config, aggressive
+        self.program = s.program
+
+    def run(self) -> Schedule:
+        if self.aggressive:
+            self.sink(())
+        self.walk(())
+        if self.config.parallel:
+            self.mark_parallel(())
+        return self.s
+
+    # ---------------------------------------------------------------- steps
+    def node(self, path) -> isl.ScheduleNode:
+        return node_at(self.s.isl, tuple(path))
+
+    def loop(self, path, member: int):
+        return loop_spec(self.s, tuple(path), member)
+
+    def step(self, op: str, *args, aggressive: bool = False) -> bool:
+        """Apply ``op``; ``False`` when it is refused.  A refused step of the
+        aggressive run restarts the optimisation without sinking and
+        distribution (``aggressive=True`` marks the steps that are theirs)."""
+        try:
+            if self.aggressive:
+                self.s = self.s.apply_unchecked(op, *args)
+            else:
+                self.s = self.s.apply(op, *args)
+            return True
+        except IllegalScheduleError as e:
+            if self.aggressive:
+                raise _Restart(str(e)) from None
+            log.debug("automatic schedule of %s: step %s refused: %s",
+                      self.program.name, op, e)
+        except ScheduleError as e:
+            if aggressive and self.aggressive:
+                raise _Restart(str(e)) from None
+            log.debug("automatic schedule of %s: step %s not applicable: %s",
+                      self.program.name, op, e)
+        return False
+
+    def band_path(self, path) -> tuple:
+        """The path of the band at or just below ``path`` (past a ``loops:``
+        mark)."""
+        node = self.node(path)
+        while is_names_mark(node):
+            node = node.child(0)
+        return path_of(node)
+
+    def first_band(self, path):
+        """The path of the first band at or below ``path`` (pre-order)."""
+        node = self.node(path)
+        while node.get_type() != _BAND:
+            if node.n_children() != 1:
+                return None
+            node = node.child(0)
+        return path_of(node)
+
+    def to_last(self, path, best: int) -> bool:
+        """``reorder`` member ``best`` of the band at ``path`` innermost."""
+        n = self.node(path).band_n_member()
+        if best == n - 1:
+            return True
+        order = [j for j in range(best, n) if j != best] + [best]
+        return self.step("reorder", [self.loop(path, j) for j in order])
+
+    # ----------------------------------------------------------- 1. sinking
+    def sink(self, path) -> None:
+        node = self.node(path)
+        if node.get_type() == _BAND and has_band_below(node) and node.band_get_permutable():
+            n = node.band_n_member()
+            coinc = coincident_members(node)
+            scores = member_scores(node, self.program)
+            cands = [j for j in range(n) if coinc[j] and (scores[j] or 0) > 0]
+            if cands and n >= 2 and not T._below_offers_stride(node, self.program):
+                best = max(cands, key=lambda j: (scores[j], j))
+                if self.to_last(path, best):
+                    self.step("sink", self.loop(path, n - 1), aggressive=True)
+                path = self.band_path(path)
+        node = self.node(path)
+        for i in range(node.n_children()):
+            self.sink(tuple(path) + (i,))
+
+    # -------------------------------------------------------- 2. the bands
+    def walk(self, path) -> None:
+        for i in range(self.node(path).n_children()):
+            self.walk(tuple(path) + (i,))
+        if self.node(path).get_type() == _BAND:
+            self.band(tuple(path))
+
+    def band(self, path) -> None:
+        program, config = self.program, self.config
+        node = self.node(path)
+        n = node.band_n_member()
+        innermost = not has_band_below(node)
+        coinc = coincident_members(node)
+        scores = member_scores(node, program)
+        if innermost and T._is_pure_reduction_band(node, program):
+            if config.simd:
+                self.step("mark", self.loop(path, n - 1), SIMD_REDUCTION)
+            return
+        best = None
+        cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
+        if cands and (node.band_get_permutable() or n == 1):
+            best = max(cands, key=lambda j: (scores[j], j))
+            best = n - 1 if self.to_last(path, best) else None
+        elif self.aggressive and innermost:
+            red = reduction_members(node, program)
+            if red and any((scores[j] or 0) > 0 for j in red):
+                if self.distribute(path, red):
+                    return
+        self.tile(path, simd_last=(best == n - 1 and innermost))
+
+    def distribute(self, path, red: list[int]) -> bool:
+        """Step 2c; ``False`` (nothing applied) when the band has another shape."""
+        node = self.node(path)
+        found = T.reduction_groups(node, self.program, red)
+        if found is None:
+            return False
+        order, groups = found
+        n_common = node.band_n_member() - len(red)
+        top = path_of(node.parent()) if is_names_mark(node.parent()) else path
+        if order != list(range(len(order))):
+            self.step("reorder", [self.loop(path, j) for j in order], aggressive=True)
+        self.step("distribute", self.loop(path, n_common), *groups, aggressive=True)
+        if n_common:
+            common = self.first_band(top)
+            below = self.node(common)
+            for i in range(below.n_children()):
+                self.walk(common + (i,))
+            self.tile(common, simd_last=False)
+        else:
+            self.walk(top)
+        return True
+
+    def tile(self, path, simd_last: bool) -> None:
+        config, program = self.config, self.program
+        node = self.node(path)
+        n = node.band_n_member()
+        if (config.tiling and 2 <= n <= T.MAX_TILED_MEMBERS and node.band_get_permutable()
+                and (config.tile_sizes or T._carries_reuse(node, program))):
+            sizes = T.tile_sizes(node, program, config)
+            if self.step("tile", [self.loop(path, j) for j in range(n)], sizes):
+                point = self.first_band(path + (0,))
+                if config.simd and simd_last and point is not None:
+                    self.step("vectorize", self.loop(point, n - 1))
+                if (self.aggressive and getattr(config, "time_tiling", False)
+                        and not self.node(path).band_member_get_coincident(0)):
+                    self.step("wavefront", self.loop(path, 0), aggressive=True)
+                return
+        if config.simd and simd_last:
+            self.step("vectorize", self.loop(path, n - 1))
+
+    # ----------------------------------------------------------- 3. marks
+    def mark_parallel(self, path) -> None:
+        node = self.node(path)
+        if node.get_type() == _BAND:
+            coinc = coincident_members(node)
+            if any(coinc):
+                p = coinc.index(True)
+                run = 0
+                while p + run < len(coinc) and coinc[p + run]:
+                    run += 1
+                self.step("mark", self.loop(path, p),
+                          parallel_mark_name(min(run, MAX_COLLAPSE)))
+                return
+        for i in range(node.n_children()):
+            self.mark_parallel(tuple(path) + (i,))
