@@ -90,7 +90,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
     notes: dict = {}
     row_note = ""
-    recipe = None
+    recipe = checked = None
     source, matches = program, []
     if config.tensorize and config.schedule != "identity":
         # 1b: each statement matching an intrinsic is scheduled as its calls
@@ -119,7 +119,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
                     row_note = rowfuse.describe_blocked(sched, program, matches)
                     notes = {**notes, **{m.statement: m.describe() for m in matches}}
         recipe = _optimized(sched, program, config, deps)                     # 4, 5
-        sched = without_names(recipe.isl)
+        sched = checked = without_names(recipe.isl)
         found = profile.profile(sched, program) if config.parallel and not blocked else None
         if found is not None and not found.coarse:
             # isl found no coarse parallelism: the source order, optimised the
@@ -128,7 +128,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
                              program, config, deps)
             src_tree = without_names(src.isl)
             if profile.prefer_source_order(found, profile.profile(src_tree, program)):
-                sched, recipe = src_tree, src
+                sched, recipe, checked = src_tree, src, src_tree
     contracted: tuple = ()
     if config.contract and config.schedule != "identity":                     # 5b
         sched, program, found = contraction.contract_temporaries(
@@ -137,7 +137,10 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     _dump(config, "schedule", sched)
     if probe:
         return Lowered(program, deps, sched, None, notes, row_note, contracted)
-    legality.check(sched, deps, program, what="the generated schedule")       # 6
+    if sched is not checked:
+        # (the automatic schedule checked its own tree; array contraction or
+        # the identity schedule give another one)
+        legality.check(sched, deps, program, what="the generated schedule")   # 6
     view = None
     if matches:
         # the tree of the source statements, each group below a tensorize

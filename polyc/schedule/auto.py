@@ -235,6 +235,17 @@ class _Auto:
         order, groups = found
         n_common = node.band_n_member() - len(red)
         top = path_of(node.parent()) if is_names_mark(node.parent()) else path
+        if len(groups) == 1:
+            # only the reduction itself: nothing to distribute, the reduction
+            # loops become a band of their own with a register accumulator
+            inner = T.reorder_members(node, order).band_split(n_common).child(0)
+            if not (self.config.simd and T._is_pure_reduction_band(inner, self.program)):
+                return False
+            if order != list(range(len(order))):
+                self.step("reorder", [self.loop(path, j) for j in order], aggressive=True)
+            self.step("mark", self.loop(path, n_common), SIMD_REDUCTION, aggressive=True)
+            self.tile(path, simd_last=False)
+            return True
         if order != list(range(len(order))):
             self.step("reorder", [self.loop(path, j) for j in order], aggressive=True)
         self.step("distribute", self.loop(path, n_common), *groups, aggressive=True)

@@ -130,11 +130,18 @@ class Schedule:
         """Wrap an existing tree (e.g. a compiled kernel's); bands without a
         ``loops:`` mark get derived names."""
         deps = deps or dependence.compute(program)
-        text = tree.name_all_bands(schedule, program).to_str()
+        named = tree.name_all_bands(schedule, program)
+        text = named.to_str()
         # a recipe replays from this very tree (polyc's band optimisation and
         # marks cannot be rebuilt from start="isl"); the tree is read back from
-        # its text so that the replayed one prints identically
-        named = isl.Schedule.read_from_str(schedule.get_ctx(), text)
+        # its text so that the replayed one prints identically.  isl cannot
+        # read back every text it prints (iterators named like its keywords,
+        # ``exists`` or ``min``): such a tree is kept as it is, and its recipe
+        # does not replay
+        try:
+            named = isl.Schedule.read_from_str(schedule.get_ctx(), text)
+        except isl.Error:
+            pass
         return cls(program, deps, named, start="isl", origin=text)
 
     # ------------------------------------------------------------ queries
