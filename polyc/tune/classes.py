@@ -19,6 +19,11 @@ such, at most :data:`polyc.versioned.MAX_VERSIONS`.
 size parameter ``P``, one of ``P = 1``, ``2 <= P < T`` or ``P >= T``, and
 ``P mod V = 0`` when the vector width ``V`` divides every observed value of
 the cell. ``T`` is the tile size and ``V`` the vector width in elements.
+Where some sizes of a cell with a ``P >= T`` parameter have all their
+tensors fit in the L2 cache together and others do not, the fitting ones
+form a class of their own, bounded by their largest values (``P <= 96`` for
+each such ``P``): the box of those bounds fits in L2 as a whole (a
+footprint grows with every size), so every size of the class fits.
 """
 
 from __future__ import annotations
@@ -93,13 +98,33 @@ def requested(program, sizes_or_classes, classes) -> dict[str, list[dict]]:
     return {}
 
 
-def lattice(program, points: list[dict], tile: int = 32, vector: int | None = None
-            ) -> dict[str, list[dict]]:
+def footprint(program, sizes: dict) -> int:
+    """Bytes of every argument and temporary tensor of ``program`` at
+    ``sizes`` (local buffers left out)."""
+    from ..ir import numpy_dtype
+    from ..isl_util import eval_pw_aff
+    total = 0
+    for t in program.tensors:
+        if t.role == "local":
+            continue
+        n = numpy_dtype(t.dtype).itemsize
+        for pa in t.shape:
+            n *= max(0, eval_pw_aff(pa, sizes))
+        total += n
+    return total
+
+
+def lattice(program, points: list[dict], tile: int = 32, vector: int | None = None,
+            l2: int | None = None) -> dict[str, list[dict]]:
     """The lattice classes of ``points`` (see the module docstring), each with
     at most :data:`MAX_SIZES` of its points (smallest, largest, middle);
-    the most populated :data:`~polyc.versioned.MAX_VERSIONS` classes."""
+    the most populated :data:`~polyc.versioned.MAX_VERSIONS` classes.
+    ``l2``: the L2 cache size in bytes (default: this machine's,
+    :func:`polyc.machine.cache_sizes`)."""
+    from ..machine import cache_sizes
     from .model import vector_bytes
     vector = vector or max(1, vector_bytes() // 4)
+    l2 = l2 or cache_sizes().get(2, 1 << 20)
     params = [p for p in program.params if p not in program.fixed_sizes]
     cells: dict[tuple, list[dict]] = {}
     for pt in points:
@@ -108,18 +133,30 @@ def lattice(program, points: list[dict], tile: int = 32, vector: int | None = No
             v = int(pt[p])
             key.append((p, "one" if v == 1 else "small" if v < tile else "large"))
         cells.setdefault(tuple(key), []).append(pt)
+    for key, pts in list(cells.items()):
+        large = [p for p, cell in key if cell == "large"]
+        fit = [q for q in pts if footprint(program, q) <= l2]
+        if not large or not fit or len(fit) == len(pts):
+            continue
+        box = {p: max(int(q[p]) for q in fit) for p in params}
+        if footprint(program, box) > l2:
+            continue        # the fitting sizes' bounds do not fit together
+        cells[key] = [q for q in pts if q not in fit]
+        cells[key + (("L2", tuple((p, box[p]) for p in large)),)] = fit
     out: dict[str, list[dict]] = {}
     for key, pts in sorted(cells.items(), key=lambda kv: -len(kv[1]))[:MAX_VERSIONS]:
         parts = []
         for p, cell in key:
-            if cell == "one":
+            if p == "L2":
+                parts += [f"{q} <= {bound}" for q, bound in cell]
+            elif cell == "one":
                 parts.append(f"{p} = 1")
             elif cell == "small":
                 parts.append(f"2 <= {p} < {tile}" if all(q[p] >= 2 for q in pts)
                              else f"{p} < {tile}")
             else:
                 parts.append(f"{p} >= {tile}")
-            if cell != "one" and all(int(q[p]) % vector == 0 for q in pts):
+            if p != "L2" and cell != "one" and all(int(q[p]) % vector == 0 for q in pts):
                 parts.append(f"{p} mod {vector} = 0")
         text = " and ".join(parts) or ALL
         pts = sorted(pts, key=lambda q: tuple(q[p] for p in params))

@@ -112,13 +112,38 @@ def test_versions_from_the_database(tmp_path):
 def test_lattice_groups_observed_sizes():
     p = polyc.program(MM)
     pts = [{"M": m, "N": 768, "K": 768} for m in (1, 2, 3, 7, 16, 17, 64, 100, 128, 333, 512)]
-    got = lattice(p, pts, tile=32, vector=16)
+    got = lattice(p, pts, tile=32, vector=16, l2=1 << 20)
     assert set(got) == {"M >= 32 and K >= 32 and K mod 16 = 0 and N >= 32 and N mod 16 = 0",
                         "2 <= M < 32 and K >= 32 and K mod 16 = 0 and N >= 32 and N mod 16 = 0",
                         "M = 1 and K >= 32 and K mod 16 = 0 and N >= 32 and N mod 16 = 0"}
     for text, reps in got.items():
         cls = shape_class(p, text)
         assert 1 <= len(reps) <= 3 and all(cls.contains(r) for r in reps)
+
+
+def test_lattice_splits_off_the_sizes_that_fit_in_l2():
+    from polyc.tune.classes import footprint
+    p = polyc.program(MM)
+    l2 = 1 << 20
+    pts = [{"M": m, "N": n, "K": 64} for m in (64, 100, 512) for n in (64, 96, 4096)]
+    got = lattice(p, pts, tile=32, vector=16, l2=l2)
+    fits = [t for t in got if "<=" in t]
+    assert fits == ["M >= 32 and K >= 32 and K mod 16 = 0 and N >= 32 and N mod 16 = 0 "
+                    "and M <= 512 and K <= 64 and N <= 96"]
+    cls = shape_class(p, fits[0])
+    # every size of the class fits: its corner does
+    assert footprint(p, {"M": 512, "N": 96, "K": 64}) <= l2
+    assert not cls.contains({"M": 512, "N": 128, "K": 64})
+    inside = [q for q in pts if cls.contains(q)]
+    assert inside and all(footprint(p, q) <= l2 for q in inside)
+    # the sizes that do not fit keep the plain class, tested after the bounded one
+    rest = "M >= 32 and K >= 32 and K mod 16 = 0 and N >= 32 and N mod 16 = 0"
+    assert rest in got and all(q["N"] == 4096 for q in got[rest])
+    assert [c.text for c in ordered([shape_class(p, t) for t in got])][0] == fits[0]
+    # fitting sizes whose bounds do not fit together form no class
+    odd = [{"M": 2048, "N": 32, "K": 32}, {"M": 32, "N": 2048, "K": 32},
+           {"M": 4096, "N": 4096, "K": 32}]
+    assert not [t for t in lattice(p, odd, tile=32, vector=16, l2=l2) if "<=" in t]
 
 
 def test_requested_classes_are_checked():
