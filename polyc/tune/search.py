@@ -262,43 +262,32 @@ class _Session:
 
     def legal(self, ranked, want: int) -> list[Trial]:
         """The first ``want`` legal, distinct candidates of ``ranked``."""
-        out = []
-        for score, k in ranked:
-            if len(out) >= want or self.out_of_time():
-                break
-            t = Trial(k.label(), k.to_json(), None, score)
-            self.trials.append(t)
-            try:
-                s = space.build(self.program, k, self.infos[k.start][0],
-                                base=self.bases[k.start])
-            except space.Refused as e:
-                t.status, t.reason = e.kind, f"{e.step}: {e.reason}"
-                self.pruned[e.kind] = self.pruned.get(e.kind, 0) + 1
-                continue
-            text = s.to_text()
-            if text in self.trees:
-                t.status, t.reason = "duplicate", "the same tree as a candidate already kept"
-                self.pruned["duplicate"] = self.pruned.get("duplicate", 0) + 1
-                continue
-            self.trees.add(text)
-            t.recipe = s.to_recipe()
-            out.append(t)
-        return out
+        return self._admit(((Trial(k.label(), k.to_json(), None, score),
+                             lambda k=k: space.build(self.program, k, self.infos[k.start][0],
+                                                     base=self.bases[k.start]))
+                            for score, k in ranked), want)
 
     def legal_recipes(self, items, want: int) -> list[Trial]:
         """The first ``want`` legal, distinct recipes of ``items``
         (``(label, recipe)`` pairs: perturbations of the automatic recipe,
         :mod:`polyc.tune.autorecipe`), pruned like :meth:`legal`."""
+        return self._admit(((Trial(label, None, None, None),
+                             lambda r=recipe: autorecipe.build(self.program, r))
+                            for label, recipe in items), want)
+
+    def _admit(self, candidates, want: int) -> list[Trial]:
+        """Build each ``(trial, build)`` until ``want`` are legal and
+        distinct: a refused one is counted by kind, one whose tree equals a
+        kept one's is a duplicate; the kept ones get their recipe."""
         out = []
-        for label, recipe in items:
+        for t, build in candidates:
             if len(out) >= want or self.out_of_time():
                 break
-            t = Trial(label, None, None, None)
             self.trials.append(t)
             try:
-                s = autorecipe.build(self.program, recipe)
+                s = build()
             except space.Refused as e:
-                t.status, t.reason = e.kind, e.reason
+                t.status, t.reason = e.kind, f"{e.step}: {e.reason}"
                 self.pruned[e.kind] = self.pruned.get(e.kind, 0) + 1
                 continue
             text = s.to_text()
