@@ -41,7 +41,7 @@ import islpy as isl
 from .errors import IllegalScheduleError, PlotError, ScheduleError, Witness
 from .ir import Program
 from .isl_util import CTX, maps_of, param_space, sets_of
-from .schedule import timeline
+from .schedule import registry, timeline
 from .schedule import tree as tree_mod
 
 #: A picture draws at most this many points ...
@@ -113,7 +113,7 @@ class Picture:
 def schedule_of(target):
     """The :class:`polyc.Schedule` of a Schedule, a ``Program`` (its source
     order) or a compiled ``Kernel`` (the schedule its code came from)."""
-    from .schedule.language import Schedule
+    Schedule = registry.schedule_class()
     if isinstance(target, Schedule):
         return target
     if isinstance(target, Program):

@@ -48,7 +48,7 @@ from . import (
 from .marks import current_names
 from .promotion import LOCAL_MARK, check_promotions
 from .recipe import encode_step, make_recipe, replay
-from .registry import KINDS, METHODS, TRANSFORMS, lookup, transform
+from .registry import KINDS, METHODS, SCHEDULE_CLASS, TRANSFORMS, lookup, transform
 from .tree import Loop
 
 #: The modules whose transformations register themselves in
@@ -389,6 +389,7 @@ def document_methods() -> None:
 
 
 document_methods()
+SCHEDULE_CLASS[:] = [Schedule]
 
 __all__ = ["Schedule", "Loop", "transform", "TRANSFORMS", "KINDS", "METHODS",
            "IllegalScheduleError"]

@@ -12,6 +12,7 @@ transformation module: the import graph of the package stays acyclic.
 
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 from ..errors import ScheduleError
@@ -31,6 +32,21 @@ METHODS = ("tile", "split", "reorder", "interchange", "fuse", "distribute", "ske
            "shift", "reverse", "parallel", "vectorize", "unroll", "unroll_and_jam",
            "isolate_full_tiles", "sink", "wavefront", "promote", "tensorize", "mark",
            "map_to_blocks", "map_to_threads", "promote_shared", "promote_registers")
+
+
+#: The schedule class (:class:`polyc.schedule.language.Schedule`), set when
+#: the language module is imported: modules the language itself uses
+#: lazily (:mod:`polyc.picture`, through ``Schedule.plot``) reach it here
+#: without importing the language back.
+SCHEDULE_CLASS: list = []
+
+
+def schedule_class():
+    """The :class:`polyc.schedule.language.Schedule` class (the language
+    module is loaded on first use: ``polyc.Schedule`` is itself lazy)."""
+    if not SCHEDULE_CLASS:
+        importlib.import_module(__package__ + ".language")
+    return SCHEDULE_CLASS[0]
 
 
 def transform(name: str, kind: str = "checked"):
