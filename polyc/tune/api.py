@@ -9,6 +9,7 @@ import random
 
 from ..config import Config
 from ..errors import PolycError
+from . import autorecipe
 from . import classes as cl
 from .db import Database
 from .executors import make_executor
@@ -16,6 +17,7 @@ from .search import (
     Budget,
     Trial,
     TuneResult,
+    _automatic_recipe,
     _Session,
     budget_of,
     resolve_program,
@@ -94,8 +96,9 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
                seed: int = 0, count: int = 20, config: Config | None = None) -> list[Trial]:
     """The dry run of :func:`tune`: the first ``count`` candidates of the
     model's ranking, each built as a checked schedule (status ``"legal"``,
-    or why it was pruned), with its model score.  Nothing is compiled or
-    recorded."""
+    or why it was pruned), with its model score, then the perturbations of
+    the automatic schedule's recipe (:mod:`polyc.tune.autorecipe`; no
+    score).  Nothing is compiled or recorded."""
     config = (config or Config.from_env()).replace(use_tuned=False)
     program = resolve_program(kernel_or_source, name)
     sizes = sizes_list(program, sizes_or_classes)
@@ -105,6 +108,11 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     s.analyse()
     ranked = s.ranked(random.Random(seed))[:count]
     kept = s.legal(ranked, count)
+    # the automatic recipe's perturbations (no model score)
+    auto = _automatic_recipe(program, config)
+    if auto is not None:
+        s.trees.add(autorecipe.build(program, auto).to_text())
+        kept += s.legal_recipes(autorecipe.neighbours(auto), count)
     for t in kept:
         t.status = "legal"
     return s.trials

@@ -76,7 +76,8 @@ def cmd_tune(args) -> int:
             return 0
         for t in trials:
             why = f"  ({t.reason})" if args.explain and t.reason else ""
-            print(f"{t.model:11.4g}  {t.status:12s} {t.label}{why}")
+            score = f"{t.model:11.4g}" if t.model is not None else f"{'-':>11s}"
+            print(f"{score}  {t.status:12s} {t.label}{why}")
         return 0
     result = tune(program, sizes, budget=args.budget, executor=args.executor,
                   seed=args.seed, progress=None if not args.json else False,

@@ -127,9 +127,14 @@ def test_bad_requests(cfg):
 def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
     from polyc.cli import main
     from polyc.tune import candidates
-    trials = candidates(TR, SIZES, count=6, config=cfg)
+    every = candidates(TR, SIZES, count=6, config=cfg)
+    # the model's ranking, then the automatic recipe's perturbations (no score)
+    trials = [t for t in every if not t.label.startswith("auto recipe:")]
+    autos = every[len(trials):]
+    assert every[:len(trials)] == trials and autos
+    assert all(t.model is None for t in autos) and len(autos) <= 6
     assert len(trials) == 6 and all(t.model is not None for t in trials)
-    assert {t.status for t in trials} <= {"legal", "illegal", "inapplicable", "duplicate"}
+    assert {t.status for t in every} <= {"legal", "illegal", "inapplicable", "duplicate"}
     models = [t.model for t in trials]
     assert models == sorted(models)
     src = tmp_path / "tr.tc"
@@ -137,7 +142,9 @@ def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("POLYC_CACHE_DIR", cfg.cache_dir)
     assert main(["tune", str(src), "--sizes", "N=120,M=64", "--dry-run", "--count", "4",
                  "--explain"]) == 0
-    assert len(capsys.readouterr().out.strip().splitlines()) == 4
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len([x for x in lines if "auto recipe:" not in x]) == 4
+    assert all(x.split()[0] == "-" for x in lines if "auto recipe:" in x)
     assert main(["tune", str(src), "--sizes", "N=120,M=64", "--budget", "60",
                  "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
