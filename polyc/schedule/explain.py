@@ -62,6 +62,7 @@ from .explain_deps import _BAND, _MARK, MAX_DISTANCES, _carried, _dep_phrase, _v
 from .explain_fusion import _fusion as _fusion_groups
 from .language import Schedule
 from .marks import SIMD, SIMD_REDUCTION, has_band_below, parse_parallel_mark
+from .recipe import step_text
 from .tensorize import parse_mark
 from .tile import _is_pure_reduction_band
 
@@ -308,6 +309,7 @@ def analyse(schedule, config=None, sizes: dict | None = None) -> dict:
     loops = [_loop_record(lp, schedule) for lp in schedule.loops()]
     return {"program": schedule.program.name, "start": schedule.start,
             "reassociate": bool(schedule.reassociate),
+            "steps": [step_text(st) for st in schedule.recipe],
             "statements": [s.name for s in schedule.program.statements],
             "loops": loops, "sizes": dict(sizes) if sizes else None,
             "fusion": _fusion_groups(schedule, config), "tiles": _tiles(schedule, sizes),
@@ -363,6 +365,10 @@ def format_text(data: dict) -> str:
                  f"{n_groups} fusion group(s), {len(data['tiles'])} tile band(s)")
     lines.append(f"  starting from {start}; reduction reordering "
                  f"{'allowed' if data['reassociate'] else 'not allowed'}")
+    if data.get("steps"):
+        lines.append(f"  recipe ({len(data['steps'])} step(s), "
+                     f"schedule.to_recipe() replays them):")
+        lines += [f"    {i}. {st}" for i, st in enumerate(data["steps"], 1)]
     if data.get("sizes"):
         lines.append("  sizes: " + " ".join(f"{k}={v}" for k, v in data["sizes"].items()))
     lines.append("")

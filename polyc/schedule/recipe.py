@@ -71,6 +71,25 @@ def encode_step(op: str, args, kwargs) -> dict:
             "kwargs": {k: encode_value(v) for k, v in kwargs.items()}}
 
 
+def step_text(step: dict) -> str:
+    """One recipe step as text, ``tile([S0.m, S0.n], [64, 64])``: loops as
+    ``target.name`` (or their tree path), other values as Python literals."""
+    def show(v) -> str:
+        if isinstance(v, dict) and set(v) == {"loop"}:
+            v = v["loop"]
+        if isinstance(v, (list, tuple)) and len(v) == 2 and all(isinstance(x, str)
+                                                                for x in v):
+            return f"{v[0]}.{v[1]}"
+        if isinstance(v, dict) and "path" in v:
+            return f"path {list(v['path'])}[{v.get('member', 0)}]"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(show(x) for x in v) + "]"
+        return repr(v)
+    args = [show(a) for a in step.get("args", [])]
+    args += [f"{k}={show(v)}" for k, v in step.get("kwargs", {}).items()]
+    return f"{step.get('op')}({', '.join(args)})"
+
+
 def decode_args(args, kwargs):
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise ScheduleError("recipe step: 'args' must be a list and 'kwargs' an object")
