@@ -120,3 +120,12 @@ def test_sink_moves_the_stride_loop_under_the_reduction():
     tiled = Schedule.from_program(program(MATMUL)).tile([("C", "m"), ("C", "n")], [4, 4])
     with pytest.raises(ScheduleError, match="innermost loop of its band"):
         tiled.sink(("C", "m_tile"))
+
+
+def test_explain_lists_the_recipe():
+    k = polyc.compile(MATMUL, config=NT)
+    data = k.explain(json=True)
+    assert data["steps"][1].startswith("tile([S0.m, S0.k, S0.n], [")
+    assert data["steps"][-1] == "mark(S0.m_tile, 'parallel')"
+    text = k.explain()
+    assert "recipe (4 step(s)" in text and "    3. vectorize(S0.n)" in text
