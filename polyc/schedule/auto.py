@@ -41,13 +41,15 @@ the ``reorder`` orders, the marks) the tuner perturbs
    (``parallel_collapse2`` for two coincident members in a row) on the
    outermost coincident member of every root-to-leaf path.
 
-The first run applies the steps unchecked (:meth:`Schedule.apply_unchecked`)
-and checks the finished schedule once against the exact dependences, as
-the isl-node version of this pass did: a check per step would double the
-time of a cold compile.  If the result is illegal (the sinking or the
-distribution can make it so), the optimisation is redone without them,
-checking every step like a user's; a step refused then is left out and
-logged.  A replayed recipe checks every step.
+The steps are applied unchecked (:meth:`Schedule.apply_unchecked`) and the
+finished schedule is checked once against the exact dependences, as the
+isl-node version of this pass did: a check per step would double the time
+of a cold compile.  If the result is illegal (the sinking or the
+distribution can make it so), or one of their steps does not apply, the
+optimisation is redone without them, checked the same way; if that result
+were illegal too, it is redone once more checking every step like a
+user's, and a step refused then is left out and logged.  A replayed recipe
+checks every step.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ import islpy as isl
 
 from ..config import Config
 from ..errors import IllegalScheduleError, ScheduleError
+from . import legality
 from . import tile as T
 from .language import Schedule
 from .locality import member_scores, reduction_members
@@ -85,15 +88,29 @@ def optimize(start: Schedule, config: Config) -> Schedule:
     ``result.to_recipe()`` is the automatic schedule as a recipe.  Raises
     nothing for a refused step: a step the dependences refuse is left out
     (logged at debug level)."""
+    # each run checks its finished schedule once, not every step
     try:
-        # the first run checks the finished schedule once, not every step
-        s = _Auto(start, config, aggressive=True).run()
-        s.check("the automatic schedule")
+        s = _Auto(start, config, aggressive=True, checked=False).run()
+        _check(s)
         return s
     except (_Restart, IllegalScheduleError) as e:
         log.debug("automatic schedule of %s: %s; redone without sinking and "
                   "reduction distribution", start.program.name, e)
-        return _Auto(start, config, aggressive=False).run()
+    try:
+        s = _Auto(start, config, aggressive=False, checked=False).run()
+        _check(s)
+        return s
+    except IllegalScheduleError as e:
+        # a step broke a dependence: leave out the steps that do, checking each
+        log.debug("automatic schedule of %s: %s; redone checking every step",
+                  start.program.name, e)
+        return _Auto(start, config, aggressive=False, checked=True).run()
+
+
+def _check(s: Schedule) -> None:
+    """The order of ``s`` against every dependence (its marks are legal by
+    construction: they sit on coincident members, which carry none)."""
+    legality.check(s.isl, s.deps, s.program, what="the automatic schedule")
 
 
 def loop_spec(s: Schedule, path: tuple, member: int):
@@ -113,8 +130,8 @@ def loop_spec(s: Schedule, path: tuple, member: int):
 
 
 class _Auto:
-    def __init__(self, s: Schedule, config: Config, aggressive: bool):
-        self.s, self.config, self.aggressive = s, config, aggressive
+    def __init__(self, s: Schedule, config: Config, aggressive: bool, checked: bool):
+        self.s, self.config, self.aggressive, self.checked = s, config, aggressive, checked
         self.program = s.program
 
     def run(self) -> Schedule:
@@ -137,10 +154,10 @@ class _Auto:
         aggressive run restarts the optimisation without sinking and
         distribution (``aggressive=True`` marks the steps that are theirs)."""
         try:
-            if self.aggressive:
-                self.s = self.s.apply_unchecked(op, *args)
-            else:
+            if self.checked:
                 self.s = self.s.apply(op, *args)
+            else:
+                self.s = self.s.apply_unchecked(op, *args)
             return True
         except IllegalScheduleError as e:
             if self.aggressive:

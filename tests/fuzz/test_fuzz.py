@@ -36,7 +36,9 @@ from hypothesis import strategies as st
 BATCH = 4
 #: Default run: hypothesis examples (batches of exactly BATCH programs, so the
 #: count does not depend on what hypothesis draws) and the programs they add up to.
-TC_EXAMPLES, MIN_TC = 100, 400
+#: (75 batches: the CI run of the whole suite must stay under 25 minutes on 2
+#: cores; the long run and the fresh seeds below cover more)
+TC_EXAMPLES, MIN_TC = 75, 300
 EINSUM_EXAMPLES, MIN_EINSUM = 40, 160
 #: Long run (--fuzz-long): batches per kind (10,000 TC and 5,000 einsum
 #: programs); FUZZ_LONG_EXAMPLES overrides both.
