@@ -336,10 +336,9 @@ def cmd_explain(args) -> int:
             from .tune.space import auto_config
             config, schedule = auto_config(schedule, config), None
     if config.target == "cuda":
-        from .schedule.language import Schedule
         gpu = _gpu_lowered(program, config, schedule)
         if schedule is None:
-            schedule = Schedule.from_isl(*gpu.schedule_view())
+            schedule = gpu.as_schedule()
     elif schedule is None:
         schedule, low = _automatic_schedule(program, config)
     drawn = _plot(args, schedule, sizes) if args.plot else None

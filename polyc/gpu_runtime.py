@@ -169,8 +169,7 @@ class CudaKernel:
         automatic one before mapping."""
         if self._user_schedule is not None:
             return self._user_schedule
-        from polyc.schedule.language import Schedule
-        return Schedule.from_isl(*self._lowered.schedule_view())
+        return self._lowered.as_schedule()
 
     def explain(self, json: bool = False):
         from polyc.schedule.explain import explain

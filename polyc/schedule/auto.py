@@ -118,14 +118,13 @@ def loop_spec(s: Schedule, path: tuple, member: int):
     ``(statement, loop name)`` when that resolves to this very loop, else
     ``{"path": [...], "member": k}``."""
     lp = loop_at(s.isl, s.program, path, member)
-    for target in lp.statements[:1]:
-        for name in lp.name.split("|")[:1]:
-            try:
-                hit = find_loop(s.isl, s.program, target, name)
-            except ScheduleError:
-                continue
-            if (hit.path, hit.member) == (lp.path, lp.member):
-                return (target, name)
+    target, name = lp.statements[0], lp.name.split("|")[0]
+    try:
+        hit = find_loop(s.isl, s.program, target, name)
+    except ScheduleError:           # ambiguous
+        hit = None
+    if hit is not None and (hit.path, hit.member) == (lp.path, lp.member):
+        return (target, name)
     return {"path": list(path), "member": member}
 
 
