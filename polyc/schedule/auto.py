@@ -118,11 +118,13 @@ def loop_spec(s: Schedule, path: tuple, member: int):
     ``(statement, loop name)`` when that resolves to this very loop, else
     ``{"path": [...], "member": k}``."""
     lp = loop_at(s.isl, s.program, path, member)
-    target, name = lp.statements[0], lp.name.split("|")[0]
-    try:
-        hit = find_loop(s.isl, s.program, target, name)
-    except ScheduleError:           # ambiguous
-        hit = None
+    hit = None
+    if lp.statements:               # (a band may run no instance at all)
+        target, name = lp.statements[0], lp.name.split("|")[0]
+        try:
+            hit = find_loop(s.isl, s.program, target, name)
+        except ScheduleError:       # ambiguous
+            pass
     if hit is not None and (hit.path, hit.member) == (lp.path, lp.member):
         return (target, name)
     return {"path": list(path), "member": member}
