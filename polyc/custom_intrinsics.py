@@ -126,8 +126,15 @@ class CustomMatch:
     scale: None = None
     epilogue: None = None
     parallel: bool = False
-    #: a user intrinsic computes whole slices (no row blocks, GemmMatch.block)
+    #: a user intrinsic computes whole slices (no row blocks, GemmMatch.block),
+    #: all of the statement's instances (GemmMatch.parts)
     block: int = 0
+    parts: tuple = ()
+
+    @property
+    def call(self) -> str:
+        """The name of the call statement (the statement's)."""
+        return self.statement
 
     @property
     def loops(self) -> tuple[str, ...]:

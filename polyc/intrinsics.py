@@ -37,12 +37,24 @@ and TVM's tensorize; the GEMM itself, Goto and van de Geijn, ACM TOMS 2008.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import islpy as isl
 
+from . import callbox
 from . import expr as E
 from .bounds import tensor_box
+from .gemm_match import (  # noqa: F401  (re-exported: the match and its constants)
+    GEMM_DTYPES,
+    MAX_DIGITS,
+    SIMT_GEMM_DTYPES,
+    TENSOR_CORE_DTYPES,
+    TENSOR_CORE_MIN_ARCH,
+    TENSOR_CORE_THREADS,
+    TENSOR_CORE_TILE,
+    GemmMatch,
+    tensor_core_support,
+)
 from .ir import Program, Statement
 from .isl_util import (
     aff_from_expr,
@@ -52,152 +64,6 @@ from .isl_util import (
     pw_aff_to_expr,
     zero_based_box,
 )
-
-#: The float dtypes the GEMM intrinsic implements.
-GEMM_DTYPES = ("float32", "float64")
-#: The operand dtypes of the tensor-core GEMM (``target="cuda"``,
-#: ``backends/cuda/wmma.py``), which accumulates in float32.
-TENSOR_CORE_DTYPES = ("float16", "bfloat16")
-#: The tensor-core GEMM's blocking (backends/cuda/wmma.py): threads per
-#: block (8 warps), and the rows, columns and k-panel of one block's tile.
-TENSOR_CORE_THREADS = 256
-TENSOR_CORE_TILE = (128, 128, 32)
-#: The oldest CUDA architecture (``sm_XY`` as XY) with WMMA on each operand dtype.
-TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
-#: Operand dtypes of the CUDA backend's SIMT GEMM (register-tiled FMA on the
-#: CUDA cores, 8 x 8 outputs per thread; same launch geometry and calling
-#: convention as the tensor-core GEMM, ``backends/cuda/wmma.py``): float32
-#: operands into a float32 C, on every architecture.
-SIMT_GEMM_DTYPES = ("float32",)
-
-
-def tensor_core_support(operand_dtype: str, arch: str) -> str | None:
-    """``None`` when CUDA architecture ``arch`` (``"sm_90"``) has tensor
-    cores for ``operand_dtype`` operands, else the reason."""
-    if operand_dtype in SIMT_GEMM_DTYPES:
-        return None
-    need = TENSOR_CORE_MIN_ARCH.get(operand_dtype)
-    if need is None:
-        return f"tensor cores take float16 or bfloat16 operands, not {operand_dtype}"
-    if int(arch[3:]) < need:
-        return (f"{operand_dtype} WMMA needs sm_{need} or newer; Config.cuda_arch is {arch} "
-                "(POLYC_CUDA_ARCH)")
-    return None
-
-
-#: The most iterators one GEMM index may be made of (``POLYC_GEMM_MAXDIMS``).
-MAX_DIGITS = 8
-
-
-@dataclass(frozen=True)
-class GemmMatch:
-    """``statement`` (C[...] += A[...] * B[...]) as GEMM calls.
-
-    ``batch`` iterators stay loops around the call: those that index all
-    three tensors, and those of m or n outside C's innermost run of m (n)
-    dimensions (a convolution's image index); ``m``, ``n``, ``k`` are the
-    iterators the intrinsic scans, in the order their digits make up the
-    GEMM's row, column and reduction indices; ``c``, ``a``, ``b`` the tensors
-    (``a`` holds m and k, ``b`` k and n); ``init`` the ``+=!`` initialisation
-    folded into the call (it then overwrites C instead of accumulating);
-    ``alpha`` and ``beta`` the scalars of ``C = alpha * A . B + beta * C``
-    (see the fields)."""
-    statement: str
-    init: str | None
-    dtype: str
-    batch: tuple[str, ...]
-    m: tuple[str, ...]
-    n: tuple[str, ...]
-    k: tuple[str, ...]
-    c: str
-    a: str
-    b: str
-    #: ``(tensor, access)`` of C, A and B (in this order) as the statement
-    #: wrote them (A and B may be one tensor: ``A(m, k) * A(n, k)``)
-    accesses: tuple = ()
-    #: per tensor, per dimension, the ``(iterator, coefficient)`` pairs of its
-    #: affine index (isl): the address of an element is linear in them
-    linear: tuple = ()
-    #: per scanned iterator ``(iterator, tensor, dimension)``: the tensor
-    #: dimension whose extent is its range, or ``(iterator, None, expr)``: its
-    #: range's extent over the size parameters (an expression of them)
-    extents: tuple = ()
-    #: whether an operand is addressed through a mixed-radix map rather than
-    #: one stride per role (a window: ``I(c, h + kh, w + kw)``)
-    gather: bool = False
-    #: the elementwise statement folded into the call's store (``C = C + bias(n)``
-    #: and/or ``C = fmax(C, 0)``), its bias tensor and whether it applies relu
-    epilogue: str | None = None
-    bias: str | None = None
-    relu: bool = False
-    #: whether the call may use the kernel's OpenMP team (``Config.parallel``)
-    parallel: bool = True
-    #: the product of the update's scalar factors (constants, size parameters,
-    #: rank-0 tensors); ``None``: 1
-    alpha: E.Expr | None = None
-    #: the factor of C's previous value; ``None``: 0 when ``init`` is folded,
-    #: else 1 (a folded scaling statement, ``scale``, sets it)
-    beta: E.Expr | None = None
-    #: the scaling statement (``C(i, j) *= beta``) folded into the call as beta
-    scale: str | None = None
-    #: rows of C per call (0: all of m): with ``m = (i,)`` one call computes
-    #: rows ``block * ib <= i < block * (ib + 1)``, and the loop ``block_iter``
-    #: over ``ib = floor(i / block)`` runs around the calls with the batch
-    #: loops (row-blocked fusion, :mod:`polyc.schedule.rowfuse`)
-    block: int = 0
-    block_iter: str = ""
-    #: the dtype of A and B on tensor cores (``match_gemm(..., tensor_cores=True)``:
-    #: float16 or bfloat16 operands, C float32, ``dtype``); empty on the CPU
-    operand_dtype: str = ""
-    #: tensor cores: the half tensor the call stores into, rounding (the
-    #: float32 accumulator ``c``'s rounding store ``epilogue`` folded:
-    #: :func:`match_round_store`); empty: the call stores into ``c``
-    store: str = ""
-
-    @property
-    def loops(self) -> tuple[str, ...]:
-        """The loops around the call: the batch loops, then the row block's."""
-        return self.batch + ((self.block_iter,) if self.block else ())
-
-    @property
-    def scanned(self) -> tuple[str, ...]:
-        """The iterators the call scans (its m, n and k digits)."""
-        return self.m + self.n + self.k
-
-    def describe(self) -> str:
-        roles = ", ".join(f"{r}={'*'.join(g)}" for r, g in
-                          (("m", self.m), ("n", self.n), ("k", self.k)))
-        if self.batch:
-            roles += f", loops {', '.join(self.batch)}"
-        if self.block:
-            roles += (f"{'' if self.batch else ', loops'} {self.block_iter} "
-                      f"({self.block} rows of {self.m[0]} per call)")
-        extra = "; initialisation folded" if self.init else ""
-        if self.gather:
-            extra += "; implicit GEMM (operands gathered while packing, no copy)"
-        if self.alpha is not None or self.beta is not None:
-            scalars = [f"{name} = {_scalar_text(v)}" for name, v in
-                       (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
-            extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
-        if self.store:
-            extra += (f"; {self.epilogue} folded: the store rounds into {self.store} "
-                      f"({self.c} is never written)")
-        elif self.epilogue:
-            parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
-            what = ", ".join(parts) or "a scaling of C, in alpha"
-            extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
-        onto = (f"tensor cores (WMMA m16n16k16, {self.operand_dtype} operands, float32 "
-                "accumulator)" if self.operand_dtype in TENSOR_CORE_DTYPES
-                else "the SIMT GEMM (float32 FMA, 8 x 8 elements of C per thread)"
-                if self.operand_dtype else "gemm")
-        return (f"{self.statement} tensorized onto {onto} ({roles}; C={self.c}, A={self.a}, "
-                f"B={self.b}{extra})")
-
-
-def _scalar_text(e: E.Expr) -> str:
-    """``e`` in TC syntax, a rank-0 tensor read printed as its name."""
-    return E.to_text(E.map_expr(e, lambda x: E.Param(x.tensor) if isinstance(x, E.Access)
-                                and not x.indices else None))
 
 
 def _plain(acc: E.Access) -> list[str] | None:
@@ -293,7 +159,8 @@ def _tensors(e: E.Expr | None) -> set[str]:
 
 
 def match_gemm(program: Program, stmt: Statement, *,
-               tensor_cores: bool = False) -> GemmMatch | str:
+               tensor_cores: bool = False, rows: int = 0, split: bool = False
+               ) -> GemmMatch | str:
     """Match ``stmt`` onto :data:`GEMM`; the reason it does not match otherwise.
 
     The indices may be any integer-affine functions of the iterators: every
@@ -313,7 +180,15 @@ def match_gemm(program: Program, stmt: Statement, *,
     ``tensor_cores``: match for the CUDA backend's tensor-core GEMM instead:
     A and B of one dtype of :data:`TENSOR_CORE_DTYPES`, C float32 (a half
     output accumulates in a float32 temporary, :mod:`polyc.halfprec`); a
-    window (an implicit GEMM) is addressed through its digits as on the CPU."""
+    window (an implicit GEMM) is addressed through its digits as on the CPU.
+
+    ``rows``: one call per block of ``rows`` rows of C (one row iterator):
+    the instances of each call must form a box whose bounds may depend on
+    the block (:func:`polyc.callbox.call_bounds`: ``stmt`` restricted to
+    the full part of a triangular domain); the match's ``bounds`` give
+    them.  ``split``: the calls compute only the full part of the row blocks
+    (:func:`polyc.callbox.full_rows`; the match's ``parts``), the rest of
+    the domain keeps its loops."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
     factors = _factors(stmt.rhs)
@@ -405,6 +280,19 @@ def match_gemm(program: Program, stmt: Statement, *,
             return (f"the access relation of {acc.tensor} differs from the intrinsic's: "
                     f"{got.subtract(want).coalesce()} are accessed and not the intrinsic's "
                     f"({want})")
+    scanned = set(m_keep + n_keep + k)
+    gather = not all(_is_plain_run(lin, g, scanned)
+                     for lin, groups in ((la, (m_keep, k)), (lb, (k, n_keep)))
+                     for g in groups)
+    found = GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
+                      batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
+                      c=stmt.tensor, a=a.tensor, b=b.tensor,
+                      accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)),
+                      linear=tuple((acc.tensor, tuple(tuple(sorted(d.items())) for d in lin))
+                                   for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
+                      gather=gather, alpha=alpha, operand_dtype=operand_dtype)
+    if rows:
+        return _row_blocks(program, stmt, found, rows, (a, b), split)
     # every scanned iterator ranges over [0, extent), independently of the
     # others and of the loops: the extent of a dimension it indexes plainly,
     # else its range in the domain (isl dim_max + 1, from 0)
@@ -439,18 +327,48 @@ def match_gemm(program: Program, stmt: Statement, *,
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         return ("the iteration domain is not the full box of the tensor extents in the "
                 f"iterators the call scans (the box also holds {extra})")
-    scanned = set(m_keep + n_keep + k)
-    gather = not all(_is_plain_run(lin, g, scanned)
-                     for lin, groups in ((la, (m_keep, k)), (lb, (k, n_keep)))
-                     for g in groups)
-    return GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
-                     batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),
-                     c=stmt.tensor, a=a.tensor, b=b.tensor,
-                     accesses=((stmt.tensor, stmt.lhs), (a.tensor, a), (b.tensor, b)),
-                     linear=tuple((acc.tensor, tuple(tuple(sorted(d.items())) for d in lin))
-                                  for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
-                     extents=tuple(extents), gather=gather, alpha=alpha,
-                     operand_dtype=operand_dtype)
+    return replace(found, extents=tuple(extents))
+
+
+def _row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, operands,
+                split: bool = False) -> GemmMatch | str:
+    """``m`` as one call per block of ``rows`` rows over ``stmt``'s domain
+    (each call's instances a box, :func:`polyc.callbox.call_bounds`), or the
+    reason it cannot be; ``split``: over the full part of the blocks."""
+    if len(m.m) != 1 or m.gather:
+        return ("only a GEMM whose rows are one iterator with a plain stride can be called "
+                "per block of rows")
+    its = list(stmt.iterators)
+    parts = ()
+    if split:
+        ctx = program.parameter_domain()
+        part = callbox.full_rows(stmt.domain, its.index(m.m[0]), rows)
+        if part.intersect_params(ctx).is_empty():
+            return f"no block of {rows} rows of {m.m[0]} is full"
+        if not part.intersect_params(ctx).is_equal(stmt.domain.intersect_params(ctx)):
+            parts = ((stmt.name, part),)
+            stmt = replace(stmt, domain=part)
+    taken = set(its) | set(m.batch)
+    block_iter, n = f"{m.m[0]}_blk", 2
+    while block_iter in taken:                    # as tree.fresh_name
+        block_iter, n = f"{m.m[0]}_blk{n}", n + 1
+    bounds, reason = callbox.call_bounds(
+        stmt.domain, [(its.index(b), b) for b in m.batch], its.index(m.m[0]), rows,
+        block_iter, [(its.index(x), x) for x in m.scanned], program.parameter_domain(),
+        program.params)
+    if reason:
+        return reason
+    # the extents of the scanned iterators' tensor dimensions (the packing's
+    # bounds) are those of the whole tensors
+    extents = []
+    for it in m.scanned:
+        where = next(((acc.tensor, d) for acc in (stmt.lhs, *operands)
+                      for d, idx in enumerate(acc.indices)
+                      if isinstance(idx, E.Index) and idx.name == it), None)
+        first, ext = next((f, e) for x, f, e in bounds if x == it)
+        extents.append((it,) + where if where else (it, None, ext))
+    return replace(m, extents=tuple(extents), block=rows, block_iter=block_iter, bounds=bounds,
+                   parts=parts)
 
 
 def _is_zero(e: E.Expr) -> bool:
@@ -585,11 +503,11 @@ def _each_called_once(program: Program, m: GemmMatch, st: Statement) -> bool:
     writes (isl, under the parameter context), each once."""
     ctx = program.parameter_domain()
     return (st.write.range().intersect_params(ctx).is_equal(
-        _called(program, m).range().intersect_params(ctx))
+        called_elements(program, m).range().intersect_params(ctx))
         and st.write.intersect_domain(st.domain).intersect_params(ctx).is_injective())
 
 
-def _called(program: Program, m: GemmMatch) -> isl.Map:
+def called_elements(program: Program, m: GemmMatch) -> isl.Map:
     """The elements of C the call writes: the update's, also where its
     reduction is empty (``K = 0``: the call still sets ``C = beta * C``)."""
     stmt = program.statement(m.statement)

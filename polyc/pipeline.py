@@ -165,10 +165,14 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
 def _expanded(program: Program, source: Program, matches) -> Program:
     """``program`` (contracted to calls, then array-contracted) with each call
     replaced by the source statements of its group."""
-    groups = {m.statement: [source.statement(x) for x in tensorize.group_statements(m)]
+    groups = {m.call: [source.statement(x) for x in tensorize.group_statements(m)]
               for m in matches}
+    # (the edges of a split group, the statements' instances no call computes,
+    # are in the group's source statements)
+    edges = {x for m in matches if m.parts for x in tensorize.group_statements(m)}
     stmts = [x for s in program.statements
-             for x in (groups[s.name] if s.kind == "intrinsic" and s.name in groups else [s])]
+             for x in (groups[s.name] if s.kind == "intrinsic" and s.name in groups
+                       else [] if s.name in edges else [s])]
     return program.replace(statements=tuple(stmts), order=source.order)
 
 

@@ -122,7 +122,13 @@ def _roles(em: Emitter, m):
     ext1 = {it: _extent(em, t, d) if t is not None else
             f"({em.loop_printer.index(E.map_expr(d, as_param))})"
             for it, t, d in m.extents}
-    if m.block:
+    if m.bounds:
+        # the full part of a triangular domain's row blocks (callbox): each
+        # scanned iterator's first value and extent depend on the call's loops
+        ip = em._printer().index
+        first = {it: lo for it, lo, _ in m.bounds}
+        ext1.update((it, f"({ip(ext)})") for it, _, ext in m.bounds)
+    elif m.block:
         ip = em._printer().index
         rows = ip(E.Const(m.block))                         # INT64_C(...)
         ext1[m.m[0]] = f"polyc_min({rows}, {ext1[m.m[0]]} - {rows} * ({ip(E.Index(m.block_iter))}))"

@@ -50,6 +50,7 @@ from dataclasses import replace
 import islpy as isl
 
 from .. import expr as E
+from ..callbox import triangle_rows
 from ..errors import ScheduleError
 from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
@@ -138,6 +139,34 @@ def _output_batch(stmt: Statement, other: Statement, batch: list[str]) -> list[s
     return [idx[pos.index(b)] for b in batch]
 
 
+def restricted(program: Program, m: GemmMatch) -> Program:
+    """``program`` with the statements of ``m``'s group restricted to the
+    instances its calls compute (``GemmMatch.parts``; ``program`` itself
+    when the calls compute all of them)."""
+    if not m.parts:
+        return program
+    return with_domains(program, dict(m.parts))
+
+
+def with_domains(program: Program, domains: dict) -> Program:
+    """``program`` with statement ``name``'s domain (and access relations)
+    restricted to ``domains[name]``."""
+    def cut(s: Statement) -> Statement:
+        d = domains.get(s.name)
+        if d is None:
+            return s
+        return replace(s, domain=d, write=s.write.intersect_domain(d),
+                       reads=tuple(r.intersect_domain(d) for r in s.reads))
+    return program.replace(statements=tuple(cut(s) for s in program.statements))
+
+
+def edges(program: Program, m: GemmMatch) -> dict:
+    """Per statement of ``m``'s group whose calls compute only part of it
+    (``GemmMatch.parts``), its other instances (they keep their loops)."""
+    return {name: program.statement(name).domain.subtract(part).coalesce()
+            for name, part in m.parts}
+
+
 def group_statements(m: GemmMatch) -> tuple[str, ...]:
     """The statements one call computes: the scaling or initialisation
     folded before it, the update, the epilogue after it."""
@@ -158,7 +187,7 @@ def projections(program: Program, m: GemmMatch) -> dict[str, isl.Map]:
         if m.block:
             row = m.m[0] if name == m.statement else _output_batch(stmt, st, [m.m[0]])[0]
             block = (row, m.block)
-        out[name] = _projection(st, stmt.name, keep, alias, block)
+        out[name] = _projection(st, m.call, keep, alias, block)
     return out
 
 
@@ -168,7 +197,9 @@ def call_statement(program: Program, m: GemmMatch) -> Statement:
     """The ``intrinsic`` statement of ``m``: iterators the call's loops, the
     domain where calls run (with a folded initialisation or scaling also
     where the reduction is empty), the whole slices read and written as
-    access relations (isl projections of the originals)."""
+    access relations (isl projections of the originals); named
+    ``m.call``."""
+    program = restricted(program, m)
     stmt = program.statement(m.statement)
     proj = projections(program, m)
     first = program.statement(group_statements(m)[0])
@@ -184,7 +215,7 @@ def call_statement(program: Program, m: GemmMatch) -> Statement:
         if name not in (m.statement, m.init):
             reads += [r.apply_domain(proj[name]) for r in program.statement(name).reads
                       if r.get_tuple_name(isl.dim_type.out) != stmt.tensor]
-    return Statement(name=stmt.name, iterators=m.loops, domain=domain.coalesce(),
+    return Statement(name=m.call, iterators=m.loops, domain=domain.coalesce(),
                      lhs=E.Access(stmt.tensor, ()), op="=", rhs=E.Const(0.0),
                      write=write.coalesce(), reads=tuple(r.coalesce() for r in reads),
                      kind="intrinsic", text=f"{stmt.text} [{m.describe()}]",
@@ -195,7 +226,7 @@ def _representatives(program: Program, m: GemmMatch) -> isl.PwMultiAff:
     """``{ S[batch] -> X[...] }``: one instance of the group per call (the
     first in the lexicographic order of the group's first statement, which
     covers every call's domain)."""
-    first = program.statement(group_statements(m)[0])
+    first = restricted(program, m).statement(group_statements(m)[0])
     rel = projections(program, m)[first.name].reverse().intersect_range(first.domain)
     return rel.lexmin_pw_multi_aff()
 
@@ -206,12 +237,15 @@ def identity(space: isl.Space) -> isl.PwMultiAff:
 
 # ------------------------------------------------------------------ matching
 
-def fold(program: Program, main: str, others, parallel: bool = True) -> GemmMatch | str:
+def fold(program: Program, main: str, others, parallel: bool = True,
+         rows: int = 0) -> GemmMatch | str:
     """The match of update ``main`` with the statements ``others`` folded
     into the call (each must be its initialisation, a scaling of its output
-    before it, or its epilogue), or the reason it cannot be."""
+    before it, or its epilogue), or the reason it cannot be.  ``rows``: one
+    call per block of that many rows, each call's instances a box whose
+    bounds may depend on the block (``match_gemm(..., rows=)``)."""
     stmt = program.statement(main)
-    m = match_gemm(program, stmt)
+    m = match_gemm(program, stmt, rows=rows)
     if isinstance(m, str):
         return f"{main} ({stmt.text.strip()}) does not match gemm: {m}"
     init = m.init
@@ -306,7 +340,7 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
                 kind == _MARK and n.mark_get_id().get_name().startswith(("promote:", MARK))):
             raise ScheduleError("the band holds a promotion or another tensorize mark: "
                                 "tensorize first, then promote elsewhere")
-    m = _match_below(program, intrinsic, tree.statements_of(top), parallel, known)
+    m = _match_below(program, intrinsic, tree.statements_of(top), parallel, known, top, rows)
     m = row_blocked(program, m, rows or m.block)
     if isinstance(m, str):
         raise ScheduleError(m)
@@ -317,14 +351,52 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
                                   context=CTX)).get_schedule()
 
 
+def reached(program: Program, names, node: isl.ScheduleNode) -> dict:
+    """Per statement of ``names`` that only part of reaches ``node`` (a
+    filter above it splits the statement's instances: the full part of a
+    triangular domain, :mod:`polyc.callbox`), the instances that do."""
+    reach = node.get_domain()
+    ctx = program.parameter_domain()
+    out = {}
+    for name in names:
+        st = program.statement(name)
+        got = reach.extract_set(st.domain.get_space())
+        if not got.intersect_params(ctx).is_equal(st.domain.intersect_params(ctx)):
+            out[name] = got.coalesce()
+    return out
+
+
+def _split_fold(program: Program, main: str, others, parallel: bool, parts: dict,
+                rows: int) -> GemmMatch | str:
+    """:func:`fold` over the instances ``parts`` that reach the band, one
+    call per block of ``rows`` rows (the default
+    :func:`polyc.callbox.triangle_rows`)."""
+    m = fold(with_domains(program, parts), main, others, parallel, rows or triangle_rows())
+    return m if isinstance(m, str) else replace(m, parts=tuple(sorted(parts.items())))
+
+
 def _match_below(program: Program, intrinsic: str, names, parallel: bool,
-                 known: GemmMatch | None = None):
+                 known: GemmMatch | None = None, node: isl.ScheduleNode | None = None,
+                 rows: int = 0):
     """The match of the statements ``names`` below a band onto ``intrinsic``
-    (``known`` when it is theirs); raises ScheduleError with the reason."""
+    (``known`` when it is theirs); raises ScheduleError with the reason.
+    ``node``: the band, when only part of a statement's instances may reach
+    it (:func:`reached`)."""
     if known is not None and set(names) == set(group_statements(known)):
         return known
     if intrinsic not in INTRINSICS:
         return _custom(program, intrinsic, names)
+    parts = reached(program, names, node) if node is not None else {}
+    if parts:
+        updates = [x for x in names if program.statement(x).kind == "update"]
+        if len(updates) != 1:
+            raise ScheduleError(f"the band computes part of {', '.join(sorted(parts))}: one "
+                                f"call per block of rows computes one contraction")
+        m = _split_fold(program, updates[0], [x for x in names if x != updates[0]], parallel,
+                        parts, rows)
+        if isinstance(m, str):
+            raise ScheduleError(m)
+        return m
     updates = [x for x in names if program.statement(x).kind == "update"
                and not isinstance(match_gemm(program, program.statement(x)), str)]
     if not updates:
@@ -343,14 +415,18 @@ def _match_below(program: Program, intrinsic: str, names, parallel: bool,
 
 
 def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: bool,
-                  known=(), rows: int = 0):
+                  known=(), rows: int = 0, node: isl.ScheduleNode | None = None):
     """The match of an existing mark ``tensorize:<intrinsic>:<main>[:rows]``
-    over the statements ``names`` (one of ``known`` when it is theirs), or
-    the reason it does not hold."""
+    (the mark ``node``) over the statements ``names`` (one of ``known`` when
+    it is theirs), or the reason it does not hold."""
     m = next((k for k in known if k.statement == main and k.block == rows
               and set(group_statements(k)) == set(names)), None)
     if m is not None:
         return m
+    parts = reached(program, names, node) if node is not None else {}
+    if parts and intrinsic in INTRINSICS:
+        return _split_fold(program, main, [x for x in names if x != main], parallel, parts,
+                           rows)
     if intrinsic in INTRINSICS:
         m = fold(program, main, [x for x in names if x != main], parallel)
         return m if isinstance(m, str) else row_blocked(program, m, rows)
@@ -423,7 +499,8 @@ def check_marks(schedule: isl.Schedule, program: Program) -> None:
     depend on a scanned iterator)."""
     for path, intrinsic, main, rows in marks(schedule):
         node = tree.node_at(schedule, path)
-        m = _marked_match(program, intrinsic, main, tree.statements_of(node), True, (), rows)
+        m = _marked_match(program, intrinsic, main, tree.statements_of(node), True, (), rows,
+                          node)
         reason = m if isinstance(m, str) else _prefix_reason(node, program, m)
         if reason:
             raise ScheduleError(f"the mark {node.mark_get_id().get_name()} no longer holds: "
@@ -445,10 +522,11 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
         path, intrinsic, main, rows = todo[0]
         node = tree.node_at(schedule, path)
         m = _marked_match(program, intrinsic, main, tree.statements_of(node), parallel, known,
-                          rows)
+                          rows, node)
         if isinstance(m, str):
             raise ScheduleError(f"mark {node.mark_get_id().get_name()}: {m}")
         call = call_statement(program, m)
+        edge = edges(program, m)
         node = node.child(0).cut().parent().delete()
         schedule = node.get_schedule()
         upma = isl.UnionPwMultiAff.from_pw_multi_aff(_representatives(program, m))
@@ -456,15 +534,20 @@ def lower_marks(schedule: isl.Schedule, program: Program, parallel: bool = True,
         spaces: list[isl.Set] = []
         schedule.get_domain().foreach_set(spaces.append)
         for st in spaces:
-            if st.get_tuple_name() not in group:
-                upma = upma.union_add(isl.UnionPwMultiAff.from_pw_multi_aff(
-                    identity(st.get_space())))
+            name = st.get_tuple_name()
+            if name not in group or name in edge:       # a split statement's edge stays
+                f = identity(st.get_space())
+                if name in edge:
+                    f = f.intersect_domain(edge[name])
+                upma = upma.union_add(isl.UnionPwMultiAff.from_pw_multi_aff(f))
         try:
             schedule = schedule.pullback_union_pw_multi_aff(upma)
         except isl.Error as e:
             raise ScheduleError(f"cannot lower the tensorize mark of {main}: {e}") from None
+        kept = with_domains(program, edge).statements
         program = program.replace(statements=tuple(
-            call if s.name == main else s for s in program.statements
-            if s.name == main or s.name not in group), order=None)
+            x for s in kept for x in ((call, s) if s.name == main and edge else (call,)
+                                      if s.name == main else (s,))
+            if s.name == main or s.name not in group or s.name in edge), order=None)
         found.append(m)
     return schedule, program, found

@@ -21,12 +21,22 @@ from dataclasses import replace
 import islpy as isl
 
 from .. import expr as E
+from ..callbox import triangle_rows
 from ..errors import ScheduleError
-from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
+from ..intrinsics import GemmMatch, called_elements, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import tree
-from .tensorize import call_statement, group_statements, identity, mark_band, projections
+from .tensorize import (
+    call_statement,
+    edges,
+    group_statements,
+    identity,
+    mark_band,
+    projections,
+    restricted,
+    with_domains,
+)
 
 
 def contract(program: Program, matches: list[GemmMatch]) -> Program:
@@ -35,24 +45,32 @@ def contract(program: Program, matches: list[GemmMatch]) -> Program:
     (``Program.order``) is pulled back onto the calls."""
     if not matches:
         return program
+    edge = {name: d for m in matches for name, d in edges(program, m).items()}
     folded = {x for m in matches for x in group_statements(m) if x != m.statement}
     calls = {m.statement: call_statement(program, m) for m in matches}
-    stmts = tuple(calls.get(s.name, s) for s in program.statements if s.name not in folded)
+    kept = with_domains(program, edge).statements    # a split group's edges keep their loops
+    stmts = tuple(x for s in kept for x in
+                  ((calls[s.name], s) if s.name in calls and s.name in edge else
+                   (calls.get(s.name, s),))
+                  if s.name not in folded or s.name in edge)
     order = program.order
     if order is not None:
         upma = isl.UnionPwMultiAff.empty(order.get_domain().get_space())
         times = order.get_map()
-        reps = {m.statement: _first_in_order(program, m, times) for m in matches}
+        reps = {m.call: _first_in_order(program, m, times) for m in matches}
         for s in stmts:
+            f = identity(s.domain.get_space())
+            if s.name in edge:
+                f = f.intersect_domain(s.domain)
             upma = upma.union_add(reps[s.name] if s.kind == "intrinsic" else
-                                  isl.UnionPwMultiAff.from_pw_multi_aff(
-                                      identity(s.domain.get_space())))
+                                  isl.UnionPwMultiAff.from_pw_multi_aff(f))
         order = order.pullback_union_pw_multi_aff(upma)
     return program.replace(statements=stmts, order=order)
 
 
 def _to_call(program: Program, m: GemmMatch) -> isl.UnionMap:
     """``{ X[...] -> S[batch] }`` over the instances of the group of ``m``."""
+    program = restricted(program, m)
     out = None
     for name, pr in projections(program, m).items():
         part = isl.UnionMap.from_map(pr.intersect_domain(program.statement(name).domain))
@@ -95,11 +113,17 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
         if s.kind != "update":
             continue
         m = match_gemm(program, s, tensor_cores=tensor_cores)
+        if isinstance(m, str) and m.startswith(BOX_REASON) and not tensor_cores:
+            split = _split(program, s, stmts[i - 1] if i > 0 else None)
+            m = split if not isinstance(split, str) else f"{m}; {split}"
         if isinstance(m, str):
             notes[s.name] = f"{s.name} not tensorized: {m}"
             continue
-        m = replace(match_epilogue(program, m), parallel=parallel)
-        if m.init is None and i > 0:
+        if m.parts:
+            m = replace(m, parallel=parallel)
+        else:
+            m = replace(match_epilogue(program, m), parallel=parallel)
+        if m.init is None and i > 0 and not m.parts:
             beta = match_scale(program, m, stmts[i - 1])
             if beta is not None:
                 m = replace(m, scale=stmts[i - 1].name, beta=beta)
@@ -122,6 +146,40 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
             if name != m.statement and program.statement(name).kind == "update":
                 notes[name] = f"{name} folded into the call of {m.statement}"
     return matches, notes
+
+
+#: How :func:`polyc.intrinsics.match_gemm` says a domain is not a box.
+BOX_REASON = "the iteration domain is not the full box"
+
+
+def _written_part(program: Program, m: GemmMatch, st: Statement) -> isl.Set:
+    """The instances of ``st`` that write an element the calls of ``m``
+    (over its ``parts``) write (also where the reduction is empty)."""
+    written = called_elements(restricted(program, m), m).range()
+    return st.domain.intersect(st.write.intersect_range(written).domain()).coalesce()
+
+
+def _split(program: Program, s: Statement, before: Statement | None) -> GemmMatch | str:
+    """``s`` (whose domain is not a box: a triangle) as calls over the full
+    part of its blocks of rows (:mod:`polyc.callbox`), with its ``+=!``
+    initialisation or the scaling ``before`` it restricted to the elements
+    the calls write; the reason it cannot be otherwise."""
+    rows = triangle_rows()
+    m = match_gemm(program, s, rows=rows, split=True)
+    if isinstance(m, str):
+        return f"nor as calls on full blocks of {rows} rows: {m}"
+    if not m.parts:
+        return m
+    parts = dict(m.parts)
+    if m.init:
+        parts[m.init] = _written_part(program, m, program.statement(m.init))
+    elif before is not None and before.tensor == m.c:
+        part = _written_part(program, m, before)
+        rp = with_domains(program, {**parts, before.name: part})
+        beta = match_scale(rp, m, rp.statement(before.name))
+        if beta is not None:
+            m, parts[before.name] = replace(m, scale=before.name, beta=beta), part
+    return replace(m, parts=tuple(sorted(parts.items())))
 
 
 def _accumulates(s: Statement) -> bool:
@@ -175,10 +233,18 @@ def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
     in_group = {x: m for m in matches for x in group_statements(m)}
     for s in source.statements:
         m = in_group.get(s.name)
-        f = (isl.PwMultiAff.from_map(projections(source, m)[s.name].intersect_domain(s.domain))
-             if m else identity(s.domain.get_space()))
-        part = isl.UnionPwMultiAff.from_pw_multi_aff(f)
-        upma = part if upma is None else upma.union_add(part)
+        edge = edges(source, m).get(s.name) if m else None
+        fs = []
+        if m:
+            dom = restricted(source, m).statement(s.name).domain
+            fs.append(isl.PwMultiAff.from_map(projections(source, m)[s.name]
+                                              .intersect_domain(dom)))
+        if not m or edge is not None:       # a split group's edge keeps its own loops
+            f = identity(s.domain.get_space())
+            fs.append(f if edge is None else f.intersect_domain(edge))
+        for f in fs:
+            part = isl.UnionPwMultiAff.from_pw_multi_aff(f)
+            upma = part if upma is None else upma.union_add(part)
     schedule = schedule.pullback_union_pw_multi_aff(upma)
     for m in matches:
         band = _insert_group(schedule, source, m)
@@ -186,9 +252,11 @@ def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
     return schedule
 
 
-def _leaf_of(schedule: isl.Schedule, name: str) -> isl.ScheduleNode:
+def _leaf_of(schedule: isl.Schedule, name: str, part: isl.Set) -> isl.ScheduleNode:
+    """The leaf that the instances ``part`` of statement ``name`` reach."""
     for n in tree.walk(schedule.get_root()):
-        if n.get_type() == isl.schedule_node_type.leaf and name in tree.statements_of(n):
+        if n.get_type() == isl.schedule_node_type.leaf and name in tree.statements_of(n) \
+                and not n.get_domain().intersect(isl.UnionSet.from_set(part)).is_empty():
             return n
     raise ScheduleError(f"internal: statement {name} has no leaf in the schedule")
 
@@ -196,14 +264,22 @@ def _leaf_of(schedule: isl.Schedule, name: str) -> isl.ScheduleNode:
 def _insert_group(schedule: isl.Schedule, program: Program, m: GemmMatch) -> isl.ScheduleNode:
     """The group's loops below its call's leaf; returns their outermost band."""
     group = group_statements(m)
+    program = restricted(program, m)
     stmt = program.statement(m.statement)
-    node = _leaf_of(schedule, m.statement)
+    node = _leaf_of(schedule, m.statement, stmt.domain)
     others = [x for x in tree.statements_of(node) if x not in group]
-    if others:             # statements sharing the call's point: independent of it
-        filters = isl.UnionSetList.alloc(CTX, 2) \
-            .add(tree.statement_filter(program, group)) \
-            .add(tree.statement_filter(program, others))
-        node = node.insert_sequence(filters).child(0).child(0)
+    if others or m.parts:  # instances sharing the call's point: independent of it
+        mine = tree.statement_filter(program, group)
+        rest = tree.statement_filter(program, others) if others else None
+        if m.parts:        # the edges of a split group are not the call's
+            mine = None
+            for x in group:
+                d = isl.UnionSet.from_set(program.statement(x).domain)
+                mine = d if mine is None else mine.union(d)
+            rest = node.get_domain().subtract(mine)
+        if rest is not None and not rest.is_empty():
+            filters = isl.UnionSetList.alloc(CTX, 2).add(mine).add(rest)
+            node = node.insert_sequence(filters).child(0).child(0)
     c_idx = [i.name for i in stmt.lhs.indices]
     out_pos = [p for p, it in enumerate(c_idx) if it not in m.batch]
     k_its = tuple(it for it in stmt.iterators if it not in c_idx and it not in m.batch)

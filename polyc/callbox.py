@@ -1,0 +1,159 @@
+"""Intrinsic calls over blocks of rows of a domain that is not a box.
+
+A contraction over a triangular domain (PolyBench's ``syrk``: ``C(i, j) +=
+alpha * A(i, k) * A(j, k)`` for ``j <= i``) is no GEMM as a whole, but its
+instances split into blocks of ``rows`` consecutive rows ``i`` whose *full
+part* is a box: the instances ``x`` such that every row of ``x``'s block
+(``floor(i / rows)``, within the rows that exist) holds ``x``'s point too.
+For ``j <= i`` that is ``j <= rows * floor(i / rows)``: one call of
+``rows x (rows * ib + 1) x K`` per block ``ib``; the rest (the diagonal edge,
+``rows * ib < j <= i``) keeps its loops.
+
+:func:`full_rows` computes that part with isl (a set difference and a
+projection, exact), :func:`call_bounds` checks that the instances of every
+call form a box and gives, per iterator the call scans, its first value and
+its extent as expressions of the size parameters and the call's loops
+(``isl_map_dim_min``/``isl_map_dim_max`` of the instances over the call's
+loops, printed by isl's AST builder).
+
+Source: full/partial tile separation (Pluto, PPCG's ``isolate``; Kelly,
+Pugh and Rosser, "Code generation for multiple mappings", 1995); the
+blocking follows the recursive triangular BLAS-3 kernels of Goto and van de
+Geijn ("High-performance implementation of the level-3 BLAS", ACM TOMS 2008),
+which run SYRK as GEMMs on full blocks and a small kernel on the diagonal.
+"""
+
+from __future__ import annotations
+
+import islpy as isl
+
+from . import expr as E
+from .isl_util import CTX, pw_aff_to_expr
+
+#: At least this many rows of C per call of a triangular contraction.
+MIN_TRIANGLE_ROWS = 24
+
+
+def triangle_rows() -> int:
+    """Rows of C one call of a triangular contraction computes: the
+    smallest multiple of the micro-kernel's register tile rows
+    (:func:`polyc.machine.gemm_rows`) of at least
+    :data:`MIN_TRIANGLE_ROWS` (28 with AVX-512, 24 with AVX2).  The diagonal
+    edge left to the loops holds about ``rows / 2`` elements per row, and
+    each call packs its whole other operand again: measured on PolyBench's
+    ``syrk`` (LARGE, 2 threads, AVX-512) 28 rows ran in 18.8 ms, 42 in 21.8,
+    64 in 21.6, 112 in 22.2."""
+    from .machine import gemm_rows
+    mr = gemm_rows()
+    return mr * -(-MIN_TRIANGLE_ROWS // mr)
+
+
+def _block_map(space: isl.Space, pos: int, rows: int, keep: list[int], name: str,
+               names: list[str]) -> isl.Map:
+    """``{ S[x] -> name[x_keep..., floor(x_pos / rows)] }`` (the output
+    dimensions named ``names``)."""
+    ls = isl.LocalSpace.from_space(space)
+    target = isl.Space.set_from_params(space.params()).add_dims(
+        isl.dim_type.set, len(keep) + 1).set_tuple_name(isl.dim_type.set, name)
+    affs = isl.AffList.alloc(CTX, len(keep) + 1)
+    for d in keep:
+        affs = affs.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d))
+    var = isl.Aff.var_on_domain(ls, isl.dim_type.set, pos)
+    affs = affs.add(var.scale_down_val(isl.Val.int_from_si(CTX, rows)).floor())
+    out = isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(
+        isl.Space.map_from_domain_and_range(space, target), affs))
+    for i, n in enumerate(names):
+        out = out.set_dim_name(isl.dim_type.out, i, n)
+    return out
+
+
+def full_rows(domain: isl.Set, pos: int, rows: int) -> isl.Set:
+    """The instances of ``domain`` whose whole block of ``rows`` rows holds
+    their point: ``x`` such that every ``x'`` equal to ``x`` but for
+    dimension ``pos``, with ``floor(x'_pos / rows) == floor(x_pos / rows)``
+    and ``x'_pos`` a row of ``domain``, is in ``domain``."""
+    space = domain.get_space()
+    n = space.dim(isl.dim_type.set)
+    same = _block_map(space, pos, rows, [d for d in range(n) if d != pos], "blk",
+                      [f"x{d}" for d in range(n)])
+    same = same.apply_range(same.reverse())            # x -> x' in x's block
+    rows_of = domain
+    for d in reversed(range(n)):                      # { x : x_pos is a row of domain }
+        if d != pos:
+            rows_of = rows_of.eliminate(isl.dim_type.set, d, 1)
+    bad = same.intersect_domain(domain).intersect_range(rows_of.subtract(domain)).domain()
+    return domain.subtract(bad).coalesce()
+
+
+def call_bounds(part: isl.Set, loops: list[tuple[int, str]], pos: int, rows: int,
+                block_iter: str, scanned: list[tuple[int, str]], context: isl.Set,
+                sizes) -> tuple[tuple, str | None]:
+    """Per scanned iterator ``(name, first, extent)`` of the calls over
+    ``part`` (the call's loops: the iterators ``loops`` as ``(position,
+    name)`` and ``block_iter = floor(x_pos / rows)``), as expressions of the
+    size parameters (``Param``) and the call's loops (``Index``); and
+    ``None``, or the reason the instances of a call are not a box (then the
+    bounds are empty).  ``context``: the parameter values the code may
+    assume; ``sizes``: the size parameters' names."""
+    space = part.get_space()
+    names = [nm for _, nm in loops] + [block_iter]
+    to_call = _block_map(space, pos, rows, [d for d, _ in loops], "call", names)
+    per_call = to_call.intersect_domain(part).reverse()       # call -> instances
+    calls = per_call.domain()
+    ncall = len(names)
+    wrapped = per_call.wrap()
+    wspace = wrapped.get_space()
+    wls = isl.LocalSpace.from_space(wspace)
+    proj = isl.MultiAff.from_aff_list(
+        isl.Space.map_from_domain_and_range(wspace, calls.get_space()),
+        _var_list(wls, range(ncall)))
+    box = calls.apply(isl.Map.from_multi_aff(proj).reverse())  # [call -> any x]
+    ranges = []
+    for d, nm in scanned:
+        lo, hi = per_call.dim_min(d), per_call.dim_max(d)
+        x = isl.PwAff.from_aff(isl.Aff.var_on_domain(wls, isl.dim_type.set, ncall + d))
+        box = box.intersect(x.ge_set(lo.pullback_multi_aff(proj))) \
+                 .intersect(x.le_set(hi.pullback_multi_aff(proj)))
+        ranges.append((nm, lo, hi))
+    for d in range(space.dim(isl.dim_type.set)):
+        if d not in {p for p, _ in scanned}:      # a loop around the call: fixed by it
+            box = box.intersect(isl.PwAff.from_aff(isl.Aff.var_on_domain(
+                wls, isl.dim_type.set, ncall + d)).eq_set(
+                    per_call.dim_min(d).pullback_multi_aff(proj)))
+    box = box.intersect_params(context)
+    if not box.is_equal(wrapped.intersect_params(context)):
+        extra = box.subtract(wrapped).unwrap().range().coalesce()
+        return (), (f"the instances of one call of a block of {rows} rows are not a box "
+                    f"(its bounding box also holds {extra})")
+    ctx = calls.intersect_params(context)
+    ctx = ctx.move_dims(isl.dim_type.param, ctx.dim(isl.dim_type.param), isl.dim_type.set,
+                        0, ncall)
+    out = []
+    for nm, lo, hi in ranges:
+        ext = hi.sub(lo).add(_one(hi))
+        out.append((nm, _expr(lo, ncall, ctx, sizes), _expr(ext, ncall, ctx, sizes)))
+    return tuple(out), None
+
+
+def _var_list(ls: isl.LocalSpace, dims) -> isl.AffList:
+    dims = list(dims)
+    out = isl.AffList.alloc(CTX, len(dims))
+    for d in dims:
+        out = out.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, d))
+    return out
+
+
+def _one(pa: isl.PwAff) -> isl.PwAff:
+    ls = isl.LocalSpace.from_space(pa.get_domain_space())
+    return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.int_from_si(CTX, 1)))
+
+
+def _expr(pa: isl.PwAff, ncall: int, ctx: isl.Set, sizes) -> E.Expr:
+    """``pa`` (a function of the call's loops) as an expression: the loops
+    as ``Index``, the size parameters as ``Param``."""
+    pa = pa.move_dims(isl.dim_type.param, pa.dim(isl.dim_type.param), isl.dim_type.in_,
+                      0, ncall).align_params(ctx.get_space())
+    sizes = set(sizes)
+    return E.map_expr(pw_aff_to_expr(pa, ctx),
+                      lambda e: E.Param(e.name) if isinstance(e, E.Index)
+                      and e.name in sizes else None)

@@ -1,0 +1,174 @@
+"""What a statement tensorized onto the GEMM intrinsic is called with:
+:class:`GemmMatch` (made by :func:`polyc.intrinsics.match_gemm`), and the
+GEMM implementations' dtypes and blocking constants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import expr as E
+
+#: The float dtypes the GEMM intrinsic implements.
+GEMM_DTYPES = ("float32", "float64")
+#: The operand dtypes of the tensor-core GEMM (``target="cuda"``,
+#: ``backends/cuda/wmma.py``), which accumulates in float32.
+TENSOR_CORE_DTYPES = ("float16", "bfloat16")
+#: The tensor-core GEMM's blocking (backends/cuda/wmma.py): threads per
+#: block (8 warps), and the rows, columns and k-panel of one block's tile.
+TENSOR_CORE_THREADS = 256
+TENSOR_CORE_TILE = (128, 128, 32)
+#: The oldest CUDA architecture (``sm_XY`` as XY) with WMMA on each operand dtype.
+TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
+#: Operand dtypes of the CUDA backend's SIMT GEMM (register-tiled FMA on the
+#: CUDA cores, 8 x 8 outputs per thread; same launch geometry and calling
+#: convention as the tensor-core GEMM, ``backends/cuda/wmma.py``): float32
+#: operands into a float32 C, on every architecture.
+SIMT_GEMM_DTYPES = ("float32",)
+
+
+def tensor_core_support(operand_dtype: str, arch: str) -> str | None:
+    """``None`` when CUDA architecture ``arch`` (``"sm_90"``) has tensor
+    cores for ``operand_dtype`` operands, else the reason."""
+    if operand_dtype in SIMT_GEMM_DTYPES:
+        return None
+    need = TENSOR_CORE_MIN_ARCH.get(operand_dtype)
+    if need is None:
+        return f"tensor cores take float16 or bfloat16 operands, not {operand_dtype}"
+    if int(arch[3:]) < need:
+        return (f"{operand_dtype} WMMA needs sm_{need} or newer; Config.cuda_arch is {arch} "
+                "(POLYC_CUDA_ARCH)")
+    return None
+
+
+#: The most iterators one GEMM index may be made of (``POLYC_GEMM_MAXDIMS``).
+MAX_DIGITS = 8
+
+
+@dataclass(frozen=True)
+class GemmMatch:
+    """``statement`` (C[...] += A[...] * B[...]) as GEMM calls.
+
+    ``batch`` iterators stay loops around the call: those that index all
+    three tensors, and those of m or n outside C's innermost run of m (n)
+    dimensions (a convolution's image index); ``m``, ``n``, ``k`` are the
+    iterators the intrinsic scans, in the order their digits make up the
+    GEMM's row, column and reduction indices; ``c``, ``a``, ``b`` the tensors
+    (``a`` holds m and k, ``b`` k and n); ``init`` the ``+=!`` initialisation
+    folded into the call (it then overwrites C instead of accumulating);
+    ``alpha`` and ``beta`` the scalars of ``C = alpha * A . B + beta * C``
+    (see the fields)."""
+    statement: str
+    init: str | None
+    dtype: str
+    batch: tuple[str, ...]
+    m: tuple[str, ...]
+    n: tuple[str, ...]
+    k: tuple[str, ...]
+    c: str
+    a: str
+    b: str
+    #: ``(tensor, access)`` of C, A and B (in this order) as the statement
+    #: wrote them (A and B may be one tensor: ``A(m, k) * A(n, k)``)
+    accesses: tuple = ()
+    #: per tensor, per dimension, the ``(iterator, coefficient)`` pairs of its
+    #: affine index (isl): the address of an element is linear in them
+    linear: tuple = ()
+    #: per scanned iterator ``(iterator, tensor, dimension)``: the tensor
+    #: dimension whose extent is its range, or ``(iterator, None, expr)``: its
+    #: range's extent over the size parameters (an expression of them)
+    extents: tuple = ()
+    #: whether an operand is addressed through a mixed-radix map rather than
+    #: one stride per role (a window: ``I(c, h + kh, w + kw)``)
+    gather: bool = False
+    #: the elementwise statement folded into the call's store (``C = C + bias(n)``
+    #: and/or ``C = fmax(C, 0)``), its bias tensor and whether it applies relu
+    epilogue: str | None = None
+    bias: str | None = None
+    relu: bool = False
+    #: whether the call may use the kernel's OpenMP team (``Config.parallel``)
+    parallel: bool = True
+    #: the product of the update's scalar factors (constants, size parameters,
+    #: rank-0 tensors); ``None``: 1
+    alpha: E.Expr | None = None
+    #: the factor of C's previous value; ``None``: 0 when ``init`` is folded,
+    #: else 1 (a folded scaling statement, ``scale``, sets it)
+    beta: E.Expr | None = None
+    #: the scaling statement (``C(i, j) *= beta``) folded into the call as beta
+    scale: str | None = None
+    #: rows of C per call (0: all of m): with ``m = (i,)`` one call computes
+    #: rows ``block * ib <= i < block * (ib + 1)``, and the loop ``block_iter``
+    #: over ``ib = floor(i / block)`` runs around the calls with the batch
+    #: loops (row-blocked fusion, :mod:`polyc.schedule.rowfuse`)
+    block: int = 0
+    block_iter: str = ""
+    #: the dtype of A and B on tensor cores (``match_gemm(..., tensor_cores=True)``:
+    #: float16 or bfloat16 operands, C float32, ``dtype``); empty on the CPU
+    operand_dtype: str = ""
+    #: tensor cores: the half tensor the call stores into, rounding (the
+    #: float32 accumulator ``c``'s rounding store ``epilogue`` folded:
+    #: :func:`match_round_store`); empty: the call stores into ``c``
+    store: str = ""
+    #: a triangular (or any non-box) domain called on the full part of its
+    #: row blocks (:mod:`polyc.callbox`): per statement of the group
+    #: ``(name, instances)``, the instances the calls compute (the others
+    #: keep their loops); empty: all of them
+    parts: tuple = ()
+    #: per scanned iterator ``(iterator, first, extent)``: its range in one
+    #: call, as expressions of the size parameters (``Param``) and the
+    #: call's loops (``Index``); empty: ``[0, extent)`` from ``extents``
+    bounds: tuple = ()
+
+    @property
+    def call(self) -> str:
+        """The name of the call statement: the update's, or with ``parts``
+        (the update's other instances keep its name) ``<update>_call``."""
+        return f"{self.statement}_call" if self.parts else self.statement
+
+    @property
+    def loops(self) -> tuple[str, ...]:
+        """The loops around the call: the batch loops, then the row block's."""
+        return self.batch + ((self.block_iter,) if self.block else ())
+
+    @property
+    def scanned(self) -> tuple[str, ...]:
+        """The iterators the call scans (its m, n and k digits)."""
+        return self.m + self.n + self.k
+
+    def describe(self) -> str:
+        roles = ", ".join(f"{r}={'*'.join(g)}" for r, g in
+                          (("m", self.m), ("n", self.n), ("k", self.k)))
+        if self.batch:
+            roles += f", loops {', '.join(self.batch)}"
+        if self.block:
+            roles += (f"{'' if self.batch else ', loops'} {self.block_iter} "
+                      f"({self.block} rows of {self.m[0]} per call)")
+        if self.parts:
+            roles += ("; the full part of each block of rows (the rest of the domain, "
+                      "its diagonal edge, keeps its loops)")
+        extra = "; initialisation folded" if self.init else ""
+        if self.gather:
+            extra += "; implicit GEMM (operands gathered while packing, no copy)"
+        if self.alpha is not None or self.beta is not None:
+            scalars = [f"{name} = {_scalar_text(v)}" for name, v in
+                       (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
+            extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
+        if self.store:
+            extra += (f"; {self.epilogue} folded: the store rounds into {self.store} "
+                      f"({self.c} is never written)")
+        elif self.epilogue:
+            parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
+            what = ", ".join(parts) or "a scaling of C, in alpha"
+            extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
+        onto = (f"tensor cores (WMMA m16n16k16, {self.operand_dtype} operands, float32 "
+                "accumulator)" if self.operand_dtype in TENSOR_CORE_DTYPES
+                else "the SIMT GEMM (float32 FMA, 8 x 8 elements of C per thread)"
+                if self.operand_dtype else "gemm")
+        return (f"{self.statement} tensorized onto {onto} ({roles}; C={self.c}, A={self.a}, "
+                f"B={self.b}{extra})")
+
+
+def _scalar_text(e: E.Expr) -> str:
+    """``e`` in TC syntax, a rank-0 tensor read printed as its name."""
+    return E.to_text(E.map_expr(e, lambda x: E.Param(x.tensor) if isinstance(x, E.Access)
+                                and not x.indices else None))

@@ -1,0 +1,151 @@
+"""Contractions over triangular domains on the GEMM micro-kernel
+(:mod:`polyc.callbox`, issue 15 item 3): one call per block of rows over the
+full part of the block, the diagonal edge as loops.
+
+Against numpy at sizes that are and are not multiples of the block, smaller
+than one block, empty; lower and upper triangles, a folded scaling, a
+triangle in the reduction (refused: the sums' order); the kernel's tree (a schedule of the source
+program with a ``tensorize`` mark below a filter) read back from its text
+compiles to the same C; the mark is checked when read back.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.callbox import full_rows, triangle_rows
+from polyc.pipeline import compile_schedule
+from polyc.schedule.language import Schedule
+
+
+@polyc.kernel
+def lower(alpha, C, A, B):
+    n = C.shape[0]
+    m = A.shape[1]
+    for i in range(n):
+        for k in range(m):
+            for j in range(i + 1):
+                C[i, j] += alpha * A[i, k] * B[k, j]
+
+
+@polyc.kernel
+def upper(C, A, B):
+    n = C.shape[0]
+    m = A.shape[1]
+    for i in range(n):
+        for k in range(m):
+            for j in range(i, n):
+                C[i, j] += A[i, k] * B[k, j]
+
+
+@polyc.kernel
+def tri_k(C, A, B):
+    """C = triu(A) @ B: the reduction runs over k >= i."""
+    n = C.shape[0]
+    m = C.shape[1]
+    for i in range(n):
+        for j in range(m):
+            for k in range(i, n):
+                C[i, j] += A[i, k] * B[k, j]
+
+
+@polyc.kernel
+def scaled(alpha, beta, C, A):
+    """PolyBench's syrk: C's lower triangle scaled by beta, then A A^T."""
+    n, m = A.shape
+    for i in range(n):
+        for j in range(i + 1):
+            C[i, j] *= beta
+        for k in range(m):
+            for j in range(i + 1):
+                C[i, j] += alpha * A[i, k] * A[j, k]
+
+
+def _data(n, m, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n, n)), rng.standard_normal((n, m)),
+            rng.standard_normal((m, n)))
+
+
+SIZES = [(0, 5), (1, 1), (7, 3), (28, 9), (61, 17), (100, 33)]
+
+
+def _called(kern):
+    assert "polyc_gemm_f64(" in kern.source, kern.explain()
+    assert "full part of each block of rows" in kern.explain()
+    assert "tensorize:gemm:" in str(kern.schedule)
+
+
+@pytest.mark.parametrize("n,m", SIZES)
+def test_a_lower_triangle_matches_numpy(n, m):
+    C, A, B = _data(n, m)
+    out = C.copy()
+    lower(1.5, out, A, B)
+    want = C + np.tril(1.5 * A @ B)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    _called(lower.specialize(1.5, out, A, B))
+
+
+@pytest.mark.parametrize("n,m", SIZES)
+def test_an_upper_triangle_starts_each_call_at_its_first_full_column(n, m):
+    C, A, B = _data(n, m, 1)
+    out = C.copy()
+    upper(out, A, B)
+    np.testing.assert_allclose(out, C + np.triu(A @ B), rtol=1e-12, atol=1e-12)
+    _called(upper.specialize(out, A, B))
+
+
+@pytest.mark.parametrize("n", [0, 3, 75])
+def test_a_triangle_in_the_reduction_keeps_the_source_order_of_its_sums(n):
+    rng = np.random.default_rng(2)
+    C, A, B = (rng.standard_normal((n, 11)), rng.standard_normal((n, n)),
+               rng.standard_normal((n, 11)))
+    out = C.copy()
+    tri_k(out, A, B)
+    np.testing.assert_allclose(out, C + np.triu(A) @ B, rtol=1e-12, atol=1e-12)
+    # the calls would add their terms of each C(i, j) before the edge's (k
+    # from i to the block's end): a loop program's sums keep their order
+    kern = tri_k.specialize(out, A, B)
+    assert "polyc_gemm" not in kern.source
+    assert ("S0 not tensorized: statement(s) S0 run between the instances of one call"
+            in kern.explain())
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+@pytest.mark.parametrize("n,m", [(5, 4), (57, 13), (90, 40)])
+def test_a_folded_scaling_over_the_triangle(n, m, beta):
+    rng = np.random.default_rng(3)
+    C, A = rng.standard_normal((n, n)), rng.standard_normal((n, m))
+    out = C.copy()
+    scaled(1.25, beta, out, A)
+    want = np.where(np.tril(np.ones((n, n), bool)), beta * C + 1.25 * A @ A.T, C)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    kern = scaled.specialize(1.25, beta, out, A)
+    _called(kern)
+    assert "S0 folded into the call of S1" in kern.explain()
+
+
+def test_the_full_part_of_a_lower_triangle():
+    import islpy as isl
+    dom = isl.Set("[n] -> { S[i, j] : 0 <= j <= i < n }")
+    part = full_rows(dom, 0, 4)
+    want = isl.Set("[n] -> { S[i, j] : 0 <= i < n and 0 <= j <= 4 * floor(i / 4) }")
+    assert part.is_equal(want)
+
+
+def test_the_tree_read_back_from_text_compiles_to_the_same_code():
+    C, A, _ = _data(70, 20)
+    kern = scaled.specialize(1.0, 0.5, C, A)
+    text = kern.schedule.to_text()
+    again = Schedule.from_program(kern.schedule.program).from_text(text)
+    assert compile_schedule(again).source == kern.source
+    assert f"tensorize:gemm:S1:{triangle_rows()}" in text
+
+
+def test_without_tensorization_the_loops_stay():
+    C, A, B = _data(40, 10)
+    cfg = polyc.Config(tensorize=False)
+    kern = polyc.kernel(lower.py_func, config=cfg).specialize(1.0, C, A, B)
+    assert "polyc_gemm" not in kern.source
