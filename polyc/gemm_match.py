@@ -118,6 +118,10 @@ class GemmMatch:
     #: call, as expressions of the size parameters (``Param``) and the
     #: call's loops (``Index``); empty: ``[0, extent)`` from ``extents``
     bounds: tuple = ()
+    #: the other products of an update that adds several (``C += A1 * B1 +
+    #: A2 * B2``: PolyBench's ``syr2k``), each computed by one more call
+    #: after this one, accumulating (beta 1), with the same loops and bounds
+    terms: tuple = ()
 
     @property
     def call(self) -> str:
@@ -153,6 +157,10 @@ class GemmMatch:
             scalars = [f"{name} = {_scalar_text(v)}" for name, v in
                        (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
             extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
+        if self.terms:
+            extra += "; " + "; ".join(
+                f"then {t.a} * {t.b} by a second call (m={'*'.join(t.m)}, n={'*'.join(t.n)}, "
+                f"k={'*'.join(t.k)}; A={t.a}, B={t.b})" for t in self.terms)
         if self.store:
             extra += (f"; {self.epilogue} folded: the store rounds into {self.store} "
                       f"({self.c} is never written)")

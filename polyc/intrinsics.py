@@ -55,7 +55,7 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     GemmMatch,
     tensor_core_support,
 )
-from .ir import Program, Statement
+from .ir import Program, Statement, make_statement
 from .isl_util import (
     aff_from_expr,
     affine_coefficients,
@@ -191,6 +191,9 @@ def match_gemm(program: Program, stmt: Statement, *,
     the domain keeps its loops."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
+    terms = _terms(stmt.rhs)
+    if len(terms) > 1 and not tensor_cores:
+        return _match_sum(program, stmt, terms, rows, split)
     factors = _factors(stmt.rhs)
     operands = [f for f in factors if isinstance(f, E.Access) and f.indices]
     scalars = [f for f in factors if not (isinstance(f, E.Access) and f.indices)]
@@ -371,6 +374,50 @@ def _row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, oper
                    parts=parts)
 
 
+def _terms(e: E.Expr) -> list[E.Expr]:
+    """The terms of a sum in any association (``[e]`` when ``e`` is not a sum)."""
+    if isinstance(e, E.Binary) and e.op == "+":
+        return _terms(e.lhs) + _terms(e.rhs)
+    return [e]
+
+
+#: The most products one update may add (one call each).
+MAX_TERMS = 4
+
+
+def _match_sum(program: Program, stmt: Statement, terms: list[E.Expr], rows: int,
+               split: bool) -> GemmMatch | str:
+    """``C += P1 + P2 + ...`` (each ``P`` a product :func:`match_gemm`
+    takes) as one call per product, at the same point of the same loops:
+    the first as the match, the others its ``terms``.  Each product is
+    matched as the update ``C += P`` alone (its access relations rebuilt
+    by isl); they must share C's roles, loops and blocks."""
+    if len(terms) > MAX_TERMS:
+        return f"the right-hand side adds more than {MAX_TERMS} products"
+    shapes = {t.name: t.shape for t in program.tensors}
+    found = []
+    for i, term in enumerate(terms):
+        part = make_statement(name=stmt.name, iterators=stmt.iterators, domain=stmt.domain,
+                              lhs=stmt.lhs, op="+", rhs=term, shapes=shapes, kind="update",
+                              reduction_iterators=stmt.reduction_iterators)
+        alone = program.replace(statements=tuple(part if x.name == stmt.name else x
+                                                 for x in program.statements))
+        m = match_gemm(alone, part, rows=rows, split=split)
+        if isinstance(m, str):
+            return f"the right-hand side is a sum; its product {E.to_text(term)} does not " \
+                   f"match: {m}"
+        found.append(m)
+    first = found[0]
+    for m in found[1:]:
+        if (m.batch, m.m, m.n, m.block, m.bounds) != (
+                first.batch, first.m, first.n, first.block, first.bounds) or len(
+                m.parts) != len(first.parts) or not all(
+                x.is_equal(y) for (_, x), (_, y) in zip(m.parts, first.parts)):
+            return ("the right-hand side is a sum of products whose calls would not share "
+                    "their rows, columns and loops")
+    return replace(first, terms=tuple(replace(m, init=None) for m in found[1:]))
+
+
 def _is_zero(e: E.Expr) -> bool:
     return isinstance(e, E.Const) and float(e.value) == 0.0
 
@@ -437,8 +484,8 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
     instead of a second pass over C."""
     stmts = list(program.statements)
     i = stmts.index(program.statement(m.statement))
-    if i + 1 >= len(stmts) or m.gather or len(m.n) != 1:
-        return m
+    if i + 1 >= len(stmts) or m.gather or len(m.n) != 1 or m.terms:
+        return m        # (several products: the store of the first call is not the last)
     nxt = stmts[i + 1]
     c_acc = m.accesses[0][1]
     if nxt.kind != "assign" or nxt.tensor != m.c or _plain(nxt.lhs) is None:
@@ -554,7 +601,8 @@ def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | Non
         beta = _self_scale(cand)
     else:
         return None
-    if beta is None or _tensors(beta) & ({m.c, m.a, m.b, m.bias} | _tensors(m.alpha)):
+    if beta is None or _tensors(beta) & ({m.c, m.a, m.b, m.bias} | _tensors(m.alpha) | {
+            x for t in m.terms for x in (t.a, t.b, *_tensors(t.alpha))}):
         return None
     return beta if _each_called_once(program, m, cand) else None
 

@@ -165,39 +165,21 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
     point of the loops around the call; one thread inside a parallel loop."""
     m = s.intrinsic
-    C, A, B = 0, 1, 2
-    stride, base, ext, ext1 = _roles(em, m)
-
-    def dims(role: int, group: tuple) -> str:
-        return (f"&(const polyc_gemm_dims){{{len(group)}, "
-                f"{{{', '.join(ext1[it] for it in group)}}}, "
-                f"{{{', '.join(stride(role, it) for it in group)}}}}}")
-    threads = "1" if em.parallel_depth or not m.parallel else "polyc_threads"
     sfx = "f32" if m.dtype == "float32" else "f64"
-    c_op = f"{base(C)}, {stride(C, m.m[-1])}, {stride(C, m.n[-1])}"
     beta = m.beta if m.beta is not None else E.Const(0.0 if m.init else 1.0)
-    alpha = m.alpha if m.alpha is not None else E.Const(1.0)
     # a folded ``C *= beta`` with beta 0 at run time: the statement computes
     # C * 0 (NaN for NaN or inf elements), which BLAS's beta 0 (C not read)
     # would not; C is scaled first and the call adds (below)
     runtime_scale = m.scale is not None and not isinstance(beta, E.Const)
     beta_text = ("polyc_beta == 0 ? 1 : polyc_beta" if runtime_scale
                  else scalar(em, beta, m.dtype))
-    tail = (f"{scalar(em, alpha, m.dtype)}, {beta_text}, "
-            f"{tensor_name(m.bias) if m.bias else 'NULL'}, "
-            f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
-    if m.gather:
-        call = c.Statement(
-            f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
-            f"{dims(A, m.m)}, {dims(A, m.k)}, {base(B)}, {dims(B, m.k)}, "
-            f"{dims(B, m.n)}, {c_op}, {tail})")
-    else:
-        call = c.Statement(
-            f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
-            f"{stride(A, m.m[-1])}, {stride(A, m.k[-1])}, {base(B)}, "
-            f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, {tail})")
+    # an update adding several products: one more call per product, adding
+    calls = [_call(em, m, beta_text, sfx)] + [_call(em, t, "1", sfx) for t in m.terms]
+    call = calls[0] if len(calls) == 1 else c.Block(calls)
     if not runtime_scale:
         return call
+    stride, base, ext, _ = _roles(em, m)
+    C = 0
     t = "float" if m.dtype == "float32" else "double"
     return c.Block([
         c.Statement(f"const {t} polyc_beta = {scalar(em, beta, m.dtype)}"),
@@ -207,4 +189,31 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
                   c.For("int64_t polyc_s = 0", f"polyc_s < {ext(m.n)}", "polyc_s++",
                         c.Statement(f"polyc_c[polyc_r * ({stride(C, m.m[-1])}) + polyc_s * "
                                     f"({stride(C, m.n[-1])})] *= polyc_beta")))])),
-        call])
+        *calls])
+
+
+def _call(em: Emitter, m, beta_text: str, sfx: str) -> c.Statement:
+    """The call of one product of ``m`` (its ``beta`` as the C text
+    ``beta_text``)."""
+    C, A, B = 0, 1, 2
+    stride, base, ext, ext1 = _roles(em, m)
+
+    def dims(role: int, group: tuple) -> str:
+        return (f"&(const polyc_gemm_dims){{{len(group)}, "
+                f"{{{', '.join(ext1[it] for it in group)}}}, "
+                f"{{{', '.join(stride(role, it) for it in group)}}}}}")
+    threads = "1" if em.parallel_depth or not m.parallel else "polyc_threads"
+    c_op = f"{base(C)}, {stride(C, m.m[-1])}, {stride(C, m.n[-1])}"
+    alpha = m.alpha if m.alpha is not None else E.Const(1.0)
+    tail = (f"{scalar(em, alpha, m.dtype)}, {beta_text}, "
+            f"{tensor_name(m.bias) if m.bias else 'NULL'}, "
+            f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
+    if m.gather:
+        return c.Statement(
+            f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
+            f"{dims(A, m.m)}, {dims(A, m.k)}, {base(B)}, {dims(B, m.k)}, "
+            f"{dims(B, m.n)}, {c_op}, {tail})")
+    return c.Statement(
+        f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
+        f"{stride(A, m.m[-1])}, {stride(A, m.k[-1])}, {base(B)}, "
+        f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, {tail})")

@@ -113,7 +113,7 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
         if s.kind != "update":
             continue
         m = match_gemm(program, s, tensor_cores=tensor_cores)
-        if isinstance(m, str) and m.startswith(BOX_REASON) and not tensor_cores:
+        if isinstance(m, str) and BOX_REASON in m and not tensor_cores:
             split = _split(program, s, stmts[i - 1] if i > 0 else None)
             m = split if not isinstance(split, str) else f"{m}; {split}"
         if isinstance(m, str):

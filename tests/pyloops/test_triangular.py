@@ -149,3 +149,58 @@ def test_without_tensorization_the_loops_stay():
     cfg = polyc.Config(tensorize=False)
     kern = polyc.kernel(lower.py_func, config=cfg).specialize(1.0, C, A, B)
     assert "polyc_gemm" not in kern.source
+
+
+# ------------------------------------------------------------ sums of products
+
+@polyc.kernel
+def syr2k_like(alpha, beta, C, A, B):
+    """PolyBench's syr2k: C's lower triangle scaled, then A B^T + B A^T."""
+    n = A.shape[0]
+    m = A.shape[1]
+    for i in range(n):
+        for j in range(i + 1):
+            C[i, j] *= beta
+        for k in range(m):
+            for j in range(i + 1):
+                C[i, j] += A[j, k] * alpha * B[i, k] + B[j, k] * alpha * A[i, k]
+
+
+@pytest.mark.parametrize("n,m", [(6, 5), (61, 17), (100, 30)])
+def test_a_sum_of_two_products_is_two_calls(n, m):
+    rng = np.random.default_rng(4)
+    C, A, B = (rng.standard_normal((n, n)), rng.standard_normal((n, m)),
+               rng.standard_normal((n, m)))
+    out = C.copy()
+    syr2k_like(0.75, 1.5, out, A, B)
+    full = 1.5 * C + 0.75 * (A @ B.T + B @ A.T)
+    want = np.where(np.tril(np.ones((n, n), bool)), full, C)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    kern = syr2k_like.specialize(0.75, 1.5, out, A, B)
+    assert kern.source.count("polyc_gemm_f64(") == 2 * kern.source.count("const double polyc_beta")
+    assert "by a second call" in kern.explain()
+
+
+def test_a_tc_sum_of_products_over_a_box():
+    src = ("def two(float(M, K) A, float(K, N) B, float(M, K) D, float(N, K) E) -> (C) "
+           "{ C(m, n) +=! A(m, k) * B(k, n) + 2.0 * D(m, k) * E(n, k) }")
+    rng = np.random.default_rng(5)
+    A, B = rng.standard_normal((30, 20)), rng.standard_normal((20, 25))
+    D, E = rng.standard_normal((30, 20)), rng.standard_normal((25, 20))
+    A, B, D, E = (x.astype(np.float32) for x in (A, B, D, E))
+    kern = polyc.compile(src)
+    assert kern.source.count("polyc_gemm_f32(") == 2, kern.explain()
+    np.testing.assert_allclose(kern(A, B, D, E), A @ B + 2.0 * D @ E.T, rtol=2e-4, atol=2e-4)
+
+
+def test_a_sum_whose_products_are_no_gemms_says_which():
+    src = ("def bad(float(M, K) A, float(K, N) B, float(M, N) X, float(K) w) -> (C) "
+           "{ C(m, n) +=! A(m, k) * B(k, n) + X(m, n) * w(k) }")
+    rng = np.random.default_rng(6)
+    A, B = rng.standard_normal((9, 4)), rng.standard_normal((4, 5))
+    X, w = rng.standard_normal((9, 5)), rng.standard_normal(4)
+    A, B, X, w = (x.astype(np.float32) for x in (A, B, X, w))
+    kern = polyc.compile(src)
+    assert "polyc_gemm" not in kern.source
+    assert "its product X(m, n) * w(k) does not match" in kern.explain()
+    np.testing.assert_allclose(kern(A, B, X, w), A @ B + X * w.sum(), rtol=2e-4, atol=2e-4)
