@@ -404,7 +404,7 @@ def _match_sum(program: Program, stmt: Statement, terms: list[E.Expr], rows: int
                                                  for x in program.statements))
         m = match_gemm(alone, part, rows=rows, split=split)
         if isinstance(m, str):
-            return f"the right-hand side is a sum; its product {E.to_text(term)} does not " \
+            return f"the right-hand side is a sum; its term {E.to_text(term)} does not " \
                    f"match: {m}"
         found.append(m)
     first = found[0]

@@ -202,5 +202,5 @@ def test_a_sum_whose_products_are_no_gemms_says_which():
     A, B, X, w = (x.astype(np.float32) for x in (A, B, X, w))
     kern = polyc.compile(src)
     assert "polyc_gemm" not in kern.source
-    assert "its product X(m, n) * w(k) does not match" in kern.explain()
+    assert "its term X(m, n) * w(k) does not match" in kern.explain()
     np.testing.assert_allclose(kern(A, B, X, w), A @ B + X * w.sum(), rtol=2e-4, atol=2e-4)
