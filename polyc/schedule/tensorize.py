@@ -52,7 +52,7 @@ import islpy as isl
 from .. import expr as E
 from ..callbox import triangle_rows
 from ..errors import ScheduleError
-from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
+from ..intrinsics import GemmMatch, called_elements, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import surgery, tree
@@ -165,6 +165,13 @@ def edges(program: Program, m: GemmMatch) -> dict:
     (``GemmMatch.parts``), its other instances (they keep their loops)."""
     return {name: program.statement(name).domain.subtract(part).coalesce()
             for name, part in m.parts}
+
+
+def written_part(program: Program, m: GemmMatch, st: Statement) -> isl.Set:
+    """The instances of ``st`` that write an element the calls of ``m``
+    (over its ``parts``) write (also where the reduction is empty)."""
+    written = called_elements(restricted(program, m), m).range()
+    return st.domain.intersect(st.write.intersect_range(written).domain()).coalesce()
 
 
 def group_statements(m: GemmMatch) -> tuple[str, ...]:
@@ -388,7 +395,8 @@ def _match_below(program: Program, intrinsic: str, names, parallel: bool,
         return _custom(program, intrinsic, names)
     parts = reached(program, names, node) if node is not None else {}
     if parts:
-        updates = [x for x in names if program.statement(x).kind == "update"]
+        updates = [x for x in names if program.statement(x).kind == "update"
+                   and program.statement(x).op == "+"]
         if len(updates) != 1:
             raise ScheduleError(f"the band computes part of {', '.join(sorted(parts))}: one "
                                 f"call per block of rows computes one contraction")
@@ -450,8 +458,45 @@ def _custom(program: Program, intrinsic: str, names) -> GemmMatch:
     return m
 
 
+def _separate_full_rows(program: Program, band: isl.ScheduleNode, rows: int
+                        ) -> isl.ScheduleNode:
+    """The band, below a sequence that runs first the instances below it
+    outside the full part of their blocks of ``rows`` rows (a triangular
+    domain's diagonal edge, :func:`polyc.callbox.full_rows`), then a copy
+    of the band over the full part; returns that copy."""
+    top = _top(band)
+    names = tree.statements_of(top)
+    parts = reached(program, names, top)
+    rp = with_domains(program, parts) if parts else program
+    updates = [x for x in names if rp.statement(x).kind == "update" and rp.statement(x).op == "+"]
+    if len(updates) != 1:
+        raise ScheduleError(f"tensorize(split=True): the band computes {len(updates)} updates "
+                            f"({', '.join(updates) or 'none'}); one call computes one")
+    m = match_gemm(rp, rp.statement(updates[0]), rows=rows, split=True)
+    if isinstance(m, str):
+        raise ScheduleError(f"{updates[0]} ({rp.statement(updates[0]).text.strip()}) does not "
+                            f"match gemm on the full part of blocks of {rows} rows: {m}")
+    if not m.parts:
+        return band
+    full = None
+    for x in names:     # (a statement writing another tensor runs with the edge)
+        part = dict(m.parts).get(x)
+        if part is None:
+            if rp.statement(x).tensor != m.c:
+                continue
+            part = written_part(rp, m, rp.statement(x))
+        full = isl.UnionSet.from_set(part) if full is None else full.union(
+            isl.UnionSet.from_set(part))
+    rest = top.get_domain().subtract(full)
+    node = top.insert_sequence(isl.UnionSetList.alloc(CTX, 2).add(rest).add(full))
+    node = node.child(1).child(0)
+    while node.get_type() != isl.schedule_node_type.band:
+        node = node.child(0)
+    return node
+
+
 @transform("tensorize")
-def tensorize(s, loop, intrinsic: str = "gemm", rows: int = 0):
+def tensorize(s, loop, intrinsic: str = "gemm", rows: int = 0, split: bool = False):
     """Compute the band whose outermost loop is ``loop`` with an intrinsic
     (``"gemm"``: ``C += A * B`` on the packed micro-kernel of
     ``backends/c/intrinsics/gemm.h``), one call per point of the loops
@@ -463,12 +508,23 @@ def tensorize(s, loop, intrinsic: str = "gemm", rows: int = 0):
     otherwise :class:`ScheduleError` says which access or loop differs.
     ``rows``: each call computes that many rows of C (below a tile of the
     row loop of that size: the loops above may depend on it by ``floor(i /
-    rows)``).
+    rows)``).  ``split``: the band's domain need not be a box per call (a
+    triangle, ``j <= i``): a sequence runs first the instances outside the
+    full part of their blocks of ``rows`` rows (default
+    :func:`polyc.callbox.triangle_rows`) with the band's loops, then the
+    calls over the full part (isl computes it; :mod:`polyc.callbox`).
 
     Before / after ``tensorize(("C","m"), "gemm")``::
 
         for m: for n: { S0_init; for k: S0 }    mark tensorize:gemm:S0
                                                   (one polyc_gemm call)
+
+    and ``tensorize(("C","i"), "gemm", split=True)`` on ``for i: for k:
+    for j <= i: C(i, j) += A(i, k) * A(j, k)`` (PolyBench's syrk)::
+
+        for i: for k: for j in (28*floor(i/28), i]: S1   # the diagonal edge
+        mark tensorize:gemm:S1:28                        # one call per 28 rows
+          for i: for k: for j <= 28*floor(i/28): S1
     """
     lp = s.resolve(loop)
     band = surgery.band_node(s.isl, lp)
@@ -476,6 +532,14 @@ def tensorize(s, loop, intrinsic: str = "gemm", rows: int = 0):
     parallel = True
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
         raise ScheduleError(f"tensorize: rows must be a number of rows >= 0, got {rows!r}")
+    if not isinstance(split, bool):
+        raise ScheduleError(f"tensorize: split must be True or False, got {split!r}")
+    if split:
+        if intrinsic not in INTRINSICS:
+            raise ScheduleError(f"tensorize(split=True) splits a GEMM's domain; {intrinsic} "
+                                "computes whole slices")
+        rows = rows or triangle_rows()
+        band = _separate_full_rows(s.program, band, rows)
     return mark_band(band.get_schedule(), s.program, band, intrinsic, parallel, rows=rows)
 
 

@@ -23,7 +23,7 @@ import islpy as isl
 from .. import expr as E
 from ..callbox import triangle_rows
 from ..errors import ScheduleError
-from ..intrinsics import GemmMatch, called_elements, match_epilogue, match_gemm, match_scale
+from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import tree
@@ -36,6 +36,7 @@ from .tensorize import (
     projections,
     restricted,
     with_domains,
+    written_part,
 )
 
 
@@ -152,13 +153,6 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
 BOX_REASON = "the iteration domain is not the full box"
 
 
-def _written_part(program: Program, m: GemmMatch, st: Statement) -> isl.Set:
-    """The instances of ``st`` that write an element the calls of ``m``
-    (over its ``parts``) write (also where the reduction is empty)."""
-    written = called_elements(restricted(program, m), m).range()
-    return st.domain.intersect(st.write.intersect_range(written).domain()).coalesce()
-
-
 def _split(program: Program, s: Statement, before: Statement | None) -> GemmMatch | str:
     """``s`` (whose domain is not a box: a triangle) as calls over the full
     part of its blocks of rows (:mod:`polyc.callbox`), with its ``+=!``
@@ -172,9 +166,9 @@ def _split(program: Program, s: Statement, before: Statement | None) -> GemmMatc
         return m
     parts = dict(m.parts)
     if m.init:
-        parts[m.init] = _written_part(program, m, program.statement(m.init))
+        parts[m.init] = written_part(program, m, program.statement(m.init))
     elif before is not None and before.tensor == m.c:
-        part = _written_part(program, m, before)
+        part = written_part(program, m, before)
         rp = with_domains(program, {**parts, before.name: part})
         beta = match_scale(rp, m, rp.statement(before.name))
         if beta is not None:

@@ -204,3 +204,44 @@ def test_a_sum_whose_products_are_no_gemms_says_which():
     assert "polyc_gemm" not in kern.source
     assert "its term X(m, n) * w(k) does not match" in kern.explain()
     np.testing.assert_allclose(kern(A, B, X, w), A @ B + X * w.sum(), rtol=2e-4, atol=2e-4)
+
+
+# ------------------------------------------------------ the schedule language
+
+def test_tensorize_with_split_on_the_source_order():
+    C, A, _ = _data(75, 19)
+    kern = scaled.specialize(1.25, 0.5, C, A)
+    s = Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm", split=True)
+    rows = triangle_rows()
+    assert s.recipe[-1]["op"] == "tensorize"
+    assert f"mark: tensorize:gemm:S1:{rows}" in str(s)
+    k = compile_schedule(s)
+    assert "polyc_gemm_f64(" in k.source
+    out = C.copy()
+    k(1.25, 0.5, out, A)
+    want = np.where(np.tril(np.ones(C.shape, bool)), 0.5 * C + 1.25 * A @ A.T, C)
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    # the recipe replays to the same code
+    again = Schedule.replay(kern.program, s.to_recipe())
+    assert compile_schedule(again).source == k.source
+
+
+@pytest.mark.parametrize("rows", [8, 40])
+def test_tensorize_with_split_and_rows(rows):
+    C, A, B = _data(50, 7)
+    kern = upper.specialize(C, A, B)
+    s = Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm", rows=rows,
+                                                      split=True)
+    assert f"tensorize:gemm:S0:{rows}" in str(s)
+    out = C.copy()
+    compile_schedule(s)(out, A, B)
+    np.testing.assert_allclose(out, C + np.triu(A @ B), rtol=1e-12, atol=1e-12)
+
+
+def test_tensorize_without_split_on_a_triangle_says_why():
+    C, A, B = _data(30, 5)
+    kern = lower.specialize(1.0, C, A, B)
+    with pytest.raises(polyc.errors.ScheduleError, match="not the full box"):
+        Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm")
+    with pytest.raises(polyc.errors.ScheduleError, match="split must be True or False"):
+        Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm", split="yes")
