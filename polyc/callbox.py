@@ -25,9 +25,13 @@ which run SYRK as GEMMs on full blocks and a small kernel on the diagonal.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import islpy as isl
 
 from . import expr as E
+from .gemm_match import GemmMatch
+from .ir import Program, Statement
 from .isl_util import CTX, pw_aff_to_expr
 
 #: At least this many rows of C per call of a triangular contraction.
@@ -157,3 +161,46 @@ def _expr(pa: isl.PwAff, ncall: int, ctx: isl.Set, sizes) -> E.Expr:
     return E.map_expr(pw_aff_to_expr(pa, ctx),
                       lambda e: E.Param(e.name) if isinstance(e, E.Index)
                       and e.name in sizes else None)
+
+
+def row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, operands,
+                split: bool = False) -> GemmMatch | str:
+    """``m`` (a match of ``stmt`` whose operands are the accesses
+    ``operands``, :func:`polyc.intrinsics.match_gemm`) as one call per block
+    of ``rows`` rows over ``stmt``'s domain (each call's instances a box,
+    :func:`call_bounds`), or the reason it cannot be; ``split``: over the
+    full part of the blocks (:func:`full_rows`, the match's ``parts``)."""
+    if len(m.m) != 1 or m.gather:
+        return ("only a GEMM whose rows are one iterator with a plain stride can be called "
+                "per block of rows")
+    its = list(stmt.iterators)
+    parts = ()
+    if split:
+        ctx = program.parameter_domain()
+        part = full_rows(stmt.domain, its.index(m.m[0]), rows)
+        if part.intersect_params(ctx).is_empty():
+            return f"no block of {rows} rows of {m.m[0]} is full"
+        if not part.intersect_params(ctx).is_equal(stmt.domain.intersect_params(ctx)):
+            parts = ((stmt.name, part),)
+            stmt = replace(stmt, domain=part)
+    taken = set(its) | set(m.batch)
+    block_iter, n = f"{m.m[0]}_blk", 2
+    while block_iter in taken:                    # as tree.fresh_name
+        block_iter, n = f"{m.m[0]}_blk{n}", n + 1
+    bounds, reason = call_bounds(
+        stmt.domain, [(its.index(b), b) for b in m.batch], its.index(m.m[0]), rows,
+        block_iter, [(its.index(x), x) for x in m.scanned], program.parameter_domain(),
+        program.params)
+    if reason:
+        return reason
+    # the extents of the scanned iterators' tensor dimensions (the packing's
+    # bounds) are those of the whole tensors
+    extents = []
+    for it in m.scanned:
+        where = next(((acc.tensor, d) for acc in (stmt.lhs, *operands)
+                      for d, idx in enumerate(acc.indices)
+                      if isinstance(idx, E.Index) and idx.name == it), None)
+        first, ext = next((f, e) for x, f, e in bounds if x == it)
+        extents.append((it,) + where if where else (it, None, ext))
+    return replace(m, extents=tuple(extents), block=rows, block_iter=block_iter, bounds=bounds,
+                   parts=parts)

@@ -295,7 +295,7 @@ def match_gemm(program: Program, stmt: Statement, *,
                                    for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
                       gather=gather, alpha=alpha, operand_dtype=operand_dtype)
     if rows:
-        return _row_blocks(program, stmt, found, rows, (a, b), split)
+        return callbox.row_blocks(program, stmt, found, rows, (a, b), split)
     # every scanned iterator ranges over [0, extent), independently of the
     # others and of the loops: the extent of a dimension it indexes plainly,
     # else its range in the domain (isl dim_max + 1, from 0)
@@ -331,47 +331,6 @@ def match_gemm(program: Program, stmt: Statement, *,
         return ("the iteration domain is not the full box of the tensor extents in the "
                 f"iterators the call scans (the box also holds {extra})")
     return replace(found, extents=tuple(extents))
-
-
-def _row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, operands,
-                split: bool = False) -> GemmMatch | str:
-    """``m`` as one call per block of ``rows`` rows over ``stmt``'s domain
-    (each call's instances a box, :func:`polyc.callbox.call_bounds`), or the
-    reason it cannot be; ``split``: over the full part of the blocks."""
-    if len(m.m) != 1 or m.gather:
-        return ("only a GEMM whose rows are one iterator with a plain stride can be called "
-                "per block of rows")
-    its = list(stmt.iterators)
-    parts = ()
-    if split:
-        ctx = program.parameter_domain()
-        part = callbox.full_rows(stmt.domain, its.index(m.m[0]), rows)
-        if part.intersect_params(ctx).is_empty():
-            return f"no block of {rows} rows of {m.m[0]} is full"
-        if not part.intersect_params(ctx).is_equal(stmt.domain.intersect_params(ctx)):
-            parts = ((stmt.name, part),)
-            stmt = replace(stmt, domain=part)
-    taken = set(its) | set(m.batch)
-    block_iter, n = f"{m.m[0]}_blk", 2
-    while block_iter in taken:                    # as tree.fresh_name
-        block_iter, n = f"{m.m[0]}_blk{n}", n + 1
-    bounds, reason = callbox.call_bounds(
-        stmt.domain, [(its.index(b), b) for b in m.batch], its.index(m.m[0]), rows,
-        block_iter, [(its.index(x), x) for x in m.scanned], program.parameter_domain(),
-        program.params)
-    if reason:
-        return reason
-    # the extents of the scanned iterators' tensor dimensions (the packing's
-    # bounds) are those of the whole tensors
-    extents = []
-    for it in m.scanned:
-        where = next(((acc.tensor, d) for acc in (stmt.lhs, *operands)
-                      for d, idx in enumerate(acc.indices)
-                      if isinstance(idx, E.Index) and idx.name == it), None)
-        first, ext = next((f, e) for x, f, e in bounds if x == it)
-        extents.append((it,) + where if where else (it, None, ext))
-    return replace(m, extents=tuple(extents), block=rows, block_iter=block_iter, bounds=bounds,
-                   parts=parts)
 
 
 def _terms(e: E.Expr) -> list[E.Expr]:

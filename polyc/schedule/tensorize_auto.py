@@ -27,17 +27,8 @@ from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import tree
-from .tensorize import (
-    call_statement,
-    edges,
-    group_statements,
-    identity,
-    mark_band,
-    projections,
-    restricted,
-    with_domains,
-    written_part,
-)
+from .parts import edges, restricted, with_domains, written_part
+from .tensorize import call_statement, group_statements, identity, mark_band, projections
 
 
 def contract(program: Program, matches: list[GemmMatch]) -> Program:

@@ -1,0 +1,68 @@
+"""The statement instances a group of intrinsic calls computes.
+
+A call over a triangular domain computes only the full part of its blocks
+of rows (:mod:`polyc.callbox`, ``GemmMatch.parts``); the other instances of
+its statements (the diagonal edge) keep their loops.  These helpers restrict
+a program's statements to such parts, give the edges, and read which
+instances of a statement reach a node of a schedule tree (a filter above it
+may split them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import islpy as isl
+
+from ..intrinsics import GemmMatch, called_elements
+from ..ir import Program, Statement
+
+
+def restricted(program: Program, m: GemmMatch) -> Program:
+    """``program`` with the statements of ``m``'s group restricted to the
+    instances its calls compute (``GemmMatch.parts``; ``program`` itself
+    when the calls compute all of them)."""
+    if not m.parts:
+        return program
+    return with_domains(program, dict(m.parts))
+
+
+def with_domains(program: Program, domains: dict) -> Program:
+    """``program`` with statement ``name``'s domain (and access relations)
+    restricted to ``domains[name]``."""
+    def cut(s: Statement) -> Statement:
+        d = domains.get(s.name)
+        if d is None:
+            return s
+        return replace(s, domain=d, write=s.write.intersect_domain(d),
+                       reads=tuple(r.intersect_domain(d) for r in s.reads))
+    return program.replace(statements=tuple(cut(s) for s in program.statements))
+
+
+def edges(program: Program, m: GemmMatch) -> dict:
+    """Per statement of ``m``'s group whose calls compute only part of it
+    (``GemmMatch.parts``), its other instances (they keep their loops)."""
+    return {name: program.statement(name).domain.subtract(part).coalesce()
+            for name, part in m.parts}
+
+
+def written_part(program: Program, m: GemmMatch, st: Statement) -> isl.Set:
+    """The instances of ``st`` that write an element the calls of ``m``
+    (over its ``parts``) write (also where the reduction is empty)."""
+    written = called_elements(restricted(program, m), m).range()
+    return st.domain.intersect(st.write.intersect_range(written).domain()).coalesce()
+
+
+def reached(program: Program, names, node: isl.ScheduleNode) -> dict:
+    """Per statement of ``names`` that only part of reaches ``node`` (a
+    filter above it splits the statement's instances: the full part of a
+    triangular domain, :mod:`polyc.callbox`), the instances that do."""
+    reach = node.get_domain()
+    ctx = program.parameter_domain()
+    out = {}
+    for name in names:
+        st = program.statement(name)
+        got = reach.extract_set(st.domain.get_space())
+        if not got.intersect_params(ctx).is_equal(st.domain.intersect_params(ctx)):
+            out[name] = got.coalesce()
+    return out
