@@ -515,9 +515,15 @@ def _each_called_once(program: Program, m: GemmMatch, st: Statement) -> bool:
 
 def called_elements(program: Program, m: GemmMatch) -> isl.Map:
     """The elements of C the call writes: the update's, also where its
-    reduction is empty (``K = 0``: the call still sets ``C = beta * C``)."""
+    reduction is empty (``K = 0``: the call still sets ``C = beta * C``).
+    Calls over blocks whose bounds come from their instances
+    (``GemmMatch.bounds``, :mod:`polyc.callbox`) write exactly the update's
+    elements: a row whose reduction is empty in a triangle (``k < i`` at
+    ``i = 0``) is in no call's box."""
     stmt = program.statement(m.statement)
     called = stmt.write.intersect_domain(stmt.domain)
+    if m.bounds:
+        return called
     for it in m.k:
         called = called.drop_constraints_involving_dims(
             isl.dim_type.in_, stmt.iterators.index(it), 1)

@@ -105,8 +105,12 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
         if s.kind != "update":
             continue
         m = match_gemm(program, s, tensor_cores=tensor_cores)
+        # the statement that may scale or zero C first: the last one before s
+        # that writes s's output (statements between writing other tensors
+        # run apart, as the source order's dependences allow: _atomic_reason)
+        before = next((x for x in reversed(stmts[:i]) if x.tensor == s.tensor), None)
         if isinstance(m, str) and BOX_REASON in m and not tensor_cores:
-            split = _split(program, s, stmts[i - 1] if i > 0 else None)
+            split = _split(program, s, before)
             m = split if not isinstance(split, str) else f"{m}; {split}"
         if isinstance(m, str):
             notes[s.name] = f"{s.name} not tensorized: {m}"
@@ -115,10 +119,10 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
             m = replace(m, parallel=parallel)
         else:
             m = replace(match_epilogue(program, m), parallel=parallel)
-        if m.init is None and i > 0 and not m.parts:
-            beta = match_scale(program, m, stmts[i - 1])
+        if m.init is None and before is not None and not m.parts:
+            beta = match_scale(program, m, before)
             if beta is not None:
-                m = replace(m, scale=stmts[i - 1].name, beta=beta)
+                m = replace(m, scale=before.name, beta=beta)
         if program.order is not None:
             if facts is None:
                 from ..dependence import compute

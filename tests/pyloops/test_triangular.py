@@ -64,7 +64,7 @@ def _data(n, m, seed=0):
             rng.standard_normal((m, n)))
 
 
-SIZES = [(0, 5), (1, 1), (7, 3), (28, 9), (61, 17), (100, 33)]
+SIZES = [(0, 5), (1, 1), (7, 3), (28, 9), (61, 17), (100, 33), (40, 0)]
 
 
 def _called(kern):
@@ -227,3 +227,24 @@ def test_tensorize_without_split_on_a_triangle_says_why():
         Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm")
     with pytest.raises(polyc.errors.ScheduleError, match="split must be True or False"):
         Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm", split="yes")
+
+
+def test_symm_calls_both_updates_and_zeroes_only_what_they_write(monkeypatch):
+    """PolyBench's symm: ``temp2 += B[k, j] * A[i, k]`` over ``k < i`` is a
+    call per block of rows whose zeroing (``temp2 = 0``, folded as beta 0)
+    covers only the rows a call writes: row 0 has no ``k`` and keeps its
+    own zeroing.  Temporaries are poisoned with NaN to show it."""
+    import polyc.binder as binder
+    monkeypatch.setattr(binder.np, "empty",
+                        lambda shape, dtype=float: np.full(shape, np.nan, dtype=dtype))
+    bench = BENCHMARKS["symm"]
+    for m, n in ((45, 30), (3, 4)):
+        args = bench.init({"M": m, "N": n})
+        want = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        bench.reference(*want)
+        bench.kernel(*got)
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=1e-12)
+    kern = bench.kernel.specialize(*bench.init({"M": 45, "N": 30}))
+    assert kern.explain().count("tensorized onto gemm") == 2
+    assert "beta = 0.0 (S0 folded)" in kern.explain()
