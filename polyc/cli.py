@@ -30,6 +30,7 @@ Scheduler options (the automatic schedule; ``Config`` fields)::
     --no-outer-coincidence                           Config.outer_coincidence = False
     --no-tensorize                                   Config.tensorize = False
     --row-block N                                    Config.row_block (1: off)
+    --triangle-rows N                                Config.triangle_rows (1: off)
 
 ``--schedule RECIPE.json`` compiles (runs, explains) under a recipe saved
 with ``polyc.Schedule.to_json`` / ``polyc compile --emit recipe`` instead of
@@ -85,7 +86,8 @@ def _fmt_time(s: float) -> str:
 #: ``Config`` fields set by the scheduler options, by argparse destination.
 _SCHEDULER_FIELDS = {"fusion": "fusion", "no_skewing": "allow_skewing",
                      "no_outer_coincidence": "outer_coincidence",
-                     "no_tensorize": "tensorize", "row_block": "row_block"}
+                     "no_tensorize": "tensorize", "row_block": "row_block",
+                     "triangle_rows": "triangle_rows"}
 try:
     from .config import FUSION_STRATEGIES
 except ImportError:  # a Config without fusion strategies
@@ -106,7 +108,7 @@ def _config(args):
         if name not in have:
             flag = "--" + dest.replace("_", "-")
             raise UsageError(f"{flag}: this polyc has no Config.{name}")
-        overrides[name] = value if dest in ("fusion", "row_block") else False
+        overrides[name] = value if dest in ("fusion", "row_block", "triangle_rows") else False
     if getattr(args, "target", None):
         overrides["target"] = args.target
     if getattr(args, "emulate", False):
@@ -460,6 +462,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--row-block", type=int, metavar="N",
                        help="rows per block of a row-blocked chain through GEMM calls "
                        "such as attention (Config.row_block; 0: automatic, 1: off)")
+        p.add_argument("--triangle-rows", type=int, metavar="N",
+                       help="rows of C per GEMM call over a triangular domain, its "
+                       "diagonal edge left to loops (Config.triangle_rows; 0: automatic, "
+                       "1: off)")
         p.add_argument("--target", choices=("c", "cuda"),
                        help="generate C/OpenMP (default) or CUDA (Config.target)")
         p.add_argument("--emulate", action="store_true",

@@ -125,6 +125,12 @@ class Config:
         "call computing that block's rows (polyc.schedule.rowfuse.row_blocked); 0 "
         "(the default) picks 64 rounded up to a multiple of the GEMM micro-kernel's "
         "rows (70 with AVX-512, 66 with AVX2), 1 turns row blocking off", True))
+    triangle_rows: int = field(default=0, metadata=_opt(
+        "rows of C per GEMM call over a triangular domain (POLYC_TRIANGLE_ROWS): "
+        "each call computes the full part of a block of that many rows and the "
+        "diagonal edge keeps its loops (polyc.callbox); 0 (the default) picks the "
+        "smallest multiple of the micro-kernel's rows of at least 24 (28 with "
+        "AVX-512, 24 with AVX2), 1 keeps triangular domains on loops", True))
     contract: bool = field(default=True, metadata=_opt(
         "array contraction: a temporary whose every dependence stays inside one "
         "iteration of a loop becomes a buffer declared in that loop's body (a scalar "
@@ -234,6 +240,10 @@ class Config:
         if isinstance(rb, bool) or not isinstance(rb, int) or rb < 0:
             raise PolycError(f"Config.row_block must be a number of rows >= 0 (0: automatic, "
                              f"1: off), got {rb!r} (e.g. POLYC_ROW_BLOCK=64)")
+        tr = self.triangle_rows
+        if isinstance(tr, bool) or not isinstance(tr, int) or tr < 0:
+            raise PolycError(f"Config.triangle_rows must be a number of rows >= 0 (0: "
+                             f"automatic, 1: off), got {tr!r} (e.g. POLYC_TRIANGLE_ROWS=56)")
         if self.plan not in ("model", "measure"):
             raise PolycError(f"Config.plan must be 'model' or 'measure', got {self.plan!r} "
                              f"(e.g. POLYC_PLAN=measure)")
@@ -310,6 +320,12 @@ class Config:
                 raise PolycError(f"POLYC_ROW_BLOCK={rb!r} is not a number of rows; set a "
                                  f"number >= 0 (0: automatic, 1: off), or unset it")
             kw["row_block"] = int(rb)
+        tr = _env("POLYC_TRIANGLE_ROWS")
+        if tr:
+            if not tr.strip().isdigit():
+                raise PolycError(f"POLYC_TRIANGLE_ROWS={tr!r} is not a number of rows; set a "
+                                 f"number >= 0 (0: automatic, 1: off), or unset it")
+            kw["triangle_rows"] = int(tr)
         if _env("POLYC_CUDA_EMULATE") in ("1", "checks"):
             kw["emulate"] = True
             kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"

@@ -94,7 +94,8 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     source, matches = program, []
     if config.tensorize and config.schedule != "identity":
         # 1b: each statement matching an intrinsic is scheduled as its calls
-        matches, notes = tensorize_auto.find(program, config.parallel)
+        matches, notes = tensorize_auto.find(program, config.parallel,
+                                             triangle_rows=config.triangle_rows)
         program = tensorize_auto.contract(program, matches)
     _dump(config, "program", program)
     deps = dependence.compute(program)                                        # 2

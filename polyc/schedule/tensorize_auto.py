@@ -21,7 +21,7 @@ from dataclasses import replace
 import islpy as isl
 
 from .. import expr as E
-from ..callbox import triangle_rows
+from ..callbox import triangle_rows as triangle_rows_default
 from ..errors import ScheduleError
 from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
@@ -81,14 +81,16 @@ def _first_in_order(program: Program, m: GemmMatch, order: isl.UnionMap
     return isl.UnionPwMultiAff.from_union_map(first)
 
 
-def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
-         ) -> tuple[list[GemmMatch], dict[str, str]]:
+def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
+         triangle_rows: int = 0) -> tuple[list[GemmMatch], dict[str, str]]:
     """The groups the automatic pipeline tensorizes, and per update statement
     what happened (the match, or why it did not match).  In a program with
     an explicit source order (a ``@polyc.kernel`` loop program) a group must
     also run as one unit (:func:`_atomic_reason`).  ``tensor_cores``: match
     for the CUDA backend's tensor-core GEMM (``match_gemm(...,
-    tensor_cores=True)``)."""
+    tensor_cores=True)``).  ``triangle_rows``: rows of C per call over a
+    triangular domain (``Config.triangle_rows``; 0: automatic, 1: such
+    domains keep their loops)."""
     notes: dict[str, str] = {}
     matches: list[GemmMatch] = []
     stmts = list(program.statements)
@@ -109,8 +111,9 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
         # that writes s's output (statements between writing other tensors
         # run apart, as the source order's dependences allow: _atomic_reason)
         before = next((x for x in reversed(stmts[:i]) if x.tensor == s.tensor), None)
-        if isinstance(m, str) and BOX_REASON in m and not tensor_cores:
-            split = _split(program, s, before)
+        if isinstance(m, str) and BOX_REASON in m and not tensor_cores \
+                and triangle_rows != 1:
+            split = _split(program, s, before, triangle_rows or triangle_rows_default())
             m = split if not isinstance(split, str) else f"{m}; {split}"
         if isinstance(m, str):
             notes[s.name] = f"{s.name} not tensorized: {m}"
@@ -148,12 +151,13 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False
 BOX_REASON = "the iteration domain is not the full box"
 
 
-def _split(program: Program, s: Statement, before: Statement | None) -> GemmMatch | str:
+def _split(program: Program, s: Statement, before: Statement | None, rows: int
+           ) -> GemmMatch | str:
     """``s`` (whose domain is not a box: a triangle) as calls over the full
     part of its blocks of rows (:mod:`polyc.callbox`), with its ``+=!``
     initialisation or the scaling ``before`` it restricted to the elements
-    the calls write; the reason it cannot be otherwise."""
-    rows = triangle_rows()
+    the calls write (``rows`` rows per call); the reason it cannot be
+    otherwise."""
     m = match_gemm(program, s, rows=rows, split=True)
     if isinstance(m, str):
         return f"nor as calls on full blocks of {rows} rows: {m}"

@@ -342,6 +342,26 @@ def has_reduction(program: Program) -> bool:
     return any(s.kind == "update" for s in program.statements)
 
 
+def has_triangle(program: Program) -> bool:
+    """Whether an update's domain is not a box (each iterator's bounds
+    independent of the others): a triangle the GEMM calls split into full
+    row blocks and a diagonal edge (:mod:`polyc.callbox`)."""
+    for s in program.statements:
+        if s.kind != "update":
+            continue
+        n = s.domain.dim(isl.dim_type.set)
+        box = None
+        for d in range(n):
+            dim = s.domain
+            for e in reversed(range(n)):
+                if e != d:
+                    dim = dim.eliminate(isl.dim_type.set, e, 1)
+            box = dim if box is None else box.intersect(dim)
+        if box is not None and not box.is_equal(s.domain):
+            return True
+    return False
+
+
 def starts(program: Program) -> list[tuple[str, bool]]:
     """``(start, reassociate)`` pairs worth trying for ``program``."""
     reas = [False, True] if has_reduction(program) else [False]
@@ -478,7 +498,7 @@ def build(program: Program, knobs: Knobs, infos: list[BandInfo], base=None):
 
 #: The automatic pipeline's own options a candidate may change
 #: (``Config`` fields), with the values tried.
-AUTO_OPTIONS = ("schedule", "fusion", "time_tiling", "tensorize")
+AUTO_OPTIONS = ("schedule", "fusion", "time_tiling", "tensorize", "triangle_rows")
 
 
 def auto_variants(program: Program) -> list[dict]:
@@ -487,7 +507,8 @@ def auto_variants(program: Program) -> list[dict]:
     steps).  The source order untransformed (``schedule="identity"``);
     time tiling where a sequential band sits above other loops (a time
     loop); maximal and no fusion where several statements could fuse; no
-    tensorization where a reduction could be tensorized."""
+    tensorization where a reduction could be tensorized; twice the rows per
+    call, and loops, over a triangular domain (``Config.triangle_rows``)."""
     out: list[dict] = [{"schedule": "identity"}]
     stmts = [s for s in program.statements if s.kind != "init"]
     if program.order is not None or any(len(s.iterators) >= 3 for s in stmts):
@@ -496,6 +517,9 @@ def auto_variants(program: Program) -> list[dict]:
         out += [{"fusion": "max"}, {"fusion": "min"}]
     if has_reduction(program):
         out.append({"tensorize": False})
+    if has_triangle(program):
+        from ..callbox import triangle_rows
+        out += [{"triangle_rows": 2 * triangle_rows()}, {"triangle_rows": 1}]
     return out
 
 

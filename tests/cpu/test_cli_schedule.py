@@ -342,3 +342,15 @@ def test_tensorized_kernels_through_the_cli(capsys, tcfile, tmp_path, monkeypatc
     rc, out, err = run_main(capsys, ["run", src, "--schedule", str(by_hand), "--check",
                                      "--json"])
     assert rc == 0 and json.loads(out)["check"]["passed"], err
+
+
+def test_triangle_rows_option_reaches_the_config(capsys, tcfile, monkeypatch):
+    import polyc.cli as cli
+    seen = []
+    real = cli._config
+    monkeypatch.setattr(cli, "_config", lambda args: seen.append(real(args)) or seen[-1])
+    rc, out, err = run_main(capsys, ["compile", tcfile(MM), "--triangle-rows", "56"])
+    assert rc == 0, err
+    assert seen and seen[-1].triangle_rows == 56
+    rc, out, err = run_main(capsys, ["compile", tcfile(MM), "--triangle-rows", "-3"])
+    assert rc != 0 and "triangle_rows" in err

@@ -248,3 +248,35 @@ def test_symm_calls_both_updates_and_zeroes_only_what_they_write(monkeypatch):
     kern = bench.kernel.specialize(*bench.init({"M": 45, "N": 30}))
     assert kern.explain().count("tensorized onto gemm") == 2
     assert "beta = 0.0 (S0 folded)" in kern.explain()
+
+
+def test_the_rows_per_call_are_a_config_knob(monkeypatch):
+    C, A, B = _data(70, 6)
+    k56 = polyc.kernel(lower.py_func, config=polyc.Config(triangle_rows=56))
+    kern = k56.specialize(1.0, C, A, B)
+    assert "tensorize:gemm:S0:56" in str(kern.schedule)
+    out = C.copy()
+    k56(1.0, out, A, B)
+    np.testing.assert_allclose(out, C + np.tril(A @ B), rtol=1e-12, atol=1e-12)
+    off = polyc.kernel(lower.py_func, config=polyc.Config(triangle_rows=1))
+    assert "polyc_gemm" not in off.specialize(1.0, C, A, B).source
+    monkeypatch.setenv("POLYC_TRIANGLE_ROWS", "42")
+    assert polyc.Config.from_env().triangle_rows == 42
+    monkeypatch.setenv("POLYC_TRIANGLE_ROWS", "many")
+    with pytest.raises(polyc.errors.PolycError, match="POLYC_TRIANGLE_ROWS"):
+        polyc.Config.from_env()
+    with pytest.raises(polyc.errors.PolycError, match="triangle_rows"):
+        polyc.Config(triangle_rows=-2)
+
+
+def test_the_tuner_tries_other_rows_per_call_on_a_triangle():
+    from polyc.tune.space import auto_variants
+    prog = scaled.specialize(1.0, 1.0, *_data(30, 4)[:2]).program
+    variants = auto_variants(prog)
+    assert {"triangle_rows": 2 * triangle_rows()} in variants
+    assert {"triangle_rows": 1} in variants
+    assert any("triangle_rows" in v for v in auto_variants(
+        polyc.kernel(lower.py_func).specialize(1.0, *_data(30, 4)).program))
+    box = polyc.program("def mm(float(M, K) A, float(K, N) B) -> (C) "
+                        "{ C(m, n) +=! A(m, k) * B(k, n) }")
+    assert not any("triangle_rows" in v for v in auto_variants(box))

@@ -33,6 +33,7 @@ CODEGEN_ALTERNATIVES = {
     "tensorize": False,
     "contract": False,     # array contraction: not yet a field on every branch
     "row_block": 1,
+    "triangle_rows": 56,
     "omp_schedule": "static",
     "target": "cuda",
     "emulate": True,
