@@ -14,8 +14,10 @@ from dataclasses import replace
 
 import islpy as isl
 
+from .. import expr as E
 from ..intrinsics import GemmMatch, called_elements
-from ..ir import Program, Statement
+from ..ir import Program, Statement, condition_set, make_statement
+from ..isl_util import NonAffineError
 
 
 def restricted(program: Program, m: GemmMatch) -> Program:
@@ -66,3 +68,25 @@ def reached(program: Program, names, node: isl.ScheduleNode) -> dict:
         if not got.intersect_params(ctx).is_equal(st.domain.intersect_params(ctx)):
             out[name] = got.coalesce()
     return out
+
+
+def guarded_product(program: Program, s: Statement) -> Statement | None:
+    """``s`` (``C += (cond ? P : 0)``, ``cond`` affine: a causal mask) as the
+    update ``C += P`` over the instances where ``cond`` holds (the others
+    add 0), or ``None``."""
+    rhs = s.rhs
+    if s.kind != "update" or s.op != "+" or not isinstance(rhs, E.Select) \
+            or not (isinstance(rhs.otherwise, E.Const) and float(rhs.otherwise.value) == 0.0):
+        return None
+    cond = condition_set(rhs.cond, s.domain.get_space())
+    if cond is None:
+        return None
+    dom = s.domain.intersect(cond).coalesce()
+    shapes = {t.name: t.shape for t in program.tensors}
+    try:
+        return make_statement(name=s.name, iterators=s.iterators, domain=dom, lhs=s.lhs,
+                              op="+", rhs=rhs.then, shapes=shapes, kind="update",
+                              reduction_iterators=s.reduction_iterators,
+                              text=f"{E.to_text(rhs.cond)}", span=s.span)
+    except NonAffineError:
+        return None

@@ -56,7 +56,7 @@ from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import surgery, tree
-from .parts import edges, reached, restricted, with_domains, written_part
+from .parts import edges, guarded_product, reached, restricted, with_domains, written_part
 from .registry import transform
 
 #: Prefix of the mark's name: ``tensorize:<intrinsic>:<statement>``, and
@@ -329,7 +329,13 @@ def _split_fold(program: Program, main: str, others, parallel: bool, parts: dict
     """:func:`fold` over the instances ``parts`` that reach the band, one
     call per block of ``rows`` rows (the default
     :func:`polyc.callbox.triangle_rows`)."""
-    m = fold(with_domains(program, parts), main, others, parallel, rows or triangle_rows())
+    rp = with_domains(program, parts)
+    g = guarded_product(rp, rp.statement(main))
+    if g is not None and g.domain.is_equal(rp.statement(main).domain):
+        # a guarded product (C += cond ? A * B : 0) whose condition holds on
+        # every instance reaching the band: the product itself
+        rp = rp.replace(statements=tuple(g if x.name == main else x for x in rp.statements))
+    m = fold(rp, main, others, parallel, rows or triangle_rows())
     return m if isinstance(m, str) else replace(m, parts=tuple(sorted(parts.items())))
 
 

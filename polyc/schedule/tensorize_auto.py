@@ -27,7 +27,7 @@ from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import tree
-from .parts import edges, restricted, with_domains, written_part
+from .parts import edges, guarded_product, restricted, with_domains, written_part
 from .tensorize import call_statement, group_statements, identity, mark_band, projections
 
 
@@ -115,6 +115,18 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
                 and triangle_rows != 1:
             split = _split(program, s, before, triangle_rows or triangle_rows_default())
             m = split if not isinstance(split, str) else f"{m}; {split}"
+        guarded = guarded_product(program, s) if isinstance(m, str) and not tensor_cores \
+            and triangle_rows != 1 else None
+        guard = ""
+        if guarded is not None:
+            # C += (cond ? A * B : 0): the product over the instances where
+            # the affine condition holds (a causal mask), the rest adds 0
+            split = _split(program.replace(statements=tuple(
+                guarded if x.name == s.name else x for x in program.statements)), guarded,
+                before, triangle_rows or triangle_rows_default(), whole=True)
+            m = split if not isinstance(split, str) else f"{m}; where {guarded.text}: {split}"
+            guard = (f"; the product where {guarded.text} (elsewhere it adds 0, in the edge's "
+                     "loops)")
         if isinstance(m, str):
             notes[s.name] = f"{s.name} not tensorized: {m}"
             continue
@@ -139,7 +151,7 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
                 notes[s.name] = f"{s.name} not tensorized: {reason}"
                 continue
         matches.append(m)
-        notes[s.name] = m.describe()
+        notes[s.name] = m.describe() + guard
     for m in matches:
         for name in group_statements(m):
             if name != m.statement and program.statement(name).kind == "update":
@@ -151,19 +163,21 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
 BOX_REASON = "the iteration domain is not the full box"
 
 
-def _split(program: Program, s: Statement, before: Statement | None, rows: int
-           ) -> GemmMatch | str:
+def _split(program: Program, s: Statement, before: Statement | None, rows: int,
+           whole: bool = False) -> GemmMatch | str:
     """``s`` (whose domain is not a box: a triangle) as calls over the full
     part of its blocks of rows (:mod:`polyc.callbox`), with its ``+=!``
     initialisation or the scaling ``before`` it restricted to the elements
     the calls write (``rows`` rows per call); the reason it cannot be
-    otherwise."""
+    otherwise.  ``whole``: ``s`` is a part of the program's statement (a
+    guarded product's instances), so the match has ``parts`` even when the
+    calls compute all of ``s``."""
     m = match_gemm(program, s, rows=rows, split=True)
     if isinstance(m, str):
         return f"nor as calls on full blocks of {rows} rows: {m}"
-    if not m.parts:
+    if not m.parts and not whole:
         return m
-    parts = dict(m.parts)
+    parts = dict(m.parts) or {s.name: s.domain}
     if m.init:
         parts[m.init] = written_part(program, m, program.statement(m.init))
     elif before is not None and before.tensor == m.c:

@@ -280,3 +280,51 @@ def test_the_tuner_tries_other_rows_per_call_on_a_triangle():
     box = polyc.program("def mm(float(M, K) A, float(K, N) B) -> (C) "
                         "{ C(m, n) +=! A(m, k) * B(k, n) }")
     assert not any("triangle_rows" in v for v in auto_variants(box))
+
+
+# ------------------------------------------------------------ guarded products
+
+CAUSAL = ("def causal(float(B, T, D) Q, float(B, T, D) K) -> (S) "
+          "{ S(b, i, j) +=! (j <= i ? Q(b, i, d) * K(b, j, d) : 0.0) }")
+WINDOW = ("def window(float(T, D) Q, float(T, D) K) -> (S) "
+          "{ S(i, j) +=! (j <= i && j > i - 40 ? Q(i, d) * K(j, d) : 0.0) }")
+
+
+@pytest.mark.parametrize("t", [1, 5, 29, 90])
+def test_a_causal_mask_is_calls_over_the_full_row_blocks(t):
+    kern = polyc.compile(CAUSAL)
+    rng = np.random.default_rng(7)
+    Q, K = (rng.standard_normal((2, t, 16)).astype(np.float32) for _ in range(2))
+    want = np.tril(np.einsum("bid,bjd->bij", Q, K))
+    np.testing.assert_allclose(kern(Q, K), want, rtol=2e-5, atol=2e-5)
+    text = kern.explain()
+    assert "polyc_gemm_f32(" in kern.source
+    assert "the product where j <= i" in text
+
+
+def test_a_sliding_window_mask():
+    kern = polyc.compile(WINDOW)
+    rng = np.random.default_rng(8)
+    Q, K = (rng.standard_normal((150, 8)).astype(np.float32) for _ in range(2))
+    i, j = np.indices((150, 150))
+    want = np.where((j <= i) & (j > i - 40), Q @ K.T, 0.0)
+    np.testing.assert_allclose(kern(Q, K), want, rtol=2e-5, atol=2e-5)
+    assert "polyc_gemm_f32(" in kern.source
+
+
+def test_a_guarded_product_tree_reads_back_to_the_same_code():
+    kern = polyc.compile(CAUSAL)
+    again = Schedule.from_program(kern.schedule.program).from_text(kern.schedule.to_text())
+    assert compile_schedule(again).source == kern.source
+
+
+def test_a_non_affine_mask_keeps_its_loops():
+    src = ("def m(float(T, D) Q, float(T, D) K, float(T) w) -> (S) "
+           "{ S(i, j) +=! (w(j) > 0.0 ? Q(i, d) * K(j, d) : 0.0) }")
+    kern = polyc.compile(src)
+    rng = np.random.default_rng(9)
+    Q, K = (rng.standard_normal((20, 4)).astype(np.float32) for _ in range(2))
+    w = rng.standard_normal(20).astype(np.float32)
+    np.testing.assert_allclose(kern(Q, K, w), np.where(w[None, :] > 0, Q @ K.T, 0.0),
+                               rtol=2e-5, atol=2e-5)
+    assert "polyc_gemm" not in kern.source
