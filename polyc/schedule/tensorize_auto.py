@@ -125,8 +125,7 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
                 guarded if x.name == s.name else x for x in program.statements)), guarded,
                 before, triangle_rows or triangle_rows_default(), whole=True)
             m = split if not isinstance(split, str) else f"{m}; where {guarded.text}: {split}"
-            guard = (f"; the product where {guarded.text} (elsewhere it adds 0, in the edge's "
-                     "loops)")
+            guard = f"; the product where {guarded.text} (it adds 0 elsewhere)"
         if isinstance(m, str):
             notes[s.name] = f"{s.name} not tensorized: {m}"
             continue
