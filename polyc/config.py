@@ -314,18 +314,14 @@ class Config:
             kw["use_tuned"] = False
         if _env("POLYC_TENSORIZE") == "0":
             kw["tensorize"] = False
-        rb = _env("POLYC_ROW_BLOCK")
-        if rb:
-            if not rb.strip().isdigit():
-                raise PolycError(f"POLYC_ROW_BLOCK={rb!r} is not a number of rows; set a "
-                                 f"number >= 0 (0: automatic, 1: off), or unset it")
-            kw["row_block"] = int(rb)
-        tr = _env("POLYC_TRIANGLE_ROWS")
-        if tr:
-            if not tr.strip().isdigit():
-                raise PolycError(f"POLYC_TRIANGLE_ROWS={tr!r} is not a number of rows; set a "
-                                 f"number >= 0 (0: automatic, 1: off), or unset it")
-            kw["triangle_rows"] = int(tr)
+        for var, name in (("POLYC_ROW_BLOCK", "row_block"),
+                          ("POLYC_TRIANGLE_ROWS", "triangle_rows")):
+            rows = _env(var)
+            if rows:
+                if not rows.strip().isdigit():
+                    raise PolycError(f"{var}={rows!r} is not a number of rows; set a "
+                                     f"number >= 0 (0: automatic, 1: off), or unset it")
+                kw[name] = int(rows)
         if _env("POLYC_CUDA_EMULATE") in ("1", "checks"):
             kw["emulate"] = True
             kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"
