@@ -324,6 +324,12 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
                                   context=CTX)).get_schedule()
 
 
+#: Why a user intrinsic cannot take a band that only part of a statement's
+#: instances reach.
+_PART_REASON = ("{0} computes all the instances of its statement, and only part of {1} "
+                "reaches the band (a filter above it splits them)")
+
+
 def _split_fold(program: Program, main: str, others, parallel: bool, parts: dict,
                 rows: int) -> GemmMatch | str:
     """:func:`fold` over the instances ``parts`` that reach the band, one
@@ -348,9 +354,11 @@ def _match_below(program: Program, intrinsic: str, names, parallel: bool,
     it (:func:`reached`)."""
     if known is not None and set(names) == set(group_statements(known)):
         return known
+    parts = reached(program, names, node) if node is not None else {}
+    if parts and intrinsic not in INTRINSICS:
+        raise ScheduleError(_PART_REASON.format(intrinsic, ", ".join(sorted(parts))))
     if intrinsic not in INTRINSICS:
         return _custom(program, intrinsic, names)
-    parts = reached(program, names, node) if node is not None else {}
     if parts:
         updates = [x for x in names if program.statement(x).kind == "update"
                    and program.statement(x).op == "+"]
@@ -389,7 +397,9 @@ def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: 
     if m is not None:
         return m
     parts = reached(program, names, node) if node is not None else {}
-    if parts and intrinsic in INTRINSICS:
+    if parts and intrinsic not in INTRINSICS:
+        return _PART_REASON.format(intrinsic, ", ".join(sorted(parts)))
+    if parts:
         return _split_fold(program, main, [x for x in names if x != main], parallel, parts,
                            rows)
     if intrinsic in INTRINSICS:

@@ -166,3 +166,18 @@ def test_an_integer_dot_intrinsic_with_a_scalar_output(registered):
     A = rng.integers(-50, 50, (5, 7, 4)).astype(np.int32)
     x = rng.integers(-50, 50, (7, 4)).astype(np.int32)
     np.testing.assert_array_equal(kernel(A, x), np.einsum("mkr,kr->m", A, x))
+
+
+def test_a_user_intrinsic_on_part_of_a_statement_is_refused(registered):
+    """A filter that splits a statement's instances (a triangle's full
+    row blocks, ``tensorize(split=True)``): a user intrinsic computes all of
+    its statement, so a mark on such a band does not hold."""
+    from benchmarks.polybench import BENCHMARKS
+    intr = registered(OUTER, OUTER_C)
+    bench = BENCHMARKS["syrk"]
+    kern = bench.kernel.specialize(*bench.init(bench.sizes["MINI"]))
+    s = polyc.Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm", split=True)
+    text = s.to_text()
+    mark = next(w for w in text.split('"') if w.startswith("tensorize:gemm:"))
+    with pytest.raises(polyc.errors.ScheduleError, match="computes all the instances"):
+        s.from_text(text.replace(mark, f"tensorize:{intr.name}:S1"))
