@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ... import expr as E
+from ...ir import condition_set
 from ...isl_util import aff_from_expr, const_pw_aff, param_space, set_space
 
 
@@ -121,6 +122,22 @@ def domain_box(name: str, iterators: Sequence[str], ranges: Mapping[str, Range],
                params: Sequence[str]) -> isl.Set:
     """The iteration domain ``{ name[iterators] : lo_v <= v < hi_v }``."""
     return box(set_space(params, iterators, name), ranges)
+
+
+def masked_domain(name: str, iterators: Sequence[str], ranges: Mapping[str, Range],
+                  params: Sequence[str], rhs: E.Expr | None) -> isl.Set:
+    """The domain of a statement: the box; for a ``+=!`` update whose
+    right-hand side ``rhs`` is ``c ? e : 0.0`` with an affine ``c`` (a causal
+    mask), the box intersected with ``c``: where ``c`` fails the term adds
+    0.0 to an accumulator that starts at +0.0, which changes no bit.
+    ``rhs``: ``None`` for any other statement."""
+    domain = domain_box(name, iterators, ranges, params)
+    if isinstance(rhs, E.Select) and isinstance(rhs.otherwise, E.Const) \
+            and float(rhs.otherwise.value) == 0.0:
+        cond = condition_set(rhs.cond, domain.get_space())
+        if cond is not None:
+            domain = domain.intersect(cond).coalesce()
+    return domain
 
 
 def holds_on(cond: isl.Set, context: isl.Set) -> bool:

@@ -31,6 +31,7 @@ from .ranges import (
     domain_box,
     infer_ranges,
     is_zero,
+    masked_domain,
     nonneg,
     nonneg_context,
     size_pw_aff,
@@ -444,20 +445,10 @@ class _Lowering:
                     domain=domain_box(name, lhs_vars, ranges, self.params), lhs=lhs, op="=",
                     rhs=E.Const(ir.identity(op, self.dtypes[st.tensor])), shapes=self.shapes,
                     kind="init"))
-            name = f"S{k}"
-            domain = domain_box(name, lhs_vars + red, ranges, self.params)
-            if bang and op == "+" and isinstance(rhs, E.Select) and isinstance(
-                    rhs.otherwise, E.Const) and float(rhs.otherwise.value) == 0.0:
-                # `+=! (cond ? e : 0.0)` with an affine cond (a causal mask):
-                # where cond fails the term adds 0.0 to an accumulator that
-                # starts at +0.0, which changes no bit, so the update runs only
-                # where cond holds
-                cond = ir.condition_set(rhs.cond, domain.get_space())
-                if cond is not None:
-                    domain = domain.intersect(cond).coalesce()
             out.append(ir.make_statement(
-                name=name, iterators=lhs_vars + red, span=st.span, text=text,
-                domain=domain, lhs=lhs, op=op,
+                name=f"S{k}", iterators=lhs_vars + red, span=st.span, text=text,
+                domain=masked_domain(f"S{k}", lhs_vars + red, ranges, self.params,
+                                     rhs if bang and op == "+" else None), lhs=lhs, op=op,
                 rhs=rhs, shapes=self.shapes, kind="assign" if op == "=" else "update",
                 reduction_iterators=red))
         except NonAffineError as err:
