@@ -200,7 +200,7 @@ def row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, opera
         where = next(((acc.tensor, d) for acc in (stmt.lhs, *operands)
                       for d, idx in enumerate(acc.indices)
                       if isinstance(idx, E.Index) and idx.name == it), None)
-        first, ext = next((f, e) for x, f, e in bounds if x == it)
+        ext = next(e for x, _, e in bounds if x == it)
         extents.append((it,) + where if where else (it, None, ext))
     return replace(m, extents=tuple(extents), block=rows, block_iter=block_iter, bounds=bounds,
                    parts=parts)

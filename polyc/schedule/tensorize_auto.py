@@ -94,6 +94,8 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
     notes: dict[str, str] = {}
     matches: list[GemmMatch] = []
     stmts = list(program.statements)
+    # triangular domains and masked products: calls over full row blocks
+    rows = 0 if tensor_cores or triangle_rows == 1 else triangle_rows or triangle_rows_default()
     facts = None             # loop programs: (dependences, source order's lex_lt)
     for i, s in enumerate(stmts):
         if s.kind == "assign" and _accumulates(s):
@@ -111,19 +113,17 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
         # that writes s's output (statements between writing other tensors
         # run apart, as the source order's dependences allow: _atomic_reason)
         before = next((x for x in reversed(stmts[:i]) if x.tensor == s.tensor), None)
-        if isinstance(m, str) and BOX_REASON in m and not tensor_cores \
-                and triangle_rows != 1:
-            split = _split(program, s, before, triangle_rows or triangle_rows_default())
+        if isinstance(m, str) and BOX_REASON in m and rows:
+            split = _split(program, s, before, rows)
             m = split if not isinstance(split, str) else f"{m}; {split}"
-        guarded = guarded_product(program, s) if isinstance(m, str) and not tensor_cores \
-            and triangle_rows != 1 else None
+        guarded = guarded_product(program, s) if isinstance(m, str) and rows else None
         guard = ""
         if guarded is not None:
             # C += (cond ? A * B : 0): the product over the instances where
             # the affine condition holds (a causal mask), the rest adds 0
             split = _split(program.replace(statements=tuple(
                 guarded if x.name == s.name else x for x in program.statements)), guarded,
-                before, triangle_rows or triangle_rows_default(), whole=True)
+                before, rows, whole=True)
             m = split if not isinstance(split, str) else f"{m}; where {guarded.text}: {split}"
             guard = f"; the product where {guarded.text} (it adds 0 elsewhere)"
         if isinstance(m, str):
