@@ -163,13 +163,50 @@ def _expr(pa: isl.PwAff, ncall: int, ctx: isl.Set, sizes) -> E.Expr:
                       and e.name in sizes else None)
 
 
+def read_while_written(program: Program, stmt: Statement, part: isl.Set, m: GemmMatch,
+                       rows: int = 0) -> str | None:
+    """Why one call of ``m`` would read an element of its output that it
+    writes (``None`` when no call does): the output is also an operand
+    (PolyBench's ``trmm``, ``B(i, j) += A(k, i) * B(k, j)``), and a call
+    packs its operands while it writes C, so the elements a call (the
+    instances ``part`` of ``stmt`` over the same loops, and with ``rows``
+    the same block of rows) reads through the operand and those it writes
+    must be disjoint (isl, under the parameter context).  Between calls
+    the dependences order them as any other statements."""
+    its = list(stmt.iterators)
+    keep = [its.index(b) for b in m.batch]
+    if rows:
+        to_call = _block_map(part.get_space(), its.index(m.m[0]), rows, keep, "call",
+                             list(m.batch) + [m.block_iter or "blk"])
+    else:
+        to_call = part.identity()
+        for d in reversed(range(len(its))):
+            if d not in keep:
+                to_call = to_call.project_out(isl.dim_type.out, d, 1)
+    per_call = to_call.intersect_domain(part).reverse()
+    operand = next(acc for t, acc in m.accesses[1:] if t == m.c)
+    # the operand's own relation: the reads of C but the accumulator's
+    reads = [r for r in stmt.reads if r.get_tuple_name(isl.dim_type.out) == m.c
+             and not r.is_equal(stmt.write)]
+    if len(reads) != 1:
+        return f"an operand is also the output, through {E.to_text(operand)}"
+    both = per_call.apply_range(stmt.write.intersect_domain(part)).intersect(
+        per_call.apply_range(reads[0].intersect_domain(part)))
+    both = both.intersect_params(program.parameter_domain())
+    if not both.is_empty():
+        return (f"an operand is also the output: one call would read through "
+                f"{E.to_text(operand)} elements of {m.c} it writes ({both.range().coalesce()})")
+    return None
+
+
 def row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, operands,
-                split: bool = False) -> GemmMatch | str:
+                split: bool = False, aliased: bool = False) -> GemmMatch | str:
     """``m`` (a match of ``stmt`` whose operands are the accesses
     ``operands``, :func:`polyc.intrinsics.match_gemm`) as one call per block
     of ``rows`` rows over ``stmt``'s domain (each call's instances a box,
     :func:`call_bounds`), or the reason it cannot be; ``split``: over the
-    full part of the blocks (:func:`full_rows`, the match's ``parts``)."""
+    full part of the blocks (:func:`full_rows`, the match's ``parts``);
+    ``aliased``: the output is also an operand (:func:`read_while_written`)."""
     if len(m.m) != 1 or m.gather:
         return ("only a GEMM whose rows are one iterator with a plain stride can be called "
                 "per block of rows")
@@ -193,6 +230,10 @@ def row_blocks(program: Program, stmt: Statement, m: GemmMatch, rows: int, opera
         program.params)
     if reason:
         return reason
+    if aliased:
+        reason = read_while_written(program, stmt, stmt.domain, m, rows)
+        if reason:
+            return reason
     # the extents of the scanned iterators' tensor dimensions (the packing's
     # bounds) are those of the whole tensors
     extents = []

@@ -24,7 +24,7 @@ import islpy as isl
 from . import expr as E
 from .errors import UnsupportedError
 from .ir import Program, make_statement
-from .isl_util import CTX, maps_of
+from .isl_util import CTX, maps_of, pw_aff_to_expr
 
 
 def _common_prefix(paths: list[list[int]]) -> int:
@@ -204,4 +204,135 @@ def _extent(users, k: int, ctx: isl.Set) -> isl.PwAff | None:
 
 def _one(s: isl.Set) -> isl.PwAff:
     ls = isl.LocalSpace.from_space(s.get_space().params())
+    return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.one(CTX)))
+
+
+def expand_array(program: Program, name: str) -> Program | str:
+    """``program`` (a loop program, with a source order) with array ``name``
+    expanded along the outermost loops around all its accesses across which
+    no value of it flows: ``sum(p)`` written and read inside ``for r: for
+    q:`` becomes the temporary ``sum_x(r, q, p)`` (PolyBench's ``doitgen``,
+    whose one-dimensional accumulator keeps each ``(r, q)`` iteration a
+    vector-matrix product: expanded, all of them are one matrix product).
+    When ``name`` is an argument, a last statement copies the last
+    iteration's values back (every iteration must write the same elements).
+    Returns the reason instead when a read of ``name`` may see a value from
+    before the loops or from another iteration, or the loops do not start
+    at 0.
+
+    Source: Feautrier, "Array expansion", ICS 1988 (the privatisation test
+    on isl's exact dataflow, as :func:`expand_scalars`)."""
+    if program.order is None:
+        return "the program has no source order"
+    ctx = program.parameter_domain()
+    users = [s for s in program.statements if s.tensor == name or name in s.read_tensors()]
+    times = program.order.get_map()
+    depth = min(len(s.iterators) for s in users)
+    for s in users:             # the loops around every access: leading time dims
+        tm = maps_of(times.intersect_domain(isl.UnionSet.from_set(s.domain)))[0]
+        depth = min(depth, tm.dim(isl.dim_type.out))
+        while depth > 0 and not _keeps_prefix(tm, depth):
+            depth -= 1
+    flow = _scalar_flow(program, name, users)
+    if not flow.get_may_no_source().intersect_params(ctx).is_empty():
+        return f"a read of {name} may see a value from before the program"
+    deps = maps_of(flow.get_may_dependence().intersect_params(ctx))
+    while depth > 0 and not all(_keeps_prefix(d, depth) for d in deps):
+        depth -= 1
+    extents = [_extent(users, k, ctx) for k in range(depth)]
+    if depth == 0 or any(e is None for e in extents):
+        return f"a value of {name} flows from one iteration of the loops around it to another"
+    tensor = program.tensor(name)
+    taken = {t.name for t in program.tensors} | set(program.params)
+    new = f"{name}_x"
+    while new in taken:
+        new += "_"
+    tensors = list(program.tensors) + [tensor.__class__(new, tensor.dtype,
+                                                        tuple(extents) + tuple(tensor.shape),
+                                                        "temp")]
+    shapes = {t.name: t.shape for t in tensors}
+    stmts = []
+    for s in program.statements:
+        if s not in users:
+            stmts.append(s)
+            continue
+        idx = tuple(E.Index(v) for v in s.iterators[:depth])
+
+        def sub(e, idx=idx):
+            if isinstance(e, E.Access) and e.tensor == name:
+                return E.Access(new, idx + tuple(e.indices), e.span)
+            return None
+        stmts.append(make_statement(
+            name=s.name, iterators=s.iterators, domain=s.domain, lhs=E.map_expr(s.lhs, sub),
+            op=s.op, rhs=E.map_expr(s.rhs, sub), shapes=shapes, kind=s.kind,
+            reduction_iterators=tuple(v for v in s.reduction_iterators
+                                      if v not in s.iterators[:depth]),
+            text=s.text, span=s.span))
+    program = program.replace(tensors=tuple(tensors), statements=tuple(stmts))
+    if tensor.role == "temp":
+        return program
+    return _copy_back(program, name, new, depth, extents)
+
+
+def _copy_back(program: Program, name: str, new: str, depth: int, extents) -> Program | str:
+    """``program`` with a last statement ``name(e) = new(last..., e)``: the
+    values of the last iteration of the ``depth`` expanded loops (extents
+    ``extents``) back into the argument ``name``, over the elements every
+    iteration writes (the reason instead when iterations write different
+    elements)."""
+    ctx = program.parameter_domain()
+    written = None           # { [loops] -> name[e] }
+    for s in program.statements:
+        if s.tensor != new:
+            continue
+        w = s.write.intersect_domain(s.domain)
+        w = w.project_out(isl.dim_type.in_, depth, w.dim(isl.dim_type.in_) - depth) \
+            .reset_tuple_id(isl.dim_type.in_)
+        w = w.project_out(isl.dim_type.out, 0, depth).set_tuple_name(isl.dim_type.out, name)
+        written = w if written is None else written.union(w)
+    elements = written.range()
+    if not written.intersect_params(ctx).is_equal(isl.Map.from_domain_and_range(
+            written.domain(), elements).intersect_params(ctx)):
+        return f"the iterations of the loops around {name} write different elements of it"
+    ndim = elements.dim(isl.dim_type.set)
+    taken = set(program.params) | {t.name for t in program.tensors}
+    iters = []
+    for d in range(ndim):
+        it = f"e{d}"
+        while it in taken:
+            it += "_"
+        iters.append(it)
+    stname = f"S{len(program.statements)}"
+    while stname in {s.name for s in program.statements}:
+        stname += "_"
+    domain = elements.set_tuple_name(stname)
+    for d, it in enumerate(iters):
+        domain = domain.set_dim_name(isl.dim_type.set, d, it)
+    runs = ctx              # only where every expanded loop runs at least once
+    for ext in extents:
+        runs = runs.intersect(ext.ge_set(_one_param(ext)))
+    domain = domain.intersect_params(runs)
+    sizes = set(program.params)
+    last = [E.map_expr(pw_aff_to_expr(ext.sub(_one_param(ext)).gist_params(runs), runs),
+                       lambda e: E.Param(e.name) if isinstance(e, E.Index)
+                       and e.name in sizes else None)
+            for ext in extents]
+    idx = tuple(E.Index(it) for it in iters)
+    shapes = {t.name: t.shape for t in program.tensors}
+    st = make_statement(name=stname, iterators=iters, domain=domain.coalesce(),
+                        lhs=E.Access(name, idx), op="=",
+                        rhs=E.Access(new, tuple(last) + idx), shapes=shapes,
+                        text=f"{name}[...] = {new}[last iteration, ...] (array expansion)")
+    band = isl.Schedule.from_domain(isl.UnionSet.from_set(st.domain))
+    if ndim:
+        ident = isl.MultiAff.identity(st.domain.get_space().map_from_set())
+        band = band.insert_partial_schedule(isl.MultiUnionPwAff.from_union_pw_multi_aff(
+            isl.UnionPwMultiAff.from_multi_aff(ident)).intersect_domain(
+                isl.UnionSet.from_set(st.domain)))
+    return program.replace(statements=program.statements + (st,),
+                           order=program.order.sequence(band))
+
+
+def _one_param(pa: isl.PwAff) -> isl.PwAff:
+    ls = isl.LocalSpace.from_space(pa.get_domain_space())
     return isl.PwAff.from_aff(isl.Aff.val_on_domain(ls, isl.Val.one(CTX)))

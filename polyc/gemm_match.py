@@ -122,6 +122,13 @@ class GemmMatch:
     #: A2 * B2``: PolyBench's ``syr2k``), each computed by one more call
     #: after this one, accumulating (beta 1), with the same loops and bounds
     terms: tuple = ()
+    #: in a loop program, ``{ X[...] -> call[...] }``: instances of other
+    #: statements (or of the group's own edge) that run between the
+    #: instances of one call in the source order, that the call depends on
+    #: and that depend on nothing else in between: they run right before
+    #: the call (PolyBench's ``trmm``: the diagonal edge of a block's rows
+    #: reads rows the call writes); ``None``: none
+    moved: object = None
 
     @property
     def call(self) -> str:

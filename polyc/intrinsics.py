@@ -207,8 +207,9 @@ def match_gemm(program: Program, stmt: Statement, *,
     c_idx = _plain(stmt.lhs)
     if c_idx is None:
         return "an index of the output is not a plain iterator"
-    if stmt.tensor in (rhs.lhs.tensor, rhs.rhs.tensor):
-        return "an operand is also the output"
+    # an operand that is also the output (trmm's ``B(i, j) += A(k, i) * B(k, j)``)
+    # is taken when no call reads an element it writes (checked below)
+    aliased = stmt.tensor in (rhs.lhs.tensor, rhs.rhs.tensor)
     # one tensor may be both operands (A * A^T, read only): roles are per access
     names = {stmt.tensor, rhs.lhs.tensor, rhs.rhs.tensor}
     dtypes = {program.tensor(t).dtype for t in names}
@@ -266,21 +267,22 @@ def match_gemm(program: Program, stmt: Statement, *,
     if max(len(m_keep), len(n_keep), len(k)) > MAX_DIGITS:
         return f"more than {MAX_DIGITS} iterators in one role"
     # the intrinsic's access relations, compared with the statement's by isl
-    # map equality
-    # (per tensor: the union of its accesses' relations, A * A^T reads A twice)
-    have = {stmt.tensor: stmt.write}
+    # map equality: the write, then per tensor the union of its reads (A *
+    # A^T reads A twice; the output's reads are the accumulator's, and the
+    # operand's when the output is also an operand)
+    rels = [(acc, _relation(stmt, acc, lin)) for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))]
+    have, wanted = {}, {}
     for r in stmt.reads:
         t = r.get_tuple_name(isl.dim_type.out)
-        have[t] = have[t].union(r) if t in have and t != stmt.tensor else have.get(t, r)
-    wanted: dict = {}
-    for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb)):
-        rel = _relation(stmt, acc, lin)
+        have[t] = have[t].union(r) if t in have else r
+    for acc, rel in rels:
         wanted[acc.tensor] = wanted[acc.tensor].union(rel) if acc.tensor in wanted else rel
-    for acc in (stmt.lhs, a, b):
-        want = wanted[acc.tensor].intersect_domain(stmt.domain)
-        got = have[acc.tensor].intersect_domain(stmt.domain)
+    for what, want, got in [("write", rels[0][1], stmt.write)] + [
+            ("access", wanted[t], have[t]) for t in dict.fromkeys(acc.tensor for acc, _ in rels)]:
+        want, got = want.intersect_domain(stmt.domain), got.intersect_domain(stmt.domain)
         if not want.is_equal(got):
-            return (f"the access relation of {acc.tensor} differs from the intrinsic's: "
+            t = want.get_tuple_name(isl.dim_type.out)
+            return (f"the {what} relation of {t} differs from the intrinsic's: "
                     f"{got.subtract(want).coalesce()} are accessed and not the intrinsic's "
                     f"({want})")
     scanned = set(m_keep + n_keep + k)
@@ -295,7 +297,7 @@ def match_gemm(program: Program, stmt: Statement, *,
                                    for acc, lin in ((stmt.lhs, lc), (a, la), (b, lb))),
                       gather=gather, alpha=alpha, operand_dtype=operand_dtype)
     if rows:
-        return callbox.row_blocks(program, stmt, found, rows, (a, b), split)
+        return callbox.row_blocks(program, stmt, found, rows, (a, b), split, aliased)
     # every scanned iterator ranges over [0, extent), independently of the
     # others and of the loops: the extent of a dimension it indexes plainly,
     # else its range in the domain (isl dim_max + 1, from 0)
@@ -330,6 +332,10 @@ def match_gemm(program: Program, stmt: Statement, *,
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         return ("the iteration domain is not the full box of the tensor extents in the "
                 f"iterators the call scans (the box also holds {extra})")
+    if aliased:
+        reason = callbox.read_while_written(program, stmt, stmt.domain, found)
+        if reason:
+            return reason
     return replace(found, extents=tuple(extents))
 
 

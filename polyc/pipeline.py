@@ -50,6 +50,7 @@ from .lowered import Lowered, with_notes
 from .runtime import Kernel
 from .schedule import (
     auto,
+    callorder,
     contraction,
     initial,
     legality,
@@ -96,9 +97,11 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         # 1b: each statement matching an intrinsic is scheduled as its calls
         matches, notes = tensorize_auto.find(program, config.parallel,
                                              triangle_rows=config.triangle_rows)
+        source = program = tensorize_auto.as_updates(program, {m.statement for m in matches})
         program = tensorize_auto.contract(program, matches)
     _dump(config, "program", program)
-    deps = dependence.compute(program)                                        # 2
+    deps = (callorder.dependences(program, source, matches) if matches     # 2
+            else dependence.compute(program))
     _dump(config, "dependences", deps)
     if config.schedule == "identity":                                         # 3
         sched = initial.identity_schedule(program)
@@ -267,8 +270,10 @@ def lower_schedule(schedule, config: Config | None = None) -> Lowered:
     _dump(config, "program", schedule.program)
     _dump(config, "user schedule", schedule)
     schedule.check("the user schedule")                                       # 6
-    sched, program, calls = tensorize.lower_marks(schedule.isl, schedule.program,
-                                                  config.parallel)
+    # (the loop names are the schedule language's: a ``loops:`` mark above a
+    # band would also change where isl's AST builder puts guards)
+    sched, program, calls = tensorize.lower_marks(without_names(schedule.isl),
+                                                  schedule.program, config.parallel)
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
     view = (schedule.program, schedule.isl, schedule.deps) if calls else None
@@ -319,10 +324,16 @@ def compile_program(program: Program, config: Config | None = None):
 
 
 def _lowered_source(program: Program, config: Config):
-    """Steps 1-8 of one program: (program with preconditions, Source,
-    Lowered or None when the source came from the cache)."""
+    """Steps 1-8 of one program: (program with preconditions, and with an
+    accumulator expanded where that makes its update a matrix product
+    (``tensorize_auto.expanded_for_calls``: the kernel allocates the
+    expanded temporary), Source, Lowered or None when the source came from
+    the cache)."""
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))  # 1
+    if config.tensorize and config.schedule != "identity" and program.order is not None:
+        program = tensorize_auto.expanded_for_calls(program, config.parallel,
+                                                    config.triangle_rows)
     key = lowered_key(program, config)
     source = None if config.dump else _cached_source(key, config)
     low = None

@@ -152,3 +152,36 @@ def replace_subtree(node: isl.ScheduleNode, desc) -> isl.ScheduleNode:
     """The tree with the subtree at ``node`` replaced by ``desc``; returns
     the node at ``node``'s position."""
     return build(node.cut(), desc)
+
+
+def pullback(schedule: isl.Schedule, rel: isl.UnionMap, domain: isl.UnionSet) -> isl.Schedule:
+    """``schedule`` (a tree of bands, marks, filters, sequences and sets)
+    pulled back onto the instances ``domain`` by ``rel`` (``{ x -> y }``,
+    each ``x`` of ``domain`` to the instance ``y`` of ``schedule`` whose
+    place it takes), through union maps: what
+    ``isl_schedule_pullback_union_pw_multi_aff`` computes, also where two
+    parts of one statement's instances map to instances of different
+    statements that share a band (isl adds the pulled-back pieces of a
+    band member as parts of distinct spaces, and fails there: a split
+    group's edge and calls, :mod:`polyc.schedule.tensorize_auto`)."""
+    def pull(desc):
+        if isinstance(desc, _Band):
+            band = isl.UnionMap.from_multi_union_pw_aff(desc.mupa)
+            mupa = isl.MultiUnionPwAff.from_union_map(rel.apply_range(band))
+            return _Band(mupa, rel.apply_range(isl.UnionMap.from_domain(desc.domain)).domain(),
+                         desc.permutable, desc.coincident, desc.loop_types,
+                         desc.isolate_types, desc.options, desc.names, pull(desc.child))
+        if isinstance(desc, _Mark):
+            return _Mark(desc.id, pull(desc.child))
+        if isinstance(desc, _Filter):
+            return _Filter(rel.intersect_range(desc.filter).domain(), pull(desc.child))
+        if isinstance(desc, _Children):
+            return _Children(desc.kind, [(rel.intersect_range(f).domain(), pull(c))
+                                         for f, c in desc.parts])
+        return desc
+    rel = rel.intersect_domain(domain)
+    desc = pull(describe(schedule.get_root().child(0)))
+    built = build(isl.Schedule.from_domain(domain).get_root().child(0), desc).get_schedule()
+    # in its printed form: the sets computed here print as the text a tree
+    # read back from it holds, so both generate the same code
+    return isl.Schedule.read_from_str(CTX, str(built))

@@ -23,10 +23,12 @@ import islpy as isl
 from .. import expr as E
 from ..callbox import triangle_rows as triangle_rows_default
 from ..errors import ScheduleError
+from ..expansion import expand_array
 from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
-from . import tree
+from . import rebuild, tree
+from .callorder import atomic_reason, first_in_order, moved_order
 from .parts import edges, guarded_product, restricted, with_domains, written_part
 from .tensorize import call_statement, group_statements, identity, mark_band, projections
 
@@ -49,36 +51,18 @@ def contract(program: Program, matches: list[GemmMatch]) -> Program:
     if order is not None:
         upma = isl.UnionPwMultiAff.empty(order.get_domain().get_space())
         times = order.get_map()
-        reps = {m.call: _first_in_order(program, m, times) for m in matches}
+        reps = {m.call: first_in_order(program, m, times) for m in matches}
         for s in stmts:
             f = identity(s.domain.get_space())
             if s.name in edge:
                 f = f.intersect_domain(s.domain)
             upma = upma.union_add(reps[s.name] if s.kind == "intrinsic" else
                                   isl.UnionPwMultiAff.from_pw_multi_aff(f))
-        order = order.pullback_union_pw_multi_aff(upma)
+        if any(m.moved is not None for m in matches):
+            order = moved_order(order, stmts, reps, matches)
+        else:
+            order = order.pullback_union_pw_multi_aff(upma)
     return program.replace(statements=stmts, order=order)
-
-
-def _to_call(program: Program, m: GemmMatch) -> isl.UnionMap:
-    """``{ X[...] -> S[batch] }`` over the instances of the group of ``m``."""
-    program = restricted(program, m)
-    out = None
-    for name, pr in projections(program, m).items():
-        part = isl.UnionMap.from_map(pr.intersect_domain(program.statement(name).domain))
-        out = part if out is None else out.union(part)
-    return out
-
-
-def _first_in_order(program: Program, m: GemmMatch, order: isl.UnionMap
-                    ) -> isl.UnionPwMultiAff:
-    """``{ S[batch] -> X[...] }``: the instance of each call's group that runs
-    first in the source ``order`` (the schedule's map; where the contracted
-    order puts the call)."""
-    to_call = _to_call(program, m)
-    times = isl.Map.from_union_map(to_call.reverse().apply_range(order)).lexmin()
-    first = isl.UnionMap.from_map(times).apply_range(order.reverse())
-    return isl.UnionPwMultiAff.from_union_map(first)
 
 
 def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
@@ -86,7 +70,7 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
     """The groups the automatic pipeline tensorizes, and per update statement
     what happened (the match, or why it did not match).  In a program with
     an explicit source order (a ``@polyc.kernel`` loop program) a group must
-    also run as one unit (:func:`_atomic_reason`).  ``tensor_cores``: match
+    also run as one unit (:func:`polyc.schedule.callorder.atomic_reason`).  ``tensor_cores``: match
     for the CUDA backend's tensor-core GEMM (``match_gemm(...,
     tensor_cores=True)``).  ``triangle_rows``: rows of C per call over a
     triangular domain (``Config.triangle_rows``; 0: automatic, 1: such
@@ -97,6 +81,9 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
     # triangular domains and masked products: calls over full row blocks
     rows = 0 if tensor_cores or triangle_rows == 1 else triangle_rows or triangle_rows_default()
     facts = None             # loop programs: (dependences, source order's lex_lt)
+    if not tensor_cores:     # X = X + A * X: matched as the update it is
+        program = as_updates(program)
+        stmts = list(program.statements)
     for i, s in enumerate(stmts):
         if s.kind == "assign" and _accumulates(s):
             # X = X + a * b written as an assignment (a loop program's +=
@@ -111,7 +98,7 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
         m = match_gemm(program, s, tensor_cores=tensor_cores)
         # the statement that may scale or zero C first: the last one before s
         # that writes s's output (statements between writing other tensors
-        # run apart, as the source order's dependences allow: _atomic_reason)
+        # run apart, as the source order's dependences allow: callorder.atomic_reason)
         before = next((x for x in reversed(stmts[:i]) if x.tensor == s.tensor), None)
         if isinstance(m, str) and BOX_REASON in m and rows:
             split = _split(program, s, before, rows)
@@ -142,13 +129,14 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
                 from ..dependence import compute
                 order = program.order.get_map()
                 facts = (compute(program).all(), order.lex_lt_union_map(order))
-            reason = _atomic_reason(program, m, *facts)
+            reason, moved = atomic_reason(program, m, *facts)
             if reason and (m.epilogue or m.scale):
                 m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
-                reason = _atomic_reason(program, m, *facts)
+                reason, moved = atomic_reason(program, m, *facts)
             if reason:
                 notes[s.name] = f"{s.name} not tensorized: {reason}"
                 continue
+            m = replace(m, moved=moved)
         matches.append(m)
         notes[s.name] = m.describe() + guard
     for m in matches:
@@ -188,41 +176,67 @@ def _split(program: Program, s: Statement, before: Statement | None, rows: int,
     return replace(m, parts=tuple(sorted(parts.items())))
 
 
+#: How :func:`polyc.intrinsics.match_gemm` says an iterator moves one tensor only.
+ONE_TENSOR = "an iterator indexes only one tensor"
+
+
+def expanded_for_calls(program: Program, parallel: bool = True,
+                       triangle_rows: int = 0) -> Program:
+    """``program`` (a loop program) with the accumulator of each update that
+    is no matrix product because loops around it index only one operand
+    (PolyBench's ``doitgen``: ``sum(p) += A(r, q, s) * C4(s, p)`` in ``for
+    r: for q:``) expanded along those loops
+    (:func:`polyc.expansion.expand_array`: ``sum_x(r, q, p) += ...``, one
+    call for all ``(r, q)``), where :func:`find` then tensorizes the
+    expanded update.  The pipeline compiles this program (its kernel
+    allocates the expanded temporary): :func:`polyc.pipeline.compile_programs`."""
+    got = _expand_for_calls(as_updates(program))
+    if got is program or got.statements == as_updates(program).statements:
+        return program
+    matches, _ = find(got, parallel, triangle_rows=triangle_rows)
+    return _expand_for_calls(program, {m.statement for m in matches})
+
+
+def _expand_for_calls(program: Program, names=None) -> Program:
+    """``program`` with the accumulators of the updates (of ``names``: all
+    when ``None``) that :func:`expanded_for_calls` describes expanded."""
+    if program.order is None:
+        return program
+    for s in program.statements:
+        if s.kind != "update" or (names is not None and s.name not in names):
+            continue
+        m = match_gemm(program, s)
+        if not isinstance(m, str) or ONE_TENSOR not in m:
+            continue
+        got = expand_array(program, s.tensor)
+        if isinstance(got, str) or isinstance(match_gemm(got, got.statement(s.name)), str):
+            continue
+        program = got
+    return program
+
+
+def as_updates(program: Program, names=None) -> Program:
+    """``program`` with each assignment ``X[i] = X[i] + e`` where ``e``
+    reads ``X`` too (of ``names``: all when ``None``) as the update ``X[i]
+    += e`` with no reduction
+    iterators: the same instances, accesses and dependences (a loop
+    program writes ``+=`` as an assignment when ``e`` reads ``X`` too:
+    PolyBench's ``trmm``), so that :func:`polyc.intrinsics.match_gemm`
+    can match it.  The call then sums in the micro-kernel's order, as
+    for any tensorized reduction."""
+    def update(s: Statement) -> Statement:
+        if s.kind != "assign" or not _accumulates(s) or (names is not None
+                                                         and s.name not in names) \
+                or s.tensor not in {a.tensor for a in E.accesses(s.rhs.rhs)}:
+            return s
+        return replace(s, kind="update", op="+", rhs=s.rhs.rhs, reduction_iterators=())
+    return program.replace(statements=tuple(update(s) for s in program.statements))
+
+
 def _accumulates(s: Statement) -> bool:
     """Whether assignment ``s`` is ``X[i] = X[i] + e``."""
     return (isinstance(s.rhs, E.Binary) and s.rhs.op == "+" and isinstance(s.rhs.lhs, E.Access)
             and s.rhs.lhs.tensor == s.tensor and s.rhs.lhs.indices == s.lhs.indices)
-
-
-def _atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap,
-                   before: isl.UnionMap) -> str | None:
-    """Why the instances of one call of ``m`` cannot run as one unit at the
-    place of the first of them in the source order (``None`` when they can):
-    a statement instance outside the group that runs between two instances
-    of one call and that an instance of the group depends on (isl: the
-    source order's ``lex_lt`` relation ``before`` and the exact dependences
-    ``deps``).  Those that only read what the group wrote run after the
-    call."""
-    to_call = _to_call(program, m)
-    group = to_call.domain()
-    rest = before.domain().union(before.range()).subtract(group)
-    after_some = before.intersect_domain(group).intersect_range(rest).reverse() \
-        .apply_range(to_call)                      # x -> calls with an instance before x
-    before_some = before.intersect_domain(rest).intersect_range(group) \
-        .apply_range(to_call)                      # x -> calls with an instance after x
-    between = after_some.intersect(before_some)
-    # such an instance runs after the call (the call takes the place of the
-    # group's first instance): it may read what the group wrote (the exact
-    # dataflow gives it a value no later instance of the group changes), but
-    # no instance of the group may depend on it
-    needed = deps.intersect_domain(rest).intersect_range(group).apply_range(to_call)
-    bad = between.intersect(needed)
-    if bad.is_empty():
-        return None
-    names: set[str] = set()
-    bad.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
-    return (f"statement(s) {', '.join(sorted(names))} run between the instances of one call "
-            f"and the call depends on them (it would run as one unit)")
 
 
 def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
@@ -251,7 +265,11 @@ def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
         for f in fs:
             part = isl.UnionPwMultiAff.from_pw_multi_aff(f)
             upma = part if upma is None else upma.union_add(part)
-    schedule = schedule.pullback_union_pw_multi_aff(upma)
+    try:
+        schedule = schedule.pullback_union_pw_multi_aff(upma)
+    except isl.Error:         # a split group's edge and calls share a band
+        schedule = rebuild.pullback(schedule, isl.UnionMap.from_union_pw_multi_aff(upma),
+                                    source.domain())
     for m in matches:
         band = _insert_group(schedule, source, m)
         schedule = mark_band(band.get_schedule(), source, band, "gemm", parallel, known=m)

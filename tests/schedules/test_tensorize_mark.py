@@ -223,7 +223,18 @@ def _mm_then_peek(A, B, C, D):
             D[i, j] = C[i, j + 1]              # reads C(i, j + 1) before its update
 
 
-def test_loop_programs_run_statements_between_the_calls_instances_after_the_call():
+@polyc.kernel
+def _mm_then_both(A, B, C, D):
+    ni, nj = C.shape
+    nk = A.shape[1]
+    for i in range(ni):
+        for j in range(nj - 1):
+            for k in range(nk):
+                C[i, j] += A[i, k] * B[k, j]
+            D[i, j] = C[i, j] + C[i, j + 1]    # after C(i, j)'s update, before C(i, j + 1)'s
+
+
+def test_loop_programs_run_statements_between_a_calls_instances_before_or_after_it():
     rng = np.random.default_rng(4)
     A, B, C0 = rng.standard_normal((9, 5)), rng.standard_normal((5, 8)), rng.standard_normal((9, 8))
     C, D = C0.copy(), np.zeros((9, 8))
@@ -232,16 +243,25 @@ def test_loop_programs_run_statements_between_the_calls_instances_after_the_call
     kern(A, B, C, D)
     np.testing.assert_allclose(C, C0 + A @ B, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(D, 2 * C, rtol=1e-12)
-    # a statement the call would have to wait for: no call, and why
+    # a statement the call depends on, that depends on none of its
+    # instances: it runs before the call
+    want = C0.copy()
+    want[:, :-1] += A @ B[:, :-1]
     C, D = C0.copy(), np.zeros((9, 8))
     kern = _mm_then_peek.specialize(A, B, C, D)
+    assert "polyc_gemm_f64(" in kern.source
+    kern(A, B, C, D)
+    np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(D[:, :-1], C0[:, 1:], rtol=1e-12)
+    # one that reads what some instances wrote and what others overwrite:
+    # no call, and why
+    C, D = C0.copy(), np.zeros((9, 8))
+    kern = _mm_then_both.specialize(A, B, C, D)
     assert "polyc_gemm" not in kern.source
     assert "the call depends on them" in kern.explain()
     kern(A, B, C, D)
-    want = C0.copy()
-    want[:, :-1] += A @ B[:, :-1]
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(D[:, :-1], C0[:, 1:], rtol=1e-12)
+    np.testing.assert_allclose(D[:, :-1], want[:, :-1] + C0[:, 1:], rtol=1e-12)
 
 
 SCALED = ("def scaled(float(M, K) A, float(K, N) B) -> (C) "
