@@ -143,7 +143,7 @@ def _user_schedule(args, program):
 def _automatic_schedule(program, config):
     """The automatic schedule (and its lowering) as a :class:`polyc.Schedule`."""
     from . import pipeline
-    low = pipeline.lower(program, config)
+    low = pipeline.lower(pipeline.prepared(program, config), config)
     return low.as_schedule(), low
 
 

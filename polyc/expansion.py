@@ -267,7 +267,7 @@ def expand_array(program: Program, name: str) -> Program | str:
             op=s.op, rhs=E.map_expr(s.rhs, sub), shapes=shapes, kind=s.kind,
             reduction_iterators=tuple(v for v in s.reduction_iterators
                                       if v not in s.iterators[:depth]),
-            text=s.text, span=s.span))
+            text=f"{s.text} ({name} expanded to {new})", span=s.span))
     program = program.replace(tensors=tuple(tensors), statements=tuple(stmts))
     if tensor.role == "temp":
         return program

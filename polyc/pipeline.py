@@ -323,17 +323,25 @@ def compile_program(program: Program, config: Config | None = None):
     return compile_programs([program], config)[0]
 
 
-def _lowered_source(program: Program, config: Config):
-    """Steps 1-8 of one program: (program with preconditions, and with an
+def prepared(program: Program, config: Config) -> Program:
+    """``program`` as :func:`compile_program` compiles it: with its in-bounds
+    preconditions, and, when the automatic schedule tensorizes, with an
     accumulator expanded where that makes its update a matrix product
-    (``tensorize_auto.expanded_for_calls``: the kernel allocates the
-    expanded temporary), Source, Lowered or None when the source came from
-    the cache)."""
+    (:func:`polyc.schedule.tensorize_auto.expanded_for_calls`, PolyBench's
+    ``doitgen``: the kernel allocates the expanded temporary).  :func:`lower`
+    of the program as given does not expand it."""
     if program.preconditions is None:
-        program = program.replace(preconditions=bounds.preconditions(program))  # 1
+        program = program.replace(preconditions=bounds.preconditions(program))
     if config.tensorize and config.schedule != "identity" and program.order is not None:
         program = tensorize_auto.expanded_for_calls(program, config.parallel,
                                                     config.triangle_rows)
+    return program
+
+
+def _lowered_source(program: Program, config: Config):
+    """Steps 1-8 of one program: (the program :func:`prepared`, Source,
+    Lowered or None when the source came from the cache)."""
+    program = prepared(program, config)                                       # 1
     key = lowered_key(program, config)
     source = None if config.dump else _cached_source(key, config)
     low = None

@@ -2,7 +2,8 @@
 function run as plain Python (``kernel.py_func``): the domains, loop
 orders, foldable scalings and sums of products that
 :mod:`polyc.callbox` splits into calls over full row blocks and a
-diagonal edge, at sizes below, at and above one block.
+diagonal edge, at sizes below, at and above one block; and random in-place
+triangular products (trmm's relatives), whose output is also an operand.
 
 ``POLYC_TRI_PROGRAMS`` (default 16) sets how many programs; the seed is
 the program's index.
@@ -80,4 +81,43 @@ def test_random_triangular_contraction(seed, tmp_path):
                                    err_msg=f"{src}\nn={n} m={m}\n{kern.explain()}")
     # every program says what became of its update
     text = kern.specialize(0.5, 1.5, C, A, B, B2).explain()
+    assert "tensorized onto gemm" in text or "not tensorized" in text
+
+
+#: in-place triangular products (PolyBench's trmm and its relatives): the
+#: reduction's range over the rows of B, which the update both reads and writes
+IN_PLACE_K = ["range(i + 1, m)", "range(i)", "range(i, m)", "range(i + 1)"]
+IN_PLACE_A = ["A[k, i]", "A[i, k]"]
+
+
+def _in_place_source(seed: int) -> tuple[str, str]:
+    rng = random.Random(1000 + seed)
+    kr, a = rng.choice(IN_PLACE_K), rng.choice(IN_PLACE_A)
+    name = f"trm{seed}"
+    body = ["    m = B.shape[0]", "    n = B.shape[1]", "    for i in range(m):"]
+    if rng.random() < 0.5:
+        body += ["        for j in range(n):", f"            for k in {kr}:",
+                 f"                B[i, j] += {a} * B[k, j]"]
+        if rng.random() < 0.5:
+            body += ["            B[i, j] = alpha * B[i, j]"]
+    else:
+        body += [f"        for k in {kr}:", "            for j in range(n):",
+                 f"                B[i, j] += {a} * B[k, j]"]
+    return name, f"def {name}(alpha, A, B):\n" + "\n".join(body) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(N_PROGRAMS // 2))
+def test_random_in_place_triangular_product(seed, tmp_path):
+    name, src = _in_place_source(seed)
+    fn = _load(tmp_path, name, src)
+    kern = polyc.kernel(fn)
+    rng = np.random.default_rng(seed)
+    for m, n in ((0, 3), (5, 2), (29, 4), (61, 7)):
+        A, B = 0.1 * rng.standard_normal((m, m)), rng.standard_normal((m, n))
+        want, got = B.copy(), B.copy()
+        fn(1.5, A, want)
+        kern(1.5, A, got)
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-11,
+                                   err_msg=f"{src}\nm={m} n={n}\n{kern.explain()}")
+    text = kern.specialize(1.5, A, B).explain()
     assert "tensorized onto gemm" in text or "not tensorized" in text
