@@ -181,7 +181,4 @@ def pullback(schedule: isl.Schedule, rel: isl.UnionMap, domain: isl.UnionSet) ->
         return desc
     rel = rel.intersect_domain(domain)
     desc = pull(describe(schedule.get_root().child(0)))
-    built = build(isl.Schedule.from_domain(domain).get_root().child(0), desc).get_schedule()
-    # in its printed form: the sets computed here print as the text a tree
-    # read back from it holds, so both generate the same code
-    return isl.Schedule.read_from_str(CTX, str(built))
+    return build(isl.Schedule.from_domain(domain).get_root().child(0), desc).get_schedule()

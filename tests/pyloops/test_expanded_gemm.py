@@ -101,28 +101,12 @@ def test_outer_loops_that_are_no_box_keep_the_loops():
     assert all(t.role != "temp" for t in kern.program.tensors)
 
 
-DOITGEN_PY = '''import polyc
-
-@polyc.kernel
-def doitgen(A, C4, sum):
-    nr = A.shape[0]
-    nq = A.shape[1]
-    np_ = A.shape[2]
-    for r in range(nr):
-        for q in range(nq):
-            for p in range(np_):
-                sum[p] = 0.0
-                for s in range(np_):
-                    sum[p] += A[r, q, s] * C4[s, p]
-            for p in range(np_):
-                A[r, q, p] = sum[p]
-'''
-
-
 def test_the_cli_explains_and_compiles_the_expanded_kernel(tmp_path, capsys):
+    import inspect
+
     from polyc.cli import main
     path = tmp_path / "doitgen.py"
-    path.write_text(DOITGEN_PY)
+    path.write_text("import polyc\n\n\n@polyc.kernel\n" + inspect.getsource(doitgen.py_func))
     assert main(["explain", str(path)]) == 0
     out = capsys.readouterr().out
     assert "S1 tensorized onto gemm (m=r*q, n=p, k=s; C=sum_x" in out
