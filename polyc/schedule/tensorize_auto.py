@@ -190,8 +190,9 @@ def expanded_for_calls(program: Program, parallel: bool = True,
     call for all ``(r, q)``), where :func:`find` then tensorizes the
     expanded update.  The pipeline compiles this program (its kernel
     allocates the expanded temporary): :func:`polyc.pipeline.compile_programs`."""
-    got = _expand_for_calls(as_updates(program))
-    if got is program or got.statements == as_updates(program).statements:
+    base = as_updates(program)
+    got = _expand_for_calls(base)
+    if got is base:          # nothing expanded (the common case: no isl comparison)
         return program
     matches, _ = find(got, parallel, triangle_rows=triangle_rows)
     return _expand_for_calls(program, {m.statement for m in matches})
