@@ -163,6 +163,74 @@ def _expr(pa: isl.PwAff, ncall: int, ctx: isl.Set, sizes) -> E.Expr:
                       and e.name in sizes else None)
 
 
+def band(domain: isl.Set, box: isl.Set, roles: dict, context: isl.Set
+         ) -> tuple[str, isl.PwAff | None, isl.PwAff | None] | str:
+    """The band of ``box`` (the domain's bounding box of scanned iterators,
+    :func:`polyc.intrinsics.match_gemm`) that ``domain`` is: ``(pair, lo,
+    hi)`` with ``domain == box ∩ { lo <= d <= hi }``, where ``d`` is
+    ``n - m`` (pair ``"mn"``: a triangle of C), ``k - m`` (``"mk"``: a
+    triangle of A, in the reduction) or ``k - n`` (``"nk"``), tried in this
+    order; ``roles``: ``{"m": pos, "n": pos, "k": pos or None}``, the
+    positions of the single row, column and reduction iterators (``k``
+    ``None``: several, only ``"mn"`` is tried), ``"reduction"``: the
+    positions of all reduction iterators.  Each bound is a function of
+    the parameters (``isl_set_dim_min``/``dim_max`` of ``d`` over the
+    domain; for ``"mn"`` with the constraints on the reduction dropped: with
+    an empty reduction the call still scales the band), or ``None`` where
+    the box's own bound is as tight.  Else the reason the domain is no such
+    band.  A triangle ``j <= i`` is ``("mn", None, 0, ...)``:
+    one call of BLIS's gemmt (``polyc_gemmt_*``).
+
+    Source: the SYRK/GEMMT and TRMM macro-kernels of BLIS (Van Zee and van
+    de Geijn, ACM TOMS 41(3), 2015): micro-tiles outside a stored triangle
+    are skipped and those crossing its diagonal masked; a triangular operand
+    is packed with zeros outside its triangle and each micro-tile runs over
+    the part of the reduction its rows reach."""
+    dom, bx = domain.intersect_params(context), box.intersect_params(context)
+    reduction = roles["reduction"]
+    pairs = [("mn", roles["m"], roles["n"])]
+    if roles["k"] is not None:
+        pairs += [("mk", roles["m"], roles["k"]), ("nk", roles["n"], roles["k"])]
+    why = []
+    for pair, p0, p1 in pairs:
+        free = (lambda x: dropped(x, reduction)) if pair == "mn" else (lambda x: x)
+        got = _band_of(dom, bx, p0, p1, free(domain).intersect_params(context))
+        if isinstance(got, str):
+            why.append(f"{pair}: {got}")
+            continue
+        return (pair, *got)
+    return "nor a band of its box (" + "; ".join(why) + ")"
+
+
+def dropped(s: isl.Set, dims) -> isl.Set:
+    """``s`` without its constraints on the dimensions ``dims``."""
+    for pos in dims:
+        s = s.drop_constraints_involving_dims(isl.dim_type.set, pos, 1)
+    return s
+
+
+def _band_of(dom: isl.Set, bx: isl.Set, p0: int, p1: int, over: isl.Set):
+    """``(lo, hi)`` of ``d = x_p1 - x_p0`` over ``over`` when ``dom == bx ∩
+    { lo <= d <= hi }`` (``None`` for a side the box bounds as tightly),
+    else the reason."""
+    ls = isl.LocalSpace.from_space(dom.get_space())
+    diff = isl.Map.from_aff(isl.Aff.var_on_domain(ls, isl.dim_type.set, p1).sub(
+        isl.Aff.var_on_domain(ls, isl.dim_type.set, p0)))           # { x -> [d] }
+    vals = over.apply(diff)
+    below = vals.apply(isl.Map.lex_ge(vals.get_space()))            # d <= max
+    above = vals.apply(isl.Map.lex_le(vals.get_space()))            # d >= min
+    banded = bx.intersect(below.intersect(above).apply(diff.reverse()))
+    if not dom.is_equal(banded):
+        extra = banded.subtract(dom).union(dom.subtract(banded)).coalesce()
+        return f"the domain and the box's band differ by {extra}"
+    spans = bx.apply(diff)
+    lo = vals.dim_min(0) if not spans.subtract(above).is_empty() else None
+    hi = vals.dim_max(0) if not spans.subtract(below).is_empty() else None
+    if lo is None and hi is None:
+        return "the domain is its box"
+    return lo, hi
+
+
 def read_while_written(program: Program, stmt: Statement, part: isl.Set, m: GemmMatch,
                        rows: int = 0) -> str | None:
     """Why one call of ``m`` would read an element of its output that it

@@ -464,8 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "such as attention (Config.row_block; 0: automatic, 1: off)")
         p.add_argument("--triangle-rows", type=int, metavar="N",
                        help="rows of C per GEMM call over a triangular domain, its "
-                       "diagonal edge left to loops (Config.triangle_rows; 0: automatic, "
-                       "1: off)")
+                       "diagonal edge left to loops (Config.triangle_rows; 0: automatic: a "
+                       "band of its box is one call over the band; 1: off)")
         p.add_argument("--target", choices=("c", "cuda"),
                        help="generate C/OpenMP (default) or CUDA (Config.target)")
         p.add_argument("--emulate", action="store_true",

@@ -128,9 +128,12 @@ class Config:
     triangle_rows: int = field(default=0, metadata=_opt(
         "rows of C per GEMM call over a triangular domain (POLYC_TRIANGLE_ROWS): "
         "each call computes the full part of a block of that many rows and the "
-        "diagonal edge keeps its loops (polyc.callbox); 0 (the default) picks the "
-        "smallest multiple of the micro-kernel's rows of at least 24 (28 with "
-        "AVX-512, 24 with AVX2), 1 keeps triangular domains on loops", True))
+        "diagonal edge keeps its loops (polyc.callbox); 0 (the default): a domain "
+        "that is a band of its box (a triangle of C, or of an operand in the "
+        "reduction) is one call over the band (polyc_gemmt), any other triangle "
+        "takes blocks of the smallest multiple of the micro-kernel's rows of at "
+        "least 24 (28 with AVX-512, 24 with AVX2); 1 keeps triangular domains on "
+        "loops", True))
     contract: bool = field(default=True, metadata=_opt(
         "array contraction: a temporary whose every dependence stays inside one "
         "iteration of a loop becomes a buffer declared in that loop's body (a scalar "

@@ -46,6 +46,38 @@ MAX_DIGITS = 8
 
 
 @dataclass(frozen=True)
+class Band:
+    """The band of a call whose domain is a band of its box
+    (:func:`polyc.callbox.band`): ``lo <= d <= hi`` with ``d = n - m``
+    (``pair`` ``"mn"``: only those elements of C are stored, BLIS's gemmt),
+    ``k - m`` (``"mk"``: A is zero outside, a triangular A) or ``k - n``
+    (``"nk"``: B's triangle); ``lo``/``hi`` expressions of the size
+    parameters, ``None`` where that side is unbounded."""
+    pair: str
+    lo: E.Expr | None
+    hi: E.Expr | None
+    #: the instances, the reduction iterators left free, whose elements of
+    #: C the call writes (``beta * C`` also where the reduction is empty):
+    #: an ``isl.Set`` on the statement's space
+    rows: object = None
+
+    def key(self) -> tuple:
+        """What two calls of one update's products must share."""
+        return (self.pair, self.lo, self.hi)
+
+    def describe(self, m: "GemmMatch") -> str:
+        first, second = {"mn": (m.m, m.n), "mk": (m.m, m.k), "nk": (m.n, m.k)}[self.pair]
+        d = f"{second[0]} - {first[0]}"
+        edge = " <= ".join(E.to_text(x) if not isinstance(x, str) else x
+                           for x in (self.lo, d, self.hi) if x is not None)
+        if self.pair == "mn":
+            return (f"only the band {edge} of {m.c} (a triangle: one call, the tiles crossing "
+                    "its edge stored through a mask)")
+        return (f"the reduction over the band {edge} (a triangle of "
+                f"{m.a if self.pair == 'mk' else m.b}: one call, zeros packed outside it)")
+
+
+@dataclass(frozen=True)
 class GemmMatch:
     """``statement`` (C[...] += A[...] * B[...]) as GEMM calls.
 
@@ -114,6 +146,9 @@ class GemmMatch:
     #: ``(name, instances)``, the instances the calls compute (the others
     #: keep their loops); empty: all of them
     parts: tuple = ()
+    #: a domain that is a band of its box (:func:`polyc.callbox.band`, a
+    #: triangle), else ``None``: the whole box
+    band: Band | None = None
     #: per scanned iterator ``(iterator, first, extent)``: its range in one
     #: call, as expressions of the size parameters (``Param``) and the
     #: call's loops (``Index``); empty: ``[0, extent)`` from ``extents``
@@ -129,6 +164,12 @@ class GemmMatch:
     #: the call (PolyBench's ``trmm``: the diagonal edge of a block's rows
     #: reads rows the call writes); ``None``: none
     moved: object = None
+    #: in a loop program, the call takes the place of the group's last
+    #: instance instead of its first: no instance between them depends on
+    #: the group, and the call depends on some (PolyBench's ``symm``: the
+    #: update of ``C(k, j)`` over ``i > k`` after every row's final
+    #: statement; :func:`polyc.schedule.callorder.atomic_reason`)
+    at_last: bool = False
 
     @property
     def call(self) -> str:
@@ -158,12 +199,17 @@ class GemmMatch:
             roles += ("; the full part of each block of rows (the rest of the domain, "
                       "its diagonal edge, keeps its loops)")
         extra = "; initialisation folded" if self.init else ""
+        if self.band is not None:
+            extra += "; " + self.band.describe(self)
         if self.gather:
             extra += "; implicit GEMM (operands gathered while packing, no copy)"
         if self.alpha is not None or self.beta is not None:
             scalars = [f"{name} = {_scalar_text(v)}" for name, v in
                        (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
             extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
+        if self.at_last:
+            extra += ("; the call runs where the last of its instances ran (it depends on "
+                      "statements between them, none of which depends on it)")
         if self.terms:
             extra += "; " + "; ".join(
                 f"then {t.a} * {t.b} by a second call (m={'*'.join(t.m)}, n={'*'.join(t.n)}, "

@@ -52,6 +52,7 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     TENSOR_CORE_MIN_ARCH,
     TENSOR_CORE_THREADS,
     TENSOR_CORE_TILE,
+    Band,
     GemmMatch,
     tensor_core_support,
 )
@@ -159,8 +160,8 @@ def _tensors(e: E.Expr | None) -> set[str]:
 
 
 def match_gemm(program: Program, stmt: Statement, *,
-               tensor_cores: bool = False, rows: int = 0, split: bool = False
-               ) -> GemmMatch | str:
+               tensor_cores: bool = False, rows: int = 0, split: bool = False,
+               band: bool = True) -> GemmMatch | str:
     """Match ``stmt`` onto :data:`GEMM`; the reason it does not match otherwise.
 
     The indices may be any integer-affine functions of the iterators: every
@@ -188,12 +189,17 @@ def match_gemm(program: Program, stmt: Statement, *,
     the full part of a triangular domain); the match's ``bounds`` give
     them.  ``split``: the calls compute only the full part of the row blocks
     (:func:`polyc.callbox.full_rows`; the match's ``parts``), the rest of
-    the domain keeps its loops."""
+    the domain keeps its loops.
+
+    ``band``: a domain that is a band of its box (``lo <= n - m <= hi`` for
+    the row iterator ``m`` and the column iterator ``n``, a triangle:
+    :func:`polyc.callbox.band`) is one call that stores only the band (the
+    match's ``band``; the C backend's ``polyc_gemmt_*``)."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
     terms = _terms(stmt.rhs)
     if len(terms) > 1 and not tensor_cores:
-        return _match_sum(program, stmt, terms, rows, split)
+        return _match_sum(program, stmt, terms, rows, split, band)
     factors = _factors(stmt.rhs)
     operands = [f for f in factors if isinstance(f, E.Access) and f.indices]
     scalars = [f for f in factors if not (isinstance(f, E.Access) and f.indices)]
@@ -328,15 +334,47 @@ def match_gemm(program: Program, stmt: Statement, *,
             extents.append((it, None, pw_aff_to_expr(own, ctx)))
         bounds.append((pos, ext))
     box = zero_based_box(box, bounds)
+    banded = None
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
-        return ("the iteration domain is not the full box of the tensor extents in the "
-                f"iterators the call scans (the box also holds {extra})")
+        reason = ("the iteration domain is not the full box of the tensor extents in the "
+                  f"iterators the call scans (the box also holds {extra})")
+        if not band or tensor_cores or gather or aliased or len(m_keep) != 1 \
+                or len(n_keep) != 1:
+            return reason
+        pos = stmt.iterators.index
+        got = callbox.band(stmt.domain, box, {"m": pos(m_keep[0]), "n": pos(n_keep[0]),
+                                              "k": pos(k[0]) if len(k) == 1 else None,
+                                              "reduction": [pos(it) for it in k]}, ctx)
+        if isinstance(got, str):
+            return f"{reason}; {got}"
+        pair, lo, hi = got
+        # the elements of C the call writes: its box of rows and columns
+        # (also where the reduction is empty: beta * C), within the band
+        # for a band of C; the extents as total functions of the sizes
+        free = callbox.dropped(stmt.domain, [pos(it) for it in k])
+        rows_of = zero_based_box(free, [(p, _total(e)) for p, e in bounds
+                                        if p in (pos(m_keep[0]), pos(n_keep[0]))])
+        banded = Band(pair, *(None if pa is None else pw_aff_to_expr(pa, ctx)
+                              for pa in (lo, hi)), rows=rows_of)
+        found = replace(found, band=banded)
+        if found.init and not program.statement(found.init).write.range().intersect_params(
+                ctx).is_equal(called_elements(program, found).range().intersect_params(ctx)):
+            # the call overwrites the band only: the rest of the
+            # initialisation runs as its own statement
+            found = replace(found, init=None)
     if aliased:
         reason = callbox.read_while_written(program, stmt, stmt.domain, found)
         if reason:
             return reason
-    return replace(found, extents=tuple(extents))
+    return replace(found, extents=tuple(extents), band=banded)
+
+
+def _total(pa: isl.PwAff) -> isl.PwAff:
+    """A one-piece ``pa`` (an extent such as ``N - 1``, defined where the
+    domain is not empty) as that affine function everywhere."""
+    pieces = pa.get_pieces()
+    return isl.PwAff.from_aff(pieces[0][1]) if len(pieces) == 1 else pa
 
 
 def _terms(e: E.Expr) -> list[E.Expr]:
@@ -351,7 +389,7 @@ MAX_TERMS = 4
 
 
 def _match_sum(program: Program, stmt: Statement, terms: list[E.Expr], rows: int,
-               split: bool) -> GemmMatch | str:
+               split: bool, band: bool = True) -> GemmMatch | str:
     """``C += P1 + P2 + ...`` (each ``P`` a product :func:`match_gemm`
     takes) as one call per product, at the same point of the same loops:
     the first as the match, the others its ``terms``.  Each product is
@@ -367,15 +405,16 @@ def _match_sum(program: Program, stmt: Statement, terms: list[E.Expr], rows: int
                               reduction_iterators=stmt.reduction_iterators)
         alone = program.replace(statements=tuple(part if x.name == stmt.name else x
                                                  for x in program.statements))
-        m = match_gemm(alone, part, rows=rows, split=split)
+        m = match_gemm(alone, part, rows=rows, split=split, band=band)
         if isinstance(m, str):
             return f"the right-hand side is a sum; its term {E.to_text(term)} does not " \
                    f"match: {m}"
         found.append(m)
     first = found[0]
     for m in found[1:]:
-        if (m.batch, m.m, m.n, m.block, m.bounds) != (
-                first.batch, first.m, first.n, first.block, first.bounds) or len(
+        if (m.batch, m.m, m.n, m.block, m.bounds, m.band and m.band.key()) != (
+                first.batch, first.m, first.n, first.block, first.bounds,
+                first.band and first.band.key()) or len(
                 m.parts) != len(first.parts) or not all(
                 x.is_equal(y) for (_, x), (_, y) in zip(m.parts, first.parts)):
             return ("the right-hand side is a sum of products whose calls would not share "
@@ -451,6 +490,8 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
     i = stmts.index(program.statement(m.statement))
     if i + 1 >= len(stmts) or m.gather or len(m.n) != 1 or m.terms:
         return m        # (several products: the store of the first call is not the last)
+    if m.band is not None:
+        return m        # (polyc_gemmt has no epilogue)
     nxt = stmts[i + 1]
     c_acc = m.accesses[0][1]
     if nxt.kind != "assign" or nxt.tensor != m.c or _plain(nxt.lhs) is None:
@@ -530,10 +571,12 @@ def called_elements(program: Program, m: GemmMatch) -> isl.Map:
     called = stmt.write.intersect_domain(stmt.domain)
     if m.bounds:
         return called
+    if m.band is not None:          # the band's elements, or the box's (callbox.band)
+        called = stmt.write
     for it in m.k:
         called = called.drop_constraints_involving_dims(
             isl.dim_type.in_, stmt.iterators.index(it), 1)
-    return called
+    return called if m.band is None else called.intersect_domain(m.band.rows)
 
 
 def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | None:

@@ -161,8 +161,10 @@ def gemm_operands(em: Emitter, s: Statement) -> GemmOperands:
 
 def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     """``polyc_gemm_<f32|f64>(M, N, K, A, a_rs, a_cs, B, ..., C, c_rs, c_cs,
-    alpha, beta, bias, bias_cs, relu, nthreads)`` or
-    ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` for one
+    alpha, beta, bias, bias_cs, relu, nthreads)``,
+    ``polyc_gemmx_<f32|f64>(M, N, K, A, &a_rows, &a_cols, B, ...)`` or, for a
+    band of C (``GemmMatch.band``), ``polyc_gemmt_<f32|f64>(M, N, K, A, ...,
+    alpha, beta, band_lo, band_hi, nthreads)`` for one
     point of the loops around the call; one thread inside a parallel loop."""
     m = s.intrinsic
     sfx = "f32" if m.dtype == "float32" else "f64"
@@ -181,15 +183,32 @@ def gemm_call(em: Emitter, s: Statement) -> c.Generable:
     stride, base, ext, _ = _roles(em, m)
     C = 0
     t = "float" if m.dtype == "float32" else "double"
+    scale = c.Statement(f"polyc_c[polyc_r * ({stride(C, m.m[-1])}) + polyc_s * "
+                        f"({stride(C, m.n[-1])})] *= polyc_beta")
+    if m.band is not None and m.band.pair == "mn":   # only the band's elements
+        lo, hi = band_bounds(em, m)
+        scale = c.If(f"polyc_s - polyc_r >= {lo} && polyc_s - polyc_r <= {hi}", scale)
     return c.Block([
         c.Statement(f"const {t} polyc_beta = {scalar(em, beta, m.dtype)}"),
         c.If("polyc_beta == 0", c.Block([
             c.Statement(f"{t} *polyc_c = {base(C)}"),
             c.For("int64_t polyc_r = 0", f"polyc_r < {ext(m.m)}", "polyc_r++",
                   c.For("int64_t polyc_s = 0", f"polyc_s < {ext(m.n)}", "polyc_s++",
-                        c.Statement(f"polyc_c[polyc_r * ({stride(C, m.m[-1])}) + polyc_s * "
-                                    f"({stride(C, m.n[-1])})] *= polyc_beta")))])),
+                        scale))])),
         *calls])
+
+
+def band_bounds(em: Emitter, m) -> tuple[str, str]:
+    """``GemmMatch.band`` as two C expressions of ``int64_t`` (an unbounded
+    side: ``INT64_MIN`` or ``INT64_MAX``)."""
+    return tuple(limit if x is None else
+                 f"(int64_t)({em.loop_printer.index(E.map_expr(x, as_param))})"
+                 for x, limit in ((m.band.lo, "INT64_MIN"), (m.band.hi, "INT64_MAX")))
+
+
+#: The band kinds of polyc_gemmt (gemm_api.h).
+_BAND_KIND = {"mn": "POLYC_GEMM_BAND_MN", "mk": "POLYC_GEMM_BAND_MK",
+              "nk": "POLYC_GEMM_BAND_NK"}
 
 
 def _call(em: Emitter, m, beta_text: str, sfx: str) -> c.Statement:
@@ -208,6 +227,15 @@ def _call(em: Emitter, m, beta_text: str, sfx: str) -> c.Statement:
     tail = (f"{scalar(em, alpha, m.dtype)}, {beta_text}, "
             f"{tensor_name(m.bias) if m.bias else 'NULL'}, "
             f"{1 if m.bias else 0}, {1 if m.relu else 0}, {threads}")
+    if m.band is not None:
+        # a band (a triangle of C, A or B): polyc_gemmt; no epilogue
+        lo, hi = band_bounds(em, m)
+        return c.Statement(
+            f"polyc_gemmt_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
+            f"{stride(A, m.m[-1])}, {stride(A, m.k[-1])}, {base(B)}, "
+            f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, "
+            f"{scalar(em, alpha, m.dtype)}, {beta_text}, {_BAND_KIND[m.band.pair]}, {lo}, "
+            f"{hi}, {threads})")
     if m.gather:
         return c.Statement(
             f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "

@@ -29,6 +29,11 @@ from .parts import restricted
 from .tensorize import projections
 
 
+#: What :func:`atomic_reason` returns as the instances to move when the call
+#: runs at the place of its group's last instance (``GemmMatch.at_last``).
+AT_LAST = "at the last instance"
+
+
 def group_to_call(program: Program, m: GemmMatch) -> isl.UnionMap:
     """``{ X[...] -> S[batch] }`` over the instances of the group of ``m``."""
     program = restricted(program, m)
@@ -43,9 +48,10 @@ def first_in_order(program: Program, m: GemmMatch, order: isl.UnionMap
                    ) -> isl.UnionPwMultiAff:
     """``{ S[batch] -> X[...] }``: the instance of each call's group that runs
     first in the source ``order`` (the schedule's map; where the contracted
-    order puts the call)."""
+    order puts the call), or last with ``GemmMatch.at_last``."""
     to_call = group_to_call(program, m)
-    times = isl.Map.from_union_map(to_call.reverse().apply_range(order)).lexmin()
+    times = isl.Map.from_union_map(to_call.reverse().apply_range(order))
+    times = times.lexmax() if m.at_last else times.lexmin()
     first = isl.UnionMap.from_map(times).apply_range(order.reverse())
     return isl.UnionPwMultiAff.from_union_map(first)
 
@@ -55,7 +61,9 @@ def atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap,
     """Why the instances of one call of ``m`` cannot run as one unit at the
     place of the first of them in the source order (``None`` when they can),
     and the instances that run right before the call instead (``None``:
-    none).  An instance outside the group that runs between two instances of
+    none; :data:`AT_LAST`: the call runs at the place of its last instance
+    instead, which is legal when no instance between two of the call's
+    depends on an instance of the group).  An instance outside the group that runs between two instances of
     one call (isl: the source order's ``lex_lt`` relation ``before``) may
     run after the call when no instance of the group depends on it (it may
     read what the group wrote: the exact dataflow gives it a value no later
@@ -90,6 +98,12 @@ def atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap,
     blocked = passed.intersect(deps.reverse()).subtract_range(moved.domain())
     if blocked.is_empty() and moved.is_single_valued():
         return None, moved
+    # or the call runs at its last instance's place: then no instance
+    # between may depend on an instance of the group (on one before it)
+    depending = deps.intersect_domain(group).intersect_range(rest).reverse() \
+        .apply_range(to_call)                      # x -> calls with an instance x depends on
+    if between.intersect(depending).is_empty():
+        return None, AT_LAST
     names: set[str] = set()
     bad.domain().foreach_set(lambda st: names.add(st.get_tuple_name()))
     return (f"statement(s) {', '.join(sorted(names))} run between the instances of one call "

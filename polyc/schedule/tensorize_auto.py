@@ -73,14 +73,15 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
     also run as one unit (:func:`polyc.schedule.callorder.atomic_reason`).  ``tensor_cores``: match
     for the CUDA backend's tensor-core GEMM (``match_gemm(...,
     tensor_cores=True)``).  ``triangle_rows``: rows of C per call over a
-    triangular domain (``Config.triangle_rows``; 0: automatic, 1: such
-    domains keep their loops)."""
+    triangular domain (``Config.triangle_rows``; 0: automatic, a band of C
+    is one call that stores the band, other triangles take row blocks of
+    :func:`polyc.callbox.triangle_rows`; 1: such domains keep their loops)."""
     notes: dict[str, str] = {}
     matches: list[GemmMatch] = []
     stmts = list(program.statements)
     # triangular domains and masked products: calls over full row blocks
     rows = 0 if tensor_cores or triangle_rows == 1 else triangle_rows or triangle_rows_default()
-    facts = None             # loop programs: (dependences, source order's lex_lt)
+    facts = _Facts(program)  # loop programs: (dependences, source order's lex_lt)
     if not tensor_cores:     # X = X + A * X: matched as the update it is
         program = as_updates(program)
         stmts = list(program.statements)
@@ -95,48 +96,17 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
             continue
         if s.kind != "update":
             continue
-        m = match_gemm(program, s, tensor_cores=tensor_cores)
-        # the statement that may scale or zero C first: the last one before s
-        # that writes s's output (statements between writing other tensors
-        # run apart, as the source order's dependences allow: callorder.atomic_reason)
-        before = next((x for x in reversed(stmts[:i]) if x.tensor == s.tensor), None)
-        if isinstance(m, str) and BOX_REASON in m and rows:
-            split = _split(program, s, before, rows)
-            m = split if not isinstance(split, str) else f"{m}; {split}"
-        guarded = guarded_product(program, s) if isinstance(m, str) and rows else None
-        guard = ""
-        if guarded is not None:
-            # C += (cond ? A * B : 0): the product over the instances where
-            # the affine condition holds (a causal mask), the rest adds 0
-            split = _split(program.replace(statements=tuple(
-                guarded if x.name == s.name else x for x in program.statements)), guarded,
-                before, rows, whole=True)
-            m = split if not isinstance(split, str) else f"{m}; where {guarded.text}: {split}"
-            guard = f"; the product where {guarded.text} (it adds 0 elsewhere)"
-        if isinstance(m, str):
-            notes[s.name] = f"{s.name} not tensorized: {m}"
+        # a triangle is one call over its band (polyc_gemmt) unless
+        # Config.triangle_rows asks for row blocks (or loops: 1); a band
+        # whose call cannot run as one unit takes row blocks instead
+        m, guard = _matched(program, s, stmts[:i], rows, not triangle_rows, parallel,
+                            tensor_cores, facts)
+        if not isinstance(m, str) and m.band is not None and isinstance(m.moved, str):
+            m, guard = _matched(program, s, stmts[:i], rows, False, parallel, tensor_cores,
+                                facts)
+        if isinstance(m, str) or isinstance(m.moved, str):
+            notes[s.name] = f"{s.name} not tensorized: {m if isinstance(m, str) else guard}"
             continue
-        if m.parts:
-            m = replace(m, parallel=parallel)
-        else:
-            m = replace(match_epilogue(program, m), parallel=parallel)
-        if m.init is None and before is not None and not m.parts:
-            beta = match_scale(program, m, before)
-            if beta is not None:
-                m = replace(m, scale=before.name, beta=beta)
-        if program.order is not None:
-            if facts is None:
-                from ..dependence import compute
-                order = program.order.get_map()
-                facts = (compute(program).all(), order.lex_lt_union_map(order))
-            reason, moved = atomic_reason(program, m, *facts)
-            if reason and (m.epilogue or m.scale):
-                m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
-                reason, moved = atomic_reason(program, m, *facts)
-            if reason:
-                notes[s.name] = f"{s.name} not tensorized: {reason}"
-                continue
-            m = replace(m, moved=moved)
         matches.append(m)
         notes[s.name] = m.describe() + guard
     for m in matches:
@@ -144,6 +114,72 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
             if name != m.statement and program.statement(name).kind == "update":
                 notes[name] = f"{name} folded into the call of {m.statement}"
     return matches, notes
+
+
+#: ``GemmMatch.moved`` of a match whose call cannot run as one unit (the
+#: reason is the guard text :func:`_matched` returns with it).
+_ATOMIC_FAILED = "atomic"
+
+
+class _Facts:
+    """A loop program's exact dependences and its source order's ``lex_lt``,
+    computed on first use (``get()``: ``None`` without a source order)."""
+
+    def __init__(self, program: Program):
+        self.program, self.value = program, None
+
+    def get(self):
+        if self.value is None and self.program.order is not None:
+            from ..dependence import compute
+            order = self.program.order.get_map()
+            self.value = (compute(self.program).all(), order.lex_lt_union_map(order))
+        return self.value
+
+
+def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
+             parallel: bool, tensor_cores: bool, facts):
+    """``(match, guard)`` of update ``s`` for :func:`find` (``earlier``: the
+    statements before it; ``band``: a band of its box may be one call), or
+    ``(reason, "")``; a match whose call cannot run as one unit in the
+    source order has ``moved`` :data:`_ATOMIC_FAILED` and the reason as its
+    guard."""
+    m = match_gemm(program, s, tensor_cores=tensor_cores, band=band)
+    # the statement that may scale or zero C first: the last one before s
+    # that writes s's output (statements between writing other tensors
+    # run apart, as the source order's dependences allow: callorder.atomic_reason)
+    before = next((x for x in reversed(earlier) if x.tensor == s.tensor), None)
+    if isinstance(m, str) and BOX_REASON in m and rows:
+        split = _split(program, s, before, rows)
+        m = split if not isinstance(split, str) else f"{m}; {split}"
+    guarded = guarded_product(program, s) if isinstance(m, str) and rows else None
+    guard = ""
+    if guarded is not None:
+        # C += (cond ? A * B : 0): the product over the instances where
+        # the affine condition holds (a causal mask), the rest adds 0
+        split = _split(program.replace(statements=tuple(
+            guarded if x.name == s.name else x for x in program.statements)), guarded,
+            before, rows, whole=True)
+        m = split if not isinstance(split, str) else f"{m}; where {guarded.text}: {split}"
+        guard = f"; the product where {guarded.text} (it adds 0 elsewhere)"
+    if isinstance(m, str):
+        return m, ""
+    if m.parts:
+        m = replace(m, parallel=parallel)
+    else:
+        m = replace(match_epilogue(program, m), parallel=parallel)
+    if m.init is None and before is not None and not m.parts:
+        beta = match_scale(program, m, before)
+        if beta is not None:
+            m = replace(m, scale=before.name, beta=beta)
+    if program.order is not None:
+        reason, moved = atomic_reason(program, m, *facts.get())
+        if reason and (m.epilogue or m.scale):
+            m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
+            reason, moved = atomic_reason(program, m, *facts.get())
+        if reason:
+            return replace(m, moved=_ATOMIC_FAILED), reason
+        m = replace(m, at_last=True) if isinstance(moved, str) else replace(m, moved=moved)
+    return m, guard
 
 
 #: How :func:`polyc.intrinsics.match_gemm` says a domain is not a box.

@@ -507,8 +507,10 @@ def auto_variants(program: Program) -> list[dict]:
     steps).  The source order untransformed (``schedule="identity"``);
     time tiling where a sequential band sits above other loops (a time
     loop); maximal and no fusion where several statements could fuse; no
-    tensorization where a reduction could be tensorized; twice the rows per
-    call, and loops, over a triangular domain (``Config.triangle_rows``)."""
+    tensorization where a reduction could be tensorized; over a triangular
+    domain (``Config.triangle_rows``; the default is one call over a band
+    where the domain is one) calls on blocks of rows and twice as many, and
+    loops."""
     out: list[dict] = [{"schedule": "identity"}]
     stmts = [s for s in program.statements if s.kind != "init"]
     if program.order is not None or any(len(s.iterators) >= 3 for s in stmts):
@@ -519,7 +521,8 @@ def auto_variants(program: Program) -> list[dict]:
         out.append({"tensorize": False})
     if has_triangle(program):
         from ..callbox import triangle_rows
-        out += [{"triangle_rows": 2 * triangle_rows()}, {"triangle_rows": 1}]
+        out += [{"triangle_rows": triangle_rows()}, {"triangle_rows": 2 * triangle_rows()},
+                {"triangle_rows": 1}]
     return out
 
 

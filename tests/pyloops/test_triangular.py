@@ -1,12 +1,16 @@
 """Contractions over triangular domains on the GEMM micro-kernel
-(:mod:`polyc.callbox`, issue 15 item 3): one call per block of rows over the
-full part of the block, the diagonal edge as loops.
+(:mod:`polyc.callbox`, issue 15 item 3), both ways polyc calls it: by
+default one call over the band the domain is (``polyc_gemmt``: a triangle
+of C stored through a mask, a triangle of an operand packed with zeros);
+with ``Config.triangle_rows`` one call per block of rows over the full part
+of the block, the diagonal edge as loops.
 
 Against numpy at sizes that are and are not multiples of the block, smaller
 than one block, empty; lower and upper triangles, a folded scaling, a
 triangle in the reduction (its edge before each call); the kernel's tree (a
-schedule of the source program with a ``tensorize`` mark below a filter) read
-back from its text compiles to the same C; the mark is checked when read back.
+schedule of the source program with a ``tensorize`` mark, below a filter
+for row blocks) read back from its text compiles to the same C; the mark is
+checked when read back.
 """
 
 from __future__ import annotations
@@ -67,56 +71,82 @@ def _data(n, m, seed=0):
 SIZES = [(0, 5), (1, 1), (7, 3), (28, 9), (61, 17), (100, 33), (40, 0)]
 
 
-def _called(kern):
-    assert "polyc_gemm_f64(" in kern.source, kern.explain()
-    assert "full part of each block of rows" in kern.explain()
+#: the two ways: one call over the band (the default), calls on row blocks
+MODES = ["band", "rows"]
+
+
+def _in(kern, mode):
+    """``kern`` (a ``@polyc.kernel``) as compiled in ``mode``."""
+    if mode == "band":
+        return kern
+    return polyc.kernel(kern.py_func, config=polyc.Config(triangle_rows=triangle_rows()))
+
+
+def _called(kern, mode="band"):
+    if mode == "band":
+        assert "polyc_gemmt_f64(" in kern.source, kern.explain()
+        assert "polyc_gemm_f64(" not in kern.source
+        assert "band" in kern.explain() and "full part" not in kern.explain()
+    else:
+        assert "polyc_gemm_f64(" in kern.source, kern.explain()
+        assert "full part of each block of rows" in kern.explain()
     assert "tensorize:gemm:" in str(kern.schedule)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("n,m", SIZES)
-def test_a_lower_triangle_matches_numpy(n, m):
+def test_a_lower_triangle_matches_numpy(n, m, mode):
     C, A, B = _data(n, m)
     out = C.copy()
-    lower(1.5, out, A, B)
+    _in(lower, mode)(1.5, out, A, B)
     want = C + np.tril(1.5 * A @ B)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
-    _called(lower.specialize(1.5, out, A, B))
+    _called(_in(lower, mode).specialize(1.5, out, A, B), mode)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("n,m", SIZES)
-def test_an_upper_triangle_starts_each_call_at_its_first_full_column(n, m):
+def test_an_upper_triangle_starts_each_call_at_its_first_full_column(n, m, mode):
     C, A, B = _data(n, m, 1)
     out = C.copy()
-    upper(out, A, B)
+    _in(upper, mode)(out, A, B)
     np.testing.assert_allclose(out, C + np.triu(A @ B), rtol=1e-12, atol=1e-12)
-    _called(upper.specialize(out, A, B))
+    _called(_in(upper, mode).specialize(out, A, B), mode)
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("n", [0, 3, 28, 75])
-def test_a_triangle_in_the_reduction_runs_its_edge_before_each_call(n):
+def test_a_triangle_in_the_reduction_runs_its_edge_before_each_call(n, mode):
     rng = np.random.default_rng(2)
     C, A, B = (rng.standard_normal((n, 11)), rng.standard_normal((n, n)),
                rng.standard_normal((n, 11)))
+    # A's other triangle must not reach C (the band's call packs zeros there)
+    A[np.tril(np.ones((n, n), bool), -1)] = 1e300
     out = C.copy()
-    tri_k(out, A, B)
+    _in(tri_k, mode)(out, A, B)
     np.testing.assert_allclose(out, C + np.triu(A) @ B, rtol=1e-12, atol=1e-12)
-    # the edge's terms of each C(i, j) (k from i to the block's end) come
-    # first in the source's sums: the edge of a block runs before its call
-    kern = tri_k.specialize(out, A, B)
-    _called(kern)
+    # rows: the edge's terms of each C(i, j) (k from i to the block's end)
+    # come first in the source's sums: the edge of a block runs before its call
+    kern = _in(tri_k, mode).specialize(out, A, B)
+    _called(kern, mode)
+    if mode == "band":
+        assert "POLYC_GEMM_BAND_MK" in kern.source
+        assert "the reduction over the band 0 <= k - i" in kern.explain()
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("beta", [0.0, 0.5])
 @pytest.mark.parametrize("n,m", [(5, 4), (57, 13), (90, 40)])
-def test_a_folded_scaling_over_the_triangle(n, m, beta):
+def test_a_folded_scaling_over_the_triangle(n, m, beta, mode):
     rng = np.random.default_rng(3)
     C, A = rng.standard_normal((n, n)), rng.standard_normal((n, m))
+    C[np.triu(np.ones((n, n), bool), 1)] = np.nan     # outside: never read nor written
     out = C.copy()
-    scaled(1.25, beta, out, A)
+    _in(scaled, mode)(1.25, beta, out, A)
     want = np.where(np.tril(np.ones((n, n), bool)), beta * C + 1.25 * A @ A.T, C)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
-    kern = scaled.specialize(1.25, beta, out, A)
-    _called(kern)
+    kern = _in(scaled, mode).specialize(1.25, beta, out, A)
+    _called(kern, mode)
     assert "S0 folded into the call of S1" in kern.explain()
 
 
@@ -128,13 +158,17 @@ def test_the_full_part_of_a_lower_triangle():
     assert part.is_equal(want)
 
 
-def test_the_tree_read_back_from_text_compiles_to_the_same_code():
+@pytest.mark.parametrize("mode", MODES)
+def test_the_tree_read_back_from_text_compiles_to_the_same_code(mode):
     C, A, _ = _data(70, 20)
-    kern = scaled.specialize(1.0, 0.5, C, A)
+    kern = _in(scaled, mode).specialize(1.0, 0.5, C, A)
     text = kern.schedule.to_text()
     again = Schedule.from_program(kern.schedule.program).from_text(text)
     assert compile_schedule(again).source == kern.source
-    assert f"tensorize:gemm:S1:{triangle_rows()}" in text
+    if mode == "band":
+        assert "tensorize:gemm:S1" in text and "tensorize:gemm:S1:" not in text
+    else:
+        assert f"tensorize:gemm:S1:{triangle_rows()}" in text
 
 
 def test_without_tensorization_the_loops_stay():
@@ -157,7 +191,10 @@ def test_a_sum_of_two_products_is_two_calls(n, m):
     want = np.where(np.tril(np.ones((n, n), bool)), full, C)
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
     kern = syr2k_like.specialize(0.75, 1.5, out, A, B)
-    assert kern.source.count("polyc_gemm_f64(") == 2 * kern.source.count("const double polyc_beta")
+    # two calls over the band (the beta of the first scales C where the
+    # runtime beta is 0: one polyc_beta per pair of calls)
+    assert kern.source.count("polyc_gemmt_f64(") == 2
+    assert kern.source.count("const double polyc_beta") == 1
     assert "by a second call" in kern.explain()
 
 
@@ -218,13 +255,42 @@ def test_tensorize_with_split_and_rows(rows):
     np.testing.assert_allclose(out, C + np.triu(A @ B), rtol=1e-12, atol=1e-12)
 
 
-def test_tensorize_without_split_on_a_triangle_says_why():
+@polyc.kernel
+def wedge(C, A, B):
+    """j <= 2 i: a triangle that is no band of its box (j - i ranges over [-i, i])."""
+    n = C.shape[0]
+    m = A.shape[1]
+    for i in range(n):
+        for k in range(m):
+            for j in range(min(2 * i + 1, n)):
+                C[i, j] += A[i, k] * B[k, j]
+
+
+def test_tensorize_without_split_on_a_triangle_is_one_call_over_its_band():
     C, A, B = _data(30, 5)
     kern = lower.specialize(1.0, C, A, B)
-    with pytest.raises(polyc.errors.ScheduleError, match="not the full box"):
-        Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm")
+    s = Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm")
+    k = compile_schedule(s)
+    assert "polyc_gemmt_f64(" in k.source and "POLYC_GEMM_BAND_MN" in k.source
+    out = C.copy()
+    k(1.0, out, A, B)
+    np.testing.assert_allclose(out, C + np.tril(A @ B), rtol=1e-12, atol=1e-12)
+    again = Schedule.replay(kern.program, s.to_recipe())
+    assert compile_schedule(again).source == k.source
     with pytest.raises(polyc.errors.ScheduleError, match="split must be True or False"):
         Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm", split="yes")
+
+
+def test_tensorize_on_a_triangle_that_is_no_band_says_why():
+    C, A, B = _data(30, 5)
+    kern = wedge.specialize(C, A, B)
+    with pytest.raises(polyc.errors.ScheduleError, match="not the full box.*nor a band"):
+        Schedule.from_program(kern.program).tensorize(("C", "i"), "gemm")
+    # the automatic pipeline takes row blocks instead, and is right
+    out = C.copy()
+    wedge(out, A, B)
+    mask = np.arange(30)[None, :] <= 2 * np.arange(30)[:, None]
+    np.testing.assert_allclose(out, C + np.where(mask, A @ B, 0), rtol=1e-12, atol=1e-12)
 
 
 def test_symm_calls_both_updates_and_zeroes_only_what_they_write(monkeypatch):
@@ -243,9 +309,15 @@ def test_symm_calls_both_updates_and_zeroes_only_what_they_write(monkeypatch):
         bench.reference(*want)
         bench.kernel(*got)
         np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=1e-12)
-    kern = bench.kernel.specialize(*bench.init({"M": 45, "N": 30}))
-    assert kern.explain().count("tensorized onto gemm") == 2
-    assert "beta = 0.0 (S0 folded)" in kern.explain()
+    for mode in MODES:
+        kern = _in(bench.kernel, mode).specialize(*bench.init({"M": 45, "N": 30}))
+        assert kern.explain().count("tensorized onto gemm") == 2
+        assert "beta = 0.0 (S0 folded)" in kern.explain()
+        if mode == "band":      # the update of C runs after every row's last statement
+            assert "the call runs where the last of its instances ran" in kern.explain()
+        got = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
+        _in(bench.kernel, mode)(*got)
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=1e-12)
 
 
 def test_the_rows_per_call_are_a_config_knob(monkeypatch):
@@ -271,6 +343,7 @@ def test_the_tuner_tries_other_rows_per_call_on_a_triangle():
     from polyc.tune.space import auto_variants
     prog = scaled.specialize(1.0, 1.0, *_data(30, 4)[:2]).program
     variants = auto_variants(prog)
+    assert {"triangle_rows": triangle_rows()} in variants
     assert {"triangle_rows": 2 * triangle_rows()} in variants
     assert {"triangle_rows": 1} in variants
     assert any("triangle_rows" in v for v in auto_variants(

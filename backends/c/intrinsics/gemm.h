@@ -192,6 +192,16 @@ static POLYC_GEMM_UNUSED void polyc_gemm_release(void *p, int cached)
 
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static POLYC_GEMM_UNUSED int64_t polyc_gemm_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_max(int64_t a, int64_t b) { return a > b ? a : b; }
+/* a + b, saturated at INT64_MIN and INT64_MAX (a band's unbounded side) */
+static POLYC_GEMM_UNUSED int64_t polyc_gemm_add_sat(int64_t a, int64_t b)
+{
+    if (b > 0 && a > INT64_MAX - b)
+        return INT64_MAX;
+    if (b < 0 && a < INT64_MIN - b)
+        return INT64_MIN;
+    return a + b;
+}
 
 
 /* The address offset of index r under d (digits from the last extent). */
@@ -739,6 +749,11 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
          * their offset tables once built (NULL: not built) */                    \
         const polyc_gemm_dims *a_rd, *a_cd, *b_rd, *b_cd;                             \
         const int64_t *a_rt, *a_ct, *b_rt, *b_ct;                                      \
+        /* polyc_gemmt: the band band_lo <= d <= band_hi, d = n - m (band           \
+         * POLYC_GEMM_BAND_MN: only those C(m, n)), k - m (_MK: A(m, k) is zero       \
+         * outside) or k - n (_NK: B(k, n) is zero outside); 0: no band */            \
+        int banded;                                                                    \
+        int64_t band_lo, band_hi;                                                      \
     } polyc_gemm_args_##SFX;                                                           \
                                                                                        \
     /* One MR x kc sliver of A through its maps (rows i0.., columns k0..). */      \
@@ -857,6 +872,24 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         }                                                                              \
     }                                                                                  \
                                                                                        \
+    /* A packed sliver d (w columns, the first r valid; rows k0.., first index      \
+     * f0) with its elements outside the band (k - index not in [lo, hi]) set to  \
+     * zero: the triangle of A (_MK) or B (_NK) that the domain leaves out. */    \
+    static void polyc_gemm_band_zero_##SFX(const polyc_gemm_args_##SFX *g,          \
+                                           POLYC_GEMM_T *restrict d, int64_t w,        \
+                                           int64_t r, int64_t kc, int64_t f0, int64_t k0) \
+    {                                                                                  \
+        int64_t k, i;                                                                  \
+        if (k0 - (f0 + r - 1) >= g->band_lo && k0 + kc - 1 - f0 <= g->band_hi)         \
+            return;                                  /* all inside */                  \
+        for (k = 0; k < kc; k++)                                                       \
+            for (i = 0; i < r; i++) {                                                  \
+                const int64_t e = (k0 + k) - (f0 + i);                                 \
+                if (e < g->band_lo || e > g->band_hi)                                  \
+                    d[k * w + i] = 0;                                                  \
+            }                                                                          \
+    }                                                                                  \
+                                                                                       \
     /* An A sliver (rows i0.., columns k0..) through the maps or the strides,      \
      * times alpha when alpha != 1 (the sliver is still in L1). */                 \
     static void polyc_gemm_pack_a_any_##SFX(const polyc_gemm_args_##SFX *g, int64_t mr, \
@@ -868,6 +901,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         else                                                                           \
             polyc_gemm_pack_a_##SFX(mr, kc, g->A + i0 * g->a_rs + k0 * g->a_cs, g->a_rs, \
                                     g->a_cs, d);                                       \
+        if (g->banded == POLYC_GEMM_BAND_MK)                                           \
+            polyc_gemm_band_zero_##SFX(g, d, POLYC_GEMM_MR, mr, kc, i0, k0);           \
         if (g->alpha != (POLYC_GEMM_T)1) {                                             \
             const POLYC_GEMM_T alpha = g->alpha;                                       \
             const int64_t len = kc * POLYC_GEMM_MR;                                    \
@@ -877,27 +912,80 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         }                                                                              \
     }                                                                                  \
                                                                                        \
+    /* A tile crossing the band's edge (polyc_gemmt): the micro-kernel's MR x NR   \
+     * product into a buffer, then only the elements in the band are stored       \
+     * (beta as in polyc_gemm_ukr: 0 overwrite, 1 add, 2 add g->beta * C; no      \
+     * bias, no ReLU: polyc_gemmt has no epilogue). */                            \
+    static void polyc_gemm_masked_##SFX(const polyc_gemm_args_##SFX *g, int64_t kc,    \
+                                        const POLYC_GEMM_T *a, const POLYC_GEMM_T *b,  \
+                                        POLYC_GEMM_T *c, int64_t r0, int64_t c0,       \
+                                        int64_t mr, int64_t nr, int beta)              \
+    {                                                                                  \
+        POLYC_GEMM_T buf[POLYC_GEMM_MR * POLYC_GEMM_NR];                               \
+        int64_t i, j;                                                                  \
+        polyc_gemm_ukr_##SFX(kc, a, b, buf, POLYC_GEMM_NR, 1, POLYC_GEMM_MR,           \
+                             POLYC_GEMM_NR, 0, 0, NULL, 0, 0);                         \
+        for (i = 0; i < mr; i++) {                                                     \
+            const int64_t d = c0 - (r0 + i);                                           \
+            const int64_t j0 = d >= g->band_lo ? 0 : g->band_lo - d;                   \
+            const int64_t j1 = d + nr - 1 <= g->band_hi ? nr : g->band_hi - d + 1;     \
+            POLYC_GEMM_T *ci = c + i * g->c_rs;                                        \
+            for (j = j0; j < j1; j++) {                                                \
+                POLYC_GEMM_T *cij = ci + j * g->c_cs;                                  \
+                const POLYC_GEMM_T v = buf[i * POLYC_GEMM_NR + j];                     \
+                *cij = beta == 0 ? v : beta == 1 ? *cij + v : g->beta * *cij + v;      \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
     /* Loops jr (slivers j_lo..j_hi of the B panel) and ir over a packed A block   \
      * of mcb rows starting at row i0. */                                          \
     static void polyc_gemm_macro_##SFX(const polyc_gemm_args_##SFX *g, int64_t kc,     \
                                        const POLYC_GEMM_T *ap, int64_t i0, int64_t mcb, \
                                        int64_t jc, int64_t nc, int64_t j_lo,           \
                                        int64_t j_hi, int beta, const POLYC_GEMM_T *bias, \
-                                       int relu)                                       \
+                                       int relu, int64_t pc)                           \
     {                                                                                  \
         int64_t jr, ir;                                                                \
         const int64_t msl = polyc_gemm_cdiv(mcb, POLYC_GEMM_MR);                       \
         for (jr = j_lo; jr < j_hi; jr++) {                                             \
             const int64_t nr = polyc_gemm_min(POLYC_GEMM_NR, nc - jr * POLYC_GEMM_NR);  \
+            const int64_t c0 = jc + jr * POLYC_GEMM_NR;                                \
             const POLYC_GEMM_T *bp = g->bpack + jr * POLYC_GEMM_NR * kc;               \
-            POLYC_GEMM_T *cj = g->C + i0 * g->c_rs + (jc + jr * POLYC_GEMM_NR) * g->c_cs; \
+            POLYC_GEMM_T *cj = g->C + i0 * g->c_rs + c0 * g->c_cs;                     \
             const POLYC_GEMM_T *bj = bias ? bias + jr * POLYC_GEMM_NR * g->bias_cs : NULL; \
-            for (ir = 0; ir < msl; ir++)                                               \
-                polyc_gemm_ukr_##SFX(kc, ap + ir * POLYC_GEMM_MR * kc, bp,             \
-                                     cj + ir * POLYC_GEMM_MR * g->c_rs, g->c_rs,       \
-                                     g->c_cs,                                          \
-                                     polyc_gemm_min(POLYC_GEMM_MR, mcb - ir * POLYC_GEMM_MR), \
-                                     nr, beta, g->beta, bj, g->bias_cs, relu);         \
+            for (ir = 0; ir < msl; ir++) {                                             \
+                const int64_t mr = polyc_gemm_min(POLYC_GEMM_MR, mcb - ir * POLYC_GEMM_MR); \
+                POLYC_GEMM_T *c = cj + ir * POLYC_GEMM_MR * g->c_rs;                   \
+                const int64_t r0 = i0 + ir * POLYC_GEMM_MR;                            \
+                int64_t ks = pc, ke = pc + kc;     /* the tile's part of the k block */ \
+                if (g->banded == POLYC_GEMM_BAND_MN) {                                 \
+                    /* the tile's n - m ranges over [dmin, dmax] */                    \
+                    const int64_t dmin = c0 - (r0 + mr - 1), dmax = c0 + nr - 1 - r0;  \
+                    if (dmax < g->band_lo || dmin > g->band_hi)                        \
+                        continue;                    /* outside the band: no C */      \
+                    if (dmin < g->band_lo || dmax > g->band_hi) {                      \
+                        polyc_gemm_masked_##SFX(g, kc, ap + ir * POLYC_GEMM_MR * kc, bp, \
+                                                c, r0, c0, mr, nr, beta);              \
+                        continue;                                                      \
+                    }                                                                  \
+                } else if (g->banded) {                                                \
+                    /* k in [first + lo, last + hi] of the tile's rows (_MK) or        \
+                     * columns (_NK): the packed operand is zero elsewhere */          \
+                    const int64_t f = g->banded == POLYC_GEMM_BAND_MK ? r0 : c0;        \
+                    const int64_t l = f + (g->banded == POLYC_GEMM_BAND_MK ? mr : nr) - 1; \
+                    ks = polyc_gemm_max(ks, polyc_gemm_add_sat(f, g->band_lo));        \
+                    ke = polyc_gemm_min(ke, polyc_gemm_add_sat(polyc_gemm_add_sat(l, g->band_hi), 1)); \
+                    if (ks >= ke) {                                                    \
+                        if (beta == 1)                                                 \
+                            continue;               /* adds nothing */                 \
+                        ks = ke = pc;                /* C = beta * C */                \
+                    }                                                                  \
+                }                                                                      \
+                polyc_gemm_ukr_##SFX(ke - ks, ap + ir * POLYC_GEMM_MR * kc + (ks - pc) * POLYC_GEMM_MR, \
+                                     bp + (ks - pc) * POLYC_GEMM_NR, c, g->c_rs,        \
+                                     g->c_cs, mr, nr, beta, g->beta, bj, g->bias_cs, relu); \
+            }                                                                          \
         }                                                                              \
     }                                                                                  \
                                                                                        \
@@ -922,10 +1010,18 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                 else                                                                   \
                     polyc_gemm_pack_b_##SFX(nr, kc, g->B + pc * g->b_rs + j0 * g->b_cs, g->b_rs, \
                                             g->b_cs, g->bpack + s * POLYC_GEMM_NR * kc); \
+                if (g->banded == POLYC_GEMM_BAND_NK)                                   \
+                    polyc_gemm_band_zero_##SFX(g, g->bpack + s * POLYC_GEMM_NR * kc,   \
+                                               POLYC_GEMM_NR, nr, kc, j0, pc);         \
             }                                                                          \
         } else if (p->kind == 1) {                                                     \
-            /* block c: the slivers [msl c / nic, msl (c + 1) / nic) */                \
+            /* block c: the slivers [msl c / nic, msl (c + 1) / nic); a band open      \
+             * below (a lower triangle: the last rows hold the most of it) is          \
+             * taken from its last block, the longest work first */                    \
             const int64_t msl = polyc_gemm_cdiv(g->M, POLYC_GEMM_MR);                  \
+            if ((g->banded == POLYC_GEMM_BAND_MN && g->band_lo == INT64_MIN) ||          \
+                (g->banded == POLYC_GEMM_BAND_MK && g->band_hi == INT64_MAX))          \
+                c = g->q.nic - 1 - c;                                                  \
             const int64_t r0 = msl * c / g->q.nic, r1 = msl * (c + 1) / g->q.nic;      \
             const int64_t i0 = r0 * POLYC_GEMM_MR;                                     \
             const int64_t mcb = polyc_gemm_min(r1 * POLYC_GEMM_MR, g->M) - i0;         \
@@ -934,7 +1030,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                 polyc_gemm_pack_a_any_##SFX(g, polyc_gemm_min(POLYC_GEMM_MR, mcb - s * POLYC_GEMM_MR), \
                                             kc, i0 + s * POLYC_GEMM_MR, pc,            \
                                             ap + s * POLYC_GEMM_MR * kc);              \
-            polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, p->nsl, beta, bias, relu); \
+            polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, p->nsl, beta, bias, relu, pc); \
         } else if (p->kind == 2) {                                                     \
             const int64_t s1 = polyc_gemm_min((c + 1) * p->ach, p->bsl);               \
             for (s = c * p->ach; s < s1; s++)                                          \
@@ -943,7 +1039,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                                             g->apack + s * POLYC_GEMM_MR * kc);        \
         } else {                                                                       \
             polyc_gemm_macro_##SFX(g, kc, g->apack, p->i0, p->mcb, jc, nc, c * p->ch,  \
-                                   polyc_gemm_min((c + 1) * p->ch, p->nsl), beta, bias, relu); \
+                                   polyc_gemm_min((c + 1) * p->ch, p->nsl), beta, bias, relu, pc); \
         }                                                                              \
     }                                                                                  \
                                                                                        \
@@ -974,9 +1070,17 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             for (j = 0; j < g->N; j++) {                                               \
                 const int64_t bj = polyc_gemm_at(NULL, g->b_cd, g->b_cs, j);           \
                 POLYC_GEMM_T s = 0, *cij = g->C + i * g->c_rs + j * g->c_cs;           \
-                for (k = 0; k < g->K; k++)                                             \
+                if (g->banded == POLYC_GEMM_BAND_MN &&                                 \
+                    (j - i < g->band_lo || j - i > g->band_hi))                        \
+                    continue;                                                          \
+                for (k = 0; k < g->K; k++) {                                           \
+                    const int64_t e = k - (g->banded == POLYC_GEMM_BAND_MK ? i : j);   \
+                    if (g->banded >= POLYC_GEMM_BAND_MK &&                             \
+                        (e < g->band_lo || e > g->band_hi))                            \
+                        continue;                                                      \
                     s += g->A[ai + polyc_gemm_at(NULL, g->a_cd, g->a_cs, k)] *         \
                          g->B[polyc_gemm_at(NULL, g->b_rd, g->b_rs, k) + bj];          \
+                }                                                                      \
                 if (g->K > 0 && g->alpha != (POLYC_GEMM_T)1)                           \
                     s *= g->alpha;                                                     \
                 if (g->beta == (POLYC_GEMM_T)1)                                        \
@@ -1021,8 +1125,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
              * core slowed by another process (the B panel streams once per            \
              * block, from L2/L3); their sizes differ by at most one sliver */         \
             int64_t nic = polyc_gemm_cdiv(M, POLYC_GEMM_MC);                           \
-            if (nt > 1 && nic < 3 * nt)                                                \
-                nic = polyc_gemm_min(3 * nt, msl / 2);                                 \
+            if (nt > 1 && nic < (g->banded ? 4 : 3) * nt)                              \
+                nic = polyc_gemm_min((g->banded ? 4 : 3) * nt, msl / 2);              \
             nic = polyc_gemm_cdiv(nic, nt) * nt;                                       \
             g->q.nic = nic;                                                            \
             g->q.mc = polyc_gemm_cdiv(msl, nic) * POLYC_GEMM_MR;                       \
@@ -1070,6 +1174,29 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
         g.alpha = alpha; g.beta = beta;                                                \
         g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;                             \
+        polyc_gemm_run_##SFX(&g, nthreads);                                            \
+    }                                                                                  \
+                                                                                       \
+    POLYC_GEMM_API void polyc_gemmt_##SFX(                                             \
+        int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
+        int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
+        POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs, POLYC_GEMM_T alpha,               \
+        POLYC_GEMM_T beta, int band, int64_t band_lo, int64_t band_hi, int nthreads)   \
+    {                                                                                  \
+        polyc_gemm_args_##SFX g;                                                       \
+        if (M <= 0 || N <= 0)                                                          \
+            return;                                                                    \
+        if (band == POLYC_GEMM_BAND_MN && (band_lo > band_hi || band_hi < -(M - 1) ||  \
+                                           band_lo > N - 1))                           \
+            return;                                      /* no element of C */         \
+        memset(&g, 0, sizeof g);                                                       \
+        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
+        g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
+        g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
+        g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
+        g.alpha = alpha; g.beta = beta;                                                \
+        g.banded = band >= POLYC_GEMM_BAND_MN && band <= POLYC_GEMM_BAND_NK ? band : 0; \
+        g.band_lo = band_lo; g.band_hi = band_hi;                                      \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }                                                                                  \
                                                                                        \

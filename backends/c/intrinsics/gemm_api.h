@@ -37,10 +37,21 @@ typedef struct {
         int64_t M, int64_t N, int64_t K, const T *A, const polyc_gemm_dims *a_rows,    \
         const polyc_gemm_dims *a_cols, const T *B, const polyc_gemm_dims *b_rows,      \
         const polyc_gemm_dims *b_cols, T *C, int64_t c_rs, int64_t c_cs, T alpha,      \
-        T beta, const T *bias, int64_t bias_cs, int relu, int nthreads);
+        T beta, const T *bias, int64_t bias_cs, int relu, int nthreads);                \
+    POLYC_GEMM_API void polyc_gemmt_##SFX(                                             \
+        int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs, int64_t a_cs,       \
+        const T *B, int64_t b_rs, int64_t b_cs, T *C, int64_t c_rs, int64_t c_cs,      \
+        T alpha, T beta, int band, int64_t band_lo, int64_t band_hi, int nthreads);
 POLYC_GEMM_DECLARE(float, f32)
 POLYC_GEMM_DECLARE(double, f64)
 #undef POLYC_GEMM_DECLARE
+
+/* The band of polyc_gemmt: band_lo <= d <= band_hi with d = n - m (only those
+ * elements of C are stored), k - m (A(m, k) is zero outside: a triangular A)
+ * or k - n (B(k, n) is zero outside); INT64_MIN / INT64_MAX: unbounded. */
+#define POLYC_GEMM_BAND_MN 1
+#define POLYC_GEMM_BAND_MK 2
+#define POLYC_GEMM_BAND_NK 3
 
 /* Which micro-kernel the build uses: "avx512", "avx2" or "portable". */
 POLYC_GEMM_API const char *polyc_gemm_isa(void);
