@@ -231,6 +231,43 @@ def _band_of(dom: isl.Set, bx: isl.Set, p0: int, p1: int, over: isl.Set):
     return lo, hi
 
 
+def inplace_reason(program: Program, stmt: Statement, m: GemmMatch) -> str | None:
+    """Why one call of ``m`` over its band (``GemmMatch.band``; the output
+    ``m.c`` is also an operand, the reduction one iterator) would not
+    compute what the source order does, ``None`` when it does.  The call
+    (``polyc_gemmt``) packs the operands of each panel of the reduction
+    before it writes C, the panels in ascending order, and C accumulates
+    (beta 1).  So for every element read through the operand at reduction
+    index ``k_r`` and written by an instance at ``k_w`` (isl, exact, under
+    the parameter context): ``k_w >= k_r`` (the panel that reads it is
+    packed before any panel writes it), and the source order writes it
+    after it reads it (the source reads the element's value from before
+    the call, as the call does).  PolyBench's ``trmm`` (``B(i, j) += A(k,
+    i) * B(k, j)`` for ``k > i``, ``i`` ascending) passes; the same update
+    with ``i`` descending reads rows the source has already updated."""
+    its = list(stmt.iterators)
+    kp = its.index(m.k[0])
+    ctx = program.parameter_domain()
+    reads = [r for r in stmt.reads if r.get_tuple_name(isl.dim_type.out) == m.c
+             and not r.is_equal(stmt.write)]
+    if len(reads) != 1:
+        return f"{m.c} is read through more than one operand access"
+    write = stmt.write.intersect_domain(stmt.domain)
+    pairs = reads[0].intersect_domain(stmt.domain).apply_range(write.reverse())  # r -> w
+    pairs = pairs.intersect_params(ctx)
+    early = pairs.order_gt(isl.dim_type.in_, kp, isl.dim_type.out, kp)         # k_r > k_w
+    if not early.is_empty():
+        return (f"an element of {m.c} read at one reduction index is written at a smaller "
+                f"one ({early.coalesce()}): a panel would be packed after it is written")
+    order = program.order.get_map().intersect_domain(isl.UnionSet.from_set(stmt.domain))
+    before = order.lex_lt_union_map(order)                                       # x -> later y
+    flow = isl.UnionMap.from_map(pairs.reverse()).intersect(before)              # w before r
+    if not flow.is_empty():
+        return (f"the source reads elements of {m.c} after it updates them "
+                f"({flow.coalesce()}): the call would read them before")
+    return None
+
+
 def read_while_written(program: Program, stmt: Statement, part: isl.Set, m: GemmMatch,
                        rows: int = 0) -> str | None:
     """Why one call of ``m`` would read an element of its output that it

@@ -164,6 +164,14 @@ class GemmMatch:
     #: the call (PolyBench's ``trmm``: the diagonal edge of a block's rows
     #: reads rows the call writes); ``None``: none
     moved: object = None
+    #: the output is also an operand, over a band (PolyBench's ``trmm``,
+    #: ``B(i, j) += A(k, i) * B(k, j)`` for ``k > i``): one call, which packs
+    #: each panel of the reduction before it writes C, the panels in
+    #: ascending order, C accumulating (beta 1): legal when no element is
+    #: read through the operand after the source wrote it, nor written at a
+    #: smaller reduction index than one it is read at
+    #: (:func:`polyc.callbox.inplace_reason`)
+    inplace: bool = False
     #: in a loop program, the call takes the place of the group's last
     #: instance instead of its first: no instance between them depends on
     #: the group, and the call depends on some (PolyBench's ``symm``: the
@@ -207,6 +215,9 @@ class GemmMatch:
             scalars = [f"{name} = {_scalar_text(v)}" for name, v in
                        (("alpha", self.alpha), ("beta", self.beta)) if v is not None]
             extra += "; " + ", ".join(scalars) + (f" ({self.scale} folded)" if self.scale else "")
+        if self.inplace:
+            extra += (f"; in place ({self.c} is also an operand: each panel of the reduction "
+                      "is packed before the call writes it)")
         if self.at_last:
             extra += ("; the call runs where the last of its instances ran (it depends on "
                       "statements between them, none of which depends on it)")

@@ -339,8 +339,8 @@ def match_gemm(program: Program, stmt: Statement, *,
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         reason = ("the iteration domain is not the full box of the tensor extents in the "
                   f"iterators the call scans (the box also holds {extra})")
-        if not band or tensor_cores or gather or aliased or len(m_keep) != 1 \
-                or len(n_keep) != 1:
+        if not band or tensor_cores or gather or len(m_keep) != 1 or len(n_keep) != 1 \
+                or (aliased and (len(k) != 1 or program.order is None)):
             return reason
         pos = stmt.iterators.index
         got = callbox.band(stmt.domain, box, {"m": pos(m_keep[0]), "n": pos(n_keep[0]),
@@ -363,7 +363,14 @@ def match_gemm(program: Program, stmt: Statement, *,
             # the call overwrites the band only: the rest of the
             # initialisation runs as its own statement
             found = replace(found, init=None)
-    if aliased:
+        if aliased:
+            # in place (trmm): the call packs each panel of the reduction
+            # before it writes C, panels in ascending order (beta 1)
+            why = callbox.inplace_reason(program, stmt, found)
+            if why:
+                return f"{reason}; over its band {why}"
+            return replace(found, extents=tuple(extents), init=None, inplace=True)
+    elif aliased:
         reason = callbox.read_while_written(program, stmt, stmt.domain, found)
         if reason:
             return reason
@@ -604,7 +611,8 @@ def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | Non
     to the update is the caller's concern (:mod:`polyc.schedule.tensorize`).
     """
     stmt = program.statement(m.statement)
-    if cand.name == stmt.name or cand.tensor != m.c or _plain(cand.lhs) is None:
+    if cand.name == stmt.name or cand.tensor != m.c or _plain(cand.lhs) is None \
+            or m.inplace:       # (in place: beta 1, C is also read as an operand)
         return None
     if cand.kind in ("init", "assign") and _is_zero(cand.rhs):
         beta: E.Expr | None = E.Const(0.0)

@@ -1,13 +1,18 @@
 """Contractions whose output is also an operand (PolyBench's ``trmm``,
 ``B(i, j) += A(k, i) * B(k, j)``) on the GEMM micro-kernel, issue 15 item 3.
 
-A call may read its output through an operand only where no call reads an
-element it writes (:func:`polyc.callbox.read_while_written`); the diagonal
-edge of a block that the call depends on runs right before it when nothing
-it passes forbids that (``GemmMatch.moved``,
-:func:`polyc.schedule.tensorize_auto._atomic_reason`).  Against plain
-Python loops at sizes around the block of rows, and the refusals with their
-reasons.
+Over a band (trmm's ``k > i``), one call in place: each panel of the
+reduction is packed before the call writes C, so an element read at
+reduction index ``k_r`` may be written only at ``k_w >= k_r``, and the
+source must read it before writing it (:func:`polyc.callbox.inplace_reason`;
+a recurrence fails and takes row blocks).  On row blocks
+(``Config.triangle_rows``), a call may read its output through an operand
+only where no call reads an element it writes
+(:func:`polyc.callbox.read_while_written`); the diagonal edge of a block
+that the call depends on runs right before it when nothing it passes
+forbids that (``GemmMatch.moved``, :func:`polyc.schedule.callorder.atomic_reason`).
+Against plain Python loops at sizes around the block of rows, and the
+refusals with their reasons.
 """
 
 from __future__ import annotations
@@ -72,9 +77,16 @@ def clobbered(C, A, B):
 SIZES = [(0, 4), (1, 3), (5, 2), (28, 7), (29, 1), (57, 9), (90, 33)]
 
 
-def _called(kern):
-    assert "polyc_gemm_f64(" in kern.source, kern.explain()
+def _called(kern, banded=False):
+    call = "polyc_gemmt_f64(" if banded else "polyc_gemm_f64("
+    assert call in kern.source, kern.explain()
     assert "S0 tensorized onto gemm" in kern.explain()
+
+
+def _rows(kern):
+    """``kern`` compiled with calls on blocks of rows."""
+    from polyc.callbox import triangle_rows
+    return polyc.kernel(kern.py_func, config=polyc.Config(triangle_rows=triangle_rows()))
 
 
 @pytest.mark.parametrize("m,n", SIZES)
@@ -86,8 +98,15 @@ def test_trmm_in_place_matches_its_loops(m, n):
     got = B.copy()
     backward(1.5, A, got)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    kern = backward.specialize(1.5, A, got)
+    _called(kern, banded=True)      # one call over the band, in place
+    assert "in place (B is also an operand" in kern.explain()
+    assert "POLYC_GEMM_BAND_MK" in kern.source
+    got = B.copy()
+    _rows(backward)(1.5, A, got)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     if m >= 28:                 # a full block of rows exists
-        _called(backward.specialize(1.5, A, got))
+        _called(_rows(backward).specialize(1.5, A, got))
 
 
 @pytest.mark.parametrize("m,n", SIZES)
@@ -99,15 +118,33 @@ def test_a_recurrence_through_the_output_reads_finished_rows(m, n):
     got = B.copy()
     forward(got, A)
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+    kern = forward.specialize(got, A)
+    # one call over the band would read rows before the source updates them
+    assert "polyc_gemmt_f64(" not in kern.source
     if m >= 28:
-        _called(forward.specialize(got, A))
+        _called(kern)
+        assert "is written at a smaller one" in kern.explain() or \
+            "full part of each block of rows" in kern.explain()
+
+
+def test_the_band_refuses_a_recurrence_with_the_reason():
+    from polyc.intrinsics import match_gemm
+    from polyc.schedule.tensorize_auto import as_updates
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((40, 40)), rng.standard_normal((40, 6))
+    prog = as_updates(forward.specialize(B, A).program)
+    why = match_gemm(prog, prog.statement("S0"))
+    assert isinstance(why, str) and "read at one reduction index is written at a smaller" in why
+    prog = as_updates(backward.specialize(1.0, A, B).program)
+    m = match_gemm(prog, prog.statement("S0"))
+    assert not isinstance(m, str) and m.inplace and m.band.pair == "mk" and m.init is None
 
 
 def test_polybench_trmm_calls_the_micro_kernel_at_small():
     bench = BENCHMARKS["trmm"]
     args = bench.init(bench.sizes["SMALL"], np.float64)
     kern = bench.kernel.specialize(*fresh(args))
-    _called(kern)
+    _called(kern, banded=True)
     got, want = fresh(args), fresh(args)
     bench.kernel(*got)
     bench.reference(*want)

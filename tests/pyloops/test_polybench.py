@@ -108,18 +108,17 @@ def test_benchmark_runner_json(capsys):
 
 #: PolyBench's BLAS kernels that reach the GEMM micro-kernel, with the
 #: number of calls (issue 15, item 3); the others say why in explain().
-#: syrk's and syr2k's (two calls: a sum of two products) triangles of C
-#: and symm's two updates (triangles of A in the reduction) are one call
-#: each over their band (polyc_gemmt, polyc.callbox.band; symm's update of C
-#: runs where its last instance did); trmm calls it on the full part of
-#: each block of rows (its output is also an operand, and the diagonal
-#: edge of a block runs before its call); doitgen's accumulator is
+#: syrk's and syr2k's (two calls: a sum of two products) triangles of C,
+#: symm's two updates and trmm's (triangles of A in the reduction) are one
+#: call each over their band (polyc_gemmt, polyc.callbox.band; symm's update
+#: of C runs where its last instance did; trmm's output is also its operand
+#: B: in place, polyc.callbox.inplace_reason); doitgen's accumulator is
 #: expanded first (polyc.expansion.expand_array).
 TENSORIZED = {"gemm": 1, "2mm": 2, "3mm": 3, "syrk": 1, "syr2k": 1, "symm": 2, "trmm": 1,
               "doitgen": 1}
 #: the kernels whose calls are over a band, and the band's kind
 BANDED = {"syrk": "POLYC_GEMM_BAND_MN", "syr2k": "POLYC_GEMM_BAND_MN",
-          "symm": "POLYC_GEMM_BAND_MK"}
+          "symm": "POLYC_GEMM_BAND_MK", "trmm": "POLYC_GEMM_BAND_MK"}
 #: Matrix-vector kernels keep their loops, and explain says why.
 NOT_TENSORIZED = {"atax": "not a matrix product", "mvt": "not a matrix product"}
 

@@ -153,3 +153,21 @@ def test_a_lower_triangle_with_strided_operands(lib):
     low = np.tril(np.ones((n, n), bool))
     want[:, :n][low] = (2.0 * A @ A.T + 0.5 * big[:, :n])[low]
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+@pytest.mark.parametrize("M,N", [(1, 3), (17, 5), (64, 40), (300, 70), (800, 33)])
+def test_in_place_over_a_triangle_of_a(lib, M, N, nt):
+    """PolyBench's trmm as one call in place: ``B(i, j) += A(k, i) * B(k, j)``
+    for ``k > i`` with C and B the same array.  Each panel of the
+    reduction (rows k of B) is packed before any C row is written, the
+    panels ascending, so every row reads the others' values from before
+    the call, as the source (``i`` ascending) does."""
+    rng = np.random.default_rng(M + N)
+    A = rng.standard_normal((M, M))
+    B0 = rng.standard_normal((M, N))
+    want = B0 + np.triu(A.T, 1) @ B0
+    B = B0.copy()
+    lib.gemmt_f64(M, N, M, A.ctypes.data, 1, M, B.ctypes.data, N, 1, B.ctypes.data, N, 1,
+                  1.0, 1.0, MK, 1, HI, nt)
+    np.testing.assert_allclose(B, want, rtol=1e-11, atol=1e-11 * M)

@@ -3,7 +3,7 @@ with AVX-512 / AVX2 / portable micro-kernels) and the texts the C backend
 builds from them.
 
 Generated kernels do not paste ``gemm.h``: they paste its interface
-(:func:`api_text`, ``gemm_api.h``: one struct and five prototypes) and link
+(:func:`api_text`, ``gemm_api.h``: one struct, the band kinds and seven prototypes) and link
 the *intrinsics library*, a shared library compiled from
 :func:`library_source` once per machine, compiler, flags and polyc version
 (``backends/c/build.py``'s :func:`~polyc.backends.c.build.intrinsics_library`,
@@ -39,7 +39,8 @@ def _read(name: str) -> str:
 def api_text() -> str:
     """What a kernel that calls the GEMM pastes: :data:`LINK_MARK`, then
     ``gemm_api.h`` (the ``polyc_gemm_dims`` struct and the extern prototypes
-    of ``polyc_gemm_{f32,f64}``, ``polyc_gemmx_{f32,f64}``, ``polyc_gemm_isa``)."""
+    of ``polyc_gemm_{f32,f64}``, ``polyc_gemmx_{f32,f64}``, ``polyc_gemmt_{f32,f64}``,
+    ``polyc_gemm_isa``)."""
     return f"{LINK_MARK}\n{_read('gemm_api.h')}"
 
 

@@ -27,6 +27,22 @@
  *     with no im2col buffer: packing gathers the window.  A map whose digits
  *     form one arithmetic progression is used as a stride; any other is turned
  *     into an offset table (one int64 per index) in the packing block.
+ *   void polyc_gemmt_f32(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
+ *                        alpha, beta, band, band_lo, band_hi, nthreads);
+ *     the same over a band (no bias, no ReLU): band POLYC_GEMM_BAND_MN stores
+ *     only the C(m, n) with band_lo <= n - m <= band_hi (BLIS's gemmt: a
+ *     triangle of C; register tiles outside it are skipped, tiles crossing
+ *     its edge computed into a buffer and stored through the mask);
+ *     POLYC_GEMM_BAND_MK (_NK) sums only over band_lo <= k - m (k - n) <=
+ *     band_hi (a triangular A, B: their slivers are packed with zeros outside
+ *     the band and each tile runs over the part of the k block its rows
+ *     (columns) reach); INT64_MIN / INT64_MAX: that side unbounded.  The k
+ *     blocks run in ascending order and each packs its B panel before any C
+ *     is written, so with beta 1 C may also be an operand when no element is
+ *     written at a smaller k than one it is read at (PolyBench's trmm:
+ *     polyc.callbox.inplace_reason).  With a band of C open below (or of A:
+ *     the last rows hold most of the work) the blocks of rows are taken from
+ *     the last.
  *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
  *
  * M, N or K may be 0 (K == 0: C = beta * C + epilogue, C not read if beta == 0).
@@ -1015,12 +1031,12 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                                                POLYC_GEMM_NR, nr, kc, j0, pc);         \
             }                                                                          \
         } else if (p->kind == 1) {                                                     \
-            /* block c: the slivers [msl c / nic, msl (c + 1) / nic); a band open      \
-             * below (a lower triangle: the last rows hold the most of it) is          \
-             * taken from its last block, the longest work first */                    \
+            /* block c: the slivers [msl c / nic, msl (c + 1) / nic); a band of C or   \
+             * A open below (n or k <= m + hi: the last rows hold the most of it)     \
+             * is taken from its last block, the longest work first */               \
             const int64_t msl = polyc_gemm_cdiv(g->M, POLYC_GEMM_MR);                  \
-            if ((g->banded == POLYC_GEMM_BAND_MN && g->band_lo == INT64_MIN) ||          \
-                (g->banded == POLYC_GEMM_BAND_MK && g->band_hi == INT64_MAX))          \
+            if ((g->banded == POLYC_GEMM_BAND_MN || g->banded == POLYC_GEMM_BAND_MK) &&    \
+                g->band_lo == INT64_MIN)                                               \
                 c = g->q.nic - 1 - c;                                                  \
             const int64_t r0 = msl * c / g->q.nic, r1 = msl * (c + 1) / g->q.nic;      \
             const int64_t i0 = r0 * POLYC_GEMM_MR;                                     \
@@ -1060,11 +1076,52 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
     }                                                                                  \
                                                                                        \
+    /* The simple loops of a band of the reduction (_MK, _NK) in the packed      \
+     * path's order: C = beta * C, then for each k (a panel of one), the row k    \
+     * of B copied (64 columns at a time) before any C of those columns is       \
+     * written: in place (the output also an operand, polyc.callbox's            \
+     * inplace_reason) as the packed path is. */                                 \
+    static void polyc_gemm_simple_panels_##SFX(const polyc_gemm_args_##SFX *g)         \
+    {                                                                                  \
+        POLYC_GEMM_T buf[64];                                                          \
+        int64_t i, j, k, j0;                                                           \
+        if (g->beta != (POLYC_GEMM_T)1)                                                \
+            for (i = 0; i < g->M; i++)                                                 \
+                for (j = 0; j < g->N; j++) {                                           \
+                    POLYC_GEMM_T *cij = g->C + i * g->c_rs + j * g->c_cs;              \
+                    *cij = g->beta == (POLYC_GEMM_T)0 ? (POLYC_GEMM_T)0 : g->beta * *cij; \
+                }                                                                      \
+        for (j0 = 0; j0 < g->N; j0 += 64) {                                            \
+            const int64_t nj = polyc_gemm_min(64, g->N - j0);                          \
+            for (k = 0; k < g->K; k++) {                                               \
+                for (j = 0; j < nj; j++) {                                             \
+                    const int64_t e = k - (j0 + j);                                    \
+                    buf[j] = g->banded == POLYC_GEMM_BAND_NK &&                        \
+                        (e < g->band_lo || e > g->band_hi) ? (POLYC_GEMM_T)0           \
+                        : g->B[k * g->b_rs + (j0 + j) * g->b_cs];                      \
+                }                                                                      \
+                for (i = 0; i < g->M; i++) {                                           \
+                    POLYC_GEMM_T a, *ci = g->C + i * g->c_rs + j0 * g->c_cs;           \
+                    if (g->banded == POLYC_GEMM_BAND_MK &&                             \
+                        (k - i < g->band_lo || k - i > g->band_hi))                    \
+                        continue;                                                      \
+                    a = g->alpha * g->A[i * g->a_rs + k * g->a_cs];                    \
+                    for (j = 0; j < nj; j++)                                           \
+                        ci[j * g->c_cs] += a * buf[j];                                 \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
     /* K == 0 (or alpha == 0), or no memory for the packing buffers:              \
      * straightforward loops. */                                                   \
     static void polyc_gemm_simple_##SFX(const polyc_gemm_args_##SFX *g)                \
     {                                                                                  \
         int64_t i, j, k;                                                               \
+        if (g->banded >= POLYC_GEMM_BAND_MK && g->K > 0) {                             \
+            polyc_gemm_simple_panels_##SFX(g);                                         \
+            return;                                                                    \
+        }                                                                              \
         for (i = 0; i < g->M; i++) {                                                   \
             const int64_t ai = polyc_gemm_at(NULL, g->a_rd, g->a_rs, i);               \
             for (j = 0; j < g->N; j++) {                                               \
