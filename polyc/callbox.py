@@ -30,9 +30,9 @@ from dataclasses import replace
 import islpy as isl
 
 from . import expr as E
-from .gemm_match import GemmMatch
+from .gemm_match import Band, GemmMatch
 from .ir import Program, Statement
-from .isl_util import CTX, pw_aff_to_expr
+from .isl_util import CTX, pw_aff_to_expr, zero_based_box
 
 #: At least this many rows of C per call of a triangular contraction.
 MIN_TRIANGLE_ROWS = 24
@@ -229,6 +229,73 @@ def _band_of(dom: isl.Set, bx: isl.Set, p0: int, p1: int, over: isl.Set):
     if lo is None and hi is None:
         return "the domain is its box"
     return lo, hi
+
+
+def band_match(program: Program, stmt: Statement, found: GemmMatch, box: isl.Set, bounds,
+               aliased: bool) -> GemmMatch | str:
+    """``found`` (a match of ``stmt`` whose domain is not its zero-based
+    ``box``; ``bounds``: ``(position, extent)`` of the scanned iterators)
+    as one call over the band the domain is (:func:`band`), or the reason
+    it is none.  A folded ``+=!`` initialisation stays when it writes
+    exactly the elements the call writes; ``aliased`` (the output is also
+    an operand): in place when :func:`inplace_reason` allows, with beta 1."""
+    ctx = program.parameter_domain()
+    pos = stmt.iterators.index
+    k = found.k
+    got = band(stmt.domain, box, {"m": pos(found.m[0]), "n": pos(found.n[0]),
+                                  "k": pos(k[0]) if len(k) == 1 else None,
+                                  "reduction": [pos(it) for it in k]}, ctx)
+    if isinstance(got, str):
+        return got
+    pair, lo, hi = got
+    # the elements of C the call writes: its box of rows and columns (also
+    # where the reduction is empty: beta * C), within the band for a band
+    # of C; the extents as total functions of the sizes
+    rows_of = zero_based_box(dropped(stmt.domain, [pos(it) for it in k]),
+                             [(p, _total(e)) for p, e in bounds
+                              if p in (pos(found.m[0]), pos(found.n[0]))])
+    found = replace(found, band=Band(pair, *(None if pa is None else pw_aff_to_expr(pa, ctx)
+                                             for pa in (lo, hi)), rows=rows_of))
+    if found.init and not program.statement(found.init).write.range().intersect_params(
+            ctx).is_equal(called_elements(program, found).range().intersect_params(ctx)):
+        # the call overwrites the band only: the rest of the initialisation
+        # runs as its own statement
+        found = replace(found, init=None)
+    if aliased:
+        # in place (trmm): the call packs each panel of the reduction before
+        # it writes C, the panels in ascending order (beta 1)
+        why = inplace_reason(program, stmt, found)
+        if why:
+            return f"over its band {why}"
+        return replace(found, init=None, inplace=True)
+    return found
+
+
+def _total(pa: isl.PwAff) -> isl.PwAff:
+    """A one-piece ``pa`` (an extent such as ``N - 1``, defined where the
+    domain is not empty) as that affine function everywhere."""
+    pieces = pa.get_pieces()
+    return isl.PwAff.from_aff(pieces[0][1]) if len(pieces) == 1 else pa
+
+
+def called_elements(program: Program, m: GemmMatch) -> isl.Map:
+    """The elements of C the call writes: the update's, also where its
+    reduction is empty (``K = 0``: the call still sets ``C = beta * C``).
+    Calls over blocks whose bounds come from their instances
+    (``GemmMatch.bounds``, :mod:`polyc.callbox`) write exactly the update's
+    elements: a row whose reduction is empty in a triangle (``k < i`` at
+    ``i = 0``) is in no call's box."""
+    stmt = program.statement(m.statement)
+    called = stmt.write.intersect_domain(stmt.domain)
+    if m.bounds:
+        return called
+    if m.band is not None:          # the band's elements, or the box's (callbox.band)
+        called = stmt.write
+    for it in m.k:
+        called = called.drop_constraints_involving_dims(
+            isl.dim_type.in_, stmt.iterators.index(it), 1)
+    return called if m.band is None else called.intersect_domain(m.band.rows)
+
 
 
 def inplace_reason(program: Program, stmt: Statement, m: GemmMatch) -> str | None:

@@ -44,6 +44,7 @@ import islpy as isl
 from . import callbox
 from . import expr as E
 from .bounds import tensor_box
+from .callbox import called_elements  # noqa: F401  (re-exported: polyc.schedule.parts)
 from .gemm_match import (  # noqa: F401  (re-exported: the match and its constants)
     GEMM_DTYPES,
     MAX_DIGITS,
@@ -52,7 +53,6 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     TENSOR_CORE_MIN_ARCH,
     TENSOR_CORE_THREADS,
     TENSOR_CORE_TILE,
-    Band,
     GemmMatch,
     tensor_core_support,
 )
@@ -334,7 +334,6 @@ def match_gemm(program: Program, stmt: Statement, *,
             extents.append((it, None, pw_aff_to_expr(own, ctx)))
         bounds.append((pos, ext))
     box = zero_based_box(box, bounds)
-    banded = None
     if not stmt.domain.intersect_params(ctx).is_equal(box.intersect_params(ctx)):
         extra = box.intersect_params(ctx).subtract(stmt.domain).coalesce()
         reason = ("the iteration domain is not the full box of the tensor extents in the "
@@ -342,46 +341,15 @@ def match_gemm(program: Program, stmt: Statement, *,
         if not band or tensor_cores or gather or len(m_keep) != 1 or len(n_keep) != 1 \
                 or (aliased and (len(k) != 1 or program.order is None)):
             return reason
-        pos = stmt.iterators.index
-        got = callbox.band(stmt.domain, box, {"m": pos(m_keep[0]), "n": pos(n_keep[0]),
-                                              "k": pos(k[0]) if len(k) == 1 else None,
-                                              "reduction": [pos(it) for it in k]}, ctx)
+        got = callbox.band_match(program, stmt, found, box, bounds, aliased)
         if isinstance(got, str):
             return f"{reason}; {got}"
-        pair, lo, hi = got
-        # the elements of C the call writes: its box of rows and columns
-        # (also where the reduction is empty: beta * C), within the band
-        # for a band of C; the extents as total functions of the sizes
-        free = callbox.dropped(stmt.domain, [pos(it) for it in k])
-        rows_of = zero_based_box(free, [(p, _total(e)) for p, e in bounds
-                                        if p in (pos(m_keep[0]), pos(n_keep[0]))])
-        banded = Band(pair, *(None if pa is None else pw_aff_to_expr(pa, ctx)
-                              for pa in (lo, hi)), rows=rows_of)
-        found = replace(found, band=banded)
-        if found.init and not program.statement(found.init).write.range().intersect_params(
-                ctx).is_equal(called_elements(program, found).range().intersect_params(ctx)):
-            # the call overwrites the band only: the rest of the
-            # initialisation runs as its own statement
-            found = replace(found, init=None)
-        if aliased:
-            # in place (trmm): the call packs each panel of the reduction
-            # before it writes C, panels in ascending order (beta 1)
-            why = callbox.inplace_reason(program, stmt, found)
-            if why:
-                return f"{reason}; over its band {why}"
-            return replace(found, extents=tuple(extents), init=None, inplace=True)
-    elif aliased:
+        return replace(got, extents=tuple(extents))
+    if aliased:
         reason = callbox.read_while_written(program, stmt, stmt.domain, found)
         if reason:
             return reason
-    return replace(found, extents=tuple(extents), band=banded)
-
-
-def _total(pa: isl.PwAff) -> isl.PwAff:
-    """A one-piece ``pa`` (an extent such as ``N - 1``, defined where the
-    domain is not empty) as that affine function everywhere."""
-    pieces = pa.get_pieces()
-    return isl.PwAff.from_aff(pieces[0][1]) if len(pieces) == 1 else pa
+    return replace(found, extents=tuple(extents))
 
 
 def _terms(e: E.Expr) -> list[E.Expr]:
@@ -565,25 +533,6 @@ def _each_called_once(program: Program, m: GemmMatch, st: Statement) -> bool:
     return (st.write.range().intersect_params(ctx).is_equal(
         called_elements(program, m).range().intersect_params(ctx))
         and st.write.intersect_domain(st.domain).intersect_params(ctx).is_injective())
-
-
-def called_elements(program: Program, m: GemmMatch) -> isl.Map:
-    """The elements of C the call writes: the update's, also where its
-    reduction is empty (``K = 0``: the call still sets ``C = beta * C``).
-    Calls over blocks whose bounds come from their instances
-    (``GemmMatch.bounds``, :mod:`polyc.callbox`) write exactly the update's
-    elements: a row whose reduction is empty in a triangle (``k < i`` at
-    ``i = 0``) is in no call's box."""
-    stmt = program.statement(m.statement)
-    called = stmt.write.intersect_domain(stmt.domain)
-    if m.bounds:
-        return called
-    if m.band is not None:          # the band's elements, or the box's (callbox.band)
-        called = stmt.write
-    for it in m.k:
-        called = called.drop_constraints_involving_dims(
-            isl.dim_type.in_, stmt.iterators.index(it), 1)
-    return called if m.band is None else called.intersect_domain(m.band.rows)
 
 
 def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | None:

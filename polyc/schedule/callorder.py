@@ -28,7 +28,6 @@ from ..isl_util import CTX, maps_of, sets_of
 from .parts import restricted
 from .tensorize import projections
 
-
 #: What :func:`atomic_reason` returns as the instances to move when the call
 #: runs at the place of its group's last instance (``GemmMatch.at_last``).
 AT_LAST = "at the last instance"
@@ -63,8 +62,9 @@ def atomic_reason(program: Program, m: GemmMatch, deps: isl.UnionMap,
     and the instances that run right before the call instead (``None``:
     none; :data:`AT_LAST`: the call runs at the place of its last instance
     instead, which is legal when no instance between two of the call's
-    depends on an instance of the group).  An instance outside the group that runs between two instances of
-    one call (isl: the source order's ``lex_lt`` relation ``before``) may
+    depends on an instance of the group).  An instance outside the group
+    that runs between two instances of one call (isl: the source order's
+    ``lex_lt`` relation ``before``) may
     run after the call when no instance of the group depends on it (it may
     read what the group wrote: the exact dataflow gives it a value no later
     instance of the group changes); one the group depends on (``deps``, the
