@@ -32,7 +32,7 @@ import islpy as isl
 from . import expr as E
 from .gemm_match import Band, GemmMatch
 from .ir import Program, Statement
-from .isl_util import CTX, pw_aff_to_expr, zero_based_box
+from .isl_util import CTX, lift_to_set, pw_aff_to_expr, zero_based_box
 
 #: At least this many rows of C per call of a triangular contraction.
 MIN_TRIANGLE_ROWS = 24
@@ -228,6 +228,29 @@ def _band_of(dom: isl.Set, bx: isl.Set, p0: int, p1: int, over: isl.Set):
     hi = vals.dim_max(0) if not spans.subtract(below).is_empty() else None
     if lo is None and hi is None:
         return "the domain is its box"
+    # a bound in pieces (a window j > i - 40: -39, or 1 - T where T < 40)
+    # becomes one of its pieces' affine functions when that bound alone
+    # still cuts the box to the domain
+    space = vals.get_space()
+    d = isl.PwAff.from_aff(isl.Aff.var_on_domain(isl.LocalSpace.from_space(space),
+                                                  isl.dim_type.set, 0))
+
+    def cuts(lo_, hi_) -> bool:
+        keep = isl.Set.universe(space)
+        if lo_ is not None:
+            keep = keep.intersect(d.ge_set(lift_to_set(lo_, space)))
+        if hi_ is not None:
+            keep = keep.intersect(d.le_set(lift_to_set(hi_, space)))
+        return bx.intersect(keep.apply(diff.reverse())).is_equal(dom)
+    for side in (0, 1):
+        pa = (lo, hi)[side]
+        if pa is None or len(pa.get_pieces()) < 2:
+            continue
+        for _, aff in pa.get_pieces():
+            one = isl.PwAff.from_aff(aff)
+            if cuts(*((one, hi) if side == 0 else (lo, one))):
+                lo, hi = (one, hi) if side == 0 else (lo, one)
+                break
     return lo, hi
 
 

@@ -203,9 +203,11 @@ class GemmMatch:
         if self.block:
             roles += (f"{'' if self.batch else ', loops'} {self.block_iter} "
                       f"({self.block} rows of {self.m[0]} per call)")
-        if self.parts:
+        if self.parts and self.band is None:
             roles += ("; the full part of each block of rows (the rest of the domain, "
                       "its diagonal edge, keeps its loops)")
+        elif self.parts:
+            roles += "; the instances of its band (the others keep their loops)"
         extra = "; initialisation folded" if self.init else ""
         if self.band is not None:
             extra += "; " + self.band.describe(self)

@@ -332,16 +332,20 @@ _PART_REASON = ("{0} computes all the instances of its statement, and only part 
 
 def _split_fold(program: Program, main: str, others, parallel: bool, parts: dict,
                 rows: int) -> GemmMatch | str:
-    """:func:`fold` over the instances ``parts`` that reach the band, one
-    call per block of ``rows`` rows (the default
-    :func:`polyc.callbox.triangle_rows`)."""
+    """:func:`fold` over the instances ``parts`` that reach the band: with no
+    ``rows``, one call over the band of its box those instances are (a
+    causal mask's, ``GemmMatch.band``) when they are one; else one call per
+    block of ``rows`` rows (the default :func:`polyc.callbox.triangle_rows`)."""
     rp = with_domains(program, parts)
     g = guarded_product(rp, rp.statement(main))
     if g is not None and g.domain.is_equal(rp.statement(main).domain):
         # a guarded product (C += cond ? A * B : 0) whose condition holds on
         # every instance reaching the band: the product itself
         rp = rp.replace(statements=tuple(g if x.name == main else x for x in rp.statements))
-    m = fold(rp, main, others, parallel, rows or triangle_rows())
+    m = fold(rp, main, others, parallel) if not rows else None
+    if m is None or isinstance(m, str) or m.band is None:
+        # (no rows asked: one call over the band the part is, else row blocks)
+        m = fold(rp, main, others, parallel, rows or triangle_rows())
     return m if isinstance(m, str) else replace(m, parts=tuple(sorted(parts.items())))
 
 

@@ -99,13 +99,13 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
         # a triangle is one call over its band (polyc_gemmt) unless
         # Config.triangle_rows asks for row blocks (or loops: 1); a band
         # whose call cannot run as one unit takes row blocks instead
-        m, guard = _matched(program, s, stmts[:i], rows, not triangle_rows, parallel,
-                            tensor_cores, facts)
-        if not isinstance(m, str) and m.band is not None and isinstance(m.moved, str):
-            m, guard = _matched(program, s, stmts[:i], rows, False, parallel, tensor_cores,
-                                facts)
-        if isinstance(m, str) or isinstance(m.moved, str):
-            notes[s.name] = f"{s.name} not tensorized: {m if isinstance(m, str) else guard}"
+        m, guard, blocked = _matched(program, s, stmts[:i], rows, not triangle_rows,
+                                     parallel, tensor_cores, facts)
+        if blocked and m.band is not None:
+            m, guard, blocked = _matched(program, s, stmts[:i], rows, False, parallel,
+                                         tensor_cores, facts)
+        if isinstance(m, str) or blocked:
+            notes[s.name] = f"{s.name} not tensorized: {blocked or m}"
             continue
         matches.append(m)
         notes[s.name] = m.describe() + guard
@@ -114,11 +114,6 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
             if name != m.statement and program.statement(name).kind == "update":
                 notes[name] = f"{name} folded into the call of {m.statement}"
     return matches, notes
-
-
-#: ``GemmMatch.moved`` of a match whose call cannot run as one unit (the
-#: reason is the guard text :func:`_matched` returns with it).
-_ATOMIC_FAILED = "atomic"
 
 
 class _Facts:
@@ -138,11 +133,11 @@ class _Facts:
 
 def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
              parallel: bool, tensor_cores: bool, facts):
-    """``(match, guard)`` of update ``s`` for :func:`find` (``earlier``: the
-    statements before it; ``band``: a band of its box may be one call), or
-    ``(reason, "")``; a match whose call cannot run as one unit in the
-    source order has ``moved`` :data:`_ATOMIC_FAILED` and the reason as its
-    guard."""
+    """``(match, guard, blocked)`` of update ``s`` for :func:`find`
+    (``earlier``: the statements before it; ``band``: a band of its box may
+    be one call; ``guard``: what explain adds for a guarded product), or
+    ``(reason, "", None)``; ``blocked``: why the match's call cannot run as
+    one unit in the source order, else ``None``."""
     m = match_gemm(program, s, tensor_cores=tensor_cores, band=band)
     # the statement that may scale or zero C first: the last one before s
     # that writes s's output (statements between writing other tensors
@@ -158,11 +153,11 @@ def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
         # the affine condition holds (a causal mask), the rest adds 0
         split = _split(program.replace(statements=tuple(
             guarded if x.name == s.name else x for x in program.statements)), guarded,
-            before, rows, whole=True)
+            before, rows, whole=True, band=band)
         m = split if not isinstance(split, str) else f"{m}; where {guarded.text}: {split}"
         guard = f"; the product where {guarded.text} (it adds 0 elsewhere)"
     if isinstance(m, str):
-        return m, ""
+        return m, "", None
     if m.parts:
         m = replace(m, parallel=parallel)
     else:
@@ -177,9 +172,9 @@ def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
             m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
             reason, moved = atomic_reason(program, m, *facts.get())
         if reason:
-            return replace(m, moved=_ATOMIC_FAILED), reason
+            return m, guard, reason
         m = replace(m, at_last=True) if isinstance(moved, str) else replace(m, moved=moved)
-    return m, guard
+    return m, guard, None
 
 
 #: How :func:`polyc.intrinsics.match_gemm` says a domain is not a box.
@@ -187,17 +182,23 @@ BOX_REASON = "the iteration domain is not the full box"
 
 
 def _split(program: Program, s: Statement, before: Statement | None, rows: int,
-           whole: bool = False) -> GemmMatch | str:
+           whole: bool = False, band: bool = False) -> GemmMatch | str:
     """``s`` (whose domain is not a box: a triangle) as calls over the full
     part of its blocks of rows (:mod:`polyc.callbox`), with its ``+=!``
     initialisation or the scaling ``before`` it restricted to the elements
     the calls write (``rows`` rows per call); the reason it cannot be
     otherwise.  ``whole``: ``s`` is a part of the program's statement (a
     guarded product's instances), so the match has ``parts`` even when the
-    calls compute all of ``s``."""
+    calls compute all of ``s``; with ``band``, one call over the band those
+    instances are when they are one (a causal mask: ``GemmMatch.band``)."""
     m = match_gemm(program, s, rows=rows, split=True)
     if isinstance(m, str):
         return f"nor as calls on full blocks of {rows} rows: {m}"
+    if whole and band:
+        over = match_gemm(program, s)
+        if not isinstance(over, str) and over.band is not None and not over.inplace:
+            # (the initialisation is folded over the band's elements below)
+            m = replace(over, init=m.init, parts=())
     if not m.parts and not whole:
         return m
     parts = dict(m.parts) or {s.name: s.domain}

@@ -361,16 +361,22 @@ WINDOW = ("def window(float(T, D) Q, float(T, D) K) -> (S) "
           "{ S(i, j) +=! (j <= i && j > i - 40 ? Q(i, d) * K(j, d) : 0.0) }")
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("t", [1, 5, 29, 90])
-def test_a_causal_mask_is_calls_over_the_full_row_blocks(t):
-    kern = polyc.compile(CAUSAL)
+def test_a_causal_mask_is_one_call_over_its_band_or_calls_on_row_blocks(t, mode):
+    cfg = polyc.Config(triangle_rows=triangle_rows()) if mode == "rows" else None
+    kern = polyc.compile(CAUSAL, config=cfg)
     rng = np.random.default_rng(7)
     Q, K = (rng.standard_normal((2, t, 16)).astype(np.float32) for _ in range(2))
     want = np.tril(np.einsum("bid,bjd->bij", Q, K))
     np.testing.assert_allclose(kern(Q, K), want, rtol=2e-5, atol=2e-5)
     text = kern.explain()
-    assert "polyc_gemm_f32(" in kern.source
     assert "the product where j <= i" in text
+    if mode == "band":      # per image b, the band j - i <= 0 (the zeroing folded on it)
+        assert "polyc_gemmt_f32(" in kern.source and "polyc_gemm_f32(" not in kern.source
+        assert "only the band j - i <= 0 of S" in text and "initialisation folded" in text
+    else:
+        assert "polyc_gemm_f32(" in kern.source and "full part of each block" in text
 
 
 def test_a_sliding_window_mask():
@@ -380,7 +386,8 @@ def test_a_sliding_window_mask():
     i, j = np.indices((150, 150))
     want = np.where((j <= i) & (j > i - 40), Q @ K.T, 0.0)
     np.testing.assert_allclose(kern(Q, K), want, rtol=2e-5, atol=2e-5)
-    assert "polyc_gemm_f32(" in kern.source
+    assert "polyc_gemmt_f32(" in kern.source
+    assert "only the band -39 <= j - i <= 0 of S" in kern.explain()
 
 
 def test_a_guarded_product_tree_reads_back_to_the_same_code():
