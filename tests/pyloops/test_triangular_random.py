@@ -1,9 +1,10 @@
 """Random triangular contractions in loop programs against the same
 function run as plain Python (``kernel.py_func``): the domains, loop
-orders, foldable scalings and sums of products that
-:mod:`polyc.callbox` splits into calls over full row blocks and a
-diagonal edge, at sizes below, at and above one block; and random in-place
-triangular products (trmm's relatives), whose output is also an operand.
+orders, foldable scalings and sums of products that :mod:`polyc.callbox`
+turns into one call over their band (the default) or into calls over full
+row blocks and a diagonal edge (``Config.triangle_rows``), at sizes below,
+at and above one block; and random in-place triangular products (trmm's
+relatives, rows ascending or descending), whose output is also an operand.
 
 ``POLYC_TRI_PROGRAMS`` (default 16) sets how many programs; the seed is
 the program's index.
@@ -64,11 +65,14 @@ def _load(tmp_path, name: str, src: str):
     return getattr(mod, name)
 
 
+@pytest.mark.parametrize("mode", ["band", "rows"])
 @pytest.mark.parametrize("seed", range(N_PROGRAMS))
-def test_random_triangular_contraction(seed, tmp_path):
+def test_random_triangular_contraction(seed, mode, tmp_path):
     name, src = _source(seed)
     fn = _load(tmp_path, name, src)
-    kern = polyc.kernel(fn)
+    from polyc.callbox import triangle_rows
+    kern = polyc.kernel(fn, config=polyc.Config(
+        triangle_rows=triangle_rows() if mode == "rows" else 0))
     rng = np.random.default_rng(seed)
     for n, m in ((0, 3), (5, 2), (29, 4), (61, 7)):
         C = rng.standard_normal((n, n))
@@ -94,7 +98,8 @@ def _in_place_source(seed: int) -> tuple[str, str]:
     rng = random.Random(1000 + seed)
     kr, a = rng.choice(IN_PLACE_K), rng.choice(IN_PLACE_A)
     name = f"trm{seed}"
-    body = ["    m = B.shape[0]", "    n = B.shape[1]", "    for i in range(m):"]
+    rows = "range(m)" if rng.random() < 0.7 else "range(m - 1, -1, -1)"
+    body = ["    m = B.shape[0]", "    n = B.shape[1]", f"    for i in {rows}:"]
     if rng.random() < 0.5:
         body += ["        for j in range(n):", f"            for k in {kr}:",
                  f"                B[i, j] += {a} * B[k, j]"]
