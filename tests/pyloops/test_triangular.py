@@ -406,3 +406,32 @@ def test_a_non_affine_mask_keeps_its_loops():
     np.testing.assert_allclose(kern(Q, K, w), np.where(w[None, :] > 0, Q @ K.T, 0.0),
                                rtol=2e-5, atol=2e-5)
     assert "polyc_gemm" not in kern.source
+
+
+SYRK_FILE = '''import polyc
+
+
+@polyc.kernel
+def syrk(C, A):
+    n = C.shape[0]
+    m = A.shape[1]
+    for i in range(n):
+        for j in range(i + 1):
+            C[i, j] *= 0.5
+        for k in range(m):
+            for j in range(i + 1):
+                C[i, j] += 1.5 * A[i, k] * A[j, k]
+'''
+
+
+def test_the_cli_explains_and_compiles_the_band_call(tmp_path, capsys):
+    from polyc.cli import main
+    path = tmp_path / "syrk.py"
+    path.write_text(SYRK_FILE)
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "only the band j - i <= 0 of C" in out and "beta = 0.5 (S0 folded)" in out
+    assert main(["compile", str(path)]) == 0
+    assert "polyc_gemmt_f64(" in capsys.readouterr().out
+    assert main(["explain", str(path), "--triangle-rows", "28"]) == 0
+    assert "28 rows of i per call" in capsys.readouterr().out
