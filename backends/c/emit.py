@@ -586,14 +586,55 @@ def _any_node(n: L.Node | None, pred) -> bool:
 def _uneven(n: L.For) -> bool:
     """Whether the work of an iteration of ``n`` depends on its iterator: a
     loop bound or a guard below ``n`` mentions it (a triangular or skewed
-    nest)."""
+    nest).  A point loop of a tile of ``n`` (``c3`` from ``max(c1, ...)`` to
+    ``min(c1 + 63, ...)``: a lower and an upper bound that move with ``n``
+    alike) runs at most a constant number of times whatever ``n`` is: that
+    is even work (only the last tile is shorter)."""
     def mentions(x: L.Node) -> bool:
         if isinstance(x, L.For):
-            return n.iterator in E.index_names(x.init) | E.index_names(x.cond)
+            if n.iterator not in E.index_names(x.init) | E.index_names(x.cond):
+                return False
+            return not (isinstance(x.cond, E.Binary)
+                        and _tile_of(n.iterator, x.init, x.cond.rhs))
         if isinstance(x, L.If):
             return n.iterator in E.index_names(x.cond)
         return False
     return _any_node(n.body, mentions)
+
+
+def _tile_of(it: str, lo: E.Expr, hi: E.Expr) -> bool:
+    """Whether some lower bound among ``lo``'s ``max`` arguments and some
+    upper bound among ``hi``'s ``min`` arguments are affine with the same
+    nonzero coefficient of ``it`` (their difference, a bound on the trip
+    count, does not depend on ``it``)."""
+    def parts(e: E.Expr, fn: str) -> list[E.Expr]:
+        if isinstance(e, E.Call) and e.fn == fn:
+            return [x for a in e.args for x in parts(a, fn)]
+        return [e]
+    lows = {_coefficient(x, it) for x in parts(lo, "max")}
+    return any(c for c in {_coefficient(x, it) for x in parts(hi, "min")} & lows)
+
+
+def _coefficient(e: E.Expr, it: str) -> int | None:
+    """The coefficient of ``it`` in ``e`` when ``e`` is affine in it (sums,
+    differences, products by constants; other names are constants here),
+    else ``None``."""
+    if isinstance(e, E.Index):
+        return 1 if e.name == it else 0
+    if isinstance(e, (E.Const, E.Param)):
+        return 0
+    if isinstance(e, E.Unary) and e.op == "-":
+        c = _coefficient(e.operand, it)
+        return None if c is None else -c
+    if isinstance(e, E.Binary) and e.op in ("+", "-"):
+        a, b = _coefficient(e.lhs, it), _coefficient(e.rhs, it)
+        return None if a is None or b is None else a + b if e.op == "+" else a - b
+    if isinstance(e, E.Binary) and e.op == "*":
+        for k, x in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            if isinstance(k, E.Const) and float(k.value).is_integer():
+                c = _coefficient(x, it)
+                return None if c is None else int(k.value) * c
+    return None if it in E.index_names(e) else 0
 
 
 def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
