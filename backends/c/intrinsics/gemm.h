@@ -1214,6 +1214,22 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         polyc_gemm_release(g->bpack, cached);                                          \
     }                                                                                  \
                                                                                        \
+    /* The operands of a call with strides (polyc_gemm, polyc_gemmt) into g,    \
+     * everything else zero. */                                                    \
+    static void polyc_gemm_strided_##SFX(                                              \
+        polyc_gemm_args_##SFX *g, int64_t M, int64_t N, int64_t K,                     \
+        const POLYC_GEMM_T *A, int64_t a_rs, int64_t a_cs, const POLYC_GEMM_T *B,      \
+        int64_t b_rs, int64_t b_cs, POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs,       \
+        POLYC_GEMM_T alpha, POLYC_GEMM_T beta)                                         \
+    {                                                                                  \
+        memset(g, 0, sizeof *g);                                                       \
+        g->M = M; g->N = N; g->K = K < 0 ? 0 : K;                                      \
+        g->A = A; g->a_rs = a_rs; g->a_cs = a_cs;                                      \
+        g->B = B; g->b_rs = b_rs; g->b_cs = b_cs;                                      \
+        g->C = C; g->c_rs = c_rs; g->c_cs = c_cs;                                      \
+        g->alpha = alpha; g->beta = beta;                                              \
+    }                                                                                  \
+                                                                                       \
     POLYC_GEMM_API void polyc_gemm_##SFX(                                              \
         int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, int64_t a_rs,          \
         int64_t a_cs, const POLYC_GEMM_T *B, int64_t b_rs, int64_t b_cs,               \
@@ -1224,12 +1240,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         polyc_gemm_args_##SFX g;                                                       \
         if (M <= 0 || N <= 0)                                                          \
             return;                                                                    \
-        memset(&g, 0, sizeof g);                                                       \
-        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
-        g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
-        g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
-        g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
-        g.alpha = alpha; g.beta = beta;                                                \
+        polyc_gemm_strided_##SFX(&g, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs,   \
+                                 c_cs, alpha, beta);                                   \
         g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;                             \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }                                                                                  \
@@ -1246,12 +1258,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         if (band == POLYC_GEMM_BAND_MN && (band_lo > band_hi || band_hi < -(M - 1) ||  \
                                            band_lo > N - 1))                           \
             return;                                      /* no element of C */         \
-        memset(&g, 0, sizeof g);                                                       \
-        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
-        g.A = A; g.a_rs = a_rs; g.a_cs = a_cs;                                         \
-        g.B = B; g.b_rs = b_rs; g.b_cs = b_cs;                                         \
-        g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                                         \
-        g.alpha = alpha; g.beta = beta;                                                \
+        polyc_gemm_strided_##SFX(&g, M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs,   \
+                                 c_cs, alpha, beta);                                   \
         g.banded = band >= POLYC_GEMM_BAND_MN && band <= POLYC_GEMM_BAND_NK ? band : 0; \
         g.band_lo = band_lo; g.band_hi = band_hi;                                      \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
