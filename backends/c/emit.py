@@ -64,6 +64,8 @@ from .cexpr import (
 from .customcall import custom_call
 from .gemmcall import as_param, gemm_call
 from .hoist import HOISTED, hoist_invariants
+from .loopshape import any_node, only_instance, uneven
+from .prelude import PRELUDE  # noqa: F401  (re-exported: backends.c.versions)
 
 ENTRY = "polyc_kernel"
 
@@ -72,105 +74,6 @@ ENTRY = "polyc_kernel"
 #: microsecond) cost more than the loop's work
 MIN_PARALLEL_TRIP = 16384
 
-PRELUDE = r"""#include <stdint.h>
-#include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-/* The chunk of a dynamically scheduled parallel loop of trip iterations:
-   about four chunks per thread (Config.omp_schedule) */
-static inline int64_t polyc_chunk(int64_t trip, int team)
-{
-    const int64_t c = trip / (4 * (int64_t)(team > 0 ? team : 1));
-    return c > 1 ? c : 1;
-}
-
-/* glibc's vector math library (libmvec, linked through -lm) has SIMD variants
-   of these functions (at most 4 ulp from the correctly rounded result, glibc's
-   documented bound); declared `omp declare simd`, a vectorised loop calls them
-   instead of the scalar function once per element */
-#if defined(__x86_64__) && defined(_OPENMP) && defined(__GLIBC__) && !defined(POLYC_NO_LIBMVEC)
-#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 22)
-#pragma omp declare simd notinbranch
-float expf(float);
-#pragma omp declare simd notinbranch
-double exp(double);
-#pragma omp declare simd notinbranch
-float logf(float);
-#pragma omp declare simd notinbranch
-double log(double);
-#pragma omp declare simd notinbranch
-float powf(float, float);
-#pragma omp declare simd notinbranch
-double pow(double, double);
-#endif
-#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
-#pragma omp declare simd notinbranch
-float tanhf(float);
-#pragma omp declare simd notinbranch
-double tanh(double);
-#endif
-#endif
-
-/* index arithmetic: int64_t, floor division and remainder as isl and TC define them */
-static inline int64_t polyc_floord(int64_t a, int64_t b)
-{ int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
-static inline int64_t polyc_mod(int64_t a, int64_t b)
-{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
-static inline int64_t polyc_min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t polyc_max(int64_t a, int64_t b) { return a > b ? a : b; }
-/* integer values wrap around as numpy's do (unsigned arithmetic: defined behaviour) */
-static inline int32_t polyc_add_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
-static inline int32_t polyc_sub_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
-static inline int32_t polyc_mul_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
-static inline int32_t polyc_neg_int32_t(int32_t a) { return (int32_t)(UINT32_C(0) - (uint32_t)a); }
-static inline int32_t polyc_abs_int32_t(int32_t a) { return a < 0 ? polyc_neg_int32_t(a) : a; }
-static inline int64_t polyc_add_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static inline int64_t polyc_sub_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static inline int64_t polyc_mul_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
-static inline int64_t polyc_neg_int64_t(int64_t a) { return (int64_t)(UINT64_C(0) - (uint64_t)a); }
-static inline int64_t polyc_abs_int64_t(int64_t a) { return a < 0 ? polyc_neg_int64_t(a) : a; }
-/* integer / and % on values: numpy's results for a zero divisor (0) and INT64_MIN / -1 */
-static inline int64_t polyc_div_int64_t(int64_t a, int64_t b)
-{ return b == 0 ? 0 : b == -1 ? polyc_neg_int64_t(a) : polyc_floord(a, b); }
-static inline int64_t polyc_mod_int64_t(int64_t a, int64_t b)
-{ return (b == 0 || b == -1) ? 0 : polyc_mod(a, b); }
-static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
-static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
-static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t polyc_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
-/* max=/min= reductions propagate NaN, as numpy's maximum/minimum do */
-static inline float polyc_max_float(float a, float b) { return (a != a || a > b) ? a : b; }
-static inline float polyc_min_float(float a, float b) { return (a != a || a < b) ? a : b; }
-static inline double polyc_max_double(double a, double b) { return (a != a || a > b) ? a : b; }
-static inline double polyc_min_double(double a, double b) { return (a != a || a < b) ? a : b; }
-/* floating-point % rounds the quotient toward minus infinity (numpy's remainder;
-   a zero result takes the divisor's sign) */
-static inline float polyc_rem_float(float a, float b)
-{ float r = fmodf(a, b); return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysignf(0.0f, b); }
-static inline double polyc_rem_double(double a, double b)
-{ double r = fmod(a, b); return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysign(0.0, b); }
-/* NaN constants, bit for bit */
-static inline float polyc_bits_float(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
-static inline double polyc_bits_double(uint64_t u) { union { uint64_t u; double f; } x; x.u = u; return x.f; }
-""" + r"""/* half precision: storage types whose values compute in float, rounded to
-   nearest even when stored (float16: the compiler's _Float16, gcc >= 12,
-   clang >= 15; bfloat16: its bits in a uint16_t) */
-#ifdef __FLT16_MAX__
-typedef _Float16 polyc_float16;
-static inline float polyc_float16_to_f32(polyc_float16 x) { return (float)x; }
-static inline polyc_float16 polyc_f32_to_float16(float x) { return (polyc_float16)x; }
-static inline polyc_float16 polyc_f64_to_float16(double x) { return (polyc_float16)x; }
-#endif
-typedef uint16_t polyc_bfloat16;
-static inline float polyc_bfloat16_to_f32(polyc_bfloat16 x)
-{ union { uint32_t u; float f; } v; v.u = (uint32_t)x << 16; return v.f; }
-static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
-{ union { uint32_t u; float f; } v; v.f = x;
-  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (polyc_bfloat16)((v.u >> 16) | 0x40u);
-  return (polyc_bfloat16)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); }
-"""
 
 
 _COMMENT_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -301,7 +204,7 @@ class _Emitter:
         (:func:`accumulator_type`), converted to the output's once, at the
         store.  ``vectorize=False``: the loop stays sequential, in its order
         (a GPU thread's loop): only the accumulator moves to a register."""
-        body = _only_instance(n)
+        body = only_instance(n)
         if body is None:
             return None
         s = self.stmts[body.statement]
@@ -397,7 +300,7 @@ class _Emitter:
         """A ``simd`` loop around one statement that reads elements invariant
         in it, with those reads loaded once before it (:func:`.hoist.hoist_invariants`);
         ``None`` otherwise."""
-        body = _only_instance(n)
+        body = only_instance(n)
         if body is None:
             return None
         s = self.stmts[body.statement]
@@ -419,7 +322,7 @@ class _Emitter:
         taken below that trip count (not OpenMP's ``if`` clause: a region
         with a false ``if`` still calls into the runtime)."""
         if (not self.sequential_depth or n.collapse > 1
-                or _any_node(n.body, lambda x: isinstance(x, L.For))):
+                or any_node(n.body, lambda x: isinstance(x, L.For))):
             return None
         trip = self._trip(n)
         return None if trip is None else f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
@@ -442,7 +345,7 @@ class _Emitter:
         trip = self._trip(n) if n.collapse == 1 else None
         kind = self.omp_schedule
         if kind == "auto":
-            kind = ("dynamic" if not self.sequential_depth or _uneven(n) else "static")
+            kind = ("dynamic" if not self.sequential_depth or uneven(n) else "static")
         if kind != "dynamic" or trip is None:
             return "schedule(static)"
         return f"schedule(dynamic, polyc_chunk({trip}, polyc_team))"
@@ -461,7 +364,7 @@ class _Emitter:
         return trip
 
     def _calls_inside(self, n: L.For) -> bool:
-        return self.calls and _any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
+        return self.calls and any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
                          and self.stmts[x.statement].kind == "intrinsic")
 
     def _for(self, n: L.For, body: c.Generable) -> c.For:
@@ -558,83 +461,6 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
-
-
-def _only_instance(n: L.For) -> L.StmtInstance | None:
-    """The one statement instance that is ``n``'s whole body, or ``None``."""
-    body = n.body
-    while isinstance(body, L.Block) and len(body.children) == 1:
-        body = body.children[0]
-    return body if isinstance(body, L.StmtInstance) else None
-
-
-def _any_node(n: L.Node | None, pred) -> bool:
-    """Whether ``pred`` holds for ``n`` or a node below it."""
-    if n is None:
-        return False
-    if pred(n):
-        return True
-    if isinstance(n, (L.For, L.Local)):
-        return _any_node(n.body, pred)
-    if isinstance(n, L.If):
-        return _any_node(n.then, pred) or _any_node(n.otherwise, pred)
-    if isinstance(n, L.Block):
-        return any(_any_node(k, pred) for k in n.children)
-    return False
-
-
-def _uneven(n: L.For) -> bool:
-    """Whether the work of an iteration of ``n`` depends on its iterator: a
-    loop bound or a guard below ``n`` mentions it (a triangular or skewed
-    nest).  A point loop of a tile of ``n`` (``c3`` from ``max(c1, ...)`` to
-    ``min(c1 + 63, ...)``: a lower and an upper bound that move with ``n``
-    alike) runs at most a constant number of times whatever ``n`` is: that
-    is even work (only the last tile is shorter)."""
-    def mentions(x: L.Node) -> bool:
-        if isinstance(x, L.For):
-            if n.iterator not in E.index_names(x.init) | E.index_names(x.cond):
-                return False
-            return not (isinstance(x.cond, E.Binary)
-                        and _tile_of(n.iterator, x.init, x.cond.rhs))
-        if isinstance(x, L.If):
-            return n.iterator in E.index_names(x.cond)
-        return False
-    return _any_node(n.body, mentions)
-
-
-def _tile_of(it: str, lo: E.Expr, hi: E.Expr) -> bool:
-    """Whether some lower bound among ``lo``'s ``max`` arguments and some
-    upper bound among ``hi``'s ``min`` arguments are affine with the same
-    nonzero coefficient of ``it`` (their difference, a bound on the trip
-    count, does not depend on ``it``)."""
-    def parts(e: E.Expr, fn: str) -> list[E.Expr]:
-        if isinstance(e, E.Call) and e.fn == fn:
-            return [x for a in e.args for x in parts(a, fn)]
-        return [e]
-    lows = {_coefficient(x, it) for x in parts(lo, "max")}
-    return any(c for c in {_coefficient(x, it) for x in parts(hi, "min")} & lows)
-
-
-def _coefficient(e: E.Expr, it: str) -> int | None:
-    """The coefficient of ``it`` in ``e`` when ``e`` is affine in it (sums,
-    differences, products by constants; other names are constants here),
-    else ``None``."""
-    if isinstance(e, E.Index):
-        return 1 if e.name == it else 0
-    if isinstance(e, (E.Const, E.Param)):
-        return 0
-    if isinstance(e, E.Unary) and e.op == "-":
-        c = _coefficient(e.operand, it)
-        return None if c is None else -c
-    if isinstance(e, E.Binary) and e.op in ("+", "-"):
-        a, b = _coefficient(e.lhs, it), _coefficient(e.rhs, it)
-        return None if a is None or b is None else a + b if e.op == "+" else a - b
-    if isinstance(e, E.Binary) and e.op == "*":
-        for k, x in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-            if isinstance(k, E.Const) and float(k.value).is_integer():
-                c = _coefficient(x, it)
-                return None if c is None else int(k.value) * c
-    return None if it in E.index_names(e) else 0
 
 
 def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:

@@ -51,9 +51,10 @@ from ..c.cexpr import (
     param_name,
     tensor_name,
 )
-from ..c.emit import PRELUDE, _Emitter, _only_instance, arguments, comment_text, linear_offset
+from ..c.emit import PRELUDE, _Emitter, arguments, comment_text, linear_offset
 from ..c.gemmcall import as_param
 from ..c.hoist import HOISTED
+from ..c.loopshape import only_instance as _only_instance
 from .blockreduce import block_reduce, grid_reduction, identity
 from .wmma import device_source, variants, wmma_call
 

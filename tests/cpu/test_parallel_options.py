@@ -97,7 +97,7 @@ def test_a_tile_loop_in_a_sequential_loop_over_even_work_is_static(tmp_path):
 
 
 def test_tile_bounds_that_move_together_are_even_work():
-    from backends.c.emit import _tile_of
+    from backends.c.loopshape import tile_of as _tile_of
     from polyc import expr as E
     c1, m = E.Index("c1"), E.Param("m")
     tile_hi = E.Call("min", (E.Binary("-", m, E.Const(1)), E.Binary("+", c1, E.Const(63))))

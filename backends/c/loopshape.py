@@ -1,0 +1,88 @@
+"""What the C emitter reads off a loop of the LoopNest before it prints it:
+the statement that is a loop's whole body, whether a node holds some kind
+of node, and whether an iteration's work depends on the iterator (a
+triangle or a skew: dynamic OpenMP chunks; the point loops of a tile: even
+work, static chunks keep each thread's data in its caches).  Expressions
+are :mod:`polyc.expr` trees as isl's AST builder printed them."""
+
+from __future__ import annotations
+
+from polyc import expr as E
+from polyc import loopnest as L
+
+
+def only_instance(n: L.For) -> L.StmtInstance | None:
+    """The one statement instance that is ``n``'s whole body, or ``None``."""
+    body = n.body
+    while isinstance(body, L.Block) and len(body.children) == 1:
+        body = body.children[0]
+    return body if isinstance(body, L.StmtInstance) else None
+
+
+def any_node(n: L.Node | None, pred) -> bool:
+    """Whether ``pred`` holds for ``n`` or a node below it."""
+    if n is None:
+        return False
+    if pred(n):
+        return True
+    if isinstance(n, (L.For, L.Local)):
+        return any_node(n.body, pred)
+    if isinstance(n, L.If):
+        return any_node(n.then, pred) or any_node(n.otherwise, pred)
+    if isinstance(n, L.Block):
+        return any(any_node(k, pred) for k in n.children)
+    return False
+
+
+def uneven(n: L.For) -> bool:
+    """Whether the work of an iteration of ``n`` depends on its iterator: a
+    loop bound or a guard below ``n`` mentions it (a triangular or skewed
+    nest).  A point loop of a tile of ``n`` (``c3`` from ``max(c1, ...)`` to
+    ``min(c1 + 63, ...)``: a lower and an upper bound that move with ``n``
+    alike) runs at most a constant number of times whatever ``n`` is: that
+    is even work (only the last tile is shorter)."""
+    def mentions(x: L.Node) -> bool:
+        if isinstance(x, L.For):
+            if n.iterator not in E.index_names(x.init) | E.index_names(x.cond):
+                return False
+            return not (isinstance(x.cond, E.Binary)
+                        and tile_of(n.iterator, x.init, x.cond.rhs))
+        if isinstance(x, L.If):
+            return n.iterator in E.index_names(x.cond)
+        return False
+    return any_node(n.body, mentions)
+
+
+def tile_of(it: str, lo: E.Expr, hi: E.Expr) -> bool:
+    """Whether some lower bound among ``lo``'s ``max`` arguments and some
+    upper bound among ``hi``'s ``min`` arguments are affine with the same
+    nonzero coefficient of ``it`` (their difference, a bound on the trip
+    count, does not depend on ``it``)."""
+    def parts(e: E.Expr, fn: str) -> list[E.Expr]:
+        if isinstance(e, E.Call) and e.fn == fn:
+            return [x for a in e.args for x in parts(a, fn)]
+        return [e]
+    lows = {coefficient(x, it) for x in parts(lo, "max")}
+    return any(c for c in {coefficient(x, it) for x in parts(hi, "min")} & lows)
+
+
+def coefficient(e: E.Expr, it: str) -> int | None:
+    """The coefficient of ``it`` in ``e`` when ``e`` is affine in it (sums,
+    differences, products by constants; other names are constants here),
+    else ``None``."""
+    if isinstance(e, E.Index):
+        return 1 if e.name == it else 0
+    if isinstance(e, (E.Const, E.Param)):
+        return 0
+    if isinstance(e, E.Unary) and e.op == "-":
+        c = coefficient(e.operand, it)
+        return None if c is None else -c
+    if isinstance(e, E.Binary) and e.op in ("+", "-"):
+        a, b = coefficient(e.lhs, it), coefficient(e.rhs, it)
+        return None if a is None or b is None else a + b if e.op == "+" else a - b
+    if isinstance(e, E.Binary) and e.op == "*":
+        for k, x in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
+            if isinstance(k, E.Const) and float(k.value).is_integer():
+                c = coefficient(x, it)
+                return None if c is None else int(k.value) * c
+    return None if it in E.index_names(e) else 0

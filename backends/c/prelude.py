@@ -1,0 +1,104 @@
+"""The text every generated C kernel starts with (``emit.PRELUDE``): the
+headers, the ``polyc_min``/``polyc_max``/``polyc_mod`` helpers and the
+integer and half-precision conversions the statements' expressions call.
+Kept apart from the emitter: it is data, not code generation."""
+
+PRELUDE = r"""#include <stdint.h>
+#include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The chunk of a dynamically scheduled parallel loop of trip iterations:
+   about four chunks per thread (Config.omp_schedule) */
+static inline int64_t polyc_chunk(int64_t trip, int team)
+{
+    const int64_t c = trip / (4 * (int64_t)(team > 0 ? team : 1));
+    return c > 1 ? c : 1;
+}
+
+/* glibc's vector math library (libmvec, linked through -lm) has SIMD variants
+   of these functions (at most 4 ulp from the correctly rounded result, glibc's
+   documented bound); declared `omp declare simd`, a vectorised loop calls them
+   instead of the scalar function once per element */
+#if defined(__x86_64__) && defined(_OPENMP) && defined(__GLIBC__) && !defined(POLYC_NO_LIBMVEC)
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 22)
+#pragma omp declare simd notinbranch
+float expf(float);
+#pragma omp declare simd notinbranch
+double exp(double);
+#pragma omp declare simd notinbranch
+float logf(float);
+#pragma omp declare simd notinbranch
+double log(double);
+#pragma omp declare simd notinbranch
+float powf(float, float);
+#pragma omp declare simd notinbranch
+double pow(double, double);
+#endif
+#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 35)
+#pragma omp declare simd notinbranch
+float tanhf(float);
+#pragma omp declare simd notinbranch
+double tanh(double);
+#endif
+#endif
+
+/* index arithmetic: int64_t, floor division and remainder as isl and TC define them */
+static inline int64_t polyc_floord(int64_t a, int64_t b)
+{ int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }
+static inline int64_t polyc_mod(int64_t a, int64_t b)
+{ int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
+static inline int64_t polyc_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t polyc_max(int64_t a, int64_t b) { return a > b ? a : b; }
+/* integer values wrap around as numpy's do (unsigned arithmetic: defined behaviour) */
+static inline int32_t polyc_add_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+static inline int32_t polyc_sub_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }
+static inline int32_t polyc_mul_int32_t(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }
+static inline int32_t polyc_neg_int32_t(int32_t a) { return (int32_t)(UINT32_C(0) - (uint32_t)a); }
+static inline int32_t polyc_abs_int32_t(int32_t a) { return a < 0 ? polyc_neg_int32_t(a) : a; }
+static inline int64_t polyc_add_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t polyc_sub_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t polyc_mul_int64_t(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t polyc_neg_int64_t(int64_t a) { return (int64_t)(UINT64_C(0) - (uint64_t)a); }
+static inline int64_t polyc_abs_int64_t(int64_t a) { return a < 0 ? polyc_neg_int64_t(a) : a; }
+/* integer / and % on values: numpy's results for a zero divisor (0) and INT64_MIN / -1 */
+static inline int64_t polyc_div_int64_t(int64_t a, int64_t b)
+{ return b == 0 ? 0 : b == -1 ? polyc_neg_int64_t(a) : polyc_floord(a, b); }
+static inline int64_t polyc_mod_int64_t(int64_t a, int64_t b)
+{ return (b == 0 || b == -1) ? 0 : polyc_mod(a, b); }
+static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
+static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
+static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t polyc_max_int64_t(int64_t a, int64_t b) { return a > b ? a : b; }
+/* max=/min= reductions propagate NaN, as numpy's maximum/minimum do */
+static inline float polyc_max_float(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline float polyc_min_float(float a, float b) { return (a != a || a < b) ? a : b; }
+static inline double polyc_max_double(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline double polyc_min_double(double a, double b) { return (a != a || a < b) ? a : b; }
+/* floating-point % rounds the quotient toward minus infinity (numpy's remainder;
+   a zero result takes the divisor's sign) */
+static inline float polyc_rem_float(float a, float b)
+{ float r = fmodf(a, b); return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysignf(0.0f, b); }
+static inline double polyc_rem_double(double a, double b)
+{ double r = fmod(a, b); return r != 0 ? (((r < 0) != (b < 0)) ? r + b : r) : copysign(0.0, b); }
+/* NaN constants, bit for bit */
+static inline float polyc_bits_float(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
+static inline double polyc_bits_double(uint64_t u) { union { uint64_t u; double f; } x; x.u = u; return x.f; }
+""" + r"""/* half precision: storage types whose values compute in float, rounded to
+   nearest even when stored (float16: the compiler's _Float16, gcc >= 12,
+   clang >= 15; bfloat16: its bits in a uint16_t) */
+#ifdef __FLT16_MAX__
+typedef _Float16 polyc_float16;
+static inline float polyc_float16_to_f32(polyc_float16 x) { return (float)x; }
+static inline polyc_float16 polyc_f32_to_float16(float x) { return (polyc_float16)x; }
+static inline polyc_float16 polyc_f64_to_float16(double x) { return (polyc_float16)x; }
+#endif
+typedef uint16_t polyc_bfloat16;
+static inline float polyc_bfloat16_to_f32(polyc_bfloat16 x)
+{ union { uint32_t u; float f; } v; v.u = (uint32_t)x << 16; return v.f; }
+static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
+{ union { uint32_t u; float f; } v; v.f = x;
+  if ((v.u & 0x7fffffffu) > 0x7f800000u) return (polyc_bfloat16)((v.u >> 16) | 0x40u);
+  return (polyc_bfloat16)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); }
+"""
