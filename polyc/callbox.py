@@ -178,8 +178,8 @@ def band(domain: isl.Set, box: isl.Set, roles: dict, context: isl.Set
     domain; for ``"mn"`` with the constraints on the reduction dropped: with
     an empty reduction the call still scales the band), or ``None`` where
     the box's own bound is as tight.  Else the reason the domain is no such
-    band.  A triangle ``j <= i`` is ``("mn", None, 0, ...)``:
-    one call of BLIS's gemmt (``polyc_gemmt_*``).
+    band.  A triangle ``j <= i`` is ``("mn", None, 0)``: one call of
+    BLIS's gemmt (``polyc_gemmt_*``).
 
     Source: the SYRK/GEMMT and TRMM macro-kernels of BLIS (Van Zee and van
     de Geijn, ACM TOMS 41(3), 2015): micro-tiles outside a stored triangle
@@ -320,7 +320,6 @@ def called_elements(program: Program, m: GemmMatch) -> isl.Map:
     return called if m.band is None else called.intersect_domain(m.band.rows)
 
 
-
 def inplace_reason(program: Program, stmt: Statement, m: GemmMatch) -> str | None:
     """Why one call of ``m`` over its band (``GemmMatch.band``; the output
     ``m.c`` is also an operand, the reduction one iterator) would not
@@ -334,7 +333,12 @@ def inplace_reason(program: Program, stmt: Statement, m: GemmMatch) -> str | Non
     after it reads it (the source reads the element's value from before
     the call, as the call does).  PolyBench's ``trmm`` (``B(i, j) += A(k,
     i) * B(k, j)`` for ``k > i``, ``i`` ascending) passes; the same update
-    with ``i`` descending reads rows the source has already updated."""
+    with ``i`` descending reads rows the source has already updated.  The
+    output may be only the B operand (``k x n``): A is packed again for
+    every block of columns of C, after earlier blocks wrote it."""
+    if m.a == m.c:
+        return (f"{m.c} is also the call's A operand, which is packed again for every block "
+                "of columns (after earlier blocks wrote it)")
     its = list(stmt.iterators)
     kp = its.index(m.k[0])
     ctx = program.parameter_domain()

@@ -140,6 +140,32 @@ def test_the_band_refuses_a_recurrence_with_the_reason():
     assert not isinstance(m, str) and m.inplace and m.band.pair == "mk" and m.init is None
 
 
+@polyc.kernel
+def through_a(C, B):
+    """C[i, :] += C[i, i+1:] @ B[i+1:, :]: the output is the call's A operand."""
+    n = C.shape[0]
+    for i in range(n):
+        for j in range(n):
+            for k in range(i + 1, n):
+                C[i, j] += C[i, k] * B[k, j]
+
+
+def test_the_band_refuses_the_output_as_its_a_operand():
+    """A is packed again for every block of columns of C, after earlier
+    blocks wrote it: in place only through B (trmm's)."""
+    from polyc.intrinsics import match_gemm
+    from polyc.schedule.tensorize_auto import as_updates
+    rng = np.random.default_rng(4)
+    C, B = rng.standard_normal((40, 40)), 0.1 * rng.standard_normal((40, 40))
+    prog = as_updates(through_a.specialize(C, B).program)
+    why = match_gemm(prog, prog.statement("S0"))
+    assert isinstance(why, str) and "also the call's A operand" in why
+    want, got = C.copy(), C.copy()
+    through_a.py_func(want, B)
+    through_a(got, B)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12)
+
+
 def test_polybench_trmm_calls_the_micro_kernel_at_small():
     bench = BENCHMARKS["trmm"]
     args = bench.init(bench.sizes["SMALL"], np.float64)

@@ -38,9 +38,10 @@
  *     the band and each tile runs over the part of the k block its rows
  *     (columns) reach); INT64_MIN / INT64_MAX: that side unbounded.  The k
  *     blocks run in ascending order and each packs its B panel before any C
- *     is written, so with beta 1 C may also be an operand when no element is
- *     written at a smaller k than one it is read at (PolyBench's trmm:
- *     polyc.callbox.inplace_reason).  With a band of C open below (or of A:
+ *     is written, so with beta 1 C may also be the B operand when no element
+ *     is written at a smaller k than one it is read at (PolyBench's trmm:
+ *     polyc.callbox.inplace_reason; not A, which is packed again for every
+ *     block of columns).  With a band of C open below (or of A:
  *     the last rows hold most of the work) the blocks of rows are taken from
  *     the last.
  *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
