@@ -28,7 +28,7 @@ from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import rebuild, tree
-from .callorder import atomic_reason, first_in_order, moved_order
+from .callorder import AT_LAST, atomic_reason, first_in_order, moved_order
 from .parts import edges, guarded_product, restricted, with_domains, written_part
 from .tensorize import call_statement, group_statements, identity, mark_band, projections
 
@@ -173,7 +173,7 @@ def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
             reason, moved = atomic_reason(program, m, *facts.get())
         if reason:
             return m, guard, reason
-        m = replace(m, at_last=True) if isinstance(moved, str) else replace(m, moved=moved)
+        m = replace(m, at_last=True) if moved is AT_LAST else replace(m, moved=moved)
     return m, guard, None
 
 
