@@ -5,7 +5,8 @@ of rows (:mod:`polyc.callbox`, ``GemmMatch.parts``); the other instances of
 its statements (the diagonal edge) keep their loops.  These helpers restrict
 a program's statements to such parts, give the edges, and read which
 instances of a statement reach a node of a schedule tree (a filter above it
-may split them).
+may split them).  :func:`as_updates` reads a loop program's ``X = X + e``
+as the update it is, so that a call can compute it.
 """
 
 from __future__ import annotations
@@ -90,3 +91,37 @@ def guarded_product(program: Program, s: Statement) -> Statement | None:
                               text=f"{E.to_text(rhs.cond)}", span=s.span)
     except NonAffineError:
         return None
+
+
+def as_updates(program: Program, names=None) -> Program:
+    """``program`` with each assignment ``X[i] = X[i] + e`` where ``e``
+    reads ``X`` too (of ``names``: all when ``None``) as the update ``X[i]
+    += e`` with no reduction
+    iterators: the same instances, accesses and dependences (a loop
+    program writes ``+=`` as an assignment when ``e`` reads ``X`` too:
+    PolyBench's ``trmm``), so that :func:`polyc.intrinsics.match_gemm`
+    can match it.  The call then sums in the micro-kernel's order, as
+    for any tensorized reduction."""
+    def update(s: Statement) -> Statement:
+        if s.kind != "assign" or not accumulates(s) or (names is not None
+                                                         and s.name not in names) \
+                or s.tensor not in {a.tensor for a in E.accesses(s.rhs.rhs)}:
+            return s
+        return replace(s, kind="update", op="+", rhs=s.rhs.rhs, reduction_iterators=())
+    return program.replace(statements=tuple(update(s) for s in program.statements))
+
+
+def accumulates(s: Statement) -> bool:
+    """Whether assignment ``s`` is ``X[i] = X[i] + e``."""
+    return (isinstance(s.rhs, E.Binary) and s.rhs.op == "+" and isinstance(s.rhs.lhs, E.Access)
+            and s.rhs.lhs.tensor == s.tensor and s.rhs.lhs.indices == s.lhs.indices)
+
+
+def updates_read(program: Program) -> list[str]:
+    """The statements of ``program`` that :func:`as_updates` may have made:
+    updates ``X[i] += e`` without reduction iterators whose ``e`` reads
+    ``X`` (a recipe records them, so that its replay onto the loop program
+    reads them the same way)."""
+    return [s.name for s in program.statements
+            if s.kind == "update" and s.op == "+" and not s.reduction_iterators
+            and s.tensor in {a.tensor for a in E.accesses(s.rhs)}]

@@ -5,7 +5,10 @@ A recipe is ``{"format": "polyc-recipe-1", "program": NAME, "fingerprint":
 SHA256, "start": "source"|"isl", "steps": [{"op": "tile", "args": [...],
 "kwargs": {...}}, ...]}``, plus ``"tree"`` (isl's text of the starting tree)
 when the schedule started from a given tree rather than from ``start``
-(``kernel.schedule``, :meth:`Schedule.from_text`).  Loops appear as
+(``kernel.schedule``, :meth:`Schedule.from_text`), and ``"updates"`` (the
+statements of a loop program written ``X = X + e`` that the program read
+as updates ``X += e``, :func:`polyc.schedule.parts.as_updates`; replay reads
+them so again).  Loops appear as
 ``{"loop": [target, name]}`` when they were named, ``{"path": [...],
 "member": k}`` otherwise; tuples become lists.  The fingerprint is the
 program's :meth:`~polyc.ir.Program.fingerprint` (domains, access relations,
@@ -21,6 +24,7 @@ from pathlib import Path
 
 from ..errors import ScheduleError
 from ..ir import Program
+from .parts import as_updates, updates_read
 from .registry import METHODS
 from .tree import Loop
 
@@ -99,6 +103,9 @@ def decode_args(args, kwargs):
 def make_recipe(schedule) -> dict:
     out = {"format": FORMAT, "program": schedule._base.name,
            "fingerprint": program_fingerprint(schedule._base), "start": schedule.start}
+    updates = updates_read(schedule._base)
+    if updates:
+        out["updates"] = updates            # X = X + e read as X += e
     if getattr(schedule, "origin", None) is not None:
         out["tree"] = schedule.origin       # the starting tree, in isl's text form
     out["steps"] = [dict(s) for s in schedule.recipe]
@@ -157,6 +164,13 @@ def replay(cls, program: Program, recipe):
     schedule.  Raises :class:`ScheduleError` when the recipe's fingerprint is
     another program's."""
     data = load(recipe)
+    updates = data.get("updates")
+    if updates:
+        # a loop program's X = X + e, which the recipe's program read as the
+        # update X += e (the automatic schedule of a tensorized trmm)
+        if not isinstance(updates, list) or not all(isinstance(x, str) for x in updates):
+            raise ScheduleError("recipe: 'updates' must be a list of statement names")
+        program = as_updates(program, set(updates))
     fp = data.get("fingerprint")
     if fp is not None and fp != program_fingerprint(program):
         raise ScheduleError(

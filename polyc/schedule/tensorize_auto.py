@@ -20,7 +20,6 @@ from dataclasses import replace
 
 import islpy as isl
 
-from .. import expr as E
 from ..callbox import triangle_rows as triangle_rows_default
 from ..errors import ScheduleError
 from ..expansion import expand_array
@@ -29,7 +28,15 @@ from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import rebuild, tree
 from .callorder import AT_LAST, atomic_reason, first_in_order, moved_order
-from .parts import edges, guarded_product, restricted, with_domains, written_part
+from .parts import (
+    accumulates,
+    as_updates,
+    edges,
+    guarded_product,
+    restricted,
+    with_domains,
+    written_part,
+)
 from .tensorize import call_statement, group_statements, identity, mark_band, projections
 
 
@@ -86,7 +93,7 @@ def find(program: Program, parallel: bool = True, *, tensor_cores: bool = False,
         program = as_updates(program)
         stmts = list(program.statements)
     for i, s in enumerate(stmts):
-        if s.kind == "assign" and _accumulates(s):
+        if s.kind == "assign" and accumulates(s):
             # X = X + a * b written as an assignment (a loop program's +=
             # whose output is also read elsewhere): say why it is no call
             m = match_gemm(program, replace(s, kind="update", op="+", rhs=s.rhs.rhs),
@@ -253,32 +260,8 @@ def _expand_for_calls(program: Program, names=None) -> Program:
     return program
 
 
-def as_updates(program: Program, names=None) -> Program:
-    """``program`` with each assignment ``X[i] = X[i] + e`` where ``e``
-    reads ``X`` too (of ``names``: all when ``None``) as the update ``X[i]
-    += e`` with no reduction
-    iterators: the same instances, accesses and dependences (a loop
-    program writes ``+=`` as an assignment when ``e`` reads ``X`` too:
-    PolyBench's ``trmm``), so that :func:`polyc.intrinsics.match_gemm`
-    can match it.  The call then sums in the micro-kernel's order, as
-    for any tensorized reduction."""
-    def update(s: Statement) -> Statement:
-        if s.kind != "assign" or not _accumulates(s) or (names is not None
-                                                         and s.name not in names) \
-                or s.tensor not in {a.tensor for a in E.accesses(s.rhs.rhs)}:
-            return s
-        return replace(s, kind="update", op="+", rhs=s.rhs.rhs, reduction_iterators=())
-    return program.replace(statements=tuple(update(s) for s in program.statements))
-
-
-def _accumulates(s: Statement) -> bool:
-    """Whether assignment ``s`` is ``X[i] = X[i] + e``."""
-    return (isinstance(s.rhs, E.Binary) and s.rhs.op == "+" and isinstance(s.rhs.lhs, E.Access)
-            and s.rhs.lhs.tensor == s.tensor and s.rhs.lhs.indices == s.lhs.indices)
-
-
 def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
-           parallel: bool = True) -> isl.Schedule:
+           parallel: bool = True, *, mark: bool = True) -> isl.Schedule:
     """The tree of the contracted program ``schedule`` (scheduled with each
     group as its calls, :func:`contract`) as a tree of ``source``: every
     instance of a group at its call's place
@@ -286,7 +269,8 @@ def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
     it the group's own loops in source order (a band over the output's loops
     the call scans, then the initialisation or scaling, the update's
     reduction loops and the epilogue in sequence), marked by
-    :func:`mark_band`."""
+    :func:`mark_band` (``mark=False``: unmarked, the start of the recipe of
+    :mod:`polyc.schedule.tensorize_recipe`)."""
     upma = None
     in_group = {x: m for m in matches for x in group_statements(m)}
     for s in source.statements:
@@ -310,7 +294,8 @@ def expand(schedule: isl.Schedule, source: Program, matches: list[GemmMatch],
                                     source.domain())
     for m in matches:
         band = _insert_group(schedule, source, m)
-        schedule = mark_band(band.get_schedule(), source, band, "gemm", parallel, known=m)
+        schedule = (mark_band(band.get_schedule(), source, band, "gemm", parallel, known=m)
+                    if mark else band.get_schedule())
     return schedule
 
 
