@@ -39,7 +39,7 @@ transformations break a dependence, is a user error naming the program or
 the dependence.  ``--emit schedule`` prints the schedule tree with loop
 names, ``--emit loopnest`` the loop nest it produces, ``--emit recipe`` the
 recipe as JSON (``--schedule`` takes it back: the automatic schedule's recipe
-has no steps and carries its tree).  ``explain`` prints, for
+carries isl's tree and lists its steps, ``tensorize`` among them).  ``explain`` prints, for
 each loop, the dependences it carries and whether it is parallel or
 vectorizable and why not, the fusion groups and tile footprints
 (:mod:`polyc.schedule.explain`); ``--json`` prints the same as one JSON

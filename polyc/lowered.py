@@ -45,16 +45,27 @@ class Lowered:
     #: the automatic schedule as a schedule-language ``Schedule`` (its
     #: recipe: the starting tree and the steps of
     #: :mod:`polyc.schedule.auto`) when the code was generated from its tree;
-    #: ``None`` for a user schedule, or when array contraction or
-    #: tensorization rewrote the program afterwards
+    #: for a tensorized program a function of the source program's
+    #: dependences making it
+    #: (:func:`polyc.schedule.tensorize_recipe.source_schedule`, called when
+    #: first asked for; it may give ``None``); ``None`` for a user schedule,
+    #: or when array contraction rewrote the program afterwards
     auto: object = None
+
+    def auto_schedule(self):
+        """The automatic schedule with its steps (:attr:`auto`), or ``None``."""
+        if callable(self.auto):
+            _, _, deps = self.schedule_view()
+            object.__setattr__(self, "auto", self.auto(deps))
+        return self.auto
 
     def as_schedule(self):
         """The :class:`polyc.Schedule` this compilation shows: the automatic
-        recipe (:attr:`auto`) when there is one, else the tree of
+        recipe (:meth:`auto_schedule`) when there is one, else the tree of
         :meth:`schedule_view` wrapped with derived loop names."""
-        if self.auto is not None:
-            return self.auto
+        auto = self.auto_schedule()
+        if auto is not None:
+            return auto
         from .schedule.language import Schedule
         return Schedule.from_isl(*self.schedule_view())
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -58,9 +59,12 @@ from .schedule import (
     rowfuse,
     tensorize,
     tensorize_auto,
+    tensorize_recipe,
 )
 from .schedule.language import Schedule
 from .schedule.tree import without_names
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Lowered", "with_notes", "lower", "lower_schedule", "lowered_key",
            "compile_program", "compile_schedule", "compile_versioned",
@@ -162,8 +166,32 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     # the code is generated from the automatic recipe's own tree unless array
     # contraction or tensorization rewrote the program after it
     auto_schedule = recipe if recipe is not None and not contracted and not matches else None
+    if recipe is not None and matches and not contracted:
+        # a tensorized program's automatic schedule as a recipe of the
+        # source statements, made when first asked for
+        auto_schedule = functools.partial(_tensorized_recipe, recipe, view[0], matches,
+                                          config.parallel, view[1], nest)
     return Lowered(program, deps, sched, nest, notes, row_note, contracted, view,
                    auto=auto_schedule)
+
+
+def _tensorized_recipe(auto_schedule, source: Program, matches, parallel: bool,
+                       code_tree, nest, deps):
+    """The automatic schedule of a tensorized program as a recipe of the
+    source statements (:func:`polyc.schedule.tensorize_recipe.source_schedule`),
+    kept only when it also lowers, as a user schedule does
+    (:func:`lower_schedule`), to the loop nest ``nest`` the code came from;
+    ``None`` otherwise."""
+    s = tensorize_recipe.source_schedule(auto_schedule, source, matches, parallel,
+                                         code_tree, deps)
+    if s is None:
+        return None
+    tree, program, _ = tensorize.lower_marks(without_names(s.isl), s.program, parallel)
+    if format_loopnest(astgen.generate(program, tree)) != format_loopnest(nest):
+        log.debug("automatic recipe of %s: the replayed tree gives another loop nest; its "
+                  "recipe starts from the marked tree", source.name)
+        return None
+    return s
 
 
 def _expanded(program: Program, source: Program, matches) -> Program:
@@ -177,6 +205,10 @@ def _expanded(program: Program, source: Program, matches) -> Program:
     stmts = [x for s in program.statements
              for x in (groups[s.name] if s.kind == "intrinsic" and s.name in groups
                        else [] if s.name in edges else [s])]
+    # in the source's order: the program a recipe of this view names is the
+    # source program (its fingerprint lists the statements in order)
+    rank = {s.name: i for i, s in enumerate(source.statements)}
+    stmts.sort(key=lambda s: rank.get(s.name, len(rank)))
     return program.replace(statements=tuple(stmts), order=source.order)
 
 

@@ -8,7 +8,7 @@ done with it; every decision is a registered transformation applied through
 a :class:`~polyc.schedule.language.Schedule` whose recipe (the starting tree
 and the steps) replays byte for byte, and whose knobs (the ``tile`` sizes,
 the ``reorder`` orders, the marks) the tuner perturbs
-(:func:`polyc.tune.space.auto_neighbours`).  The decisions, in order:
+(:func:`polyc.tune.autorecipe.neighbours`).  The decisions, in order:
 
 1. **sink** (top-down, first pass): when a band with bands below owns the
    coincident stride-1 member of its hot statements (``w`` of a convolution

@@ -320,14 +320,15 @@ def test_kernel_explain():
 
 
 def test_tensorized_kernels_through_the_cli(capsys, tcfile, tmp_path, monkeypatch):
-    """The automatic schedule's recipe (with its tensorize mark) replays to
+    """The automatic schedule's recipe (with its tensorize step) replays to
     the same C from the command line, ``polyc explain`` shows the mark, and
     a hand-written recipe that tensorizes runs and checks against numpy."""
     monkeypatch.setenv("POLYC_TENSORIZE", "1")
     src = tcfile(MM)
     rc, text, err = run_main(capsys, ["compile", src, "--emit", "recipe"])
     assert rc == 0, err
-    assert "tensorize:gemm:S0" in text
+    assert json.loads(text)["steps"][0] == {"op": "tensorize", "args": [["S0", "m"], "gemm"],
+                                            "kwargs": {}}
     path = tmp_path / "auto.json"
     path.write_text(text)
     rc, auto_c, err = run_main(capsys, ["compile", src, "--emit", "c"])
