@@ -12,7 +12,10 @@ does for the tuner's own knobs:
 - a ``tile`` step dropped (the band untiled; later steps that name its tile
   loops are then refused and the candidate pruned);
 - a ``vectorize`` step dropped;
-- the parallel mark moved off the outer loops (a ``mark`` step dropped).
+- the parallel mark moved off the outer loops (a ``mark`` step dropped);
+- of a tensorized kernel (:mod:`polyc.schedule.tensorize_recipe`): the rows
+  of C per call of a ``tensorize(..., rows=R)`` step halved or doubled, or a
+  ``tensorize`` step dropped (the group's own loops instead of the call).
 
 The recipes replay through :meth:`polyc.Schedule.replay`, which checks every
 step against the exact dependences: a perturbation the dependences forbid is
@@ -35,11 +38,13 @@ MAX_NEIGHBOURS = 12
 def automatic(program: Program, config) -> dict | None:
     """The automatic schedule of ``program`` under ``config`` as a recipe
     (``kernel.schedule.to_recipe()`` without compiling), or ``None`` when the
-    code is not generated from the recipe's tree (tensorized or
-    array-contracted programs: their trees are rewritten after it)."""
+    code is not generated from the replay of a recipe with steps
+    (array-contracted programs, whose trees are rewritten after it; a
+    tensorized program whose steps do not carry over to the source
+    statements, :mod:`polyc.schedule.tensorize_recipe`)."""
     from ..pipeline import lower
-    low = lower(program, config)
-    return low.auto.to_recipe() if low.auto is not None else None
+    auto = lower(program, config).auto_schedule()
+    return auto.to_recipe() if auto is not None else None
 
 
 def _size_label(step: dict) -> str:
@@ -60,7 +65,8 @@ def _double(v: int) -> int | None:
 
 def neighbours(recipe: dict) -> list[tuple[str, dict]]:
     """``(label, recipe)`` for each one-knob change of ``recipe`` (see the
-    module docstring), at most :data:`MAX_NEIGHBOURS`, tile sizes first."""
+    module docstring), at most :data:`MAX_NEIGHBOURS`: the rows per call,
+    then tile sizes, then the dropped steps."""
     steps = recipe.get("steps", [])
     out: list[tuple[str, dict]] = []
 
@@ -69,6 +75,13 @@ def neighbours(recipe: dict) -> list[tuple[str, dict]]:
         r["steps"] = new_steps
         out.append((f"auto recipe: {label}", r))
 
+    for i, st in enumerate(steps):
+        rows = st.get("kwargs", {}).get("rows", 0) if st.get("op") == "tensorize" else 0
+        if isinstance(rows, int) and rows > 1:
+            for new in (rows // 2, rows * 2):
+                s2 = copy.deepcopy(steps)
+                s2[i]["kwargs"]["rows"] = new
+                variant(f"tensorize({_loop_text(st['args'][0])}) rows {rows} -> {new}", s2)
     for i, st in enumerate(steps):
         if st.get("op") != "tile" or len(st.get("args", [])) < 2:
             continue
@@ -92,7 +105,10 @@ def neighbours(recipe: dict) -> list[tuple[str, dict]]:
                         f"{'x'.join(map(str, s2[i]['args'][1]))}", s2)
         variant(f"{name} dropped", steps[:i] + steps[i + 1:])
     for i, st in enumerate(steps):
-        if st.get("op") == "vectorize":
+        if st.get("op") == "tensorize":
+            variant(f"tensorize({_loop_text(st['args'][0])}) dropped",
+                    steps[:i] + steps[i + 1:])
+        elif st.get("op") == "vectorize":
             variant(f"vectorize({_loop_text(st['args'][0])}) dropped", steps[:i] + steps[i + 1:])
         elif st.get("op") == "mark" and str(st["args"][1]).startswith("parallel"):
             variant(f"parallel mark on {_loop_text(st['args'][0])} dropped",
