@@ -72,11 +72,10 @@ from typing import Callable, Sequence, TypeVar
 from filelock import FileLock, Timeout
 
 from . import __version__
+from . import cache_entry as entry
+from .cache_entry import CACHE_FORMAT, discard, store, write_atomic  # noqa: F401 (re-exported)
 from .errors import CacheWarning, PolycError
 from .process import run_process, run_quiet  # noqa: F401 (run_process re-exported)
-
-#: Bump when the entry layout or the meaning of the key changes.
-CACHE_FORMAT = "polyc-cache-2"
 
 #: Seconds a process waits for another one's build of the same key (the file
 #: lock) before it gives up waiting, warns and builds privately.
@@ -319,204 +318,6 @@ def usable_dir(path: Path) -> Path:
         return _fall_back(str(e).split(f"; {_HOW}")[0])
 
 
-# --- entries -------------------------------------------------------------------
-
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-#: Open flags for reading an entry: never through a link, never blocking on
-#: a FIFO planted in its place (``fstat`` then refuses anything irregular).
-_O_READ = os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | getattr(os, "O_NONBLOCK", 0)
-
-
-def _sha256_fd(fd: int) -> str:
-    h = hashlib.sha256()
-    os.lseek(fd, 0, os.SEEK_SET)
-    while True:
-        block = os.read(fd, 1 << 20)
-        if not block:
-            return h.hexdigest()
-        h.update(block)
-
-
-def _read_nofollow(path: Path) -> bytes:
-    fd = os.open(path, _O_READ)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        chunks = []
-        while True:
-            block = os.read(fd, 1 << 20)
-            if not block:
-                return b"".join(chunks)
-            chunks.append(block)
-    finally:
-        os.close(fd)
-
-
-def _temp_path(directory: Path, key: str) -> Path:
-    fd, name = tempfile.mkstemp(prefix=f".{key}.", suffix=".tmp", dir=directory)
-    os.close(fd)
-    return Path(name)
-
-
-def _fresh_file(path: Path) -> Path:
-    """Create ``path`` empty (mode 0600, exclusively, never through a link),
-    removing a leftover of an interrupted build first.  For names that only
-    the holder of the key's lock writes."""
-    path.unlink(missing_ok=True)
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
-                     0o600))
-    return path
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file next to ``path``, then rename it
-    (a symbolic link at ``path`` is replaced, never followed)."""
-    tmp = _temp_path(path.parent, path.name.split(".")[0])
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _canonical(doc: dict) -> bytes:
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=True, allow_nan=False).encode("ascii")
-
-
-def _seal(doc: dict) -> bytes:
-    """``doc`` plus a ``checksum`` of itself, as canonical JSON bytes."""
-    doc = {k: v for k, v in doc.items() if k != "checksum"}
-    doc["checksum"] = hashlib.sha256(_canonical(doc)).hexdigest()
-    return _canonical(doc)
-
-
-def _unseal(data: bytes) -> dict:
-    """The document sealed by :func:`_seal`; ``ValueError`` saying what is
-    wrong when ``data`` is not exactly such bytes (any changed byte is)."""
-    try:
-        doc = json.loads(data.decode("ascii"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"unreadable ({e.__class__.__name__})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("checksum"), str):
-        raise ValueError("no checksum")
-    try:
-        body = {k: v for k, v in doc.items() if k != "checksum"}
-        if hashlib.sha256(_canonical(body)).hexdigest() != doc["checksum"]:
-            raise ValueError("checksum mismatch")
-        if _canonical(doc) != data:
-            raise ValueError("not in canonical form")
-    except (TypeError, ValueError) as e:
-        raise ValueError(str(e) or "invalid") from None
-    return doc
-
-
-def discard(directory: Path, key: str, suffix: str) -> None:
-    """Remove the sidecar, then the artifact of ``key`` (the lock and source
-    stay).  The sidecar goes first: without it the entry is absent."""
-    for name in (f"{key}.json", f"{key}{suffix}"):
-        try:
-            (directory / name).unlink()
-        except FileNotFoundError:
-            pass
-        except IsADirectoryError:   # not ours to remove; lookup refuses it
-            pass
-
-
-def _store(directory: Path, key: str, suffix: str, artifact: Path,
-           meta: dict) -> tuple[Path, dict]:
-    final = directory / f"{key}{suffix}"
-    fd = os.open(artifact, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
-    try:
-        digest, size = _sha256_fd(fd), os.fstat(fd).st_size
-    finally:
-        os.close(fd)
-    side = dict(meta, format=CACHE_FORMAT, key=key, sha256=digest, size=size)
-    data = _seal(side)
-    os.chmod(artifact, 0o700)
-    (directory / f"{key}.json").unlink(missing_ok=True)
-    os.replace(artifact, final)
-    tmp = _fresh_file(directory / f".{key}.json.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, directory / f"{key}.json")     # the commit point
-    finally:
-        tmp.unlink(missing_ok=True)
-    return final, _unseal(data)
-
-
-def store(directory: Path, key: str, suffix: str, artifact: Path, meta: dict) -> Path:
-    """Move ``artifact`` (a file in ``directory``) into place as the entry of
-    ``key`` and write its sidecar last; returns the artifact's final path.
-    The caller holds the key's lock."""
-    return _store(Path(directory), key, suffix, Path(artifact), meta)[0]
-
-
-def _unsafe_entry(directory: Path, key: str, suffix: str) -> str | None:
-    """Why an entry of ``key`` must not be touched: a name that is a symbolic
-    link or no regular file.  ``None`` when every name is absent or regular."""
-    for name in (f"{key}{suffix}", f"{key}.json", f"{key}.lock", f"{key}.c"):
-        try:
-            st = os.lstat(directory / name)
-        except FileNotFoundError:
-            continue
-        except OSError as e:
-            return f"{directory / name} cannot be examined ({e})"
-        if stat.S_ISLNK(st.st_mode):
-            return f"cache entry {directory / name} is a symbolic link, which polyc refuses"
-        if not stat.S_ISREG(st.st_mode):
-            return f"cache entry {directory / name} is not a regular file"
-    return None
-
-
-@dataclass(frozen=True)
-class _Verified:
-    path: Path
-    meta: dict
-    ident: tuple   # (device, inode, size, mtime) of the bytes that were hashed
-
-
-def _ident(st: os.stat_result) -> tuple:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _verify(directory: Path, key: str, suffix: str) -> _Verified | str | None:
-    """The verified entry of ``key``; ``None`` when absent (no sidecar: never
-    published, or interrupted before its commit point); else a string saying
-    why the entry is corrupt."""
-    art, side = directory / f"{key}{suffix}", directory / f"{key}.json"
-    try:
-        data = _read_nofollow(side)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"sidecar unreadable: {e}"
-    try:
-        meta = _unseal(data)
-    except ValueError as e:
-        return f"sidecar {e}"
-    if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
-        return "sidecar of another format or key"
-    try:
-        fd = os.open(art, _O_READ)
-    except OSError as e:
-        return f"artifact missing or unreadable: {e}"
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return "artifact is not a regular file"
-        if st.st_size != meta.get("size"):
-            return f"artifact has {st.st_size} bytes, its sidecar says {meta.get('size')}"
-        if _sha256_fd(fd) != meta.get("sha256"):
-            return "artifact's sha256 differs from its sidecar's"
-        return _Verified(art, meta, _ident(st))
-    except OSError as e:
-        return f"artifact unreadable: {e}"
-    finally:
-        os.close(fd)
-
-
 def _report_corrupt(directory: Path, key: str, suffix: str, why: str) -> None:
     discard(directory, key, suffix)
     _count("corrupt")
@@ -529,7 +330,7 @@ def lookup(directory: Path, key: str, suffix: str) -> Path | None:
     damaged entry (unreadable or altered sidecar, wrong checksum or size) is
     discarded, counted as ``corrupt``, reported with a
     :class:`~polyc.errors.CacheWarning` and reported as absent."""
-    found = _verify(Path(directory), key, suffix)
+    found = entry.verify(Path(directory), key, suffix)
     if isinstance(found, str):
         _report_corrupt(Path(directory), key, suffix, found)
         return None
@@ -607,7 +408,7 @@ def _lookup_or_build(key, directory, suffix, build, load, lock_timeout):
     directory = usable_dir(directory)
     if is_private(directory):
         return _build_and_load(directory, key, suffix, build, load)
-    unsafe = _unsafe_entry(directory, key, suffix)
+    unsafe = entry.unsafe_entry(directory, key, suffix)
     if unsafe:
         return _build_and_load(_fall_back(unsafe), key, suffix, build, load)
     lock = _EntryLock(directory / f"{key}.lock")
@@ -631,7 +432,7 @@ def _lookup_or_build(key, directory, suffix, build, load, lock_timeout):
 
 
 def _load_from_disk(directory: Path, key: str, suffix: str, load: Callable):
-    found = _verify(directory, key, suffix)
+    found = entry.verify(directory, key, suffix)
     if found is None:
         return None
     if isinstance(found, str):
@@ -643,7 +444,7 @@ def _load_from_disk(directory: Path, key: str, suffix: str, load: Callable):
         _report_corrupt(directory, key, suffix, f"it does not load: {e}")
         return None
     try:
-        same = _ident(os.lstat(found.path)) == found.ident
+        same = entry.ident(os.lstat(found.path)) == found.ident
     except OSError:
         same = False
     if not same:   # replaced behind the lock's back between hash and load
@@ -660,9 +461,9 @@ def _build_and_load(directory: Path, key: str, suffix: str,
         discard(directory, key, suffix)
         # a unique name: the compiler of a killed process may still be writing
         # to the temporary file it was given (it outlives its parent)
-        tmp = _temp_path(directory, key)
+        tmp = entry.temp_path(directory, key)
         meta = build(directory, tmp)
-        path, side = _store(directory, key, suffix, tmp, meta)
+        path, side = entry.store_entry(directory, key, suffix, tmp, meta)
     except OSError as e:
         raise PolycError(f"cannot write the cache entry {key}{suffix} in {directory}: {e}; "
                          f"free some space there, or {_HOW}") from e
@@ -687,7 +488,7 @@ def write_json_entry(directory: Path, name: str, payload: dict, *, key: str,
     key, checksum; atomically renamed into place, replacing and never
     following a link).  Raises ``OSError`` when it cannot be written."""
     write_atomic(Path(directory) / name,
-                 _seal({"format": fmt, "key": key, "payload": payload}))
+                 entry.seal({"format": fmt, "key": key, "payload": payload}))
 
 
 def read_json_entry(directory: Path, name: str, *, key: str, fmt: str) -> dict | None:
@@ -707,7 +508,7 @@ def read_json_entry(directory: Path, name: str, *, key: str, fmt: str) -> dict |
         _warn(f"polyc: cache entry {path} is {what}; polyc refuses it and recomputes")
         return None
     try:
-        doc = _unseal(_read_nofollow(path))
+        doc = entry.unseal(entry.read_nofollow(path))
         if doc.get("format") != fmt:
             return None
         if doc.get("key") != key or not isinstance(doc.get("payload"), dict):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from polyc import cache
+from polyc import cache, cache_entry
 from polyc.backends.c.build import build_library, resolve_compiler
 from polyc.config import Config
 from polyc.errors import CacheWarning, ToolMissingError
@@ -334,8 +334,8 @@ def check_directory(cache_dir: Path, n_total: int) -> dict:
             if side.name.endswith(".lowered.json"):
                 continue
             key = side.name[:-5]
-            found = cache._verify(cache_dir, key, ".so")
-            if isinstance(found, cache._Verified):
+            found = cache_entry.verify(cache_dir, key, ".so")
+            if isinstance(found, cache_entry.Verified):
                 valid += 1
             else:
                 corrupt += 1

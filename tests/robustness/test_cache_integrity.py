@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from polyc import cache
+from polyc import cache, cache_entry
 from polyc.config import Config
 from polyc.errors import CacheWarning
 
@@ -364,7 +364,7 @@ def test_library_loading_checks_the_file_it_hashed(tmp_path, monkeypatch):
     backend.get(directory, 11)
     cache.clear_memory()
     key = f"{11:064x}"
-    real_verify = cache._verify
+    real_verify = cache_entry.verify
 
     def verify_then_swap(*a):
         found = real_verify(*a)
@@ -372,7 +372,7 @@ def test_library_loading_checks_the_file_it_hashed(tmp_path, monkeypatch):
         (directory / f"{key}{SUFFIX}").write_bytes(payload(11))   # same bytes, other file
         return found
 
-    monkeypatch.setattr(cache, "_verify", verify_then_swap)
+    monkeypatch.setattr(cache_entry, "verify", verify_then_swap)
     backend.built.clear()
     with pytest.warns(CacheWarning, match="changed while it was loaded"):
         assert backend.get(directory, 11) == payload(11)
@@ -406,7 +406,7 @@ def test_disk_full_is_a_clear_error(tmp_path, monkeypatch):
 
     def full(*a, **kw):
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(cache, "_store", full)
+    monkeypatch.setattr(cache_entry, "store_entry", full)
     with pytest.raises(PolycError, match="No space left.*POLYC_CACHE_DIR"):
         Backend().get(tmp_path / "cache", 13)
     assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix in (SUFFIX, ".json")]

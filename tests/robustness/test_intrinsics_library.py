@@ -27,7 +27,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc import cache
+from polyc import cache, cache_entry
 from polyc.backends.c import intrinsics
 from polyc.backends.c.build import (
     intrinsics_isa,
@@ -105,11 +105,11 @@ def test_the_library_key_follows_flags_cpu_and_compiler(tmp_path, monkeypatch):
 
 
 def _reseal(side: Path, **changes) -> None:
-    meta = cache._unseal(side.read_bytes())
+    meta = cache_entry.unseal(side.read_bytes())
     meta.update(changes)
     for k in ("format", "key", "sha256", "size"):
         meta.setdefault(k, None)
-    side.write_bytes(cache._seal(meta))
+    side.write_bytes(cache_entry.seal(meta))
 
 
 def test_an_entry_built_for_another_cpu_is_never_loaded(tmp_path):
@@ -121,7 +121,7 @@ def test_an_entry_built_for_another_cpu_is_never_loaded(tmp_path):
         again = intrinsics_library(config=cfg)
     assert again.key == lib.key
     assert cache.stats().builds == 2 and cache.stats().corrupt == 1
-    assert cache._unseal((tmp_path / f"{lib.key}.json").read_bytes())["cpu"] == \
+    assert cache_entry.unseal((tmp_path / f"{lib.key}.json").read_bytes())["cpu"] == \
         cache.cpu_features(_cc())
 
 
