@@ -29,8 +29,8 @@ from typing import Any
 import islpy as isl
 import numpy as np
 
+from polyc import access, ir
 from polyc import expr as E
-from polyc import ir
 from polyc.errors import BindingError, DTypeError, EinsumError
 from polyc.halfprec import widen_half_reductions
 from polyc.isl_util import aff_from_expr, const_pw_aff, param_space
@@ -514,17 +514,17 @@ def lower(spec: EinsumSpec, dtypes: Sequence[Any] | None = None,
     statements = []
     if summed:
         zero = E.Const(ir.identity("+", spec.out_dtype))
-        statements.append(ir.make_statement(
+        statements.append(access.make_statement(
             name="S0_init", iterators=spec.output_labels,
             domain=_box(params, "S0_init", spec.output_labels), lhs=lhs, op="=",
             rhs=zero, shapes=shapes, kind="init",
             text=f"{E.to_text(lhs)} = {E.to_text(zero)}"))
-        statements.append(ir.make_statement(
+        statements.append(access.make_statement(
             name="S0", iterators=iterators, domain=_box(params, "S0", iterators),
             lhs=lhs, op="+", rhs=rhs, shapes=shapes, kind="update",
             reduction_iterators=summed, text=f"{E.to_text(lhs)} +=! {E.to_text(rhs)}"))
     else:
-        statements.append(ir.make_statement(
+        statements.append(access.make_statement(
             name="S0", iterators=iterators, domain=_box(params, "S0", iterators),
             lhs=lhs, op="=", rhs=rhs, shapes=shapes, kind="assign",
             text=f"{E.to_text(lhs)} = {E.to_text(rhs)}"))
@@ -543,7 +543,7 @@ def lower(spec: EinsumSpec, dtypes: Sequence[Any] | None = None,
 
 def _box(params: Sequence[str], name: str, labels: Sequence[str]) -> isl.Set:
     """``{ name[labels] : 0 <= x < d_x for every label x }``."""
-    space = ir.statement_space(params, name, labels)
+    space = access.statement_space(params, name, labels)
     zero = const_pw_aff(space, 0)
     dom = isl.Set.universe(space)
     for lab in labels:

@@ -35,8 +35,9 @@ from dataclasses import dataclass, field
 import islpy as isl
 
 from polyc import expr as E
+from polyc.access import make_statement
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
-from polyc.ir import Program, Tensor, is_float, loop_names_mark, make_statement
+from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
 from .pysource import ArgSpec, is_shape_read

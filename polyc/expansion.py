@@ -22,8 +22,9 @@ from typing import Sequence
 import islpy as isl
 
 from . import expr as E
+from .access import make_statement
 from .errors import UnsupportedError
-from .ir import Program, make_statement
+from .ir import Program
 from .isl_util import CTX, maps_of, pw_aff_to_expr
 
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 import islpy as isl
 
 from . import expr as E
+from .access import make_statement
 from .errors import UnsupportedError
-from .ir import HALF_DTYPES, Program, Statement, Tensor, make_statement
+from .ir import HALF_DTYPES, Program, Statement, Tensor
 
 
 def _fresh(name: str, taken: set[str]) -> str:

@@ -43,6 +43,7 @@ import islpy as isl
 
 from . import callbox
 from . import expr as E
+from .access import make_statement
 from .bounds import tensor_box
 from .callbox import called_elements  # noqa: F401  (re-exported: polyc.schedule.parts)
 from .gemm_match import (  # noqa: F401  (re-exported: the match and its constants)
@@ -56,7 +57,7 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     GemmMatch,
     tensor_core_support,
 )
-from .ir import Program, Statement, make_statement
+from .ir import Program, Statement
 from .isl_util import (
     aff_from_expr,
     affine_coefficients,

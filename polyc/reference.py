@@ -83,8 +83,9 @@ import islpy as isl
 import numpy as np
 
 from . import expr as E
+from .access import access_relation
 from .errors import BindingError, ShapeError
-from .ir import HALF_DTYPES, Program, Statement, access_relation, identity, is_float, numpy_dtype
+from .ir import HALF_DTYPES, Program, Statement, identity, is_float, numpy_dtype
 from .isl_util import CTX, eval_pw_aff
 from .refeval import Env, as_ndim, dtype_of, eval_expr, numeric, promote_dtype
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import islpy as isl
 
+from polyc import access, ir
 from polyc import expr as E
-from polyc import ir
 from polyc.isl_util import aff_from_expr, box_set, const_pw_aff, param_space
 
 
@@ -20,11 +20,11 @@ def matmul(dtype: str = "float32") -> ir.Program:
     zero = const_pw_aff(param_space(params), 0)
     shapes = {"A": (P("M"), P("K")), "B": (P("K"), P("N")), "C": (P("M"), P("N"))}
     C = E.Access("C", (E.Index("m"), E.Index("n")))
-    s0 = ir.make_statement(
+    s0 = access.make_statement(
         name="S0_init", iterators=("m", "n"), lhs=C, op="=", rhs=E.Const(0.0),
         domain=box_set(params, "S0_init", ("m", "n"), [(zero, P("M")), (zero, P("N"))]),
         shapes=shapes, kind="init")
-    s1 = ir.make_statement(
+    s1 = access.make_statement(
         name="S0", iterators=("m", "n", "k"), lhs=C, op="+",
         rhs=E.Binary("*", E.Access("A", (E.Index("m"), E.Index("k"))),
                      E.Access("B", (E.Index("k"), E.Index("n")))),
@@ -62,7 +62,7 @@ def build(name, params, tensors, stmts, signature=None) -> ir.Program:
     statements = []
     for (sname, its, bounds, lhs, op, rhs, kind, red) in stmts:
         dom = box_set(params, sname, its, [(_pa(params, lo), _pa(params, hi)) for lo, hi in bounds])
-        statements.append(ir.make_statement(
+        statements.append(access.make_statement(
             name=sname, iterators=its, domain=dom, lhs=lhs, op=op, rhs=rhs,
             shapes=shapes, kind=kind, reduction_iterators=red))
     ts = tuple(ir.Tensor(t, spec[0], shapes[t], spec[2]) for t, spec in tensors.items())

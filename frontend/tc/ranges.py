@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import islpy as isl
 
 from ... import expr as E
-from ...ir import condition_set
+from ...access import condition_set
 from ...isl_util import aff_from_expr, const_pw_aff, param_space, set_space
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import islpy as isl
 import numpy as np
 
-from ... import bounds, ir
+from ... import access, bounds, ir
 from ... import expr as E
 from ...errors import SemanticError, ShapeError, UnsupportedError
 from ...halfprec import widen_half_reductions
@@ -440,12 +440,12 @@ class _Lowering:
         try:
             if bang:
                 name = f"S{k}_init"
-                out.append(ir.make_statement(
+                out.append(access.make_statement(
                     name=name, iterators=lhs_vars, span=st.span, text=text,
                     domain=domain_box(name, lhs_vars, ranges, self.params), lhs=lhs, op="=",
                     rhs=E.Const(ir.identity(op, self.dtypes[st.tensor])), shapes=self.shapes,
                     kind="init"))
-            out.append(ir.make_statement(
+            out.append(access.make_statement(
                 name=f"S{k}", iterators=lhs_vars + red, span=st.span, text=text,
                 domain=masked_domain(f"S{k}", lhs_vars + red, ranges, self.params,
                                      rhs if bang and op == "+" else None), lhs=lhs, op=op,

@@ -55,7 +55,7 @@ import islpy as isl
 import numpy as np
 
 from .. import expr as E
-from ..ir import condition_set
+from ..access import condition_set
 from ..isl_util import fixed_box_hull, maps_of
 from . import legality, tree
 from .explain_deps import _BAND, _MARK, MAX_DISTANCES, _carried, _dep_phrase, _vec, distances

@@ -16,8 +16,9 @@ from dataclasses import replace
 import islpy as isl
 
 from .. import expr as E
+from ..access import condition_set, make_statement
 from ..intrinsics import GemmMatch, called_elements
-from ..ir import Program, Statement, condition_set, make_statement
+from ..ir import Program, Statement
 from ..isl_util import NonAffineError
 
 

@@ -11,6 +11,9 @@ FORBIDDEN = {
                        "polyc.astgen", "polyc.schedule", "polyc.loopnest", "polyc.cli"),
     "polyc.ir": ("polyc.schedule", "polyc.dependence", "polyc.astgen", "polyc.backends",
                  "polyc.runtime", "polyc.pipeline", "polyc.frontend"),
+    # statements' access relations sit with the IR, below every stage
+    "polyc.access": ("polyc.schedule", "polyc.dependence", "polyc.astgen", "polyc.backends",
+                     "polyc.runtime", "polyc.pipeline", "polyc.frontend"),
     "polyc.dependence": ("polyc.schedule", "polyc.astgen", "polyc.backends", "polyc.runtime",
                          "polyc.pipeline"),
     "polyc.schedule": ("polyc.astgen", "polyc.loopnest", "polyc.backends", "polyc.runtime",

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from polyc import expr as E
+from polyc.access import make_statement
 from polyc.errors import BindingError, ShapeError
-from polyc.ir import Program, Tensor, identity, make_statement
+from polyc.ir import Program, Tensor, identity
 from polyc.isl_util import aff_from_expr, param_space
 from polyc.reference import evaluate
 from polyc.testing import (
