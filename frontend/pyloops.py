@@ -40,34 +40,20 @@ from polyc.errors import DTypeError, ShapeError, UnsupportedError
 from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
+from .pyexprs import BINOPS, CMP, Expressions, Loop
 from .pysource import ArgSpec, is_shape_read
 from .source import Span
 
-#: Value functions and the expression-tree builtin each becomes.
-FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "sqrt",
-             "exp": "exp", "log": "log", "pow": "pow"}
-MODULES = ("math", "np", "numpy")
 _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
                        "assignments to array elements (A[i, j] = ..., +=, -=, *=, /=) "
                        "and to local scalars")
-_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
-_CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-        ast.NotEq: "!="}
-
-
-@dataclass
-class _Loop:
-    var: str
-    lower: E.Expr
-    upper: E.Expr
-    step: int
 
 
 @dataclass
 class _Node:
     """The source's structure, for ``Program.order``: a loop (``loop`` set)
     or a block; ``items`` are child nodes and statement names in order."""
-    loop: _Loop | None = None
+    loop: Loop | None = None
     items: list = field(default_factory=list)
 
 
@@ -87,6 +73,8 @@ class _Lowering:
         self.statements = []
         self.written: set[str] = set()
         self.paths: dict[str, list[int]] = {}   # statement -> enclosing loops
+        self.assigned_later: set[str] = set()
+        self.exprs = Expressions(self)
         dts = sorted({s.dtype for s in self.arrays.values()})
         floats = [d for d in dts if is_float(d)]
         self.value_dtype = (floats[0] if len(floats) == 1 else "float64") if floats else (
@@ -159,7 +147,7 @@ class _Lowering:
         target, value = st.targets[0], st.value
         if isinstance(value, ast.Subscript):
             arr = value.value.value.id
-            dim = self._const_int(value.slice)
+            dim = self.exprs.const_int(value.slice)
             targets = [target]
         else:
             arr, dim = value.value.id, None
@@ -171,10 +159,10 @@ class _Lowering:
             raise self.fail(value, f"{arr} is not an argument of the kernel")
         spec = self.specs[arr]
         if spec.kind != "array":
-            raise DTypeError(f"{self.where(st)}: argument {arr} is unpacked as an array "
+            raise DTypeError(f"{self.exprs.where(st)}: argument {arr} is unpacked as an array "
                              f"({ast.unparse(st)}), but the call passed a {spec.kind}")
         if dim is None and len(targets) != spec.ndim:
-            raise ShapeError(f"{self.where(st)}: `{ast.unparse(st)}` unpacks "
+            raise ShapeError(f"{self.exprs.where(st)}: `{ast.unparse(st)}` unpacks "
                              f"{len(targets)} sizes, but argument {arr} has "
                              f"{spec.ndim} dimension(s)")
         dims = range(spec.ndim) if dim is None else [dim]
@@ -182,7 +170,7 @@ class _Lowering:
             if d < 0:
                 d += spec.ndim
             if not 0 <= d < spec.ndim:
-                raise ShapeError(f"{self.where(st)}: {arr}.shape[{dim}] does not exist: "
+                raise ShapeError(f"{self.exprs.where(st)}: {arr}.shape[{dim}] does not exist: "
                                  f"argument {arr} has {spec.ndim} dimension(s)")
             if not isinstance(t, ast.Name):
                 raise self.fail(t, "a shape unpacked into something other than a name")
@@ -194,201 +182,8 @@ class _Lowering:
                 raise self.fail(t, f"{arr}.shape[{d}] is unpacked twice")
             self._new_param(t.id, (arr, d), t)
 
-    def where(self, node: ast.AST) -> str:
-        sp = self.span(node)
-        return f"{sp.filename}:{sp.line}"
-
-    def _const_int(self, node: ast.AST) -> int:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int) \
-                and not isinstance(node.value, bool):
-            return node.value
-        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
-                and isinstance(node.operand, ast.Constant)
-                and isinstance(node.operand.value, int)):
-            return -node.operand.value
-        raise self.fail(node, "expected an integer literal")
-
-    # ---------------------------------------------------------- expressions
-    def index_expr(self, node: ast.AST, loops: list[_Loop]) -> E.Expr:
-        """An integer affine expression: loop variables, sizes, literals."""
-        vars_ = {lp.var for lp in loops}
-        sp = self.span(node)
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or not isinstance(node.value, int):
-                raise self.fail(node, "a non-integer constant in an index expression")
-            return E.Const(node.value, sp)
-        if isinstance(node, ast.Name):
-            if node.id in vars_:
-                return E.Index(node.id, sp)
-            if node.id in self.params:
-                return E.Param(node.id, sp)
-            if node.id in self.specs and self.specs[node.id].kind == "float":
-                raise DTypeError(f"{self.where(node)}: argument {node.id} is used as an "
-                                 "integer (a loop bound, subscript or condition), but the "
-                                 "call passed a float; pass an int")
-            if node.id in self.scalars or node.id in self.arrays or node.id in self.specs:
-                raise self.fail(node, f"{node.id} holds data, so it cannot be used in a "
-                                      "subscript, loop bound or if condition",
-                                "these must be affine in loop variables and sizes; use "
-                                "`a if cond else b` for data-dependent values")
-            raise self.fail(node, f"unknown name {node.id}",
-                            "names in indices are loop variables, sizes from "
-                            "`n = A.shape[0]`, or integer arguments")
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-            inner = self.index_expr(node.operand, loops)
-            return inner if isinstance(node.op, ast.UAdd) else E.Unary("-", inner, sp)
-        if isinstance(node, ast.BinOp):
-            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/",
-                   ast.Mod: "%"}
-            op = ops.get(type(node.op))
-            if op is None:
-                raise self.fail(node, "an operator that is not integer affine arithmetic",
-                                "indices and bounds use + - *, and // or % by a positive "
-                                "integer literal")
-            return E.Binary(op, self.index_expr(node.left, loops),
-                            self.index_expr(node.right, loops), sp)
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id in ("min", "max") and len(node.args) >= 2
-                and not node.keywords):
-            args = [self.index_expr(a, loops) for a in node.args]
-            out = args[0]
-            for a in args[1:]:
-                out = E.Call(node.func.id, (out, a), sp)
-            return out
-        if isinstance(node, ast.Subscript):
-            raise self.fail(node, "a subscript that reads data (an indirect access)",
-                            "subscripts must be affine in loop variables and sizes")
-        raise self.fail(node, "an expression that is not affine in loop variables and sizes")
-
-    def value_expr(self, node: ast.AST, loops: list[_Loop]) -> E.Expr:
-        """A value: literals, array elements, scalars, arithmetic, selects, calls."""
-        sp = self.span(node)
-        vars_ = {lp.var for lp in loops}
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
-                raise self.fail(node, f"the constant {node.value!r}",
-                                "values are int or float literals")
-            return E.Const(node.value, sp)
-        if isinstance(node, ast.Name):
-            if node.id in vars_:
-                return E.Index(node.id, sp)
-            if node.id in self.params:
-                return E.Param(node.id, sp)
-            if node.id in self.floats:
-                return E.Access(node.id, (), sp)
-            if node.id in self.scalars:
-                return E.Access(self.scalars[node.id], (), sp)
-            if node.id in self.arrays:
-                raise self.fail(node, f"the whole array {node.id} used as a value",
-                                f"read one element: {node.id}[i, ...]")
-            if node.id in self.assigned_later:
-                raise self.fail(node, f"scalar {node.id} is read before it is assigned")
-            raise self.fail(node, f"unknown name {node.id}",
-                            "a kernel reads its arguments, loop variables, sizes and "
-                            "local scalars assigned earlier")
-        if isinstance(node, ast.Subscript):
-            return self.access(node, loops)
-        if isinstance(node, ast.UnaryOp):
-            if isinstance(node.op, ast.UAdd):
-                return self.value_expr(node.operand, loops)
-            if isinstance(node.op, ast.USub):
-                return E.Unary("-", self.value_expr(node.operand, loops), sp)
-            if isinstance(node.op, ast.Not):
-                return E.Unary("!", self.value_expr(node.operand, loops), sp)
-        if isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Pow):
-                return E.Call("pow", (self.value_expr(node.left, loops),
-                                      self.value_expr(node.right, loops)), sp)
-            op = _BINOPS.get(type(node.op))
-            if op is None:
-                raise self.fail(node, f"the operator {type(node.op).__name__} on values",
-                                "values use + - * / ** and the functions "
-                                + ", ".join(sorted(set(FUNCTIONS))))
-            lhs, rhs = self.value_expr(node.left, loops), self.value_expr(node.right, loops)
-            if op == "/" and _integral(lhs) and _integral(rhs):
-                lhs = E.Binary("*", E.Const(1.0), lhs, sp)   # Python's true division
-            return E.Binary(op, lhs, rhs, sp)
-        if isinstance(node, ast.Compare):
-            parts, left = [], self.value_expr(node.left, loops)
-            for op, right in zip(node.ops, node.comparators):
-                if type(op) not in _CMP:
-                    raise self.fail(node, f"the comparison {type(op).__name__}")
-                r = self.value_expr(right, loops)
-                parts.append(E.Binary(_CMP[type(op)], left, r, sp))
-                left = r
-            out = parts[0]
-            for p in parts[1:]:
-                out = E.Binary("&&", out, p, sp)
-            return out
-        if isinstance(node, ast.BoolOp):
-            op = "&&" if isinstance(node.op, ast.And) else "||"
-            vals = [self.value_expr(v, loops) for v in node.values]
-            out = vals[0]
-            for v in vals[1:]:
-                out = E.Binary(op, out, v, sp)
-            return out
-        if isinstance(node, ast.IfExp):
-            return E.Select(self.value_expr(node.test, loops),
-                            self.value_expr(node.body, loops),
-                            self.value_expr(node.orelse, loops), sp)
-        if isinstance(node, ast.Call):
-            return self.call(node, loops)
-        raise self.fail(node, f"the expression {type(node).__name__}",
-                        "values use literals, array elements, scalars, + - * / **, "
-                        "comparisons, `a if c else b` and "
-                        + ", ".join(sorted(set(FUNCTIONS))))
-
-    def call(self, node: ast.Call, loops: list[_Loop]) -> E.Expr:
-        f = node.func
-        name = None
-        if isinstance(f, ast.Name):
-            name = f.id
-        elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
-              and f.value.id in MODULES):
-            name = f.attr
-        if name not in FUNCTIONS or node.keywords:
-            raise self.fail(node, f"a call to {ast.unparse(f)}",
-                            "a kernel may call " + ", ".join(sorted(set(FUNCTIONS)))
-                            + " (also as math.* / np.*)")
-        fn = FUNCTIONS[name]
-        args = [self.value_expr(a, loops) for a in node.args]
-        if fn in ("min", "max"):
-            if len(args) < 2:
-                raise self.fail(node, f"{name}() needs at least two values")
-            out = args[0]
-            for a in args[1:]:
-                out = E.Call(fn, (out, a), self.span(node))
-            return out
-        want = E.BUILTINS[fn]
-        if len(args) != want:
-            raise self.fail(node, f"{name}() takes {want} argument(s), got {len(args)}")
-        return E.Call(fn, tuple(args), self.span(node))
-
-    def access(self, node: ast.Subscript, loops: list[_Loop]) -> E.Access:
-        base = node.value
-        if isinstance(base, ast.Subscript):
-            raise self.fail(node, "chained subscripts A[i][j]", "write A[i, j]")
-        if not isinstance(base, ast.Name) or base.id not in self.arrays:
-            what = ast.unparse(base)
-            if isinstance(base, ast.Name) and base.id in self.specs:
-                raise DTypeError(f"{self.where(node)}: argument {base.id} is indexed as an "
-                                 f"array, but the call passed a {self.specs[base.id].kind}")
-            raise self.fail(node, f"a subscript of {what}, which is not an array argument")
-        sl = node.slice
-        idx = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
-        if any(isinstance(i, ast.Slice) for i in idx):
-            raise self.fail(node, "slicing", "kernels access one element at a time: "
-                                             "write the loop")
-        ndim = self.arrays[base.id].ndim
-        if len(idx) != ndim:
-            raise ShapeError(f"{self.where(node)}: {ast.unparse(node)} has {len(idx)} "
-                             f"subscript(s), but argument {base.id} has {ndim} "
-                             "dimension(s)")
-        return E.Access(base.id, tuple(self.index_expr(i, loops) for i in idx),
-                        self.span(node))
-
     # ----------------------------------------------------------- statements
-    def block(self, stmts: list[ast.stmt], loops: list[_Loop], conds: list,
+    def block(self, stmts: list[ast.stmt], loops: list[Loop], conds: list,
               node: _Node) -> None:
         for st in stmts:
             if isinstance(st, ast.For):
@@ -436,12 +231,12 @@ class _Lowering:
             raise self.fail(st.target, f"loop variable {var} has the name of an argument, "
                                        "size or scalar")
         args = it.args
-        lo = self.index_expr(args[0], loops) if len(args) >= 2 else E.Const(0)
-        hi = self.index_expr(args[1] if len(args) >= 2 else args[0], loops)
-        step = self._const_int(args[2]) if len(args) == 3 else 1
+        lo = self.exprs.index_expr(args[0], loops) if len(args) >= 2 else E.Const(0)
+        hi = self.exprs.index_expr(args[1] if len(args) >= 2 else args[0], loops)
+        step = self.exprs.const_int(args[2]) if len(args) == 3 else 1
         if step == 0:
             raise self.fail(args[2], "a loop step of 0")
-        lp = _Loop(var, lo, hi, step)
+        lp = Loop(var, lo, hi, step)
         child = _Node(loop=lp)
         parent.items.append(child)
         self.block(st.body, loops + [lp], conds, child)
@@ -475,10 +270,10 @@ class _Lowering:
             out = isl.Set.universe(space)
             left = test.left
             for op, right in zip(test.ops, test.comparators):
-                if type(op) not in _CMP:
+                if type(op) not in CMP:
                     raise self.fail(test, f"the comparison {type(op).__name__} in an if")
-                a = self._aff(self.index_expr(left, loops), space, left)
-                b = self._aff(self.index_expr(right, loops), space, right)
+                a = self._aff(self.exprs.index_expr(left, loops), space, left)
+                b = self._aff(self.exprs.index_expr(right, loops), space, right)
                 rel = {ast.Lt: a.lt_set, ast.LtE: a.le_set, ast.Gt: a.gt_set,
                        ast.GtE: a.ge_set, ast.Eq: a.eq_set, ast.NotEq: a.ne_set}[type(op)]
                 out = out.intersect(rel(b))
@@ -504,13 +299,13 @@ class _Lowering:
             target, op = st.targets[0], "="
         else:
             target = st.target
-            op = _BINOPS.get(type(st.op))
+            op = BINOPS.get(type(st.op))
             if op is None:
                 raise self.fail(st, f"the augmented assignment {type(st.op).__name__}=",
                                 "use = += -= *= /=")
-        rhs = self.value_expr(st.value, loops)
+        rhs = self.exprs.value_expr(st.value, loops)
         if isinstance(target, ast.Subscript):
-            lhs = self.access(target, loops)
+            lhs = self.exprs.access(target, loops)
             self.written.add(lhs.tensor)
         elif isinstance(target, ast.Name):
             nm = target.id
@@ -627,19 +422,6 @@ class _Lowering:
         prog = prog.replace(order=_order_tree(prog, root))
         from polyc.expansion import expand_scalars
         return expand_scalars(prog, list(self.scalars.values()), self.paths)
-
-
-def _integral(e: E.Expr) -> bool:
-    """Whether ``e`` is integer-valued in C (indices, sizes, int literals)."""
-    if isinstance(e, (E.Index, E.Param)):
-        return True
-    if isinstance(e, E.Const):
-        return isinstance(e.value, int)
-    if isinstance(e, E.Unary) and e.op == "-":
-        return _integral(e.operand)
-    if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%"):
-        return _integral(e.lhs) and _integral(e.rhs)
-    return False
 
 
 def _assigned_names(fn: ast.FunctionDef) -> set[str]:

@@ -1,0 +1,272 @@
+"""Expressions of ``@polyc.kernel`` loop programs (:mod:`.pyloops`): Python
+``ast`` nodes read as :mod:`polyc.expr` trees.
+
+:class:`Expressions` reads index expressions (integer affine: loop
+variables, sizes, literals, ``+ - *``, ``//`` and ``%`` by literals,
+``min``/``max``) and values (literals, array elements, scalars, arithmetic,
+comparisons, ``a if c else b`` and the functions of :data:`FUNCTIONS`).
+What a name means, and how a failure is reported with its file, line and
+column, it asks the lowering it serves (:class:`Names`).  Anything else
+raises :class:`~polyc.errors.UnsupportedError` saying what is allowed
+instead.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Protocol
+
+from polyc import expr as E
+from polyc.errors import DTypeError, ShapeError, UnsupportedError
+
+from .pysource import ArgSpec
+from .source import Span
+
+#: Value functions and the expression-tree builtin each becomes.
+FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "sqrt",
+             "exp": "exp", "log": "log", "pow": "pow"}
+MODULES = ("math", "np", "numpy")
+BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+        ast.NotEq: "!="}
+
+
+@dataclass
+class Loop:
+    """A ``for var in range(lower, upper, step)`` loop around the code read."""
+    var: str
+    lower: E.Expr
+    upper: E.Expr
+    step: int
+
+
+class Names(Protocol):
+    """What :class:`Expressions` asks the lowering (``pyloops._Lowering``):
+    the names in scope, which grow as the lowering reads the function, and
+    how to report a construct outside the accepted subset."""
+    params: list[str]               # size parameters
+    specs: dict[str, ArgSpec]       # the arguments
+    arrays: dict[str, ArgSpec]      # array arguments
+    floats: list[str]               # float scalar arguments
+    scalars: dict[str, str]         # local scalar -> its tensor
+    assigned_later: set[str]        # names assigned somewhere in the body
+
+    def span(self, node: ast.AST) -> Span: ...
+
+    def fail(self, node: ast.AST, what: str, instead: str = "") -> UnsupportedError: ...
+
+
+class Expressions:
+    """Reads expressions for one lowering (:class:`Names`)."""
+
+    def __init__(self, names: Names):
+        self.names = names
+        self.span, self.fail = names.span, names.fail
+
+    def where(self, node: ast.AST) -> str:
+        sp = self.span(node)
+        return f"{sp.filename}:{sp.line}"
+
+    def const_int(self, node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int) \
+                and not isinstance(node.value, bool):
+            return node.value
+        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+                and isinstance(node.operand, ast.Constant)
+                and isinstance(node.operand.value, int)):
+            return -node.operand.value
+        raise self.fail(node, "expected an integer literal")
+
+    # ---------------------------------------------------------- expressions
+    def index_expr(self, node: ast.AST, loops: list[Loop]) -> E.Expr:
+        """An integer affine expression: loop variables, sizes, literals."""
+        vars_ = {lp.var for lp in loops}
+        sp = self.span(node)
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, int):
+                raise self.fail(node, "a non-integer constant in an index expression")
+            return E.Const(node.value, sp)
+        if isinstance(node, ast.Name):
+            if node.id in vars_:
+                return E.Index(node.id, sp)
+            if node.id in self.names.params:
+                return E.Param(node.id, sp)
+            if node.id in self.names.specs and self.names.specs[node.id].kind == "float":
+                raise DTypeError(f"{self.where(node)}: argument {node.id} is used as an "
+                                 "integer (a loop bound, subscript or condition), but the "
+                                 "call passed a float; pass an int")
+            n = self.names
+            if node.id in n.scalars or node.id in n.arrays or node.id in n.specs:
+                raise self.fail(node, f"{node.id} holds data, so it cannot be used in a "
+                                      "subscript, loop bound or if condition",
+                                "these must be affine in loop variables and sizes; use "
+                                "`a if cond else b` for data-dependent values")
+            raise self.fail(node, f"unknown name {node.id}",
+                            "names in indices are loop variables, sizes from "
+                            "`n = A.shape[0]`, or integer arguments")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = self.index_expr(node.operand, loops)
+            return inner if isinstance(node.op, ast.UAdd) else E.Unary("-", inner, sp)
+        if isinstance(node, ast.BinOp):
+            ops = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/",
+                   ast.Mod: "%"}
+            op = ops.get(type(node.op))
+            if op is None:
+                raise self.fail(node, "an operator that is not integer affine arithmetic",
+                                "indices and bounds use + - *, and // or % by a positive "
+                                "integer literal")
+            return E.Binary(op, self.index_expr(node.left, loops),
+                            self.index_expr(node.right, loops), sp)
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("min", "max") and len(node.args) >= 2
+                and not node.keywords):
+            args = [self.index_expr(a, loops) for a in node.args]
+            out = args[0]
+            for a in args[1:]:
+                out = E.Call(node.func.id, (out, a), sp)
+            return out
+        if isinstance(node, ast.Subscript):
+            raise self.fail(node, "a subscript that reads data (an indirect access)",
+                            "subscripts must be affine in loop variables and sizes")
+        raise self.fail(node, "an expression that is not affine in loop variables and sizes")
+
+    def value_expr(self, node: ast.AST, loops: list[Loop]) -> E.Expr:
+        """A value: literals, array elements, scalars, arithmetic, selects, calls."""
+        sp = self.span(node)
+        vars_ = {lp.var for lp in loops}
+        if isinstance(node, ast.Constant):
+            if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+                raise self.fail(node, f"the constant {node.value!r}",
+                                "values are int or float literals")
+            return E.Const(node.value, sp)
+        if isinstance(node, ast.Name):
+            if node.id in vars_:
+                return E.Index(node.id, sp)
+            if node.id in self.names.params:
+                return E.Param(node.id, sp)
+            if node.id in self.names.floats:
+                return E.Access(node.id, (), sp)
+            if node.id in self.names.scalars:
+                return E.Access(self.names.scalars[node.id], (), sp)
+            if node.id in self.names.arrays:
+                raise self.fail(node, f"the whole array {node.id} used as a value",
+                                f"read one element: {node.id}[i, ...]")
+            if node.id in self.names.assigned_later:
+                raise self.fail(node, f"scalar {node.id} is read before it is assigned")
+            raise self.fail(node, f"unknown name {node.id}",
+                            "a kernel reads its arguments, loop variables, sizes and "
+                            "local scalars assigned earlier")
+        if isinstance(node, ast.Subscript):
+            return self.access(node, loops)
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.UAdd):
+                return self.value_expr(node.operand, loops)
+            if isinstance(node.op, ast.USub):
+                return E.Unary("-", self.value_expr(node.operand, loops), sp)
+            if isinstance(node.op, ast.Not):
+                return E.Unary("!", self.value_expr(node.operand, loops), sp)
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Pow):
+                return E.Call("pow", (self.value_expr(node.left, loops),
+                                      self.value_expr(node.right, loops)), sp)
+            op = BINOPS.get(type(node.op))
+            if op is None:
+                raise self.fail(node, f"the operator {type(node.op).__name__} on values",
+                                "values use + - * / ** and the functions "
+                                + ", ".join(sorted(set(FUNCTIONS))))
+            lhs, rhs = self.value_expr(node.left, loops), self.value_expr(node.right, loops)
+            if op == "/" and _integral(lhs) and _integral(rhs):
+                lhs = E.Binary("*", E.Const(1.0), lhs, sp)   # Python's true division
+            return E.Binary(op, lhs, rhs, sp)
+        if isinstance(node, ast.Compare):
+            parts, left = [], self.value_expr(node.left, loops)
+            for op, right in zip(node.ops, node.comparators):
+                if type(op) not in CMP:
+                    raise self.fail(node, f"the comparison {type(op).__name__}")
+                r = self.value_expr(right, loops)
+                parts.append(E.Binary(CMP[type(op)], left, r, sp))
+                left = r
+            out = parts[0]
+            for p in parts[1:]:
+                out = E.Binary("&&", out, p, sp)
+            return out
+        if isinstance(node, ast.BoolOp):
+            op = "&&" if isinstance(node.op, ast.And) else "||"
+            vals = [self.value_expr(v, loops) for v in node.values]
+            out = vals[0]
+            for v in vals[1:]:
+                out = E.Binary(op, out, v, sp)
+            return out
+        if isinstance(node, ast.IfExp):
+            return E.Select(self.value_expr(node.test, loops),
+                            self.value_expr(node.body, loops),
+                            self.value_expr(node.orelse, loops), sp)
+        if isinstance(node, ast.Call):
+            return self.call(node, loops)
+        raise self.fail(node, f"the expression {type(node).__name__}",
+                        "values use literals, array elements, scalars, + - * / **, "
+                        "comparisons, `a if c else b` and "
+                        + ", ".join(sorted(set(FUNCTIONS))))
+
+    def call(self, node: ast.Call, loops: list[Loop]) -> E.Expr:
+        f = node.func
+        name = None
+        if isinstance(f, ast.Name):
+            name = f.id
+        elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+              and f.value.id in MODULES):
+            name = f.attr
+        if name not in FUNCTIONS or node.keywords:
+            raise self.fail(node, f"a call to {ast.unparse(f)}",
+                            "a kernel may call " + ", ".join(sorted(set(FUNCTIONS)))
+                            + " (also as math.* / np.*)")
+        fn = FUNCTIONS[name]
+        args = [self.value_expr(a, loops) for a in node.args]
+        if fn in ("min", "max"):
+            if len(args) < 2:
+                raise self.fail(node, f"{name}() needs at least two values")
+            out = args[0]
+            for a in args[1:]:
+                out = E.Call(fn, (out, a), self.span(node))
+            return out
+        want = E.BUILTINS[fn]
+        if len(args) != want:
+            raise self.fail(node, f"{name}() takes {want} argument(s), got {len(args)}")
+        return E.Call(fn, tuple(args), self.span(node))
+
+    def access(self, node: ast.Subscript, loops: list[Loop]) -> E.Access:
+        base = node.value
+        if isinstance(base, ast.Subscript):
+            raise self.fail(node, "chained subscripts A[i][j]", "write A[i, j]")
+        if not isinstance(base, ast.Name) or base.id not in self.names.arrays:
+            what = ast.unparse(base)
+            if isinstance(base, ast.Name) and base.id in self.names.specs:
+                raise DTypeError(f"{self.where(node)}: argument {base.id} is indexed as an "
+                                 f"array, but the call passed a {self.names.specs[base.id].kind}")
+            raise self.fail(node, f"a subscript of {what}, which is not an array argument")
+        sl = node.slice
+        idx = list(sl.elts) if isinstance(sl, ast.Tuple) else [sl]
+        if any(isinstance(i, ast.Slice) for i in idx):
+            raise self.fail(node, "slicing", "kernels access one element at a time: "
+                                             "write the loop")
+        ndim = self.names.arrays[base.id].ndim
+        if len(idx) != ndim:
+            raise ShapeError(f"{self.where(node)}: {ast.unparse(node)} has {len(idx)} "
+                             f"subscript(s), but argument {base.id} has {ndim} "
+                             "dimension(s)")
+        return E.Access(base.id, tuple(self.index_expr(i, loops) for i in idx),
+                        self.span(node))
+
+
+def _integral(e: E.Expr) -> bool:
+    """Whether ``e`` is integer-valued in C (indices, sizes, int literals)."""
+    if isinstance(e, (E.Index, E.Param)):
+        return True
+    if isinstance(e, E.Const):
+        return isinstance(e.value, int)
+    if isinstance(e, E.Unary) and e.op == "-":
+        return _integral(e.operand)
+    if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%"):
+        return _integral(e.lhs) and _integral(e.rhs)
+    return False
