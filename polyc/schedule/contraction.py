@@ -264,7 +264,7 @@ def _apply(node: isl.ScheduleNode, offset: isl.MultiAff, sizes: tuple[int, ...],
     local = Tensor(name=buf, dtype=t.dtype, shape=tuple(const_pw_aff(pspace, v) for v in sizes),
                    role="local", origin=t.name)
     prefix_pma = node.get_prefix_schedule_union_pw_multi_aff()
-    rewritten = {st.name: promotion._rewrite(st, t.name, buf, offset, prefix_pma, program.params)
+    rewritten = {st.name: promotion.rewrite(st, t.name, buf, offset, prefix_pma, program.params)
                  for st in users}
     depth = node.get_schedule_depth()
     node = node.insert_mark(isl.Id(promotion.LOCAL_MARK + buf, context=CTX))

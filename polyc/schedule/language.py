@@ -46,7 +46,8 @@ from . import (
     unroll,
 )
 from .marks import current_names
-from .promotion import LOCAL_MARK, check_promotions
+from .promotion import LOCAL_MARK
+from .promotion_check import check_promotions
 from .recipe import encode_step, make_recipe, replay
 from .registry import KINDS, METHODS, SCHEDULE_CLASS, TRANSFORMS, lookup, transform
 from .tree import Loop
@@ -194,7 +195,7 @@ class Schedule:
         """Raise :class:`IllegalScheduleError` unless every dependence is
         respected, every parallel/simd mark sits on a loop that carries
         none, every promotion's copies still fit the loops around them
-        (:func:`polyc.schedule.promotion.check_promotions`), and the GPU
+        (:func:`polyc.schedule.promotion_check.check_promotions`), and the GPU
         mapping, if any, joins no two threads or blocks of a launch by a
         dependence (:func:`polyc.schedule.gpu_schedule.check_mapping`)."""
         legality.check_tree(self.isl, self.deps, self.program, what=what,

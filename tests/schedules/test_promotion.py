@@ -25,7 +25,8 @@ from polyc.pipeline import compile_schedule
 from polyc.schedule import legality
 from polyc.schedule.explain import explain
 from polyc.schedule.language import Schedule
-from polyc.schedule.promotion import MAX_LOCAL_BYTES, check_promotions
+from polyc.schedule.promotion import MAX_LOCAL_BYTES
+from polyc.schedule.promotion_check import check_promotions
 
 from .util import MATMUL, PRODUCER_CONSUMER, STENCIL, check, program, refused, start
 
