@@ -18,6 +18,7 @@ the result, never off an op-pattern list:
 * **tensorization**: every contraction that reached the GEMM micro-kernel
   in a part still does in the merged group.
 
+What a candidate group is lowered to is read by :mod:`polyc.graph.feedback`.
 The first accepted candidate merges; candidates are recomputed and the
 search repeats until none is accepted.  Every decision is a record of
 :class:`Decision` (``Plan.explain()``, ``Plan.to_dict()``).  The schedule
@@ -28,20 +29,16 @@ against the exact dependences with :mod:`polyc.schedule.legality`).
 from __future__ import annotations
 
 import json as _json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import islpy as isl
 import numpy as np
 
 from ..config import Config
-from ..errors import PolycError
-from ..isl_util import sets_of
-from ..schedule.marks import parse_parallel_mark
 from . import core
 from . import roofline as roof
 from .core import Node
+from .feedback import Feedback, contracted_record, feedback, kept, shares_loop
 from .lower import compile_group, compile_groups, group_program, group_source
 
 
@@ -54,25 +51,6 @@ class Graph(core.Graph):
         ``json=True``, a dict of records."""
         p = plan(self, config)
         return p.to_dict() if json else p.explain()
-
-
-@dataclass
-class Feedback:
-    """What the pipeline did with one group: ``parallel`` (parallel loops
-    around its hottest statements, the fewest over them), ``tensorized``
-    (statements calling an intrinsic), ``loops`` (statement -> the bands
-    around it), ``statements`` (after tensorization folded some)."""
-    parallel: int
-    tensorized: int
-    loops: dict[str, tuple[int, ...]]
-    writers: dict[str, str]
-    nests: int
-    statements: int = 0
-    inlined: tuple[str, ...] = ()
-    #: temporaries contracted to per-iteration buffers, by tensor name
-    #: (:class:`polyc.schedule.contraction.Contraction`)
-    contracted: dict = field(default_factory=dict)
-    error: str = ""
 
 
 @dataclass
@@ -131,7 +109,7 @@ class Plan:
         #: the planner's feedback per group (node ids), reused by explain
         self._feedback = dict(feedback or {}) if not keep else {}
         self.sources = [group_source(graph, g.nodes,
-                                     _keep(graph, g.nodes) | (self.extra_keep & g.key),
+                                     kept(graph, g.nodes) | (self.extra_keep & g.key),
                                      f"{graph.name}_g{k}")
                         for k, g in enumerate(groups)]
         self.kernels: list[Any] | None = None
@@ -177,7 +155,7 @@ class Plan:
                 "inputs": [n.name for n in s.inputs], "outputs": [n.name for n in s.outputs],
                 "materialized": sorted(n.name for n in g.nodes if n.id in self.extra_keep),
                 "temporaries": [t for t in s.temps if t not in fb.contracted],
-                "inlined": list(s.inlined), "contracted": _contracted(self.graph, fb)})
+                "inlined": list(s.inlined), "contracted": contracted_record(self.graph, fb)})
         specialised = {f"N{r}": {"value": self.graph.symbols.values[r], "why": why}
                        for r, why in sorted(self.graph.symbols.fixed.items())}
         return {"graph": self.graph.name, "kernels": len(self.groups), "groups": groups,
@@ -231,95 +209,9 @@ class Plan:
 
 
 # -- feedback ---------------------------------------------------------------------------
-_BAND = isl.schedule_node_type.band
-_MARK = isl.schedule_node_type.mark
-_LEAF = isl.schedule_node_type.leaf
-
-
-def _schedule_paths(schedule: isl.Schedule) -> tuple[dict[str, set[int]], dict[str, int]]:
-    """Per statement: the bands (numbered in tree order) with at least one
-    member above it, and the parallel loops above it (collapse depths of
-    ``parallel`` marks)."""
-    bands: dict[str, set[int]] = {}
-    par: dict[str, int] = {}
-    counter = [0]
-
-    def walk(node: isl.ScheduleNode, above: frozenset, npar: int) -> None:
-        t = node.get_type()
-        if t == _BAND and node.band_n_member() > 0:
-            counter[0] += 1
-            above = above | {counter[0]}
-        elif t == _MARK:
-            npar += parse_parallel_mark(node.mark_get_id().get_name())
-        if t == _LEAF:
-            dom = node.get_domain()
-            for st in sets_of(dom):
-                name = st.get_tuple_name()
-                bands.setdefault(name, set()).update(above)
-                par[name] = min(par.get(name, npar), npar)
-            return
-        for k in range(node.n_children()):
-            walk(node.child(k), above, npar)
-    walk(schedule.get_root(), frozenset(), 0)
-    return bands, par
-
-
-def feedback(graph: Graph, nodes: list[Node], config: Config, keep=frozenset()) -> Feedback:
-    """Lower the group ``nodes`` as the plan would compile it (up to the
-    optimised schedule tree and the array contraction:
-    :func:`polyc.pipeline.lower` with ``probe``) and read the result;
-    ``keep``: ids of further nodes whose tensors stay arrays (materialised)."""
-    from ..pipeline import lower
-    src = group_source(graph, nodes, _keep(graph, nodes) | set(keep), "probe")
-    try:
-        low = lower(group_program(src), config, probe=True)
-    except PolycError as e:
-        return Feedback(0, 0, {}, {}, 0, error=str(e).splitlines()[0])
-    bands, par_of = _schedule_paths(low.schedule)
-    def node_of(stmt) -> str:
-        m = re.match(r"S(\d+)", stmt.name)
-        k = int(m.group(1)) if m else -1
-        return src.line_nodes[k] if 0 <= k < len(src.line_nodes) else stmt.tensor
-    writers = {s.name: node_of(s) for s in low.program.statements}
-    depth = {s.name: len(s.iterators) for s in low.program.statements}
-    hot_depth = max(depth.values(), default=0)
-    hot = [s for s, d in depth.items() if d == hot_depth and s in par_of]
-    par = min((par_of[s] for s in hot), default=0)
-    tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
-    return Feedback(par, tens, {s: tuple(b) for s, b in bands.items()}, writers, 0,
-                    len(low.program.statements), src.inlined,
-                    {c.tensor: c for c in low.contracted})
-
-
-def _contracted(graph: Graph, fb: Feedback) -> dict[str, dict]:
-    """The explain record of the contractions in ``fb``: bytes of the array
-    at the traced sizes and of the buffer that replaced it."""
-    nodes = {n.name: n for n in graph.ops}
-    return {name: {"bytes_before": nodes[name].nbytes if name in nodes else None,
-                   "bytes_after": c.nbytes, "loop": c.loop, "depth": c.depth,
-                   "buffer": "scalar" if c.scalar else "x".join(map(str, c.sizes))}
-            for name, c in sorted(fb.contracted.items())}
-
-
-def _keep(graph: Graph, nodes: list[Node]) -> set[int]:
-    """Ids of the group's nodes whose tensors leave it (graph outputs, or
-    read by another group)."""
-    members = {n.id for n in nodes}
-    outs = {n.id for n in graph.outputs}
-    consumers = graph.consumers()
-    return {n.id for n in nodes if n.id in outs or
-            any(c.id not in members for c in consumers[n.id])}
-
-
 def _tensors(nodes: list[Node]) -> set[str]:
     """The nodes' names (statements are mapped to the node they compute)."""
     return {n.name for n in nodes}
-
-
-def _shares_loop(fb: Feedback, a: set[str], b: set[str]) -> bool:
-    la = {f for s, fs in fb.loops.items() if fb.writers.get(s, "") in a for f in fs}
-    lb = {f for s, fs in fb.loops.items() if fb.writers.get(s, "") in b for f in fs}
-    return bool(la & lb)
 
 
 def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Plan:
@@ -383,7 +275,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                                         + roof.seconds(graph, C.nodes, config, fc.contracted),
                                         "fused": roof.seconds(graph, M.nodes, config,
                                                               fm.contracted)},
-                           contracted=_contracted(graph, fm))
+                           contracted=contracted_record(graph, fm))
             newly = sorted(set(fm.contracted) - set(fp.contracted) - set(fc.contracted))
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
@@ -396,7 +288,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 rec.verdict = "fused"
                 rec.rule = ("computed inside its reader's statement (contracted to a scalar), "
                             f"{fm.parallel} parallel loop(s) kept")
-            elif not _shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)) and \
+            elif not shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)) and \
                     rec.predicted_s["fused"] < roof.SMALL_GROUP_S and \
                     fm.parallel >= min(fp.parallel, fc.parallel) and \
                     fm.tensorized >= fp.tensorized + fc.tensorized:
@@ -404,7 +296,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 rec.rule = (f"small group (roofline {rec.predicted_s['fused'] * 1e6:.1f} us < "
                             f"{roof.SMALL_GROUP_S * 1e6:.0f} us): one kernel call instead of "
                             f"two, its nests in sequence (no common loop)")
-            elif not _shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)):
+            elif not shares_loop(fm, _tensors(P.nodes), _tensors(C.nodes)):
                 rec.rule = ("no common loop: isl's scheduler keeps them in separate nests "
                             "(no fusion that respects the dependences and keeps the "
                             "parallelism)")
@@ -445,7 +337,7 @@ def _measure(graph: Graph, nodes: list[Node], config: Config) -> float:
     inputs at the traced sizes (``Config.plan == "measure"``;
     :func:`polyc.testing.median_time`: a warm-up call, then 0.2 s or 5 calls)."""
     from ..testing import median_time
-    src = group_source(graph, nodes, _keep(graph, nodes), f"{graph.name}_measure")
+    src = group_source(graph, nodes, kept(graph, nodes), f"{graph.name}_measure")
     kernel = compile_group(src, config)
     rng = np.random.default_rng(0)
     args = [rng.random(tuple(s.value for s in n.shape)).astype(n.dtype) + 0.5
@@ -575,7 +467,7 @@ def edit(p: Plan, *, fuse: tuple = (), keep_apart: tuple = (),
         if ka == kb:
             continue
         merged = Group(sorted(groups[ka].nodes + groups[kb].nodes, key=lambda n: n.id))
-        src = group_source(p.graph, merged.nodes, _keep(p.graph, merged.nodes), "edit")
+        src = group_source(p.graph, merged.nodes, kept(p.graph, merged.nodes), "edit")
         prog = group_program(src)
         try:
             Schedule.from_program(prog).fuse(a, b)
