@@ -79,6 +79,14 @@ class Expressions:
         raise self.fail(node, "expected an integer literal")
 
     # ---------------------------------------------------------- expressions
+    def _loop_or_size(self, name: str, vars_: set[str], sp: Span) -> E.Expr | None:
+        """A loop variable or a size parameter named ``name``, else ``None``."""
+        if name in vars_:
+            return E.Index(name, sp)
+        if name in self.names.params:
+            return E.Param(name, sp)
+        return None
+
     def index_expr(self, node: ast.AST, loops: list[Loop]) -> E.Expr:
         """An integer affine expression: loop variables, sizes, literals."""
         vars_ = {lp.var for lp in loops}
@@ -88,10 +96,9 @@ class Expressions:
                 raise self.fail(node, "a non-integer constant in an index expression")
             return E.Const(node.value, sp)
         if isinstance(node, ast.Name):
-            if node.id in vars_:
-                return E.Index(node.id, sp)
-            if node.id in self.names.params:
-                return E.Param(node.id, sp)
+            known = self._loop_or_size(node.id, vars_, sp)
+            if known is not None:
+                return known
             if node.id in self.names.specs and self.names.specs[node.id].kind == "float":
                 raise DTypeError(f"{self.where(node)}: argument {node.id} is used as an "
                                  "integer (a loop bound, subscript or condition), but the "
@@ -141,10 +148,9 @@ class Expressions:
                                 "values are int or float literals")
             return E.Const(node.value, sp)
         if isinstance(node, ast.Name):
-            if node.id in vars_:
-                return E.Index(node.id, sp)
-            if node.id in self.names.params:
-                return E.Param(node.id, sp)
+            known = self._loop_or_size(node.id, vars_, sp)
+            if known is not None:
+                return known
             if node.id in self.names.floats:
                 return E.Access(node.id, (), sp)
             if node.id in self.names.scalars:
