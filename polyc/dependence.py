@@ -62,6 +62,22 @@ class Dependences:
 
 
 
+def carried_in(program: Program) -> set[str]:
+    """The tensors ``program`` both writes and reads from before it runs
+    (a read with no source in the program, ``isl_union_flow_get_may_no_source``,
+    of a tensor some statement writes): calling it again on the same arrays
+    reads what the last call wrote (an in-place update, a time-stepped
+    stencil), so its results and its speed drift from call to call."""
+    flow = (isl.UnionAccessInfo.from_sink(program.reads())
+            .set_must_source(program.writes())
+            .set_schedule(program.original_schedule()).compute_flow())
+    exposed = flow.get_may_no_source().intersect_params(program.parameter_domain())
+    read: set[str] = set()
+    exposed.foreach_map(lambda m: read.add(m.get_tuple_name(isl.dim_type.out))
+                        if not m.is_empty() else None)
+    return read & {s.tensor for s in program.statements}
+
+
 def compute(program: Program) -> Dependences:
     """Compute the exact dependences of ``program``.
 

@@ -18,7 +18,10 @@ lasts at least ``min_sample`` seconds (20 ms by default); each round takes
 one sample of every kernel in a rotated order, the incumbent twice (first
 and last of the round) so that the run measures its own noise; at least five
 rounds.  The caller decides on medians of per-round ratios
-(:func:`decide`).
+(:func:`decide`).  A program that reads what it writes from before the call
+(:func:`polyc.dependence.carried_in`: an in-place update, a time loop) gets
+those arguments restored before every call (:class:`Restore`), untimed, so
+that every call of every candidate runs on the same data.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..dependence import carried_in
 from ..errors import PolycError
 
 log = logging.getLogger(__name__)
@@ -176,46 +180,68 @@ def _child_env() -> dict:
 
 # ------------------------------------------------------------------ timing
 
-def _calibrate(fn, min_sample: float) -> int:
-    fn()
+def _calibrate(fn, min_sample: float, reset=None) -> int:
+    _sample(fn, 1, reset)
     reps = 1
     while True:
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        dt = time.perf_counter() - t0
+        dt = _sample(fn, reps, reset) * reps
         if dt >= min_sample or reps >= 1 << 20:
             return reps
         reps = max(reps * 2, int(math.ceil(reps * min_sample / max(dt, 1e-9))))
 
 
-def _sample(fn, reps: int) -> float:
-    t0 = time.perf_counter()
+def _sample(fn, reps: int, reset=None) -> float:
+    """Seconds per call of ``fn`` over ``reps`` calls; with ``reset``, which
+    runs before every call and is not timed, the calls alone."""
+    if reset is None:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        return (time.perf_counter() - t0) / reps
+    total = 0.0
     for _ in range(reps):
+        reset()
+        t0 = time.perf_counter()
         fn()
-    return (time.perf_counter() - t0) / reps
+        total += time.perf_counter() - t0
+    return total / reps
+
+
+class Restore:
+    """Copies pristine arrays back over the arguments a call changes:
+    ``pairs`` of ``(argument, pristine copy)``; called before every timed
+    call of an in-place program (:func:`round_robin`'s ``reset``)."""
+
+    def __init__(self, pairs: list):
+        self.pairs = pairs
+
+    def __call__(self) -> None:
+        for dst, src in self.pairs:
+            np.copyto(dst, src)
 
 
 def round_robin(fns: list, *, rounds: int = MIN_ROUNDS, min_sample: float = MIN_SAMPLE,
-                deadline: float | None = None) -> list[list[float]]:
+                deadline: float | None = None, reset=None) -> list[list[float]]:
     """Per-call seconds of ``fns`` (``fns[0]``: the incumbent), one list per
     round: ``[incumbent_first, f1, ..., fn, incumbent_last]`` in function
     order (the order of the calls is rotated each round).  Stops early,
     after at least two rounds, when ``deadline`` (``time.monotonic()``)
-    passes."""
-    reps = [_calibrate(f, min_sample) for f in fns]
+    passes.  ``reset``: run before every call, untimed (an in-place
+    program's arguments restored, so every call of every candidate sees the
+    same data; a sample then sums the calls' own times)."""
+    reps = [_calibrate(f, min_sample, reset) for f in fns]
     out = []
     n = len(fns)
     for r in range(max(rounds, 2)):
         times = [0.0] * (n + 1)
-        times[0] = _sample(fns[0], reps[0])
+        times[0] = _sample(fns[0], reps[0], reset)
         order = list(range(1, n))
         if order:
             k = r % len(order)
             order = order[k:] + order[:k]
         for i in order:
-            times[i] = _sample(fns[i], reps[i])
-        times[n] = _sample(fns[0], reps[0])
+            times[i] = _sample(fns[i], reps[i], reset)
+        times[n] = _sample(fns[0], reps[0], reset)
         out.append(times)
         if deadline is not None and r >= 1 and time.monotonic() > deadline:
             break
@@ -281,14 +307,22 @@ def measure_task(payload: dict) -> dict:
         return result
     deadline = payload.get("deadline_s")
     end = time.monotonic() + deadline if deadline else None
+    # an in-place program (it reads what it writes from before the call)
+    # gets its arguments restored before every call: repeated calls would
+    # otherwise drift the data (to infinities or denormals, whose arithmetic
+    # is slow) and time each candidate on other values
+    carried = sorted(carried_in(program))
     for sizes in sizes_list:
         inputs, _ = reference_data(program, sizes, payload.get("seed", 0), config)
-        # in-place programs write their arguments: time on copies, so the
-        # inputs (and the outputs expected from them) stay as they were
+        # time on copies, so the inputs (and the outputs expected from
+        # them) stay as they were
         arrays = {k: v.copy() for k, v in inputs.items()}
         args = testing.call_args(program, arrays, sizes)
         fns = [(lambda k=kernels[i]: k(*args)) for i in alive]
+        restore = Restore([(arrays[name], inputs[name]) for name in carried
+                           if name in arrays])
         rounds = round_robin(fns, rounds=payload.get("rounds", MIN_ROUNDS),
-                             min_sample=payload.get("min_sample", MIN_SAMPLE), deadline=end)
+                             min_sample=payload.get("min_sample", MIN_SAMPLE), deadline=end,
+                             reset=restore if restore.pairs else None)
         result["rounds"][json.dumps(sizes, sort_keys=True)] = rounds
     return result
