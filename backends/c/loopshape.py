@@ -2,8 +2,10 @@
 the statement that is a loop's whole body, whether a node holds some kind
 of node, and whether an iteration's work depends on the iterator (a
 triangle or a skew: dynamic OpenMP chunks; the point loops of a tile: even
-work, static chunks keep each thread's data in its caches).  Expressions
-are :mod:`polyc.expr` trees as isl's AST builder printed them."""
+work, static chunks keep each thread's data in its caches), and the
+parallel loops that are a sequential loop's whole body (one parallel region
+around the sequential loop).  Expressions are :mod:`polyc.expr` trees as
+isl's AST builder printed them."""
 
 from __future__ import annotations
 
@@ -86,3 +88,22 @@ def coefficient(e: E.Expr, it: str) -> int | None:
                 c = coefficient(x, it)
                 return None if c is None else int(k.value) * c
     return None if it in E.index_names(e) else 0
+
+
+def parallel_body(n: L.For) -> list[L.For] | None:
+    """The loops of ``n``'s body when they are its whole body (through
+    blocks) and each is parallel and holds a loop itself (or collapses
+    several): a time step of a stencil, two parallel nests.  ``None`` when
+    anything else is there (a statement, a guard, a local buffer, a
+    sequential loop)."""
+    out: list[L.For] = []
+
+    def visit(x: L.Node) -> bool:
+        if isinstance(x, L.Block):
+            return all(visit(k) for k in x.children)
+        if isinstance(x, L.For) and x.parallel and (
+                x.collapse > 1 or any_node(x.body, lambda y: isinstance(y, L.For))):
+            out.append(x)
+            return True
+        return False
+    return out if visit(n.body) and out else None

@@ -148,6 +148,8 @@ class KernelBody(_Emitter):
     statement outside the loop of a mapped axis guarded to index 0.  In a
     reduction kernel, the reduction statement accumulates into the thread's
     ``polyc_acc`` instead of storing."""
+    REGIONS = False     # (no OpenMP region around host or device loops)
+
 
     def __init__(self, program: Program, kernel: Mapping):
         super().__init__(program)

@@ -118,6 +118,8 @@ class _HostEmulator(_Emitter):
     """The emulator's host code: host loops as C loops, each launch as loops
     over its grid and its block's threads calling the kernel's body; a
     reduction kernel's trees run as loops over the threads of each level."""
+    REGIONS = False     # (no OpenMP region around host or device loops)
+
 
     def __init__(self, program: Program, specs: dict[str, LaunchSpec], reverse: bool,
                  printers: dict[str, KernelBody], checks: bool):

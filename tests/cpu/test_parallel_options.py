@@ -49,8 +49,10 @@ def triangle_steps(L, x):
 
 
 def _kinds(source: str) -> list[str]:
+    """The schedule kinds of the parallel loops (``omp parallel for``, or
+    ``omp for`` in a parallel region around a sequential loop)."""
     import re
-    return re.findall(r"omp parallel for[^\n]*?schedule\((\w+)", source)
+    return re.findall(r"omp (?:parallel )?for[^\n]*?schedule\((\w+)", source)
 
 
 def test_auto_is_dynamic_for_one_shot_and_uneven_loops_static_in_a_time_loop(tmp_path):
