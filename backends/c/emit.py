@@ -470,7 +470,8 @@ class _Emitter:
                     par = c.Module([c.Pragma(f"omp parallel for{simd}{collapse} "
                                              f"{self._schedule_clause(n)} "
                                              "num_threads(polyc_team)"), loop])
-                big = self._long_enough(n)
+                # (in a region a short loop is worksharing too: a barrier, no fork)
+                big = None if self.in_region else self._long_enough(n)
                 if big is None:
                     return par
                 seq = c.Module(([c.Pragma("omp simd")] if n.simd else []) + [loop])

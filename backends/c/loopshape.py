@@ -92,18 +92,21 @@ def coefficient(e: E.Expr, it: str) -> int | None:
 
 def parallel_body(n: L.For) -> list[L.For] | None:
     """The loops of ``n``'s body when they are its whole body (through
-    blocks) and each is parallel and holds a loop itself (or collapses
-    several): a time step of a stencil, two parallel nests.  ``None`` when
-    anything else is there (a statement, a guard, a local buffer, a
-    sequential loop)."""
+    blocks), each is parallel, and one of them at least holds a loop itself
+    (or collapses several): a time step of a stencil, parallel nests.
+    ``None`` when anything else is there (a statement, a guard, a local
+    buffer, a sequential loop), or when every loop is a short one-level
+    loop (jacobi-1d: its barriers would cost more than its work)."""
     out: list[L.For] = []
 
     def visit(x: L.Node) -> bool:
         if isinstance(x, L.Block):
             return all(visit(k) for k in x.children)
-        if isinstance(x, L.For) and x.parallel and (
-                x.collapse > 1 or any_node(x.body, lambda y: isinstance(y, L.For))):
+        if isinstance(x, L.For) and x.parallel:
             out.append(x)
             return True
         return False
-    return out if visit(n.body) and out else None
+    if not visit(n.body) or not any(
+            x.collapse > 1 or any_node(x.body, lambda y: isinstance(y, L.For)) for x in out):
+        return None
+    return out

@@ -82,7 +82,7 @@ def test_no_region_around_a_statement_between_the_nests():
     assert _regions(src) == 0 and "omp for " not in src
 
 
-@pytest.mark.parametrize("name", ["jacobi-2d", "heat-3d"])
+@pytest.mark.parametrize("name", ["jacobi-2d", "heat-3d", "fdtd-2d"])
 def test_polybench_stencils_run_their_time_loop_in_one_region(name):
     bench = BENCHMARKS[name]
     args = bench.init(bench.sizes["SMALL"])
@@ -111,3 +111,21 @@ def test_dynamic_loops_keep_their_own_region(tmp_path):
     bench.reference(*want)
     for o in bench.outputs:
         assert max_rel(got[o], want[o]) < 1e-10, o
+
+
+def test_a_short_loop_in_a_region_is_worksharing_not_a_sequential_copy():
+    """fdtd-2d's ``ey[0, j] = fict[t]``: outside a region a short parallel
+    loop is printed twice (parallel from 16384 iterations); in a region the
+    sequential copy would run on every thread, so it is one ``omp for``."""
+    bench = BENCHMARKS["fdtd-2d"]
+    src = bench.kernel.specialize(*fresh(bench.init(bench.sizes["SMALL"]))).source
+    assert "#pragma omp for simd schedule(static)" in src
+    assert "INT64_C(16384)" not in src
+
+
+def test_one_level_loops_alone_keep_the_short_loop_rule():
+    """jacobi-1d: two short one-level loops per step; barriers would cost
+    more than their work, so no region (and the 16384-iteration rule)."""
+    bench = BENCHMARKS["jacobi-1d"]
+    src = bench.kernel.specialize(*fresh(bench.init(bench.sizes["SMALL"]))).source
+    assert _regions(src) == 0 and "INT64_C(16384)" in src
