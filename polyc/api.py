@@ -169,9 +169,9 @@ def compile_with_schedule(program, schedule, config: Config):
     from .schedule.language import Schedule
     from .schedule.recipe import program_fingerprint
     if isinstance(schedule, Schedule):
-        if program_fingerprint(schedule._base) != program_fingerprint(program):
+        if program_fingerprint(schedule.base) != program_fingerprint(program):
             raise ScheduleError(f"the schedule was made for program "
-                                f"{schedule._base.name!r}, not for this definition "
+                                f"{schedule.base.name!r}, not for this definition "
                                 f"{program.name!r}; build it from this kernel's program")
         return compile_schedule(schedule, config)
     return compile_schedule(Schedule.replay(program, schedule), config)

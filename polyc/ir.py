@@ -10,11 +10,11 @@ Owns the data every frontend produces and every later stage consumes:
   reduction operator.
 
 Frontends build statements with :func:`polyc.access.make_statement`, which
-derives the access relations from the expression trees with isl.  Objects are frozen; transformations return new
-ones.  :meth:`Program.fingerprint` is a program's content key;
-:meth:`Program.rename_statements`, :meth:`Program.rename_tensors` and
-:func:`merge_programs` (several programs as one) serve planners that
-combine programs.
+derives the access relations from the expression trees with isl.  Objects
+are frozen; transformations return new ones.  :meth:`Program.fingerprint`
+is a program's content key; :meth:`Program.rename_statements`,
+:meth:`Program.rename_tensors` and :func:`merge_programs` (several programs
+as one) serve planners that combine programs.
 """
 
 from __future__ import annotations

@@ -305,7 +305,7 @@ def analyse(schedule, config=None, sizes: dict | None = None) -> dict:
         # domain queries refuse: explain the loops of the original statements
         schedule = Schedule(schedule.program, schedule.deps,
                             legality.without_extensions(schedule.isl), start=schedule.start,
-                            reassociate=schedule.reassociate, base=schedule._base)
+                            reassociate=schedule.reassociate, base=schedule.base)
     loops = [_loop_record(lp, schedule) for lp in schedule.loops()]
     return {"program": schedule.program.name, "start": schedule.start,
             "reassociate": bool(schedule.reassociate),

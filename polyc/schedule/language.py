@@ -100,6 +100,12 @@ class Schedule:
         self._base = base or program
         self.origin = origin
 
+    @property
+    def base(self) -> Program:
+        """The program the schedule started from (before promotion added
+        copies and buffers): the one its recipe names and replays onto."""
+        return self._base
+
     # ------------------------------------------------------------ creation
     @classmethod
     def from_program(cls, program: Program, *, start: str = "source",

@@ -39,7 +39,7 @@ def check_promotions(s, what: str = "schedule") -> None:
     ``s`` (a :class:`~polyc.schedule.language.Schedule`), the copy-in and
     copy-out must scan exactly the read and write footprints of one
     iteration of the current prefix schedule (computed from the original
-    statements, ``s._base``), and every redirected access must hit the
+    statements, ``s.base``), and every redirected access must hit the
     buffer element its copies use.  A transformation of the loops at or
     above a promotion after it (e.g. an interchange of the tile loops)
     breaks that; :meth:`Schedule.check` calls this after the order check."""
@@ -59,7 +59,7 @@ def check_promotions(s, what: str = "schedule") -> None:
         users = [program.statement(nm) for nm in names]
         users = [st for st in users if st.kind != "copy" and (
             st.tensor == buf or buf in st.read_tensors())]
-        base = [s._base.statement(st.name) for st in users]
+        base = [s.base.statement(st.name) for st in users]
         _, fw, fr = footprints(ext, base, t, program, order)
         problem = None
         executed = ext.extension_get_extension()

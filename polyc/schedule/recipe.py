@@ -101,9 +101,9 @@ def decode_args(args, kwargs):
 
 
 def make_recipe(schedule) -> dict:
-    out = {"format": FORMAT, "program": schedule._base.name,
-           "fingerprint": program_fingerprint(schedule._base), "start": schedule.start}
-    updates = updates_read(schedule._base)
+    out = {"format": FORMAT, "program": schedule.base.name,
+           "fingerprint": program_fingerprint(schedule.base), "start": schedule.start}
+    updates = updates_read(schedule.base)
     if updates:
         out["updates"] = updates            # X = X + e read as X += e
     if getattr(schedule, "origin", None) is not None:

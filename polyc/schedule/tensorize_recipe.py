@@ -95,7 +95,7 @@ def _build(auto: Schedule, source: Program, matches, parallel: bool, deps) -> Sc
         # start from the marked tree
         s = Schedule.from_isl(source, marked, deps)
     calls = {m.call: list(group_statements(m)) for m in matches}
-    c = Schedule(auto._base, auto.deps, start, start="isl", origin=auto.origin)
+    c = Schedule(auto.base, auto.deps, start, start="isl", origin=auto.origin)
     for step in auto.recipe:
         op = step["op"]
         args, kwargs = decode_args(step.get("args", []), step.get("kwargs", {}))

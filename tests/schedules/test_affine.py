@@ -175,7 +175,11 @@ def test_wavefront_end_to_end():
     assert re.search(r"for \(i_tile = 0;.*\n\s*#pragma omp parallel for\n\s*for \(t_tile",
                      nest), nest
     kernel = check(w, dict(N=19, T=9))
-    assert "#pragma omp parallel for" in kernel.source
+    # the wavefront loop runs in one parallel region, the tile loop a
+    # worksharing loop of it (backends/c/emit.py, _Emitter.region)
+    assert re.search(r"#pragma omp parallel num_threads\(polyc_team\)\n\s*for \(int64_t c0",
+                     kernel.source), kernel.source
+    assert "#pragma omp for schedule(static)" in kernel.source
     assert [st["op"] for st in w.recipe] == ["skew", "tile", "skew", "interchange",
                                              "parallel"]
 
