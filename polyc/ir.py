@@ -1,6 +1,5 @@
-"""The polyhedral intermediate representation: :class:`Program`.
-
-Owns the data every frontend produces and every later stage consumes:
+"""The polyhedral intermediate representation: :class:`Program`, the data
+every frontend produces and every later stage consumes:
 
 * size parameters and their context (an ``isl.Set`` of parameter values),
 * tensors (name, dtype, role, shape as ``isl.PwAff`` over the parameters),
@@ -9,12 +8,10 @@ Owns the data every frontend produces and every later stage consumes:
   access relations (``isl.Map``), the body (:mod:`polyc.expr`) and the
   reduction operator.
 
-Frontends build statements with :func:`polyc.access.make_statement`, which
-derives the access relations from the expression trees with isl.  Objects
-are frozen; transformations return new ones.  :meth:`Program.fingerprint`
-is a program's content key; :meth:`Program.rename_statements`,
-:meth:`Program.rename_tensors` and :func:`merge_programs` (several programs
-as one) serve planners that combine programs.
+Frontends build statements with :func:`polyc.access.make_statement`.  Objects
+are frozen.  :meth:`Program.fingerprint` is a program's content key;
+:meth:`Program.rename_statements`, :meth:`Program.rename_tensors` and
+:func:`merge_programs` serve planners that combine programs.
 """
 
 from __future__ import annotations
@@ -37,10 +34,8 @@ from .isl_util import CTX, canonical_tree, param_space
 C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t",
            "int64": "int64_t", "float16": "polyc_float16", "bfloat16": "polyc_bfloat16"}
 
-#: Storage-only floating types: values are loaded into float32, computed in
-#: float32 (or wider), rounded to nearest-even when stored; a reduction into
-#: one accumulates in a float32 temporary and rounds once
-#: (:func:`widen_half_reductions`).
+#: Storage-only floating types: loaded into float32, computed in float32 (or
+#: wider), rounded to nearest-even when stored (:func:`widen_half_reductions`).
 HALF_DTYPES = ("float16", "bfloat16")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
@@ -367,7 +362,14 @@ class Program:
 
 
 def _isl_text(obj, space: isl.Space) -> str:
-    return obj.align_params(space).to_str()
+    """``obj`` aligned and printed without redundant constraints (which an
+    isl object read back from its text, when pickled, may have lost; a
+    tensor extent, a PwAff of the sizes alone, is only coalesced)."""
+    obj = obj.align_params(space)
+    if isinstance(obj, isl.PwAff):
+        obj = obj.coalesce() if obj.get_domain_space().is_params() else isl.Map.from_pw_aff(obj)
+    return (obj.remove_redundancies().coalesce() if isinstance(obj, (isl.Set, isl.Map))
+            else obj).to_str()
 
 
 def _canonical(p: Program) -> list:

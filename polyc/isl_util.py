@@ -365,14 +365,21 @@ def fixed_box_hull(fp: isl.Map) -> tuple[isl.MultiAff, list[int]] | None:
 
 
 def _union_text(u, space: isl.Space) -> list[str]:
-    """The pieces of an isl union object, each aligned and printed, sorted:
-    isl prints a union's pieces in an order that depends on how it was
-    built (a tree read back from its text may list them differently)."""
+    """The pieces of an isl union object, each aligned, without redundant
+    constraints (``isl_set_remove_redundancies``), coalesced and printed,
+    sorted: isl prints a union's pieces in an order that depends on how it
+    was built, and a tree read back from its text may have lost a redundant
+    constraint the original carried."""
     pieces: list[str] = []
     if isinstance(u, isl.UnionSet):
-        u.foreach_set(lambda x: pieces.append(x.align_params(space).to_str()))
+        u.foreach_set(lambda x: pieces.append(
+            x.align_params(space).remove_redundancies().coalesce().to_str()))
     elif isinstance(u, isl.UnionPwAff):
-        u.foreach_pw_aff(lambda x: pieces.append(x.align_params(space).to_str()))
+        # (as a map: its domain's redundant constraints removed, which a tree
+        # read back from its text has lost, ``0 <= i`` beside ``0 <= j < i``)
+        u.foreach_pw_aff(lambda x: pieces.append(
+            isl.Map.from_pw_aff(x.align_params(space)).remove_redundancies().coalesce()
+            .to_str()))
     else:
         pieces.append(u.to_str())
     return sorted(pieces)

@@ -91,6 +91,28 @@ def test_recipe_fingerprint_ignores_preconditions():
     assert program_fingerprint(p) == program_fingerprint(with_pre)
 
 
+def test_fingerprint_survives_pickling_a_loop_program():
+    """The tuner ships programs to worker processes by pickling them; a loop
+    program's isl objects read back from text lose redundant constraints
+    (``0 <= i`` beside ``0 <= j < i``), which must not change the
+    fingerprint (its recipes would be refused by the workers), with or
+    without the preconditions derived from the bounds."""
+    import pickle
+
+    from benchmarks.polybench import BENCHMARKS
+    from polyc import bounds
+    from polyc.schedule.language import Schedule
+    b = BENCHMARKS["lu"]
+    p = b.kernel.specialize(*b.init(b.sizes["MINI"])).program.replace(preconditions=None)
+    for q in (p, p.replace(preconditions=bounds.preconditions(p))):
+        back = pickle.loads(pickle.dumps(q))
+        assert back.fingerprint() == q.fingerprint()
+        assert program_fingerprint(back) == program_fingerprint(p)
+        recipe = Schedule.from_program(q).to_recipe()
+        # (refused before: "the recipe was made for program 'lu' (fingerprint ...)")
+        assert Schedule.replay(back, recipe).loop_nest() == Schedule.from_program(q).loop_nest()
+
+
 # ------------------------------------------------------------------ renaming
 
 def test_rename_statements_changes_nothing_else():
