@@ -164,6 +164,16 @@ _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": 
 _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid")
 
 
+def _small_power(e: E.Expr) -> int | None:
+    """n where ``e`` is the constant 2, 3 or 4 (``pow(x, n)`` prints as
+    products: ``polyc_pow<n>_<type>`` of the prelude), else ``None``."""
+    if isinstance(e, E.Const) and not isinstance(e.value, bool):
+        v = e.value
+        if isinstance(v, (int, float)) and float(v) in (2.0, 3.0, 4.0):
+            return int(v)
+    return None
+
+
 def _log2(e: E.Expr) -> int | None:
     """k where ``e`` is the integer constant 2**k (k >= 1), else ``None``."""
     if isinstance(e, E.Const) and not isinstance(e.value, bool):
@@ -287,6 +297,11 @@ class CExprPrinter:
             t = promote(_numeric(ta), _numeric(tb))
             return f"({c} ? {convert(a, ta, t)} : {convert(b, tb, t)})", t
         if isinstance(e, E.Call):
+            if e.fn == "pow" and _small_power(e.args[1]) is not None:
+                (a, ta), (_, tb) = self.typed(e.args[0], ft), self.typed(e.args[1], ft)
+                t = promote(_numeric(ta), _numeric(tb))
+                t = t if t.startswith("float") else ft
+                return f"polyc_pow{_small_power(e.args[1])}_{C_TYPES[t]}({convert(a, ta, t)})", t
             return self._call(e.fn, [self.typed(a, ft) for a in e.args], ft)
         raise AssertionError(type(e))
 
