@@ -411,6 +411,49 @@ def _count_text(sizes: Sequence[Size]) -> str:
     return "(" + " * ".join(s_token(s) for s in sizes) + ")"
 
 
+def split_reductions(rs: list[str], extents: list[Size],
+                     reads: list[str]) -> tuple[list[str], list[Size], list[str]]:
+    """Reduction iterators that the reads use only through ``(r) / D`` and
+    ``(r) % C`` (a reshape merged the dimensions they index: BERT's
+    ``ctx.transpose(0, 2, 1, 3).reshape(b, s, d) @ wo``) become two
+    iterators ``r = C * rh + rl`` with ``rl in 0:C``, ``rh in 0:extent/C``:
+    the same instances, with affine accesses, so that the contraction can
+    be tensorized (an implicit GEMM whose reduction index has the digits
+    ``(rh, rl)``).  ``rh`` is split again where it can be (a merge of
+    three or more dimensions).  Only where ``C`` divides every ``D`` and
+    the extent exactly; otherwise ``r`` stays as it is.  Returns the
+    iterators, their extents and the reads."""
+    out_rs: list[str] = []
+    out_ext: list[Size] = []
+    for r, ext in zip(rs, extents):
+        digits, reads = _split_one(r, ext, reads)
+        out_rs += [d for d, _ in digits]
+        out_ext += [e for _, e in digits]
+    return out_rs, out_ext, reads
+
+
+def _split_one(r: str, ext: Size, reads: list[str]) -> tuple[list[tuple[str, Size]], list[str]]:
+    div = re.compile(rf"\(\s*{r}\s*\)\s*/\s*(\d+)")
+    mod = re.compile(rf"\(\s*{r}\s*\)\s*%\s*(\d+)")
+    mods = {int(m) for t in reads for m in mod.findall(t)}
+    divs = {int(d) for t in reads for d in div.findall(t)}
+    n = ext.normal()
+    c = mods.pop() if len(mods) == 1 else 0
+    if c < 2 or any(d % c for d in divs) or n.const % c or any(k % c for _, k in n.terms):
+        return [(r, ext)], reads
+    hi, lo = f"{r}h", f"{r}l"
+
+    def one(text: str) -> str:
+        text = div.sub(lambda m: hi if int(m.group(1)) == c else
+                       f"({hi}) / {int(m.group(1)) // c}", text)
+        text = mod.sub(lo, text)
+        return re.sub(rf"\b{r}\b", f"({c}*{hi} + {lo})", text)
+    head = Size(ext.table, tuple((sym, k // c) for sym, k in n.terms), n.const // c,
+                ext.value // c)
+    high, reads = _split_one(hi, head, [one(t) for t in reads])
+    return high + [(lo, Size.constant(ext.table, c))], reads
+
+
 def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Sequence[str],
                 b_labels: Sequence[str] | None, out_labels: Sequence[str],
                 sizes: dict[str, Size], dtype: np.dtype | None = None,
@@ -453,9 +496,11 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
     out_shape = tuple(sizes[lab] for lab in out_labels)
     its = [name_of[lab] for lab in out_labels]
     rs = [name_of[lab] for lab in red]
+    r_sizes = [sizes[lab] for lab in red]
+    rs, r_sizes, reads = split_reductions(rs, r_sizes, reads)
     rhs = " * ".join(reads)
-    wc = where_clause(its + rs, list(out_shape) + [sizes[lab] for lab in red])
-    flops = 2 * count(list(out_shape) + [sizes[lab] for lab in red])
+    wc = where_clause(its + rs, list(out_shape) + r_sizes)
+    flops = 2 * count(list(out_shape) + r_sizes)
     if not red:
         return new_node(graph, op, out_shape, dt, [t for t, _ in operands], lambda name: [
             f"{lhs(name, its)} = {rhs}{wc}"], flops=flops // 2)

@@ -1,0 +1,94 @@
+"""A contraction over dimensions that a reshape merged (BERT's
+``ctx.transpose(0, 2, 1, 3).reshape(b, s, d) @ wo``) reads its operand
+through ``(r) / C`` and ``(r) % C``; polyc.graph.ops.split_reductions
+writes the reduction with one iterator per merged dimension, so that the
+product runs on the GEMM micro-kernel (an implicit GEMM).  Tolerances:
+polyc.testing.assert_close with the reduction length."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.testing import assert_close
+
+RNG = np.random.default_rng(31)
+
+
+def merged_heads(ctx, w):
+    b, h, s, dh = ctx.shape
+    return ctx.transpose(0, 2, 1, 3).reshape(b, s, h * dh) @ w
+
+
+def merged_three(x, w):
+    return x.reshape(x.shape[0], -1) @ w
+
+
+def _statement(p, op="matmul"):
+    return next(n for n in p.graph.ops if n.op == op).stmts[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 12, 40, 16), (2, 3, 7, 5), (1, 1, 9, 4)])
+def test_merged_heads_run_on_the_gemm_micro_kernel(dtype, shape):
+    ctx = RNG.standard_normal(shape).astype(dtype)
+    w = RNG.standard_normal((shape[1] * shape[3], 24)).astype(dtype)
+    j = polyc.jit(merged_heads)
+    out = j(ctx, w)
+    assert_close(out, merged_heads(ctx, w), reduction_length=w.shape[0])
+    p = j.plan(ctx, w)
+    text = _statement(p)
+    if shape[1] > 1:
+        # the reduction's digits: heads and the position inside a head
+        assert "r0h" in text and "r0l" in text and "%" not in text and "/" not in text
+    assert len(p.groups) == 1
+    assert "polyc_gemm" in p.compile().kernels[0].source
+
+
+def test_a_merge_of_three_dimensions_splits_twice():
+    x = RNG.standard_normal((10, 4, 3, 5)).astype(np.float32)
+    w = RNG.standard_normal((60, 17)).astype(np.float32)
+    j = polyc.jit(merged_three)
+    out = j(x, w)
+    assert_close(out, merged_three(x, w), reduction_length=60)
+    text = _statement(j.plan(x, w))
+    assert "r0hh" in text and "r0hl" in text and "r0l" in text
+    assert "%" not in text and "/" not in text
+    assert "polyc_gemm" in j.plan(x, w).compile().kernels[0].source
+
+
+def test_a_transposed_merge_splits_into_affine_reads():
+    # (4, 6) -> swapped -> merged: the operand reads x(i, 6 * ((r) % 4) + (r) / 4)
+    def f(x, w):
+        return np.einsum("ik,k->i", x.reshape(x.shape[0], 4, 6).swapaxes(1, 2)
+                         .reshape(x.shape[0], 24), w)
+    x = RNG.standard_normal((5, 24))
+    w = RNG.standard_normal(24)
+    j = polyc.jit(f)
+    assert_close(j(x, w), f(x, w), reduction_length=24)
+    text = j.plan(x, w).graph.ops[-1].stmts[0]
+    assert "r0h" in text and "%" not in text and "/" not in text
+
+
+def test_split_reductions_leaves_uneven_reads_alone():
+    from polyc.graph.ops import split_reductions
+    from polyc.graph.sizes import Size, SymbolTable
+    table = SymbolTable()
+    ext = Size.constant(table, 24)
+    for reads in (["A((r0) % 4, (r0) / 6)"],          # 4 does not divide 6
+                  ["A((r0) % 4, (r0) % 6)"],          # two moduli
+                  ["A(r0 + 1)"]):                     # nothing to split
+        assert split_reductions(["r0"], [ext], reads) == (["r0"], [ext], reads)
+    odd = Size.constant(table, 26)                    # 4 does not divide the extent
+    assert split_reductions(["r0"], [odd], ["A((r0) % 4)"])[0] == ["r0"]
+    rs, exts, out = split_reductions(["r0"], [ext], ["A((r0) / 4, (r0) % 4) * B(r0)"])
+    assert rs == ["r0h", "r0l"] and [e.value for e in exts] == [6, 4]
+    assert out == ["A(r0h, r0l) * B((4*r0h + r0l))"]
+
+
+def test_integer_merged_reduction():
+    ctx = RNG.integers(-5, 5, size=(2, 3, 4, 5)).astype(np.int64)
+    w = RNG.integers(-5, 5, size=(15, 6)).astype(np.int64)
+    out = polyc.jit(merged_heads)(ctx, w)
+    np.testing.assert_array_equal(out, merged_heads(ctx, w))
