@@ -201,6 +201,10 @@ class Tracer:
         #: a mask's comparisons hold float literals that must be computed in
         #: this type (None for other tracers); see ops.new_node
         self._literal_dtype: np.dtype | None = None
+        #: the tracer a ``reshape`` view was made from (None for others): a
+        #: reshape of a reshape is a reshape of that tracer (C order), so a
+        #: merge followed by the inverse split reads the base unchanged
+        self._reshape_base: Tracer | None = None
 
     @staticmethod
     def of(node: Node, graph: Graph) -> Tracer:

@@ -105,14 +105,47 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
     for leaf in leaves:
         if isinstance(leaf, Tracer):
             node = leaf.node
+            base = leaf._reshape_base
+            if node is None and base is not None and base.node is not None and \
+                    base.node.kind == "op" and leaf.dtype.kind != "b":
+                # a reshape of an operation's result: that result, reshaped
+                # when returned (no copy, as numpy returns a view)
+                outs.append(Reshaped(base.node, [_extent_of(s, graph) for s in leaf._shape]))
+                continue
             if node is None or node.kind != "op" or leaf.dtype.kind == "b":
                 node = materialize(graph, leaf).node
             outs.append(node)
         else:
             outs.append(leaf)
-    graph.outputs = [o for o in outs if isinstance(o, Node)]
+    graph.outputs = list(dict.fromkeys(o.node if isinstance(o, Reshaped) else o for o in outs
+                                       if isinstance(o, (Node, Reshaped))))
     graph.leaves = outs
     return graph
+
+
+@dataclass
+class Reshaped:
+    """A returned reshape view of ``node``: ``shape`` per dimension as
+    ``(constant, [(coefficient, argument position, dimension), ...])``."""
+    node: Node
+    shape: list[tuple[int, list[tuple[int, int, int]]]]
+
+    def value(self, env: dict, arrays: list[np.ndarray]) -> np.ndarray:
+        return env[self.node.name].reshape(tuple(
+            c + sum(k * arrays[p].shape[d] for k, p, d in terms) for c, terms in self.shape))
+
+
+def _extent_of(size: Size, graph: Graph) -> tuple[int, list[tuple[int, int, int]]]:
+    """``size`` as a constant plus argument extents (each symbol bound by an
+    argument dimension of its class)."""
+    table = graph.symbols
+    n = size.normal()
+    terms = []
+    for s, c in n.terms:
+        org = next(o for q, o in enumerate(table.origin)
+                   if o is not None and table.find(q) == s)
+        terms.append((c, org[0], org[1]))
+    return n.const, terms
 
 
 def _param_names(fn: Callable, n: int) -> list[str | None]:
@@ -204,7 +237,8 @@ class Jitted:
         sizes = {r: arrays[p].shape[d] for r, (p, d) in t.size_args.items()}
         env = t.plan.compile().run(env, sizes)
         leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])
-                  if isinstance(o, Node) else o for o in t.graph.leaves]
+                  if isinstance(o, Node) else o.value(env, arrays)
+                  if isinstance(o, Reshaped) else o for o in t.graph.leaves]
         if torch_out:
             leaves = to_torch(leaves)
         if t.graph.treedef == 0:

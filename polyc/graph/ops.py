@@ -289,9 +289,21 @@ def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequenc
         return t
     its = iters(len(shape))
     rhs = fn(*[broadcast_read(o, its, rdt, shape) for o in ops])
-    return new_node(graph, op, shape, out_dt, tracers,
-                    lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, shape)}"],
-                    flops=count(shape))
+    # an operand read through a merge (a reshape view of a split node) is
+    # computed in the split space: the node keeps the digits as dimensions
+    # and the result is its reshape view (see split_iterators)
+    its, node_shape, (rhs,) = split_iterators(its, list(shape), [rhs])
+    out = new_node(graph, op, tuple(node_shape), out_dt, tracers,
+                   lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, node_shape)}"],
+                   flops=count(shape))
+    return out if len(node_shape) == len(shape) else _merged(out, shape)
+
+
+def _merged(t: Tracer, shape: Sequence[Size]) -> Tracer:
+    """``t`` (a node whose dimensions split some of ``shape``'s) as a view of
+    ``shape``."""
+    from .views import reshape
+    return reshape(t, [SizeInt(s, "a merged dimension") for s in shape])
 
 
 def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer:
@@ -411,11 +423,12 @@ def _count_text(sizes: Sequence[Size]) -> str:
     return "(" + " * ".join(s_token(s) for s in sizes) + ")"
 
 
-def split_reductions(rs: list[str], extents: list[Size],
-                     reads: list[str]) -> tuple[list[str], list[Size], list[str]]:
-    """Reduction iterators that the reads use only through ``(r) / D`` and
-    ``(r) % C`` (a reshape merged the dimensions they index: BERT's
-    ``ctx.transpose(0, 2, 1, 3).reshape(b, s, d) @ wo``) become two
+def split_iterators(rs: list[str], extents: list[Size],
+                    reads: list[str]) -> tuple[list[str], list[Size], list[str]]:
+    """Iterators that the reads use only through ``(r) / D`` and ``(r) % C``
+    (a reshape merged the dimensions they index: BERT's
+    ``ctx.transpose(0, 2, 1, 3).reshape(b, s, d) @ wo`` in the reduction,
+    ``x.reshape(b * s, d) @ w`` in the rows) become two
     iterators ``r = C * rh + rl`` with ``rl in 0:C``, ``rh in 0:extent/C``:
     the same instances, with affine accesses, so that the contraction can
     be tensorized (an implicit GEMM whose reduction index has the digits
@@ -497,16 +510,21 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
     its = [name_of[lab] for lab in out_labels]
     rs = [name_of[lab] for lab in red]
     r_sizes = [sizes[lab] for lab in red]
-    rs, r_sizes, reads = split_reductions(rs, r_sizes, reads)
+    rs, r_sizes, reads = split_iterators(rs, r_sizes, reads)
+    # output iterators too: the node gets one dimension per digit, and the
+    # result is its reshape view (a later reshape back reads it unchanged)
+    its, node_shape, reads = split_iterators(its, list(out_shape), reads)
     rhs = " * ".join(reads)
-    wc = where_clause(its + rs, list(out_shape) + r_sizes)
-    flops = 2 * count(list(out_shape) + r_sizes)
+    wc = where_clause(its + rs, node_shape + r_sizes)
+    flops = 2 * count(node_shape + r_sizes)
     if not red:
-        return new_node(graph, op, out_shape, dt, [t for t, _ in operands], lambda name: [
-            f"{lhs(name, its)} = {rhs}{wc}"], flops=flops // 2)
-    return new_node(graph, op, out_shape, dt, [t for t, _ in operands], lambda name: [
-        f"{lhs(name, its)} +=! {rhs}{wc}"], flops=flops, contraction=b is not None,
-        reduction=True)
+        out = new_node(graph, op, tuple(node_shape), dt, [t for t, _ in operands],
+                       lambda name: [f"{lhs(name, its)} = {rhs}{wc}"], flops=flops // 2)
+    else:
+        out = new_node(graph, op, tuple(node_shape), dt, [t for t, _ in operands],
+                       lambda name: [f"{lhs(name, its)} +=! {rhs}{wc}"], flops=flops,
+                       contraction=b is not None, reduction=True)
+    return out if len(node_shape) == len(out_shape) else _merged(out, out_shape)
 
 
 def creation(graph: Graph, op: str, shape: Sequence[Any], dtype, rhs: Callable[[list[str]], str],

@@ -213,10 +213,18 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
 
 
 def reshape(t: Tracer, newshape: Sequence[Any], order: str = "C") -> Tracer:
-    g = t._graph
     if order != "C":
         raise UnsupportedError(f"{user_location()}: reshape with order={order!r} is not "
                                "supported; only order='C'")
+    base = t if t._reshape_base is None else t._reshape_base
+    out = _reshape(base, newshape)
+    if out is not base:
+        out._reshape_base = base
+    return out
+
+
+def _reshape(t: Tracer, newshape: Sequence[Any]) -> Tracer:
+    g = t._graph
     if isinstance(newshape, (int, np.integer, SizeInt)):
         newshape = (newshape,)
     newshape = list(newshape)

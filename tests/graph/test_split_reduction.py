@@ -1,6 +1,6 @@
-"""A contraction over dimensions that a reshape merged (BERT's
+"""Contractions and elementwise operations over dimensions that a reshape merged (BERT's
 ``ctx.transpose(0, 2, 1, 3).reshape(b, s, d) @ wo``) reads its operand
-through ``(r) / C`` and ``(r) % C``; polyc.graph.ops.split_reductions
+through ``(r) / C`` and ``(r) % C``; polyc.graph.ops.split_iterators
 writes the reduction with one iterator per merged dimension, so that the
 product runs on the GEMM micro-kernel (an implicit GEMM).  Tolerances:
 polyc.testing.assert_close with the reduction length."""
@@ -71,18 +71,18 @@ def test_a_transposed_merge_splits_into_affine_reads():
     assert "r0h" in text and "%" not in text and "/" not in text
 
 
-def test_split_reductions_leaves_uneven_reads_alone():
-    from polyc.graph.ops import split_reductions
+def test_split_iterators_leaves_uneven_reads_alone():
+    from polyc.graph.ops import split_iterators
     from polyc.graph.sizes import Size, SymbolTable
     table = SymbolTable()
     ext = Size.constant(table, 24)
     for reads in (["A((r0) % 4, (r0) / 6)"],          # 4 does not divide 6
                   ["A((r0) % 4, (r0) % 6)"],          # two moduli
                   ["A(r0 + 1)"]):                     # nothing to split
-        assert split_reductions(["r0"], [ext], reads) == (["r0"], [ext], reads)
+        assert split_iterators(["r0"], [ext], reads) == (["r0"], [ext], reads)
     odd = Size.constant(table, 26)                    # 4 does not divide the extent
-    assert split_reductions(["r0"], [odd], ["A((r0) % 4)"])[0] == ["r0"]
-    rs, exts, out = split_reductions(["r0"], [ext], ["A((r0) / 4, (r0) % 4) * B(r0)"])
+    assert split_iterators(["r0"], [odd], ["A((r0) % 4)"])[0] == ["r0"]
+    rs, exts, out = split_iterators(["r0"], [ext], ["A((r0) / 4, (r0) % 4) * B(r0)"])
     assert rs == ["r0h", "r0l"] and [e.value for e in exts] == [6, 4]
     assert out == ["A(r0h, r0l) * B((4*r0h + r0l))"]
 
@@ -92,3 +92,59 @@ def test_integer_merged_reduction():
     w = RNG.integers(-5, 5, size=(15, 6)).astype(np.int64)
     out = polyc.jit(merged_heads)(ctx, w)
     np.testing.assert_array_equal(out, merged_heads(ctx, w))
+
+
+def linear_on_tokens(x, w1, b1, w2):
+    # the usual numpy/PyTorch idiom: flatten (batch, seq) into rows
+    h = np.maximum(x.reshape(-1, x.shape[-1]) @ w1 + b1, 0.0)
+    return (h @ w2).reshape(x.shape[0], x.shape[1], -1)
+
+
+def test_rows_flattened_by_a_reshape_run_on_the_gemm_micro_kernel():
+    x = RNG.standard_normal((3, 40, 24)).astype(np.float32)
+    w1 = RNG.standard_normal((24, 56)).astype(np.float32)
+    b1 = RNG.standard_normal(56).astype(np.float32)
+    w2 = RNG.standard_normal((56, 16)).astype(np.float32)
+    j = polyc.jit(linear_on_tokens)
+    out = j(x, w1, b1, w2)
+    assert out.shape == (3, 40, 16) and out.dtype == np.float32
+    assert_close(out, linear_on_tokens(x, w1, b1, w2), reduction_length=56)
+    p = j.plan(x, w1, b1, w2)
+    # the products and the bias/ReLU are computed over (batch, seq) digits:
+    # no floor division or remainder left in any statement
+    assert all("%" not in s and "/" not in s for n in p.graph.ops for s in n.stmts)
+    kernels = p.compile().kernels
+    assert len(kernels) <= 2
+    assert sum(k.source.count("polyc_gemm_f32(") for k in kernels) >= 2
+    # another batch is the same shape class (40 was specialised by the reshape)
+    x2 = RNG.standard_normal((5, 40, 24)).astype(np.float32)
+    assert_close(j(x2, w1, b1, w2), linear_on_tokens(x2, w1, b1, w2), reduction_length=56)
+    assert len(j._plans) == 1
+
+
+def test_a_returned_reshape_of_a_result_is_not_copied():
+    def f(x, w):
+        return x.reshape(-1, x.shape[-1]) @ w
+    x = RNG.standard_normal((4, 30, 8))
+    w = RNG.standard_normal((8, 6))
+    j = polyc.jit(f)
+    a, b = j(x, w), j(x, w)
+    assert a.shape == (120, 6) and a.dtype == np.float64
+    assert_close(a, f(x, w), reduction_length=8)
+    assert not np.shares_memory(a, b)             # a fresh result per call
+    p = j.plan(x, w)
+    assert len(p.groups) == 1 and [n.op for n in p.graph.ops] == ["matmul"]
+    x5 = RNG.standard_normal((5, 30, 8))
+    assert j(x5, w).shape == (150, 6)
+
+
+def test_a_reshape_of_a_reshape_reads_the_base():
+    from polyc.graph import trace
+
+    def f(x):
+        return np.exp(x.reshape(-1, 12).reshape(x.shape) * 2.0)
+    x = RNG.standard_normal((2, 3, 4))
+    g = trace(f, x)
+    assert [n.op for n in g.ops] == ["multiply", "exp"]
+    assert all("%" not in n.stmts[0] and "/" not in n.stmts[0] for n in g.ops)
+    assert_close(polyc.jit(f)(x), f(x))
