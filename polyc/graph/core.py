@@ -237,8 +237,12 @@ class Tracer:
 
     @property
     def node(self) -> Node | None:
-        """The node this tracer is, unviewed, or None."""
-        if len(self._nodes) == 1 and self._template == identity_template(self._nodes[0]):
+        """The node this tracer is, unviewed, or None.  A view that reads the
+        node at the same coordinates but has another shape (a prefix slice
+        ``y[:, :3]``, a reshape adding unit dimensions) is not the node."""
+        if len(self._nodes) == 1 and self._template == identity_template(self._nodes[0]) \
+                and len(self._shape) == len(self._nodes[0].shape) \
+                and all(a == b for a, b in zip(self._shape, self._nodes[0].shape)):
             return self._nodes[0]
         return None
 

@@ -740,3 +740,22 @@ def test_size_one_dims_retrace():
         x = rand(shape, F64, 43)
         _compare_one(f(x), _softmax(x), shape[1], str(shape))
     assert len(calls) == 3
+
+
+def test_a_returned_view_with_the_results_coordinates_has_its_own_shape():
+    # a prefix slice, and a reshape adding unit dimensions, read the node at
+    # the same coordinates as the node itself: they are still views (before,
+    # polyc.jit returned the whole (4, 5) array for y[:, :3])
+    x = np.arange(20.0).reshape(4, 5)
+
+    def prefix(x):
+        y = x * 2
+        return y[:, :3], y[:2], y
+
+    def units(x):
+        return (x[:1, :1] * 2).reshape(1, 1, 1), (x * 3).reshape(4, 5, 1)
+    for fn in (prefix, units):
+        got, want = polyc.jit(fn)(x), fn(x)
+        assert [g.shape for g in got] == [w.shape for w in want]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)

@@ -7,6 +7,8 @@ polyc.testing.assert_close with the reduction length."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,49 @@ def test_a_reshape_of_a_reshape_reads_the_base():
     assert [n.op for n in g.ops] == ["multiply", "exp"]
     assert all("%" not in n.stmts[0] and "/" not in n.stmts[0] for n in g.ops)
     assert_close(polyc.jit(f)(x), f(x))
+
+
+# -- property: random merges and splits around products and elementwise ops ------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _merge_programs(draw):
+    dims = draw(st.lists(st.integers(1, 5), min_size=3, max_size=4))
+    perm = draw(st.permutations(range(len(dims))))
+    n = draw(st.integers(1, 6))
+    cut = draw(st.integers(1, len(dims) - 1))       # rows: dims[:cut], reduction: the rest
+    tail = draw(st.sampled_from(["none", "bias_tanh", "back", "sum"]))
+    return dims, list(perm), n, cut, tail
+
+
+@settings(max_examples=int(os.environ.get("SPLIT_PROPERTY_EXAMPLES", 20)), deadline=None,
+          derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_merge_programs())
+def test_random_merges_match_numpy(case):
+    """A transposed array merged into (rows, reduction) by a reshape, a
+    product, then an elementwise tail, a reshape back or a reduction: polyc
+    against numpy (float64, tolerance for the reduction length)."""
+    dims, perm, n, cut, tail = case
+    shape = [dims[p] for p in perm]
+    rows = int(np.prod(shape[:cut]))
+    red = int(np.prod(shape[cut:]))
+    x = RNG.standard_normal(dims)
+    w = RNG.standard_normal((red, n))
+    b = RNG.standard_normal(n)
+
+    def f(x, w, b):
+        t = x.transpose(perm)
+        y = t.reshape(rows, red) @ w
+        if tail == "bias_tanh":
+            y = np.tanh(y + b)
+        elif tail == "back":
+            y = y.reshape(*t.shape[:cut], n)
+        elif tail == "sum":
+            y = y.reshape(*t.shape[:cut], n).sum(0)
+        return y
+    got = polyc.jit(f)(x, w, b)
+    want = f(x, w, b)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    assert_close(got, want, reduction_length=red)
