@@ -369,6 +369,8 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
         x_dtype = np.dtype("int64")
     else:
         x_dtype = x.dtype
+    # a reduction over a merge (x.reshape(b, -1).sum(1)): one iterator per digit
+    red, loop_sizes, (elem,) = split_iterators(red, loop_sizes, [elem])
     wc = where_clause(out_idx + red, out_ranges + loop_sizes)
     wo = where_clause(out_idx, out_ranges)
     flops = count(x._shape)

@@ -152,6 +152,21 @@ def test_a_reshape_of_a_reshape_reads_the_base():
     assert_close(polyc.jit(f)(x), f(x))
 
 
+
+def test_reductions_over_a_merge_run_over_its_digits():
+    def f(x):
+        y = x * 2
+        return (y.transpose(0, 2, 1).reshape(x.shape[0], -1).sum(1),
+                y.reshape(x.shape[0], -1).var(1), y.reshape(-1).max())
+    x = RNG.standard_normal((3, 4, 6))
+    j = polyc.jit(f)
+    for got, want in zip(j(x), f(x)):
+        assert got.shape == want.shape
+        assert_close(got, want, reduction_length=24)
+    p = j.plan(x)
+    assert all("%" not in s and "/ 4" not in s and "/ 6" not in s
+               for n in p.graph.ops for s in n.stmts), [n.stmts for n in p.graph.ops]
+
 # -- property: random merges and splits around products and elementwise ops ------
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
