@@ -64,7 +64,7 @@ from .cexpr import (
 from .customcall import custom_call
 from .gemmcall import as_param, gemm_call
 from .hoist import HOISTED, hoist_invariants
-from .loopshape import any_node, only_instance, parallel_body, uneven
+from .loopshape import any_node, fold_collapsed_simd, only_instance, parallel_body, uneven
 from .prelude import PRELUDE  # noqa: F401  (re-exported: backends.c.versions)
 
 ENTRY = "polyc_kernel"
@@ -459,7 +459,7 @@ class _Emitter:
         if isinstance(n, L.For):
             folded = False
             if n.parallel and n.collapse > 1:
-                n, folded = _fold_collapsed_simd(n)
+                n, folded = fold_collapsed_simd(n)
             calls = self._calls_inside(n)
             if n.simd and calls:
                 n = replace(n, simd=False)      # a call with its own threads: no simd
@@ -530,31 +530,6 @@ class _Emitter:
         if isinstance(g, c.Block):
             return g
         return c.Block([g])
-
-
-def _fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
-    """``n`` with the loops its ``collapse(k)`` covers made plain loops, and
-    whether one had the ``simd`` flag.  Nothing may come between collapsed
-    loop headers (gcc: "not enough perfectly nested loops"): no ``simd``
-    pragma (the simd goes onto the combined ``parallel for simd
-    collapse(k)``), and no register accumulator or hoisted load that
-    :meth:`_Emitter.reduction_loop` / :meth:`_Emitter.hoisted_loop` would
-    declare around a ``reduction`` / ``simd`` loop.  The LoopNest promises
-    that ``k`` loops nest perfectly (:func:`polyc.loopnest.perfect_depth`)."""
-    assert L.perfect_depth(n, n.collapse) == n.collapse, L.format_loopnest(n)
-
-    def strip(f: L.Node, depth: int) -> tuple[L.Node, bool]:
-        if depth == 0:
-            return f, False
-        if isinstance(f, L.Block):
-            (only,) = f.children
-            body, found = strip(only, depth)
-            return L.Block((body,)), found
-        assert isinstance(f, L.For), f
-        body, found = strip(f.body, depth - 1)
-        return replace(f, body=body, simd=False, reduction=False), found or f.simd
-    body, found = strip(n.body, n.collapse - 1)
-    return replace(n, body=body), found
 
 
 #: Fewest iterations of a reduction loop that run vectorised (``omp simd

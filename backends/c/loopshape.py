@@ -4,10 +4,13 @@ of node, and whether an iteration's work depends on the iterator (a
 triangle or a skew: dynamic OpenMP chunks; the point loops of a tile: even
 work, static chunks keep each thread's data in its caches), and the
 parallel loops that are a sequential loop's whole body (one parallel region
-around the sequential loop).  Expressions are :mod:`polyc.expr` trees as
+around the sequential loop), and a collapsed loop's inner headers made
+plain for its ``collapse(k)`` pragma.  Expressions are :mod:`polyc.expr` trees as
 isl's AST builder printed them."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from polyc import expr as E
 from polyc import loopnest as L
@@ -110,3 +113,28 @@ def parallel_body(n: L.For) -> list[L.For] | None:
             x.collapse > 1 or any_node(x.body, lambda y: isinstance(y, L.For)) for x in out):
         return None
     return out
+
+
+def fold_collapsed_simd(n: L.For) -> tuple[L.For, bool]:
+    """``n`` with the loops its ``collapse(k)`` covers made plain loops, and
+    whether one had the ``simd`` flag.  Nothing may come between collapsed
+    loop headers (gcc: "not enough perfectly nested loops"): no ``simd``
+    pragma (the simd goes onto the combined ``parallel for simd
+    collapse(k)``), and no register accumulator or hoisted load that
+    ``emit._Emitter.reduction_loop`` / ``hoisted_loop`` would
+    declare around a ``reduction`` / ``simd`` loop.  The LoopNest promises
+    that ``k`` loops nest perfectly (:func:`polyc.loopnest.perfect_depth`)."""
+    assert L.perfect_depth(n, n.collapse) == n.collapse, L.format_loopnest(n)
+
+    def strip(f: L.Node, depth: int) -> tuple[L.Node, bool]:
+        if depth == 0:
+            return f, False
+        if isinstance(f, L.Block):
+            (only,) = f.children
+            body, found = strip(only, depth)
+            return L.Block((body,)), found
+        assert isinstance(f, L.For), f
+        body, found = strip(f.body, depth - 1)
+        return replace(f, body=body, simd=False, reduction=False), found or f.simd
+    body, found = strip(n.body, n.collapse - 1)
+    return replace(n, body=body), found

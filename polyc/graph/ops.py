@@ -292,18 +292,32 @@ def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequenc
     # an operand read through a merge (a reshape view of a split node) is
     # computed in the split space: the node keeps the digits as dimensions
     # and the result is its reshape view (see split_iterators)
-    its, node_shape, (rhs,) = split_iterators(its, list(shape), [rhs])
+    digits, node_shape, (rhs,) = split_iterators(its, list(shape), [rhs])
     out = new_node(graph, op, tuple(node_shape), out_dt, tracers,
-                   lambda name: [f"{lhs(name, its)} = {rhs}{where_clause(its, node_shape)}"],
+                   lambda name: [f"{lhs(name, digits)} = {rhs}{where_clause(digits, node_shape)}"],
                    flops=count(shape))
-    return out if len(node_shape) == len(shape) else _merged(out, shape)
+    return out if digits == its else _merged(out, its, digits, shape)
 
 
-def _merged(t: Tracer, shape: Sequence[Size]) -> Tracer:
-    """``t`` (a node whose dimensions split some of ``shape``'s) as a view of
-    ``shape``."""
-    from .views import reshape
-    return reshape(t, [SizeInt(s, "a merged dimension") for s in shape])
+def _merged(t: Tracer, its: Sequence[str], digits: Sequence[str],
+            shape: Sequence[Size]) -> Tracer:
+    """``t``, a node over the ``digits`` of iterators ``its`` (names
+    ``i0h``, ``i0l`` of ``i0``: :func:`split_iterators`), as the view of
+    ``shape`` that merges them again, as a C-order reshape does (a later
+    reshape reads ``t`` through ``_reshape_base``)."""
+    coords: list[str] = []
+    for g, it in enumerate(its):
+        ks = [k for k, d in enumerate(digits) if d.rstrip("hl") == it]
+        # the digits after the first have constant extents (split_iterators)
+        ext = [t._shape[k].normal().const for k in ks]
+        for j in range(len(ks)):
+            inner = math.prod(ext[j + 1:])
+            coord = f"{{{g}}}" if inner == 1 else f"({{{g}}}) / {inner}"
+            coords.append(coord if j == 0 else f"({coord}) % {ext[j]}")
+    out = Tracer(t._graph, compose(t._template, coords), t._nodes, tuple(shape), t.dtype)
+    out._literal_dtype = t._literal_dtype
+    out._reshape_base = t
+    return out
 
 
 def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer:
@@ -515,18 +529,18 @@ def contraction(graph: Graph, op: str, a: Tracer, b: Tracer | None, a_labels: Se
     rs, r_sizes, reads = split_iterators(rs, r_sizes, reads)
     # output iterators too: the node gets one dimension per digit, and the
     # result is its reshape view (a later reshape back reads it unchanged)
-    its, node_shape, reads = split_iterators(its, list(out_shape), reads)
+    digits, node_shape, reads = split_iterators(its, list(out_shape), reads)
     rhs = " * ".join(reads)
-    wc = where_clause(its + rs, node_shape + r_sizes)
+    wc = where_clause(digits + rs, node_shape + r_sizes)
     flops = 2 * count(node_shape + r_sizes)
     if not red:
         out = new_node(graph, op, tuple(node_shape), dt, [t for t, _ in operands],
-                       lambda name: [f"{lhs(name, its)} = {rhs}{wc}"], flops=flops // 2)
+                       lambda name: [f"{lhs(name, digits)} = {rhs}{wc}"], flops=flops // 2)
     else:
         out = new_node(graph, op, tuple(node_shape), dt, [t for t, _ in operands],
-                       lambda name: [f"{lhs(name, its)} +=! {rhs}{wc}"], flops=flops,
+                       lambda name: [f"{lhs(name, digits)} +=! {rhs}{wc}"], flops=flops,
                        contraction=b is not None, reduction=True)
-    return out if len(node_shape) == len(out_shape) else _merged(out, out_shape)
+    return out if digits == its else _merged(out, its, digits, out_shape)
 
 
 def creation(graph: Graph, op: str, shape: Sequence[Any], dtype, rhs: Callable[[list[str]], str],
