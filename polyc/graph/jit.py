@@ -110,8 +110,10 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
                     base.node.kind == "op" and leaf.dtype.kind != "b":
                 # a reshape of an operation's result: that result, reshaped
                 # when returned (no copy, as numpy returns a view)
-                outs.append(Reshaped(base.node, [_extent_of(s, graph) for s in leaf._shape]))
-                continue
+                shape = [_extent_of(s, graph) for s in leaf._shape]
+                if None not in shape:
+                    outs.append(Reshaped(base.node, shape))
+                    continue
             if node is None or node.kind != "op" or leaf.dtype.kind == "b":
                 node = materialize(graph, leaf).node
             outs.append(node)
@@ -135,15 +137,17 @@ class Reshaped:
             c + sum(k * arrays[p].shape[d] for k, p, d in terms) for c, terms in self.shape))
 
 
-def _extent_of(size: Size, graph: Graph) -> tuple[int, list[tuple[int, int, int]]]:
+def _extent_of(size: Size, graph: Graph) -> tuple[int, list[tuple[int, int, int]]] | None:
     """``size`` as a constant plus argument extents (each symbol bound by an
-    argument dimension of its class)."""
+    argument dimension of its class), or None where a symbol has none."""
     table = graph.symbols
     n = size.normal()
     terms = []
     for s, c in n.terms:
-        org = next(o for q, o in enumerate(table.origin)
-                   if o is not None and table.find(q) == s)
+        org = next((o for q, o in enumerate(table.origin)
+                    if o is not None and table.find(q) == s), None)
+        if org is None:
+            return None
         terms.append((c, org[0], org[1]))
     return n.const, terms
 
