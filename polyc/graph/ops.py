@@ -383,8 +383,16 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
         x_dtype = np.dtype("int64")
     else:
         x_dtype = x.dtype
-    # a reduction over a merge (x.reshape(b, -1).sum(1)): one iterator per digit
+    # a reduction over a merge (x.reshape(b, -1).sum(1)): one iterator per
+    # digit; an output dimension read through one (a softmax over
+    # x.reshape(-1, d) computed split) keeps its digits, as elementwise does
     red, loop_sizes, (elem,) = split_iterators(red, loop_sizes, [elem])
+    merged_idx = out_idx
+    out_idx, out_ranges, (elem,) = split_iterators(out_idx, out_ranges, [elem])
+    node_shape = tuple(out_ranges)
+
+    def done(t: Tracer) -> Tracer:
+        return t if out_idx == merged_idx else _merged(t, merged_idx, out_idx, out_shape)
     wc = where_clause(out_idx + red, out_ranges + loop_sizes)
     wo = where_clause(out_idx, out_ranges)
     flops = count(x._shape)
@@ -394,20 +402,20 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
             raise ValueError(f"zero-size array to reduction operation {kind}imum which has "
                              "no identity")
         dt = x_dtype
-        return new_node(graph, kind, out_shape, dt, [x], lambda name: [
-            f"{lhs(name, out_idx)} {kind}=! {elem}{wc}"], flops=flops, reduction=True)
+        return done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
+            f"{lhs(name, out_idx)} {kind}=! {elem}{wc}"], flops=flops, reduction=True))
     if kind == "sum":
         dt = np.dtype(dtype) if dtype is not None else (
             np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
-        return new_node(graph, "sum", out_shape, dt, [x], lambda name: [
-            f"{lhs(name, out_idx)} +=! {elem}{wc}"], flops=flops, reduction=True)
+        return done(new_node(graph, "sum", node_shape, dt, [x], lambda name: [
+            f"{lhs(name, out_idx)} +=! {elem}{wc}"], flops=flops, reduction=True))
     fdt = np.dtype(dtype) if dtype is not None else (
         np.dtype("float64") if x_dtype.kind in "iub" else x_dtype)
     if kind == "mean":
-        return new_node(graph, "mean", out_shape, fdt, [x], lambda name: [
+        return done(new_node(graph, "mean", node_shape, fdt, [x], lambda name: [
             f"{lhs(name + '_s', out_idx)} +=! {elem}{wc}",
             f"{lhs(name, out_idx)} = {lhs(name + '_s', out_idx)} / {cnt}{wo}"],
-            helpers=[("s", fdt)], flops=flops, reduction=True)
+            helpers=[("s", fdt)], flops=flops, reduction=True))
     if kind in ("var", "std"):
         def stmts(name):
             m, q = lhs(name + "_m", out_idx), lhs(name + "_q", out_idx)
@@ -419,9 +427,9 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
                     f"{m} = {lhs(name + '_s', out_idx)} / {cnt}{wo}",
                     f"{q} +=! {dev} * {dev}{wc}",
                     f"{lhs(name, out_idx)} = {final}{wo}"]
-        return new_node(graph, kind, out_shape, fdt, [x], stmts,
-                        helpers=[("s", fdt), ("m", fdt), ("q", fdt)], flops=3 * flops,
-                        reduction=True)
+        return done(new_node(graph, kind, node_shape, fdt, [x], stmts,
+                             helpers=[("s", fdt), ("m", fdt), ("q", fdt)], flops=3 * flops,
+                             reduction=True))
     raise UnsupportedError(f"reduction {kind}")
 
 
