@@ -309,14 +309,23 @@ def _merged(t: Tracer, its: Sequence[str], digits: Sequence[str],
     for g, it in enumerate(its):
         ks = [k for k, d in enumerate(digits) if d.rstrip("hl") == it]
         # the digits after the first have constant extents (split_iterators)
-        ext = [t._shape[k].normal().const for k in ks]
-        for j in range(len(ks)):
-            inner = math.prod(ext[j + 1:])
-            coord = f"{{{g}}}" if inner == 1 else f"({{{g}}}) / {inner}"
-            coords.append(coord if j == 0 else f"({coord}) % {ext[j]}")
+        coords += digit_coords(f"{{{g}}}", [t._shape[k].normal().const for k in ks])
     out = Tracer(t._graph, compose(t._template, coords), t._nodes, tuple(shape), t.dtype)
     out._literal_dtype = t._literal_dtype
     out._reshape_base = t
+    return out
+
+
+def digit_coords(flat: str, extents: Sequence[int]) -> list[str]:
+    """The digits of the C-order index ``flat`` over ``extents`` (the first
+    extent is not read): ``(flat) / inner`` for the first, ``((flat) /
+    inner) % extent`` for the others (what a reshape's merge reads, and
+    what :func:`split_iterators` recognises)."""
+    out = []
+    for j in range(len(extents)):
+        inner = math.prod(extents[j + 1:])
+        coord = flat if inner == 1 else f"({flat}) / {inner}"
+        out.append(coord if j == 0 else f"({coord}) % {extents[j]}")
     return out
 
 
@@ -449,8 +458,8 @@ def _count_text(sizes: Sequence[Size]) -> str:
 
 def split_iterators(rs: list[str], extents: list[Size],
                     reads: list[str]) -> tuple[list[str], list[Size], list[str]]:
-    """Iterators that the reads use only through ``(r) / D`` and ``(r) % C``
-    (a reshape merged the dimensions they index: BERT's
+    """Iterators that the reads use through ``(r) / D`` and ``(r) % C`` (and
+    possibly plainly, as ``r``; a reshape merged the dimensions they index: BERT's
     ``ctx.transpose(0, 2, 1, 3).reshape(b, s, d) @ wo`` in the reduction,
     ``x.reshape(b * s, d) @ w`` in the rows) become two
     iterators ``r = C * rh + rl`` with ``rl in 0:C``, ``rh in 0:extent/C``:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from .core import Graph, Tracer, compose, user_location
-from .ops import normalize_axis, s_token, to_size
+from .ops import digit_coords, normalize_axis, s_token, to_size
 from .sizes import Size, SizeInt
 
 
@@ -341,15 +341,8 @@ def _reshape(t: Tracer, newshape: Sequence[Any]) -> Tracer:
                 stride //= out_vals[k]
             flat_terms.append(ph(k) if stride == 1 else f"{stride}*{ph(k)}")
         flat = " + ".join(flat_terms)
-        inner = inner_in
-        for j, k in enumerate(gi):
-            if j > 0:
-                inner //= in_sizes[k].value
-            if j == 0:
-                coords[k] = flat if inner == 1 else f"({flat}) / {inner}"
-            else:
-                mod = in_sizes[k].value
-                coords[k] = f"({flat}) % {mod}" if inner == 1 else f"(({flat}) / {inner}) % {mod}"
+        for k, coord in zip(gi, digit_coords(flat, [in_sizes[k].value for k in gi])):
+            coords[k] = coord
     return _view(t, coords, [s if s is not None else Size.constant(g.symbols, 1)
                              for s in out_shape])
 
