@@ -49,11 +49,21 @@ def library_source() -> str:
     (sysfs, :func:`polyc.machine.cache_sizes`: the GEMM's MC and NC follow
     them), the interface with visible declarations, then ``gemm.h`` (which
     skips its own ``#include "gemm_api.h"`` because the interface came
-    first), so the compiler checks the prototypes kernels use against the
-    definitions."""
+    first; ``gemm_small.h`` pasted where it includes it), so the compiler
+    checks the prototypes kernels use against the definitions."""
     caches = machine.cache_sizes()
     return (f"/* polyc intrinsics library (backends/c/intrinsics) */\n{_EXPORT}\n"
             f"#define POLYC_GEMM_L2_BYTES {int(caches.get(2, 0))}\n"
             f"#define POLYC_GEMM_L3_BYTES {int(caches.get(3, 0))}\n"
-            f"{_read('gemm_api.h')}\n{_read('gemm.h')}\n")
+            f"{_read('gemm_api.h')}\n{_gemm_h()}\n")
+
+
+def _gemm_h() -> str:
+    """``gemm.h`` with ``gemm_small.h`` pasted where it is included (the
+    library is compiled from one text, without ``-I``)."""
+    text = _read("gemm.h")
+    include = '#include "gemm_small.h"'
+    if text.count(include) != 1:
+        raise AssertionError("gemm.h must include gemm_small.h exactly once")
+    return text.replace(include, _read("gemm_small.h"))
 

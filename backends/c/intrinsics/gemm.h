@@ -97,6 +97,11 @@
  * The packing buffers of a call are one block, kept for the next call when
  * it is at most POLYC_GEMM_CACHE_MAX (16 MiB) bytes; see polyc_gemm_acquire.
  *
+ * Small problems (gemm_small.h): a call whose B is reused by few slivers of A
+ * (one sliver, or a B of at most 256 KiB), with K <= 1024, no band and unit
+ * c_cs takes a path without B packing and with a register tile chosen per
+ * call (polyc_gemm_small_<t>, tried first by polyc_gemm_run_<t>).
+ *
  * Threads (OpenMP): one parallel region around the jc/pc loops; B is packed
  * cooperatively, then either each thread takes whole blocks of A with its own
  * A buffer (when M has at least 4 slivers per thread; at least 3 blocks per
@@ -612,6 +617,12 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         polyc_gemm_phase_next(q, &p);
     return p.start;
 }
+
+/* The small-problem path (per-problem register tiles, B unpacked): macros
+ * expanded in POLYC_GEMM_DEFINE_DRIVER. */
+#ifndef POLYC_GEMM_SMALL_H
+#include "gemm_small.h"
+#endif
 
 /* ------------------------------------------------------------ micro-kernels
  * polyc_gemm_ukr_<t>(kc, a, b, c, c_rs, c_cs, mr, nr, beta, betas, bias, bias_cs,
@@ -1154,6 +1165,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         }                                                                              \
     }                                                                                  \
                                                                                        \
+    POLYC_GEMM_DEFINE_SMALL(SFX)                                                       \
+                                                                                       \
     /* Blocking, buffers (and the offset tables of the maps that are not a        \
      * stride), threads; g holds the operands. */                                 \
     static void polyc_gemm_run_##SFX(polyc_gemm_args_##SFX *g, int nthreads)           \
@@ -1172,6 +1185,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             if (per < (double)nt)                                                      \
                 nt = per < 1.0 ? 1 : (int)per;                                         \
         }                                                                              \
+        if (polyc_gemm_small_##SFX(g, nt))                                             \
+            return;                                                                    \
         nkb = polyc_gemm_cdiv(K, POLYC_GEMM_KC);                                       \
         g->q.kc = polyc_gemm_cdiv(K, nkb);                                             \
         g->q.nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                    \
