@@ -1,7 +1,8 @@
 """gemm.h's small-problem path (backends/c/intrinsics/gemm_small.h) against
 numpy: every register-tile shape at the edges of its rows and vectors (1,
 MR - 1, MR, MR + 1, primes, VL - 1, VL + 1 columns), float32 and float64, on
-the AVX-512 (where the CPU has it), AVX2 and portable builds; alpha and beta
+the AVX-512 (where the CPU has it), AVX2 and portable builds and with the
+few tile shapes of a sanitizer build; alpha and beta
 other than 0 and 1, bias and ReLU, transposed and strided operands,
 polyc_gemmx's maps (column runs of a convolution's output rows, shorter and
 longer than a vector, row maps, tables), 1 and 2 threads.
@@ -54,6 +55,8 @@ BUILDS = {
     "avx2": ["-mno-avx512f"],
     "portable": ["-mno-avx2", "-mno-avx512f", "-mno-fma"],
     "off": ["-DPOLYC_GEMM_SMALL_KMAX=0"],      # the packed path only
+    # the few tile shapes of an AddressSanitizer build (mr <= 4)
+    "few": ["-DPOLYC_GEMM_SK_FEW=1"],
 }
 
 
@@ -127,7 +130,7 @@ COLS = [1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 47, 48, 49, 65, 97]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("build", ["native", "avx2", "portable"])
+@pytest.mark.parametrize("build", ["native", "avx2", "portable", "few"])
 def test_tile_edges(builds, build, dtype):
     if build == "avx2" and not _has_avx2():
         pytest.skip("no AVX2 on this CPU")
