@@ -17,6 +17,15 @@ import pytest
 HEADER_DIR = Path(__file__).resolve().parents[1] / "backends" / "c" / "intrinsics"
 
 
+#: The flags of the shim builds for each micro-kernel: the CPU's widest, AVX2
+#: (AVX-512 off) and portable C (AVX2, AVX-512 and FMA off).
+ISA_FLAGS = {
+    "native": [],
+    "avx2": ["-mno-avx512f"],
+    "portable": ["-mno-avx2", "-mno-avx512f", "-mno-fma"],
+}
+
+
 def build_shim(tmp_path_factory, name: str, source: str, flags: list[str]) -> ctypes.CDLL:
     """Compile ``source`` (C that includes ``gemm.h``) as a shared library with
     ``cc FLAGS -fPIC -shared -std=c99 -Wall -Wextra -Werror -I<HEADER_DIR>`` in a

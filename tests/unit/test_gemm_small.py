@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from gemm_abi import build_shim, dims, offsets
+from gemm_abi import ISA_FLAGS, build_shim, dims, offsets
 
 SHIM = r"""
 static long small_calls;
@@ -51,9 +51,7 @@ SHIM(double, f64)
 """
 
 BUILDS = {
-    "native": [],
-    "avx2": ["-mno-avx512f"],
-    "portable": ["-mno-avx2", "-mno-avx512f", "-mno-fma"],
+    **ISA_FLAGS,
     "off": ["-DPOLYC_GEMM_SMALL_KMAX=0"],      # the packed path only
     # the few tile shapes of an AddressSanitizer build (mr <= 4)
     "few": ["-DPOLYC_GEMM_SK_FEW=1"],

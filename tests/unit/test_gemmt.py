@@ -18,7 +18,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import build_shim  # tests/gemm_abi.py (tests/ is on sys.path via conftest)
+from gemm_abi import ISA_FLAGS, build_shim  # tests/gemm_abi.py (tests/ is on sys.path via conftest)
 
 SHIM = r"""
 #include "gemm.h"
@@ -37,9 +37,7 @@ SHIM(double, f64)
 """
 
 BUILDS = {
-    "native": [],
-    "avx2": ["-mno-avx512f"],
-    "portable": ["-mno-avx2", "-mno-avx512f", "-mno-fma"],
+    **ISA_FLAGS,
     "nomem": ["-DPOLYC_GEMM_MALLOC(n)=((void)(n), (void *)0)"],
 }
 
