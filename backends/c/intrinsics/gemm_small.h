@@ -297,8 +297,8 @@ static POLYC_GEMM_UNUSED polyc_gemm_splan polyc_gemm_sk_plan(int64_t M, int64_t 
     }
 
 typedef struct {
-    int64_t M, N, K;
-    int beta;
+    int64_t K;
+    int beta;                   /* 0 overwrite C, 1 add, 2 add beta * C */
     polyc_gemm_splan plan;
     int64_t run, runs;          /* columns in runs of `run` contiguous ones */
     const int64_t *cbase;       /* B offset of each run's first column (NULL: q * run) */
@@ -306,7 +306,7 @@ typedef struct {
     const int64_t *a_rt, *a_ct; /* A's row and column offsets (NULL: the strides) */
     const void *b;              /* B (or its packed copy) */
     const void *bias;           /* contiguous, NULL: none */
-    int64_t items, cchunks;     /* items: row slivers x chunks of runs */
+    int64_t items, cchunks;     /* items: row slivers x chunks of column tiles */
     char *abuf;                 /* per thread: one A sliver */
     int64_t a_len;              /* elements of a thread's A sliver */
     const void *g;              /* the driver's polyc_gemm_args_<t> */
@@ -336,11 +336,11 @@ typedef struct {
                                            const POLYC_GEMM_T *, const int64_t *restrict, \
                                            POLYC_GEMM_T *, int64_t, int64_t, int,      \
                                            const POLYC_GEMM_T *, const POLYC_GEMM_T *, int); \
-    POLYC_GEMM_SK_ALL(POLYC_GEMM_SK_ONE_BOTH, SFX)                                          \
+    POLYC_GEMM_SK_ALL(POLYC_GEMM_SK_ONE_BOTH, SFX)                                     \
     static const polyc_gemm_sk_fn_##SFX polyc_gemm_sk_tab_##SFX[POLYC_GEMM_SK_NVMAX + 1][15][2] = { \
-        POLYC_GEMM_SK_ALL(POLYC_GEMM_SK_ENTRY, SFX)};                                       \
+        POLYC_GEMM_SK_ALL(POLYC_GEMM_SK_ENTRY, SFX)};                                  \
                                                                                        \
-    /* One sliver of item t: pack its A rows, then its chunk of column runs. */       \
+    /* Item t: pack its sliver of A, then multiply its chunk of column tiles. */      \
     static void polyc_gemm_sk_item_##SFX(const polyc_gemm_sctx *s, int64_t t, int tid)  \
     {                                                                                  \
         const polyc_gemm_args_##SFX *g = (const polyc_gemm_args_##SFX *)s->g;          \
@@ -451,7 +451,7 @@ typedef struct {
         if (pack_b && K * N * (int64_t)sizeof(POLYC_GEMM_T) > 4 * POLYC_GEMM_SMALL_BBYTES) \
             return 0;                                                                  \
         POLYC_GEMM_ON_SMALL(s.plan.nv, s.plan.mr_hi);                                  \
-        s.M = M; s.N = N; s.K = K; s.g = g;                                            \
+        s.K = K; s.g = g;                                                              \
         s.beta = g->beta == 0 ? 0 : g->beta == 1 ? 1 : 2;                              \
         s.run = run; s.runs = N / run;                                                 \
         /* items: slivers, each over a chunk of the column tiles when the slivers     \
