@@ -474,7 +474,7 @@ def compile_versioned(program: Program, versions: list, generic, config: Config 
     from polyc.backends.c.versions import emit_versions, guard_text
 
     from .isl_util import set_to_condition
-    from .versioned import MAX_VERSIONS, ordered
+    from .versioned import MAX_VERSIONS, narrowed, ordered
     config = (config or Config.from_env()).replace(use_tuned=False)
     if len(versions) > MAX_VERSIONS:
         raise ScheduleError(f"{program.name}: {len(versions)} versions; a kernel carries at "
@@ -483,14 +483,13 @@ def compile_versioned(program: Program, versions: list, generic, config: Config 
         program = program.replace(preconditions=bounds.preconditions(program))
     pre = program.parameter_domain()
     by_class = {v.cls.set.to_str(): v for v in versions}
-    kept = []
+    parts = []
     for cls in ordered([v.cls for v in versions]):
-        narrowed = pre.intersect(cls.set.align_params(pre.get_space()))
-        if narrowed.is_empty():
+        sub = narrowed(program, cls)
+        if sub.parameter_domain().is_empty():
             continue
-        kept.append((by_class[cls.set.to_str()], narrowed))
-    parts = [(v, program.replace(preconditions=narrowed),
-              set_to_condition(narrowed, pre)) for v, narrowed in kept]
+        parts.append((by_class[cls.set.to_str()], sub,
+                      set_to_condition(sub.parameter_domain(), pre)))
     parts.append((generic, program, None))
     from .custom_intrinsics import registry_fingerprint
     spec = json.dumps([[v.cls.text, v.recipe] for v, _, _ in parts], sort_keys=True)

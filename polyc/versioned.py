@@ -78,6 +78,20 @@ def shape_class(program: Program, text: str) -> ShapeClass:
     return ShapeClass(text, s)
 
 
+def narrowed(program: Program, cls: ShapeClass) -> Program:
+    """``program`` with its preconditions (:func:`polyc.bounds.preconditions`
+    when it has none) intersected with ``cls``: the program a class's
+    version is tuned as (:mod:`polyc.tune.classes`), replayed on
+    (:func:`polyc.tune.use.tuned`) and lowered as
+    (:func:`polyc.pipeline.compile_versioned`).  Its parameter domain is
+    empty when no size of the class is valid for ``program``."""
+    from . import bounds
+    if program.preconditions is None:
+        program = program.replace(preconditions=bounds.preconditions(program))
+    pre = program.parameter_domain()
+    return program.replace(preconditions=pre.intersect(cls.set.align_params(pre.get_space())))
+
+
 def ordered(classes: list[ShapeClass]) -> list[ShapeClass]:
     """``classes``, a class before every class that contains it (most
     specific first); otherwise in the given order."""

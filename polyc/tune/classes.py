@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import BindingError
-from ..versioned import ALL, MAX_VERSIONS, ShapeClass, ordered, shape_class
+from ..versioned import ALL, MAX_VERSIONS, ShapeClass, narrowed, ordered, shape_class
 from .db import key_info, key_of
 from .search import knobs_from_json, run_session, sizes_list
 
@@ -172,18 +172,16 @@ def tune_classes(program, by_class: dict, generic, budget, ex, db, config, seed,
     from .. import bounds
     if program.preconditions is None:
         program = program.replace(preconditions=bounds.preconditions(program))
-    pre = program.parameter_domain()
     classes = ordered([shape_class(program, t) for t in by_class if t != ALL])
     seeds = [knobs_from_json(generic.best.knobs)] if generic.best.knobs else []
     out = []
     for cls in classes:
         sizes = sizes_list(program, by_class[cls.text])
-        narrowed = pre.intersect(cls.set.align_params(pre.get_space()))
-        if narrowed.is_empty():
+        sub = narrowed(program, cls)
+        if sub.parameter_domain().is_empty():
             out.append(ClassOutcome(cls.text, sizes, None, None, False,
                                     "no size in the class is valid for the program"))
             continue
-        sub = program.replace(preconditions=narrowed)
         res = run_session(sub, sizes, budget, ex, None, config, seed, progress, None,
                           shape_class=cls.text, seeds=seeds, label=f"{program.name} [{cls.text}]")
         out.append(_decide(program, sub, cls, sizes, res, generic, ex, db, config, seed))

@@ -37,21 +37,24 @@ def tuned(program, config):
     rec = bests.get(ALL_SIZES)
     if rec is not None:
         generic, note = _replayed(program, rec, path)
-    from ..versioned import MAX_VERSIONS, Version, shape_class
+    from ..versioned import MAX_VERSIONS, Version, narrowed, shape_class
     versions = []
     for text, r in bests.items():
         if text == ALL_SIZES or not r.get("version"):
             continue
-        if r.get("recipe") is not None:
-            s, why = _replayed(program, r, path)
-            if s is None:
-                note += f"\nversion {text} ignored: {why}"
-                continue
         try:
             cls = shape_class(program, text)
         except PolycError as e:
             note += f"\nversion {text} ignored: {e}"
             continue
+        if r.get("recipe") is not None:
+            # replayed as it was tuned and as the versioned kernel lowers it: on
+            # the program narrowed to the class (isl's schedule of tr with N = 1
+            # is not the generic one: a recipe of one need not apply to the other)
+            s, why = _replayed(narrowed(program, cls), r, path)
+            if s is None:
+                note += f"\nversion {text} ignored: {why}"
+                continue
         versions.append(Version(cls, r.get("recipe"), str(r.get("why", ""))))
     return generic, versions[:MAX_VERSIONS], note.strip()
 
