@@ -242,6 +242,69 @@ def _device_row(name: str, src: str, sizes: dict) -> dict:
     return row
 
 
+#: examples/embedding_bag.tc at its header sizes, with torch's EmbeddingBag(mode="sum")
+EMBEDDING_BAG = ("embedding_bag", {"B": 128, "L": 50, "N": 10000, "D": 64})
+
+
+def tensor_figures(names: list[str] | None = None) -> list[dict]:
+    """The TC benchmark kernels of :mod:`benchmarks.tensor` (float32, at the
+    sizes of that table) and the embedding bag, on torch CUDA tensors:
+    polyc's launches (``CudaKernel.time``), polyc's call on device tensors
+    (binding, launches, synchronisation) and torch eager's, both timed with
+    CUDA events; the output checked against torch's."""
+    from benchmarks import tensor
+    rows = []
+    works = [w for w in tensor.workloads() if w.dtype == "float32" and w.threads is None
+             and not w.name.startswith(("gemm512", "gemm1024", "gemm2048"))]
+    for w in works + [EMBEDDING_BAG]:
+        name = w[0] if isinstance(w, tuple) else w.name
+        if names and name not in names:
+            continue
+        try:
+            rows.append(_tensor_row(w))
+        except Exception as e:          # noqa: BLE001 -- reported in the table, exit 1
+            rows.append({"workload": name, "error": f"{type(e).__name__}: {e}"[:2000]})
+        print(f"timed {json.dumps(rows[-1], default=float)}", file=sys.stderr, flush=True)
+    return rows
+
+
+def _tensor_row(w) -> dict:
+    """One row of :func:`tensor_figures`."""
+    import torch
+
+    import polyc
+    from polyc.config import Config
+    rng = np.random.default_rng(0)
+    if isinstance(w, tuple):            # the embedding bag: indices in [0, N)
+        name, s = w
+        src = (ROOT / "examples" / "embedding_bag.tc").read_text()
+        args = [rng.integers(0, s["N"], (s["B"], s["L"])).astype(np.int64),
+                rng.standard_normal((s["N"], s["D"])).astype(np.float32)]
+        output = 0
+
+        def peer(t, idx, lut):
+            return t.nn.functional.embedding_bag(idx, lut, mode="sum")
+    else:
+        name, src, output, peer = w.name, w.tc, w.output, w.torch
+        args = [rng.standard_normal(sh).astype(np.float32) for sh in w.shapes(w.sizes)]
+    gpu = polyc.compile(src, config=Config.from_env(target="cuda"))
+    dev = [torch.from_numpy(a).cuda() for a in args]
+    with torch.no_grad():
+        expected = peer(torch, *dev)
+        outs = gpu(*dev)
+        got = (outs if isinstance(outs, tuple) else (outs,))[output]
+        scale = float(expected.abs().max())
+        err = float((got - expected).abs().max()) / max(scale, 1e-30)
+        row = {"workload": name, "max_rel_err": err,
+               "polyc_cuda_s": gpu.time(*args),
+               "polyc_cuda_tensors_s": _events(lambda: gpu(*dev)),
+               "torch_s": _events(lambda: peer(torch, *dev)),
+               "kernels": len(gpu.kernels)}
+    if err > 1e-3:
+        row["error"] = f"wrong result: max relative error {err:.2e} against torch"
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu",
                                  description=__doc__.split("\n")[0])
@@ -249,6 +312,9 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--device-only", action="store_true",
                     help="skip the compile figures (map, emulator, nvcc) measured here")
+    ap.add_argument("--tensor", nargs="*", metavar="NAME",
+                    help="only the TC benchmark kernels against torch eager on the device "
+                         "(all, or the names given)")
     ap.add_argument("--from-json", metavar="FILE",
                     help="print the table of a report written earlier with --json")
     args = ap.parse_args(argv)
@@ -256,6 +322,14 @@ def main(argv=None) -> int:
         print_table(json.loads(Path(args.from_json).read_text()))
         return 0
     report: dict = {"pycuda": install_pycuda(), "gpu": _has_gpu()}
+    if args.tensor is not None:
+        report["compile"], report["device"] = [], []
+        report["tensor"] = tensor_figures(args.tensor) if report["gpu"] else []
+        if args.json:
+            print(json.dumps(report, indent=2, default=float))
+        else:
+            print_table(report)
+        return int(any("error" in r for r in report["tensor"]))
     status = 0
     if report["gpu"] and not args.skip_tests:
         rc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu",
@@ -278,6 +352,8 @@ def main(argv=None) -> int:
     report["device"] = device_figures() if report["gpu"] else "pending: no GPU on this machine"
     if not isinstance(report["device"], str):
         status = status or any("error" in r for r in report["device"])
+        report["tensor"] = tensor_figures()
+        status = status or any("error" in r for r in report["tensor"])
     if args.json:
         print(json.dumps(report, indent=2, default=float))
     else:
@@ -314,6 +390,19 @@ def print_table(report: dict) -> None:
                 rate = "error: " + r["error"].splitlines()[0][:160]
             print(f"| {r['workload']} | " + " | ".join(
                 "-" if v is None else f"{v * 1e3:.3f}" for v in cells) + f" | {rate} |")
+    if report.get("tensor"):
+        print("\n| TC kernel | kernels | polyc launches ms | polyc on torch tensors ms "
+              "| torch eager ms | torch / polyc launches | torch / polyc call |")
+        print("|---|---|---|---|---|---|---|")
+        for r in report["tensor"]:
+            if "polyc_cuda_s" not in r:
+                print(f"| {r['workload']} | error: {r['error'].splitlines()[0][:160]} |")
+                continue
+            print(f"| {r['workload']} | {r['kernels']} | {r['polyc_cuda_s'] * 1e3:.3f} | "
+                  f"{r['polyc_cuda_tensors_s'] * 1e3:.3f} | {r['torch_s'] * 1e3:.3f} | "
+                  f"{r['torch_s'] / r['polyc_cuda_s']:.2f}x | "
+                  f"{r['torch_s'] / r['polyc_cuda_tensors_s']:.2f}x |"
+                  + (f" {r['error']}" if "error" in r else ""))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     tail -8 "$OUT/sanitizer.log"
 fi
 if [ "$what" = bench ] || [ "$what" = all ]; then
-    timeout 270 python3 -m benchmarks.gpu --skip-tests --device-only --json >"$OUT/bench.json" 2>"$OUT/bench.err"
+    timeout 330 python3 -m benchmarks.gpu --skip-tests --device-only --json >"$OUT/bench.json" 2>"$OUT/bench.err"
     rc=$?; echo "benchmarks.gpu: rc=$rc"; tail -5 "$OUT/bench.err"; status=$((status || rc))
     python3 -m benchmarks.gpu --from-json "$OUT/bench.json" | tee "$OUT/bench.md"
 fi

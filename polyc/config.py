@@ -179,6 +179,11 @@ class Config:
         "with target='cuda': run float32 contractions on the register-tiled SIMT GEMM "
         "(8 x 8 elements of C per thread, backends/cuda/wmma.py); POLYC_GPU_SIMT_GEMM=0 maps "
         "them like any other loop nest (a thread per element of C)", True))
+    gpu_sync: bool = field(default=False, metadata=_opt(
+        "with target='cuda': a call on device arrays waits for its launches before it "
+        "returns, so that a kernel failing on the device raises in its own call "
+        "(POLYC_CUDA_SYNC=1); by default it returns once they are queued on the legacy "
+        "default stream, as torch's operators do (polyc.gpu_arrays)", False))
     cuda_arch: str = field(default="sm_90", metadata=_opt(
         "the GPU architecture nvcc compiles for (POLYC_CUDA_ARCH; sm_75 and newer)", True))
 
@@ -260,7 +265,7 @@ class Config:
                              f"polyc compile --fusion smart)")
         for name in ("allow_skewing", "outer_coincidence", "time_tiling", "tensorize",
                      "emulate", "emulate_reverse", "emulate_checks", "gpu_promote",
-                     "gpu_rows", "gpu_tensor_cores", "gpu_simt_gemm"):
+                     "gpu_rows", "gpu_tensor_cores", "gpu_simt_gemm", "gpu_sync"):
             if not isinstance(getattr(self, name), bool):
                 raise PolycError(f"Config.{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -336,6 +341,8 @@ class Config:
             kw["gpu_tensor_cores"] = False
         if _env("POLYC_GPU_SIMT_GEMM") == "0":
             kw["gpu_simt_gemm"] = False
+        if _env("POLYC_CUDA_SYNC") == "1":
+            kw["gpu_sync"] = True
         if _env("POLYC_CUDA_ARCH"):
             kw["cuda_arch"] = _env("POLYC_CUDA_ARCH")
         gb = _env("POLYC_GPU_BLOCK")

@@ -23,8 +23,16 @@ arrays, polyc's own :class:`DeviceArray` — runs on them where they are:
   ``cupy.asarray(x)``, or pass every tensor on the host, which polyc copies);
 * a kernel that gathers through an index tensor copies that index tensor
   to the host to check its values (the only copy);
-* the call synchronises the device before returning (the launches run on
-  the legacy default stream, which torch's default stream waits for).
+* the launches run on the legacy default stream, which torch's and CuPy's
+  default streams order with, and the call returns once they are queued,
+  as torch's own operators do (``Config.gpu_sync`` waits for them, so that
+  a failing kernel raises in its own call); when torch's current stream is
+  another stream, which the legacy stream does not order, the call waits
+  for that stream before launching and for the launches before returning;
+* a call on torch tensors alone (no ``out=``, no index tensor whose values
+  must be checked) leaves a :class:`CallPlan` keyed by :func:`torch_key`:
+  a later call with the same shapes, dtypes and device replays its launches
+  on new outputs without binding again.
 
 Errors: :class:`~polyc.errors.BindingError`, :class:`~polyc.errors.DTypeError`,
 :class:`~polyc.errors.ShapeError` as for host arrays.
@@ -34,6 +42,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import sys
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -229,9 +239,9 @@ def bind(binder, args: tuple, out, drv) -> tuple[list[int], list[int], list, lis
             k += 1
         else:                       # a temporary: scratch on the device
             shape = tuple(max(0, int(fn(*pvals))) for fn in binder.temp_shapes[j])
-            scratch = DeviceArray(shape, t.dtype, drv)
+            scratch = allocate(shape, t.dtype, first, drv, zero=False)
             keep.append(scratch)
-            ptrs.append(scratch.ptr)
+            ptrs.append(data_ptr(scratch))
             j += 1
     return pvals, ptrs, results, keep
 
@@ -270,13 +280,107 @@ def _outputs(binder, shapes, out, like, drv) -> tuple[list, list[DeviceArg]]:
 def allocate(shape, dtype, like, drv, zero: bool):
     """A device array for an output, of ``like``'s kind (torch, CuPy, else
     :class:`DeviceArray`)."""
-    mod = type(like).__module__.split(".")[0]
-    if mod == "torch":
-        import torch
+    tensor = _torch_tensor_type()
+    if tensor is not None and isinstance(like, tensor):
+        torch = sys.modules["torch"]
         dt = getattr(torch, np.dtype(dtype).name)
         return (torch.zeros if zero else torch.empty)(tuple(shape), dtype=dt,
                                                        device=like.device)
-    if mod == "cupy":
+    if type(like).__module__.split(".")[0] == "cupy":
         import cupy
         return (cupy.zeros if zero else cupy.empty)(tuple(shape), dtype=dtype)
     return DeviceArray(shape, dtype, drv, zero=zero)
+
+
+def data_ptr(obj) -> int:
+    """The device address of an array this module allocated or accepted."""
+    if isinstance(obj, DeviceArray):
+        return obj.ptr
+    if hasattr(obj, "data_ptr") and getattr(obj, "is_cuda", False):
+        return int(obj.data_ptr())          # torch: also for dtypes without the interface
+    return int(interface(obj)["data"][0])
+
+
+def _torch_tensor_type():
+    torch = sys.modules.get("torch")
+    return None if torch is None else torch.Tensor
+
+
+def torch_key(args: tuple) -> tuple | None:
+    """What a :class:`CallPlan` is keyed by: each torch tensor's dtype, shape
+    and device and each size argument's value, or ``None`` unless every
+    tensor argument is a C-contiguous torch CUDA tensor that does not
+    require grad (the arrays :func:`bind` takes in place)."""
+    tensor = _torch_tensor_type()
+    if tensor is None:
+        return None
+    key: list = []
+    seen = False
+    for a in args:
+        if isinstance(a, tensor):
+            if not a.is_cuda or a.requires_grad or not a.is_contiguous():
+                return None
+            key.append((a.dtype, a.shape, a.get_device()))
+            seen = True
+        elif isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)):
+            key.append(int(a))
+        else:
+            return None
+    return tuple(key) if seen else None
+
+
+def side_stream(args: tuple):
+    """torch's current stream when the arguments are torch tensors and it is
+    not the legacy default stream polyc launches on, else ``None``."""
+    tensor = _torch_tensor_type()
+    if tensor is None or not any(isinstance(a, tensor) for a in args):
+        return None
+    stream = sys.modules["torch"].cuda.current_stream()
+    return stream if stream.cuda_stream != 0 else None
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """The launches of a call on torch tensors and how to bind another call
+    of the same :func:`torch_key`: ``slots`` gives, in the kernels' tensor
+    order, where each pointer comes from (``("arg", i)``: argument ``i``;
+    ``("out", k)``; ``("tmp", j)``), ``outputs`` and ``scratch`` the
+    (shape, torch dtype, zero-filled) of each array to allocate on
+    ``device``."""
+    slots: tuple[tuple[str, int], ...]
+    outputs: tuple[tuple, ...]
+    scratch: tuple[tuple, ...]
+    device: object
+    launches: tuple
+
+    @classmethod
+    def of(cls, binder, args, results, scratch, launches) -> "CallPlan":
+        p = binder.program
+        where = {name: i for i, name in enumerate(p.signature)}
+        slots, k, j = [], 0, 0
+        for t in (t for t in p.tensors if t.role != "local"):
+            if t.role in ("input", "inout"):
+                slots.append(("arg", where[t.name]))
+            elif t.role == "output":
+                slots.append(("out", k))
+                k += 1
+            else:
+                slots.append(("tmp", j))
+                j += 1
+        outs = tuple((tuple(r.shape), r.dtype, t.name in binder.partial)
+                     for r, t in zip(results, binder.outputs))
+        tmps = tuple((tuple(a.shape), a.dtype, False) for a in scratch)
+        device = next(a.device for a in args if hasattr(a, "device"))
+        return cls(tuple(slots), outs, tmps, device, tuple(launches))
+
+    def bind(self, args: tuple) -> tuple[list, list, list[int]]:
+        """New outputs and scratch on the plan's device, and the pointers
+        of a call on ``args`` (which have the plan's key)."""
+        torch = sys.modules["torch"]
+        new = [(torch.zeros if zero else torch.empty)(shape, dtype=dt, device=self.device)
+               for shape, dt, zero in self.outputs]
+        tmp = [torch.empty(shape, dtype=dt, device=self.device)
+               for shape, dt, _ in self.scratch]
+        ptrs = [(args if kind == "arg" else new if kind == "out" else tmp)[i].data_ptr()
+                for kind, i in self.slots]
+        return new, tmp, ptrs

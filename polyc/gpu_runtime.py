@@ -22,6 +22,7 @@ torch CUDA tensors, CuPy, pycuda, Numba) go in and come out without copies
 from __future__ import annotations
 
 import logging
+import sys
 
 import numpy as np
 
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 #: CUDA's grid limits (x, y, z).
 MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+
+#: Call plans kept per kernel (one per distinct shapes and dtypes of torch arguments).
+_MAX_PLANS = 64
 
 
 def host_source(cuda: CudaSource) -> str:
@@ -87,6 +91,9 @@ def has_gpu() -> bool:
 
 
 def _pycuda():
+    drv = sys.modules.get("pycuda.driver")     # imported already: no import machinery per call
+    if drv is not None:
+        return drv
     try:
         import pycuda.driver as drv
     except ImportError:
@@ -136,6 +143,8 @@ class CudaKernel:
         exec(compile(host_source(cuda), "<polyc host>", "exec"), namespace)  # noqa: S102
         self._host = namespace["host"]
         self._module = None
+        self._functions: dict = {}          # name -> prepared pycuda Function
+        self._plans: dict = {}              # gpu_arrays.torch_key -> gpu_arrays.CallPlan
 
     @property
     def name(self) -> str:
@@ -192,31 +201,50 @@ class CudaKernel:
             raise DeviceError(f"CUDA could not load kernel {self.name}: {e}") from None
         return self._module
 
-    def _launcher(self, module, pvals, device):
-        """``launch(function, grid, block, host values)`` for the host loop
-        nest: sizes as int64, grids clamped to CUDA's limits."""
-        ints = [np.int64(v) for v in pvals]
-        drv = _pycuda()
+    def _function(self, module, name: str):
+        """Kernel ``name`` of the loaded module, prepared (pycuda's
+        ``Function.prepare``) for its parameters: int64 sizes and host loop
+        values, then one pointer per tensor; looked up once."""
+        fn = self._functions.get(name)
+        if fn is None:
+            s = self.cuda.launches[name]
+            fmt = ("q" * (len(self.cuda.params) + len(s.host_iterators))
+                   + "P" * len(self.cuda.tensors))
+            fn = self._functions[name] = module.get_function(name).prepare(fmt)
+        return fn
 
-        def launch(k, grid, block, hosts):
+    def _launches(self, module, pvals) -> list[tuple]:
+        """The launches of the host loop nest at ``pvals``, in order: (name,
+        prepared function, grid clamped to CUDA's limits, block, int64
+        arguments); empty grids and blocks are left out."""
+        out: list[tuple] = []
+        ints = tuple(int(v) for v in pvals)
+
+        def record(k, grid, block, hosts):
             if min(grid) <= 0 or min(block) <= 0:
                 return
             grid = tuple(int(min(g, m)) for g, m in zip(grid, MAX_GRID))
-            fn = module.get_function(k)
-            block = tuple(int(b) for b in block)
+            out.append((k, self._function(module, k), grid, tuple(int(b) for b in block),
+                        ints + tuple(int(h) for h in hosts)))
+        self._host(record, *pvals)
+        return out
+
+    def _run(self, drv, launches: list[tuple], ptrs: list[int]) -> None:
+        """Queue ``launches`` on the legacy default stream with the tensors
+        at ``ptrs`` (the kernels' tensor order)."""
+        for k, fn, grid, block, head in launches:
             try:
-                fn(*ints, *[np.int64(h) for h in hosts], *device, grid=grid, block=block)
+                fn.prepared_call(grid, block, *head, *ptrs)
             except drv.Error as e:
                 raise DeviceError(f"CUDA kernel {self.name} ({k}) failed to launch with grid "
                                   f"{grid} and block {block}: {e}; {_attributes(fn)}") from None
-        return launch
 
     def time(self, *args, repeat: int = 10) -> float:
         """Seconds one run of the kernel's launches takes on the device: the
         median of ``repeat`` runs (after one warm-up), each timed with CUDA
-        events around the host loop nest, the arguments copied to the
-        device once beforehand (copies excluded; the outputs are not copied
-        back).  Raises what a call raises."""
+        events around the launches of the host loop nest, the arguments
+        copied to the device once beforehand (copies excluded; the outputs
+        are not copied back).  Raises what a call raises."""
         drv = _pycuda()
         with gpu_arrays.on_device(drv):
             return self._time(drv, args, repeat)
@@ -225,14 +253,15 @@ class CudaKernel:
         module = self._load()
         pvals, buffers, _, _ = self.binder.bind(args, None)
         device = [drv.to_device(gpu_arrays.host_view(b)) for b in buffers]
-        launch = self._launcher(module, pvals, device)
+        launches = self._launches(module, pvals)
+        ptrs = [int(d) for d in device]
         times = []
         try:
-            self._host(launch, *pvals)
+            self._run(drv, launches, ptrs)
             for _ in range(max(1, int(repeat))):
                 start, end = drv.Event(), drv.Event()
                 start.record()
-                self._host(launch, *pvals)
+                self._run(drv, launches, ptrs)
                 end.record()
                 end.synchronize()
                 times.append(end.time_since(start) / 1e3)
@@ -244,6 +273,12 @@ class CudaKernel:
         return float(np.median(times))
 
     def __call__(self, *args, out=None):
+        if out is None and self._plans:
+            plan = self._plans.get(gpu_arrays.torch_key(args))
+            if plan is not None:
+                drv = _pycuda()
+                with gpu_arrays.on_device(drv):
+                    return self._replay(drv, plan, args)
         if any(gpu_arrays.is_device(a) for a in args) or (
                 out is not None and all(gpu_arrays.is_device(o) for o in (
                     out if isinstance(out, (tuple, list)) else (out,)))):
@@ -264,9 +299,8 @@ class CudaKernel:
         inputs = {t.name for t in self.program.tensors if t.role == "input"}
         names = list(self.cuda.tensors)
         device = [drv.to_device(gpu_arrays.host_view(b)) for b in buffers]
-        launch = self._launcher(module, pvals, device)
         try:
-            self._host(launch, *pvals)
+            self._run(drv, self._launches(module, pvals), [int(d) for d in device])
             drv.Context.synchronize()
             for name, buf, dev in zip(names, buffers, device):
                 if name not in inputs:
@@ -278,21 +312,52 @@ class CudaKernel:
                 dev.free()
 
     def _call_on_device(self, args, out):
-        """A call on device arrays, without copies (:mod:`polyc.gpu_arrays`)."""
+        """A call on device arrays, without copies (:mod:`polyc.gpu_arrays`).
+        A call on torch tensors alone (no ``out=``, no index tensor to
+        check) leaves a plan for calls with the same shapes and dtypes:
+        :meth:`_replay`."""
         module = self._load()
         drv = _pycuda()
         pvals, ptrs, results, keep = gpu_arrays.bind(self.binder, args, out, drv)
-        if not self.binder.all_empty(pvals):
-            launch = self._launcher(module, pvals, [np.uintp(p) for p in ptrs])
-            try:
-                self._host(launch, *pvals)
-                drv.Context.synchronize()
-            except drv.Error as e:
-                raise DeviceError(f"CUDA kernel {self.name} failed: {e}") from None
-        del keep                         # scratch temporaries, freed after the launches
+        launches = [] if self.binder.all_empty(pvals) else self._launches(module, pvals)
+        side = gpu_arrays.side_stream(args)
+        if side is not None:
+            side.synchronize()
+        self._run(drv, launches, ptrs)
+        key = None if out is not None or self.binder.gathers else gpu_arrays.torch_key(args)
+        if key is not None and len(self._plans) < _MAX_PLANS:
+            self._plans[key] = gpu_arrays.CallPlan.of(self.binder, args, results, keep,
+                                                      launches)
+        self._finish(drv, keep, side)
         if not self.program.outputs:
             return None
         return results[0] if len(results) == 1 else tuple(results)
+
+    def _replay(self, drv, plan, args):
+        """A call on torch tensors of the shapes and dtypes of an earlier
+        call: that call's launches, on new outputs and scratch."""
+        results, scratch, ptrs = plan.bind(args)
+        side = gpu_arrays.side_stream(args)
+        if side is not None:
+            side.synchronize()
+        self._run(drv, plan.launches, ptrs)
+        self._finish(drv, scratch, side)
+        if not self.program.outputs:
+            return None
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _finish(self, drv, scratch, side) -> None:
+        """Return from a call on device arrays: at once, the launches queued
+        on the legacy default stream (torch's and CuPy's default streams
+        order after them), unless ``Config.gpu_sync`` is set, a scratch
+        array is polyc's own memory (freed here), or torch's current stream
+        is another stream, ``side`` (which the default stream does not order)."""
+        if (self.config.gpu_sync or side is not None
+                or any(isinstance(a, gpu_arrays.DeviceArray) for a in scratch)):
+            try:
+                drv.Context.synchronize()
+            except drv.Error as e:
+                raise DeviceError(f"CUDA kernel {self.name} failed: {e}") from None
 
     def _results(self, results, copies):
         for tmp, dst in copies:

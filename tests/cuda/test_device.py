@@ -106,3 +106,31 @@ def test_torch_cuda_tensors_in_and_out():
     torch.testing.assert_close(o, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
     out = torch.empty_like(x), torch.empty(129, device="cuda"), torch.empty(129, device="cuda")
     assert k(x, out=out)[0].data_ptr() == out[0].data_ptr()
+
+
+def test_torch_calls_replay_their_plan_asynchronously():
+    """A second call with the same shapes replays the first call's launches
+    (gpu_arrays.CallPlan) on new outputs; calls queue without waiting, so a
+    chain of calls and torch operators on the default stream stays in
+    order; other shapes get their own plan; a side stream is waited for."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA")
+    k = polyc.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+                      config=device())
+    a, b = torch.randn(300, 129, device="cuda"), torch.randn(129, 77, device="cuda")
+    first = k(a, b)
+    assert len(k._plans) == 1
+    outs = [k(a * i, b) for i in range(1, 6)]          # replayed, queued behind torch's ops
+    assert len(k._plans) == 1
+    for i, c in enumerate(outs, 1):
+        torch.testing.assert_close(c, (a * i) @ b, rtol=1e-4, atol=1e-4)
+    assert len({c.data_ptr() for c in outs + [first]}) == 6
+    k(a[:17].contiguous(), b)                            # another shape: another plan
+    assert len(k._plans) == 2
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        a2 = a * 3                                       # written on the side stream
+        c = k(a2, b)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(c, (a * 3) @ b, rtol=1e-4, atol=1e-4)

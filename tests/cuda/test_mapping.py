@@ -256,15 +256,27 @@ class _FakeDriver:
             def __init__(self, arr):
                 self.arr = arr.copy()
 
+            def __int__(self):
+                return id(self)
+
             def free(self):
                 drv.freed += 1
 
         class Function:
+            """Records each launch with its arguments typed as its prepared
+            format says (int64 'q', pointer 'P')."""
             def __init__(self, name):
                 self.name = name
 
-            def __call__(self, *args, grid, block):
-                drv.launches.append((self.name, args, grid, block))
+            def prepare(self, fmt):
+                self.fmt = fmt
+                return self
+
+            def prepared_call(self, grid, block, *args):
+                assert len(args) == len(self.fmt), (self.name, self.fmt, args)
+                typed = tuple(np.int64(a) if f == "q" else np.uintp(a)
+                              for f, a in zip(self.fmt, args))
+                drv.launches.append((self.name, typed, grid, block))
 
         class Module:
             def get_function(self, name):

@@ -55,6 +55,7 @@ NOT_CODEGEN = {
     "dump": (True, "prints the stages to stderr"),
     "wait_policy": ("passive", "the OpenMP runtime's environment, set before it loads"),
     "compile_timeout": (5.0, "how long the C compiler may run"),
+    "gpu_sync": (True, "whether a call on device arrays waits for its launches"),
     "plan": ("measure", "polyc.jit's planner: which groups fuse, not their code"),
     "peak_gflops": (1.0, "polyc.jit's roofline: which groups fuse, not their code"),
     "peak_gbs": (1.0, "polyc.jit's roofline: which groups fuse, not their code"),
