@@ -166,7 +166,11 @@ def compile_figures() -> list[dict]:
     return rows
 
 
-def device_figures() -> list[dict]:
+def _chosen(name: str, only: list[str] | None) -> bool:
+    return not only or any(o in name for o in only)
+
+
+def device_figures(only: list[str] | None = None) -> list[dict]:
     """Per workload: polyc's launches on the device (``CudaKernel.time``:
     CUDA events, arguments already on the device), polyc's whole CUDA call
     (host arrays copied in and out: device arrays are not taken yet),
@@ -175,6 +179,8 @@ def device_figures() -> list[dict]:
     from polyc.frontend import tc
     rows = []
     for name, src, sizes in WORKLOADS:
+        if not _chosen(name, only):
+            continue
         try:
             rows.append(_device_row(name, src, sizes or tc.sizes_header(src)))
         except Exception as e:          # noqa: BLE001 -- reported in the table, exit 1
@@ -246,7 +252,7 @@ def _device_row(name: str, src: str, sizes: dict) -> dict:
 EMBEDDING_BAG = ("embedding_bag", {"B": 128, "L": 50, "N": 10000, "D": 64})
 
 
-def tensor_figures(names: list[str] | None = None) -> list[dict]:
+def tensor_figures(only: list[str] | None = None) -> list[dict]:
     """The TC benchmark kernels of :mod:`benchmarks.tensor` (float32, at the
     sizes of that table) and the embedding bag, on torch CUDA tensors:
     polyc's launches (``CudaKernel.time``), polyc's call on device tensors
@@ -258,7 +264,7 @@ def tensor_figures(names: list[str] | None = None) -> list[dict]:
              and not w.name.startswith(("gemm512", "gemm1024", "gemm2048"))]
     for w in works + [EMBEDDING_BAG]:
         name = w[0] if isinstance(w, tuple) else w.name
-        if names and name not in names:
+        if not _chosen(name, only):
             continue
         try:
             rows.append(_tensor_row(w))
@@ -312,9 +318,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-tests", action="store_true")
     ap.add_argument("--device-only", action="store_true",
                     help="skip the compile figures (map, emulator, nvcc) measured here")
-    ap.add_argument("--tensor", nargs="*", metavar="NAME",
-                    help="only the TC benchmark kernels against torch eager on the device "
-                         "(all, or the names given)")
+    ap.add_argument("--tensor", action="store_true",
+                    help="only the TC benchmark kernels against torch eager on the device")
+    ap.add_argument("--only", nargs="+", metavar="TEXT",
+                    help="only the workloads whose names contain one of these")
     ap.add_argument("--from-json", metavar="FILE",
                     help="print the table of a report written earlier with --json")
     args = ap.parse_args(argv)
@@ -322,9 +329,9 @@ def main(argv=None) -> int:
         print_table(json.loads(Path(args.from_json).read_text()))
         return 0
     report: dict = {"pycuda": install_pycuda(), "gpu": _has_gpu()}
-    if args.tensor is not None:
+    if args.tensor:
         report["compile"], report["device"] = [], []
-        report["tensor"] = tensor_figures(args.tensor) if report["gpu"] else []
+        report["tensor"] = tensor_figures(args.only) if report["gpu"] else []
         if args.json:
             print(json.dumps(report, indent=2, default=float))
         else:
@@ -349,10 +356,11 @@ def main(argv=None) -> int:
             except FileNotFoundError:
                 report[f"sanitizer_{tool}"] = "compute-sanitizer not found"
     report["compile"] = [] if args.device_only else compile_figures()
-    report["device"] = device_figures() if report["gpu"] else "pending: no GPU on this machine"
+    report["device"] = (device_figures(args.only) if report["gpu"]
+                        else "pending: no GPU on this machine")
     if not isinstance(report["device"], str):
         status = status or any("error" in r for r in report["device"])
-        report["tensor"] = tensor_figures()
+        report["tensor"] = tensor_figures(args.only)
         status = status or any("error" in r for r in report["tensor"])
     if args.json:
         print(json.dumps(report, indent=2, default=float))

@@ -25,6 +25,14 @@ TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
 #: convention as the tensor-core GEMM, ``backends/cuda/wmma.py``): float32
 #: operands into a float32 C, on every architecture.
 SIMT_GEMM_DTYPES = ("float32",)
+#: The SIMT GEMM's tile for launches that 128 x 128 tiles would leave short of
+#: blocks: 64 x 64 tiles of C (4 x 4 per thread), taken when the launch has
+#: fewer than :data:`SIMT_FEW_TILES` tiles of 128 x 128 (its batch counted):
+#: two waves of a 132-multiprocessor H100/H200.  The host's grid and the
+#: device's choice of tile use the same test (any grid is correct: the
+#: blocks stride over the tiles).
+SIMT_SMALL_TILE = 64
+SIMT_FEW_TILES = 264
 
 
 def tensor_core_support(operand_dtype: str, arch: str) -> str | None:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import cgen as c
 
 from polyc import expr as E
+from polyc.gemm_match import SIMT_FEW_TILES, SIMT_SMALL_TILE
 from polyc.intrinsics import MAX_DIGITS, TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from polyc.ir import Statement
 
@@ -59,8 +60,10 @@ THREADS = TENSOR_CORE_THREADS
 TILE_M, TILE_N, TILE_K = TENSOR_CORE_TILE
 #: Function suffix per operand dtype.
 SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
-#: Rows and columns of C per thread of the float32 SIMT GEMM.
+#: Rows and columns of C per thread of the float32 SIMT GEMM (its 128 x 128
+#: tiles; 4 x 4 in its 64 x 64 ones, :data:`polyc.gemm_match.SIMT_SMALL_TILE`).
 SIMT_TILE = (8, 8)
+
 #: Pieces of both device functions: the offsets of a tile's rows and
 #: columns, those of a k-panel, and the copy of B's panel (``{V}`` elements
 #: per 16-byte copy, ``{ZERO}`` the operand type's zero).
@@ -252,69 +255,127 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
 _SIMT_BODY = r"""
 /* polyc SIMT GEMM on float operands into float (see backends/cuda/wmma.py):
    thread (ty, tx) = (tid / 16, tid % 16) computes rows ty + 16 i and columns
-   tx + 16 j (i, j < 8) of the block's {BM} x {BN} tile of C in registers */
+   tx + 16 j (i, j < 8) of the block's {BM} x {BN} tile of C in registers, or
+   (i, j < 4) of a 64 x 64 tile when small is set (the same shared arrays) */
 POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
     const float *A, polyc_wmma_dims am, polyc_wmma_dims ak,
     const float *B, polyc_wmma_dims bk, polyc_wmma_dims bn,
     float *C, polyc_wmma_dims cm, polyc_wmma_dims cn, float alpha, float beta, int read_c,
-    const float *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy)
+    const float *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy,
+    int small)
 {
-  enum { BM = {BM}, BN = {BN}, BK = {BK}, LDA = {BM} + 4, LDB = {BN} + 4, NT = {NT},
-         TM = 8, TN = 8 };
+  enum { BM = {BM}, BN = {BN}, BK = {BK}, LDA = {BM} + 4, LDB = {BN} + 4, NT = {NT} };
   POLYC_SHARED(float, As, BK * LDA);            /* A's panel k-major: As[k][m] */
   POLYC_SHARED(float, Bs, BK * LDB);            /* B's panel: Bs[k][n] */
 {OFFSET_TABLES}
   const int tx = (int)(tid % 16), ty = (int)(tid / 16);
   const int vec_a = polyc_wmma_vec(&ak, &am, A, 4), vec_b = polyc_wmma_vec(&bn, &bk, B, 4);
-  for (int64_t tm = by; tm * BM < M; tm += gy) {
-    for (int64_t tn = bx; tn * BN < N; tn += gx) {
-      const int64_t m0 = tm * BM, n0 = tn * BN;
-{TILE_OFFSETS}
-      float acc[TM][TN];
-      for (int i = 0; i < TM; i++)
-        for (int j = 0; j < TN; j++)
-          acc[i][j] = 0.0f;
-      for (int64_t k0 = 0; k0 < K; k0 += BK) {
-{K_OFFSETS}
-        POLYC_SYNCTHREADS();
-        if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
-          for (int e = (int)tid; e < BM * BK / 4; e += NT) {
-            const int i = e / (BK / 4), j = e % (BK / 4) * 4;
-            float v[4];
-            POLYC_LOAD4(v, &A[am_off[i] + ak_off[j]]);
-            for (int q = 0; q < 4; q++)
-              As[(j + q) * LDA + i] = v[q];
-          }
-{A_PANEL}
-{B_PANEL}
-        POLYC_SYNCTHREADS();
-        for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
-          float a[TM], b[TN];
-          for (int i = 0; i < TM; i++)
-            a[i] = As[kk * LDA + ty + 16 * i];
+  if (small) {
+    enum { BM = {SMALL}, BN = {SMALL}, LDA = {SMALL} + 4, LDB = {SMALL} + 4,
+           TM = {SMALL} / 16, TN = {SMALL} / 16 };
+    for (int64_t tm = by; tm * BM < M; tm += gy) {
+      for (int64_t tn = bx; tn * BN < N; tn += gx) {
+        const int64_t m0 = tm * BM, n0 = tn * BN;
+  {TILE_OFFSETS}
+        float acc[TM][TN];
+        for (int i = 0; i < TM; i++)
           for (int j = 0; j < TN; j++)
-            b[j] = Bs[kk * LDB + tx + 16 * j];
-          for (int i = 0; i < TM; i++)
+            acc[i][j] = 0.0f;
+        for (int64_t k0 = 0; k0 < K; k0 += BK) {
+  {K_OFFSETS}
+          POLYC_SYNCTHREADS();
+          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
+            for (int e = (int)tid; e < BM * BK / 4; e += NT) {
+              const int i = e / (BK / 4), j = e % (BK / 4) * 4;
+              float v[4];
+              POLYC_LOAD4(v, &A[am_off[i] + ak_off[j]]);
+              for (int q = 0; q < 4; q++)
+                As[(j + q) * LDA + i] = v[q];
+            }
+  {A_PANEL}
+  {B_PANEL}
+          POLYC_SYNCTHREADS();
+          for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
+            float a[TM], b[TN];
+            for (int i = 0; i < TM; i++)
+              a[i] = As[kk * LDA + ty + 16 * i];
             for (int j = 0; j < TN; j++)
-              acc[i][j] += a[i] * b[j];
+              b[j] = Bs[kk * LDB + tx + 16 * j];
+            for (int i = 0; i < TM; i++)
+              for (int j = 0; j < TN; j++)
+                acc[i][j] += a[i] * b[j];
+          }
+          POLYC_SYNCTHREADS();
         }
-        POLYC_SYNCTHREADS();
-      }
-      POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
-      for (int i = 0; i < TM; i++) {
-        for (int j = 0; j < TN; j++) {
-          const int r = ty + 16 * i, c = tx + 16 * j;
-          if (m0 + r < M && n0 + c < N) {
-            float *p = &C[cm_off[r] + cn_off[c]];
-            float v = alpha * acc[i][j];
-            if (read_c) v = v + beta * *p;
-            if (bias) v += bias[n0 + c];
-            if (relu && !(v > 0.0f)) v = 0.0f;
-            *p = v;
+        POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
+        for (int i = 0; i < TM; i++) {
+          for (int j = 0; j < TN; j++) {
+            const int r = ty + 16 * i, c = tx + 16 * j;
+            if (m0 + r < M && n0 + c < N) {
+              float *p = &C[cm_off[r] + cn_off[c]];
+              float v = alpha * acc[i][j];
+              if (read_c) v = v + beta * *p;
+              if (bias) v += bias[n0 + c];
+              if (relu && !(v > 0.0f)) v = 0.0f;
+              *p = v;
+            }
           }
         }
+        POLYC_SYNCTHREADS();      /* before the next tile's offsets */
       }
-      POLYC_SYNCTHREADS();      /* before the next tile's offsets */
+    }
+  } else {
+    enum { TM = {BM} / 16, TN = {BN} / 16 };
+    for (int64_t tm = by; tm * BM < M; tm += gy) {
+      for (int64_t tn = bx; tn * BN < N; tn += gx) {
+        const int64_t m0 = tm * BM, n0 = tn * BN;
+  {TILE_OFFSETS}
+        float acc[TM][TN];
+        for (int i = 0; i < TM; i++)
+          for (int j = 0; j < TN; j++)
+            acc[i][j] = 0.0f;
+        for (int64_t k0 = 0; k0 < K; k0 += BK) {
+  {K_OFFSETS}
+          POLYC_SYNCTHREADS();
+          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
+            for (int e = (int)tid; e < BM * BK / 4; e += NT) {
+              const int i = e / (BK / 4), j = e % (BK / 4) * 4;
+              float v[4];
+              POLYC_LOAD4(v, &A[am_off[i] + ak_off[j]]);
+              for (int q = 0; q < 4; q++)
+                As[(j + q) * LDA + i] = v[q];
+            }
+  {A_PANEL}
+  {B_PANEL}
+          POLYC_SYNCTHREADS();
+          for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
+            float a[TM], b[TN];
+            for (int i = 0; i < TM; i++)
+              a[i] = As[kk * LDA + ty + 16 * i];
+            for (int j = 0; j < TN; j++)
+              b[j] = Bs[kk * LDB + tx + 16 * j];
+            for (int i = 0; i < TM; i++)
+              for (int j = 0; j < TN; j++)
+                acc[i][j] += a[i] * b[j];
+          }
+          POLYC_SYNCTHREADS();
+        }
+        POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
+        for (int i = 0; i < TM; i++) {
+          for (int j = 0; j < TN; j++) {
+            const int r = ty + 16 * i, c = tx + 16 * j;
+            if (m0 + r < M && n0 + c < N) {
+              float *p = &C[cm_off[r] + cn_off[c]];
+              float v = alpha * acc[i][j];
+              if (read_c) v = v + beta * *p;
+              if (bias) v += bias[n0 + c];
+              if (relu && !(v > 0.0f)) v = 0.0f;
+              *p = v;
+            }
+          }
+        }
+        POLYC_SYNCTHREADS();      /* before the next tile's offsets */
+      }
     }
   }
 }
@@ -494,6 +555,7 @@ def _fill(template: str, operand_dtype: str, out_dtype: str) -> str:
                        ("{CSTORE}", f"polyc_f32_to_{out_dtype}(v)" if half else "v"),
                        ("{T}", operand_dtype), ("{SFX}", SUFFIX[operand_dtype]),
                        ("{BM}", str(TILE_M)), ("{BN}", str(TILE_N)), ("{BK}", str(TILE_K)),
+                       ("{SMALL}", str(SIMT_SMALL_TILE)),
                        ("{NT}", str(THREADS)), ("{MAXD}", str(MAX_DIGITS))):
         out = out.replace(key, value)
     return out
@@ -553,9 +615,15 @@ def wmma_call(em, s: Statement) -> c.Generable:
     read_c = 0 if (m.init is not None and m.beta is None) or zero else 1
     bias = tensor_name(m.bias) if m.bias else "(const float *)0"
     fn = function_name(m.operand_dtype, _out_dtype(em.program, m))
+    small = ""
+    if m.operand_dtype == "float32":
+        # 64 x 64 tiles when the launch has few of 128 x 128 (its batch on
+        # blockIdx.z): the test polyc.schedule.gpu_mapping sized the grid by
+        small = (f", ((({ops.M}) + {TILE_M - 1}) / {TILE_M} * ((({ops.N}) + {TILE_N - 1}) / "
+                 f"{TILE_N}) * (int64_t)gridDim.z < {SIMT_FEW_TILES})")
     return c.Statement(
         f"{fn}({ops.M}, {ops.N}, {ops.K}, {ops.a}, {dims('a_m')}, {dims('a_k')}, "
         f"{ops.b}, {dims('b_k')}, {dims('b_n')}, {ops.c}, {dims('c_m')}, {dims('c_n')}, "
         f"{ops.alpha}, {ops.beta}, {read_c}, {bias}, {1 if m.relu else 0}, "
         "(int64_t)threadIdx.x, (int64_t)blockIdx.x, (int64_t)blockIdx.y, (int64_t)gridDim.x, "
-        "(int64_t)gridDim.y)")
+        f"(int64_t)gridDim.y{small})")

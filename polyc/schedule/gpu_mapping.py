@@ -45,6 +45,7 @@ import islpy as isl
 
 from .. import expr as E
 from ..errors import ScheduleError
+from ..gemm_match import SIMT_FEW_TILES, SIMT_SMALL_TILE
 from ..intrinsics import TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from ..ir import Program
 from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
@@ -194,9 +195,13 @@ class KernelMapping:
             simt = "tensor cores" not in self.reason
             unit, part = (("SIMT GEMM", "8 x 8 elements of C each") if simt else
                           ("tensor cores", "8 warps of 64 x 32"))
+            small = (f", or {SIMT_SMALL_TILE} x {SIMT_SMALL_TILE} tiles (4 x 4 elements "
+                     f"per thread) when a launch has fewer than {SIMT_FEW_TILES} of "
+                     f"{bm} x {bn}" if simt else "")
             return (f"kernel {self.index} ({stmts}): {unit}: {self.reason}; blocks of "
                     f"{self.tile[0]} threads ({part}) compute {bm} x {bn} tiles of "
-                    f"C over blockIdx.y/x, k in panels of {bk} through shared memory; {batch}")
+                    f"C over blockIdx.y/x{small}, k in panels of {bk} through shared memory; "
+                    f"{batch}")
         if self.reduction:
             return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "
                     f"grid: its outermost loop (schedule depth {self.thread_depth}) strided over "
@@ -244,6 +249,10 @@ def block_shape(n: int, requested: tuple[int, ...] = ()) -> tuple[int, ...]:
             f"GPU block {tuple(sizes)} has {total} threads; CUDA allows at most "
             f"{MAX_THREADS} per block: pass smaller Config.gpu_block sizes")
     return tuple(int(s) for s in sizes)
+
+
+def _ceil_div(e: E.Expr, size: int) -> E.Expr:
+    return E.Binary("/", E.Binary("+", e, E.Const(size - 1)), E.Const(size))
 
 
 def _statements(node: isl.ScheduleNode) -> tuple[str, ...]:
@@ -364,9 +373,8 @@ class Mapper:
         batch = node.get_type() == _T.band
         k = KernelMapping(len(self.kernels), (call,), depth, tile=(TENSOR_CORE_THREADS,),
                           n_block=int(batch), intrinsic=call, reason=m.describe())
-        tiles = [E.Binary("/", E.Binary("+", group_extent(self.program, m, group),
-                                        E.Const(size - 1)), E.Const(size))
-                 for group, size in ((m.n, TENSOR_CORE_TILE[1]), (m.m, TENSOR_CORE_TILE[0]))]
+        extents = [group_extent(self.program, m, group) for group in (m.n, m.m)]
+        tiles = [_ceil_div(e, size) for e, size in zip(extents, TENSOR_CORE_TILE[1::-1])]
         z = E.Const(1)
         if batch:
             if node.band_n_member() > 1:
@@ -374,6 +382,13 @@ class Mapper:
             k.block_depth = depth
             z = pw_aff_to_expr(member_extents(node, 1)[0], self.program.context)
             node = node.insert_mark(M.Batch(depth, 1).id())
+        if m.operand_dtype == "float32":
+            # the SIMT GEMM takes 64 x 64 tiles when 128 x 128 ones would give
+            # few blocks (backends/cuda/wmma.py decides on the device alike)
+            few = E.Binary("<", E.Binary("*", E.Binary("*", tiles[0], tiles[1]), z),
+                           E.Const(SIMT_FEW_TILES))
+            tiles = [E.Select(few, _ceil_div(e, SIMT_SMALL_TILE), t)
+                     for e, t in zip(extents, tiles)]
         k.launch_grid = (tiles[0], tiles[1], z)
         self.kernels.append(k)
         return node.insert_mark(M.Kernel(k.index).id())

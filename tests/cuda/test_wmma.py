@@ -414,3 +414,23 @@ def test_the_proof_refuses_a_gemm_call_outside_its_own_launch():
     deps = low.deps if not callable(low.deps) else low.deps()
     with pytest.raises(IllegalScheduleError, match="without a launch of its own"):
         gpu_verify.verify(low.mapped, kernels, deps, low.program)
+
+
+@pytest.mark.parametrize("batch, grid", [(3, (2, 2, 3)), (264, (1, 1, 264))])
+def test_the_simt_gemm_takes_64_tiles_when_128_ones_are_few(batch, grid):
+    """A launch with fewer than SIMT_FEW_TILES tiles of 128 x 128 (its batch
+    counted) runs on 64 x 64 tiles: the host's grid counts them and the
+    device picks the same tile by the same test; at the threshold the
+    128 x 128 tiles, one block per batch entry.  Both against numpy."""
+    from polyc.binder import param_function
+    k = polyc.compile("def f(float(B,M,K) A, float(B,K,N) W) -> (C) "
+                      "{ C(b,m,n) +=! A(b,m,k) * W(b,k,n) }", config=emulated())
+    (spec,) = k.cuda.launches.values()
+    sizes = {"B": batch, "M": 70, "K": 9, "N": 66}
+    got = tuple(param_function(g, k.program.params)(*[sizes[p] for p in k.program.params])
+                for g in spec.grid)
+    assert got == grid
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((batch, 70, 9)).astype(np.float32)
+    w = rng.standard_normal((batch, 9, 66)).astype(np.float32)
+    check_f32(k(a, w), a, w, "bmk,bkn->bmn")
