@@ -31,12 +31,14 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 #: (name, TC source, sizes) timed against torch: GEMM and the TC benchmark kernels.
-#: The fp16/bf16 GEMMs run on tensor cores (backends/cuda/wmma.py).
+#: The fp16/bf16 GEMMs run on tensor cores, the fp32/fp64 ones on the SIMT GEMM
+#: (backends/cuda/wmma.py).
 WORKLOADS = [
     (f"gemm 4096 {short}",
      f"def mm({t}(M,K) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! A(m,k) * B(k,n) }}",
      {"M": 4096, "K": 4096, "N": 4096})
-    for t, short in (("float", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"))
+    for t, short in (("float", "fp32"), ("float16", "fp16"), ("bfloat16", "bf16"),
+                     ("double", "fp64"))
 ] + [
     ("gemm batched fp16 64x512x512x64",
      "def bmm(float16(B,M,K) A, float16(B,K,N) W) -> (C) { C(b,m,n) +=! A(b,m,k) * W(b,k,n) }",
@@ -231,7 +233,8 @@ def _device_row(name: str, src: str, sizes: dict) -> dict:
         try:
             import torch
             half = {"float16": torch.float16, "bfloat16": torch.bfloat16}.get(str(a.dtype))
-            ta, tb = (torch.from_numpy(x.astype(np.float32)).cuda() for x in (a, b))
+            ta, tb = (torch.from_numpy(x if x.dtype == np.float64 else x.astype(np.float32))
+                      .cuda() for x in (a, b))
             if half is not None:
                 ta, tb = ta.to(half), tb.to(half)
             row["torch_s"] = _events(lambda: ta @ tb)
@@ -388,7 +391,8 @@ def print_table(report: dict) -> None:
                                         "polyc_cuda_tensors_s", "polyc_c_s", "torch_s",
                                         "cupy_s")]
             rate = (f"{r['polyc_tflops']:.1f} / {r.get('torch_tflops', float('nan')):.1f}"
-                    + ((" (tensor cores)" if "fp32" not in r["workload"] else " (SIMT GEMM)")
+                    + ((" (SIMT GEMM)" if any(t in r["workload"] for t in ("fp32", "fp64"))
+                        else " (tensor cores)")
                        if r.get("tensor_cores") else "")
                     if "polyc_tflops" in r else "-")
             if "gb_per_s" in r:

@@ -23,8 +23,8 @@ TENSOR_CORE_MIN_ARCH = {"float16": 70, "bfloat16": 80}
 #: Operand dtypes of the CUDA backend's SIMT GEMM (register-tiled FMA on the
 #: CUDA cores, 8 x 8 outputs per thread; same launch geometry and calling
 #: convention as the tensor-core GEMM, ``backends/cuda/wmma.py``): float32
-#: operands into a float32 C, on every architecture.
-SIMT_GEMM_DTYPES = ("float32",)
+#: operands into a float32 C and float64 into float64, on every architecture.
+SIMT_GEMM_DTYPES = ("float32", "float64")
 #: The SIMT GEMM's tile for launches that 128 x 128 tiles would leave short of
 #: blocks: 64 x 64 tiles of C (4 x 4 per thread), taken when the launch has
 #: fewer than :data:`SIMT_FEW_TILES` tiles of 128 x 128 (its batch counted):
@@ -244,7 +244,8 @@ class GemmMatch:
             extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
         onto = (f"tensor cores (WMMA m16n16k16, {self.operand_dtype} operands, float32 "
                 "accumulator)" if self.operand_dtype in TENSOR_CORE_DTYPES
-                else "the SIMT GEMM (float32 FMA, 8 x 8 elements of C per thread)"
+                else f"the SIMT GEMM ({self.operand_dtype} FMA, 8 x 8 elements of C per "
+                "thread)"
                 if self.operand_dtype else "gemm")
         return (f"{self.statement} tensorized onto {onto} ({roles}; C={self.c}, A={self.a}, "
                 f"B={self.b}{extra})")

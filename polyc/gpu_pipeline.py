@@ -39,7 +39,7 @@ import islpy as isl
 
 from . import astgen, bounds, dependence
 from .config import Config
-from .intrinsics import match_round_store, tensor_core_support
+from .intrinsics import SIMT_GEMM_DTYPES, match_round_store, tensor_core_support
 from .ir import Program
 from .lowered import Lowered, with_mapping
 from .runtime import Kernel
@@ -132,7 +132,7 @@ def tensor_cores(program: Program, config: Config,
         return program, {}
     matches, notes = tensorize_auto.find(program, parallel=False, tensor_cores=True)
     kept = []
-    on = {"float32": config.gpu_simt_gemm}
+    on = dict.fromkeys(SIMT_GEMM_DTYPES, config.gpu_simt_gemm)
     for m in matches:
         if not on.get(m.operand_dtype, config.gpu_tensor_cores):
             notes.pop(m.statement, None)        # switched off: mapped as loops, no note

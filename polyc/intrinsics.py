@@ -226,10 +226,12 @@ def match_gemm(program: Program, stmt: Statement, *,
         if len(ab) != 1 or next(iter(ab)) not in TENSOR_CORE_DTYPES + SIMT_GEMM_DTYPES:
             return (f"operand dtypes {sorted(ab)} (the GPU GEMMs take two "
                     f"{' or two '.join(TENSOR_CORE_DTYPES + SIMT_GEMM_DTYPES)} operands)")
-        if program.tensor(stmt.tensor).dtype != "float32":
+        operand_dtype = ab.pop()
+        acc = "float64" if operand_dtype == "float64" else "float32"
+        if program.tensor(stmt.tensor).dtype != acc:
             return (f"the accumulator {stmt.tensor} is {program.tensor(stmt.tensor).dtype} "
-                    "(tensor cores accumulate in float32)")
-        operand_dtype, dtypes = ab.pop(), {"float32"}
+                    f"({operand_dtype} operands accumulate in {acc} on the GPU)")
+        dtypes = {acc}
     elif len(dtypes) != 1 or next(iter(dtypes)) not in GEMM_DTYPES:
         return f"operand dtypes {sorted(dtypes)} (gemm takes one of {', '.join(GEMM_DTYPES)})"
     found = [_linear(stmt, acc) for acc in (stmt.lhs, rhs.lhs, rhs.rhs)]
@@ -407,7 +409,10 @@ def _folded_init(program: Program, stmt: Statement) -> str | None:
     statement right before it, of kind ``init``, writing exactly the output
     elements ``stmt`` writes, with no other statement in between."""
     stmts = list(program.statements)
-    i = stmts.index(stmt)
+    names = [s.name for s in stmts]     # by name: a note's match passes a rewritten copy
+    if stmt.name not in names:
+        return None
+    i = names.index(stmt.name)
     if i == 0:
         return None
     prev = stmts[i - 1]

@@ -59,7 +59,7 @@ THREADS = TENSOR_CORE_THREADS
 #: Rows (m) and columns (n) of C per block tile, and k per shared-memory panel.
 TILE_M, TILE_N, TILE_K = TENSOR_CORE_TILE
 #: Function suffix per operand dtype.
-SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+SUFFIX = {"float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
 #: Rows and columns of C per thread of the float32 SIMT GEMM (its 128 x 128
 #: tiles; 4 x 4 in its 64 x 64 ones, :data:`polyc.gemm_match.SIMT_SMALL_TILE`).
 SIMT_TILE = (8, 8)
@@ -253,23 +253,23 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
 #: ``MAX_DIGITS``, the last the fastest) with their extents and strides, and
 #: the offset of an index.
 _SIMT_BODY = r"""
-/* polyc SIMT GEMM on float operands into float (see backends/cuda/wmma.py):
+/* polyc SIMT GEMM on {ST} operands into {ST} (see backends/cuda/wmma.py):
    thread (ty, tx) = (tid / 16, tid % 16) computes rows ty + 16 i and columns
    tx + 16 j (i, j < 8) of the block's {BM} x {BN} tile of C in registers, or
    (i, j < 4) of a 64 x 64 tile when small is set (the same shared arrays) */
 POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
-    const float *A, polyc_wmma_dims am, polyc_wmma_dims ak,
-    const float *B, polyc_wmma_dims bk, polyc_wmma_dims bn,
-    float *C, polyc_wmma_dims cm, polyc_wmma_dims cn, float alpha, float beta, int read_c,
-    const float *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy,
+    const {ST} *A, polyc_wmma_dims am, polyc_wmma_dims ak,
+    const {ST} *B, polyc_wmma_dims bk, polyc_wmma_dims bn,
+    {ST} *C, polyc_wmma_dims cm, polyc_wmma_dims cn, {ST} alpha, {ST} beta, int read_c,
+    const {ST} *bias, int relu, int64_t tid, int64_t bx, int64_t by, int64_t gx, int64_t gy,
     int small)
 {
   enum { BM = {BM}, BN = {BN}, BK = {BK}, LDA = {BM} + 4, LDB = {BN} + 4, NT = {NT} };
-  POLYC_SHARED(float, As, BK * LDA);            /* A's panel k-major: As[k][m] */
-  POLYC_SHARED(float, Bs, BK * LDB);            /* B's panel: Bs[k][n] */
+  POLYC_SHARED({ST}, As, BK * LDA);            /* A's panel k-major: As[k][m] */
+  POLYC_SHARED({ST}, Bs, BK * LDB);            /* B's panel: Bs[k][n] */
 {OFFSET_TABLES}
   const int tx = (int)(tid % 16), ty = (int)(tid / 16);
-  const int vec_a = polyc_wmma_vec(&ak, &am, A, 4), vec_b = polyc_wmma_vec(&bn, &bk, B, 4);
+  const int vec_a = polyc_wmma_vec(&ak, &am, A, {VL}), vec_b = polyc_wmma_vec(&bn, &bk, B, {VL});
   if (small) {
     enum { BM = {SMALL}, BN = {SMALL}, LDA = {SMALL} + 4, LDB = {SMALL} + 4,
            TM = {SMALL} / 16, TN = {SMALL} / 16 };
@@ -277,26 +277,26 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
       for (int64_t tn = bx; tn * BN < N; tn += gx) {
         const int64_t m0 = tm * BM, n0 = tn * BN;
   {TILE_OFFSETS}
-        float acc[TM][TN];
+        {ST} acc[TM][TN];
         for (int i = 0; i < TM; i++)
           for (int j = 0; j < TN; j++)
-            acc[i][j] = 0.0f;
+            acc[i][j] = {Z};
         for (int64_t k0 = 0; k0 < K; k0 += BK) {
   {K_OFFSETS}
           POLYC_SYNCTHREADS();
-          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
-            for (int e = (int)tid; e < BM * BK / 4; e += NT) {
-              const int i = e / (BK / 4), j = e % (BK / 4) * 4;
-              float v[4];
-              POLYC_LOAD4(v, &A[am_off[i] + ak_off[j]]);
-              for (int q = 0; q < 4; q++)
+          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, {VL} per load */
+            for (int e = (int)tid; e < BM * BK / {VL}; e += NT) {
+              const int i = e / (BK / {VL}), j = e % (BK / {VL}) * {VL};
+              {ST} v[{VL}];
+              {LOADV}(v, &A[am_off[i] + ak_off[j]]);
+              for (int q = 0; q < {VL}; q++)
                 As[(j + q) * LDA + i] = v[q];
             }
   {A_PANEL}
   {B_PANEL}
           POLYC_SYNCTHREADS();
           for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
-            float a[TM], b[TN];
+            {ST} a[TM], b[TN];
             for (int i = 0; i < TM; i++)
               a[i] = As[kk * LDA + ty + 16 * i];
             for (int j = 0; j < TN; j++)
@@ -312,11 +312,11 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
           for (int j = 0; j < TN; j++) {
             const int r = ty + 16 * i, c = tx + 16 * j;
             if (m0 + r < M && n0 + c < N) {
-              float *p = &C[cm_off[r] + cn_off[c]];
-              float v = alpha * acc[i][j];
+              {ST} *p = &C[cm_off[r] + cn_off[c]];
+              {ST} v = alpha * acc[i][j];
               if (read_c) v = v + beta * *p;
               if (bias) v += bias[n0 + c];
-              if (relu && !(v > 0.0f)) v = 0.0f;
+              if (relu && !(v > {Z})) v = {Z};
               *p = v;
             }
           }
@@ -330,26 +330,26 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
       for (int64_t tn = bx; tn * BN < N; tn += gx) {
         const int64_t m0 = tm * BM, n0 = tn * BN;
   {TILE_OFFSETS}
-        float acc[TM][TN];
+        {ST} acc[TM][TN];
         for (int i = 0; i < TM; i++)
           for (int j = 0; j < TN; j++)
-            acc[i][j] = 0.0f;
+            acc[i][j] = {Z};
         for (int64_t k0 = 0; k0 < K; k0 += BK) {
   {K_OFFSETS}
           POLYC_SYNCTHREADS();
-          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, 4 per load */
-            for (int e = (int)tid; e < BM * BK / 4; e += NT) {
-              const int i = e / (BK / 4), j = e % (BK / 4) * 4;
-              float v[4];
-              POLYC_LOAD4(v, &A[am_off[i] + ak_off[j]]);
-              for (int q = 0; q < 4; q++)
+          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, {VL} per load */
+            for (int e = (int)tid; e < BM * BK / {VL}; e += NT) {
+              const int i = e / (BK / {VL}), j = e % (BK / {VL}) * {VL};
+              {ST} v[{VL}];
+              {LOADV}(v, &A[am_off[i] + ak_off[j]]);
+              for (int q = 0; q < {VL}; q++)
                 As[(j + q) * LDA + i] = v[q];
             }
   {A_PANEL}
   {B_PANEL}
           POLYC_SYNCTHREADS();
           for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
-            float a[TM], b[TN];
+            {ST} a[TM], b[TN];
             for (int i = 0; i < TM; i++)
               a[i] = As[kk * LDA + ty + 16 * i];
             for (int j = 0; j < TN; j++)
@@ -365,11 +365,11 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
           for (int j = 0; j < TN; j++) {
             const int r = ty + 16 * i, c = tx + 16 * j;
             if (m0 + r < M && n0 + c < N) {
-              float *p = &C[cm_off[r] + cn_off[c]];
-              float v = alpha * acc[i][j];
+              {ST} *p = &C[cm_off[r] + cn_off[c]];
+              {ST} v = alpha * acc[i][j];
               if (read_c) v = v + beta * *p;
               if (bias) v += bias[n0 + c];
-              if (relu && !(v > 0.0f)) v = 0.0f;
+              if (relu && !(v > {Z})) v = {Z};
               *p = v;
             }
           }
@@ -382,7 +382,18 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
 """
 
 _BODY = _pieces(_BODY, 8, "zero", "i * LDA + j")
-_SIMT_BODY = _pieces(_SIMT_BODY, 4, "0.0f", "j * LDA + i")     # k-major
+#: The SIMT GEMM per operand dtype: its scalar type, zero, elements per
+#: 16-byte load and that load's macro, k per shared panel (two float64
+#: panels of 32 would not fit the 48 KiB of static shared memory).
+_SIMT_TYPES = {"float32": ("float", "0.0f", 4, "POLYC_LOAD4", TILE_K),
+               "float64": ("double", "0.0", 2, "POLYC_LOAD2D", TILE_K // 2)}
+
+
+def _simt_body(operand_dtype: str) -> str:
+    st, zero, vl, load, _ = _SIMT_TYPES[operand_dtype]
+    body = (_SIMT_BODY.replace("{ST}", st).replace("{Z}", zero).replace("{VL}", str(vl))
+            .replace("{LOADV}", load))
+    return _pieces(body, vl, zero, "j * LDA + i")     # A's panel k-major
 
 _DIMS = r"""
 typedef struct { int64_t n, ext[{MAXD}], stride[{MAXD}]; } polyc_wmma_dims;
@@ -427,6 +438,8 @@ typedef uint4 polyc_v16;
 #define POLYC_COPY16(dst, src) (*(uint4 *)(dst) = *(const uint4 *)(src))
 #define POLYC_LOAD4(v, src) do { const float4 t_ = *(const float4 *)(src); \
   (v)[0] = t_.x; (v)[1] = t_.y; (v)[2] = t_.z; (v)[3] = t_.w; } while (0)
+#define POLYC_LOAD2D(v, src) do { const double2 t_ = *(const double2 *)(src); \
+  (v)[0] = t_.x; (v)[1] = t_.y; } while (0)
 #define POLYC_ACC_FRAGMENTS(name, n) \
   nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> name[n]
 #define POLYC_A_FRAGMENTS(name, n, T) \
@@ -459,6 +472,7 @@ typedef struct { unsigned char b[16]; } polyc_v16;
 #define POLYC_UNROLL
 #define POLYC_COPY16(dst, src) memcpy((dst), (src), 16)
 #define POLYC_LOAD4(v, src) memcpy((v), (src), 16)
+#define POLYC_LOAD2D(v, src) memcpy((v), (src), 16)
 typedef struct { float x[256]; } polyc_wmma_frag;
 #define POLYC_ACC_FRAGMENTS(name, n) polyc_wmma_frag name[n]
 #define POLYC_A_FRAGMENTS(name, n, T) polyc_wmma_frag name[n]
@@ -547,14 +561,15 @@ def function_name(operand_dtype: str, out_dtype: str) -> str:
 
 
 def _fill(template: str, operand_dtype: str, out_dtype: str) -> str:
-    half = out_dtype != "float32"
+    half = out_dtype in ("float16", "bfloat16")
+    bk = _SIMT_TYPES[operand_dtype][4] if operand_dtype in _SIMT_TYPES else TILE_K
     out = template
     for key, value in (("{FN}", function_name(operand_dtype, out_dtype)),
                        ("{CT}", f"polyc_{out_dtype}" if half else "float"),
                        ("{CLOAD}", f"polyc_{out_dtype}_to_f32(*p)" if half else "*p"),
                        ("{CSTORE}", f"polyc_f32_to_{out_dtype}(v)" if half else "v"),
                        ("{T}", operand_dtype), ("{SFX}", SUFFIX[operand_dtype]),
-                       ("{BM}", str(TILE_M)), ("{BN}", str(TILE_N)), ("{BK}", str(TILE_K)),
+                       ("{BM}", str(TILE_M)), ("{BN}", str(TILE_N)), ("{BK}", str(bk)),
                        ("{SMALL}", str(SIMT_SMALL_TILE)),
                        ("{NT}", str(THREADS)), ("{MAXD}", str(MAX_DIGITS))):
         out = out.replace(key, value)
@@ -566,7 +581,7 @@ def _source(macros: str, variants) -> str:
     if not vs:
         return ""
     return _fill(macros + _DIMS, *vs[0]) + "".join(
-        _fill(_SIMT_BODY if v[0] == "float32" else _BODY, *v) for v in vs)
+        _fill(_simt_body(v[0]) if v[0] in _SIMT_TYPES else _BODY, *v) for v in vs)
 
 
 def device_source(variants) -> str:
@@ -613,10 +628,11 @@ def wmma_call(em, s: Statement) -> c.Generable:
     # time multiplies C as the folded ``C *= beta`` statement does
     zero = isinstance(m.beta, E.Const) and float(m.beta.value) == 0.0
     read_c = 0 if (m.init is not None and m.beta is None) or zero else 1
-    bias = tensor_name(m.bias) if m.bias else "(const float *)0"
+    ctype = _SIMT_TYPES[m.operand_dtype][0] if m.operand_dtype in _SIMT_TYPES else "float"
+    bias = tensor_name(m.bias) if m.bias else f"(const {ctype} *)0"
     fn = function_name(m.operand_dtype, _out_dtype(em.program, m))
     small = ""
-    if m.operand_dtype == "float32":
+    if m.operand_dtype in _SIMT_TYPES:
         # 64 x 64 tiles when the launch has few of 128 x 128 (its batch on
         # blockIdx.z): the test polyc.schedule.gpu_mapping sized the grid by
         small = (f", ((({ops.M}) + {TILE_M - 1}) / {TILE_M} * ((({ops.N}) + {TILE_N - 1}) / "

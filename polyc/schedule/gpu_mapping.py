@@ -45,7 +45,7 @@ import islpy as isl
 
 from .. import expr as E
 from ..errors import ScheduleError
-from ..gemm_match import SIMT_FEW_TILES, SIMT_SMALL_TILE
+from ..gemm_match import SIMT_FEW_TILES, SIMT_GEMM_DTYPES, SIMT_SMALL_TILE
 from ..intrinsics import TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from ..ir import Program
 from ..isl_util import ast_expr_to_expr, pw_aff_to_expr
@@ -200,7 +200,8 @@ class KernelMapping:
                      f"{bm} x {bn}" if simt else "")
             return (f"kernel {self.index} ({stmts}): {unit}: {self.reason}; blocks of "
                     f"{self.tile[0]} threads ({part}) compute {bm} x {bn} tiles of "
-                    f"C over blockIdx.y/x{small}, k in panels of {bk} through shared memory; "
+                    f"C over blockIdx.y/x{small}, k in panels of {bk}"
+                    f"{f' ({bk // 2} in float64)' if simt else ''} through shared memory; "
                     f"{batch}")
         if self.reduction:
             return (f"kernel {self.index} ({stmts}): reduction of {self.reduction} over the "
@@ -382,7 +383,7 @@ class Mapper:
             k.block_depth = depth
             z = pw_aff_to_expr(member_extents(node, 1)[0], self.program.context)
             node = node.insert_mark(M.Batch(depth, 1).id())
-        if m.operand_dtype == "float32":
+        if m.operand_dtype in SIMT_GEMM_DTYPES:
             # the SIMT GEMM takes 64 x 64 tiles when 128 x 128 ones would give
             # few blocks (backends/cuda/wmma.py decides on the device alike)
             few = E.Binary("<", E.Binary("*", E.Binary("*", tiles[0], tiles[1]), z),

@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polyc
+from benchmarks.polybench import BENCHMARKS
 from polyc.config import Config
 from polyc.testing import assert_close, random_inputs
 
@@ -163,8 +164,12 @@ def test_what_stays_off_tensor_cores_says_why():
     assert "onto the SIMT GEMM" in k.explain() and "WMMA" not in k.explain()
     k = polyc.compile(matmul("float"), config=emulated(gpu_simt_gemm=False))
     assert "wmma" not in k.cuda_source and not k.kernels[0].intrinsic
-    # float64 operands: neither
+    # float64 operands: the SIMT GEMM in double
     k = polyc.compile(matmul("double"), config=emulated())
+    assert "polyc_wmma_f64" in k.cuda_source and "SIMT GEMM (float64 FMA" in k.explain()
+    # operands of two dtypes: neither GEMM, and explain says why
+    k = polyc.compile("def mm(float16(M,K) A, float(K,N) B) -> (C) "
+                      "{ C(m,n) +=! A(m,k) * B(k,n) }", config=emulated())
     assert "wmma" not in k.cuda_source and "the GPU GEMMs take two" in k.explain()
 
 
@@ -387,11 +392,42 @@ def test_a_call_the_mapping_cannot_launch_is_lowered_as_loops():
     np.testing.assert_allclose(got[-1], want["Y"], rtol=1e-4)
 
 
+@pytest.mark.parametrize("mode", list(MODES))
+def test_float64_contractions_run_on_the_simt_gemm(mode):
+    """float64 operands into a float64 C take the SIMT GEMM too (panels of
+    16 in k): a matmul at sizes that are and are not multiples of the
+    tiles (64 x 64 and 128 x 128), a batched one with transposed operands
+    and alpha, and a PolyBench gemm (C = alpha A B + beta C), against numpy
+    at float64's tolerance."""
+    rng = np.random.default_rng(12)
+    k = polyc.compile(matmul("double"), config=emulated(**MODES[mode]))
+    assert len(k.kernels) == 1 and "SIMT GEMM (float64 FMA" in k.kernels[0].describe()
+    for m, n, kk in SIZES + [(256, 256, 64), (300, 270, 33)]:
+        a, b = rng.standard_normal((m, kk)), rng.standard_normal((kk, n))
+        got = k(a, b)
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, a @ b, rtol=1e-12, atol=1e-12 * kk)
+    bmm = polyc.compile("def f(double(B,M,K) A, double(B,N,K) W) -> (C) "
+                        "{ C(b,m,n) +=! 0.5 * A(b,m,k) * W(b,n,k) }",
+                        config=emulated(**MODES[mode]))
+    assert bmm.kernels[0].intrinsic
+    a, w = rng.standard_normal((3, 130, 40)), rng.standard_normal((3, 9, 40))
+    np.testing.assert_allclose(bmm(a, w), 0.5 * a @ w.transpose(0, 2, 1), rtol=1e-12,
+                               atol=1e-12 * 40)
+    gemm = BENCHMARKS["gemm"]
+    args = gemm.init({"NI": 70, "NJ": 33, "NK": 129}, np.float64)
+    want = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+    gemm.kernel.with_config(emulated(**MODES[mode]))(*args)
+    gemm.kernel.with_config(Config.from_env())(*want)
+    np.testing.assert_allclose(args[2], want[2], rtol=1e-12, atol=1e-10)
+
+
 @pytest.mark.nvcc
+@pytest.mark.parametrize("t", ["float", "double"])
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
-def test_the_simt_gemm_compiles_without_spills(arch):
+def test_the_simt_gemm_compiles_without_spills(arch, t):
     from polyc.backends.cuda.build import REGISTERS_PER_BLOCK, build_cubin
-    k = polyc.compile(matmul("float"), config=emulated(cuda_arch=arch))
+    k = polyc.compile(matmul(t), config=emulated(cuda_arch=arch))
     threads = {name: spec.threads for name, spec in k.cuda.launches.items()}
     built = build_cubin(k.cuda_source, config=k.config, arch=arch, threads=threads)
     r = built.resources["polyc_k0"]
