@@ -203,6 +203,10 @@ class CExprPrinter:
         #: a GPU has no 64-bit divider, and nvcc left a shared buffer's
         #: ``polyc_mod(k, 32)`` as a dozen instructions per access
         self.shifts = False
+        #: a float exp printed as the prelude's ``polyc_expf`` (no call, no
+        #: slow path below -87) rather than ``expf`` (libmvec); the CUDA
+        #: kernels keep the device's ``expf``
+        self.fast_exp = True
 
     # -- index expressions: int64_t arithmetic --------------------------------
     def index(self, e: E.Expr) -> str:
@@ -316,7 +320,10 @@ class CExprPrinter:
             if fn == "rsqrt":
                 return f"({one} / sqrt{suf}({a}))", t
             if fn == "sigmoid":
-                return f"({one} / ({one} + exp{suf}(-({a}))))", t
+                e = "polyc_expf" if ct == "float" and self.fast_exp else f"exp{suf}"
+                return f"({one} / ({one} + {e}(-({a}))))", t
+            if fn == "exp" and ct == "float" and self.fast_exp:
+                return f"polyc_expf({a})", t
             return f"{_FLOAT_FN[fn]}{suf}({a})", t
         if fn == "abs":
             a, t = args[0]

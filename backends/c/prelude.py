@@ -44,6 +44,45 @@ double tanh(double);
 #endif
 #endif
 
+/* a fused multiply-add where the target has one (an instruction), else a
+   product and a sum (fmaf would be a library call per element) */
+#ifdef __FMA__
+#define POLYC_FMAF(a, b, c) fmaf((a), (b), (c))
+#else
+#define POLYC_FMAF(a, b, c) ((a) * (b) + (c))
+#endif
+/* exp of a float without a call (the expression printer's float exp):
+   Cephes' expf (S. L. Moshier) reduction and degree-5 polynomial, at most
+   1.02 ulp from the correctly rounded result over every float; n = round(x /
+   ln 2) read from the low bits of x / ln 2 + 1.5 * 2^23; 2^n applied as two
+   normal factors, the second 0 below 2^-151, so that no lane underflows:
+   libmvec's vector expf takes a scalar path for every input below about -87
+   (a softmax's -inf mask: 5x slower), this takes none.  Denormal results,
+   overflow to inf, exp(-inf) = 0 and NaN come out as IEEE's exp gives them. */
+static inline float polyc_expf(float x)
+{
+    float c = x > 89.0f ? 89.0f : x;             /* NaN kept: comparisons fail */
+    c = c < -110.0f ? -110.0f : c;
+    float t = POLYC_FMAF(c, 1.44269504088896341f, 12582912.0f);
+    float n = t - 12582912.0f;
+    float r = POLYC_FMAF(n, -0.693359375f, c);
+    r = POLYC_FMAF(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = POLYC_FMAF(p, r, 1.3981999507e-3f);
+    p = POLYC_FMAF(p, r, 8.3334519073e-3f);
+    p = POLYC_FMAF(p, r, 4.1665795894e-2f);
+    p = POLYC_FMAF(p, r, 1.6666665459e-1f);
+    p = POLYC_FMAF(p, r, 5.0000001201e-1f);
+    p = POLYC_FMAF(p * r, r, r) + 1.0f;
+    union { float f; uint32_t u; } tb, s1, s2;
+    tb.f = t;
+    int32_t k = (int32_t)(tb.u - 0x4b400000u);
+    int32_t k1 = k < -126 ? -126 : k > 127 ? 127 : k, k2 = k - k1;
+    s1.u = (uint32_t)(k1 + 127) << 23;
+    s2.u = k2 < -25 ? 0u : (uint32_t)(k2 + 127) << 23;
+    return p * s1.f * s2.f;
+}
+
 /* index arithmetic: int64_t, floor division and remainder as isl and TC define them */
 static inline int64_t polyc_floord(int64_t a, int64_t b)
 { int64_t q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; }

@@ -320,6 +320,7 @@ class KernelBody(_Emitter):
         powers of two."""
         pr = super()._printer()
         pr.shifts = True            # no 64-bit divider: see CExprPrinter.shifts
+        pr.fast_exp = False         # the device's expf
         return pr
 
     def register_accumulator(self, n: L.For) -> c.Generable | None:
