@@ -252,7 +252,7 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
 #: The shared part of both preludes: a GEMM index's digits (at most
 #: ``MAX_DIGITS``, the last the fastest) with their extents and strides, and
 #: the offset of an index.
-_SIMT_BODY = r"""
+_SIMT_HEAD = r"""
 /* polyc SIMT GEMM on {ST} operands into {ST} (see backends/cuda/wmma.py):
    thread (ty, tx) = (tid / 16, tid % 16) computes rows ty + 16 i and columns
    tx + 16 j (i, j < 8) of the block's {BM} x {BN} tile of C in registers, or
@@ -270,116 +270,70 @@ POLYC_WMMA_FN void {FN}(int64_t M, int64_t N, int64_t K,
 {OFFSET_TABLES}
   const int tx = (int)(tid % 16), ty = (int)(tid / 16);
   const int vec_a = polyc_wmma_vec(&ak, &am, A, {VL}), vec_b = polyc_wmma_vec(&bn, &bk, B, {VL});
-  if (small) {
-    enum { BM = {SMALL}, BN = {SMALL}, LDA = {SMALL} + 4, LDB = {SMALL} + 4,
-           TM = {SMALL} / 16, TN = {SMALL} / 16 };
-    for (int64_t tm = by; tm * BM < M; tm += gy) {
-      for (int64_t tn = bx; tn * BN < N; tn += gx) {
-        const int64_t m0 = tm * BM, n0 = tn * BN;
-  {TILE_OFFSETS}
-        {ST} acc[TM][TN];
-        for (int i = 0; i < TM; i++)
-          for (int j = 0; j < TN; j++)
-            acc[i][j] = {Z};
-        for (int64_t k0 = 0; k0 < K; k0 += BK) {
-  {K_OFFSETS}
-          POLYC_SYNCTHREADS();
-          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, {VL} per load */
-            for (int e = (int)tid; e < BM * BK / {VL}; e += NT) {
-              const int i = e / (BK / {VL}), j = e % (BK / {VL}) * {VL};
-              {ST} v[{VL}];
-              {LOADV}(v, &A[am_off[i] + ak_off[j]]);
-              for (int q = 0; q < {VL}; q++)
-                As[(j + q) * LDA + i] = v[q];
-            }
-  {A_PANEL}
-  {B_PANEL}
-          POLYC_SYNCTHREADS();
-          for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
-            {ST} a[TM], b[TN];
-            for (int i = 0; i < TM; i++)
-              a[i] = As[kk * LDA + ty + 16 * i];
-            for (int j = 0; j < TN; j++)
-              b[j] = Bs[kk * LDB + tx + 16 * j];
-            for (int i = 0; i < TM; i++)
-              for (int j = 0; j < TN; j++)
-                acc[i][j] += a[i] * b[j];
-          }
-          POLYC_SYNCTHREADS();
-        }
-        POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
-        for (int i = 0; i < TM; i++) {
-          for (int j = 0; j < TN; j++) {
-            const int r = ty + 16 * i, c = tx + 16 * j;
-            if (m0 + r < M && n0 + c < N) {
-              {ST} *p = &C[cm_off[r] + cn_off[c]];
-              {ST} v = alpha * acc[i][j];
-              if (read_c) v = v + beta * *p;
-              if (bias) v += bias[n0 + c];
-              if (relu && !(v > {Z})) v = {Z};
-              *p = v;
-            }
-          }
-        }
-        POLYC_SYNCTHREADS();      /* before the next tile's offsets */
-      }
-    }
-  } else {
-    enum { TM = {BM} / 16, TN = {BN} / 16 };
-    for (int64_t tm = by; tm * BM < M; tm += gy) {
-      for (int64_t tn = bx; tn * BN < N; tn += gx) {
-        const int64_t m0 = tm * BM, n0 = tn * BN;
-  {TILE_OFFSETS}
-        {ST} acc[TM][TN];
-        for (int i = 0; i < TM; i++)
-          for (int j = 0; j < TN; j++)
-            acc[i][j] = {Z};
-        for (int64_t k0 = 0; k0 < K; k0 += BK) {
-  {K_OFFSETS}
-          POLYC_SYNCTHREADS();
-          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, {VL} per load */
-            for (int e = (int)tid; e < BM * BK / {VL}; e += NT) {
-              const int i = e / (BK / {VL}), j = e % (BK / {VL}) * {VL};
-              {ST} v[{VL}];
-              {LOADV}(v, &A[am_off[i] + ak_off[j]]);
-              for (int q = 0; q < {VL}; q++)
-                As[(j + q) * LDA + i] = v[q];
-            }
-  {A_PANEL}
-  {B_PANEL}
-          POLYC_SYNCTHREADS();
-          for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
-            {ST} a[TM], b[TN];
-            for (int i = 0; i < TM; i++)
-              a[i] = As[kk * LDA + ty + 16 * i];
-            for (int j = 0; j < TN; j++)
-              b[j] = Bs[kk * LDB + tx + 16 * j];
-            for (int i = 0; i < TM; i++)
-              for (int j = 0; j < TN; j++)
-                acc[i][j] += a[i] * b[j];
-          }
-          POLYC_SYNCTHREADS();
-        }
-        POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
-        for (int i = 0; i < TM; i++) {
-          for (int j = 0; j < TN; j++) {
-            const int r = ty + 16 * i, c = tx + 16 * j;
-            if (m0 + r < M && n0 + c < N) {
-              {ST} *p = &C[cm_off[r] + cn_off[c]];
-              {ST} v = alpha * acc[i][j];
-              if (read_c) v = v + beta * *p;
-              if (bias) v += bias[n0 + c];
-              if (relu && !(v > {Z})) v = {Z};
-              *p = v;
-            }
-          }
-        }
-        POLYC_SYNCTHREADS();      /* before the next tile's offsets */
-      }
-    }
-  }
-}
 """
+#: The SIMT GEMM's loops over its tiles of C, in the enums of a tile's size
+_SIMT_TILES = r"""    for (int64_t tm = by; tm * BM < M; tm += gy) {
+      for (int64_t tn = bx; tn * BN < N; tn += gx) {
+        const int64_t m0 = tm * BM, n0 = tn * BN;
+  {TILE_OFFSETS}
+        {ST} acc[TM][TN];
+        for (int i = 0; i < TM; i++)
+          for (int j = 0; j < TN; j++)
+            acc[i][j] = {Z};
+        for (int64_t k0 = 0; k0 < K; k0 += BK) {
+  {K_OFFSETS}
+          POLYC_SYNCTHREADS();
+          if (vec_a && m0 + BM <= M && k0 + BK <= K) {   /* full panel, {VL} per load */
+            for (int e = (int)tid; e < BM * BK / {VL}; e += NT) {
+              const int i = e / (BK / {VL}), j = e % (BK / {VL}) * {VL};
+              {ST} v[{VL}];
+              {LOADV}(v, &A[am_off[i] + ak_off[j]]);
+              for (int q = 0; q < {VL}; q++)
+                As[(j + q) * LDA + i] = v[q];
+            }
+  {A_PANEL}
+  {B_PANEL}
+          POLYC_SYNCTHREADS();
+          for (int kk = 0; kk < BK; kk++) {               /* k in order: sums as the loops */
+            {ST} a[TM], b[TN];
+            for (int i = 0; i < TM; i++)
+              a[i] = As[kk * LDA + ty + 16 * i];
+            for (int j = 0; j < TN; j++)
+              b[j] = Bs[kk * LDB + tx + 16 * j];
+            for (int i = 0; i < TM; i++)
+              for (int j = 0; j < TN; j++)
+                acc[i][j] += a[i] * b[j];
+          }
+          POLYC_SYNCTHREADS();
+        }
+        POLYC_SYNCTHREADS();      /* the row and column offsets, also when K is 0 */
+        for (int i = 0; i < TM; i++) {
+          for (int j = 0; j < TN; j++) {
+            const int r = ty + 16 * i, c = tx + 16 * j;
+            if (m0 + r < M && n0 + c < N) {
+              {ST} *p = &C[cm_off[r] + cn_off[c]];
+              {ST} v = alpha * acc[i][j];
+              if (read_c) v = v + beta * *p;
+              if (bias) v += bias[n0 + c];
+              if (relu && !(v > {Z})) v = {Z};
+              *p = v;
+            }
+          }
+        }
+        POLYC_SYNCTHREADS();      /* before the next tile's offsets */
+      }
+    }
+"""
+#: The SIMT GEMM: the 64 x 64 tiles (``small``) and the 128 x 128 ones, the same
+#: loops in two scopes whose enums give the tile (one set of shared arrays, sized
+#: for the larger: two functions would each declare their own)
+_SIMT_BODY = (_SIMT_HEAD
+              + "  if (small) {\n"
+              + "    enum { BM = {SMALL}, BN = {SMALL}, LDA = {SMALL} + 4, LDB = {SMALL} + 4,\n"
+              + "           TM = {SMALL} / 16, TN = {SMALL} / 16 };\n" + _SIMT_TILES
+              + "  } else {\n"
+              + "    enum { TM = {BM} / 16, TN = {BN} / 16 };\n" + _SIMT_TILES
+              + "  }\n}\n")
 
 _BODY = _pieces(_BODY, 8, "zero", "i * LDA + j")
 #: The SIMT GEMM per operand dtype: its scalar type, zero, elements per
