@@ -30,7 +30,7 @@ arrays, polyc's own :class:`DeviceArray` — runs on them where they are:
   another stream, which the legacy stream does not order, the call waits
   for that stream before launching and for the launches before returning;
 * a call on torch tensors alone (no ``out=``, no index tensor whose values
-  must be checked) leaves a :class:`CallPlan` keyed by :func:`torch_key`:
+  must be checked) leaves a :class:`DeviceCallPlan` keyed by :func:`torch_key`:
   a later call with the same shapes, dtypes and device replays its launches
   on new outputs without binding again.
 
@@ -307,7 +307,7 @@ def _torch_tensor_type():
 
 
 def torch_key(args: tuple) -> tuple | None:
-    """What a :class:`CallPlan` is keyed by: each torch tensor's dtype, shape
+    """What a :class:`DeviceCallPlan` is keyed by: each torch tensor's dtype, shape
     and device and each size argument's value, or ``None`` unless every
     tensor argument is a C-contiguous torch CUDA tensor that does not
     require grad (the arrays :func:`bind` takes in place)."""
@@ -340,13 +340,14 @@ def side_stream(args: tuple):
 
 
 @dataclass(frozen=True)
-class CallPlan:
-    """The launches of a call on torch tensors and how to bind another call
-    of the same :func:`torch_key`: ``slots`` gives, in the kernels' tensor
-    order, where each pointer comes from (``("arg", i)``: argument ``i``;
-    ``("out", k)``; ``("tmp", j)``), ``outputs`` and ``scratch`` the
-    (shape, torch dtype, zero-filled) of each array to allocate on
-    ``device``."""
+class DeviceCallPlan:
+    """The device side's call plan (the CPU kernels' is
+    :class:`polyc.callplan.CallPlan`): the launches of a call on torch
+    tensors and how to bind another call of the same :func:`torch_key`:
+    ``slots`` gives, in the kernels' tensor order, where each pointer
+    comes from (``("arg", i)``: argument ``i``; ``("out", k)``; ``("tmp",
+    j)``), ``outputs`` and ``scratch`` the (shape, torch dtype,
+    zero-filled) of each array to allocate on ``device``."""
     slots: tuple[tuple[str, int], ...]
     outputs: tuple[tuple, ...]
     scratch: tuple[tuple, ...]
@@ -354,7 +355,7 @@ class CallPlan:
     launches: tuple
 
     @classmethod
-    def of(cls, binder, args, results, scratch, launches) -> "CallPlan":
+    def of(cls, binder, args, results, scratch, launches) -> "DeviceCallPlan":
         p = binder.program
         where = {name: i for i, name in enumerate(p.signature)}
         slots, k, j = [], 0, 0

@@ -144,7 +144,7 @@ class CudaKernel:
         self._host = namespace["host"]
         self._module = None
         self._functions: dict = {}          # name -> prepared pycuda Function
-        self._plans: dict = {}              # gpu_arrays.torch_key -> gpu_arrays.CallPlan
+        self._plans: dict = {}              # torch_key -> gpu_arrays.DeviceCallPlan
 
     @property
     def name(self) -> str:
@@ -326,8 +326,8 @@ class CudaKernel:
         self._run(drv, launches, ptrs)
         key = None if out is not None or self.binder.gathers else gpu_arrays.torch_key(args)
         if key is not None and len(self._plans) < _MAX_PLANS:
-            self._plans[key] = gpu_arrays.CallPlan.of(self.binder, args, results, keep,
-                                                      launches)
+            self._plans[key] = gpu_arrays.DeviceCallPlan.of(self.binder, args, results, keep,
+                                                            launches)
         self._finish(drv, keep, side)
         if not self.program.outputs:
             return None

@@ -1,5 +1,5 @@
 """Call plans of ``target="cuda"`` kernels on torch tensors
-(:class:`polyc.gpu_arrays.CallPlan`), checked without a GPU: pycuda is the
+(:class:`polyc.gpu_arrays.DeviceCallPlan`), checked without a GPU: pycuda is the
 fake driver of test_mapping and torch is a stand-in module whose CUDA
 tensors are made-up addresses.  What is checked: the first call binds and
 leaves a plan; a call with the same shapes, dtypes and device replays the
