@@ -1042,6 +1042,10 @@ def run_einsum(case: EinsumCase) -> Result:
                 return failed
             res.refused += 1
             continue
+        if case.force_dtype and any(np.shares_memory(like, o) for o in ops):
+            # numpy's view path ignores dtype= (np.einsum("i", a, dtype="float64") is a
+            # view of a); polyc honours it and returns a new array (docs/einsum.md)
+            like = like.astype(case.force_dtype)
         wide = [o.astype(np.float64 if like.dtype.kind == "f" else np.int64) for o in ops]
         want = np.asarray(np.einsum(case.subscripts, *wide))
         before = [o.copy() for o in ops]

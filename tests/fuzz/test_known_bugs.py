@@ -120,3 +120,16 @@ def test_reference_constant_index_without_iterators():
     b = np.arange(4, dtype=np.float32)
     out = reference.evaluate(program, {"B": b}, {"N": 4})["O"]
     assert out == 2.0
+
+
+def test_einsum_dtype_is_honoured_where_numpy_returns_a_view():
+    """Fresh fuzzer seed 2026112803 (einsum): ``einsum("i", float32 a,
+    dtype="float64")``.  numpy takes its view path and returns ``a`` itself,
+    ignoring ``dtype``; polyc returns a new float64 array (docs/einsum.md).
+    The bug was the oracle's, which expected numpy's dtype there."""
+    a = np.linspace(-1, 1, 5, dtype=np.float32)
+    for subscripts in ("i", "i->i"):
+        got = polyc.einsum(subscripts, a, dtype="float64")
+        assert got.dtype == np.float64 and not np.shares_memory(got, a)
+        np.testing.assert_array_equal(got, a.astype(np.float64))
+        assert np.einsum(subscripts, a, dtype="float64").dtype == np.float32   # numpy's view
