@@ -61,7 +61,7 @@ class CallPlan:
     SCRATCH_BYTES = 64 << 20
 
     __slots__ = ("params", "params_at", "allocs", "layout", "threads", "run_c", "single",
-                 "scratch")
+                 "scratch", "shim", "entry", "slots", "pairs")
 
     @staticmethod
     def cache_for(program: Program, binder: BinderLike) -> dict | None:
@@ -70,8 +70,13 @@ class CallPlan:
         return {}
 
     @staticmethod
-    def key(binder: BinderLike, args: tuple):
+    def key(binder: BinderLike, args: tuple, shim=None):
+        """The plan key of ``args`` (per argument its value, a size, or its
+        shape), or ``None`` when an argument keeps the call on the checked
+        path; through the call shim's C ``key`` when ``shim`` is given."""
         kinds = binder.signature_kinds
+        if shim is not None:
+            return shim.key(args, kinds)
         if len(args) != len(kinds):
             return None
         key = []
@@ -89,7 +94,11 @@ class CallPlan:
                 key.append(arg.shape)
         return tuple(key)
 
-    def __init__(self, binder: BinderLike, pvals: list[int], run: bool, threads: int):
+    def __init__(self, binder: BinderLike, pvals: list[int], run: bool, threads: int,
+                 shim=None, entry: int | None = None):
+        """``shim`` (:mod:`polyc.backends.c.callshim`) with ``entry``, the
+        generated function's address: :meth:`run` calls it in C instead of
+        through ctypes."""
         p = binder.program
         self.params = np.array(pvals or [0], dtype=np.int64)
         self.params_at = self.params.ctypes.data
@@ -116,34 +125,45 @@ class CallPlan:
         self.threads = threads
         self.run_c = run
         self.single = len(self.allocs) == 1
+        self.shim = shim if entry else None
+        self.entry = entry
+        # per pointer: (0 argument | 1 output | 2 temporary, its index there)
+        src = {"arg": 0, "out": 1, "temp": 2}
+        pairs, t = [], 0
+        for kind, i, _ in layout:
+            pairs.append((src[kind], t if kind == "temp" else i))
+            t += kind == "temp"
+        self.pairs = tuple(pairs)
+        self.slots = np.array(pairs, dtype=np.int32).reshape(-1).tobytes()
 
     def run(self, fn, args: tuple):
         results = [alloc(shape, dt) for alloc, shape, dt in self.allocs]
         if self.run_c:
-            ptrs = (ctypes.c_void_p * max(len(self.layout), 1))()
-            keep: list = []
-            if self.scratch is not None:          # this thread's temporaries of earlier calls
-                keep = getattr(self.scratch, "temps", None)
-                if keep is None:
-                    keep = self.scratch.temps = [np.empty(i, dtype=dt)
-                                                 for kind, i, dt in self.layout if kind == "temp"]
-            t = 0
-            for j, (kind, i, dt) in enumerate(self.layout):
-                if kind == "arg":
-                    a = args[i]
-                elif kind == "out":
-                    a = results[i]
-                elif self.scratch is not None:
-                    a = keep[t]
-                    t += 1
-                else:
-                    a = np.empty(i, dtype=dt)
-                    keep.append(a)
-                try:     # a writable, non-empty buffer: 5x faster than the array interface
-                    ptrs[j] = _addressof(_c_char.from_buffer(a))
-                except (TypeError, ValueError):
-                    ptrs[j] = a.__array_interface__["data"][0]
-            fn(self.params_at, _addressof(ptrs), self.threads)
+            temps = self._temps()
+            if self.shim is not None:
+                self.shim.run(self.entry, self.params_at, self.threads, self.slots, args,
+                              results, temps)
+            else:
+                source = (args, results, temps)
+                ptrs = (ctypes.c_void_p * max(len(self.layout), 1))()
+                for j, (s, i) in enumerate(self.pairs):
+                    a = source[s][i]
+                    try:     # a writable, non-empty buffer: 5x faster than the array interface
+                        ptrs[j] = _addressof(_c_char.from_buffer(a))
+                    except (TypeError, ValueError):
+                        ptrs[j] = a.__array_interface__["data"][0]
+                fn(self.params_at, _addressof(ptrs), self.threads)
         if not results:
             return None
         return results[0] if self.single else tuple(results)
+
+    def _temps(self) -> list:
+        """The temporaries of this call: this thread's of earlier calls, or
+        fresh ones."""
+        if self.scratch is None:
+            return [np.empty(i, dtype=dt) for kind, i, dt in self.layout if kind == "temp"]
+        keep = getattr(self.scratch, "temps", None)
+        if keep is None:
+            keep = self.scratch.temps = [np.empty(i, dtype=dt)
+                                         for kind, i, dt in self.layout if kind == "temp"]
+        return keep

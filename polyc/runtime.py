@@ -74,6 +74,12 @@ class Kernel:
                                                    ctypes.c_int32])
         self._nthreads = int(config.num_threads or 0)
         self._plans: dict | None = CallPlan.cache_for(program, self.binder)
+        self._shim = None
+        self._entry = None
+        if self._plans is not None:
+            from polyc.backends.c.callshim import shim
+            self._shim = shim(config)
+            self._entry = ctypes.cast(self._fn, ctypes.c_void_p).value
         #: what the tuning database decided for this kernel (``None``: not consulted
         #: or nothing recorded); :meth:`explain` prints it
         self.tuning: str | None = None
@@ -146,7 +152,7 @@ class Kernel:
         plans = self._plans
         key = None
         if plans is not None and out is None and not kwargs:
-            key = CallPlan.key(self.binder, args)
+            key = CallPlan.key(self.binder, args, self._shim)
             plan = plans.get(key) if key is not None else None
             if plan is not None:
                 return plan.run(self._fn, args)
@@ -172,7 +178,7 @@ class Kernel:
         for tmp, dst in copies:
             dst[...] = tmp
         if key is not None and len(plans) < CallPlan.MAX_PLANS:
-            plans[key] = CallPlan(self.binder, pvals, run, threads)
+            plans[key] = CallPlan(self.binder, pvals, run, threads, self._shim, self._entry)
         if not self.program.outputs:
             return None              # in-place kernels (@polyc.kernel)
         return results[0] if len(results) == 1 else tuple(results)

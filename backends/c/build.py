@@ -303,8 +303,8 @@ def build_library(source: str, *, config: Config) -> Library:
         # kernel's DT_NEEDED entry against the copy loaded above (any directory)
         link = [str(lib.path), f"-Wl,-rpath,{lib.path.parent}"]
         key_flags = [*flags, f"polyc-intrinsics={lib.key}"]
-    return _get_or_build(source, _key(source, compiler, key_flags), [*compiler, *flags],
-                         link, needs, config)
+    return get_or_build(source, _key(source, compiler, key_flags), [*compiler, *flags],
+                        link, needs, config)
 
 
 def _toolchain(config: Config) -> tuple[list[str], list[str]]:
@@ -319,10 +319,11 @@ def _toolchain(config: Config) -> tuple[list[str], list[str]]:
     return compiler, flags
 
 
-def _get_or_build(source: str, key: str, command: list[str], after: list[str],
-                  needs: tuple[Library, ...], config: Config) -> Library:
+def get_or_build(source: str, key: str, command: list[str], after: list[str],
+                 needs: tuple[Library, ...], config: Config, load=None):
     """The library of ``key`` through the cache, built by ``[*command, "-o",
-    out, <dir>/<key>.c, *after, *LINK_LIBS]``."""
+    out, <dir>/<key>.c, *after, *LINK_LIBS]`` and loaded by ``load(path,
+    sidecar)`` (default: as a :class:`Library` that links ``needs``)."""
     def build(directory: Path, out: Path) -> dict:
         src = directory / f"{key}.c"
         cache.write_atomic(src, source.encode("utf-8"))
@@ -330,8 +331,9 @@ def _get_or_build(source: str, key: str, command: list[str], after: list[str],
         return _compile(argv, source=source, src=src, out=out, config=config)
 
     directory = config.resolved_cache_dir() if config.disk_cache else None
-    return cache.get_or_build(key, directory=directory, suffix=SUFFIX, build=build,
-                              load=functools.partial(_load, key=key, needs=needs))
+    if load is None:
+        load = functools.partial(_load, key=key, needs=needs)
+    return cache.get_or_build(key, directory=directory, suffix=SUFFIX, build=build, load=load)
 
 
 def intrinsics_library(*, config: Config) -> Library:
@@ -348,8 +350,8 @@ def intrinsics_library(*, config: Config) -> Library:
     source = intrinsics.library_source()
     key = _key(source, compiler, flags)
     # the soname is the entry's file name, the same in any cache directory
-    return _get_or_build(source, key, [*compiler, *flags, f"-Wl,-soname,{key}{SUFFIX}"],
-                         [], (), config)
+    return get_or_build(source, key, [*compiler, *flags, f"-Wl,-soname,{key}{SUFFIX}"],
+                        [], (), config)
 
 
 def intrinsics_isa(library: Library) -> str | None:

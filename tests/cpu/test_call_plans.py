@@ -8,10 +8,19 @@ import numpy as np
 import pytest
 
 import polyc
+from polyc.backends.c import callshim
 from polyc.callplan import CallPlan
 from polyc.errors import BindingError, DTypeError, ShapeError
 
 RNG = np.random.default_rng(11)
+
+
+@pytest.fixture(autouse=True, params=["shim", "ctypes"])
+def call_path(request, monkeypatch):
+    """Every test on both warm-call paths: the C call shim and ctypes."""
+    monkeypatch.setenv("POLYC_CALL_SHIM", "1" if request.param == "shim" else "0")
+    monkeypatch.setattr(callshim, "_state", {})
+    return request.param
 MM = "def mm(float(M, K) A, float(K, N) B) -> (C) { C(m, n) +=! A(m, k) * B(k, n) }"
 TWO = "def two(float(N) A) -> (B, C) { B(i) = A(i) * 2\n C(i) = A(i) + 1 }"
 
@@ -142,3 +151,4 @@ def test_temporaries_are_kept_per_plan_and_thread():
         return all(np.allclose(k(y), (2 * y).sum() * y, rtol=1e-4) for _ in range(50))
     with ThreadPoolExecutor(4) as pool:
         assert all(pool.map(call, range(8)))
+
