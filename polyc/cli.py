@@ -265,8 +265,8 @@ def cmd_compile(args) -> int:
             print(format_loopnest(low.loopnest), end="")
         else:  # c
             from polyc.backends.c import emit
-            print(emit.emit(low.program, low.loopnest,
-                            omp_schedule=config.omp_schedule).text, end="")
+            print(emit.emit(low.program, low.loopnest, omp_schedule=config.omp_schedule,
+                            windows=low.windows).text, end="")
     return 0
 
 

@@ -51,6 +51,9 @@ class Lowered:
     #: first asked for; it may give ``None``); ``None`` for a user schedule,
     #: or when array contraction rewrote the program afterwards
     auto: object = None
+    #: temporaries stored in one window per thread
+    #: (:func:`polyc.schedule.windows.thread_windows`)
+    windows: tuple = ()
 
     def auto_schedule(self):
         """The automatic schedule with its steps (:attr:`auto`), or ``None``."""
@@ -95,17 +98,19 @@ def with_notes(explained, low: Lowered | None, *, isa: str | None = None):
     """``explained`` (the text or JSON dict of :func:`polyc.schedule.explain.explain`)
     with what tensorization and row fusion did in ``low`` (``None``: a user
     schedule, neither ran): the JSON keys ``"tensorize"`` (statement -> line),
-    ``"row_fusion"`` (a line, or ``""``) and ``"isa"`` (the GEMM
+    ``"row_fusion"`` (a line, or ``""``), ``"windows"`` (lines) and ``"isa"`` (the GEMM
     micro-kernel the intrinsics library runs: ``"avx512"``, ``"avx2"``,
     ``"portable"``, or ``None`` when the kernel calls no GEMM), or text
     sections."""
     notes = dict(low.tensorized) if low is not None else {}
     rows = low.row_fusion if low is not None else ""
     contracted = low.contracted if low is not None else ()
+    windows = low.windows if low is not None else ()
     if isinstance(explained, dict):
         explained["tensorize"] = notes
         explained["row_fusion"] = rows
         explained["contracted"] = [c.to_dict() for c in contracted]
+        explained["windows"] = [w.describe() for w in windows]
         explained["isa"] = isa
         return explained
     if notes:
@@ -118,6 +123,9 @@ def with_notes(explained, low: Lowered | None, *, isa: str | None = None):
     if contracted:
         explained += "\narray contraction (polyc.schedule.contraction):\n" + "\n".join(
             f"  {c.describe()}" for c in contracted) + "\n"
+    if windows:
+        explained += "\nthread windows (polyc.schedule.windows):\n" + "\n".join(
+            f"  {w.describe()}" for w in windows) + "\n"
     return explained
 
 

@@ -60,6 +60,7 @@ from .schedule import (
     tensorize,
     tensorize_auto,
     tensorize_recipe,
+    windows,
 )
 from .schedule.language import Schedule
 from .schedule.tree import without_names
@@ -163,6 +164,10 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         _dump(config, "tensorized schedule", marked)
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
+    found_windows: tuple = ()
+    if config.contract and config.target == "c" and config.parallel:
+        # temporaries of parametric size stored per thread (attention's score block)
+        found_windows = windows.thread_windows(sched, program)
     # the code is generated from the automatic recipe's own tree unless array
     # contraction or tensorization rewrote the program after it
     auto_schedule = recipe if recipe is not None and not contracted and not matches else None
@@ -172,7 +177,7 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
         auto_schedule = functools.partial(_tensorized_recipe, recipe, view[0], matches,
                                           config.parallel, view[1], nest)
     return Lowered(program, deps, sched, nest, notes, row_note, contracted, view,
-                   auto=auto_schedule)
+                   auto=auto_schedule, windows=found_windows)
 
 
 def _tensorized_recipe(auto_schedule, source: Program, matches, parallel: bool,
@@ -379,7 +384,8 @@ def _lowered_source(program: Program, config: Config):
     low = None
     if source is None:
         low = lower(program, config)                                          # 2-7
-        source = backend("c").emit(low.program, low.loopnest, config)         # 8
+        source = backend("c").emit(low.program, low.loopnest, config,
+                                   windows=low.windows)                       # 8
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
     return program, source, low

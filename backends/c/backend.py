@@ -10,8 +10,10 @@ class CBackend:
     name = "c"
 
     def emit(self, program, nest, config, **mapping) -> emit.Source:
-        """:func:`.emit.emit` with ``Config.omp_schedule``."""
-        return emit.emit(program, nest, omp_schedule=config.omp_schedule)
+        """:func:`.emit.emit` with ``Config.omp_schedule`` (``mapping``:
+        ``windows``, the thread windows of :mod:`polyc.schedule.windows`)."""
+        return emit.emit(program, nest, omp_schedule=config.omp_schedule,
+                         windows=mapping.get("windows", ()))
 
     def build(self, text: str, config, **options) -> build.Library:
         """:func:`.build.build_library`."""

@@ -48,6 +48,7 @@ from polyc.isl_util import pw_aff_to_expr
 
 from ..base import Source
 from . import intrinsics as c_intrinsics
+from . import windows as wins
 from .cexpr import (
     CExprPrinter,
     accumulator_type,
@@ -112,8 +113,9 @@ class _Emitter:
     #: inside one OpenMP parallel region (:meth:`region`)
     REGIONS = True
 
-    def __init__(self, program: Program, omp_schedule: str = "auto"):
+    def __init__(self, program: Program, omp_schedule: str = "auto", windows=()):
         self.program = program
+        self.windows = {w.tensor: w for w in windows}
         self.omp_schedule = omp_schedule
         self.stmts = {s.name: s for s in program.statements}
         self.dtypes = {t.name: t.dtype for t in program.tensors}
@@ -137,7 +139,8 @@ class _Emitter:
             return "polyc_inv" + tensor[len(HOISTED):]
         if tensor in self.locals:
             return tensor_name(tensor) + ("".join(f"[{i}]" for i in idx) or "[0]")
-        return f"{tensor_name(tensor)}[{linear_offset(tensor, idx)}]"
+        off = f" + {wins.offset_name(tensor)}" if tensor in self.windows else ""
+        return f"{tensor_name(tensor)}[{linear_offset(tensor, idx)}{off}]"
 
     # -- prologue ---------------------------------------------------------------
     def prologue(self) -> list:
@@ -410,8 +413,8 @@ class _Emitter:
         # the step is a positive constant from isl; `c += 8` adds in int64_t
         step = int(n.step)
         assert 0 < step < 2 ** 31, step
-        return c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {step}",
-                     self._block(body))
+        block = c.Block(wins.loop_lines(self, n) + list(self._block(body).contents))
+        return c.For(f"int64_t {it} = {ip(n.init)}", cond_text, f"{it} += {step}", block)
 
     def region(self, n: L.For) -> c.Generable | None:
         """Sequential loop ``n`` (a stencil's time loop, outside every other
@@ -546,12 +549,13 @@ def arguments(program: Program) -> list:
     return [t for t in program.tensors if t.role != "local"]
 
 
-def emit(program: Program, nest: L.Node, *, omp_schedule: str = "auto") -> Source:
+def emit(program: Program, nest: L.Node, *, omp_schedule: str = "auto", windows=()) -> Source:
     """Generate the C source of ``program`` executing ``nest``; its parallel
     loops hand out iterations as ``omp_schedule`` (``Config.omp_schedule``:
     ``"auto"``, ``"dynamic"`` or ``"static"``; see ``_Emitter._schedule_clause``)
-    says."""
-    fn, blocks = emit_function(program, nest, ENTRY, omp_schedule=omp_schedule)
+    says; ``windows``: the temporaries stored per thread
+    (:func:`polyc.schedule.windows.thread_windows`)."""
+    fn, blocks = emit_function(program, nest, ENTRY, omp_schedule=omp_schedule, windows=windows)
     header = f"/* polyc kernel for def {check_identifier(program.name)} */\n"
     text = header + PRELUDE + "".join(blocks) + "\n" + fn + "\n"
     return Source(text=text, entry=ENTRY, params=tuple(program.params),
@@ -559,13 +563,13 @@ def emit(program: Program, nest: L.Node, *, omp_schedule: str = "auto") -> Sourc
 
 
 def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: str = "auto",
-                  static: bool = False) -> tuple[str, str]:
+                  static: bool = False, windows=()) -> tuple[str, str]:
     """``(function, blocks)``: the C function ``name`` (the kernel ABI:
     ``(polyc_params, polyc_buffers, polyc_nthreads)``; ``static`` when
     asked) executing ``nest``, and the text blocks declaring the intrinsics
     it calls (each to print once before it).  :func:`emit` wraps one in a source;
     :mod:`.versions` several."""
-    em = _Emitter(program, omp_schedule)
+    em = _Emitter(program, omp_schedule, wins.in_nest(windows, nest, program))
     team = [c.Line("#ifdef _OPENMP"),
             c.Line("const int polyc_team = polyc_nthreads > 0 ? (int)polyc_nthreads "
                    ": omp_get_max_threads();"),
@@ -583,7 +587,7 @@ def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: st
             c.Value("const int64_t *restrict", "polyc_params"),
             c.Value("void *const *restrict", "polyc_buffers"),
             c.Value("int32_t", "polyc_nthreads")]),
-        c.Block(em.prologue() + team + [em.node(nest)]))
+        c.Block(em.prologue() + team + wins.prologue(em) + [em.node(nest)]))
     blocks = []
     matches = [st.intrinsic for st in program.statements if st.kind == "intrinsic"]
     if any(isinstance(m, GemmMatch) for m in matches):

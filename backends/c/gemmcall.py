@@ -23,6 +23,7 @@ from polyc.ir import C_TYPES, Statement
 
 from .cexpr import extent_name, tensor_name
 from .printer import StatementPrinter as Emitter
+from .windows import offset_name
 
 
 def as_param(x: E.Expr) -> E.Expr | None:
@@ -63,6 +64,8 @@ def base_pointer(em: Emitter, tensor: str, acc: E.Access, scanned, first=None) -
                          and e.name in scanned else None)
         if not (isinstance(idx, E.Const) and idx.value == 0):
             terms.append(f"({row_major_stride(em, tensor, d)}) * ({pr.index(idx)})")
+    if tensor in em.windows:                 # a thread window (.windows)
+        terms.append(offset_name(tensor))
     return f"{tensor_name(tensor)} + ({' + '.join(terms) or '0'})"
 
 

@@ -155,12 +155,21 @@ class Plan:
                 "inputs": [n.name for n in s.inputs], "outputs": [n.name for n in s.outputs],
                 "materialized": sorted(n.name for n in g.nodes if n.id in self.extra_keep),
                 "temporaries": [t for t in s.temps if t not in fb.contracted],
-                "inlined": list(s.inlined), "contracted": contracted_record(self.graph, fb)})
+                "inlined": list(s.inlined), "contracted": contracted_record(self.graph, fb),
+                "windows": self._windows(len(groups))})
         specialised = {f"N{r}": {"value": self.graph.symbols.values[r], "why": why}
                        for r, why in sorted(self.graph.symbols.fixed.items())}
         return {"graph": self.graph.name, "kernels": len(self.groups), "groups": groups,
                 "decisions": [d.to_dict() for d in self.decisions],
                 "specialised_sizes": specialised}
+
+    def _windows(self, k: int) -> list[dict]:
+        """The thread windows of kernel ``k`` (:mod:`polyc.schedule.windows`),
+        once the kernels are compiled; ``[]`` before."""
+        if self.kernels is None or not hasattr(self.kernels[k], "_low"):
+            return []
+        return [{"tensor": w.tensor, "rows": w.rows, "dim": w.dim, "loop": w.loop}
+                for w in self.kernels[k]._low().windows]
 
     def to_json(self) -> str:
         """The plan as JSON text; :func:`from_dict` replays it (byte-identical
@@ -179,6 +188,10 @@ class Plan:
                          f"(lines {', '.join(g['lines'])})")
             if g["temporaries"]:
                 lines.append(f"    internal arrays: {', '.join(g['temporaries'])}")
+            if g["windows"]:
+                lines.append("    one window per thread (rows of the parallel loops' iteration): "
+                             + ", ".join(f"{w['tensor']} ({w['rows']} rows of dim {w['dim']}, "
+                                         f"loops c0..{w['loop']})" for w in g["windows"]))
             if g["inlined"]:
                 lines.append(f"    contracted to scalars (computed where read once): "
                              f"{', '.join(g['inlined'])}")

@@ -159,7 +159,7 @@ class _Uses:
     flow: isl.UnionMap
 
 
-def _uses(t: Tensor, users: list[Statement], program: Program) -> _Uses | None:
+def uses_of(t: Tensor, users: list[Statement], program: Program) -> _Uses | None:
     """:class:`_Uses` of ``t``, or ``None`` when some read takes a value
     from before the kernel.  The dataflow is isl's
     (``isl_union_access_info_compute_flow``) under the program's original
@@ -230,7 +230,7 @@ def contract(schedule: isl.Schedule, program: Program, name: str, budget: int):
     users = _users(program, name)
     if not users:
         return None
-    uses = _uses(t, users, program)
+    uses = uses_of(t, users, program)
     if uses is None:
         return None
     ctx = program.parameter_domain()
