@@ -50,14 +50,16 @@ class PeakError(RuntimeError):
     """``peak.c`` could not be built, crashed, timed out or printed no result."""
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """Build and run ``peak.c``; return its measurements (see the module docstring)."""
+def measure(quick: bool = False, flags: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Build and run ``peak.c``; return its measurements (see the module
+    docstring).  ``flags``: more compiler flags (``-mno-avx512f`` measures
+    the AVX2 peak of an AVX-512 machine)."""
     cc = os.environ.get("CC", "gcc")
     with tempfile.TemporaryDirectory(prefix="polyc-peak-") as tmp:
         exe = Path(tmp) / "peak"
         try:
             build = subprocess.run(
-                [cc, *CFLAGS, str(SOURCE), "-o", str(exe), "-lm"],
+                [cc, *CFLAGS, *flags, str(SOURCE), "-o", str(exe), "-lm"],
                 capture_output=True,
                 text=True,
             )
