@@ -867,6 +867,23 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         }                                                                              \
     }                                                                                  \
                                                                                        \
+    /* ns whole kc x NR slivers of a row-major B (columns of unit stride), eight \
+     * rows at a time. */                                                          \
+    static void polyc_gemm_pack_b_rows_##SFX(int64_t ns, int64_t kc,                   \
+                                             const POLYC_GEMM_T *b, int64_t rs,        \
+                                             POLYC_GEMM_T *restrict d)                 \
+    {                                                                                  \
+        int64_t k0, k, s;                                                              \
+        for (k0 = 0; k0 < kc; k0 += 8) {                                               \
+            const int64_t k1 = polyc_gemm_min(k0 + 8, kc);                             \
+            for (s = 0; s < ns; s++)                                                   \
+                for (k = k0; k < k1; k++)                                              \
+                    memcpy(d + s * POLYC_GEMM_NR * kc + k * POLYC_GEMM_NR,             \
+                           b + k * rs + s * POLYC_GEMM_NR,                             \
+                           POLYC_GEMM_NR * sizeof(POLYC_GEMM_T));                      \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
     /* One kc x NR sliver of B (nr valid columns), zero-padded, k-major. */           \
     static void polyc_gemm_pack_b_##SFX(int64_t nr, int64_t kc,                        \
                                         const POLYC_GEMM_T *b, int64_t rs, int64_t cs, \
@@ -1030,7 +1047,18 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         POLYC_GEMM_ON_CHUNK(tid);                                                      \
         if (p->kind == 0) {                                                            \
             const int64_t s1 = polyc_gemm_min((c + 1) * p->ch, p->nsl);                \
-            for (s = c * p->ch; s < s1; s++) {                                         \
+            s = c * p->ch;                                                             \
+            if (!g->b_rt && !g->b_ct && g->b_cs == 1 && g->banded != POLYC_GEMM_BAND_NK \
+                && jc + s1 * POLYC_GEMM_NR <= jc + nc) {                               \
+                /* whole slivers of a row-major B: eight rows of the chunk at a time, \
+                 * so that the reads run along rows (a sliver alone reads 64 or 128  \
+                 * bytes per row, each row on another page: 20% slower from memory) */ \
+                polyc_gemm_pack_b_rows_##SFX(s1 - s, kc,                               \
+                                             g->B + pc * g->b_rs + jc + s * POLYC_GEMM_NR, \
+                                             g->b_rs, g->bpack + s * POLYC_GEMM_NR * kc); \
+                s = s1;                                                                \
+            }                                                                          \
+            for (; s < s1; s++) {                                                      \
                 const int64_t nr = polyc_gemm_min(POLYC_GEMM_NR, nc - s * POLYC_GEMM_NR); \
                 const int64_t j0 = jc + s * POLYC_GEMM_NR;                             \
                 if (g->b_rt || g->b_ct)                                                \
