@@ -194,9 +194,10 @@ def _try(band: isl.ScheduleNode, member: int, t: Tensor, uses: _Uses, program: P
     return _check(band.child(0), t, uses, program, budget)
 
 
-def _check(node: isl.ScheduleNode, t: Tensor, uses: _Uses, program: Program, budget: int):
-    """``(node, offset, sizes)`` when ``t`` contracts to a buffer of the
-    body at ``node`` (module docstring), else ``None``."""
+def footprint_at(node: isl.ScheduleNode, t: Tensor, uses: _Uses) -> isl.Map | None:
+    """The elements of ``t`` each iteration of the prefix schedule at
+    ``node`` accesses (``{ [p] -> T[x] }``), or ``None`` when a value
+    written in one iteration is read in another, or nothing is accessed."""
     prefix = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain())
     # a value written in one iteration of the prefix and read in another
     cross = uses.flow.apply_domain(prefix).apply_range(prefix)
@@ -211,7 +212,14 @@ def _check(node: isl.ScheduleNode, t: Tensor, uses: _Uses, program: Program, bud
         .set_tuple_name(isl.dim_type.set, t.name))
     footprint = prefix.reverse().apply_range(uses.reads.union(uses.writes)) \
         .extract_map(space).coalesce()
-    if footprint.is_empty():
+    return None if footprint.is_empty() else footprint
+
+
+def _check(node: isl.ScheduleNode, t: Tensor, uses: _Uses, program: Program, budget: int):
+    """``(node, offset, sizes)`` when ``t`` contracts to a buffer of the
+    body at ``node`` (module docstring), else ``None``."""
+    footprint = footprint_at(node, t, uses)
+    if footprint is None:
         return None
     box = fixed_box_hull(footprint)
     if box is None:
@@ -305,4 +313,4 @@ def contract_temporaries(schedule: isl.Schedule, program: Program,
     return schedule, program, done
 
 
-__all__ = ["Contraction", "contract", "contract_temporaries"]
+__all__ = ["Contraction", "contract", "contract_temporaries", "footprint_at", "uses_of"]

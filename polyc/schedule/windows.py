@@ -135,21 +135,10 @@ def _window(band: isl.ScheduleNode, t, users: list[Statement], program: Program)
     if uses is None:
         return None
     node = band.child(0)
-    prefix = node.get_prefix_schedule_union_map().intersect_domain(node.get_domain())
-    cross = uses.flow.apply_domain(prefix).apply_range(prefix)
-    if not cross.is_empty():
-        m = isl.Map.from_union_map(cross)
-        if not m.is_subset(isl.Map.identity(m.get_space())):
-            return None
-    depth = node.get_schedule_depth()
-    space = isl.Space.map_from_domain_and_range(
-        isl.Space.set_alloc(CTX, 0, depth).align_params(uses.reads.get_space()),
-        isl.Space.set_alloc(CTX, 0, t.ndim).align_params(uses.reads.get_space())
-        .set_tuple_name(isl.dim_type.set, t.name))
-    footprint = prefix.reverse().apply_range(uses.reads.union(uses.writes)) \
-        .extract_map(space).coalesce()
-    if footprint.is_empty():
+    footprint = contraction.footprint_at(node, t, uses)
+    if footprint is None:
         return None
+    depth = node.get_schedule_depth()
     for k in reversed(range(t.ndim)):
         box = fixed_box_hull(footprint.project_out(isl.dim_type.out, k + 1, t.ndim - k - 1))
         if box is None:
