@@ -50,15 +50,17 @@ def _users(program: Program, tensor: str) -> set[str]:
             if st.tensor == tensor or tensor in st.read_tensors()}
 
 
+def _with_openmp(decl: str, omp: str, serial: str) -> list:
+    """``decl = omp;`` in an OpenMP build, ``decl = serial;`` without."""
+    return [c.Line("#ifdef _OPENMP"), c.Line(f"{decl} = {omp};"), c.Line("#else"),
+            c.Line(f"{decl} = {serial};"), c.Line("#endif")]
+
+
 def prologue(em) -> list:
     """The window lengths and their guards, after the team size is known."""
     if not em.windows:
         return []
-    out = [c.Line("#ifdef _OPENMP"),
-           c.Line("const int64_t polyc_wteam = polyc_team;"),
-           c.Line("#else"),
-           c.Line("const int64_t polyc_wteam = 1;"),
-           c.Line("#endif")]
+    out = _with_openmp("const int64_t polyc_wteam", "polyc_team", "1")
     for w in em.windows.values():
         t = em.program.tensor(w.tensor)
         name = tensor_name(w.tensor)
@@ -86,11 +88,7 @@ def loop_lines(em, n: L.For) -> list:
             here.append(w)
     if not here:
         return []
-    out = [c.Line("#ifdef _OPENMP"),
-           c.Line("const int64_t polyc_wtid = omp_get_thread_num();"),
-           c.Line("#else"),
-           c.Line("const int64_t polyc_wtid = 0;"),
-           c.Line("#endif")]
+    out = _with_openmp("const int64_t polyc_wtid", "omp_get_thread_num()", "0")
     ip = em.loop_printer.index
     for w in here:
         name = tensor_name(w.tensor)
