@@ -136,8 +136,17 @@ class CallPlan:
         self.pairs = tuple(pairs)
         self.slots = np.array(pairs, dtype=np.int32).reshape(-1).tobytes()
 
-    def run(self, fn, args: tuple):
-        results = [alloc(shape, dt) for alloc, shape, dt in self.allocs]
+    def run(self, fn, args: tuple, outs: Sequence | None = None):
+        """Call ``fn`` on ``args``; the outputs are fresh arrays, or the
+        arrays of ``outs`` (per output an array or ``None``) that have the
+        output's exact shape and dtype and are C-contiguous (a caller's
+        reused buffers: :mod:`polyc.graph.workspace`; those of a partly
+        written output are zero-filled first, as a fresh one would be)."""
+        if outs is None:
+            results = [alloc(shape, dt) for alloc, shape, dt in self.allocs]
+        else:
+            results = [self._reuse(o, alloc, shape, dt)
+                       for o, (alloc, shape, dt) in zip(outs, self.allocs)]
         if self.run_c:
             temps = self._temps()
             if self.shim is not None:
@@ -156,6 +165,15 @@ class CallPlan:
         if not results:
             return None
         return results[0] if self.single else tuple(results)
+
+    @staticmethod
+    def _reuse(o, alloc, shape, dt):
+        if not (type(o) is np.ndarray and o.shape == shape and o.dtype == dt
+                and o.flags.c_contiguous and o.flags.writeable):
+            return alloc(shape, dt)
+        if alloc is np.zeros:
+            o.fill(0)
+        return o
 
     def _temps(self) -> list:
         """The temporaries of this call: this thread's of earlier calls, or

@@ -183,6 +183,22 @@ class Kernel:
             return None              # in-place kernels (@polyc.kernel)
         return results[0] if len(results) == 1 else tuple(results)
 
+    def call_into(self, args: tuple, outs: list):
+        """``self(*args)``, with the outputs in ``outs`` (per output an array
+        or ``None``) where the call takes the fast path (:class:`CallPlan`)
+        and an array matches its output's shape and dtype; elsewhere fresh
+        outputs, as ``self(*args)`` gives.  For callers that reuse buffers
+        between calls (:mod:`polyc.graph.workspace`); unlike ``out=``, the
+        outputs are never checked against the arguments for overlap, so
+        ``outs`` must not share memory with ``args``."""
+        plans = self._plans
+        if plans is not None:
+            key = CallPlan.key(self.binder, args, self._shim)
+            plan = plans.get(key) if key is not None else None
+            if plan is not None:
+                return plan.run(self._fn, args, outs)
+        return self(*args)
+
     def __repr__(self) -> str:
         sig = ", ".join(self.program.signature)
         outs = ", ".join(t.name for t in self.program.outputs)

@@ -239,7 +239,7 @@ class Jitted:
         env = dict(zip(t.arg_names, arrays))
         env.update(t.captured)
         sizes = {r: arrays[p].shape[d] for r, (p, d) in t.size_args.items()}
-        env = t.plan.compile().run(env, sizes)
+        env = t.plan.compile().run(env, sizes, reuse=True)
         leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])
                   if isinstance(o, Node) else o.value(env, arrays)
                   if isinstance(o, Reshaped) else o for o in t.graph.leaves]

@@ -40,6 +40,7 @@ from . import roofline as roof
 from .core import Node
 from .feedback import Feedback, contracted_record, feedback, kept, shares_loop
 from .lower import compile_group, compile_groups, group_program, group_source
+from .workspace import Workspace
 
 
 class Graph(core.Graph):
@@ -113,6 +114,7 @@ class Plan:
                                      f"{graph.name}_g{k}")
                         for k, g in enumerate(groups)]
         self.kernels: list[Any] | None = None
+        self._workspace: Workspace | None = None
 
     # -- compile and run --------------------------------------------------------------
     def compile(self) -> Plan:
@@ -120,22 +122,45 @@ class Plan:
             self.kernels = compile_groups(self.sources, self.config)
         return self
 
-    def run(self, arrays: dict[str, Any], sizes: dict[int, int]) -> dict[str, Any]:
+    def run(self, arrays: dict[str, Any], sizes: dict[int, int], *,
+            reuse: bool = False) -> dict[str, Any]:
         """Execute the kernels; ``arrays``: argument/captured tensor name ->
         array; ``sizes``: symbol representative -> extent.  Returns every
-        tensor produced, by name."""
+        tensor produced, by name.  ``reuse=True`` (what ``@polyc.jit`` calls
+        do) places the intermediates, the tensors the function does not
+        return, in buffers kept for the next call of this shape class
+        (:mod:`polyc.graph.workspace`): their arrays in the result are then
+        valid only until that call."""
         self.compile()
         env = dict(arrays)
-        for src, kernel in zip(self.sources, self.kernels):
-            args = [np.reshape(env[n.name], (1,)) if not n.shape and n.dtype.kind in "iu"
-                    else env[n.name] for n in src.inputs]      # see lower.group_source
-            args += [sizes[s] for s in src.size_args]
-            res = kernel(*args)
-            if len(src.outputs) == 1:
-                res = (res,)
-            for n, r in zip(src.outputs, res):
-                env[n.name] = r
+        ws = self.workspace if reuse else None
+        key = tuple(sorted(sizes.items()))
+        buffers = ws.acquire(key) if ws is not None else None
+        try:
+            for src, kernel in zip(self.sources, self.kernels):
+                args = [np.reshape(env[n.name], (1,)) if not n.shape and n.dtype.kind in "iu"
+                        else env[n.name] for n in src.inputs]      # see lower.group_source
+                args += [sizes[s] for s in src.size_args]
+                into = getattr(kernel, "call_into", None) if buffers is not None else None
+                if into is not None:
+                    res = into(tuple(args), [buffers.get(n.name) for n in src.outputs])
+                else:
+                    res = kernel(*args)
+                if len(src.outputs) == 1:
+                    res = (res,)
+                for n, r in zip(src.outputs, res):
+                    env[n.name] = r
+        finally:
+            if ws is not None:
+                ws.release(key, buffers, env)
         return env
+
+    @property
+    def workspace(self) -> Workspace:
+        """The buffers kept for the intermediates between calls."""
+        if self._workspace is None:
+            self._workspace = Workspace(self.sources, {n.name for n in self.graph.outputs})
+        return self._workspace
 
     # -- explain ----------------------------------------------------------------------
     def _group_feedback(self, g: Group) -> Feedback:

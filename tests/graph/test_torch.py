@@ -128,7 +128,7 @@ def test_many_operators_in_one_graph(monkeypatch):
     from polyc.graph.plan import Plan
     runs = []
     run = Plan.run
-    monkeypatch.setattr(Plan, "run", lambda self, *a: runs.append(1) or run(self, *a))
+    monkeypatch.setattr(Plan, "run", lambda self, *a, **k: runs.append(1) or run(self, *a, **k))
     torch.manual_seed(4)
     x, y = torch.randn(4, 6), torch.randn(4, 6)
     m = ManyOps()
@@ -262,9 +262,9 @@ def test_jit_reads_and_returns_torch_tensors_without_copies(monkeypatch):
     seen = {}
     run = Plan.run
 
-    def spy(self, arrays, sizes):
+    def spy(self, arrays, sizes, **kw):
         seen["in"] = {k: _ptr(v) for k, v in arrays.items()}
-        env = run(self, arrays, sizes)
+        env = run(self, arrays, sizes, **kw)
         seen["out"] = {k: _ptr(v) for k, v in env.items() if isinstance(v, np.ndarray)}
         return env
     monkeypatch.setattr(Plan, "run", spy)
