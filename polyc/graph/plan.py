@@ -315,9 +315,12 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                                                               fm.contracted)},
                            contracted=contracted_record(graph, fm))
             newly = sorted(set(fm.contracted) - set(fp.contracted) - set(fc.contracted))
+            # (each tensor newly computed where it is read removes its statement)
+            inlined_now = set(fm.inlined) - set(fp.inlined) - set(fc.inlined)
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
-            elif fm.tensorized and fm.statements < fp.statements + fc.statements:
+            elif fm.tensorized and \
+                    fm.statements + len(inlined_now) < fp.statements + fc.statements:
                 rec.verdict = "fused"
                 rec.rule = "epilogue folded into the GEMM micro-kernel's store"
             elif (_tensors(P.nodes) | _tensors(C.nodes)) & set(fm.inlined) - \

@@ -321,3 +321,30 @@ def test_storage_reuse_and_broadcast_reduce_contract():
     d = next(n for n in j.graph(x, y).ops if n.op == "subtract")
     assert any(d.name in s.inlined for s in src)
     assert all(d.name not in s.temps for s in src)
+
+
+def test_epilogue_rule_only_for_statements_folded_into_the_call():
+    """A bias after a GEMM is folded into the call's store; a later
+    elementwise operation whose operand is computed where it is read
+    removes a statement too, and is recorded as that, not as an epilogue."""
+    def mlp(x, w, b):
+        return np.maximum(x @ w + b, 0.0)
+
+    def chain(x, w):
+        h = np.maximum(x @ w, 0.0)
+        return np.tanh(h) * 0.5 + h
+
+    x = RNG.standard_normal((48, 40)).astype(np.float32)
+    w = RNG.standard_normal((40, 56)).astype(np.float32)
+    b = RNG.standard_normal(56).astype(np.float32)
+    for fn, args, folded in ((mlp, (x, w, b), {"add"}), (chain, (x, w), set())):
+        g = trace(fn, *args)
+        ops = {n.name: n.op for n in g.ops}
+        rules = {ops[d["consumer"][0]]: d["rule"] for d in g.explain(json=True)["decisions"]
+                 if len(d["consumer"]) == 1}
+        said = {op for op, r in rules.items() if r.startswith("epilogue folded")}
+        assert said == folded, rules
+        for op in ("multiply", "add") if fn is chain else ():
+            assert rules[op].startswith("computed inside its reader's statement"), rules
+        ref = fn(*(a.astype(np.float64) for a in args))
+        assert_close(polyc.jit(fn)(*args), ref, dtype=np.float32, reduction_length=40)
