@@ -91,3 +91,49 @@ def apply_wait_policy(policy: str) -> str:
                         "with %r, which it keeps for the life of the process",
                         policy, _applied)
         return _applied
+
+
+#: ``GOMP_SPINCOUNT`` values up to this count as short spinning
+SHORT_SPINS = 20000
+
+
+def spins_long(applied: str) -> bool:
+    """Whether the OpenMP runtime governed as ``applied`` (what
+    :func:`apply_wait_policy` returned) keeps idle threads spinning long
+    after a parallel region: libgomp's default (300,000 spins) when another
+    library loaded it first (torch does), ``"active"``, or a user's
+    ``OMP_WAIT_POLICY=ACTIVE`` or ``GOMP_SPINCOUNT`` above
+    :data:`SHORT_SPINS` (``INFINITE`` included)."""
+    if applied == "preloaded" or applied == "active":
+        return True
+    if applied != "environment":
+        return False
+    policy = os.environ.get("OMP_WAIT_POLICY", "").strip().upper()
+    if policy == "PASSIVE":
+        return False
+    spins = os.environ.get("GOMP_SPINCOUNT", "").strip().upper()
+    if spins:
+        if spins in ("INFINITE", "INFINITY"):
+            return True
+        try:
+            return int(spins) > SHORT_SPINS
+        except ValueError:
+            return policy == "ACTIVE"
+    return policy == "ACTIVE"
+
+
+def gemm_on_team(applied: str) -> bool:
+    """Whether the GEMM's multi-threaded calls run on the OpenMP team rather
+    than its own thread pool (``gemm.h``, "the thread pool"): when the
+    team's idle threads spin long (:func:`spins_long`), they would hold the
+    cores the pool needs.  ``POLYC_GEMM_TEAM=1`` or ``0`` decides instead;
+    another value raises :class:`polyc.errors.PolycError`."""
+    from .errors import PolycError
+    forced = os.environ.get("POLYC_GEMM_TEAM")
+    if forced is not None:
+        if forced.strip() not in ("0", "1"):
+            raise PolycError(f"POLYC_GEMM_TEAM={forced!r}: use 1 (GEMM calls on the OpenMP "
+                             "team) or 0 (on the GEMM's own thread pool)")
+        return forced.strip() == "1"
+    return spins_long(applied)
+

@@ -40,6 +40,7 @@ import ctypes
 import errno
 import functools
 import hashlib
+import logging
 import os
 import shlex
 import shutil
@@ -59,7 +60,9 @@ from polyc.errors import (
     ToolMissingError,
 )
 from polyc.process import run_process
-from polyc.threads import apply_wait_policy
+from polyc.threads import apply_wait_policy, gemm_on_team
+
+log = logging.getLogger(__name__)
 
 SUFFIX = ".so"
 _INSTALL_HINT = ("set CC or POLYC_CC (Config.cc) to a C compiler, "
@@ -350,8 +353,20 @@ def intrinsics_library(*, config: Config) -> Library:
     source = intrinsics.library_source()
     key = _key(source, compiler, flags)
     # the soname is the entry's file name, the same in any cache directory
-    return get_or_build(source, key, [*compiler, *flags, f"-Wl,-soname,{key}{SUFFIX}"],
-                        [], (), config)
+    lib = get_or_build(source, key, [*compiler, *flags, f"-Wl,-soname,{key}{SUFFIX}"],
+                       [], (), config)
+    if lib.key not in _TEAM_SET:
+        on = gemm_on_team(apply_wait_policy(config.wait_policy))
+        lib.function("polyc_gemm_set_team", [ctypes.c_int])(int(on))
+        _TEAM_SET.add(lib.key)
+        if on:
+            log.info("GEMM calls run on the OpenMP team: its idle threads spin long "
+                     "(libgomp loaded by another library first, or the environment)")
+    return lib
+
+
+#: intrinsics libraries whose thread placement is set (polyc.threads.gemm_on_team)
+_TEAM_SET: set[str] = set()
 
 
 def intrinsics_isa(library: Library) -> str | None:

@@ -45,6 +45,8 @@
  *     the last rows hold most of the work) the blocks of rows are taken from
  *     the last.
  *   const char *polyc_gemm_isa(void);   "avx512", "avx2" or "portable"
+ *   void polyc_gemm_set_team(int on);   multi-threaded calls on the OpenMP team
+ *                                       (1) or the GEMM's own pool (0, default)
  *
  * M, N or K may be 0 (K == 0: C = beta * C + epilogue, C not read if beta == 0).
  * nthreads <= 0 means omp_get_max_threads().  Everything is static (the entry
@@ -416,6 +418,22 @@ static POLYC_GEMM_UNUSED void polyc_gemm_take_part(polyc_gemm_job *j, uint64_t e
         j->work(j, j->ctx, tid, t, e);
 }
 
+/* polyc_gemm_set_team(1): multi-threaded calls run on the OpenMP team
+ * instead of the pool.  For a process whose OpenMP runtime keeps its idle
+ * threads spinning long (libgomp loaded first by another library, torch's
+ * among them, with its default 300,000 spins, or OMP_WAIT_POLICY=ACTIVE):
+ * there the team's threads, spinning after every OpenMP kernel, would hold
+ * the cores the pool's workers need (measured: a BERT layer of GEMM calls
+ * and OpenMP kernels 2x slower), and the team picks a call up at once.  The
+ * items and tickets are the pool's, so results are the same either way;
+ * only a late thread delays the end of the region (the implicit barrier). */
+static int polyc_gemm_team = 0;
+
+POLYC_GEMM_API void polyc_gemm_set_team(int on)
+{
+    __atomic_store_n(&polyc_gemm_team, on != 0, __ATOMIC_RELAXED);
+}
+
 #if POLYC_GEMM_THREADS
 static struct {
     pthread_mutex_t mu;
@@ -501,6 +519,18 @@ static POLYC_GEMM_UNUSED void polyc_gemm_run_job(int64_t total, int nt,
 #if POLYC_GEMM_THREADS
     if (nt > 1 && omp_in_parallel())
         nt = 1;
+    if (nt > 1 && __atomic_load_n(&polyc_gemm_team, __ATOMIC_RELAXED)) {
+        polyc_gemm_job tj;
+        tj.tick = (uint64_t)1 << POLYC_GEMM_EPOCH_SHIFT;
+        tj.done = 0;
+        tj.total = total;
+        tj.nthr = nt;
+        tj.work = work;
+        tj.ctx = ctx;
+        #pragma omp parallel num_threads(nt)
+        polyc_gemm_take_part(&tj, 1, omp_get_thread_num());
+        return;
+    }
     if (nt > 1)
         nt = polyc_gemm_pool_acquire(nt);
     if (nt > 1) {

@@ -55,5 +55,8 @@ POLYC_GEMM_DECLARE(double, f64)
 
 /* Which micro-kernel the build uses: "avx512", "avx2" or "portable". */
 POLYC_GEMM_API const char *polyc_gemm_isa(void);
+/* Where multi-threaded calls run: 0 the GEMM's own thread pool (default),
+ * 1 the OpenMP team (gemm.h, "the thread pool"). */
+POLYC_GEMM_API void polyc_gemm_set_team(int on);
 
 #endif /* POLYC_GEMM_API_H */
