@@ -9,7 +9,7 @@ longer than a vector, row maps, tables), 1 and 2 threads.
 
 A hook (``POLYC_GEMM_ON_SMALL``) counts the calls that take the path, so a
 path that is never taken fails here too; a build with the path switched
-off (``POLYC_GEMM_SMALL_KMAX=0``) gives bit-identical results, because both
+off (``POLYC_GEMM_SMALL_OFF=1``) gives bit-identical results, because both
 paths sum each C element over k in ascending order with one FMA chain."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ SHIM(double, f64)
 
 BUILDS = {
     **ISA_FLAGS,
-    "off": ["-DPOLYC_GEMM_SMALL_KMAX=0"],      # the packed path only
+    "off": ["-DPOLYC_GEMM_SMALL_OFF=1"],       # the packed path only
     # the few tile shapes of an AddressSanitizer build (mr <= 4)
     "few": ["-DPOLYC_GEMM_SK_FEW=1"],
 }
@@ -160,7 +160,8 @@ def test_transposed_and_threads(builds, build, dtype):
     """B given as N x K is packed once (a transpose); A column-major; two threads
     share the slivers (or the column tiles when the slivers are few: 8 x 4096;
     512 x 64 x 128 and 8 x 4096 x 128 are large enough for two threads).
-    K = 4096 is beyond the path (the packed one takes it)."""
+    K = 4096 with B transposed is beyond the path (the packed one takes it);
+    with B row-major, one sliver of 5 rows reads it in place."""
     if build == "avx2" and not _has_avx2():
         pytest.skip("no AVX2 on this CPU")
     so = builds[build]
@@ -171,6 +172,30 @@ def test_transposed_and_threads(builds, build, dtype):
         one = case(so, M, N, K, dtype, beta=1.0, nthreads=1, seed=5)
         two = case(so, M, N, K, dtype, beta=1.0, nthreads=2, seed=5)
         np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("build", ["native", "avx2"])
+def test_long_k_one_sliver_reads_b_in_place(builds, build, dtype):
+    """K beyond POLYC_GEMM_SMALL_KMAX takes the path when one sliver of A
+    covers M and B's rows are read in place (a token through a weight
+    matrix), with the epilogue and on two threads; a transposed B or more
+    slivers than one keep the packed path."""
+    if build == "avx2" and not _has_avx2():
+        pytest.skip("no AVX2 on this CPU")
+    so = builds[build]
+    if so.isa().decode() == "portable":
+        pytest.skip("no small path in the portable build")
+    for M, N, K in [(1, 768, 3072), (1, 33, 1025), (3, 100, 2049), (2, 17, 1500)]:
+        before = so.calls()
+        one = case(so, M, N, K, dtype, beta=1.0, bias=True, relu=True, seed=3)
+        two = case(so, M, N, K, dtype, beta=1.0, bias=True, relu=True, nthreads=2, seed=3)
+        assert so.calls() - before == 2, (M, N, K)
+        np.testing.assert_array_equal(one, two)
+        before = so.calls()
+        case(so, M, N, K, dtype, tb=True)
+        case(so, 64, N, K, dtype)
+        assert so.calls() == before, (M, N, K)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
