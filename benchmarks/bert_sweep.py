@@ -28,12 +28,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import math
-import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -43,7 +39,7 @@ import numpy as np
 from polyc import testing
 from polyc.config import Config
 
-from .examples import machine
+from .examples import fresh_cache, machine, report
 
 
 def _example():
@@ -183,19 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     seqs = args.seqs or default_seqs()
     if any(s < 1 for s in seqs):
         ap.error("sequence lengths must be positive")
-    cache_dir = tempfile.mkdtemp(prefix="polyc-bench-bert-sweep-")
-    os.environ["POLYC_CACHE_DIR"] = cache_dir
-    try:
+    with fresh_cache("polyc-bench-bert-sweep-"):
         result = run(seqs, args.small, args.repeat_time,
                      progress=sys.stderr.isatty() and not args.json)
         result["machine"] = machine(Config.from_env())
-        if args.json:
-            print(json.dumps(result, indent=2, default=str))
-        else:
-            print(f"machine: {result['machine']}\n")
-            print(_table(result))
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
+        report(result, args.json, f"machine: {result['machine']}\n\n{_table(result)}")
     return 0
 
 

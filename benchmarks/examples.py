@@ -18,6 +18,7 @@ command line.  See ``benchmarks/README.md`` for the protocol and the columns.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -199,6 +200,24 @@ def smallest_sizes(program, kernel, header: dict[str, int], seed: int):
             continue
         return cand, args
     return None
+
+
+@contextlib.contextmanager
+def fresh_cache(prefix: str):
+    """``POLYC_CACHE_DIR`` set to a new temporary directory while the block
+    runs (cold compiles measured as a new user meets them), removed after."""
+    directory = tempfile.mkdtemp(prefix=prefix)
+    os.environ["POLYC_CACHE_DIR"] = directory
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def report(info: dict, as_json: bool, text: str) -> None:
+    """Print a benchmark's result: ``info`` as JSON, or the header lines
+    ``text`` (its table)."""
+    print(json.dumps(info, indent=2, default=str) if as_json else text)
 
 
 def bench_example(path: Path, repeat_time: float, seed: int) -> Result:

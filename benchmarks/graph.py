@@ -28,12 +28,8 @@ measured STREAM triad), both from ``benchmarks.peak``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -43,7 +39,7 @@ import polyc
 from polyc import testing
 from polyc.config import Config
 
-from .examples import _wall, machine, measure
+from .examples import _wall, fresh_cache, machine, measure, report
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -317,9 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat-time", type=float, default=None)
     args = ap.parse_args(argv)
     repeat = args.repeat_time if args.repeat_time is not None else (0.02 if args.tiny else 0.5)
-    cache_dir = tempfile.mkdtemp(prefix="polyc-bench-graph-")
-    os.environ["POLYC_CACHE_DIR"] = cache_dir
-    try:
+    with fresh_cache("polyc-bench-graph-"):
         peak = None
         if not args.tiny:
             from .peak import measure as peak_measure
@@ -327,13 +321,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [run_workload(w, args.tiny, repeat, peak) for w in WORKLOADS
                 if not args.only or w.name in args.only]
         info = {"machine": machine(Config.from_env()), "peak": peak, "rows": rows}
-        if args.json:
-            print(json.dumps(info, indent=2, default=str))
-        else:
-            print(f"machine: {info['machine']}\npeak: {peak}\n")
-            print(_table(rows))
-    finally:
-        shutil.rmtree(cache_dir, ignore_errors=True)
+        report(info, args.json, f"machine: {info['machine']}\npeak: {peak}\n\n{_table(rows)}")
     return 0
 
 
