@@ -10,7 +10,10 @@ longer than a vector, row maps, tables), 1 and 2 threads.
 A hook (``POLYC_GEMM_ON_SMALL``) counts the calls that take the path, so a
 path that is never taken fails here too; a build with the path switched
 off (``POLYC_GEMM_SMALL_OFF=1``) gives bit-identical results, because both
-paths sum each C element over k in ascending order with one FMA chain."""
+paths sum each C element over k in ascending order with one FMA chain.
+The few-rows path (gemm_few.h), which gemm.h tries first, is switched off
+in these builds (``POLYC_GEMM_FEW_MAX=0``): tests/unit/test_gemm_few.py
+checks it."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import pytest
 from gemm_abi import ISA_FLAGS, build_shim, dims, offsets
 
 SHIM = r"""
+#define POLYC_GEMM_FEW_MAX 0 /* the few-rows path (tests/unit/test_gemm_few.py) off */
 static long small_calls;
 #define POLYC_GEMM_ON_SMALL(nv, mr) \
     ((void)(nv), (void)(mr), __atomic_add_fetch(&small_calls, 1, __ATOMIC_RELAXED))

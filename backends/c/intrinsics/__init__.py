@@ -49,7 +49,7 @@ def library_source() -> str:
     (sysfs, :func:`polyc.machine.cache_sizes`: the GEMM's MC and NC follow
     them), the interface with visible declarations, then ``gemm.h`` (which
     skips its own ``#include "gemm_api.h"`` because the interface came
-    first; ``gemm_small.h`` pasted where it includes it), so the compiler
+    first; ``gemm_small.h`` and ``gemm_few.h`` pasted where it includes them), so the compiler
     checks the prototypes kernels use against the definitions."""
     caches = machine.cache_sizes()
     return (f"/* polyc intrinsics library (backends/c/intrinsics) */\n{_EXPORT}\n"
@@ -58,12 +58,18 @@ def library_source() -> str:
             f"{_read('gemm_api.h')}\n{_gemm_h()}\n")
 
 
+#: The headers ``gemm.h`` includes from this directory (each exactly once).
+_PARTS = ("gemm_small.h", "gemm_few.h")
+
+
 def _gemm_h() -> str:
-    """``gemm.h`` with ``gemm_small.h`` pasted where it is included (the
+    """``gemm.h`` with :data:`_PARTS` pasted where they are included (the
     library is compiled from one text, without ``-I``)."""
     text = _read("gemm.h")
-    include = '#include "gemm_small.h"'
-    if text.count(include) != 1:
-        raise AssertionError("gemm.h must include gemm_small.h exactly once")
-    return text.replace(include, _read("gemm_small.h"))
+    for part in _PARTS:
+        include = f'#include "{part}"'
+        if text.count(include) != 1:
+            raise AssertionError(f"gemm.h must include {part} exactly once")
+        text = text.replace(include, _read(part))
+    return text
 

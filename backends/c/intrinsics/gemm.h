@@ -102,7 +102,12 @@
  * Small problems (gemm_small.h): a call whose B is reused by few slivers of A
  * (one sliver, or a B of at most 256 KiB), with K <= 1024, no band and unit
  * c_cs takes a path without B packing and with a register tile chosen per
- * call (polyc_gemm_small_<t>, tried first by polyc_gemm_run_<t>).
+ * call (polyc_gemm_small_<t>, tried by polyc_gemm_run_<t> before the packed path).
+ *
+ * Few rows (gemm_few.h): a matrix-vector-like product (M <= 2 with B
+ * row-major, M <= 8 with B column-major as in x @ W.T, B beyond 128 / 256
+ * KiB) streams B once, along its rows or as dot products of contiguous
+ * columns, with threads by B's bytes (polyc_gemm_few_<t>, tried first).
  *
  * Threads (OpenMP): one parallel region around the jc/pc loops; B is packed
  * cooperatively, then either each thread takes whole blocks of A with its own
@@ -652,6 +657,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
  * expanded in POLYC_GEMM_DEFINE_DRIVER. */
 #ifndef POLYC_GEMM_SMALL_H
 #include "gemm_small.h"
+#include "gemm_few.h"
 #endif
 
 /* ------------------------------------------------------------ micro-kernels
@@ -1224,6 +1230,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
     }                                                                                  \
                                                                                        \
     POLYC_GEMM_DEFINE_SMALL(SFX)                                                       \
+    POLYC_GEMM_DEFINE_FEW(SFX)                                                         \
                                                                                        \
     /* Blocking, buffers (and the offset tables of the maps that are not a        \
      * stride), threads; g holds the operands. */                                 \
@@ -1238,6 +1245,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             return;                                                                    \
         }                                                                              \
         POLYC_GEMM_NUM_THREADS(nt);                                                    \
+        if (polyc_gemm_few_##SFX(g, nt))  /* its threads follow B's bytes */          \
+            return;                                                                    \
         {   /* at least 2^21 multiply-adds (128^3) per thread */                      \
             const double per = (double)M * (double)N * (double)K / (double)(1 << 21);  \
             if (per < (double)nt)                                                      \
