@@ -30,11 +30,13 @@
  * no band, unit c_cs, and either at most POLYC_GEMM_SMALL_INPLACE slivers of
  * A that read B in place (B is then read a few times, never copied) or a B
  * of at most POLYC_GEMM_SMALL_BBYTES (it stays in L2 while every sliver of A
- * passes over it), with K <= POLYC_GEMM_SMALL_KMAX unless one sliver
- * reads B in place: a token's projection through a weight matrix (M = 1,
- * K = 3072, N = 768 in a BERT layer's FFN) then reads B once, where the
- * packed path copies all of it first (measured, 2 threads, AMD EPYC:
- * 1 x 3072 x 768 f32 0.93 -> 0.19 ms, 8 rows 0.89 -> 0.36 ms).  Each C element is summed
+ * passes over it), with K <= POLYC_GEMM_SMALL_KMAX unless B is read in
+ * place by at most POLYC_GEMM_SMALL_INPLACE slivers: a few tokens' projection
+ * through a weight matrix (K = 3072, N = 768 in a BERT layer's FFN) then
+ * reads B a few times, where the packed path copies all of it first
+ * (measured, 2 threads, AMD EPYC: 8 x 3072 x 768 f32 0.89 -> 0.36 ms, 16 rows
+ * 0.81 -> 0.36 ms).  (One or two rows stream B along its rows instead:
+ * gemm_few.h, tried first.)  Each C element is summed
  * over k in ascending order, like the packed path's single k block.  B is
  * read while C is written, so C must not overlap B: in-place calls (C also
  * the B operand, PolyBench's trmm) are polyc_gemmt's over a band, which
@@ -55,12 +57,16 @@
 #endif
 /* Slivers of A (at most) that read a B larger than POLYC_GEMM_SMALL_BBYTES
  * where it lies, each once, instead of the packed path's copy of B (read,
- * written, read again by every block of A): measured, 2 threads, AMD EPYC,
- * f32: 16 x 768 x 768 0.19 -> 0.09 ms, 24 x 768 x 768 0.20 -> 0.13 ms,
- * 24 x 768 x 3072 0.76 -> 0.56 ms, 56 x 768 x 768 (4 slivers) 0.34 -> 0.30 ms:
- * a BERT layer's projections at 16 to 56 tokens. */
+ * written, read again by every block of A) and its fixed 14-row tiles (128
+ * rows are 10 slivers of 12 or 13 rows here, 10 tiles of 14 there):
+ * measured, 2 threads, AMD EPYC, f32, B 16 bytes off a cache line as numpy
+ * allocates it: 16 x 768 x 768 0.19 -> 0.09 ms, 24 x 768 x 768 0.20 -> 0.13
+ * ms (4 slivers at most); then 16 instead of 4: 64 x 768 x 768 0.43 -> 0.35
+ * ms, 128 x 768 x 768 0.83 -> 0.68 ms, 196 x 768 x 3072 5.1 -> 4.3 ms, 256
+ * rows (19 slivers, packed) unchanged; 32 was no better than 16 and worse
+ * at 128 x 3072 x 768.  A BERT layer's projections at 16 to 224 tokens. */
 #ifndef POLYC_GEMM_SMALL_INPLACE
-#define POLYC_GEMM_SMALL_INPLACE 4
+#define POLYC_GEMM_SMALL_INPLACE 16
 #endif
 /* 1: the path is never taken (the packed path does everything; tests) */
 #ifndef POLYC_GEMM_SMALL_OFF
@@ -470,9 +476,10 @@ typedef struct {
         if (s.plan.slivers > 1 && pack_b &&                                            \
             K * N * (int64_t)sizeof(POLYC_GEMM_T) > POLYC_GEMM_SMALL_BBYTES)           \
             return 0;                                                                  \
-        /* a longer K only with one sliver of A read in place of B: B is then read  \
-         * once, where the packed path would copy all of it first */                \
-        if (K > POLYC_GEMM_SMALL_KMAX && (s.plan.slivers > 1 || pack_b))               \
+        /* a longer K only with B read in place by at most                          \
+         * POLYC_GEMM_SMALL_INPLACE slivers (the packed path would copy B first) */  \
+        if (K > POLYC_GEMM_SMALL_KMAX &&                                               \
+            (s.plan.slivers > POLYC_GEMM_SMALL_INPLACE || pack_b))                     \
             return 0;                                                                  \
         if (pack_b && K * N * (int64_t)sizeof(POLYC_GEMM_T) > 4 * POLYC_GEMM_SMALL_BBYTES) \
             return 0;                                                                  \
