@@ -3,7 +3,7 @@
 The row stream (at most POLYC_GEMM_FEW_ROWS = 2 rows of A, B row-major) at
 the edges of its chunks and vectors (N around 16, 512 and the split between
 threads; K around its step of 4), and the dot kernel (up to
-POLYC_GEMM_FEW_MAX = 8 rows, B column-major: x @ W.T) at the edges of its
+POLYC_GEMM_FEW_MAX = 16 rows, B column-major: x @ W.T) at the edges of its
 groups of 4 rows, its tiles of nb columns and its masked last vector of k;
 float32 and float64, on the AVX-512 (where the CPU has it), AVX2 and
 portable builds; alpha, beta, bias (strided for the dot kernel), ReLU,
@@ -166,7 +166,7 @@ def test_row_stream_epilogue_threads_and_bits(builds, build, dtype):
 
 # rows around the groups of 4, columns around the tiles of nb (4 AVX-512, 2
 # AVX2) columns, k around the vector lengths
-DOT_ROWS = [1, 2, 3, 4, 5, 7, 8]
+DOT_ROWS = [1, 2, 3, 4, 5, 7, 8, 9, 13, 16]
 DOT_COLS = [1, 2, 3, 4, 5, 9, 33]
 DOT_KS = [1, 3, 4, 7, 8, 9, 15, 16, 17, 100]
 
@@ -192,7 +192,7 @@ def test_dot_epilogue_strides_and_threads(builds, build, dtype):
     """alpha (A packed times alpha), column-major A and C, a strided bias,
     beta, ReLU; two threads share the column tiles with the same bits."""
     so = _build(builds, build)
-    for M, N, K in [(1, 768, 3072), (4, 3072, 768), (7, 333, 129), (8, 100, 768),
+    for M, N, K in [(1, 768, 3072), (4, 3072, 768), (7, 333, 129), (16, 100, 768), (9, 50, 300),
                     (3, 5, 1)]:
         for kw in ({"alpha": 0.5, "beta": 1.0}, {"ta": True, "tc": True, "beta": 2.5},
                    {"beta": 1.0, "bias": True, "relu": True}, {"tc": True, "alpha": -3.0}):
@@ -203,7 +203,7 @@ def test_dot_epilogue_strides_and_threads(builds, build, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_where_the_path_is_not_taken(builds, dtype):
-    """More rows than the dot kernel's 8 with B column-major, 3 rows and more
+    """More rows than the dot kernel's 16 with B column-major, 3 rows and more
     with B row-major (the small path's tiles do better), a B with neither
     unit stride, a B below the thresholds of bytes (it stays in L2), and the
     build without the path: the other paths run and agree with numpy."""
@@ -212,7 +212,7 @@ def test_where_the_path_is_not_taken(builds, dtype):
         pytest.skip("no few-rows path in the portable build")
     both = lambda b: b.calls(ROW) + b.calls(DOT)  # noqa: E731
     before = both(so)
-    case(so, 9, 400, 333, dtype, tb=True)
+    case(so, 17, 400, 333, dtype, tb=True)
     case(so, 3, 40, 33, dtype)
     case(so, 14, 768, 300, dtype)
     assert both(so) == before

@@ -105,7 +105,7 @@
  * call (polyc_gemm_small_<t>, tried by polyc_gemm_run_<t> before the packed path).
  *
  * Few rows (gemm_few.h): a matrix-vector-like product (M <= 2 with B
- * row-major, M <= 8 with B column-major as in x @ W.T, B beyond 128 / 256
+ * row-major, M <= 16 with B column-major as in x @ W.T, B beyond 128 / 256
  * KiB) streams B once, along its rows or as dot products of contiguous
  * columns, with threads by B's bytes (polyc_gemm_few_<t>, tried first).
  *

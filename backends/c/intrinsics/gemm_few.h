@@ -1,5 +1,5 @@
 /* polyc GEMM, the few-rows path: a product with at most POLYC_GEMM_FEW_MAX
- * rows of A (a token's projection through a weight matrix: M = 1 .. 4,
+ * rows of A (a token's projection through a weight matrix: M = 1 .. 16,
  * K and N in the hundreds or thousands) is a matrix-vector product.  It
  * reads all of B once for very few multiply-adds per element, so its speed
  * is how fast B streams from memory.  Two ways to stream it, by B's layout:
@@ -44,14 +44,15 @@
 #endif
 /* Rows of A (at most) that take this path: the row stream, the dot kernel
  * (in groups of 4 rows, each tile of B read from memory once for all of
- * them; beyond 8 rows A no longer stays in L1 while the tiles of B pass,
- * and the packed path does as well: 14 x 768 x 768 f32 0.157 ms dot, 0.139
- * packed); 0: never taken (tests). */
+ * them).  Measured, 2 threads, f32, x @ W.T: at 9 to 16 rows the dot kernel
+ * runs at about 135 GFLOP/s against 40 to 95 for the packed path, whose
+ * packing transposes all of B (16 x 768 x 768 0.22-0.45 -> 0.13-0.18 ms,
+ * 16 x 3072 x 768 0.86-1.9 -> 0.69-0.73 ms); 0: never taken (tests). */
 #ifndef POLYC_GEMM_FEW_ROWS
 #define POLYC_GEMM_FEW_ROWS 2
 #endif
 #ifndef POLYC_GEMM_FEW_MAX
-#define POLYC_GEMM_FEW_MAX 8
+#define POLYC_GEMM_FEW_MAX 16
 #endif
 /* The least bytes of B that take the row stream, the dot kernel (tests: 0).
  * Below them B stays in L2 and the small path's tiles do as well or better
