@@ -182,7 +182,7 @@ def test_transposed_and_threads(builds, build, dtype):
 @pytest.mark.parametrize("build", ["native", "avx2"])
 def test_long_k_reads_b_in_place(builds, build, dtype):
     """K beyond POLYC_GEMM_SMALL_KMAX takes the path when at most
-    POLYC_GEMM_SMALL_INPLACE (16) slivers of A read B's rows in place (a few
+    POLYC_GEMM_SMALL_INPLACE (4) slivers of A read B's rows in place (a few
     tokens through a weight matrix), with the epilogue and on two threads; a
     transposed B or more slivers than that keep the packed path."""
     if build == "avx2" and not _has_avx2():
@@ -191,7 +191,7 @@ def test_long_k_reads_b_in_place(builds, build, dtype):
     if so.isa().decode() == "portable":
         pytest.skip("no small path in the portable build")
     for M, N, K in [(1, 768, 3072), (1, 33, 1025), (3, 100, 2049), (2, 17, 1500),
-                    (64, 40, 1100), (29, 70, 3000)]:
+                    (24, 64, 1100), (12, 70, 3000)]:
         before = so.calls()
         one = case(so, M, N, K, dtype, beta=1.0, bias=True, relu=True, seed=3)
         two = case(so, M, N, K, dtype, beta=1.0, bias=True, relu=True, nthreads=2, seed=3)
@@ -199,7 +199,7 @@ def test_long_k_reads_b_in_place(builds, build, dtype):
         np.testing.assert_array_equal(one, two)
         before = so.calls()
         case(so, M, N, K, dtype, tb=True)
-        case(so, 300, N, K, dtype)
+        case(so, 100, N, K, dtype)
         assert so.calls() == before, (M, N, K)
 
 

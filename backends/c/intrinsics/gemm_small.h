@@ -35,7 +35,7 @@
  * through a weight matrix (K = 3072, N = 768 in a BERT layer's FFN) then
  * reads B a few times, where the packed path copies all of it first
  * (measured, 2 threads, AMD EPYC: 8 x 3072 x 768 f32 0.89 -> 0.36 ms, 16 rows
- * 0.81 -> 0.36 ms).  (One or two rows stream B along its rows instead:
+ * 0.81 -> 0.36 ms; the BERT layer at 16 tokens 2.9-3.5 -> 2.2-2.7 ms).  (One or two rows stream B along its rows instead:
  * gemm_few.h, tried first.)  Each C element is summed
  * over k in ascending order, like the packed path's single k block.  B is
  * read while C is written, so C must not overlap B: in-place calls (C also
@@ -57,16 +57,17 @@
 #endif
 /* Slivers of A (at most) that read a B larger than POLYC_GEMM_SMALL_BBYTES
  * where it lies, each once, instead of the packed path's copy of B (read,
- * written, read again by every block of A) and its fixed 14-row tiles (128
- * rows are 10 slivers of 12 or 13 rows here, 10 tiles of 14 there):
- * measured, 2 threads, AMD EPYC, f32, B 16 bytes off a cache line as numpy
- * allocates it: 16 x 768 x 768 0.19 -> 0.09 ms, 24 x 768 x 768 0.20 -> 0.13
- * ms (4 slivers at most); then 16 instead of 4: 64 x 768 x 768 0.43 -> 0.35
- * ms, 128 x 768 x 768 0.83 -> 0.68 ms, 196 x 768 x 3072 5.1 -> 4.3 ms, 256
- * rows (19 slivers, packed) unchanged; 32 was no better than 16 and worse
- * at 128 x 3072 x 768.  A BERT layer's projections at 16 to 224 tokens. */
+ * written, read again by every block of A): measured, 2 threads, AMD EPYC,
+ * f32: 16 x 768 x 768 0.19 -> 0.09 ms, 24 x 768 x 768 0.20 -> 0.13 ms,
+ * 24 x 768 x 3072 0.76 -> 0.56 ms, 56 x 768 x 768 (4 slivers) 0.34 -> 0.30 ms:
+ * a BERT layer's projections at 16 to 56 tokens.  More slivers looked
+ * better on a GEMM timed alone (16: 128 x 768 x 768 0.83 -> 0.68 ms, B
+ * staying in L3 between calls) and were worse inside the BERT layer, where
+ * the other kernels evict B and each sliver reads it from memory again
+ * (8 slivers: seq 64 6.4 -> 9.7 ms, seq 100 9.4 -> 13 ms; 16: seq 128 11.2
+ * -> 16.4 ms). */
 #ifndef POLYC_GEMM_SMALL_INPLACE
-#define POLYC_GEMM_SMALL_INPLACE 16
+#define POLYC_GEMM_SMALL_INPLACE 4
 #endif
 /* 1: the path is never taken (the packed path does everything; tests) */
 #ifndef POLYC_GEMM_SMALL_OFF
