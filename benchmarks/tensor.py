@@ -219,6 +219,14 @@ def workloads() -> list[Workload]:
                  lambda s: [(s["M"], s["K"]), (s["N"], s["K"])], mm,
                  flops=lambda s: 2.0 * s["M"] * s["N"] * s["K"], tiny=dict(M=2, N=3, K=5),
                  torch=lambda t, A, B: A @ B.T),
+        # a token through a weight matrix: a matrix-vector product, memory-bound
+        # (x @ W with W stored K x N; x @ W.T, torch.nn.Linear's layout, 4 tokens)
+        Workload("gemv_1x768x3072", GEMM, dict(M=1, N=3072, K=768),
+                 lambda s: [(s["M"], s["K"]), (s["K"], s["N"])], {"A @ B": lambda A, B: A @ B},
+                 tiny=dict(M=1, N=17, K=5), torch=lambda t, A, B: A @ B),
+        Workload("tmm_4x768x3072", TMM, dict(M=4, N=768, K=3072),
+                 lambda s: [(s["M"], s["K"]), (s["N"], s["K"])], mm,
+                 tiny=dict(M=2, N=3, K=5), torch=lambda t, A, B: A @ B.T),
         Workload("tbmm_500x26x72x26", TBMM, dict(B=500, N=26, M=72, K=26),
                  lambda s: [(s["B"], s["N"], s["K"]), (s["B"], s["M"], s["K"])],
                  {"matmul": lambda X, Y: np.matmul(X, Y.transpose(0, 2, 1)),

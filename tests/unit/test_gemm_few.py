@@ -127,9 +127,10 @@ def counted(so, kind, fn):
     return so.calls(kind) - before
 
 
-# columns: around the vector lengths (16 / 8 / 4 lanes), a chunk (512 f32,
-# 256 f64 columns: 2 KiB a row) and its split between two threads
-ROW_COLS = [1, 3, 4, 7, 8, 9, 15, 16, 17, 33, 255, 256, 257, 511, 512, 513, 767, 768, 1025]
+# columns: around the vector lengths (16 / 8 / 4 lanes), a chunk (2048 f32,
+# 1024 f64 columns: 8 KiB a row) and its split between two threads
+ROW_COLS = [1, 3, 4, 7, 8, 9, 15, 16, 17, 33, 255, 257, 767, 768, 1023, 1024, 1025, 2047,
+            2048, 2049, 4097]
 ROW_KS = [1, 2, 3, 4, 5, 8, 9, 67]
 
 
@@ -152,7 +153,7 @@ def test_row_stream_epilogue_threads_and_bits(builds, build, dtype):
     """alpha, beta, bias and ReLU in the store; two threads and a build
     without the path (the small path's register tiles) give the same bits."""
     so = _build(builds, build)
-    for M, N, K in [(1, 768, 3072), (2, 1000, 67), (1, 3072, 768), (2, 17, 5), (1, 513, 9)]:
+    for M, N, K in [(1, 768, 3072), (2, 1000, 67), (1, 3072, 768), (2, 17, 5), (1, 513, 9), (2, 4100, 7)]:
         for kw in ({"alpha": 0.5, "beta": 1.0}, {"alpha": -2.0, "beta": 2.5},
                    {"beta": 1.0, "bias": True, "relu": True}, {"ta": True, "beta": -1.0}):
             one = case(so, M, N, K, dtype, seed=3, **kw)
