@@ -153,7 +153,8 @@ def test_row_stream_epilogue_threads_and_bits(builds, build, dtype):
     """alpha, beta, bias and ReLU in the store; two threads and a build
     without the path (the small path's register tiles) give the same bits."""
     so = _build(builds, build)
-    for M, N, K in [(1, 768, 3072), (2, 1000, 67), (1, 3072, 768), (2, 17, 5), (1, 513, 9), (2, 4100, 7)]:
+    for M, N, K in [(1, 768, 3072), (2, 1000, 67), (1, 3072, 768), (2, 17, 5), (1, 513, 9),
+                    (2, 4100, 7)]:
         for kw in ({"alpha": 0.5, "beta": 1.0}, {"alpha": -2.0, "beta": 2.5},
                    {"beta": 1.0, "bias": True, "relu": True}, {"ta": True, "beta": -1.0}):
             one = case(so, M, N, K, dtype, seed=3, **kw)
