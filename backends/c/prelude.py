@@ -41,6 +41,10 @@ double pow(double, double);
 float tanhf(float);
 #pragma omp declare simd notinbranch
 double tanh(double);
+#pragma omp declare simd notinbranch
+float erff(float);
+#pragma omp declare simd notinbranch
+double erf(double);
 #endif
 #endif
 
