@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import math
 import sys
 import time
 from pathlib import Path
@@ -39,7 +38,7 @@ import numpy as np
 from polyc import testing
 from polyc.config import Config
 
-from .examples import fresh_cache, machine, report
+from .examples import fresh_cache, machine, ratio_lines, ratio_summary, report
 
 
 def _example():
@@ -130,14 +129,7 @@ def run(seqs: list[int], small: bool, repeat_time: float, progress: bool) -> dic
         "polyc_traces": sum(len(v) for v in mod.bert_layer._plans.values()),
         "torch_compile_graphs": _torch_graphs(),
         "first_call_s": {k: round(v, 3) for k, v in first_s.items()}}
-    for peer in ("torch eager", "torch.compile"):
-        ratios = [r[f"ratio_{peer}"] for r in rows if f"ratio_{peer}" in r]
-        if ratios:
-            summary[f"x {peer}"] = {
-                "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)),
-                "worst": min(ratios),
-                "worst_seq": rows[[r.get(f"ratio_{peer}") for r in rows].index(min(ratios))]
-                ["seq"]}
+    summary.update(ratio_summary(rows, "seq"))
     return {"rows": rows, "summary": summary, "d": d, "ff": ff}
 
 
@@ -159,11 +151,7 @@ def _table(result: dict) -> str:
     lines.append(f"lengths {s['lengths']}; polyc traces {s['polyc_traces']}; "
                  f"torch.compile graphs {s['torch_compile_graphs']}; "
                  f"seconds in first calls {s['first_call_s']}")
-    for p in peers:
-        x = s.get(f"x {p}")
-        if x:
-            lines.append(f"polyc x {p}: geomean {x['geomean']:.2f}, worst {x['worst']:.2f} "
-                         f"(seq {x['worst_seq']})")
+    lines += ratio_lines(s, "seq")
     return "\n".join(lines)
 
 

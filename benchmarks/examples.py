@@ -214,6 +214,30 @@ def fresh_cache(prefix: str):
         shutil.rmtree(directory, ignore_errors=True)
 
 
+PEERS = ("torch eager", "torch.compile")
+
+
+def ratio_summary(rows: list[dict], key: str) -> dict:
+    """For each peer with a ``ratio_<peer>`` in the rows (peer time over
+    polyc's): ``{"x <peer>": {"geomean", "worst", "worst_<key>"}}``, the
+    worst row named by its ``key`` (``seq``, ``batch``)."""
+    out = {}
+    for peer in PEERS:
+        pairs = [(r[f"ratio_{peer}"], r[key]) for r in rows if f"ratio_{peer}" in r]
+        if pairs:
+            worst = min(pairs)
+            out[f"x {peer}"] = {
+                "geomean": math.exp(sum(math.log(x) for x, _ in pairs) / len(pairs)),
+                "worst": worst[0], f"worst_{key}": worst[1]}
+    return out
+
+
+def ratio_lines(summary: dict, key: str) -> list[str]:
+    """The lines ``polyc x <peer>: geomean G, worst W (<key> K)``."""
+    return [f"polyc x {p}: geomean {x['geomean']:.2f}, worst {x['worst']:.2f} "
+            f"({key} {x[f'worst_{key}']})" for p in PEERS if (x := summary.get(f"x {p}"))]
+
+
 def report(info: dict, as_json: bool, text: str) -> None:
     """Print a benchmark's result: ``info`` as JSON, or the header lines
     ``text`` (its table)."""

@@ -25,14 +25,13 @@ geometric mean and the worst of polyc's ratio to each peer.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from typing import Any, Callable
 
 from polyc import testing
 from polyc.config import Config
 
-from .examples import machine, report
+from .examples import machine, ratio_lines, ratio_summary, report
 
 
 def _block(torch, d: int, ff: int):
@@ -86,15 +85,7 @@ def run(batches: list[int], small: bool, repeat_time: float, inductor: bool = Tr
                     row[f"ratio_{name}"] = row[f"{name}_ms"] / row["polyc_ms"]
             row["gflops"] = flops(batch, d, ff) / (row["polyc_ms"] / 1e3) / 1e9
             rows.append(row)
-    summary: dict[str, Any] = {"batches": len(rows)}
-    for peer in ("torch eager", "torch.compile"):
-        ratios = [r[f"ratio_{peer}"] for r in rows if f"ratio_{peer}" in r]
-        if ratios:
-            worst = min(ratios)
-            summary[f"x {peer}"] = {
-                "geomean": math.exp(sum(map(math.log, ratios)) / len(ratios)),
-                "worst": worst, "worst_batch": rows[[r.get(f"ratio_{peer}") for r in rows]
-                                                    .index(worst)]["batch"]}
+    summary = {"batches": len(rows), **ratio_summary(rows, "batch")}
     return {"rows": rows, "summary": summary, "d": d, "ff": ff}
 
 
@@ -112,13 +103,7 @@ def table(result: dict) -> str:
                  f"{r['gflops']:.1f}", f"{r['polyc_first_ms']:.1f}",
                  *(f"{r[f'{p}_first_ms']:.1f}" for p in peers)]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    for p in peers:
-        x = result["summary"].get(f"x {p}")
-        if x:
-            lines.append(f"polyc x {p}: geomean {x['geomean']:.2f}, worst {x['worst']:.2f} "
-                         f"(batch {x['worst_batch']})")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *ratio_lines(result["summary"], "batch")])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,6 +44,28 @@ def build_shim(tmp_path_factory, name: str, source: str, flags: list[str]) -> ct
     return ctypes.CDLL(str(so_path))
 
 
+def bind_gemm(so: ctypes.CDLL) -> None:
+    """Declare the shim functions ``gemm_f32``/``gemm_f64`` of the tests that
+    call ``polyc_gemm_<t>`` with the whole epilogue (tests/unit/
+    test_gemm_small.py, test_gemm_few.py): ``(M, N, K, A, a_rs, a_cs, B, b_rs,
+    b_cs, C, c_rs, c_cs, double alpha, double beta, bias, bias_cs, int relu,
+    int nthreads)``, strides in elements."""
+    i64, vp, ci, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
+    for f in (so.gemm_f32, so.gemm_f64):
+        f.restype = None
+        f.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64, i64, dbl, dbl,
+                      vp, i64, ci, ci]
+
+
+def cpu_has(*flags: str) -> bool:
+    """Whether /proc/cpuinfo lists every flag (``"avx2"``, ``"fma"``)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return all(f" {flag}" in text for flag in flags)
+
+
 class Dims(ctypes.Structure):
     """``polyc_gemm_dims``: the digits of a row or column index and their strides."""
     _fields_ = [("n", ctypes.c_int), ("ext", ctypes.c_int64 * 8),

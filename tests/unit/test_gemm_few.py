@@ -22,7 +22,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import ISA_FLAGS, build_shim
+from gemm_abi import ISA_FLAGS, bind_gemm, build_shim, cpu_has
 
 SHIM = r"""
 static long few_calls[3];
@@ -51,33 +51,22 @@ BUILDS = {**{k: [*v, *_ANY] for k, v in ISA_FLAGS.items()},
 ROW, DOT = 1, 2
 
 
-def _has(flag: str) -> bool:
-    try:
-        return f" {flag}" in open("/proc/cpuinfo").read()
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
     out = {}
-    i64, vp, ci, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
     for name, extra in BUILDS.items():
         so = build_shim(tmp_path_factory, f"gemm_few_{name}", SHIM,
                         ["-O2", "-march=native", "-fopenmp", *extra])
         so.isa.restype = ctypes.c_char_p
         so.calls.restype = ctypes.c_long
-        so.calls.argtypes = [ci]
-        for f in (so.gemm_f32, so.gemm_f64):
-            f.restype = None
-            f.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64, i64, dbl, dbl,
-                          vp, i64, ci, ci]
+        so.calls.argtypes = [ctypes.c_int]
+        bind_gemm(so)
         out[name] = so
     return out
 
 
 def _build(builds, name):
-    if name == "avx2" and not (_has("avx2") and _has("fma")):
+    if name == "avx2" and not cpu_has("avx2", "fma"):
         pytest.skip("no AVX2 on this CPU")
     return builds[name]
 

@@ -18,11 +18,10 @@ checks it."""
 from __future__ import annotations
 
 import ctypes
-from pathlib import Path
 
 import numpy as np
 import pytest
-from gemm_abi import ISA_FLAGS, build_shim, dims, offsets
+from gemm_abi import ISA_FLAGS, bind_gemm, build_shim, cpu_has, dims, offsets
 
 SHIM = r"""
 #define POLYC_GEMM_FEW_MAX 0 /* the few-rows path (tests/unit/test_gemm_few.py) off */
@@ -63,8 +62,7 @@ BUILDS = {
 
 
 def _has_avx2() -> bool:
-    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    return " avx2" in flags and " fma" in flags
+    return cpu_has("avx2", "fma")
 
 
 @pytest.fixture(scope="module")
@@ -76,10 +74,7 @@ def builds(tmp_path_factory):
                         ["-O2", "-march=native", "-fopenmp", *extra])
         so.isa.restype = ctypes.c_char_p
         so.calls.restype = ctypes.c_long
-        for f in (so.gemm_f32, so.gemm_f64):
-            f.restype = None
-            f.argtypes = [i64, i64, i64, vp, i64, i64, vp, i64, i64, vp, i64, i64, dbl, dbl,
-                          vp, i64, ci, ci]
+        bind_gemm(so)
         for f in (so.gemmx_f32, so.gemmx_f64):
             f.restype = None
             f.argtypes = [i64, i64, i64, vp, vp, vp, vp, vp, vp, vp, i64, i64, dbl, ci]

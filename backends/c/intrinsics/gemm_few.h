@@ -157,6 +157,25 @@ typedef struct {
             }                                                                          \
     }
 
+/* Row stream, one vector of columns j: the MR rows of acc (W apart) += the
+ * broadcasts a0..a3 (4 values of k per row) times B's rows b0 .. b0 + 3 rs,
+ * loaded with LD (whole, or masked to mk). */
+#define POLYC_GEMM_FEW_LDU(p) POLYC_GEMM_LOADU(p)
+#define POLYC_GEMM_FEW_LDM(p) POLYC_GEMM_MLOAD(mk, (p))
+#define POLYC_GEMM_FEW_ROW_STEP(LD, MR)                                               \
+    {                                                                                  \
+        const POLYC_GEMM_VT x0 = LD(b0 + j), x1 = LD(b0 + rs + j);                     \
+        const POLYC_GEMM_VT x2 = LD(b0 + 2 * rs + j), x3 = LD(b0 + 3 * rs + j);        \
+        POLYC_GEMM_UNROLL for (i = 0; i < MR; i++) {                                   \
+            POLYC_GEMM_VT y = POLYC_GEMM_LOAD(acc + i * W + j);                        \
+            y = POLYC_GEMM_FMA(a0[i], x0, y);                                          \
+            y = POLYC_GEMM_FMA(a1[i], x1, y);                                          \
+            y = POLYC_GEMM_FMA(a2[i], x2, y);                                          \
+            y = POLYC_GEMM_FMA(a3[i], x3, y);                                          \
+            POLYC_GEMM_V(store)(acc + i * W + j, y);                                   \
+        }                                                                              \
+    }
+
 /* Row stream: acc (MR rows of W) += A(0..MR, k..k+4) B(k..k+4, 0..wn) for
  * every k step of 4 in ascending order; returns the k the remainder starts
  * at.  B points at the chunk's first column. */
@@ -182,34 +201,10 @@ typedef struct {
                 a2[i] = POLYC_GEMM_SET1(g->alpha * ai[2 * g->a_cs]);                   \
                 a3[i] = POLYC_GEMM_SET1(g->alpha * ai[3 * g->a_cs]);                   \
             }                                                                          \
-            for (j = 0; j < nfull; j += POLYC_GEMM_VL) {                               \
-                const POLYC_GEMM_VT x0 = POLYC_GEMM_LOADU(b0 + j);                     \
-                const POLYC_GEMM_VT x1 = POLYC_GEMM_LOADU(b0 + rs + j);                \
-                const POLYC_GEMM_VT x2 = POLYC_GEMM_LOADU(b0 + 2 * rs + j);            \
-                const POLYC_GEMM_VT x3 = POLYC_GEMM_LOADU(b0 + 3 * rs + j);            \
-                POLYC_GEMM_UNROLL for (i = 0; i < MR; i++) {                           \
-                    POLYC_GEMM_VT y = POLYC_GEMM_LOAD(acc + i * W + j);                \
-                    y = POLYC_GEMM_FMA(a0[i], x0, y);                                  \
-                    y = POLYC_GEMM_FMA(a1[i], x1, y);                                  \
-                    y = POLYC_GEMM_FMA(a2[i], x2, y);                                  \
-                    y = POLYC_GEMM_FMA(a3[i], x3, y);                                  \
-                    POLYC_GEMM_V(store)(acc + i * W + j, y);                           \
-                }                                                                      \
-            }                                                                          \
-            if (nfull < wn) {                                                          \
-                const POLYC_GEMM_VT x0 = POLYC_GEMM_MLOAD(mk, b0 + j);                 \
-                const POLYC_GEMM_VT x1 = POLYC_GEMM_MLOAD(mk, b0 + rs + j);            \
-                const POLYC_GEMM_VT x2 = POLYC_GEMM_MLOAD(mk, b0 + 2 * rs + j);        \
-                const POLYC_GEMM_VT x3 = POLYC_GEMM_MLOAD(mk, b0 + 3 * rs + j);        \
-                POLYC_GEMM_UNROLL for (i = 0; i < MR; i++) {                           \
-                    POLYC_GEMM_VT y = POLYC_GEMM_LOAD(acc + i * W + j);                \
-                    y = POLYC_GEMM_FMA(a0[i], x0, y);                                  \
-                    y = POLYC_GEMM_FMA(a1[i], x1, y);                                  \
-                    y = POLYC_GEMM_FMA(a2[i], x2, y);                                  \
-                    y = POLYC_GEMM_FMA(a3[i], x3, y);                                  \
-                    POLYC_GEMM_V(store)(acc + i * W + j, y);                           \
-                }                                                                      \
-            }                                                                          \
+            for (j = 0; j < nfull; j += POLYC_GEMM_VL)                                 \
+                POLYC_GEMM_FEW_ROW_STEP(POLYC_GEMM_FEW_LDU, MR)                        \
+            if (nfull < wn)                                                            \
+                POLYC_GEMM_FEW_ROW_STEP(POLYC_GEMM_FEW_LDM, MR)                        \
         }                                                                              \
         return k;                                                                      \
     }
