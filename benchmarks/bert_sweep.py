@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,7 +37,7 @@ import numpy as np
 from polyc import testing
 from polyc.config import Config
 
-from .examples import fresh_cache, machine, ratio_lines, ratio_summary, report
+from .examples import fresh_cache, machine, ratio_lines, ratio_summary, report, time_calls
 
 
 def _example():
@@ -58,12 +57,6 @@ def flops(seq: int, d: int, ff: int) -> float:
     """The layer's multiply-adds times 2: Q/K/V and output projections,
     scores and context, the two FFN products."""
     return 2.0 * seq * d * d * 4 + 4.0 * seq * seq * d + 4.0 * seq * d * ff
-
-
-def _timed_first(call: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.perf_counter()
-    out = call()
-    return out, time.perf_counter() - t0
 
 
 def _torch_peers(mod, args: list[np.ndarray], state: dict) -> dict[str, Callable[[], Any]]:
@@ -113,15 +106,10 @@ def run(seqs: list[int], small: bool, repeat_time: float, progress: bool) -> dic
         row: dict[str, Any] = {"seq": seq}
         calls: dict[str, Callable[[], Any]] = {"polyc": lambda: mod.bert_layer(*args)}
         calls.update(_torch_peers(mod, args, state))
-        for name, call in calls.items():
-            out, first = _timed_first(call)
-            testing.assert_close(np.asarray(out), ref, reduction_length=ff, name=name)
+        firsts = time_calls(calls, lambda name, out: testing.assert_close(
+            np.asarray(out), ref, reduction_length=ff, name=name), repeat_time, row)
+        for name, first in firsts.items():
             first_s[name] = first_s.get(name, 0.0) + first
-            row[f"{name}_first_ms"] = first * 1e3
-            row[f"{name}_ms"] = testing.median_time(call, min_time=repeat_time)[0] * 1e3
-        for name in calls:
-            if name != "polyc":
-                row[f"ratio_{name}"] = row[f"{name}_ms"] / row["polyc_ms"]
         row["gflops"] = flops(seq, d, ff) / (row["polyc_ms"] / 1e3) / 1e9
         rows.append(row)
     summary: dict[str, Any] = {

@@ -217,6 +217,26 @@ def fresh_cache(prefix: str):
 PEERS = ("torch eager", "torch.compile")
 
 
+def time_calls(calls: dict[str, Callable[[], Any]], check: Callable[[str, Any], None],
+               repeat_time: float, row: dict) -> dict[str, float]:
+    """Each call in order: the first call timed and its result passed to
+    ``check(name, result)`` (which raises when it is wrong), then the median
+    of warm calls (:func:`polyc.testing.median_time`, at least
+    ``repeat_time`` seconds) into ``row["<name>_first_ms"]`` and
+    ``row["<name>_ms"]``; then ``row["ratio_<name>"]``, the name's time over
+    polyc's, for every other name.  Returns the first calls' seconds."""
+    first: dict[str, float] = {}
+    for name, call in calls.items():
+        out, first[name] = _wall(call)
+        check(name, out)
+        row[f"{name}_first_ms"] = first[name] * 1e3
+        row[f"{name}_ms"] = testing.median_time(call, min_time=repeat_time)[0] * 1e3
+    for name in calls:
+        if name != "polyc":
+            row[f"ratio_{name}"] = row[f"{name}_ms"] / row["polyc_ms"]
+    return first
+
+
 def ratio_summary(rows: list[dict], key: str) -> dict:
     """For each peer with a ``ratio_<peer>`` in the rows (peer time over
     polyc's): ``{"x <peer>": {"geomean", "worst", "worst_<key>"}}``, the

@@ -25,13 +25,12 @@ geometric mean and the worst of polyc's ratio to each peer.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Any, Callable
 
 from polyc import testing
 from polyc.config import Config
 
-from .examples import machine, ratio_lines, ratio_summary, report
+from .examples import machine, ratio_lines, ratio_summary, report, time_calls
 
 
 def _block(torch, d: int, ff: int):
@@ -74,15 +73,8 @@ def run(batches: list[int], small: bool, repeat_time: float, inductor: bool = Tr
                 name: (lambda f=f: f(x)) for name, f in compiled.items()}
             calls["torch eager"] = lambda: model(x)
             row: dict[str, Any] = {"batch": batch}
-            for name, call in calls.items():
-                t0 = time.perf_counter()
-                out = call()
-                row[f"{name}_first_ms"] = (time.perf_counter() - t0) * 1e3
-                testing.assert_close(out.numpy(), ref, reduction_length=ff, name=name)
-                row[f"{name}_ms"] = testing.median_time(call, min_time=repeat_time)[0] * 1e3
-            for name in calls:
-                if name != "polyc":
-                    row[f"ratio_{name}"] = row[f"{name}_ms"] / row["polyc_ms"]
+            time_calls(calls, lambda name, out: testing.assert_close(
+                out.numpy(), ref, reduction_length=ff, name=name), repeat_time, row)
             row["gflops"] = flops(batch, d, ff) / (row["polyc_ms"] / 1e3) / 1e9
             rows.append(row)
     summary = {"batches": len(rows), **ratio_summary(rows, "batch")}

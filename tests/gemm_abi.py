@@ -44,6 +44,23 @@ def build_shim(tmp_path_factory, name: str, source: str, flags: list[str]) -> ct
     return ctypes.CDLL(str(so_path))
 
 
+#: C for a shim (after ``#include "gemm.h"``): ``gemm_f32``/``gemm_f64`` call
+#: ``polyc_gemm_<t>`` with alpha and beta as doubles (see :func:`bind_gemm`).
+GEMM_SHIM = r"""
+#define POLYC_TEST_GEMM(T, SFX)                                                     \
+    void gemm_##SFX(int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs,      \
+                    int64_t a_cs, const T *B, int64_t b_rs, int64_t b_cs, T *C,     \
+                    int64_t c_rs, int64_t c_cs, double alpha, double beta,          \
+                    const T *bias, int64_t bias_cs, int relu, int nt)               \
+    {                                                                               \
+        polyc_gemm_##SFX(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,      \
+                         (T)alpha, (T)beta, bias, bias_cs, relu, nt);               \
+    }
+POLYC_TEST_GEMM(float, f32)
+POLYC_TEST_GEMM(double, f64)
+"""
+
+
 def bind_gemm(so: ctypes.CDLL) -> None:
     """Declare the shim functions ``gemm_f32``/``gemm_f64`` of the tests that
     call ``polyc_gemm_<t>`` with the whole epilogue (tests/unit/

@@ -22,7 +22,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import ISA_FLAGS, bind_gemm, build_shim, cpu_has
+from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shim, cpu_has
 
 SHIM = r"""
 static long few_calls[3];
@@ -30,18 +30,7 @@ static long few_calls[3];
 #include "gemm.h"
 const char *isa(void) { return polyc_gemm_isa(); }
 long calls(int kind) { return __atomic_load_n(&few_calls[kind], __ATOMIC_RELAXED); }
-#define SHIM(T, SFX)                                                                \
-    void gemm_##SFX(int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs,      \
-                    int64_t a_cs, const T *B, int64_t b_rs, int64_t b_cs, T *C,     \
-                    int64_t c_rs, int64_t c_cs, double alpha, double beta,          \
-                    const T *bias, int64_t bias_cs, int relu, int nt)               \
-    {                                                                               \
-        polyc_gemm_##SFX(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,      \
-                         (T)alpha, (T)beta, bias, bias_cs, relu, nt);               \
-    }
-SHIM(float, f32)
-SHIM(double, f64)
-"""
+""" + GEMM_SHIM
 
 #: every size takes the path in the ISA builds (the thresholds of B's bytes at
 #: 0); "default" keeps them, "off" has no few-rows path

@@ -21,7 +21,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import ISA_FLAGS, bind_gemm, build_shim, cpu_has, dims, offsets
+from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shim, cpu_has, dims, offsets
 
 SHIM = r"""
 #define POLYC_GEMM_FEW_MAX 0 /* the few-rows path (tests/unit/test_gemm_few.py) off */
@@ -32,14 +32,6 @@ static long small_calls;
 const char *isa(void) { return polyc_gemm_isa(); }
 long calls(void) { return __atomic_load_n(&small_calls, __ATOMIC_RELAXED); }
 #define SHIM(T, SFX)                                                                \
-    void gemm_##SFX(int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs,      \
-                    int64_t a_cs, const T *B, int64_t b_rs, int64_t b_cs, T *C,     \
-                    int64_t c_rs, int64_t c_cs, double alpha, double beta,          \
-                    const T *bias, int64_t bias_cs, int relu, int nt)               \
-    {                                                                               \
-        polyc_gemm_##SFX(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,      \
-                         (T)alpha, (T)beta, bias, bias_cs, relu, nt);               \
-    }                                                                               \
     void gemmx_##SFX(int64_t M, int64_t N, int64_t K, const T *A,                   \
                      const polyc_gemm_dims *ar, const polyc_gemm_dims *ac,          \
                      const T *B, const polyc_gemm_dims *br,                         \
@@ -51,7 +43,7 @@ long calls(void) { return __atomic_load_n(&small_calls, __ATOMIC_RELAXED); }
     }
 SHIM(float, f32)
 SHIM(double, f64)
-"""
+""" + GEMM_SHIM
 
 BUILDS = {
     **ISA_FLAGS,
