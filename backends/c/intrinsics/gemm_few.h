@@ -311,16 +311,20 @@ typedef struct {
                                                   g->B + n * g->b_cs, g->b_cs, g, i, n); \
     }                                                                                  \
                                                                                        \
+    static void polyc_gemm_few_item_##SFX(const polyc_gemm_fctx *f, int64_t t)         \
+    {                                                                                  \
+        if (f->kind == 1)                                                              \
+            polyc_gemm_fr_item_##SFX(f, t);                                            \
+        else                                                                           \
+            polyc_gemm_fd_item_##SFX(f, t);                                            \
+    }                                                                                  \
+                                                                                       \
     static void polyc_gemm_few_work_##SFX(polyc_gemm_job *j, void *ctx, int tid,       \
                                           int64_t t, uint64_t e)                       \
     {                                                                                  \
-        const polyc_gemm_fctx *f = (const polyc_gemm_fctx *)ctx;                       \
         do {                                                                           \
             POLYC_GEMM_ON_CHUNK(tid);                                                  \
-            if (f->kind == 1)                                                          \
-                polyc_gemm_fr_item_##SFX(f, t);                                        \
-            else                                                                       \
-                polyc_gemm_fd_item_##SFX(f, t);                                        \
+            polyc_gemm_few_item_##SFX((const polyc_gemm_fctx *)ctx, t);                \
             __atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE);                         \
         } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
     }                                                                                  \
@@ -380,12 +384,8 @@ typedef struct {
             polyc_gemm_run_job(items, nt, polyc_gemm_few_work_##SFX, &f);              \
         } else {                                                                       \
             int64_t t;                                                                 \
-            for (t = 0; t < items; t++) {                                              \
-                if (f.kind == 1)                                                       \
-                    polyc_gemm_fr_item_##SFX(&f, t);                                   \
-                else                                                                   \
-                    polyc_gemm_fd_item_##SFX(&f, t);                                   \
-            }                                                                          \
+            for (t = 0; t < items; t++)                                                \
+                polyc_gemm_few_item_##SFX(&f, t);                                      \
         }                                                                              \
         if (buf)                                                                       \
             polyc_gemm_release(buf, cached);                                           \
