@@ -100,8 +100,8 @@
  * it is at most POLYC_GEMM_CACHE_MAX (16 MiB) bytes; see polyc_gemm_acquire.
  *
  * Small problems (gemm_small.h): a call whose B is reused by few slivers of A
- * (one sliver, or a B of at most 256 KiB), with K <= 1024, no band and unit
- * c_cs takes a path without B packing and with a register tile chosen per
+ * (at most 4 reading B in place, at any K; or a B of at most 256 KiB, with
+ * K <= 1024), no band and unit c_cs takes a path without B packing and with a register tile chosen per
  * call (polyc_gemm_small_<t>, tried by polyc_gemm_run_<t> before the packed path).
  *
  * Few rows (gemm_few.h): a matrix-vector-like product (M <= 2 with B
