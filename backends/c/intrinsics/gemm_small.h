@@ -37,9 +37,10 @@
  * (measured, 2 threads, AMD EPYC: 8 x 3072 x 768 f32 0.89 -> 0.36 ms, 16
  * rows 0.81 -> 0.36 ms; the BERT layer at 16 tokens 2.9-3.5 -> 2.2-2.7 ms).
  * (One or two rows stream B along its rows instead: gemm_few.h, tried
- * first.)  Each C element is summed over k in ascending order, like the packed path's single k block.  B is
- * read while C is written, so C must not overlap B: in-place calls (C also
- * the B operand, PolyBench's trmm) are polyc_gemmt's over a band, which
+ * first.)  Each C element is summed over k in ascending order, like the
+ * packed path's single k block.  B is read while C is written, so C must
+ * not overlap B: in-place calls (C also the B operand, PolyBench's trmm)
+ * are polyc_gemmt's over a band, which
  * never come here.
  *
  * This file defines macros only; gemm.h instantiates them per element type
