@@ -40,8 +40,7 @@
  * first.)  Each C element is summed over k in ascending order, like the
  * packed path's single k block.  B is read while C is written, so C must
  * not overlap B: in-place calls (C also the B operand, PolyBench's trmm)
- * are polyc_gemmt's over a band, which
- * never come here.
+ * are polyc_gemmt's over a band, which never come here.
  *
  * This file defines macros only; gemm.h instantiates them per element type
  * after its per-type macros (POLYC_GEMM_T, _VT, _VL, _LOADU, _FMA, ...). */
