@@ -264,3 +264,33 @@ def test_maps_with_tables(builds, dtype):
             @ B[offsets(br)[:, None] + offsets(bc)[None, :]].astype(np.float64)
         tol = np.sqrt(K) * (2e-6 if dtype == np.float32 else 4e-15) * 10
         np.testing.assert_allclose(C, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("build", ["native", "avx2"])
+def test_b_at_every_offset_in_a_line(builds, build, dtype):
+    """B read in place from every element offset within a 64-byte line, its
+    rows a multiple of 64 bytes apart: a narrower first tile up to the next
+    vector boundary, then tiles on vector boundaries.  Checked against
+    numpy, and bit for bit against the packed path (K within one k block)."""
+    if build == "avx2" and not _has_avx2():
+        pytest.skip("no AVX2 on this CPU")
+    so, packed = builds[build], builds["off"]
+    size = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(11)
+    for M, N, K in [(3, 48, 40), (9, 128, 33), (1, 64, 100), (20, 32, 7)]:
+        A = rng.standard_normal((M, K)).astype(dtype)
+        raw = np.empty(K * N + 2 * 64 // size, dtype)
+        base = (-raw.ctypes.data % 64) // size          # raw[base] is on a line
+        for shift in range(64 // size):
+            B = raw[base + shift:base + shift + K * N].reshape(K, N)
+            B[...] = rng.standard_normal((K, N))
+            assert B.ctypes.data % 64 == shift * size
+            got, ref = np.zeros((M, N), dtype), np.zeros((M, N), dtype)
+            before = so.calls()
+            run(so, A, B, got, beta=1.0)
+            assert so.calls() == before + 1, (M, N, K, shift)
+            run(packed, A, B, ref, beta=1.0)
+            np.testing.assert_array_equal(got, ref)
+            tol = np.sqrt(K) * (2e-6 if dtype == np.float32 else 4e-15) * 10
+            np.testing.assert_allclose(got, A.astype(np.float64) @ B, rtol=tol, atol=tol)
