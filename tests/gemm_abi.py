@@ -44,6 +44,19 @@ def build_shim(tmp_path_factory, name: str, source: str, flags: list[str]) -> ct
     return ctypes.CDLL(str(so_path))
 
 
+def build_shims(tmp_path_factory, prefix: str, source: str,
+                builds: dict[str, list[str]]) -> dict[str, ctypes.CDLL]:
+    """:func:`build_shim` of ``source`` once per entry of ``builds`` (name ->
+    flags), the compilers run two at a time (each compiles all of
+    ``gemm.h``: about 3 s)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(build_shim, tmp_path_factory, f"{prefix}_{name}", source,
+                                     flags)
+                   for name, flags in builds.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
 #: C for a shim (after ``#include "gemm.h"``): ``gemm_f32``/``gemm_f64`` call
 #: ``polyc_gemm_<t>`` with alpha and beta as doubles (see :func:`bind_gemm`).
 GEMM_SHIM = r"""

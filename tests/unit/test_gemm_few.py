@@ -22,7 +22,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shim, cpu_has
+from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shims, cpu_has
 
 SHIM = r"""
 static long few_calls[3];
@@ -42,15 +42,14 @@ ROW, DOT = 1, 2
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory):
-    out = {}
-    for name, extra in BUILDS.items():
-        so = build_shim(tmp_path_factory, f"gemm_few_{name}", SHIM,
-                        ["-O2", "-march=native", "-fopenmp", *extra])
+    out = build_shims(tmp_path_factory, "gemm_few", SHIM,
+                      {name: ["-O2", "-march=native", "-fopenmp", *extra]
+                       for name, extra in BUILDS.items()})
+    for so in out.values():
         so.isa.restype = ctypes.c_char_p
         so.calls.restype = ctypes.c_long
         so.calls.argtypes = [ctypes.c_int]
         bind_gemm(so)
-        out[name] = so
     return out
 
 

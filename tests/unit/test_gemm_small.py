@@ -21,7 +21,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shim, cpu_has, dims, offsets
+from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shims, cpu_has, dims, offsets
 
 SHIM = r"""
 #define POLYC_GEMM_FEW_MAX 0 /* the few-rows path (tests/unit/test_gemm_few.py) off */
@@ -61,9 +61,10 @@ def _has_avx2() -> bool:
 def builds(tmp_path_factory):
     out = {}
     i64, vp, ci, dbl = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_double
-    for name, extra in BUILDS.items():
-        so = build_shim(tmp_path_factory, f"gemm_small_{name}", SHIM,
-                        ["-O2", "-march=native", "-fopenmp", *extra])
+    shims = build_shims(tmp_path_factory, "gemm_small", SHIM,
+                        {name: ["-O2", "-march=native", "-fopenmp", *extra]
+                         for name, extra in BUILDS.items()})
+    for name, so in shims.items():
         so.isa.restype = ctypes.c_char_p
         so.calls.restype = ctypes.c_long
         bind_gemm(so)
