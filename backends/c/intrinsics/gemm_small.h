@@ -333,7 +333,7 @@ typedef struct {
     const void *bias;           /* contiguous, NULL: none */
     int64_t items, cchunks;     /* items: row slivers x chunks of column tiles */
     int64_t lead;               /* columns of a narrower first tile, so that the others
-                                   start on a cache line in every row of B (0: none) */
+                                   start on a vector boundary in every row of B (0: none) */
     char *abuf;                 /* per thread: one A sliver */
     int64_t a_len;              /* elements of a thread's A sliver */
     const void *g;              /* the driver's polyc_gemm_args_<t> */
