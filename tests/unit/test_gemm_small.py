@@ -11,9 +11,10 @@ A hook (``POLYC_GEMM_ON_SMALL``) counts the calls that take the path, so a
 path that is never taken fails here too; a build with the path switched
 off (``POLYC_GEMM_SMALL_OFF=1``) gives bit-identical results, because both
 paths sum each C element over k in ascending order with one FMA chain.
-The few-rows path (gemm_few.h), which gemm.h tries first, is switched off
-in these builds (``POLYC_GEMM_FEW_MAX=0``): tests/unit/test_gemm_few.py
-checks it."""
+The few-rows path (gemm_few.h) and the window path (gemm_win.h), which
+gemm.h tries first, are switched off in these builds
+(``POLYC_GEMM_FEW_MAX=0``, ``POLYC_GEMM_WIN_OFF=1``): tests/unit/
+test_gemm_few.py and test_gemm_win.py check them."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from gemm_abi import GEMM_SHIM, ISA_FLAGS, bind_gemm, build_shims, cpu_has, dims
 
 SHIM = r"""
 #define POLYC_GEMM_FEW_MAX 0 /* the few-rows path (tests/unit/test_gemm_few.py) off */
+#define POLYC_GEMM_WIN_OFF 1 /* the window path (tests/unit/test_gemm_win.py) off */
 static long small_calls;
 #define POLYC_GEMM_ON_SMALL(nv, mr) \
     ((void)(nv), (void)(mr), __atomic_add_fetch(&small_calls, 1, __ATOMIC_RELAXED))

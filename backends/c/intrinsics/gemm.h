@@ -104,6 +104,13 @@
  * K <= 1024), no band and unit c_cs takes a path without B packing and with a register tile chosen per
  * call (polyc_gemm_small_<t>, tried by polyc_gemm_run_<t> before the packed path).
  *
+ * Convolution windows (gemm_win.h): a polyc_gemmx call whose B columns are
+ * output rows of a convolution (runs of the input, one pitch apart) with more
+ * slivers of A than the small path reads B in place for, or rows it can join
+ * across the pitch to compute fewer lanes, reads B in place with all of A
+ * packed once and every sliver over each tile (polyc_gemm_win_<t>, tried
+ * before the small path).
+ *
  * Few rows (gemm_few.h): a matrix-vector-like product (M <= 2 with B
  * row-major, M <= 16 with B column-major as in x @ W.T, B beyond 128 / 256
  * KiB) streams B once, along its rows or as dot products of contiguous
@@ -658,6 +665,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
 #ifndef POLYC_GEMM_SMALL_H
 #include "gemm_small.h"
 #include "gemm_few.h"
+#include "gemm_win.h"
 #endif
 
 /* ------------------------------------------------------------ micro-kernels
@@ -1230,6 +1238,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
     }                                                                                  \
                                                                                        \
     POLYC_GEMM_DEFINE_SMALL(SFX)                                                       \
+    POLYC_GEMM_DEFINE_WIN(SFX)                                                         \
     POLYC_GEMM_DEFINE_FEW(SFX)                                                         \
                                                                                        \
     /* Blocking, buffers (and the offset tables of the maps that are not a        \
@@ -1252,6 +1261,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             if (per < (double)nt)                                                      \
                 nt = per < 1.0 ? 1 : (int)per;                                         \
         }                                                                              \
+        if (polyc_gemm_win_##SFX(g, nt))                                               \
+            return;                                                                    \
         if (polyc_gemm_small_##SFX(g, nt))                                             \
             return;                                                                    \
         nkb = polyc_gemm_cdiv(K, POLYC_GEMM_KC);                                       \

@@ -367,6 +367,46 @@ typedef struct {
     static const polyc_gemm_sk_fn_##SFX polyc_gemm_sk_tab_##SFX[POLYC_GEMM_SK_NVMAX + 1][15][2] = { \
         POLYC_GEMM_SK_ALL(POLYC_GEMM_SK_ENTRY, SFX)};                                  \
                                                                                        \
+    /* Rows i0 .. i0 + mr - 1 of A as one sliver, k-major (ap[k * mr + i]), times  \
+     * alpha (through the offset tables a_rt, a_ct where not NULL). */             \
+    static void polyc_gemm_sk_pack_a_##SFX(const polyc_gemm_args_##SFX *g,              \
+                                           const int64_t *a_rt, const int64_t *a_ct,    \
+                                           int64_t i0, int64_t mr, int64_t K,           \
+                                           POLYC_GEMM_T *restrict ap)                   \
+    {                                                                                  \
+        int64_t i, k;                                                                  \
+        if (!a_rt && !a_ct && g->a_cs == 1 && g->a_rs >= POLYC_GEMM_VL) {              \
+            /* row-major A: transposed VL columns at a time */                        \
+            const POLYC_GEMM_T *a0 = g->A + i0 * g->a_rs;                              \
+            /* (the last VL columns end at K: overlapping the previous ones, they   \
+             * store the same values again) */                                      \
+            const int64_t kv = K >= POLYC_GEMM_VL ? K : 0;                             \
+            for (k = 0; k < kv; k += POLYC_GEMM_VL) {                                  \
+                const int64_t kk = polyc_gemm_min(k, K - POLYC_GEMM_VL);               \
+                for (i = (mr - 1) / POLYC_GEMM_VL * POLYC_GEMM_VL; i >= 0; i -= POLYC_GEMM_VL) \
+                    POLYC_GEMM_SK_TR_##SFX(a0 + i * g->a_rs + kk, g->a_rs,             \
+                                           polyc_gemm_min(POLYC_GEMM_VL, mr - i),      \
+                                           ap + kk * mr + i, mr);                      \
+            }                                                                          \
+            for (i = 0; i < mr; i++)                                                   \
+                for (k = kv; k < K; k++)                                               \
+                    ap[k * mr + i] = a0[i * g->a_rs + k];                              \
+        } else if (!a_rt && !a_ct && g->a_rs == 1) {                                   \
+            for (k = 0; k < K; k++)                                                    \
+                for (i = 0; i < mr; i++)                                               \
+                    ap[k * mr + i] = g->A[i0 + i + k * g->a_cs];                       \
+        } else {                                                                       \
+            for (i = 0; i < mr; i++) {                                                 \
+                const POLYC_GEMM_T *ai = g->A + polyc_gemm_at(a_rt, NULL, g->a_rs, i0 + i); \
+                for (k = 0; k < K; k++)                                                \
+                    ap[k * mr + i] = ai[polyc_gemm_at(a_ct, NULL, g->a_cs, k)];        \
+            }                                                                          \
+        }                                                                              \
+        if (g->alpha != (POLYC_GEMM_T)1)                                               \
+            for (k = 0; k < K * mr; k++)                                               \
+                ap[k] *= g->alpha;                                                     \
+    }                                                                                  \
+                                                                                       \
     /* Item t: pack its sliver of A, then multiply its chunk of column tiles. */      \
     static void polyc_gemm_sk_item_##SFX(const polyc_gemm_sctx *s, int64_t t, int tid)  \
     {                                                                                  \
@@ -385,39 +425,9 @@ typedef struct {
         const POLYC_GEMM_T *B = (const POLYC_GEMM_T *)s->b;                            \
         const POLYC_GEMM_T *bias = (const POLYC_GEMM_T *)s->bias;                      \
         const polyc_gemm_sk_fn_##SFX *row = polyc_gemm_sk_tab_##SFX[p->nv][mr];       \
-        int64_t i, k, u;                                                               \
+        int64_t u;                                                                     \
         POLYC_GEMM_ON_CHUNK(tid);                                                      \
-        /* the A sliver, k-major, times alpha */                                       \
-        if (!s->a_rt && !s->a_ct && g->a_cs == 1 && g->a_rs >= POLYC_GEMM_VL) {        \
-            /* row-major A: transposed VL columns at a time */                        \
-            const POLYC_GEMM_T *a0 = g->A + i0 * g->a_rs;                              \
-            /* (the last VL columns end at K: overlapping the previous ones, they   \
-             * store the same values again) */                                      \
-            const int64_t kv = K >= POLYC_GEMM_VL ? K : 0;                             \
-            for (k = 0; k < kv; k += POLYC_GEMM_VL) {                                  \
-                const int64_t kk = polyc_gemm_min(k, K - POLYC_GEMM_VL);               \
-                for (i = (mr - 1) / POLYC_GEMM_VL * POLYC_GEMM_VL; i >= 0; i -= POLYC_GEMM_VL) \
-                    POLYC_GEMM_SK_TR_##SFX(a0 + i * g->a_rs + kk, g->a_rs,             \
-                                           polyc_gemm_min(POLYC_GEMM_VL, mr - i),      \
-                                           ap + kk * mr + i, mr);                      \
-            }                                                                          \
-            for (i = 0; i < mr; i++)                                                   \
-                for (k = kv; k < K; k++)                                               \
-                    ap[k * mr + i] = a0[i * g->a_rs + k];                              \
-        } else if (!s->a_rt && !s->a_ct && g->a_rs == 1) {                             \
-            for (k = 0; k < K; k++)                                                    \
-                for (i = 0; i < mr; i++)                                               \
-                    ap[k * mr + i] = g->A[i0 + i + k * g->a_cs];                       \
-        } else {                                                                       \
-            for (i = 0; i < mr; i++) {                                                 \
-                const POLYC_GEMM_T *ai = g->A + polyc_gemm_at(s->a_rt, NULL, g->a_rs, i0 + i); \
-                for (k = 0; k < K; k++)                                                \
-                    ap[k * mr + i] = ai[polyc_gemm_at(s->a_ct, NULL, g->a_cs, k)];     \
-            }                                                                          \
-        }                                                                              \
-        if (g->alpha != (POLYC_GEMM_T)1)                                               \
-            for (k = 0; k < K * mr; k++)                                               \
-                ap[k] *= g->alpha;                                                     \
+        polyc_gemm_sk_pack_a_##SFX(g, s->a_rt, s->a_ct, i0, mr, K, ap);               \
         for (u = t0; u < t1; u++) {    /* tile u: columns j.. of run q */             \
             const int64_t q = u / tpr, r = u % tpr - (lead > 0);                       \
             const int64_t j = r < 0 ? 0 : lead + r * w, n = q * s->run + j;            \
