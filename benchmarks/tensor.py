@@ -350,10 +350,13 @@ def _seed_cache(library_dir: str | None, tmp: str) -> None:
 
 
 def run_workload(w: Workload, repeat_time: float, tiny: bool, peak: dict | None,
-                 seed: int = 0, library_dir: str | None = None) -> dict:
+                 seed: int = 0, library_dir: str | None = None,
+                 torch_compile: bool = True) -> dict:
     """The row of ``w``: times in seconds, ratios, throughput, errors.  The
     cold compile starts from an empty kernel cache (holding only the
-    intrinsics library of ``library_dir``, when given)."""
+    intrinsics library of ``library_dir``, when given).  ``torch_compile``
+    False leaves out the ``torch.compile`` peer (Inductor's compile takes
+    seconds per workload)."""
     sizes = w.tiny if tiny else w.sizes
     row: dict = {"workload": w.name, "sizes": sizes, "dtype": w.dtype, "error": None}
     tmp = tempfile.mkdtemp(prefix="polyc-tensor-")
@@ -411,8 +414,9 @@ def run_workload(w: Workload, repeat_time: float, tiny: bool, peak: dict | None,
                 np.testing.assert_allclose(fn(*targs).numpy(), expected, rtol=1e-2,
                                            atol=1e-2 * float(np.max(np.abs(expected))))
                 row["torch_s"] = _time(lambda: fn(*targs), repeat_time)
-                compiled = torch.compile(fn)
-                row["torch_compile_s"] = _time(lambda: compiled(*targs), repeat_time)
+                if torch_compile:
+                    compiled = torch.compile(fn)
+                    row["torch_compile_s"] = _time(lambda: compiled(*targs), repeat_time)
         stage = "call overhead"
         small = [np.ones([1] * len(sh), w.dtype) for sh in w.shapes(sizes)]
         if _accepts(kernel, small):
@@ -535,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
                          "each quiet ratio polyc kept")
     ap.add_argument("--no-peak", action="store_true",
                     help="skip measuring the FMA peak and STREAM bandwidth")
+    ap.add_argument("--no-torch-compile", action="store_true",
+                    help="leave out the torch.compile peer (its compiles take seconds "
+                         "per workload)")
     a = ap.parse_args(argv)
     todo = [w for w in workloads()
             if not a.only or any(w.name.startswith(p) for p in a.only)]
@@ -558,7 +565,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for w in todo:
         print(f"[tensor] {w.name} ...", file=sys.stderr, flush=True)
-        rows.append(run_workload(w, a.repeat_time, a.tiny, peak, library_dir=library_dir))
+        rows.append(run_workload(w, a.repeat_time, a.tiny, peak, library_dir=library_dir,
+                                 torch_compile=not a.no_torch_compile))
         print(f"[tensor] {json.dumps(rows[-1])}", file=sys.stderr, flush=True)
     loaded, load_text = [], ""
     if a.background_load:
@@ -567,7 +575,8 @@ def main(argv: list[str] | None = None) -> int:
             for w in todo:
                 print(f"[tensor] {w.name} (loaded) ...", file=sys.stderr, flush=True)
                 loaded.append(run_workload(w, a.repeat_time, a.tiny, peak,
-                                           library_dir=library_dir))
+                                           library_dir=library_dir,
+                                           torch_compile=not a.no_torch_compile))
         load_text = load.report()
     shutil.rmtree(library_dir, ignore_errors=True)
     if a.json:

@@ -26,10 +26,28 @@ def test_peak_measures_every_limit(limits):
     assert limits["fma_gflops_1core_f64"] > 1
 
 
-def test_every_workload_runs_at_tiny_sizes(limits):
+@pytest.fixture(scope="module")
+def library(tmp_path_factory) -> str:
+    """A cache directory holding the intrinsics library, built once."""
+    d = tmp_path_factory.mktemp("intrinsics")
+    assert tensor.prebuild_intrinsics(str(d)) > 0
+    return str(d)
+
+
+def test_every_workload_runs_at_tiny_sizes(limits, library):
+    """Every workload against numpy and torch eager, each cold compile from an
+    empty cache holding the intrinsics library built once, as ``main`` does
+    (built per workload, it took 126 of this test's 130 s on 2 cores);
+    torch.compile (Inductor compiles each workload for seconds) for two of
+    them, one per kind of rate."""
     ws = tensor.workloads()
     assert len({w.name for w in ws}) == len(ws) >= 20
-    rows = [tensor.run_workload(w, 0.0, tiny=True, peak=limits) for w in ws]
+    compiled = {"gemm256_f32", "softmax_4096x1024"}
+    rows = [tensor.run_workload(w, 0.0, tiny=True, peak=limits, library_dir=library,
+                                torch_compile=w.name in compiled) for w in ws]
+    if tensor._torch() is not None:
+        assert {r["workload"] for r in rows if "torch_compile_s" in r} == compiled
+        assert all(r["torch_s"] > 0 for r in rows)
     for r in rows:
         assert r["error"] is None, r
         assert r["polyc_s"] > 0 and r["numpy_s"] > 0 and r["vs_numpy"] > 0
@@ -50,8 +68,8 @@ def test_runner_json_and_selection(capsys):
     assert out["tiny"] is True and out["machine"]["peak"] is None
 
 
-def test_a_wrong_result_is_reported_not_timed(monkeypatch):
+def test_a_wrong_result_is_reported_not_timed(monkeypatch, library):
     w = next(w for w in tensor.workloads() if w.name == "gemm256_f32")
     bad = tensor.Workload(**{**w.__dict__, "numpy": {"A @ B.T": lambda A, B: A @ B + 1}})
-    row = tensor.run_workload(bad, 0.0, tiny=True, peak=None)
+    row = tensor.run_workload(bad, 0.0, tiny=True, peak=None, library_dir=library)
     assert row["error"]["stage"] == "check" and "polyc_s" not in row
