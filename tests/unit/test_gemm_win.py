@@ -164,14 +164,15 @@ def conv(so, dtype, Cin, F, H, W, KH, KW, *, images=1, alpha=1.0, beta=0.0, bias
 @pytest.mark.parametrize("build", ["native", "avx2"])
 def test_rows_joined_across_the_pitch(builds, build, dtype):
     """Output widths around the vector length whose rows the path joins (the
-    pitch is below the row rounded up to vectors): every tile kind, bit for
-    bit the same as the path off."""
+    pitch is below the row rounded up to vectors, or equal to one vector):
+    every tile kind, bit for bit the same as the path off."""
     so = _native(builds, build)
     vl = LANES[build, np.dtype(dtype).itemsize]
-    widths = sorted({2, 3, vl - 1, vl + 1, 2 * vl - 3, 28, 56})
+    widths = sorted({2, 3, vl - 2, vl - 1, vl + 1, 2 * vl - 3, 28, 56})
     for W in widths:
         for KW in (2, 3):
-            if (W + KW - 1) >= -(-W // vl) * vl:
+            pitch, lanes = W + KW - 1, -(-W // vl) * vl
+            if pitch > lanes or (pitch == lanes and lanes != vl):
                 continue                      # not joined: test_many_slivers
             for F, H in ((64, 5), (3, 9)):
                 if F == 3 and 4 * (W + KW - 1) > 3 * (-(-W // vl) * vl) and W >= vl:
@@ -216,12 +217,40 @@ def test_epilogue_batches_and_threads(builds, dtype):
 
 def test_declines(builds):
     """Not taken: a plain column stride (no map), few slivers over rows the
-    small path handles as well, an A too large to pack whole (1 MiB)."""
+    small path handles as well, an A too large to pack whole (4 MiB)."""
     so = _native(builds, "native")
     before = so.calls()
     conv(so, np.float32, 3, 8, 6, 26, 3, 3)          # 1 sliver, pitch 28 vs 32 lanes
-    conv(so, np.float32, 300, 300, 3, 7, 3, 3)       # A 300 x 2700 floats: 3.2 MB
+    conv(so, np.float32, 500, 300, 3, 7, 3, 3)       # A 300 x 4500 floats: 5.4 MB
     assert so.calls() == before
     # a column map that collapses to one stride is no window
     conv(so, np.float32, 2, 64, 1, 40, 1, 1)
     assert so.calls() == before
+
+
+def test_back_to_back_calls_on_two_threads(builds):
+    """3,000 calls in a row on two threads (two jobs each: the packing of A,
+    then the tiles), each bit for bit the single-thread result: a worker
+    still claiming in one job must not take a ticket of the next (the pool
+    once let it, about one call in 16,000, which ended the next job early)."""
+    so = _native(builds, "native")
+    rng = np.random.default_rng(5)
+    Cin, F, H, W = 8, 70, 30, 28
+    HP, WP, K, N = H + 2, W + 2, Cin * 9, H * W
+    I = rng.standard_normal(Cin * HP * WP).astype(np.float32)
+    Wt = rng.standard_normal(F * K).astype(np.float32)
+    maps = [ctypes.byref(dims(*m)) for m in ([(F, K)], [(Cin, 9), (3, 3), (3, 1)],
+                                             [(Cin, HP * WP), (3, WP), (3, 1)],
+                                             [(H, WP), (W, 1)])]
+    one = np.full((F, N), np.nan, np.float32)
+    so.gemmx_f32(F, N, K, Wt.ctypes.data, maps[0], maps[1], I.ctypes.data, maps[2], maps[3],
+                 one.ctypes.data, N, 1.0, 0.0, None, 0, 0, 1)
+    before = so.calls()
+    C = np.empty_like(one)
+    for call in range(3000):
+        C.fill(np.nan)
+        so.gemmx_f32(F, N, K, Wt.ctypes.data, maps[0], maps[1], I.ctypes.data, maps[2],
+                     maps[3], C.ctypes.data, N, 1.0, 0.0, None, 0, 0, 2)
+        if not np.array_equal(C, one):
+            raise AssertionError(f"call {call} on two threads differs from one thread")
+    assert so.calls() == before + 3000

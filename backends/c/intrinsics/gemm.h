@@ -552,7 +552,14 @@ static POLYC_GEMM_UNUSED void polyc_gemm_run_job(int64_t total, int nt,
         e = (polyc_gemm_pool.epoch + 1) & (((uint64_t)1 << (64 - POLYC_GEMM_EPOCH_SHIFT)) - 1);
         if (e == 0)
             e = 1;      /* epoch 0 is the serial jobs' */
-        __atomic_store_n(&j->total, total, __ATOMIC_RELAXED);
+        /* the new epoch's ticket first: a worker still claiming in the last job
+         * then fails its compare-and-swap, instead of checking a ticket of the
+         * last epoch against this job's total and taking it.  Stored after the
+         * total, it gave wrong results with two jobs back to back (the window
+         * path's packing of A, then its tiles: 7 of 25 runs of 1,400 calls on
+         * two threads; none with this order, nor on the OpenMP team) */
+        __atomic_store_n(&j->tick, e << POLYC_GEMM_EPOCH_SHIFT, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&j->total, total, __ATOMIC_SEQ_CST);
         __atomic_store_n(&j->done, 0, __ATOMIC_RELAXED);
         __atomic_store_n(&j->work, work, __ATOMIC_RELAXED);
         __atomic_store_n(&j->ctx, ctx, __ATOMIC_RELAXED);

@@ -14,7 +14,8 @@
  * input for a 3 x 3 window), for every call.  This path:
  *
  *   - joins the rows where that computes fewer lanes (pitch < W rounded up
- *     to vectors): the virtual columns n' = h WP + w, 0 <= n' < (H - 1) WP + W,
+ *     to vectors), or as many with rows of one vector (14 x 14 over a pitch
+ *     of 16: tiles of several vectors instead of one per row): the virtual columns n' = h WP + w, 0 <= n' < (H - 1) WP + W,
  *     are contiguous in B for every k, so a tile of nv vectors runs across a
  *     row's end and computes the WP - W columns between two rows (2 of 58
  *     for a 3 x 3 window over a 56-wide output: 3.4%) instead of masked
@@ -34,7 +35,9 @@
  * B (a convolution writes a new tensor).  It is taken for polyc_gemmx calls
  * with a column map of B (no band, unit c_cs) whose rows it joins, or whose
  * A has more slivers than the small path reads B for in place, with all of
- * A packed in at most POLYC_GEMM_WIN_ABYTES.
+ * A packed in at most POLYC_GEMM_WIN_ABYTES (4 MiB: ResNet-50's 3 x 3 layers
+ * up to 256 channels; at 512 channels and 7 x 7, A is 9.4 MB and the packed
+ * path was as fast).
  *
  * This file defines macros only; gemm.h instantiates them per element type
  * after the small path's (POLYC_GEMM_DEFINE_SMALL). */
@@ -50,9 +53,10 @@
 #ifndef POLYC_GEMM_WIN_OFF
 #define POLYC_GEMM_WIN_OFF 0
 #endif
-/* All of A, packed, at most this many bytes (it is read from L2 by every tile). */
+/* All of A, packed, at most this many bytes (every tile reads all of it, from
+ * L2 or L3). */
 #ifndef POLYC_GEMM_WIN_ABYTES
-#define POLYC_GEMM_WIN_ABYTES ((int64_t)1 << 20)
+#define POLYC_GEMM_WIN_ABYTES ((int64_t)4 << 20)
 #endif
 
 typedef struct {
@@ -67,7 +71,9 @@ typedef struct {
     int64_t groups;             /* items per chunk of tiles: groups of slivers */
     const int64_t *cbase;       /* B offset of each virtual run (NULL: one run) */
     const int64_t *boff;        /* B offset of each row k */
-    void *a;                    /* all of A, packed sliver after sliver */
+    void *a;                    /* all of A, packed sliver after sliver, each followed
+                                   by a vector of slack (its packing's transposes
+                                   store whole vectors past its end) */
     const int64_t *a_rt, *a_ct; /* A's row and column offsets (NULL: the strides) */
     const void *b, *bias;       /* bias contiguous, NULL: none */
     const void *g;              /* the driver's polyc_gemm_args_<t> */
@@ -141,7 +147,7 @@ typedef struct {
             const int direct = !s->pitch || x0 + rest <= s->run;                       \
             const int64_t n = (q * s->rows + h) * s->run + x0; /* if direct */         \
             const POLYC_GEMM_T *bq = B + (s->cbase ? s->cbase[q] : 0) + j;             \
-            const POLYC_GEMM_T *ap = (const POLYC_GEMM_T *)s->a + r0 * K;              \
+            const POLYC_GEMM_T *ap = (const POLYC_GEMM_T *)s->a + r0 * K + sl0 * POLYC_GEMM_VL; \
             int64_t i0 = r0;                                                           \
             for (sl = sl0; sl < sl1; sl++) {                                           \
                 const int mr = sl < p->s_hi ? p->mr_hi : p->mr_hi - 1;                 \
@@ -153,7 +159,7 @@ typedef struct {
                     fn(K, ap, bq, s->boff, buf, w, lanes, 0, &g->beta, NULL, 0);       \
                     polyc_gemm_win_out_##SFX(s, buf, w, mr, i0, q, j, rest);           \
                 }                                                                      \
-                ap += (int64_t)mr * K;                                                 \
+                ap += (int64_t)mr * K + POLYC_GEMM_VL;                                 \
                 i0 += mr;                                                              \
             }                                                                          \
         }                                                                              \
@@ -168,7 +174,9 @@ typedef struct {
         } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
     }                                                                                  \
                                                                                        \
-    /* Item t of the packing: sliver t of A. */                                       \
+    /* Item t of the packing: sliver t of A, at rows i0 .. and a vector of slack    \
+     * per sliver before it: the transposes that pack a sliver store whole vectors,  \
+     * up to VL - 1 elements past its end, and the slivers are packed in parallel. */ \
     static void polyc_gemm_win_pack_##SFX(const polyc_gemm_wctx *s, int64_t t)          \
     {                                                                                  \
         const polyc_gemm_splan *p = &s->plan;                                          \
@@ -176,7 +184,8 @@ typedef struct {
         const int64_t i0 = t < p->s_hi ? t * p->mr_hi                                  \
                                        : p->s_hi * p->mr_hi + (t - p->s_hi) * mr;       \
         polyc_gemm_sk_pack_a_##SFX((const polyc_gemm_args_##SFX *)s->g, s->a_rt, s->a_ct, \
-                                   i0, mr, s->K, (POLYC_GEMM_T *)s->a + i0 * s->K);    \
+                                   i0, mr, s->K,                                       \
+                                   (POLYC_GEMM_T *)s->a + i0 * s->K + t * POLYC_GEMM_VL); \
     }                                                                                  \
                                                                                        \
     static void polyc_gemm_win_pack_work_##SFX(polyc_gemm_job *j, void *ctx, int tid,  \
@@ -195,7 +204,7 @@ typedef struct {
         polyc_gemm_wctx s;                                                             \
         const polyc_gemm_dims *cd = g->b_cd;                                           \
         const int64_t M = g->M, N = g->N, K = g->K;                                    \
-        int64_t span = 1, items, need, a_len, tlen, cb_len, bias_len, at_len, i;   \
+        int64_t span = 1, lanes, items, need, a_len, tlen, cb_len, bias_len, at_len, i;   \
         const int64_t *a_rt = NULL, *a_ct = NULL;                                      \
         int d, outer, cached = 0;                                                      \
         char *buf, *at;                                                                \
@@ -215,9 +224,12 @@ typedef struct {
         s.pitch = 0;                                                                   \
         s.rows = 1;                                                                    \
         outer = d + 1;                                                                 \
-        /* joined over the next digit when that computes fewer lanes */               \
+        /* joined over the next digit when that computes fewer lanes, or as many     \
+         * with rows of one vector (tiles of one vector per row reuse each broadcast \
+         * of A once: 14 x 14 over a pitch of 16) */                                 \
+        lanes = polyc_gemm_cdiv(span, POLYC_GEMM_VL) * POLYC_GEMM_VL;                  \
         if (d >= 0 && cd->stride[d] > span &&                                          \
-            cd->stride[d] < polyc_gemm_cdiv(span, POLYC_GEMM_VL) * POLYC_GEMM_VL) {   \
+            (cd->stride[d] < lanes || (cd->stride[d] == lanes && lanes == POLYC_GEMM_VL))) { \
             s.pitch = cd->stride[d];                                                   \
             s.rows = cd->ext[d];                                                       \
             outer = d;                                                                 \
@@ -235,8 +247,7 @@ typedef struct {
          * a grouped convolution's group, joined over a pitch of 30 instead of    \
          * rows of 32 lanes, took 12 us against the small path's 10) */              \
         if (s.plan.slivers <= POLYC_GEMM_SMALL_INPLACE && s.run >= POLYC_GEMM_VL &&    \
-            (!s.pitch ||                                                               \
-             4 * s.pitch > 3 * polyc_gemm_cdiv(s.run, POLYC_GEMM_VL) * POLYC_GEMM_VL)) \
+            (!s.pitch || 4 * s.pitch > 3 * lanes))                                     \
             return 0;                                                                  \
         POLYC_GEMM_ON_WIN(s.plan.nv, s.plan.mr_hi, s.pitch);                           \
         s.K = K; s.g = g;                                                              \
@@ -259,7 +270,7 @@ typedef struct {
         cb_len = s.runs > 1 ? polyc_gemm_cdiv(s.runs, 8) * 8 : 0;                      \
         at_len = (g->a_rd ? polyc_gemm_cdiv(M, 8) * 8 : 0) + (g->a_cd ? tlen : 0);    \
         bias_len = g->bias && g->bias_cs != 1 ? polyc_gemm_cdiv(N, 16) * 16 : 0;      \
-        a_len = polyc_gemm_cdiv(M * K + POLYC_GEMM_VL, 16) * 16;                       \
+        a_len = polyc_gemm_cdiv(M * K + (s.plan.slivers + 1) * POLYC_GEMM_VL, 16) * 16; \
         need = (tlen + cb_len + at_len) * (int64_t)sizeof(int64_t) +                  \
                (bias_len + a_len) * (int64_t)sizeof(POLYC_GEMM_T);                     \
         buf = (char *)polyc_gemm_acquire((size_t)need, &cached);                       \
