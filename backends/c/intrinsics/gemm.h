@@ -587,6 +587,40 @@ static POLYC_GEMM_UNUSED void polyc_gemm_run_job(int64_t total, int nt,
     }
 }
 
+/* A call's items 0 .. total - 1 as one job: item(ctx, t, tid) for each, on nt
+ * threads (the pool, polyc_gemm_run_job) or, with one thread or one item, in
+ * order on the caller (the small, window and few-rows paths). */
+typedef void (*polyc_gemm_each_fn)(const void *ctx, int64_t t, int tid);
+typedef struct {
+    polyc_gemm_each_fn item;
+    const void *ctx;
+} polyc_gemm_each_job;
+
+static POLYC_GEMM_UNUSED void polyc_gemm_each_work(polyc_gemm_job *j, void *c, int tid,
+                                                   int64_t t, uint64_t e)
+{
+    const polyc_gemm_each_job *it = (const polyc_gemm_each_job *)c;
+    do {
+        it->item(it->ctx, t, tid);
+        __atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE);
+    } while ((t = polyc_gemm_claim(j, e)) >= 0);
+}
+
+static POLYC_GEMM_UNUSED void polyc_gemm_each(int64_t total, int nt, polyc_gemm_each_fn item,
+                                              const void *ctx)
+{
+    if (nt > 1 && total > 1) {
+        polyc_gemm_each_job it;
+        it.item = item;
+        it.ctx = ctx;
+        polyc_gemm_run_job(total, nt, polyc_gemm_each_work, &it);
+    } else {
+        int64_t t;
+        for (t = 0; t < total; t++)
+            item(ctx, t, 0);
+    }
+}
+
 /* The phases of a call, in order: for each jc block, for each pc block:
  * pack B (kind 0, chunks of ch slivers), then either the A blocks (kind 1,
  * split M: each packs its rows into its thread's buffer and multiplies), or

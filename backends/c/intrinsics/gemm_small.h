@@ -408,8 +408,9 @@ typedef struct {
     }                                                                                  \
                                                                                        \
     /* Item t: pack its sliver of A, then multiply its chunk of column tiles. */      \
-    static void polyc_gemm_sk_item_##SFX(const polyc_gemm_sctx *s, int64_t t, int tid)  \
+    static void polyc_gemm_sk_item_##SFX(const void *ctx, int64_t t, int tid)           \
     {                                                                                  \
+        const polyc_gemm_sctx *s = (const polyc_gemm_sctx *)ctx;                       \
         const polyc_gemm_args_##SFX *g = (const polyc_gemm_args_##SFX *)s->g;          \
         const polyc_gemm_splan *p = &s->plan;                                          \
         const int64_t sl = t / s->cchunks, ch = t % s->cchunks;                        \
@@ -444,15 +445,6 @@ typedef struct {
                     s->beta, &g->beta, bias ? bias + n : NULL, g->relu);               \
             }                                                                          \
         }                                                                              \
-    }                                                                                  \
-                                                                                       \
-    static void polyc_gemm_sk_work_##SFX(polyc_gemm_job *j, void *ctx, int tid, int64_t t, \
-                                         uint64_t e)                                   \
-    {                                                                                  \
-        do {                                                                           \
-            polyc_gemm_sk_item_##SFX((const polyc_gemm_sctx *)ctx, t, tid);            \
-            __atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE);                         \
-        } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
     }                                                                                  \
                                                                                        \
     static int polyc_gemm_small_##SFX(polyc_gemm_args_##SFX *g, int nt)                \
@@ -617,13 +609,7 @@ typedef struct {
         }                                                                              \
         s.abuf = at;                                                                   \
         s.a_len = a_len;                                                               \
-        if (nt > 1) {                                                                  \
-            polyc_gemm_run_job(s.items, nt, polyc_gemm_sk_work_##SFX, &s);             \
-        } else {                                                                       \
-            int64_t t;                                                                 \
-            for (t = 0; t < s.items; t++)                                              \
-                polyc_gemm_sk_item_##SFX(&s, t, 0);                                    \
-        }                                                                              \
+        polyc_gemm_each(s.items, nt, polyc_gemm_sk_item_##SFX, &s);                    \
         if (buf != stackbuf)                                                           \
             polyc_gemm_release(buf, cached);                                           \
         return 1;                                                                      \

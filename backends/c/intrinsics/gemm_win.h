@@ -121,8 +121,9 @@ typedef struct {
                                                                                        \
     /* Item t: its chunk of column tiles, each times its group of slivers of A (all \
      * of them unless the tiles are too few to share among the threads). */        \
-    static void polyc_gemm_win_item_##SFX(const polyc_gemm_wctx *s, int64_t t, int tid) \
+    static void polyc_gemm_win_item_##SFX(const void *ctx, int64_t t, int tid)          \
     {                                                                                  \
+        const polyc_gemm_wctx *s = (const polyc_gemm_wctx *)ctx;                       \
         const polyc_gemm_args_##SFX *g = (const polyc_gemm_args_##SFX *)s->g;          \
         const polyc_gemm_splan *p = &s->plan;                                          \
         const int64_t w = (int64_t)p->nv * POLYC_GEMM_VL, K = s->K;                    \
@@ -165,37 +166,20 @@ typedef struct {
         }                                                                              \
     }                                                                                  \
                                                                                        \
-    static void polyc_gemm_win_work_##SFX(polyc_gemm_job *j, void *ctx, int tid,       \
-                                          int64_t t, uint64_t e)                       \
-    {                                                                                  \
-        do {                                                                           \
-            polyc_gemm_win_item_##SFX((const polyc_gemm_wctx *)ctx, t, tid);           \
-            __atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE);                         \
-        } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
-    }                                                                                  \
-                                                                                       \
     /* Item t of the packing: sliver t of A, at rows i0 .. and a vector of slack    \
      * per sliver before it: the transposes that pack a sliver store whole vectors,  \
      * up to VL - 1 elements past its end, and the slivers are packed in parallel. */ \
-    static void polyc_gemm_win_pack_##SFX(const polyc_gemm_wctx *s, int64_t t)          \
+    static void polyc_gemm_win_pack_##SFX(const void *ctx, int64_t t, int tid)          \
     {                                                                                  \
+        const polyc_gemm_wctx *s = (const polyc_gemm_wctx *)ctx;                       \
         const polyc_gemm_splan *p = &s->plan;                                          \
         const int64_t mr = t < p->s_hi ? p->mr_hi : p->mr_hi - 1;                      \
+        (void)tid;                                                                     \
         const int64_t i0 = t < p->s_hi ? t * p->mr_hi                                  \
                                        : p->s_hi * p->mr_hi + (t - p->s_hi) * mr;       \
         polyc_gemm_sk_pack_a_##SFX((const polyc_gemm_args_##SFX *)s->g, s->a_rt, s->a_ct, \
                                    i0, mr, s->K,                                       \
                                    (POLYC_GEMM_T *)s->a + i0 * s->K + t * POLYC_GEMM_VL); \
-    }                                                                                  \
-                                                                                       \
-    static void polyc_gemm_win_pack_work_##SFX(polyc_gemm_job *j, void *ctx, int tid,  \
-                                               int64_t t, uint64_t e)                  \
-    {                                                                                  \
-        (void)tid;                                                                     \
-        do {                                                                           \
-            polyc_gemm_win_pack_##SFX((const polyc_gemm_wctx *)ctx, t);                \
-            __atomic_add_fetch(&j->done, 1, __ATOMIC_RELEASE);                         \
-        } while ((t = polyc_gemm_claim(j, e)) >= 0);                                   \
     }                                                                                  \
                                                                                        \
     static int polyc_gemm_win_##SFX(polyc_gemm_args_##SFX *g, int nt)                  \
@@ -316,16 +300,8 @@ typedef struct {
         s.b = g->B;                                                                    \
         /* all of A, sliver after sliver (in parallel: 128 x 1152 floats take as long \
          * as a 7 x 7 output's products), then the tiles */                         \
-        if (nt > 1) {                                                                  \
-            polyc_gemm_run_job(s.plan.slivers, nt, polyc_gemm_win_pack_work_##SFX, &s); \
-            polyc_gemm_run_job(items, nt, polyc_gemm_win_work_##SFX, &s);              \
-        } else {                                                                       \
-            int64_t t;                                                                 \
-            for (t = 0; t < s.plan.slivers; t++)                                       \
-                polyc_gemm_win_pack_##SFX(&s, t);                                      \
-            for (t = 0; t < items; t++)                                                \
-                polyc_gemm_win_item_##SFX(&s, t, 0);                                   \
-        }                                                                              \
+        polyc_gemm_each(s.plan.slivers, nt, polyc_gemm_win_pack_##SFX, &s);            \
+        polyc_gemm_each(items, nt, polyc_gemm_win_item_##SFX, &s);                     \
         polyc_gemm_release(buf, cached);                                               \
         return 1;                                                                      \
     }
