@@ -133,23 +133,31 @@ def _is_pure_reduction_band(node: isl.ScheduleNode, program: Program) -> bool:
 
 def _carries_reuse(band: isl.ScheduleNode, program: Program) -> bool:
     """Whether tiling ``band`` can shorten a reuse distance: some access of
-    a hot statement is invariant along one of the band's members (``A[i,k]``
-    along ``j`` in a matmul: temporal reuse across a whole loop, which a
-    tile keeps in cache).  A band whose every access moves with every member
-    (a stencil's ``A[i-1,j], A[i,j+1]``) has only neighbour reuse, which the
-    untiled loops already keep; tiling it only cuts the parallel loop into
-    fewer, larger iterations.  A member that is not a single iterator
-    (skewed) counts as carrying reuse.  Source: the temporal-reuse test of
-    Wolf and Lam, "A data locality optimizing algorithm", PLDI 1991."""
+    a hot statement is invariant along one of the band's members and moves
+    with a member inside it (``A[i,k]`` along ``j`` in a matmul over
+    ``(i, j, k)``: each element is reused once per sweep of ``k``, a whole
+    loop apart, which a tile keeps in cache).  An access invariant only
+    along members inside every member it moves with (a per-channel scale
+    ``s[c]`` in ``y[c,h,w] = x[c,h,w] * s[c]``) is reused at distance 0
+    already; a band whose every access moves with every member (a stencil's
+    ``A[i-1,j], A[i,j+1]``) has only neighbour reuse, which the untiled
+    loops keep too.  Tiling those only cuts the parallel loop into fewer,
+    larger iterations (one tile of 64 channels: one thread).  A member that
+    is not a single iterator (skewed) counts as carrying reuse.  Source: the
+    temporal-reuse test of Wolf and Lam, "A data locality optimizing
+    algorithm", PLDI 1991."""
     mupa = band.band_get_partial_schedule()
     hot = hot_statements(band_statements(band, program))
+    n = band.band_n_member()
     for s in hot:
-        accs = [a for a in [s.lhs] + E.accesses(s.rhs) if a.indices]
-        for j in range(band.band_n_member()):
-            var = member_iterator(s, mupa.get_union_pw_aff(j))
-            if var is None:
-                return True
-            if any(var not in set().union(*map(E.index_names, a.indices)) for a in accs):
+        accs = [set().union(*map(E.index_names, a.indices))
+                for a in [s.lhs] + E.accesses(s.rhs) if a.indices]
+        names = [member_iterator(s, mupa.get_union_pw_aff(j)) for j in range(n)]
+        if any(v is None for v in names):
+            return True
+        for j, var in enumerate(names):
+            if any(var not in used and any(w in used for w in names[j + 1:])
+                   for used in accs):
                 return True
     return False
 
