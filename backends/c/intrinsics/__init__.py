@@ -59,7 +59,7 @@ def library_source() -> str:
 
 
 #: The headers ``gemm.h`` includes from this directory (each exactly once).
-_PARTS = ("gemm_small.h", "gemm_few.h", "gemm_win.h")
+_PARTS = ("gemm_small.h", "gemm_few.h", "gemm_win.h", "gemm_post.h")
 
 
 def _gemm_h() -> str:

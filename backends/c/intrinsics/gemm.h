@@ -27,6 +27,14 @@
  *     with no im2col buffer: packing gathers the window.  A map whose digits
  *     form one arithmetic progression is used as a stride; any other is turned
  *     into an offset table (one int64 per index) in the packing block.
+ *   void polyc_gemmx_post_f32(M, N, K, A, a_rows, a_cols, B, b_rows, b_cols, C, c_rs,
+ *                             c_cs, alpha, beta, post, nthreads);
+ *     polyc_gemmx with post-operations instead of the bias and ReLU:
+ *     C = relu(C * mul + add + add2) on each tile once its sum is final, by the
+ *     thread that computed it (polyc_gemm_post in gemm_api.h: each operand a
+ *     per-row or per-column vector or a matrix, p[m * rs + n * cs]; gemm_post.h);
+ *     the paths apply them after each tile (window, small), each register tile
+ *     of the last k block (packed) or over all of C afterwards (few rows, K == 0).
  *   void polyc_gemmt_f32(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
  *                        alpha, beta, band, band_lo, band_hi, nthreads);
  *     the same over a band (no bias, no ReLU): band POLYC_GEMM_BAND_MN stores
@@ -707,6 +715,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
 #include "gemm_small.h"
 #include "gemm_few.h"
 #include "gemm_win.h"
+#include "gemm_post.h"
 #endif
 
 /* ------------------------------------------------------------ micro-kernels
@@ -867,7 +876,68 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
          * outside) or k - n (_NK: B(k, n) is zero outside); 0: no band */            \
         int banded;                                                                    \
         int64_t band_lo, band_hi;                                                      \
+        const polyc_gemm_post *post; /* polyc_gemmx_post (NULL: none) */               \
     } polyc_gemm_args_##SFX;                                                           \
+                                                                                       \
+    POLYC_GEMM_DEFINE_POST_ROW(SFX)                                                    \
+                                                                                       \
+    /* The post-operations (gemm_api.h) on C's rows i0 .. i0 + mr - 1, columns         \
+     * j0 .. j0 + nc - 1, once their sums are final: by the thread that stored         \
+     * them, while they are in its caches.  Unit column strides (0 or 1 for            \
+     * the operands: a per-row value is a scalar): polyc_gemm_post_row_<t>;            \
+     * any others, element by element. */                                              \
+    static void polyc_gemm_post_##SFX(const polyc_gemm_args_##SFX *g, int64_t i0,      \
+                                      int64_t mr, int64_t j0, int64_t nc)              \
+    {                                                                                  \
+        const polyc_gemm_post *p = g->post;                                            \
+        const polyc_gemm_operand *op[3];                                               \
+        const POLYC_GEMM_T ident[3] = {(POLYC_GEMM_T)1, (POLYC_GEMM_T)-0.0, (POLYC_GEMM_T)-0.0}; \
+        int unit = g->c_cs == 1, o;                                                    \
+        int64_t i, j;                                                                  \
+        op[0] = &p->mul; op[1] = &p->add; op[2] = &p->add2;                            \
+        for (o = 0; o < 3; o++)                                                        \
+            unit &= !op[o]->p || op[o]->cs <= 1;                                       \
+        for (i = i0; i < i0 + mr; i++) {                                               \
+            POLYC_GEMM_T *ci = g->C + i * g->c_rs + j0 * g->c_cs;                      \
+            const POLYC_GEMM_T *row[3];                                                \
+            POLYC_GEMM_T s[3];                                                         \
+            for (o = 0; o < 3; o++) {                                                  \
+                row[o] = op[o]->p ? (const POLYC_GEMM_T *)op[o]->p + i * op[o]->rs     \
+                                        + j0 * op[o]->cs : NULL;                       \
+                s[o] = row[o] ? row[o][0] : ident[o];                                  \
+            }                                                                          \
+            if (unit) {                                                                \
+                polyc_gemm_post_row_##SFX(ci, nc, row[0] && op[0]->cs ? row[0] : NULL, s[0], \
+                                          row[1] && op[1]->cs ? row[1] : NULL, s[1],   \
+                                          row[2] && op[2]->cs ? row[2] : NULL, s[2],   \
+                                          p->relu);                                    \
+                continue;                                                              \
+            }                                                                          \
+            for (j = 0; j < nc; j++) {                                                 \
+                POLYC_GEMM_T v = ci[j * g->c_cs];                                      \
+                if (row[0]) v *= row[0][j * op[0]->cs];                                \
+                if (row[1]) v += row[1][j * op[1]->cs];                                \
+                if (row[2]) v += row[2][j * op[2]->cs];                                \
+                if (p->relu && !(v > 0) && (p->relu == 1 || v == v))                   \
+                    v = 0;                                                             \
+                ci[j * g->c_cs] = v;                                                   \
+            }                                                                          \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
+    /* The post-operations on all of C, rows split among nt threads. */                \
+    static void polyc_gemm_post_rows_##SFX(const void *ctx, int64_t t, int tid)        \
+    {                                                                                  \
+        const polyc_gemm_args_##SFX *g = (const polyc_gemm_args_##SFX *)ctx;           \
+        (void)tid;                                                                     \
+        polyc_gemm_post_##SFX(g, t * 8, polyc_gemm_min(8, g->M - t * 8), 0, g->N);     \
+    }                                                                                  \
+    static void polyc_gemm_post_all_##SFX(const polyc_gemm_args_##SFX *g, int nt)      \
+    {                                                                                  \
+        if (g->post)                                                                   \
+            polyc_gemm_each(polyc_gemm_cdiv(g->M, 8), nt, polyc_gemm_post_rows_##SFX, g); \
+    }                                                                                  \
+                                                                                       \
                                                                                        \
     /* One MR x kc sliver of A through its maps (rows i0.., columns k0..). */      \
     static void polyc_gemm_pack_at_##SFX(const polyc_gemm_args_##SFX *g, int64_t mr,   \
@@ -1115,6 +1185,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                 polyc_gemm_ukr_##SFX(ke - ks, ap + ir * POLYC_GEMM_MR * kc + (ks - pc) * POLYC_GEMM_MR, \
                                      bp + (ks - pc) * POLYC_GEMM_NR, c, g->c_rs,        \
                                      g->c_cs, mr, nr, beta, g->beta, bj, g->bias_cs, relu); \
+                if (g->post && pc + kc >= g->K)     /* the tile's sums are final */    \
+                    polyc_gemm_post_##SFX(g, r0, mr, c0, nr);                          \
             }                                                                          \
         }                                                                              \
     }                                                                                  \
@@ -1292,11 +1364,14 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         if (K == 0 || g->alpha == (POLYC_GEMM_T)0) { /* C = beta C: A, B not read */   \
             g->K = 0;                                                                  \
             polyc_gemm_simple_##SFX(g);                                                \
+            polyc_gemm_post_all_##SFX(g, 1);                                           \
             return;                                                                    \
         }                                                                              \
         POLYC_GEMM_NUM_THREADS(nt);                                                    \
-        if (polyc_gemm_few_##SFX(g, nt))  /* its threads follow B's bytes */          \
+        if (polyc_gemm_few_##SFX(g, nt)) { /* its threads follow B's bytes */         \
+            polyc_gemm_post_all_##SFX(g, nt);                                          \
             return;                                                                    \
+        }                                                                              \
         {   /* at least 2^21 multiply-adds (128^3) per thread */                      \
             const double per = (double)M * (double)N * (double)K / (double)(1 << 21);  \
             if (per < (double)nt)                                                      \
@@ -1334,6 +1409,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             &cached);                                                                  \
         if (!g->bpack) {                                                               \
             polyc_gemm_simple_##SFX(g);                                                \
+            polyc_gemm_post_all_##SFX(g, 1);                                           \
             return;                                                                    \
         }                                                                              \
         g->apack = g->bpack + b_len;                                                   \
@@ -1420,6 +1496,30 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         g.b_cd = polyc_gemm_collapse(b_cols, &g.b_cs) ? NULL : b_cols;                 \
         g.alpha = alpha; g.beta = beta;                                                \
         g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;                             \
+        polyc_gemm_run_##SFX(&g, nthreads);                                            \
+    }                                                                                  \
+                                                                                       \
+    POLYC_GEMM_API void polyc_gemmx_post_##SFX(                                        \
+        int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A,                        \
+        const polyc_gemm_dims *a_rows, const polyc_gemm_dims *a_cols,                  \
+        const POLYC_GEMM_T *B, const polyc_gemm_dims *b_rows,                          \
+        const polyc_gemm_dims *b_cols, POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs,    \
+        POLYC_GEMM_T alpha, POLYC_GEMM_T beta, const polyc_gemm_post *post,            \
+        int nthreads)                                                                  \
+    {                                                                                  \
+        polyc_gemm_args_##SFX g;                                                       \
+        if (M <= 0 || N <= 0)                                                          \
+            return;                                                                    \
+        memset(&g, 0, sizeof g);                                                       \
+        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
+        g.A = A; g.B = B; g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                       \
+        g.a_rd = polyc_gemm_collapse(a_rows, &g.a_rs) ? NULL : a_rows;                 \
+        g.a_cd = polyc_gemm_collapse(a_cols, &g.a_cs) ? NULL : a_cols;                 \
+        g.b_rd = polyc_gemm_collapse(b_rows, &g.b_rs) ? NULL : b_rows;                 \
+        g.b_cd = polyc_gemm_collapse(b_cols, &g.b_cs) ? NULL : b_cols;                 \
+        g.alpha = alpha; g.beta = beta;                                                \
+        g.post = post && (post->mul.p || post->add.p || post->add2.p || post->relu)     \
+                     ? post : NULL;                                                    \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }
 

@@ -28,6 +28,24 @@ typedef struct {
     int64_t stride[POLYC_GEMM_MAXDIMS];
 } polyc_gemm_dims;
 
+/* An operand of a post-operation: element (m, n) at p[m * rs + n * cs]
+ * (strides in elements, non-negative; 0 broadcasts: a per-row vector has
+ * cs = 0, a per-column one rs = 0). */
+typedef struct {
+    const void *p;              /* NULL: none */
+    int64_t rs, cs;
+} polyc_gemm_operand;
+
+/* The post-operations of polyc_gemmx_post, applied to each element x of C
+ * once its sum is final, in this order:
+ *   x = x * mul;  x = x + add;  x = x + add2;  then relu:
+ *   0 none, 1 x > 0 ? x : 0 (C's fmax: NaN -> 0), 2 the same keeping NaN
+ *   (numpy's maximum).  An absent operand leaves x as it is. */
+typedef struct {
+    polyc_gemm_operand mul, add, add2;
+    int relu;
+} polyc_gemm_post;
+
 #define POLYC_GEMM_DECLARE(T, SFX)                                                     \
     POLYC_GEMM_API void polyc_gemm_##SFX(                                              \
         int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs, int64_t a_cs,       \
@@ -38,6 +56,11 @@ typedef struct {
         const polyc_gemm_dims *a_cols, const T *B, const polyc_gemm_dims *b_rows,      \
         const polyc_gemm_dims *b_cols, T *C, int64_t c_rs, int64_t c_cs, T alpha,      \
         T beta, const T *bias, int64_t bias_cs, int relu, int nthreads);                \
+    POLYC_GEMM_API void polyc_gemmx_post_##SFX(                                        \
+        int64_t M, int64_t N, int64_t K, const T *A, const polyc_gemm_dims *a_rows,    \
+        const polyc_gemm_dims *a_cols, const T *B, const polyc_gemm_dims *b_rows,      \
+        const polyc_gemm_dims *b_cols, T *C, int64_t c_rs, int64_t c_cs, T alpha,      \
+        T beta, const polyc_gemm_post *post, int nthreads);                             \
     POLYC_GEMM_API void polyc_gemmt_##SFX(                                             \
         int64_t M, int64_t N, int64_t K, const T *A, int64_t a_rs, int64_t a_cs,       \
         const T *B, int64_t b_rs, int64_t b_cs, T *C, int64_t c_rs, int64_t c_cs,      \

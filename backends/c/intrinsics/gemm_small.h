@@ -444,6 +444,8 @@ typedef struct {
                     K, ap, bq, s->boff, cq, g->c_rs, rest - (nvt - 1) * POLYC_GEMM_VL,  \
                     s->beta, &g->beta, bias ? bias + n : NULL, g->relu);               \
             }                                                                          \
+            if (g->post)                                                               \
+                polyc_gemm_post_##SFX(g, i0, mr, n, rest);                             \
         }                                                                              \
     }                                                                                  \
                                                                                        \

@@ -119,6 +119,27 @@ typedef struct {
         }                                                                              \
     }                                                                                  \
                                                                                        \
+    /* The post-operations on rows i0 .. i0 + mr - 1 of the output columns of      \
+     * virtual columns j .. j + rest - 1 of run q. */                                 \
+    static void polyc_gemm_win_post_##SFX(const polyc_gemm_wctx *s, int64_t i0,        \
+                                          int64_t mr, int64_t q, int64_t j, int64_t rest) \
+    {                                                                                  \
+        const polyc_gemm_args_##SFX *g = (const polyc_gemm_args_##SFX *)s->g;          \
+        int64_t h;                                                                     \
+        if (!s->pitch) {                                                               \
+            polyc_gemm_post_##SFX(g, i0, mr, q * s->run + j, rest);                    \
+            return;                                                                    \
+        }                                                                              \
+        for (h = j / s->pitch; h * s->pitch < j + rest; h++) {                         \
+            const int64_t v0 = polyc_gemm_max(j, h * s->pitch);                        \
+            const int64_t v1 = polyc_gemm_min(j + rest, h * s->pitch + s->run);        \
+            if (v0 < v1)                                                               \
+                polyc_gemm_post_##SFX(g, i0, mr,                                       \
+                                      (q * s->rows + h) * s->run + (v0 - h * s->pitch), \
+                                      v1 - v0);                                        \
+        }                                                                              \
+    }                                                                                  \
+                                                                                       \
     /* Item t: its chunk of column tiles, each times its group of slivers of A (all \
      * of them unless the tiles are too few to share among the threads). */        \
     static void polyc_gemm_win_item_##SFX(const void *ctx, int64_t t, int tid)          \
@@ -163,6 +184,8 @@ typedef struct {
                 ap += (int64_t)mr * K + POLYC_GEMM_VL;                                 \
                 i0 += mr;                                                              \
             }                                                                          \
+            if (g->post)    /* rows r0 .. i0 - 1 of the tile's output columns */       \
+                polyc_gemm_win_post_##SFX(s, r0, i0 - r0, q, j, rest);                 \
         }                                                                              \
     }                                                                                  \
                                                                                        \
