@@ -8,7 +8,10 @@ conv3x3 -> BN -> ReLU -> conv3x3 -> BN -> add -> ReLU, channels first
 ``sliding_window_view`` then ``np.einsum``: polyc folds the window view into
 the einsum's access relations (no im2col buffer) and the contraction reaches
 the implicit-GEMM micro-kernel; batch norm (inference: a scale and a shift
-per channel) is an epilogue.  Weights are arguments.
+per channel), the residual add and the ReLU are the GEMM call's
+post-operations, applied to each tile of the output as it is finished
+(docs/tensorize.md, "Post-operations"): four kernels, two pads and two
+convolutions.  Weights are arguments.
 """
 
 from __future__ import annotations

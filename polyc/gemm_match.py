@@ -86,6 +86,25 @@ class Band:
 
 
 @dataclass(frozen=True)
+class PostOp:
+    """One operand of the call's post-operations (``polyc_gemm_post`` in
+    ``gemm_api.h``: ``C = relu(C * mul + add + add2)`` on each finished tile):
+    ``role`` ``"mul"``, ``"add"`` or ``"add2"``; the tensor and its access in
+    the update's iterator names; ``layout`` ``"row"`` (indexed by the GEMM's
+    row, a per-channel vector), ``"col"`` (by its column) or ``"full"``
+    (every element of C, at the same indices)."""
+    role: str
+    tensor: str
+    access: E.Access
+    layout: str
+
+    def text(self) -> str:
+        sign = "*" if self.role == "mul" else "+"
+        where = {"row": "per row", "col": "per column", "full": "per element"}[self.layout]
+        return f"{sign} {self.tensor} ({where})"
+
+
+@dataclass(frozen=True)
 class GemmMatch:
     """``statement`` (C[...] += A[...] * B[...]) as GEMM calls.
 
@@ -126,6 +145,13 @@ class GemmMatch:
     epilogue: str | None = None
     bias: str | None = None
     relu: bool = False
+    #: the post-operations the call applies to each finished tile of C
+    #: (``polyc_gemmx_post``): the operands of ``relu(C * mul + add + add2)``
+    #: as :class:`PostOp` in that order, and the ReLU (0: none, 1: C's fmax,
+    #: NaN becomes 0; 2: numpy's maximum, NaN kept); empty: none (``bias``
+    #: and ``relu`` then describe an in-store epilogue, if any)
+    post: tuple = ()
+    post_relu: int = 0
     #: whether the call may use the kernel's OpenMP team (``Config.parallel``)
     parallel: bool = True
     #: the product of the update's scalar factors (constants, size parameters,
@@ -238,6 +264,10 @@ class GemmMatch:
         if self.store:
             extra += (f"; {self.epilogue} folded: the store rounds into {self.store} "
                       f"({self.c} is never written)")
+        elif self.epilogue and (self.post or self.post_relu):
+            parts = [p.text() for p in self.post] + (["relu"] if self.post_relu else [])
+            extra += (f"; epilogue {self.epilogue} ({', '.join(parts)}) applied by the call to "
+                      "each tile of C once its sum is final")
         elif self.epilogue:
             parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
             what = ", ".join(parts) or "a scaling of C, in alpha"

@@ -57,6 +57,8 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     GemmMatch,
     tensor_core_support,
 )
+from .gemm_post import each_called_once as _each_called_once
+from .gemm_post import match_post
 from .ir import Program, Statement
 from .isl_util import (
     aff_from_expr,
@@ -461,27 +463,39 @@ def match_round_store(program: Program, m: GemmMatch) -> GemmMatch:
     return replace(m, epilogue=nxt.name, store=nxt.tensor)
 
 
-def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
+def match_epilogue(program: Program, m: GemmMatch, post: bool = True) -> GemmMatch:
     """``m`` with the statement right after it folded into the call's store
     when that statement is ``C = C + bias(n)``, ``C = fmax(C, 0)`` or
     ``C = fmax(C + bias(n), 0)`` over every element of C (an MLP layer's bias
     and ReLU): the call then applies it on the last pass over each C tile
-    instead of a second pass over C."""
+    instead of a second pass over C.  Otherwise, with ``post``, the
+    statement as the call's post-operations where it is one
+    (:func:`polyc.gemm_post.match_post`: a convolution's batch norm, residual
+    and ReLU; not on tensor cores, whose call has none)."""
     stmts = list(program.statements)
     i = stmts.index(program.statement(m.statement))
-    if i + 1 >= len(stmts) or m.gather or len(m.n) != 1 or m.terms:
+    if i + 1 >= len(stmts) or m.terms:
         return m        # (several products: the store of the first call is not the last)
     if m.band is not None:
         return m        # (polyc_gemmt has no epilogue)
     nxt = stmts[i + 1]
-    c_acc = m.accesses[0][1]
     if nxt.kind != "assign" or nxt.tensor != m.c or _plain(nxt.lhs) is None:
         return m
+    found = None if m.gather or len(m.n) != 1 else _bias_relu(program, m, nxt)
+    if found is None and post:
+        found = match_post(program, m, nxt)
+    return m if found is None else found
+
+
+def _bias_relu(program: Program, m: GemmMatch, nxt: Statement) -> GemmMatch | None:
+    """``m`` with ``nxt`` folded as a scaling (alpha) or the in-store bias
+    and ReLU of :func:`match_epilogue`; ``None`` when it is neither."""
+    c_acc = m.accesses[0][1]
     alpha = _post_scale(program, m, nxt)
     if alpha is not None:
         return replace(m, epilogue=nxt.name, alpha=alpha)
     if m.batch:
-        return m
+        return None
     ren = dict(zip((x.name for x in nxt.lhs.indices), (x.name for x in c_acc.indices)))
     n_name = next(k for k, v in ren.items() if v == m.n[0])
     e, relu = nxt.rhs, False
@@ -495,13 +509,13 @@ def match_epilogue(program: Program, m: GemmMatch) -> GemmMatch:
             and program.tensor(e.rhs.tensor).dtype == m.dtype:
         bias, e = e.rhs.tensor, e.lhs
     if not (isinstance(e, E.Access) and e.tensor == m.c and e.indices == nxt.lhs.indices):
-        return m
+        return None
     if bias is None and not relu:
-        return m
+        return None
     ctx = program.parameter_domain()
     if not nxt.write.range().intersect_params(ctx).is_equal(
             tensor_box(program, m.c).intersect_params(ctx)):
-        return m
+        return None
     return replace(m, epilogue=nxt.name, bias=bias, relu=relu)
 
 
@@ -530,15 +544,6 @@ def _self_scale(st: Statement) -> E.Expr | None:
     if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
         return None
     return _product(rest)
-
-
-def _each_called_once(program: Program, m: GemmMatch, st: Statement) -> bool:
-    """Whether ``st`` writes exactly the elements of C the call of ``m``
-    writes (isl, under the parameter context), each once."""
-    ctx = program.parameter_domain()
-    return (st.write.range().intersect_params(ctx).is_equal(
-        called_elements(program, m).range().intersect_params(ctx))
-        and st.write.intersect_domain(st.domain).intersect_params(ctx).is_injective())
 
 
 def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | None:

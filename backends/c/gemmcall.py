@@ -239,6 +239,9 @@ def _call(em: Emitter, m, beta_text: str, sfx: str) -> c.Statement:
             f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, "
             f"{scalar(em, alpha, m.dtype)}, {beta_text}, {_BAND_KIND[m.band.pair]}, {lo}, "
             f"{hi}, {threads})")
+    if m.post or m.post_relu:
+        return _post_call(em, m, sfx, c_op, dims, scalar(em, alpha, m.dtype), beta_text,
+                          threads)
     if m.gather:
         return c.Statement(
             f"polyc_gemmx_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
@@ -248,3 +251,36 @@ def _call(em: Emitter, m, beta_text: str, sfx: str) -> c.Statement:
         f"polyc_gemm_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
         f"{stride(A, m.m[-1])}, {stride(A, m.k[-1])}, {base(B)}, "
         f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, {tail})")
+
+
+def _post_call(em: Emitter, m, sfx: str, c_op: str, dims, alpha: str, beta: str,
+               threads: str) -> c.Generable:
+    """``polyc_gemmx_post_<t>`` with the post-operations of ``m``
+    (``GemmMatch.post``, :mod:`polyc.gemm_post`) as a ``polyc_gemm_post``:
+    each operand's address at the call's first element and its strides along
+    the GEMM's row and column (0 where it does not move: a per-row vector
+    has a column stride of 0)."""
+    A, B = 1, 2
+    _, base, ext, _ = _roles(em, m)
+    scanned = set(m.scanned)
+
+    def operand(op) -> str:
+        if op is None:
+            return "{0, 0, 0}"
+        nd = len(op.access.indices)
+
+        def along(it: str) -> str:
+            terms = [row_major_stride(em, op.tensor, d) for d in range(nd)
+                     if isinstance(op.access.indices[d], E.Index)
+                     and op.access.indices[d].name == it]
+            return " + ".join(f"({x})" for x in terms) or "0"
+        return (f"{{{base_pointer(em, op.tensor, op.access, scanned)}, "
+                f"{along(m.m[-1])}, {along(m.n[-1])}}}")
+    by_role = {op.role: op for op in m.post}
+    post = ", ".join(operand(by_role.get(r)) for r in ("mul", "add", "add2"))
+    return c.Block([
+        c.Statement(f"const polyc_gemm_post polyc_post = {{{post}, {m.post_relu}}}"),
+        c.Statement(
+            f"polyc_gemmx_post_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
+            f"{dims(A, m.m)}, {dims(A, m.k)}, {base(B)}, {dims(B, m.k)}, "
+            f"{dims(B, m.n)}, {c_op}, {alpha}, {beta}, &polyc_post, {threads})")])

@@ -47,6 +47,7 @@ from __future__ import annotations
 import cgen as c
 
 from polyc import expr as E
+from polyc.errors import UnsupportedError
 from polyc.gemm_match import SIMT_FEW_TILES, SIMT_SMALL_TILE
 from polyc.intrinsics import MAX_DIGITS, TENSOR_CORE_THREADS, TENSOR_CORE_TILE
 from polyc.ir import Statement
@@ -569,6 +570,10 @@ def wmma_call(em, s: Statement) -> c.Generable:
     operand's rows and columns are given as digits (extent, stride), so a
     window (an implicit GEMM) is addressed like a plain operand."""
     m = s.intrinsic
+    if m.post or m.post_relu:
+        # (the tensorizer folds post-operations only on the CPU: match_epilogue(post=))
+        raise UnsupportedError(f"{m.statement}: the CUDA GEMM has no post-operations "
+                               f"({m.epilogue} cannot be folded into its call)")
     ops = gemm_operands(em, s)
     digits = dict(ops.digits)
 

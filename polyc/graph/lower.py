@@ -84,18 +84,29 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
     members = {n.id for n in nodes}
     consumers = graph.consumers()
     alias: dict[str, str] = {}
-    for n in nodes:
-        if n.kind != "op" or n.reduction or len(n.stmts) != 1 or n.helpers:
+
+    def follows(p: Node, n: Node) -> bool:
+        """Whether ``n`` is ``p``'s only reader, elementwise, reading it at
+        its own element, with ``p``'s shape and dtype."""
+        if (n.id not in members or n.kind != "op" or n.reduction or len(n.stmts) != 1
+                or n.helpers or [c.id for c in consumers[p.id]] != [n.id]
+                or p.shape != n.shape or p.dtype != n.dtype):
+            return False
+        reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
+        return bool(reads) and all(_same_element(r, n.shape) for r in reads)
+
+    for p in nodes:
+        if not p.contraction or p.id in keep:
             continue
-        for p in n.inputs:
-            if (p.id in members and p.contraction and p.id not in keep
-                    and p.name not in alias.values()
-                    and [c.id for c in consumers[p.id]] == [n.id]
-                    and p.shape == n.shape and p.dtype == n.dtype):
-                reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
-                if reads and all(_same_element(r, n.shape) for r in reads):
-                    alias[n.name] = p.name
-                    break
+        chain = [p]
+        # a chain of such readers (t9 = t8 * s, t10 = t9 + b, t11 = max(t10, 0)):
+        # the last is aliased, the others are computed inside it
+        # (_inline_single_use), so that the call folds them as one statement
+        while (len(consumers[chain[-1].id]) == 1 and follows(chain[-1], consumers[chain[-1].id][0])
+               and (len(chain) == 1 or chain[-1].id not in keep)):
+            chain.append(consumers[chain[-1].id][0])
+        if len(chain) > 1:
+            alias[chain[-1].name] = p.name
     return alias
 
 

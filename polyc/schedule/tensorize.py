@@ -232,14 +232,16 @@ def fold(program: Program, main: str, others, parallel: bool = True,
         if name == init:
             m = replace(m, init=name)
         elif name == epi.epilogue:
-            m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu, alpha=epi.alpha)
+            m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu, alpha=epi.alpha,
+                        post=epi.post, post_relu=epi.post_relu)
         elif m.scale is None and order.index(name) < order.index(main) and (
                 beta := match_scale(program, m, st)) is not None:
             m = replace(m, scale=name, beta=beta)
         else:
             return (f"statement {name} ({st.text.strip()}) also runs below the band; gemm "
                     f"computes only {main} with its initialisation, a scaling of "
-                    f"{stmt.tensor} before it, or a bias/ReLU epilogue after it")
+                    f"{stmt.tensor} before it, or an epilogue after it (a bias, a scale per "
+                    "row, a residual, a ReLU)")
     return m
 
 

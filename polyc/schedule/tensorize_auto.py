@@ -168,7 +168,7 @@ def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
     if m.parts:
         m = replace(m, parallel=parallel)
     else:
-        m = replace(match_epilogue(program, m), parallel=parallel)
+        m = replace(match_epilogue(program, m, post=not tensor_cores), parallel=parallel)
     if m.init is None and before is not None and not m.parts:
         beta = match_scale(program, m, before)
         if beta is not None:
@@ -176,7 +176,8 @@ def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
     if program.order is not None:
         reason, moved = atomic_reason(program, m, *facts.get())
         if reason and (m.epilogue or m.scale):
-            m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None)
+            m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None,
+                        post=(), post_relu=0)
             reason, moved = atomic_reason(program, m, *facts.get())
         if reason:
             return m, guard, reason

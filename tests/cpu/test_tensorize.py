@@ -205,7 +205,8 @@ C3 = ("def c3(float(B, K) I, float(N, K) W, float(N) b) -> (O) {\n"
     (C3.replace("fmax(O(i, n) + b(n), 0.0)", "fmax(O(i, n), 0.0) + 0.0 * b(n)"),
      lambda I, W, b: np.maximum(I @ W.T, 0) + 0.0 * b, None),       # not the pattern
     (C3.replace("float(N) b", "float(B) b").replace("b(n)", "b(i)"),
-     lambda I, W, b: np.maximum(I @ W.T + b[:, None], 0), None),     # bias along m
+     lambda I, W, b: np.maximum(I @ W.T + b[:, None], 0),
+     "post:+ b (per row), relu"),         # bias along m: the call's post-operations
 ])
 @pytest.mark.parametrize("shape", [(1, 1, 1), (37, 29, 50), (5, 70, 0)])
 def test_epilogue_fused_into_the_store(src, ref, fused, shape):
@@ -216,7 +217,10 @@ def test_epilogue_fused_into_the_store(src, ref, fused, shape):
     kern, O = _run(src, I, W, b)
     np.testing.assert_allclose(O, ref(I, W, b), rtol=2e-5, atol=1e-4)
     notes = kern.explain(json=True)["tensorize"]
-    if fused:
+    if fused and fused.startswith("post:"):
+        assert f"epilogue S1 ({fused[5:]}) applied by the call" in notes["S0"]
+        assert "t_O[" not in kern.source.split("void polyc_kernel")[1]     # no pass over O
+    elif fused:
         assert f"epilogue S1 ({fused}) fused" in notes["S0"]
         assert "t_O[" not in kern.source.split("void polyc_kernel")[1]     # one pass over O
     else:
