@@ -33,8 +33,9 @@
  *     C = relu(C * mul + add + add2) on each tile once its sum is final, by the
  *     thread that computed it (polyc_gemm_post in gemm_api.h: each operand a
  *     per-row or per-column vector or a matrix, p[m * rs + n * cs]; gemm_post.h);
- *     the paths apply them after each tile (window, small), each register tile
- *     of the last k block (packed) or over all of C afterwards (few rows, K == 0).
+ *     the paths apply them after each tile (window, small), each block of the
+ *     last k block's macro-kernel (packed: rows of a whole panel, from L2) or
+ *     over all of C afterwards (few rows, K == 0).
  *   void polyc_gemmt_f32(M, N, K, A, a_rs, a_cs, B, b_rs, b_cs, C, c_rs, c_cs,
  *                        alpha, beta, band, band_lo, band_hi, nthreads);
  *     the same over a band (no bias, no ReLU): band POLYC_GEMM_BAND_MN stores
@@ -1185,8 +1186,6 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                 polyc_gemm_ukr_##SFX(ke - ks, ap + ir * POLYC_GEMM_MR * kc + (ks - pc) * POLYC_GEMM_MR, \
                                      bp + (ks - pc) * POLYC_GEMM_NR, c, g->c_rs,        \
                                      g->c_cs, mr, nr, beta, g->beta, bj, g->bias_cs, relu); \
-                if (g->post && pc + kc >= g->K)     /* the tile's sums are final */    \
-                    polyc_gemm_post_##SFX(g, r0, mr, c0, nr);                          \
             }                                                                          \
         }                                                                              \
     }                                                                                  \
@@ -1244,6 +1243,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                                             kc, i0 + s * POLYC_GEMM_MR, pc,            \
                                             ap + s * POLYC_GEMM_MR * kc);              \
             polyc_gemm_macro_##SFX(g, kc, ap, i0, mcb, jc, nc, 0, p->nsl, beta, bias, relu, pc); \
+            if (g->post && last)    /* the block's sums are final (in this core's L2) */ \
+                polyc_gemm_post_##SFX(g, i0, mcb, jc, nc);                             \
         } else if (p->kind == 2) {                                                     \
             const int64_t s1 = polyc_gemm_min((c + 1) * p->ach, p->bsl);               \
             for (s = c * p->ach; s < s1; s++)                                          \
@@ -1251,8 +1252,13 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                                             kc, p->i0 + s * POLYC_GEMM_MR, pc,         \
                                             g->apack + s * POLYC_GEMM_MR * kc);        \
         } else {                                                                       \
+            const int64_t s1 = polyc_gemm_min((c + 1) * p->ch, p->nsl);                \
             polyc_gemm_macro_##SFX(g, kc, g->apack, p->i0, p->mcb, jc, nc, c * p->ch,  \
-                                   polyc_gemm_min((c + 1) * p->ch, p->nsl), beta, bias, relu, pc); \
+                                   s1, beta, bias, relu, pc);                          \
+            if (g->post && last)                                                       \
+                polyc_gemm_post_##SFX(g, p->i0, p->mcb, jc + c * p->ch * POLYC_GEMM_NR, \
+                                      polyc_gemm_min(s1 * POLYC_GEMM_NR, nc)           \
+                                          - c * p->ch * POLYC_GEMM_NR);                \
         }                                                                              \
     }                                                                                  \
                                                                                        \
