@@ -96,6 +96,19 @@ def cpu_has(*flags: str) -> bool:
     return all(f" {flag}" in text for flag in flags)
 
 
+def runnable(builds: dict, build: str):
+    """``builds[build]`` (a shim with ``isa()`` returning ``polyc_gemm_isa()``),
+    skipping the test where this CPU cannot run it: ``"avx2"`` without AVX2
+    and FMA, ``"native"`` unless it is the AVX-512 build (the avx2 build
+    covers an AVX2 CPU)."""
+    if build == "avx2" and not cpu_has("avx2", "fma"):
+        pytest.skip("no AVX2 on this CPU")
+    so = builds[build]
+    if build == "native" and so.isa() != b"avx512":
+        pytest.skip("no AVX-512 on this CPU (the avx2 build covers AVX2)")
+    return so
+
+
 class Dims(ctypes.Structure):
     """``polyc_gemm_dims``: the digits of a row or column index and their strides."""
     _fields_ = [("n", ctypes.c_int), ("ext", ctypes.c_int64 * 8),

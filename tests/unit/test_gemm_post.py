@@ -19,7 +19,7 @@ import ctypes
 
 import numpy as np
 import pytest
-from gemm_abi import ISA_FLAGS, build_shims, cpu_has, dims, offsets
+from gemm_abi import ISA_FLAGS, build_shims, dims, offsets, runnable
 
 SHIM = r"""
 static long n_win, n_small, n_few;
@@ -81,15 +81,6 @@ def builds(tmp_path_factory):
                                                             ctypes.c_double, ctypes.c_double,
                                                             p, ctypes.c_int])
     return libs
-
-
-def _build(builds, build):
-    if build == "avx2" and not cpu_has("avx2", "fma"):
-        pytest.skip("no AVX2 on this CPU")
-    so = builds[build]
-    if build == "native" and so.isa() != b"avx512":
-        pytest.skip("no AVX-512 on this CPU (the avx2 build covers AVX2)")
-    return so
 
 
 def _operand(kind: str, M: int, N: int, dtype, rng, keep: list, nan=False):
@@ -186,7 +177,7 @@ def test_window_path(builds, build, dtype):
     path, rows joined across the pitch (14 and 56 wide) and not (a width of
     whole vectors), and on the small path (few slivers); every tile kind, 1
     and 2 threads."""
-    so = _build(builds, build)
+    so = runnable(builds, build)
     # (24 rows: three slivers, the small path reading the window in place)
     for F, W, path in ((64, 14, WIN), (64, 56, WIN), (64, 32, WIN), (24, 56, SMALL)):
         A, B, maps = window(dtype, 5, F, 6, W)
@@ -203,7 +194,7 @@ def test_window_path(builds, build, dtype):
 @pytest.mark.parametrize("build", ["native", "avx2"])
 def test_small_path(builds, build, dtype):
     """Products whose B fits the small path, sizes around a register tile."""
-    so = _build(builds, build)
+    so = runnable(builds, build)
     for M, N, K in ((1, 1, 1), (5, 17, 9), (13, 50, 30), (30, 33, 64)):
         A, B, maps = plain(dtype, M, N, K)
         for kinds in KINDS:
@@ -219,7 +210,7 @@ def test_packed_path(builds, build, dtype):
     """A product too large for the small path, K over several k blocks (the
     operations apply once, on the last), edge tiles in both directions, a
     column stride of C other than 1."""
-    so = _build(builds, build)
+    so = runnable(builds, build)
     M, N, K = 61, 300, 1100
     A, B, maps = plain(dtype, M, N, K)
     for kinds in (("row", "row", "full"), ("col", "strided", "none"), ("none", "none", "none")):
@@ -249,7 +240,7 @@ def test_few_rows_and_empty_sum(builds, dtype):
 def test_nan_in_an_operand(builds, build):
     """A NaN in the add operand reaches C; ReLU mode 2 keeps it, mode 1 makes
     it 0 (the comparison is in run: NaN where numpy has NaN)."""
-    so = _build(builds, build)
+    so = runnable(builds, build)
     A, B, maps = window(np.float32, 3, 16, 4, 20)
     for kinds in (("none", "row", "none"), ("none", "full", "none")):
         kept = run(so, np.float32, 16, 80, 27, maps, A, B, kinds, 2, nan=True)

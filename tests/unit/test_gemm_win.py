@@ -28,7 +28,7 @@ import mmap
 
 import numpy as np
 import pytest
-from gemm_abi import ISA_FLAGS, build_shims, cpu_has, dims, offsets
+from gemm_abi import ISA_FLAGS, build_shims, dims, offsets, runnable
 
 SHIM = r"""
 #define POLYC_GEMM_FEW_MAX 0 /* the few-rows path (tests/unit/test_gemm_few.py) off */
@@ -79,16 +79,6 @@ def builds(tmp_path_factory):
                                                            ctypes.c_double, p, ctypes.c_int64,
                                                            ctypes.c_int, ctypes.c_int]
     return libs
-
-
-def _native(builds, build):
-    """The build, skipping where the CPU lacks its instructions."""
-    if build == "avx2" and not cpu_has("avx2", "fma"):
-        pytest.skip("no AVX2 on this CPU")
-    so = builds[build]
-    if build == "native" and so.isa() != b"avx512":
-        pytest.skip("no AVX-512 on this CPU (the avx2 build covers AVX2)")
-    return so
 
 
 def guarded(n: int, dtype) -> tuple[np.ndarray, object]:
@@ -166,7 +156,7 @@ def test_rows_joined_across_the_pitch(builds, build, dtype):
     """Output widths around the vector length whose rows the path joins (the
     pitch is below the row rounded up to vectors, or equal to one vector):
     every tile kind, bit for bit the same as the path off."""
-    so = _native(builds, build)
+    so = runnable(builds, build)
     vl = LANES[build, np.dtype(dtype).itemsize]
     widths = sorted({2, 3, vl - 2, vl - 1, vl + 1, 2 * vl - 3, 28, 56})
     for W in widths:
@@ -190,7 +180,7 @@ def test_rows_joined_across_the_pitch(builds, build, dtype):
 def test_many_slivers(builds, build, dtype):
     """More slivers of A than the small path reads B in place for, rows not
     joined (rows a whole number of vectors): the path takes them, pitch 0."""
-    so = _native(builds, build)
+    so = runnable(builds, build)
     vl = LANES[build, np.dtype(dtype).itemsize]
     for W, KW in ((2 * vl, 3), (3 * vl, 2), (vl, 2)):
         before = so.calls()
@@ -205,7 +195,7 @@ def test_epilogue_batches_and_threads(builds, dtype):
     and three images in one call (one virtual run per image), 1 and 2
     threads: the columns stored through the buffer get the same epilogue as
     those the kernel stores."""
-    so = _native(builds, "native")
+    so = runnable(builds, "native")
     cases = [dict(beta=1.0), dict(beta=2.5, alpha=-0.5), dict(bias=1, relu=True),
              dict(bias=3, beta=1.0, relu=True, nthreads=2), dict(images=2, nthreads=2),
              dict(images=3, bias=1, beta=2.5, relu=True), dict(gather_a=True, alpha=2.0)]
@@ -218,7 +208,7 @@ def test_epilogue_batches_and_threads(builds, dtype):
 def test_declines(builds):
     """Not taken: a plain column stride (no map), few slivers over rows the
     small path handles as well, an A too large to pack whole (4 MiB)."""
-    so = _native(builds, "native")
+    so = runnable(builds, "native")
     before = so.calls()
     conv(so, np.float32, 3, 8, 6, 26, 3, 3)          # 1 sliver, pitch 28 vs 32 lanes
     conv(so, np.float32, 500, 300, 3, 7, 3, 3)       # A 300 x 4500 floats: 5.4 MB
@@ -233,7 +223,7 @@ def test_back_to_back_calls_on_two_threads(builds):
     then the tiles), each bit for bit the single-thread result: a worker
     still claiming in one job must not take a ticket of the next (the pool
     once let it, about one call in 16,000, which ended the next job early)."""
-    so = _native(builds, "native")
+    so = runnable(builds, "native")
     rng = np.random.default_rng(5)
     Cin, F, H, W = 8, 70, 30, 28
     HP, WP, K, N = H + 2, W + 2, Cin * 9, H * W

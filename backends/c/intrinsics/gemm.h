@@ -1482,6 +1482,25 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }                                                                                  \
                                                                                        \
+    /* The operands of a call with index maps (polyc_gemmx, polyc_gemmx_post)          \
+     * into g, everything else zero. */                                                \
+    static void polyc_gemm_mapped_##SFX(                                               \
+        polyc_gemm_args_##SFX *g, int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A, \
+        const polyc_gemm_dims *a_rows, const polyc_gemm_dims *a_cols,                  \
+        const POLYC_GEMM_T *B, const polyc_gemm_dims *b_rows,                          \
+        const polyc_gemm_dims *b_cols, POLYC_GEMM_T *C, int64_t c_rs, int64_t c_cs,    \
+        POLYC_GEMM_T alpha, POLYC_GEMM_T beta)                                         \
+    {                                                                                  \
+        memset(g, 0, sizeof *g);                                                       \
+        g->M = M; g->N = N; g->K = K < 0 ? 0 : K;                                      \
+        g->A = A; g->B = B; g->C = C; g->c_rs = c_rs; g->c_cs = c_cs;                  \
+        g->a_rd = polyc_gemm_collapse(a_rows, &g->a_rs) ? NULL : a_rows;               \
+        g->a_cd = polyc_gemm_collapse(a_cols, &g->a_cs) ? NULL : a_cols;               \
+        g->b_rd = polyc_gemm_collapse(b_rows, &g->b_rs) ? NULL : b_rows;               \
+        g->b_cd = polyc_gemm_collapse(b_cols, &g->b_cs) ? NULL : b_cols;               \
+        g->alpha = alpha; g->beta = beta;                                              \
+    }                                                                                  \
+                                                                                       \
     POLYC_GEMM_API void polyc_gemmx_##SFX(                                             \
         int64_t M, int64_t N, int64_t K, const POLYC_GEMM_T *A,                        \
         const polyc_gemm_dims *a_rows, const polyc_gemm_dims *a_cols,                  \
@@ -1493,14 +1512,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         polyc_gemm_args_##SFX g;                                                       \
         if (M <= 0 || N <= 0)                                                          \
             return;                                                                    \
-        memset(&g, 0, sizeof g);                                                       \
-        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
-        g.A = A; g.B = B; g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                       \
-        g.a_rd = polyc_gemm_collapse(a_rows, &g.a_rs) ? NULL : a_rows;                 \
-        g.a_cd = polyc_gemm_collapse(a_cols, &g.a_cs) ? NULL : a_cols;                 \
-        g.b_rd = polyc_gemm_collapse(b_rows, &g.b_rs) ? NULL : b_rows;                 \
-        g.b_cd = polyc_gemm_collapse(b_cols, &g.b_cs) ? NULL : b_cols;                 \
-        g.alpha = alpha; g.beta = beta;                                                \
+        polyc_gemm_mapped_##SFX(&g, M, N, K, A, a_rows, a_cols, B, b_rows, b_cols, C,  \
+                                c_rs, c_cs, alpha, beta);                              \
         g.bias = bias; g.bias_cs = bias_cs; g.relu = relu;                             \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }                                                                                  \
@@ -1516,15 +1529,9 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         polyc_gemm_args_##SFX g;                                                       \
         if (M <= 0 || N <= 0)                                                          \
             return;                                                                    \
-        memset(&g, 0, sizeof g);                                                       \
-        g.M = M; g.N = N; g.K = K < 0 ? 0 : K;                                         \
-        g.A = A; g.B = B; g.C = C; g.c_rs = c_rs; g.c_cs = c_cs;                       \
-        g.a_rd = polyc_gemm_collapse(a_rows, &g.a_rs) ? NULL : a_rows;                 \
-        g.a_cd = polyc_gemm_collapse(a_cols, &g.a_cs) ? NULL : a_cols;                 \
-        g.b_rd = polyc_gemm_collapse(b_rows, &g.b_rs) ? NULL : b_rows;                 \
-        g.b_cd = polyc_gemm_collapse(b_cols, &g.b_cs) ? NULL : b_cols;                 \
-        g.alpha = alpha; g.beta = beta;                                                \
-        g.post = post && (post->mul.p || post->add.p || post->add2.p || post->relu)     \
+        polyc_gemm_mapped_##SFX(&g, M, N, K, A, a_rows, a_cols, B, b_rows, b_cols, C,  \
+                                c_rs, c_cs, alpha, beta);                              \
+        g.post = post && (post->mul.p || post->add.p || post->add2.p || post->relu)    \
                      ? post : NULL;                                                    \
         polyc_gemm_run_##SFX(&g, nthreads);                                            \
     }

@@ -13,6 +13,13 @@
 #ifndef POLYC_GEMM_POST_H
 #define POLYC_GEMM_POST_H
 
+#define POLYC_GEMM_POST_ROW_SIGNATURE(SFX)                                             \
+    static void polyc_gemm_post_row_##SFX(POLYC_GEMM_T *c, int64_t n,                  \
+                                          const POLYC_GEMM_T *mul, POLYC_GEMM_T ms,    \
+                                          const POLYC_GEMM_T *add, POLYC_GEMM_T as,    \
+                                          const POLYC_GEMM_T *add2, POLYC_GEMM_T bs,   \
+                                          int relu)
+
 #if defined(POLYC_GEMM_SK_NVMAX)
 #define POLYC_GEMM_MUL POLYC_GEMM_V(mul)
 #if defined(__AVX512F__)
@@ -28,11 +35,7 @@
 #define POLYC_GEMM_POST_LD(p, x, last, mk, s)                                         \
     (!(p) ? (s) : (last) ? POLYC_GEMM_MLOAD((mk), (p) + (x)) : POLYC_GEMM_LOADU((p) + (x)))
 #define POLYC_GEMM_DEFINE_POST_ROW(SFX)                                                \
-    static void polyc_gemm_post_row_##SFX(POLYC_GEMM_T *c, int64_t n,                  \
-                                          const POLYC_GEMM_T *mul, POLYC_GEMM_T ms,    \
-                                          const POLYC_GEMM_T *add, POLYC_GEMM_T as,    \
-                                          const POLYC_GEMM_T *add2, POLYC_GEMM_T bs,   \
-                                          int relu)                                    \
+    POLYC_GEMM_POST_ROW_SIGNATURE(SFX)                                                 \
     {                                                                                  \
         const POLYC_GEMM_VT vm = POLYC_GEMM_SET1(ms), va = POLYC_GEMM_SET1(as);        \
         const POLYC_GEMM_VT vb = POLYC_GEMM_SET1(bs), zero = POLYC_GEMM_SETZERO();     \
@@ -57,11 +60,7 @@
     }
 #else
 #define POLYC_GEMM_DEFINE_POST_ROW(SFX)                                                \
-    static void polyc_gemm_post_row_##SFX(POLYC_GEMM_T *c, int64_t n,                  \
-                                          const POLYC_GEMM_T *mul, POLYC_GEMM_T ms,    \
-                                          const POLYC_GEMM_T *add, POLYC_GEMM_T as,    \
-                                          const POLYC_GEMM_T *add2, POLYC_GEMM_T bs,   \
-                                          int relu)                                    \
+    POLYC_GEMM_POST_ROW_SIGNATURE(SFX)                                                 \
     {                                                                                  \
         int64_t x;                                                                     \
         for (x = 0; x < n; x++) {                                                      \
