@@ -41,7 +41,9 @@ def each_called_once(program: Program, m: GemmMatch, st: Statement) -> bool:
         and st.write.intersect_domain(st.domain).intersect_params(ctx).is_injective())
 
 
-def _plain(acc: E.Access) -> list[str] | None:
+def plain_indices(acc: E.Access) -> list[str] | None:
+    """The iterator names of ``acc`` when every index is a distinct plain
+    iterator (``C(i, j)``), else ``None``."""
     names = [i.name for i in acc.indices if isinstance(i, E.Index)]
     if len(names) != len(acc.indices) or len(set(names)) != len(names):
         return None
@@ -86,7 +88,7 @@ def _layout(program: Program, m: GemmMatch, acc: E.Access, c_acc: E.Access) -> s
     """``"row"``, ``"col"`` or ``"full"``: how operand ``acc`` (update's
     iterator names) is indexed relative to the call's C; ``None`` when the
     call cannot address it with a row and a column stride."""
-    names = _plain(acc)
+    names = plain_indices(acc)
     if names is None:
         return None
     if acc.indices == c_acc.indices:
@@ -114,8 +116,8 @@ def match_post(program: Program, m: GemmMatch, nxt: Statement) -> GemmMatch | No
             or m.store or nxt.kind != "assign" or nxt.op != "=" or nxt.tensor != m.c):
         return None
     c_acc = m.accesses[0][1]
-    lhs = _plain(nxt.lhs)
-    if lhs is None or _plain(c_acc) is None or len(lhs) != len(c_acc.indices):
+    lhs = plain_indices(nxt.lhs)
+    if lhs is None or plain_indices(c_acc) is None or len(lhs) != len(c_acc.indices):
         return None
     # the statement in the update's iterator names
     ren = {a: E.Index(b.name) for a, b in zip(lhs, c_acc.indices)}

@@ -59,6 +59,7 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
 )
 from .gemm_post import each_called_once as _each_called_once
 from .gemm_post import match_post
+from .gemm_post import plain_indices as _plain
 from .ir import Program, Statement
 from .isl_util import (
     aff_from_expr,
@@ -68,13 +69,6 @@ from .isl_util import (
     pw_aff_to_expr,
     zero_based_box,
 )
-
-
-def _plain(acc: E.Access) -> list[str] | None:
-    names = [i.name for i in acc.indices if isinstance(i, E.Index)]
-    if len(names) != len(acc.indices) or len(set(names)) != len(names):
-        return None
-    return names
 
 
 def _linear(stmt: Statement, acc: E.Access) -> list[dict[str, int]] | str:
