@@ -152,6 +152,12 @@ class GemmMatch:
     #: and ``relu`` then describe an in-store epilogue, if any)
     post: tuple = ()
     post_relu: int = 0
+    #: elementwise statements after the update (and its epilogue) that the
+    #: call runs as a function of the kernel on each finished block of C,
+    #: after the post-operations (``polyc_gemm_post.tile``;
+    #: :func:`polyc.gemm_post.match_tile`): the :class:`~polyc.ir.Statement`
+    #: objects, in source order; empty: none
+    tile: tuple = ()
     #: whether the call may use the kernel's OpenMP team (``Config.parallel``)
     parallel: bool = True
     #: the product of the update's scalar factors (constants, size parameters,
@@ -272,6 +278,10 @@ class GemmMatch:
             parts = ([f"+ {self.bias}(n)"] if self.bias else []) + (["relu"] if self.relu else [])
             what = ", ".join(parts) or "a scaling of C, in alpha"
             extra += f"; epilogue {self.epilogue} ({what}) fused into the store"
+        if self.tile:
+            names = ", ".join(st.name for st in self.tile)
+            extra += (f"; {names} applied by the call to each finished block of C (a function "
+                      "compiled with the kernel)")
         onto = (f"tensor cores (WMMA m16n16k16, {self.operand_dtype} operands, float32 "
                 "accumulator)" if self.operand_dtype in TENSOR_CORE_DTYPES
                 else f"the SIMT GEMM ({self.operand_dtype} FMA, 8 x 8 elements of C per "

@@ -138,3 +138,55 @@ def match_post(program: Program, m: GemmMatch, nxt: Statement) -> GemmMatch | No
     if not each_called_once(program, m, nxt):
         return None
     return replace(m, epilogue=nxt.name, post=tuple(ops), post_relu=relu)
+
+
+def _tile_ready(m: GemmMatch) -> bool:
+    """Whether the call of ``m`` can run a tile function
+    (:func:`match_tile`): one plain call of ``polyc_gemmx_post``."""
+    return not (m.band is not None or m.terms or m.inplace or m.block or m.parts
+                or m.operand_dtype or m.store or m.bounds)
+
+
+def _tile_statement(program: Program, m: GemmMatch, st: Statement) -> bool:
+    """Whether ``st`` may run in the tile function of ``m``'s call: it
+    assigns C's element at plain indices (every index of C), reads C only at
+    that element, writes exactly the elements the call writes, each once
+    (isl, :func:`each_called_once`)."""
+    c_acc = m.accesses[0][1]
+    if st.kind != "assign" or st.op != "=" or st.tensor != m.c:
+        return False
+    lhs = plain_indices(st.lhs)
+    if lhs is None or len(lhs) != len(c_acc.indices):
+        return False
+    if any(a.tensor == m.c and a != st.lhs for a in E.accesses(st.rhs)):
+        return False           # (another element of C: not final in this tile)
+    return each_called_once(program, m, st)
+
+
+def match_tile(program: Program, m: GemmMatch, after: list[Statement]) -> GemmMatch:
+    """``m`` with the longest run of ``after`` (the statements right after
+    its update or folded epilogue, in source order) that
+    :func:`_tile_statement` accepts folded as the call's tile function:
+    ``GemmMatch.tile``, compiled with the kernel and applied by the call to
+    each block of C once its sums and post-operations are final
+    (``polyc_gemm_post.tile`` in ``gemm_api.h``).  Any elementwise chain on
+    C qualifies (a GELU, ``tanh``, a scale by a per-row tensor read through
+    any affine index); it must not read another element of C.  A bias and
+    ReLU folded into the store (``GemmMatch.bias``) become post-operations,
+    since the call is then ``polyc_gemmx_post``."""
+    if not _tile_ready(m):
+        return m
+    run: list[Statement] = []
+    for st in after:
+        if not _tile_statement(program, m, st):
+            break
+        run.append(st)
+    if not run:
+        return m
+    if m.bias or m.relu:
+        c_acc = m.accesses[0][1]
+        post = ((PostOp("add", m.bias, E.Access(m.bias, (E.Index(m.n[-1]),)), "col"),)
+                if m.bias else ())
+        m = replace(m, bias=None, relu=False, post=post, post_relu=1 if m.relu else 0)
+        assert len(m.n) == 1 and plain_indices(c_acc) is not None
+    return replace(m, tile=tuple(run))

@@ -58,7 +58,7 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     tensor_core_support,
 )
 from .gemm_post import each_called_once as _each_called_once
-from .gemm_post import match_post
+from .gemm_post import match_post, match_tile
 from .gemm_post import plain_indices as _plain
 from .ir import Program, Statement
 from .isl_util import (
@@ -457,7 +457,8 @@ def match_round_store(program: Program, m: GemmMatch) -> GemmMatch:
     return replace(m, epilogue=nxt.name, store=nxt.tensor)
 
 
-def match_epilogue(program: Program, m: GemmMatch, post: bool = True) -> GemmMatch:
+def match_epilogue(program: Program, m: GemmMatch, post: bool = True,
+                   tile: bool = True) -> GemmMatch:
     """``m`` with the statement right after it folded into the call's store
     when that statement is ``C = C + bias(n)``, ``C = fmax(C, 0)`` or
     ``C = fmax(C + bias(n), 0)`` over every element of C (an MLP layer's bias
@@ -465,7 +466,9 @@ def match_epilogue(program: Program, m: GemmMatch, post: bool = True) -> GemmMat
     instead of a second pass over C.  Otherwise, with ``post``, the
     statement as the call's post-operations where it is one
     (:func:`polyc.gemm_post.match_post`: a convolution's batch norm, residual
-    and ReLU; not on tensor cores, whose call has none)."""
+    and ReLU; not on tensor cores, whose call has none), and the elementwise
+    statements on C after those as the call's tile function
+    (:func:`polyc.gemm_post.match_tile`: a GELU) unless ``tile`` is false."""
     stmts = list(program.statements)
     i = stmts.index(program.statement(m.statement))
     if i + 1 >= len(stmts) or m.terms:
@@ -478,7 +481,12 @@ def match_epilogue(program: Program, m: GemmMatch, post: bool = True) -> GemmMat
     found = None if m.gather or len(m.n) != 1 else _bias_relu(program, m, nxt)
     if found is None and post:
         found = match_post(program, m, nxt)
-    return m if found is None else found
+    if not (post and tile):
+        return m if found is None else found
+    # the elementwise statements after it: the call's tile function
+    if found is None:
+        return match_tile(program, m, stmts[i + 1:])
+    return match_tile(program, found, stmts[i + 2:])
 
 
 def _bias_relu(program: Program, m: GemmMatch, nxt: Statement) -> GemmMatch | None:

@@ -67,6 +67,7 @@ from .gemmcall import as_param, gemm_call
 from .hoist import HOISTED, hoist_invariants
 from .loopshape import any_node, fold_collapsed_simd, only_instance, parallel_body, uneven
 from .prelude import PRELUDE  # noqa: F401  (re-exported: backends.c.versions)
+from .printer import FunctionRef
 
 ENTRY = "polyc_kernel"
 
@@ -130,6 +131,19 @@ class _Emitter:
         #: whether any statement is a call of an intrinsic (then the source
         #: declares gemm_api.h and links the intrinsics library)
         self.calls = any(st.kind == "intrinsic" for st in program.statements)
+        #: the name of the C function printed, and the static functions its
+        #: calls need (:meth:`add_function`: a GEMM call's tile function)
+        self.function_name = ENTRY
+        self.functions: list[str] = []
+
+    def add_function(self, stem: str, make) -> FunctionRef:
+        """A static function printed before the kernel's: ``make(name)``
+        gives ``(text, context initializer)``; its name is the kernel
+        function's, ``stem`` and a number."""
+        name = f"{self.function_name}_{check_identifier(stem)}_{len(self.functions)}"
+        text, init = make(name)
+        self.functions.append(text)
+        return FunctionRef(name, init)
 
     def _access(self, tensor: str, idx: list[str]) -> str:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
@@ -570,6 +584,7 @@ def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: st
     it calls (each to print once before it).  :func:`emit` wraps one in a source;
     :mod:`.versions` several."""
     em = _Emitter(program, omp_schedule, wins.in_nest(windows, nest, program))
+    em.function_name = name
     team = [c.Line("#ifdef _OPENMP"),
             c.Line("const int polyc_team = polyc_nthreads > 0 ? (int)polyc_nthreads "
                    ": omp_get_max_threads();"),
@@ -596,4 +611,4 @@ def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: st
     for iname in sorted({m.intrinsic for m in matches if not isinstance(m, GemmMatch)}):
         intr = get_intrinsic(iname)    # a user intrinsic: its prototype, then its source
         blocks.append(f"\n{intr.prototype()};\n{intr.source('c')}\n")
-    return str(fn), blocks
+    return str(fn), blocks + em.functions

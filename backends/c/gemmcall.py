@@ -23,6 +23,7 @@ from polyc.ir import C_TYPES, Statement
 
 from .cexpr import extent_name, tensor_name
 from .printer import StatementPrinter as Emitter
+from .tilefn import tile_function
 from .windows import offset_name
 
 
@@ -239,7 +240,7 @@ def _call(em: Emitter, m, beta_text: str, sfx: str) -> c.Statement:
             f"{stride(B, m.k[-1])}, {stride(B, m.n[-1])}, {c_op}, "
             f"{scalar(em, alpha, m.dtype)}, {beta_text}, {_BAND_KIND[m.band.pair]}, {lo}, "
             f"{hi}, {threads})")
-    if m.post or m.post_relu:
+    if m.post or m.post_relu or m.tile:
         return _post_call(em, m, sfx, c_op, dims, scalar(em, alpha, m.dtype), beta_text,
                           threads)
     if m.gather:
@@ -261,7 +262,7 @@ def _post_call(em: Emitter, m, sfx: str, c_op: str, dims, alpha: str, beta: str,
     the GEMM's row and column (0 where it does not move: a per-row vector
     has a column stride of 0)."""
     A, B = 1, 2
-    _, base, ext, _ = _roles(em, m)
+    _, base, ext, ext1 = _roles(em, m)
     scanned = set(m.scanned)
 
     def operand(op) -> str:
@@ -278,8 +279,16 @@ def _post_call(em: Emitter, m, sfx: str, c_op: str, dims, alpha: str, beta: str,
                 f"{along(m.m[-1])}, {along(m.n[-1])}}}")
     by_role = {op.role: op for op in m.post}
     post = ", ".join(operand(by_role.get(r)) for r in ("mul", "add", "add2"))
-    return c.Block([
-        c.Statement(f"const polyc_gemm_post polyc_post = {{{post}, {m.post_relu}}}"),
+    setup = []
+    if m.tile:
+        fn = em.add_function(f"tile_{m.statement}", lambda name: tile_function(em, m, name,
+                                                                               ext1))
+        setup.append(c.Statement(f"const {fn.name}_ctx polyc_tile_ctx = {fn.init}"))
+        post += f", {m.post_relu}, {fn.name}, &polyc_tile_ctx"
+    else:
+        post += f", {m.post_relu}, NULL, NULL"
+    return c.Block(setup + [
+        c.Statement(f"const polyc_gemm_post polyc_post = {{{post}}}"),
         c.Statement(
             f"polyc_gemmx_post_{sfx}({ext(m.m)}, {ext(m.n)}, {ext(m.k)}, {base(A)}, "
             f"{dims(A, m.m)}, {dims(A, m.k)}, {base(B)}, {dims(B, m.k)}, "

@@ -8,11 +8,19 @@ the emitter imports them and nothing imports it back.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from polyc.ir import Program
 
 from .cexpr import CExprPrinter
+
+
+class FunctionRef(NamedTuple):
+    """A static function added to the kernel's source
+    (:meth:`StatementPrinter.add_function`): its name and the C initializer
+    of the context its caller passes."""
+    name: str
+    init: str
 
 
 class StatementPrinter(Protocol):
@@ -42,3 +50,11 @@ class StatementPrinter(Protocol):
 
     def extent_expr(self, tensor: str, d: int) -> str:
         """The C expression of dimension ``d``'s extent of ``tensor``."""
+
+    def prologue(self) -> list:
+        """The kernel's prologue: its parameters, tensors and extents read
+        from ``polyc_params`` and ``polyc_buffers``."""
+
+    def add_function(self, stem: str, make) -> FunctionRef:
+        """A static function printed before the kernel function
+        (``make(name) -> (text, context initializer)``)."""

@@ -570,7 +570,7 @@ def wmma_call(em, s: Statement) -> c.Generable:
     operand's rows and columns are given as digits (extent, stride), so a
     window (an implicit GEMM) is addressed like a plain operand."""
     m = s.intrinsic
-    if m.post or m.post_relu:
+    if m.post or m.post_relu or m.tile:
         # (the tensorizer folds post-operations only on the CPU: match_epilogue(post=))
         raise UnsupportedError(f"{m.statement}: the CUDA GEMM has no post-operations "
                                f"({m.epilogue} cannot be folded into its call)")

@@ -143,7 +143,8 @@ def _output_batch(stmt: Statement, other: Statement, batch: list[str]) -> list[s
 def group_statements(m: GemmMatch) -> tuple[str, ...]:
     """The statements one call computes: the scaling or initialisation
     folded before it, the update, the epilogue after it."""
-    return tuple(x for x in (m.init, m.scale, m.statement, m.epilogue) if x)
+    return tuple(x for x in (m.init, m.scale, m.statement, m.epilogue) if x) + \
+        tuple(st.name for st in m.tile)
 
 
 def projections(program: Program, m: GemmMatch) -> dict[str, isl.Map]:
@@ -226,6 +227,10 @@ def fold(program: Program, main: str, others, parallel: bool = True,
     # the epilogue (a scaling after the update needs the initialisation folded)
     epi = match_epilogue(program, replace(m, init=init if init in others else None)) \
         if others else m
+    tile = tuple(st for st in epi.tile if st.name in others)
+    if epi.tile and not tile:        # (the epilogue alone: its own form)
+        epi = match_epilogue(program, replace(m, init=init if init in others else None),
+                             tile=False)
     m = replace(m, init=None, parallel=parallel)
     for name in others:
         st = program.statement(name)
@@ -234,6 +239,8 @@ def fold(program: Program, main: str, others, parallel: bool = True,
         elif name == epi.epilogue:
             m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu, alpha=epi.alpha,
                         post=epi.post, post_relu=epi.post_relu)
+        elif name in {st.name for st in tile}:
+            pass                                   # (below)
         elif m.scale is None and order.index(name) < order.index(main) and (
                 beta := match_scale(program, m, st)) is not None:
             m = replace(m, scale=name, beta=beta)
@@ -242,7 +249,12 @@ def fold(program: Program, main: str, others, parallel: bool = True,
                     f"computes only {main} with its initialisation, a scaling of "
                     f"{stmt.tensor} before it, or an epilogue after it (a bias, a scale per "
                     "row, a residual, a ReLU)")
-    return m
+    if tile != epi.tile[:len(tile)]:
+        skipped = next(st.name for st in epi.tile if st not in tile)
+        return (f"{skipped} runs between the call and {tile[-1].name}: an elementwise "
+                f"statement on {stmt.tensor} runs in the call's tile function only with "
+                "those before it")
+    return replace(m, tile=tile) if tile else m
 
 
 def _prefix_reason(node: isl.ScheduleNode, program: Program, m: GemmMatch) -> str | None:

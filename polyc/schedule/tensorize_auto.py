@@ -175,9 +175,9 @@ def _matched(program: Program, s: Statement, earlier, rows: int, band: bool,
             m = replace(m, scale=before.name, beta=beta)
     if program.order is not None:
         reason, moved = atomic_reason(program, m, *facts.get())
-        if reason and (m.epilogue or m.scale):
+        if reason and (m.epilogue or m.scale or m.tile):
             m = replace(m, epilogue=None, bias=None, relu=False, scale=None, beta=None,
-                        post=(), post_relu=0)
+                        post=(), post_relu=0, tile=())
             reason, moved = atomic_reason(program, m, *facts.get())
         if reason:
             return m, guard, reason

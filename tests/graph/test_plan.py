@@ -325,9 +325,10 @@ def test_storage_reuse_and_broadcast_reduce_contract():
 
 def test_epilogue_rule_only_for_statements_folded_into_the_call():
     """A bias after a GEMM is folded into the call's store, numpy's ReLU
-    (NaN kept) into its post-operations; a later elementwise operation whose
-    operand is computed where it is read removes a statement too, and is
-    recorded as that, not as an epilogue."""
+    (NaN kept) into its post-operations, the tanh after it into its tile
+    function; a later elementwise operation whose operand is computed where
+    it is read removes a statement too, and is recorded as that, not as an
+    epilogue."""
     def mlp(x, w, b):
         return np.maximum(x @ w + b, 0.0)
 
@@ -338,7 +339,7 @@ def test_epilogue_rule_only_for_statements_folded_into_the_call():
     x = RNG.standard_normal((48, 40)).astype(np.float32)
     w = RNG.standard_normal((40, 56)).astype(np.float32)
     b = RNG.standard_normal(56).astype(np.float32)
-    for fn, args, folded in ((mlp, (x, w, b), {"add"}), (chain, (x, w), {"maximum"})):
+    for fn, args, folded in ((mlp, (x, w, b), {"add"}), (chain, (x, w), {"maximum", "tanh"})):
         g = trace(fn, *args)
         ops = {n.name: n.op for n in g.ops}
         rules = {ops[d["consumer"][0]]: d["rule"] for d in g.explain(json=True)["decisions"]

@@ -50,6 +50,27 @@ void post_f64(int64_t M, int64_t N, int64_t K, const double *A, const polyc_gemm
 {
     polyc_gemmx_post_f64(M, N, K, A, ar, ac, B, br, bc, C, c_rs, c_cs, alpha, beta, post, nt);
 }
+/* a tile function: C(i, j) = 2 C(i, j) + i - j / 2 on its block, counting
+ * the elements it visits (each must be visited once) */
+typedef struct { void *C; int64_t rs, cs; int f64; } tile_ctx;
+static long n_tiled;
+static void tile_fn(const void *p, int64_t i0, int64_t mr, int64_t j0, int64_t nc)
+{
+    const tile_ctx *t = (const tile_ctx *)p;
+    for (int64_t i = i0; i < i0 + mr; i++)
+        for (int64_t j = j0; j < j0 + nc; j++) {
+            if (t->f64) {
+                double *c = (double *)t->C + i * t->rs + j * t->cs;
+                *c = *c * 2 + (double)i - 0.5 * (double)j;
+            } else {
+                float *c = (float *)t->C + i * t->rs + j * t->cs;
+                *c = *c * 2 + (float)i - 0.5f * (float)j;
+            }
+        }
+    __atomic_add_fetch(&n_tiled, mr * nc, __ATOMIC_RELAXED);
+}
+void *tile_address(void) { return (void *)tile_fn; }
+long tiled(void) { return __atomic_load_n(&n_tiled, __ATOMIC_RELAXED); }
 """
 
 WIN, SMALL, FEW = 0, 1, 2
@@ -62,7 +83,14 @@ class Operand(ctypes.Structure):
 
 class Post(ctypes.Structure):
     """``polyc_gemm_post``."""
-    _fields_ = [("mul", Operand), ("add", Operand), ("add2", Operand), ("relu", ctypes.c_int)]
+    _fields_ = [("mul", Operand), ("add", Operand), ("add2", Operand), ("relu", ctypes.c_int),
+                ("tile", ctypes.c_void_p), ("tile_ctx", ctypes.c_void_p)]
+
+
+class TileCtx(ctypes.Structure):
+    """The shim's ``tile_ctx``."""
+    _fields_ = [("C", ctypes.c_void_p), ("rs", ctypes.c_int64), ("cs", ctypes.c_int64),
+                ("f64", ctypes.c_int)]
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +103,8 @@ def builds(tmp_path_factory):
         so.isa.restype = ctypes.c_char_p
         so.calls.restype = ctypes.c_long
         so.calls.argtypes = [ctypes.c_int]
+        so.tile_address.restype = ctypes.c_void_p
+        so.tiled.restype = ctypes.c_long
         for f in (so.post_f32, so.post_f64):
             f.restype = None
             f.argtypes = ([ctypes.c_int64] * 3 + [p] * 6 + [p, ctypes.c_int64, ctypes.c_int64,
@@ -119,8 +149,10 @@ def _expect(acc, ops, relu):
 
 
 def run(so, dtype, M, N, K, maps, A, B, kinds, relu, *, nthreads=1, nan=False, seed=0,
-        c_cs=1):
-    """One polyc_gemmx_post call; compares C with float64 numpy and returns it."""
+        c_cs=1, tile=False):
+    """One polyc_gemmx_post call; compares C with float64 numpy and returns it.
+    ``tile``: with the shim's tile function after the operations (each
+    element visited once)."""
     rng = np.random.default_rng(seed + M + 3 * N + 7 * K)
     keep: list = []
     ops = [_operand(k, M, N, dtype, rng, keep, nan=nan and i == 1)
@@ -131,6 +163,10 @@ def run(so, dtype, M, N, K, maps, A, B, kinds, relu, *, nthreads=1, nan=False, s
     C = Cbuf[:, :N * c_cs:c_cs]
     C[...] = np.nan
     ar, ac, br, bc = maps
+    if tile:
+        ctx = TileCtx(C.ctypes.data, (N + pad) * c_cs, c_cs, int(dtype == np.float64))
+        post.tile, post.tile_ctx = so.tile_address(), ctypes.addressof(ctx)
+        visited = so.tiled()
     f = so.post_f32 if dtype == np.float32 else so.post_f64
     f(M, N, K, A.ctypes.data, ctypes.byref(dims(*ar)), ctypes.byref(dims(*ac)),
       B.ctypes.data, ctypes.byref(dims(*br)), ctypes.byref(dims(*bc)), C.ctypes.data,
@@ -138,6 +174,9 @@ def run(so, dtype, M, N, K, maps, A, B, kinds, relu, *, nthreads=1, nan=False, s
     Am = A.reshape(-1)[offsets(ar)[:, None] + offsets(ac)[None, :]].astype(np.float64)
     Bm = B.reshape(-1)[offsets(br)[:, None] + offsets(bc)[None, :]].astype(np.float64)
     want = _expect(Am @ Bm, [o[1] for o in ops], relu)
+    if tile:
+        assert so.tiled() - visited == M * N, "the tile function missed or repeated elements"
+        want = want * 2 + np.arange(M)[:, None] - 0.5 * np.arange(N)[None, :]
     tol = np.sqrt(max(K, 1)) * (2e-6 if dtype == np.float32 else 4e-15) * 10
     np.testing.assert_allclose(C, want, rtol=tol, atol=tol)
     tail = np.ones_like(Cbuf, bool)
@@ -247,3 +286,23 @@ def test_nan_in_an_operand(builds, build):
         assert np.isnan(kept[0, 0])
         dropped = run(so, np.float32, 16, 80, 27, maps, A, B, kinds, 1, nan=True)
         assert dropped[0, 0] == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tile_function(builds, dtype):
+    """The tile function runs once per element of C after the operations, on
+    every path (window, small, packed over several k blocks with a column
+    stride of 2, few rows, K == 0), alone and after operands and a ReLU, on
+    1 and 2 threads."""
+    so = builds["native"]
+    A, B, maps = window(dtype, 5, 64, 6, 14)
+    cases = [(64, 6 * 14, 45, maps, A, B, {})]
+    for M, N, K, extra in ((13, 50, 30, {}), (61, 300, 1100, {"c_cs": 2}), (2, 4096, 128, {})):
+        cases.append((M, N, K, *plain(dtype, M, N, K)[2:], *plain(dtype, M, N, K)[:2], extra))
+    for M, N, K, maps, A, B, extra in cases:
+        for kinds, relu in ((("none", "none", "none"), 0), (("row", "col", "full"), 1)):
+            for nt in (1, 2):
+                run(so, dtype, M, N, K, maps, A, B, kinds, relu, nthreads=nt, tile=True,
+                    **extra)
+    run(so, dtype, 7, 9, 0, ([(7, 1)], [(1, 1)], [(1, 9)], [(9, 1)]), np.zeros(7, dtype),
+        np.zeros(9, dtype), ("none", "row", "none"), 0, tile=True)

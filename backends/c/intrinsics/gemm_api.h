@@ -37,13 +37,21 @@ typedef struct {
 } polyc_gemm_operand;
 
 /* The post-operations of polyc_gemmx_post, applied to each element x of C
- * once its sum is final, in this order:
+ * once its sum is final, in this order (then the tile function, if any):
  *   x = x * mul;  x = x + add;  x = x + add2;  then relu:
  *   0 none, 1 x > 0 ? x : 0 (C's fmax: NaN -> 0), 2 the same keeping NaN
  *   (numpy's maximum).  An absent operand leaves x as it is. */
 typedef struct {
     polyc_gemm_operand mul, add, add2;
     int relu;
+    /* A function of the kernel applied after the operations above to each
+     * block of C once its sums are final, by the thread that computed it:
+     * tile(tile_ctx, i0, mr, j0, nc) on rows i0 .. i0 + mr - 1, columns
+     * j0 .. j0 + nc - 1 of the call's C (an elementwise epilogue compiled
+     * with the kernel: a GELU, a chain of ufuncs); NULL: none.  It may run
+     * on any thread of the call, at the same time on disjoint blocks. */
+    void (*tile)(const void *tile_ctx, int64_t i0, int64_t mr, int64_t j0, int64_t nc);
+    const void *tile_ctx;
 } polyc_gemm_post;
 
 #define POLYC_GEMM_DECLARE(T, SFX)                                                     \
