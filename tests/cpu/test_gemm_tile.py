@@ -134,3 +134,45 @@ def test_ffn_gelu_runs_in_the_first_gemm():
     plan = jitted.plan(x, w1, b1, w2, b2)
     assert len(plan.kernels) <= 2        # (small sizes: one, the nests in sequence)
     assert TILED in plan.kernels[0].explain()
+
+
+_UNARY = [np.tanh, lambda y: np.exp(-np.abs(y)), lambda y: 1.0 / (1.0 + np.exp(-y)),
+          lambda y: y * y, lambda y: np.sqrt(np.abs(y) + 1.0),
+          lambda y: np.where(y > 0, y, 0.1 * y)]
+
+
+def _random_chain(seed: int):
+    """A contraction followed by a random chain of 1-3 elementwise steps,
+    each a unary function or a combination with an operand broadcast per
+    row, per column, at C's element or transposed."""
+    rng = np.random.default_rng(seed)
+    steps = []
+    for _ in range(rng.integers(1, 4)):
+        steps.append((int(rng.integers(len(_UNARY))), str(rng.choice(
+            ["none", "row", "col", "full", "transposed"])), str(rng.choice(["+", "*", "max"]))))
+
+    def fn(a, w, r, c, f, t):
+        y = a @ w
+        for u, kind, op in steps:
+            y = _UNARY[u](y)
+            x = {"none": None, "row": r[:, None], "col": c, "full": f, "transposed": t.T}[kind]
+            if x is not None:
+                y = y + x if op == "+" else y * x if op == "*" else np.maximum(y, x)
+        return y
+    return fn
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_elementwise_chains(seed):
+    """Random chains after a GEMM against float64 numpy: whatever the
+    planner folds into the call's tile function (or keeps apart), the
+    values are numpy's."""
+    rng = np.random.default_rng(100 + seed)
+    dtype = np.float32 if seed % 3 else np.float64
+    M, K, N = (int(x) for x in rng.integers(1, 90, 3))
+    args = [rng.standard_normal(s).astype(dtype) for s in
+            ((M, K), (K, N), (M,), (N,), (M, N), (N, M))]
+    fn = _random_chain(seed)
+    got = polyc.jit(fn)(*args)
+    want = fn(*(a.astype(np.float64) for a in args))
+    testing.assert_close(got, want.astype(dtype), reduction_length=K)
