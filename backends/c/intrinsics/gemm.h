@@ -891,7 +891,6 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
                                       int64_t mr, int64_t j0, int64_t nc)              \
     {                                                                                  \
         const polyc_gemm_post *p = g->post;                                            \
-        const int64_t m0 = mr;                                                         \
         const polyc_gemm_operand *op[3];                                               \
         const POLYC_GEMM_T ident[3] = {(POLYC_GEMM_T)1, (POLYC_GEMM_T)-0.0, (POLYC_GEMM_T)-0.0}; \
         int unit = g->c_cs == 1, o;                                                    \
@@ -899,9 +898,8 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         op[0] = &p->mul; op[1] = &p->add; op[2] = &p->add2;                            \
         for (o = 0; o < 3; o++)                                                        \
             unit &= !op[o]->p || op[o]->cs <= 1;                                       \
-        if (!(p->mul.p || p->add.p || p->add2.p || p->relu))                           \
-            mr = 0;                       /* only the tile function */                 \
-        for (i = i0; i < i0 + mr; i++) {                                               \
+        const int ops = p->mul.p || p->add.p || p->add2.p || p->relu;                  \
+        for (i = i0; ops && i < i0 + mr; i++) {   /* (none: only the tile function) */ \
             POLYC_GEMM_T *ci = g->C + i * g->c_rs + j0 * g->c_cs;                      \
             const POLYC_GEMM_T *row[3];                                                \
             POLYC_GEMM_T s[3];                                                         \
@@ -928,7 +926,7 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
             }                                                                          \
         }                                                                              \
         if (p->tile)                                                                   \
-            p->tile(p->tile_ctx, i0, m0, j0, nc);                                      \
+            p->tile(p->tile_ctx, i0, mr, j0, nc);                                      \
     }                                                                                  \
                                                                                        \
     /* The post-operations on all of C, rows split among nt threads. */                \
