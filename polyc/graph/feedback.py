@@ -40,6 +40,9 @@ class Feedback:
     #: (:class:`polyc.schedule.contraction.Contraction`)
     contracted: dict = field(default_factory=dict)
     error: str = ""
+    #: statements the GEMM calls run as their tile functions
+    #: (``GemmMatch.tile``: an elementwise chain on each finished block of C)
+    tiled: int = 0
 
 
 _BAND = isl.schedule_node_type.band
@@ -96,10 +99,11 @@ def feedback(graph: core.Graph, nodes: list[Node], config: Config, keep=frozense
     hot_depth = max(depth.values(), default=0)
     hot = [s for s, d in depth.items() if d == hot_depth and s in par_of]
     par = min((par_of[s] for s in hot), default=0)
-    tens = sum(1 for s in low.program.statements if s.kind == "intrinsic")
-    return Feedback(par, tens, {s: tuple(b) for s, b in bands.items()}, writers, 0,
+    calls = [s for s in low.program.statements if s.kind == "intrinsic"]
+    tiled = sum(len(getattr(s.intrinsic, "tile", ())) for s in calls)
+    return Feedback(par, len(calls), {s: tuple(b) for s, b in bands.items()}, writers, 0,
                     len(low.program.statements), src.inlined,
-                    {c.tensor: c for c in low.contracted})
+                    {c.tensor: c for c in low.contracted}, tiled=tiled)
 
 
 def contracted_record(graph: core.Graph, fb: Feedback) -> dict[str, dict]:

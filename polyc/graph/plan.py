@@ -319,6 +319,11 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             inlined_now = set(fm.inlined) - set(fp.inlined) - set(fc.inlined)
             if fm.error:
                 rec.rule = f"the merged group does not compile: {fm.error}"
+            elif fm.tensorized and fm.tiled > fp.tiled + fc.tiled and \
+                    fm.statements + len(inlined_now) < fp.statements + fc.statements:
+                rec.verdict = "fused"
+                rec.rule = ("elementwise chain run by the GEMM call on each finished block "
+                            "of C (its tile function)")
             elif fm.tensorized and \
                     fm.statements + len(inlined_now) < fp.statements + fc.statements:
                 rec.verdict = "fused"
