@@ -264,6 +264,9 @@ def _post_call(em: Emitter, m, sfx: str, c_op: str, dims, alpha: str, beta: str,
     A, B = 1, 2
     _, base, ext, ext1 = _roles(em, m)
     scanned = set(m.scanned)
+    # a call per block of rows (row fusion): the operands at the block's first row
+    first = ({m.m[0]: E.Binary("*", E.Const(m.block), E.Index(m.block_iter))}
+             if m.block else None)
 
     def operand(op) -> str:
         if op is None:
@@ -275,7 +278,7 @@ def _post_call(em: Emitter, m, sfx: str, c_op: str, dims, alpha: str, beta: str,
                      if isinstance(op.access.indices[d], E.Index)
                      and op.access.indices[d].name == it]
             return " + ".join(f"({x})" for x in terms) or "0"
-        return (f"{{{base_pointer(em, op.tensor, op.access, scanned)}, "
+        return (f"{{{base_pointer(em, op.tensor, op.access, scanned, first)}, "
                 f"{along(m.m[-1])}, {along(m.n[-1])}}}")
     by_role = {op.role: op for op in m.post}
     post = ", ".join(operand(by_role.get(r)) for r in ("mul", "add", "add2"))

@@ -25,7 +25,9 @@ The call site fills the context: the kernel's parameters and buffers, the
 values of the loops around the call, the window offsets of the tensors the
 statements read (:mod:`.windows`).  Row ``r`` of the call is the mixed-radix
 number of the m digits (the last the fastest), column ``s`` of the n
-digits, as the call's index maps (``polyc_gemm_dims``) define them.
+digits, as the call's index maps (``polyc_gemm_dims``) define them; a call
+per block of rows (``GemmMatch.block``, row fusion) starts at row
+``block * ib`` of its loop ``ib``.
 """
 
 from __future__ import annotations
@@ -92,7 +94,10 @@ def tile_function(em: Emitter, m, name: str, ext1: dict) -> tuple[str, str]:
              for k, v in enumerate(where.values())]
     body += [c.Line(f"const int64_t {offset_name(t)} = polyc_x->woff[{k}];")
              for k, t in enumerate(windowed)]
-    rows, rnames = _digits("polyc_r", m.m, ext1, "polyc_m")
+    row = "polyc_r"
+    if m.block:       # a call per block of rows (GemmMatch.block): its first row
+        row = f"({int(m.block)} * {where[m.block_iter]} + polyc_r)"
+    rows, rnames = _digits(row, m.m, ext1, "polyc_m")
     cols, cnames = _digits("polyc_s", m.n, ext1, "polyc_n")
     where.update(rnames)
     where.update(cnames)

@@ -176,3 +176,35 @@ def test_random_elementwise_chains(seed):
     got = polyc.jit(fn)(*args)
     want = fn(*(a.astype(np.float64) for a in args))
     testing.assert_close(got, want.astype(dtype), reduction_length=K)
+
+
+def _causal(q, k, v, mask):
+    s = q @ k.swapaxes(-1, -2) * 0.125 + mask
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def _row_scaled(q, k, v, r):
+    s = q @ k.swapaxes(-1, -2) * r[:, None]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("fn, folded", [(_causal, TILED), (_row_scaled, "each tile of C")])
+@pytest.mark.parametrize("shape", [(2, 150, 16), (3, 71, 8)])
+def test_row_blocked_calls(fn, folded, shape):
+    """Attention's calls per block of query rows (row fusion) with the mask
+    added by the tile function, or a per-row scale as a post-operation: each
+    block's call addresses its own rows (row ``block * ib + r``), not the
+    first block's (which corrupted the heap, or gave wrong values)."""
+    B, S, D = shape
+    rng = np.random.default_rng(S)
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+    extra = (np.triu(np.full((S, S), -np.inf, np.float32), 1) if fn is _causal
+             else rng.random(S).astype(np.float32))
+    jitted = polyc.jit(fn)
+    got = jitted(q, k, v, extra)
+    want = fn(*(a.astype(np.float64) for a in (q, k, v, extra)))
+    testing.assert_close(got, want.astype(np.float32), reduction_length=S)
+    text = "\n".join(kern.explain() for kern in jitted.plan(q, k, v, extra).kernels)
+    assert "rows of i" in text and folded in text
