@@ -144,7 +144,7 @@ def group_statements(m: GemmMatch) -> tuple[str, ...]:
     """The statements one call computes: the scaling or initialisation
     folded before it, the update, the epilogue after it."""
     return tuple(x for x in (m.init, m.scale, m.statement, m.epilogue) if x) + \
-        tuple(st.name for st in m.tile)
+        tuple(st.name for st in getattr(m, "tile", ()))    # (a user intrinsic has none)
 
 
 def projections(program: Program, m: GemmMatch) -> dict[str, isl.Map]:

@@ -304,5 +304,7 @@ def test_tile_function(builds, dtype):
             for nt in (1, 2):
                 run(so, dtype, M, N, K, maps, A, B, kinds, relu, nthreads=nt, tile=True,
                     **extra)
-    run(so, dtype, 7, 9, 0, ([(7, 1)], [(1, 1)], [(1, 9)], [(9, 1)]), np.zeros(7, dtype),
-        np.zeros(9, dtype), ("none", "row", "none"), 0, tile=True)
+    before = so.tiled()
+    C = run(so, dtype, 7, 9, 0, ([(7, 1)], [(1, 1)], [(1, 9)], [(9, 1)]), np.zeros(7, dtype),
+            np.zeros(9, dtype), ("none", "row", "none"), 0, tile=True)
+    assert so.tiled() - before == 63 and not np.isnan(C).any()
