@@ -98,6 +98,13 @@ class GemmOperands:
     digits: tuple = ()
 
 
+def block_first(m) -> dict:
+    """``{row iterator: block * ib}`` for a call per block of rows
+    (``GemmMatch.block``, row fusion: its first row); ``{}`` otherwise."""
+    return ({m.m[0]: E.Binary("*", E.Const(m.block), E.Index(m.block_iter))}
+            if m.block else {})
+
+
 def _roles(em: Emitter, m):
     """``(stride(role, iterator), base(role), ext(group), ext1)`` of ``m``'s
     call: per role (C, A, B) the stride of an iterator and the base pointer,
@@ -117,9 +124,7 @@ def _roles(em: Emitter, m):
                  for d, coeffs in enumerate(lin[role]) for i, k in coeffs if i == it]
         return " + ".join(f"({x})" for x in terms) or "0"
 
-    # a row-blocked call (GemmMatch.block) computes rows block * ib ... of m
-    first = ({m.m[0]: E.Binary("*", E.Const(m.block), E.Index(m.block_iter))}
-             if m.block else {})
+    first = block_first(m)
 
     def base(role: int) -> str:
         return base_pointer(em, tensors[role], accs[role], scanned, first)
@@ -264,9 +269,7 @@ def _post_call(em: Emitter, m, sfx: str, c_op: str, dims, alpha: str, beta: str,
     A, B = 1, 2
     _, base, ext, ext1 = _roles(em, m)
     scanned = set(m.scanned)
-    # a call per block of rows (row fusion): the operands at the block's first row
-    first = ({m.m[0]: E.Binary("*", E.Const(m.block), E.Index(m.block_iter))}
-             if m.block else None)
+    first = block_first(m)      # (row fusion: the operands at the block's first row)
 
     def operand(op) -> str:
         if op is None:
