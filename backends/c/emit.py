@@ -62,10 +62,20 @@ from .cexpr import (
     param_name,
     tensor_name,
 )
+from .coalesce import coalesce_reduction
 from .customcall import custom_call
 from .gemmcall import as_param, gemm_call
 from .hoist import HOISTED, hoist_invariants
-from .loopshape import any_node, fold_collapsed_simd, only_instance, parallel_body, uneven
+from .loopshape import (
+    any_node,
+    collapsed_trip,
+    const_trip,
+    fold_collapsed_simd,
+    only_instance,
+    parallel_body,
+    trip_text,
+    uneven,
+)
 from .prelude import PRELUDE  # noqa: F401  (re-exported: backends.c.versions)
 from .printer import FunctionRef
 
@@ -113,6 +123,9 @@ class _Emitter:
     #: whether a sequential loop whose body is parallel nests is printed
     #: inside one OpenMP parallel region (:meth:`region`)
     REGIONS = True
+    #: whether a reduction nest over contiguous elements runs as one loop
+    #: (:mod:`.coalesce`; the CUDA printers keep the nest: a thread's loops)
+    COALESCE = True
 
     def __init__(self, program: Program, omp_schedule: str = "auto", windows=()):
         self.program = program
@@ -217,7 +230,8 @@ class _Emitter:
         ext = pw_aff_to_expr(self.program.tensor(tensor).shape[d], self.program.context)
         return self.loop_printer.index(E.map_expr(ext, as_param))
 
-    def reduction_loop(self, n: L.For, vectorize: bool = True) -> c.Generable | None:
+    def reduction_loop(self, n: L.For, vectorize: bool = True,
+                       statement: Statement | None = None) -> c.Generable | None:
         """A loop over reduction iterators of one update statement, with the
         accumulator in a local variable (``omp simd reduction``; for a
         floating-point max/min, with an exact sequential rerun on NaN);
@@ -225,11 +239,13 @@ class _Emitter:
         accumulator has the type the reduction combines in
         (:func:`accumulator_type`), converted to the output's once, at the
         store.  ``vectorize=False``: the loop stays sequential, in its order
-        (a GPU thread's loop): only the accumulator moves to a register."""
+        (a GPU thread's loop): only the accumulator moves to a register.
+        ``statement``: the statement to print instead of the instance's own
+        (a coalesced nest's, :mod:`.coalesce`)."""
         body = only_instance(n)
         if body is None:
             return None
-        s = self.stmts[body.statement]
+        s = statement or self.stmts[body.statement]
         if s.kind != "update" or s.op not in ("+", "*", "max", "min"):
             return None
         if s.tensor in {a.tensor for a in E.accesses(s.rhs)}:
@@ -284,7 +300,7 @@ class _Emitter:
         cost more than a few iterations (RBF's sum over 3 coordinates ran
         3x slower vectorised).  A trip count known only at run time gives
         both, chosen by an ``if``."""
-        const = self._const_trip(n)
+        const = const_trip(n)
         if const is not None:
             return vector if const >= SIMD_MIN_TRIP else scalar
         trip = self._trip(n)
@@ -301,22 +317,6 @@ class _Emitter:
             c.Statement(f"int64_t polyc_trip = {trip}"),
             c.Statement('__asm__("" : "+r"(polyc_trip))'),
             c.If(f"polyc_trip >= INT64_C({SIMD_MIN_TRIP})", c.Block(vector), c.Block(scalar))])]
-
-    @staticmethod
-    def _counted(n: L.For) -> bool:
-        """Whether ``n``'s condition is ``iterator < bound`` or ``<=``."""
-        cond = n.cond
-        return (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
-                and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator)
-
-    @classmethod
-    def _const_trip(cls, n: L.For) -> int | None:
-        """``n``'s number of iterations when its bounds are constants (unit
-        step), else ``None``."""
-        if cls._counted(n) and int(n.step) == 1 and isinstance(n.cond.rhs, E.Const) \
-                and isinstance(n.init, E.Const):
-            return int(n.cond.rhs.value) - int(n.init.value) + (n.cond.op == "<=")
-        return None
 
     def hoisted_loop(self, n: L.For) -> c.Generable | None:
         """A ``simd`` loop around one statement that reads elements invariant
@@ -383,34 +383,10 @@ class _Emitter:
         return f"schedule(dynamic, polyc_chunk({trip}, polyc_team))"
 
     def _collapsed_trip(self, n: L.For) -> str | None:
-        """The trip count of the ``n.collapse`` loops from ``n`` down (a
-        perfect rectangular nest, :func:`polyc.loopnest.perfect_depth`)."""
-        trips, cur = [], n
-        for k in range(n.collapse):
-            trip = self._trip(cur)
-            if trip is None:
-                return None
-            trips.append(f"({trip})")
-            if k + 1 < n.collapse:
-                cur = cur.body
-                while isinstance(cur, L.Block) and len(cur.children) == 1:
-                    cur = cur.children[0]
-                if not isinstance(cur, L.For):
-                    return None
-        return " * ".join(trips)
+        return collapsed_trip(n, self.loop_printer.index)
 
     def _trip(self, n: L.For) -> str | None:
-        """The C expression of ``n``'s trip count (``None`` when its condition
-        is not ``iterator < bound`` or ``<=``)."""
-        if not self._counted(n):
-            return None
-        cond = n.cond
-        ip = self.loop_printer.index
-        trip = f"({ip(cond.rhs)}) - ({ip(n.init)})" + (" + INT64_C(1)" if cond.op == "<=" else "")
-        step = int(n.step)
-        if step != 1:
-            trip = f"({trip}) / INT64_C({step})"
-        return trip
+        return trip_text(n, self.loop_printer.index)
 
     def _calls_inside(self, n: L.For) -> bool:
         return self.calls and any_node(n.body, lambda x: isinstance(x, L.StmtInstance)
@@ -465,6 +441,12 @@ class _Emitter:
             one = self.region(n)
             if one is not None:
                 return one
+        if isinstance(n, L.For) and not n.parallel and self.COALESCE:
+            flat = coalesce_reduction(n, self.stmts, self.extent_expr, self.loop_printer.index,
+                                      self.locals)
+            red = self.reduction_loop(flat.loop, statement=flat.statement) if flat else None
+            if red is not None:
+                return red
         if isinstance(n, L.For) and n.reduction and not n.parallel:
             red = self.reduction_loop(n)
             if red is not None:

@@ -24,6 +24,55 @@ def only_instance(n: L.For) -> L.StmtInstance | None:
     return body if isinstance(body, L.StmtInstance) else None
 
 
+def counted(n: L.For) -> bool:
+    """Whether ``n``'s condition is ``iterator < bound`` or ``<=``."""
+    cond = n.cond
+    return (isinstance(cond, E.Binary) and cond.op in ("<", "<=")
+            and isinstance(cond.lhs, E.Index) and cond.lhs.name == n.iterator)
+
+
+def const_trip(n: L.For) -> int | None:
+    """``n``'s number of iterations when its bounds are constants (unit
+    step), else ``None``."""
+    if counted(n) and int(n.step) == 1 and isinstance(n.cond.rhs, E.Const) \
+            and isinstance(n.init, E.Const):
+        return int(n.cond.rhs.value) - int(n.init.value) + (n.cond.op == "<=")
+    return None
+
+
+def trip_text(n: L.For, index) -> str | None:
+    """The C expression of ``n``'s trip count, its bounds printed by
+    ``index`` (``None`` when its condition is not ``iterator < bound`` or
+    ``<=``)."""
+    if not counted(n):
+        return None
+    cond = n.cond
+    trip = f"({index(cond.rhs)}) - ({index(n.init)})" + (
+        " + INT64_C(1)" if cond.op == "<=" else "")
+    step = int(n.step)
+    if step != 1:
+        trip = f"({trip}) / INT64_C({step})"
+    return trip
+
+
+def collapsed_trip(n: L.For, index) -> str | None:
+    """The trip count of the ``n.collapse`` loops from ``n`` down (a
+    perfect rectangular nest, :func:`polyc.loopnest.perfect_depth`)."""
+    trips, cur = [], n
+    for k in range(n.collapse):
+        trip = trip_text(cur, index)
+        if trip is None:
+            return None
+        trips.append(f"({trip})")
+        if k + 1 < n.collapse:
+            cur = cur.body
+            while isinstance(cur, L.Block) and len(cur.children) == 1:
+                cur = cur.children[0]
+            if not isinstance(cur, L.For):
+                return None
+    return " * ".join(trips)
+
+
 def any_node(n: L.Node | None, pred) -> bool:
     """Whether ``pred`` holds for ``n`` or a node below it."""
     if n is None:

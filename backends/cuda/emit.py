@@ -148,6 +148,7 @@ class KernelBody(_Emitter):
     statement outside the loop of a mapped axis guarded to index 0.  In a
     reduction kernel, the reduction statement accumulates into the thread's
     ``polyc_acc`` instead of storing."""
+    COALESCE = False    # (a thread's loops stay as the mapping made them)
     REGIONS = False     # (no OpenMP region around host or device loops)
 
 

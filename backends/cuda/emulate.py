@@ -119,6 +119,7 @@ class _HostEmulator(_Emitter):
     over its grid and its block's threads calling the kernel's body; a
     reduction kernel's trees run as loops over the threads of each level."""
     REGIONS = False     # (no OpenMP region around host or device loops)
+    COALESCE = False    # (host loops printed as the CUDA host code runs them)
 
 
     def __init__(self, program: Program, specs: dict[str, LaunchSpec], reverse: bool,

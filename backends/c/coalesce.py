@@ -1,0 +1,173 @@
+"""Loop coalescing of a reduction nest over contiguous elements (C backend).
+
+A reduction over several trailing dimensions of a row-major tensor (group
+norm's ``mean(n, g) +=! I(n, g, r_d, r_h, r_w)``, a global average pool's
+sum over ``h`` and ``w``) is a perfect nest of reduction loops whose
+innermost loop is often short (48 elements of ``w``).  Printed as it
+stands, each trip of the innermost loop is one vector reduction with its
+set-up and its horizontal combine, and the accumulator goes through
+memory between them: a latency chain that made group norm run at half the
+STREAM triad.  When the nest walks the elements in memory order, the nest
+is one loop over ``D * H * W`` consecutive elements, vectorised once
+(loop coalescing: Polychronopoulos, "Loop coalescing: a compiler
+transformation for parallel machines", ICPP 1987; here only where the
+flat index is the row-major offset itself, so no division recovers the
+iterators).
+
+The nest qualifies (:func:`coalesce_reduction`) when:
+
+- the loops ``c_1 .. c_k`` (``k >= 2``) are a perfect nest of sequential
+  loops, the innermost a reduction loop, from 0 by 1 to bounds that do not move with the nest,
+  ending at one update statement ``lhs op= rhs``;
+- each ``c_j`` is exactly one reduction iterator ``r_j`` of the statement;
+- every read that moves with the nest indexes its last ``k`` dimensions by
+  ``r_1 .. r_k``, in order and nothing else, mentions them nowhere else,
+  and its extents ``2 .. k`` of those dimensions print as the bounds of
+  ``c_2 .. c_k`` (the same C text over the same size parameters: the same
+  values), and the ``r_j`` occur in the statement only there.
+
+Then element ``(.., r_1, .., r_k)`` of each such read is element
+``(.., 0, .., 0, f)`` with ``f = (r_1 * t_2 + r_2) * t_3 .. + r_k``: the
+row-major offset is linear, so the rewritten read addresses the same
+memory; the single loop over ``f`` from 0 to ``t_1 * .. * t_k`` visits
+the same iterations in the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from polyc import expr as E
+from polyc import loopnest as L
+from polyc.ir import Statement
+
+from .hoist import HOISTED
+from .loopshape import counted, only_instance
+
+#: update operators whose accumulator the C emitter keeps in a register
+REDUCTION_OPS = ("+", "*", "max", "min")
+
+
+@dataclass(frozen=True)
+class Coalesced:
+    """One loop standing for a coalesced reduction nest: ``loop`` runs the
+    flat index (it keeps the innermost loop's iterator) over the one
+    instance of ``statement`` (the source statement with its moving reads
+    rewritten), which :meth:`_Emitter.reduction_loop` prints as usual."""
+    loop: L.For
+    statement: Statement
+    depth: int
+
+
+def _sequential(n: L.Node) -> bool:
+    return isinstance(n, L.For) and not n.parallel and not n.mapped and n.collapse == 1
+
+
+def _nest(n: L.For) -> list[L.For]:
+    """The perfect nest of sequential loops from ``n`` down to a reduction
+    loop (isl's AST marks only the innermost loop ``reduction``; the
+    statement's iterators say what the others scan)."""
+    chain = [n]
+    while not chain[-1].reduction:
+        body = chain[-1].body
+        while isinstance(body, L.Block) and len(body.children) == 1:
+            body = body.children[0]
+        if not _sequential(body):
+            return []
+        chain.append(body)
+    return chain
+
+
+def _from_zero(n: L.For, names: set[str]) -> bool:
+    """``for (c = 0; c < bound; c += 1)``, the bound fixed in the nest."""
+    return (counted(n) and n.cond.op == "<" and isinstance(n.init, E.Const)
+            and n.init.value == 0 and int(n.step) == 1
+            and not (E.index_names(n.cond.rhs) & names))
+
+
+def coalesce_reduction(n: L.For, stmts: dict[str, Statement],
+                       extent: Callable[[str, int], str],
+                       bound: Callable[[E.Expr], str],
+                       locals_: set[str]) -> Coalesced | None:
+    """The nest of reduction loops from ``n`` down as one loop, or ``None``
+    when it does not qualify (module docstring).  ``extent(tensor, d)``
+    prints a tensor's extent ``d``, ``bound(expr)`` a loop bound, both as
+    the kernel's C text; ``locals_`` are the tensors stored as local
+    arrays (indexed per dimension: no flat offset)."""
+    if not _sequential(n):
+        return None
+    chain = _nest(n)
+    if len(chain) < 2:
+        return None
+    inst = only_instance(chain[-1])
+    if inst is None:
+        return None
+    s = stmts[inst.statement]
+    if s.kind != "update" or s.op not in REDUCTION_OPS:
+        return None
+    loop_names = {x.iterator for x in chain}
+    if not all(_from_zero(x, loop_names) for x in chain):
+        return None
+    # each loop is exactly one reduction iterator of the statement
+    its: list[str] = []
+    positions: list[int] = []
+    for x in chain:
+        found = [p for p, a in enumerate(inst.args) if x.iterator in E.index_names(a)]
+        if len(found) != 1:
+            return None
+        p = found[0]
+        arg = inst.args[p]
+        if not (isinstance(arg, E.Index) and arg.name == x.iterator):
+            return None
+        if s.iterators[p] not in s.reduction_iterators:
+            return None
+        its.append(s.iterators[p])
+        positions.append(p)
+    k = len(its)
+    trips = [bound(x.cond.rhs) for x in chain]
+    names = set(its)
+    if names & E.index_names(s.lhs):
+        return None
+    moving = 0
+    for a in E.accesses(s.rhs):
+        used = set().union(*(E.index_names(i) for i in a.indices)) & names
+        if not used:
+            continue
+        if a.tensor in locals_ or a.tensor.startswith(HOISTED) or len(a.indices) < k:
+            return None
+        lead, tail = a.indices[:-k], a.indices[-k:]
+        if any(E.index_names(i) & names for i in lead):
+            return None
+        if any(not (isinstance(i, E.Index) and i.name == it) for i, it in zip(tail, its)):
+            return None
+        rank = len(a.indices)
+        if any(extent(a.tensor, rank - k + j) != trips[j] for j in range(1, k)):
+            return None
+        moving += 1
+    if moving == 0:
+        return None
+    uses = sum(1 for x in s.rhs.walk() if isinstance(x, E.Index) and x.name in names)
+    if uses != k * moving:
+        return None              # an iterator read as a value, or a gather's index
+
+    flat = E.Index(its[-1])
+    zero = E.Const(0)
+
+    def rewrite(x: E.Expr) -> E.Expr | None:
+        if isinstance(x, E.Access) and len(x.indices) >= k and any(
+                isinstance(i, E.Index) and i.name in names for i in x.indices):
+            return E.Access(x.tensor, x.indices[:-k] + (zero,) * (k - 1) + (flat,), x.span)
+        return None
+
+    statement = replace(s, rhs=E.map_expr(s.rhs, rewrite))
+    args = list(inst.args)
+    for p in positions[:-1]:
+        args[p] = zero
+    inner = chain[-1]
+    total: E.Expr = chain[0].cond.rhs
+    for x in chain[1:]:
+        total = E.Binary("*", total, x.cond.rhs)
+    loop = replace(inner, init=zero, cond=E.Binary("<", E.Index(inner.iterator), total),
+                   body=replace(inst, args=tuple(args)))
+    return Coalesced(loop, statement, k)

@@ -1,0 +1,141 @@
+"""Loop coalescing of reduction nests (backends/c/coalesce.py): a reduction
+over trailing dimensions that the nest walks in memory order runs as one
+loop over the flat offset; anything else keeps its nest.  Every case is
+checked against float64 numpy, coalesced or not, and the source says
+which it got."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import polyc
+
+#: a loop whose bound is a product of size parameters: a coalesced nest
+FLAT = re.compile(r"for \(int64_t (c\d+) = INT64_C\(0\); \1 < \(+p_\w+ \* p_\w+")
+
+
+def flat_loops(kernel) -> int:
+    return len(FLAT.findall(kernel.source))
+
+
+GROUPNORM = """def group_norm(float(N, G, D, H, W) I, float(G, D) gamma, float(G, D) beta)
+    -> (mean, var, O)
+{
+    mean(n, g) +=! I(n, g, r_d, r_h, r_w)
+    var(n, g) +=! I(n, g, r_d, r_h, r_w) * I(n, g, r_d, r_h, r_w)
+    mean(n, g) = mean(n, g) / (D * H * W)
+    var(n, g) = var(n, g) / (D * H * W) - mean(n, g) * mean(n, g)
+    O(n, g, d, h, w) = gamma(g, d) * (I(n, g, d, h, w) - mean(n, g))
+        * rsqrt(var(n, g) + 1e-5) + beta(g, d)
+}"""
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5, 6), (1, 2, 3, 7, 48), (2, 1, 1, 1, 1)])
+def test_group_norm_coalesced(shape):
+    rng = np.random.default_rng(0)
+    n, g, d, h, w = shape
+    x = rng.standard_normal(shape).astype(np.float32) + 3
+    gamma = rng.standard_normal((g, d)).astype(np.float32)
+    beta = rng.standard_normal((g, d)).astype(np.float32)
+    k = polyc.compile(GROUPNORM)
+    assert flat_loops(k) == 4          # mean's and var's nests, vector and scalar copies
+    mean, var, out = k(x, gamma, beta)
+    x64 = x.astype(np.float64)
+    m = x64.mean(axis=(2, 3, 4))
+    v = x64.var(axis=(2, 3, 4))
+    ref = (gamma[None, :, :, None, None] * (x64 - m[:, :, None, None, None])
+           / np.sqrt(v[:, :, None, None, None] + 1e-5) + beta[None, :, :, None, None])
+    np.testing.assert_allclose(mean, m, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(var, v, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(out, ref, rtol=1e-3, atol=1e-3)
+
+
+def _run(src, *arrays):
+    k = polyc.compile(src)
+    return k, k(*arrays)
+
+
+def test_two_operands_and_a_weight():
+    """Both moving reads contiguous (a weight of rank 2 too): coalesced."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 5, 7))
+    b = rng.standard_normal((3, 5, 7))
+    wt = rng.standard_normal((5, 7))
+    k, out = _run("""def f(double(N, H, W) A, double(N, H, W) B, double(H, W) Wt) -> (s) {
+        s(n) +=! A(n, r_h, r_w) * B(n, r_h, r_w) * Wt(r_h, r_w)
+    }""", a, b, wt)
+    assert flat_loops(k) == 2
+    np.testing.assert_allclose(out, np.einsum("nhw,nhw,hw->n", a, b, wt), rtol=1e-12)
+
+
+@pytest.mark.parametrize("op,ref", [("max", np.max), ("min", np.min), ("*", np.prod)])
+def test_other_operators(op, ref):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0.5, 1.5, (4, 6, 9)).astype(np.float32)
+    k, out = _run(f"""def f(float(N, H, W) X) -> (s) {{
+        s(n) {op}=! X(n, r_h, r_w)
+    }}""", x)
+    assert flat_loops(k) >= 1
+    np.testing.assert_allclose(out, ref(x.astype(np.float64), axis=(1, 2)), rtol=1e-5)
+
+
+def test_max_propagates_nan():
+    x = np.arange(2 * 5 * 7, dtype=np.float32).reshape(2, 5, 7)
+    x[1, 3, 2] = np.nan
+    k, out = _run("""def f(float(N, H, W) X) -> (s) {
+        s(n) max=! X(n, r_h, r_w)
+    }""", x)
+    assert flat_loops(k) >= 1
+    np.testing.assert_array_equal(out, np.max(x, axis=(1, 2)))
+
+
+def test_einsum_sum_over_trailing_axes():
+    from polyc import einsum_call
+    x = np.random.default_rng(3).standard_normal((3, 4, 5, 6)).astype(np.float32)
+    einsum_call.clear_kernels()
+    out = polyc.einsum("nchw->n", x)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=(1, 2, 3)), rtol=1e-5)
+    (kernel,) = einsum_call._KERNELS.values()
+    assert flat_loops(kernel) >= 1
+
+
+NOT_COALESCED = {
+    # the reduced dimensions are not the trailing ones
+    "middle": ("""def f(float(N, H, C, W) X) -> (s) {
+        s(n, c) +=! X(n, r_h, c, r_w)
+    }""", lambda x: x.sum(axis=(1, 3)), (3, 4, 5, 6)),
+    # an iterator read as a value
+    "value": ("""def f(float(N, H, W) X) -> (s) {
+        s(n) +=! X(n, r_h, r_w) * r_w
+    }""", lambda x: (x * np.arange(x.shape[2])).sum(axis=(1, 2)), (3, 4, 5)),
+    # a shifted read
+    "shifted": ("""def f(float(N, H, W) X) -> (s) {
+        s(n) +=! X(n, r_h, r_w + 1) where r_w in 0:W-1
+    }""", lambda x: x[:, :, 1:].sum(axis=(1, 2)), (3, 4, 5)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_COALESCED))
+def test_nests_that_keep_their_loops(case):
+    src, ref, shape = NOT_COALESCED[case]
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    k, out = _run(src, x)
+    assert flat_loops(k) == 0
+    np.testing.assert_allclose(out, ref(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+
+
+def test_transposed_read_keeps_its_loops():
+    """The loops scan ``r_h`` outside ``r_w`` while the read's last index is
+    ``r_h``: the nest is not in memory order and keeps its loops."""
+    x = np.random.default_rng(5).standard_normal((3, 6, 5)).astype(np.float32)
+    k, out = _run("""def f(float(N, W, H) X) -> (s) {
+        s(n) +=! X(n, r_w, r_h) * X(n, r_w, r_h)
+    }""", x)
+    np.testing.assert_allclose(out, (x.astype(np.float64) ** 2).sum(axis=(1, 2)), rtol=1e-5)
+    src = k.source
+    if flat_loops(k):
+        # the schedule may put r_w outside r_h: then the nest is in memory order
+        assert re.search(r"X\[.*\+ i_r_h\]", src)
