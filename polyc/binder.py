@@ -47,6 +47,7 @@ import islpy as isl
 import numpy as np
 
 from . import expr as E
+from . import output_pool
 from .errors import BindingError, DTypeError, ShapeError
 from .ir import Program
 from .isl_util import pw_aff_to_expr, set_to_condition
@@ -437,8 +438,8 @@ class Binder:
         outs = self.outputs
         if out is None:
             try:
-                return ([(np.zeros if t.name in self.partial else np.empty)(s, dtype=t.dtype)
-                         for s, t in zip(shapes, outs)], [None] * len(outs))
+                return ([(output_pool.zeros if t.name in self.partial else output_pool.empty)(
+                    s, t.dtype) for s, t in zip(shapes, outs)], [None] * len(outs))
             except ValueError as err:          # "array is too big"
                 raise ShapeError(f"the outputs' shapes {shapes} cannot be allocated: "
                                  f"{err}") from None

@@ -15,6 +15,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from . import output_pool
 from .ir import Program, Tensor
 
 _addressof = ctypes.addressof
@@ -103,7 +104,7 @@ class CallPlan:
         self.params = np.array(pvals or [0], dtype=np.int64)
         self.params_at = self.params.ctypes.data
         shapes = [tuple(int(fn(*pvals)) for fn in fns) for fns in binder.out_shapes]
-        self.allocs = [((np.zeros if t.name in binder.partial else np.empty), sh,
+        self.allocs = [((output_pool.zeros if t.name in binder.partial else output_pool.empty), sh,
                         np.dtype(t.dtype)) for sh, t in zip(shapes, binder.outputs)]
         temps = [tuple(max(0, int(fn(*pvals))) for fn in fns) for fns in binder.temp_shapes]
         position = {name: i for i, name in enumerate(p.signature)}
@@ -171,7 +172,7 @@ class CallPlan:
         if not (type(o) is np.ndarray and o.shape == shape and o.dtype == dt
                 and o.flags.c_contiguous and o.flags.writeable):
             return alloc(shape, dt)
-        if alloc is np.zeros:
+        if alloc is output_pool.zeros:
             o.fill(0)
         return o
 
