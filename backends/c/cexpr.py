@@ -207,6 +207,8 @@ class CExprPrinter:
         #: slow path below -87) rather than ``expf`` (libmvec); the CUDA
         #: kernels keep the device's ``expf``
         self.fast_exp = True
+        #: fmax/fmin as the prelude's selects (vectorised), not libm's calls
+        self.select_fmax = True
 
     # -- index expressions: int64_t arithmetic --------------------------------
     def index(self, e: E.Expr) -> str:
@@ -337,6 +339,8 @@ class CExprPrinter:
             if not t.startswith("float"):
                 t = ft
             a, b = convert(a, ta, t), convert(b, tb, t)
+            if fn != "pow" and self.select_fmax:
+                return f"polyc_{_FLOAT_FN[fn]}_{C_TYPES[t]}({a}, {b})", t
             suf = "f" if t == "float32" else ""
             return f"{_FLOAT_FN[fn]}{suf}({a}, {b})", t
         if fn in ("max", "min"):
@@ -377,3 +381,23 @@ def combine(op: str, current: str, update: str, dtype: str) -> str:
     if op in ("+", "*"):
         return arith(op, current, update, dtype)
     return f"polyc_{op}_{C_TYPES[dtype]}({current}, {update})"
+
+
+_COMMENT_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                          " ()+-*/=!<>,.:?%&|_[]")
+
+
+def comment_text(text: str, limit: int = 160) -> str:
+    """User source shown in a C comment, made inert: printable ASCII of the
+    expression alphabet only (no backslash, quote, ``#``, non-ASCII or
+    control character), on one line, with no comment opener or terminator
+    and no ``??`` (trigraphs).  cgen frames it as ``/* text */``, so a final
+    ``*`` or ``/`` cannot pair with the terminator."""
+    flat = "".join(ch if ch in _COMMENT_SAFE else " " for ch in " ".join(str(text).split()))
+    flat = flat[:limit]
+    while True:
+        new = flat.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
+        if new == flat:
+            break
+        flat = new
+    return flat.strip()

@@ -1,34 +1,39 @@
-"""Loop coalescing of a reduction nest over contiguous elements (C backend).
+"""Loop coalescing of nests over contiguous elements (C backend).
 
 A reduction over several trailing dimensions of a row-major tensor (group
 norm's ``mean(n, g) +=! I(n, g, r_d, r_h, r_w)``, a global average pool's
-sum over ``h`` and ``w``) is a perfect nest of reduction loops whose
-innermost loop is often short (48 elements of ``w``).  Printed as it
-stands, each trip of the innermost loop is one vector reduction with its
-set-up and its horizontal combine, and the accumulator goes through
-memory between them: a latency chain that made group norm run at half the
-STREAM triad.  When the nest walks the elements in memory order, the nest
-is one loop over ``D * H * W`` consecutive elements, vectorised once
-(loop coalescing: Polychronopoulos, "Loop coalescing: a compiler
-transformation for parallel machines", ICPP 1987; here only where the
-flat index is the row-major offset itself, so no division recovers the
-iterators).
+sum over ``h`` and ``w``) is a perfect nest of loops whose innermost loop
+is often short (48 elements of ``w``).  Printed as it stands, each trip of
+the innermost loop is one vector reduction with its set-up and its
+horizontal combine, and the accumulator goes through memory between them:
+a latency chain that made group norm run at half the STREAM triad.  An
+elementwise statement over ``(h, w)`` of 7 x 7 (a ResNet stage's batch
+norm and ReLU) runs a vector loop of 7: a vector and a remainder per row.
+When the nest walks the elements in memory order, it is one loop over
+``H * W`` consecutive elements, vectorised once (loop coalescing:
+Polychronopoulos, "Loop coalescing: a compiler transformation for parallel
+machines", ICPP 1987; here only where the flat index is the row-major
+offset itself, so no division recovers the iterators).
 
-The nest qualifies (:func:`coalesce_reduction`) when:
+The nest qualifies (:func:`coalesce`) when:
 
 - the loops ``c_1 .. c_k`` (``k >= 2``) are a perfect nest of sequential
-  loops, the innermost a reduction loop, from 0 by 1 to bounds that do not move with the nest,
-  ending at one update statement ``lhs op= rhs``;
-- each ``c_j`` is exactly one reduction iterator ``r_j`` of the statement;
-- every read that moves with the nest indexes its last ``k`` dimensions by
-  ``r_1 .. r_k``, in order and nothing else, mentions them nowhere else,
-  and its extents ``2 .. k`` of those dimensions print as the bounds of
-  ``c_2 .. c_k`` (the same C text over the same size parameters: the same
-  values), and the ``r_j`` occur in the statement only there.
+  loops from 0 by 1 to bounds that do not move with the nest, ending at
+  one statement: an update ``lhs op= rhs`` below a reduction loop, each
+  ``c_j`` one of its reduced iterators; or an assignment below a vector
+  loop, each ``c_j`` an iterator of the element it writes, reading no
+  element of that tensor but the one it writes (so the nest holds no
+  dependence and the one loop is a vector loop too);
+- every access that moves with the nest (an assignment's write too)
+  indexes its last ``k`` dimensions by those iterators, in loop order and
+  nothing else, mentions them nowhere else, and its extents ``2 .. k`` of
+  those dimensions print as the bounds of ``c_2 .. c_k`` (the same C text
+  over the same size parameters: the same values); the iterators occur in
+  the statement only there.
 
-Then element ``(.., r_1, .., r_k)`` of each such read is element
+Then element ``(.., r_1, .., r_k)`` of each such access is element
 ``(.., 0, .., 0, f)`` with ``f = (r_1 * t_2 + r_2) * t_3 .. + r_k``: the
-row-major offset is linear, so the rewritten read addresses the same
+row-major offset is linear, so the rewritten access addresses the same
 memory; the single loop over ``f`` from 0 to ``t_1 * .. * t_k`` visits
 the same iterations in the same order.
 """
@@ -65,11 +70,10 @@ def _sequential(n: L.Node) -> bool:
 
 
 def _nest(n: L.For) -> list[L.For]:
-    """The perfect nest of sequential loops from ``n`` down to a reduction
-    loop (isl's AST marks only the innermost loop ``reduction``; the
-    statement's iterators say what the others scan)."""
+    """The perfect nest of sequential loops from ``n`` down to the loop
+    whose body is one statement instance (``[]`` when there is none)."""
     chain = [n]
-    while not chain[-1].reduction:
+    while only_instance(chain[-1]) is None:
         body = chain[-1].body
         while isinstance(body, L.Block) and len(body.children) == 1:
             body = body.children[0]
@@ -86,30 +90,32 @@ def _from_zero(n: L.For, names: set[str]) -> bool:
             and not (E.index_names(n.cond.rhs) & names))
 
 
-def coalesce_reduction(n: L.For, stmts: dict[str, Statement],
-                       extent: Callable[[str, int], str],
-                       bound: Callable[[E.Expr], str],
-                       locals_: set[str]) -> Coalesced | None:
-    """The nest of reduction loops from ``n`` down as one loop, or ``None``
-    when it does not qualify (module docstring).  ``extent(tensor, d)``
-    prints a tensor's extent ``d``, ``bound(expr)`` a loop bound, both as
-    the kernel's C text; ``locals_`` are the tensors stored as local
-    arrays (indexed per dimension: no flat offset)."""
+def coalesce(n: L.For, stmts: dict[str, Statement], extent: Callable[[str, int], str],
+             bound: Callable[[E.Expr], str], locals_: set[str]) -> Coalesced | None:
+    """The nest of loops from ``n`` down as one loop, or ``None`` when it
+    does not qualify (module docstring).  ``extent(tensor, d)`` prints a
+    tensor's extent ``d``, ``bound(expr)`` a loop bound, both as the
+    kernel's C text; ``locals_`` are the tensors stored as local arrays
+    (indexed per dimension: no flat offset)."""
     if not _sequential(n):
         return None
     chain = _nest(n)
     if len(chain) < 2:
         return None
-    inst = only_instance(chain[-1])
-    if inst is None:
-        return None
+    inner = chain[-1]
+    inst = only_instance(inner)
     s = stmts[inst.statement]
-    if s.kind != "update" or s.op not in REDUCTION_OPS:
+    if s.kind == "update" and s.op in REDUCTION_OPS and inner.reduction:
+        elementwise = False
+    elif s.kind in ("assign", "init") and s.op == "=" and inner.simd and not inner.reduction:
+        elementwise = True
+    else:
         return None
     loop_names = {x.iterator for x in chain}
     if not all(_from_zero(x, loop_names) for x in chain):
         return None
-    # each loop is exactly one reduction iterator of the statement
+    # each loop is exactly one iterator of the statement: reduced ones for
+    # a reduction, the written element's for an elementwise statement
     its: list[str] = []
     positions: list[int] = []
     for x in chain:
@@ -120,17 +126,62 @@ def coalesce_reduction(n: L.For, stmts: dict[str, Statement],
         arg = inst.args[p]
         if not (isinstance(arg, E.Index) and arg.name == x.iterator):
             return None
-        if s.iterators[p] not in s.reduction_iterators:
+        if (s.iterators[p] in s.reduction_iterators) == elementwise:
             return None
         its.append(s.iterators[p])
         positions.append(p)
-    k = len(its)
-    trips = [bound(x.cond.rhs) for x in chain]
     names = set(its)
-    if names & E.index_names(s.lhs):
+    reads = E.accesses(s.rhs)
+    if elementwise:
+        # the nest writes each element once and reads no element it writes
+        # but the one it is writing: no dependence inside the nest, so the
+        # one loop stays a vector loop
+        if any(a.tensor == s.tensor and a.indices != s.lhs.indices for a in reads):
+            return None
+        moving = _moving([s.lhs, *reads], its, [bound(x.cond.rhs) for x in chain],
+                         extent, locals_)
+    else:
+        if names & E.index_names(s.lhs):
+            return None
+        moving = _moving(reads, its, [bound(x.cond.rhs) for x in chain], extent, locals_)
+    if not moving:
         return None
+    k = len(its)
+    uses = sum(1 for e in (s.lhs, s.rhs) for x in e.walk()
+               if isinstance(x, E.Index) and x.name in names)
+    if uses != k * moving:
+        return None              # an iterator read as a value, or a gather's index
+
+    flat = E.Index(its[-1])
+    zero = E.Const(0)
+
+    def rewrite(x: E.Expr) -> E.Expr | None:
+        if isinstance(x, E.Access) and len(x.indices) >= k and any(
+                isinstance(i, E.Index) and i.name in names for i in x.indices):
+            return E.Access(x.tensor, x.indices[:-k] + (zero,) * (k - 1) + (flat,), x.span)
+        return None
+
+    statement = replace(s, rhs=E.map_expr(s.rhs, rewrite))
+    if elementwise:
+        statement = replace(statement, lhs=E.map_expr(s.lhs, rewrite))
+    args = list(inst.args)
+    for p in positions[:-1]:
+        args[p] = zero
+    total: E.Expr = chain[0].cond.rhs
+    for x in chain[1:]:
+        total = E.Binary("*", total, x.cond.rhs)
+    loop = replace(inner, init=zero, cond=E.Binary("<", E.Index(inner.iterator), total),
+                   body=replace(inst, args=tuple(args)))
+    return Coalesced(loop, statement, k)
+
+
+def _moving(accesses, its: list[str], trips: list[str], extent, locals_) -> int | None:
+    """How many of ``accesses`` move with the nest over ``its`` (``None``
+    when one of them moves otherwise than along its last dimensions, in
+    loop order, over its whole extents ``2 .. k``)."""
+    names, k = set(its), len(its)
     moving = 0
-    for a in E.accesses(s.rhs):
+    for a in accesses:
         used = set().union(*(E.index_names(i) for i in a.indices)) & names
         if not used:
             continue
@@ -145,29 +196,4 @@ def coalesce_reduction(n: L.For, stmts: dict[str, Statement],
         if any(extent(a.tensor, rank - k + j) != trips[j] for j in range(1, k)):
             return None
         moving += 1
-    if moving == 0:
-        return None
-    uses = sum(1 for x in s.rhs.walk() if isinstance(x, E.Index) and x.name in names)
-    if uses != k * moving:
-        return None              # an iterator read as a value, or a gather's index
-
-    flat = E.Index(its[-1])
-    zero = E.Const(0)
-
-    def rewrite(x: E.Expr) -> E.Expr | None:
-        if isinstance(x, E.Access) and len(x.indices) >= k and any(
-                isinstance(i, E.Index) and i.name in names for i in x.indices):
-            return E.Access(x.tensor, x.indices[:-k] + (zero,) * (k - 1) + (flat,), x.span)
-        return None
-
-    statement = replace(s, rhs=E.map_expr(s.rhs, rewrite))
-    args = list(inst.args)
-    for p in positions[:-1]:
-        args[p] = zero
-    inner = chain[-1]
-    total: E.Expr = chain[0].cond.rhs
-    for x in chain[1:]:
-        total = E.Binary("*", total, x.cond.rhs)
-    loop = replace(inner, init=zero, cond=E.Binary("<", E.Index(inner.iterator), total),
-                   body=replace(inst, args=tuple(args)))
-    return Coalesced(loop, statement, k)
+    return moving

@@ -54,6 +54,7 @@ from .cexpr import (
     accumulator_type,
     check_identifier,
     combine,
+    comment_text,
     convert,
     extent_name,
     float_type_of,
@@ -62,7 +63,7 @@ from .cexpr import (
     param_name,
     tensor_name,
 )
-from .coalesce import coalesce_reduction
+from .coalesce import coalesce
 from .customcall import custom_call
 from .gemmcall import as_param, gemm_call
 from .hoist import HOISTED, hoist_invariants
@@ -73,6 +74,7 @@ from .loopshape import (
     fold_collapsed_simd,
     only_instance,
     parallel_body,
+    perfect_child,
     trip_text,
     uneven,
 )
@@ -85,27 +87,6 @@ ENTRY = "polyc_kernel"
 #: only from this many iterations up: below it a fork and barrier (about a
 #: microsecond) cost more than the loop's work
 MIN_PARALLEL_TRIP = 16384
-
-
-
-_COMMENT_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                          " ()+-*/=!<>,.:?%&|_[]")
-
-
-def comment_text(text: str, limit: int = 160) -> str:
-    """User source shown in a C comment, made inert: printable ASCII of the
-    expression alphabet only (no backslash, quote, ``#``, non-ASCII or
-    control character), on one line, with no comment opener or terminator
-    and no ``??`` (trigraphs).  cgen frames it as ``/* text */``, so a final
-    ``*`` or ``/`` cannot pair with the terminator."""
-    flat = "".join(ch if ch in _COMMENT_SAFE else " " for ch in " ".join(str(text).split()))
-    flat = flat[:limit]
-    while True:
-        new = flat.replace("*/", "* /").replace("/*", "/ *").replace("??", "? ?")
-        if new == flat:
-            break
-        flat = new
-    return flat.strip()
 
 
 def linear_offset(tensor: str, idx: list[str]) -> str:
@@ -141,6 +122,7 @@ class _Emitter:
         self.parallel_depth = 0        # parallel loops around it
         self.splitting = False         # printing the parallel copy of a loop around calls
         self.in_region = False         # inside a parallel region around a sequential loop
+        self.collapsed: set[int] = set()   # ids of the inner loops of a collapse(k)
         #: whether any statement is a call of an intrinsic (then the source
         #: declares gemm_api.h and links the intrinsics library)
         self.calls = any(st.kind == "intrinsic" for st in program.statements)
@@ -318,14 +300,24 @@ class _Emitter:
             c.Statement('__asm__("" : "+r"(polyc_trip))'),
             c.If(f"polyc_trip >= INT64_C({SIMD_MIN_TRIP})", c.Block(vector), c.Block(scalar))])]
 
-    def hoisted_loop(self, n: L.For) -> c.Generable | None:
+    def simd_loop(self, flat) -> c.Generable:
+        """The one vector loop of a coalesced elementwise nest
+        (:class:`.coalesce.Coalesced`)."""
+        hoisted = self.hoisted_loop(flat.loop, statement=flat.statement)
+        if hoisted is not None:
+            return hoisted
+        body = self.statement(only_instance(flat.loop), flat.statement)
+        return c.Module([c.Pragma("omp simd"), self._for(flat.loop, body)])
+
+    def hoisted_loop(self, n: L.For, statement: Statement | None = None) -> c.Generable | None:
         """A ``simd`` loop around one statement that reads elements invariant
         in it, with those reads loaded once before it (:func:`.hoist.hoist_invariants`);
-        ``None`` otherwise."""
+        ``None`` otherwise.  ``statement``: the statement to print instead
+        of the instance's own (a coalesced nest's)."""
         body = only_instance(n)
         if body is None:
             return None
-        s = self.stmts[body.statement]
+        s = statement or self.stmts[body.statement]
         if s.kind == "intrinsic":
             return None
         s, its, inits = hoist_invariants(self, s, body.args, n.iterator)
@@ -441,12 +433,15 @@ class _Emitter:
             one = self.region(n)
             if one is not None:
                 return one
-        if isinstance(n, L.For) and not n.parallel and self.COALESCE:
-            flat = coalesce_reduction(n, self.stmts, self.extent_expr, self.loop_printer.index,
-                                      self.locals)
-            red = self.reduction_loop(flat.loop, statement=flat.statement) if flat else None
-            if red is not None:
-                return red
+        if (isinstance(n, L.For) and not n.parallel and self.COALESCE
+                and id(n) not in self.collapsed):
+            flat = coalesce(n, self.stmts, self.extent_expr, self.loop_printer.index,
+                            self.locals)
+            if flat is not None:
+                one = (self.reduction_loop(flat.loop, statement=flat.statement)
+                       if flat.statement.kind == "update" else self.simd_loop(flat))
+                if one is not None:
+                    return one
         if isinstance(n, L.For) and n.reduction and not n.parallel:
             red = self.reduction_loop(n)
             if red is not None:
@@ -476,6 +471,10 @@ class _Emitter:
                         self.splitting = False
                     seq = self.node(replace(n, parallel=False, collapse=1))
                     return c.If(f"{trip} >= polyc_team", c.Block([par]), c.Block([seq]))
+            inner = n
+            for _ in range(n.collapse - 1):      # (part of this loop's header)
+                inner = perfect_child(inner)
+                self.collapsed.add(id(inner))
             self.sequential_depth += not n.parallel
             self.parallel_depth += bool(n.parallel)
             try:

@@ -55,6 +55,14 @@ def trip_text(n: L.For, index) -> str | None:
     return trip
 
 
+def perfect_child(n: L.For) -> L.Node:
+    """The node that is ``n``'s whole body (blocks of one child looked through)."""
+    body = n.body
+    while isinstance(body, L.Block) and len(body.children) == 1:
+        body = body.children[0]
+    return body
+
+
 def collapsed_trip(n: L.For, index) -> str | None:
     """The trip count of the ``n.collapse`` loops from ``n`` down (a
     perfect rectangular nest, :func:`polyc.loopnest.perfect_depth`)."""

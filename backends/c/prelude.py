@@ -119,6 +119,15 @@ static inline float polyc_max_float(float a, float b) { return (a != a || a > b)
 static inline float polyc_min_float(float a, float b) { return (a != a || a < b) ? a : b; }
 static inline double polyc_max_double(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline double polyc_min_double(double a, double b) { return (a != a || a < b) ? a : b; }
+/* fmax/fmin (and max/min of floats in an expression): C's fmax, a NaN
+   operand ignored, bit for bit glibc's (of two equal zeros the first, where
+   numpy's fmax gives the second); written as selects, which gcc vectorises
+   (it calls libm's fmaxf once per element otherwise: a ReLU ran at a fifth
+   of the memory bandwidth) */
+static inline float polyc_fmax_float(float a, float b) { return (a >= b || b != b) ? a : b; }
+static inline float polyc_fmin_float(float a, float b) { return (a <= b || b != b) ? a : b; }
+static inline double polyc_fmax_double(double a, double b) { return (a >= b || b != b) ? a : b; }
+static inline double polyc_fmin_double(double a, double b) { return (a <= b || b != b) ? a : b; }
 /* floating-point % rounds the quotient toward minus infinity (numpy's remainder;
    a zero result takes the divisor's sign) */
 static inline float polyc_rem_float(float a, float b)

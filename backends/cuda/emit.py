@@ -322,6 +322,7 @@ class KernelBody(_Emitter):
         pr = super()._printer()
         pr.shifts = True            # no 64-bit divider: see CExprPrinter.shifts
         pr.fast_exp = False         # the device's expf
+        pr.select_fmax = False      # the device's fmaxf: one instruction
         return pr
 
     def register_accumulator(self, n: L.For) -> c.Generable | None:

@@ -41,7 +41,8 @@ def test_group_norm_coalesced(shape):
     gamma = rng.standard_normal((g, d)).astype(np.float32)
     beta = rng.standard_normal((g, d)).astype(np.float32)
     k = polyc.compile(GROUPNORM)
-    assert flat_loops(k) == 4          # mean's and var's nests, vector and scalar copies
+    # mean's and var's nests (a vector and a scalar copy each), O's (h, w)
+    assert flat_loops(k) == 5
     mean, var, out = k(x, gamma, beta)
     x64 = x.astype(np.float64)
     m = x64.mean(axis=(2, 3, 4))
@@ -139,3 +140,38 @@ def test_transposed_read_keeps_its_loops():
     if flat_loops(k):
         # the schedule may put r_w outside r_h: then the nest is in memory order
         assert re.search(r"X\[.*\+ i_r_h\]", src)
+
+
+BNRELU = """def bnrelu(float(N, C, H, W) I, float(C) s, float(C) b) -> (O) {
+    O(n, c, h, w) = fmax(I(n, c, h, w) * s(c) + b(c), 0.0)
+}"""
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 7, 7), (1, 4, 1, 1), (2, 2, 3, 5), (1, 2, 14, 14)])
+def test_elementwise_nest_is_one_vector_loop(shape):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    s, b = (rng.standard_normal(shape[1]).astype(np.float32) for _ in range(2))
+    k = polyc.compile(BNRELU)
+    assert flat_loops(k) == 1
+    want = np.maximum(x * s[:, None, None] + b[:, None, None], 0)
+    np.testing.assert_allclose(k(x, s, b), want, rtol=1e-6)
+
+
+def test_elementwise_transposed_write_keeps_its_loops():
+    x = np.random.default_rng(8).standard_normal((2, 5, 6)).astype(np.float32)
+    k = polyc.compile("""def f(float(N, H, W) I) -> (O) {
+        O(n, w, h) = I(n, h, w) + 1.0
+    }""")
+    np.testing.assert_allclose(k(x), x.transpose(0, 2, 1) + 1, rtol=1e-6)
+
+
+def test_inner_loop_of_a_collapsed_parallel_loop_stays():
+    """A loop that is part of a ``collapse(2)`` header is not the first of a
+    coalesced nest (gcc refuses the pragma without its perfect nest)."""
+    x = np.random.default_rng(9).standard_normal((3, 4, 5)).astype(np.float32)
+    k = polyc.compile("""def f(float(A, B, C) X) -> (O) {
+        O(a, b, c) = X(a, b, c) + 1.0
+    }""")
+    assert "collapse(2)" in k.source
+    np.testing.assert_allclose(k(x), x + 1, rtol=1e-6)

@@ -1,4 +1,4 @@
-"""coalesce_reduction on hand-built loop nests: which nests become one
+"""coalesce on hand-built loop nests: which nests become one
 loop over the flat offset and which keep their loops (the conditions of
 backends/c/coalesce.py's docstring, one at a time)."""
 
@@ -11,7 +11,7 @@ import pytest
 import polyc
 from polyc import expr as E
 from polyc import loopnest as L
-from polyc.backends.c.coalesce import coalesce_reduction
+from polyc.backends.c.coalesce import coalesce
 from polyc.backends.c.emit import _Emitter
 
 SRC = """def f(float(N, H, W) X) -> (s) {
@@ -25,14 +25,17 @@ def loop(it, bound, body, **kw):
 
 def nest(args=("c0", "c1", "c2"), outer_bound=E.Param("H"), inner_bound=E.Param("W"),
          statement="S0", **inner):
+    """for c1 < outer_bound: for c2 < inner_bound: statement(args): the
+    inner loop a reduction loop, or with ``simd=True`` a vector loop."""
     inst = L.StmtInstance(statement, tuple(E.Index(a) for a in args))
-    inner_loop = loop("c2", inner_bound, inst, reduction=True, **inner)
+    inner.setdefault("reduction", not inner.get("simd", False))
+    inner_loop = loop("c2", inner_bound, inst, **inner)
     return loop("c1", outer_bound, inner_loop)
 
 
 def run(n, src=SRC):
     em = _Emitter(polyc.program(src))
-    return coalesce_reduction(n, em.stmts, em.extent_expr, em.loop_printer.index, em.locals)
+    return coalesce(n, em.stmts, em.extent_expr, em.loop_printer.index, em.locals)
 
 
 def test_memory_order_becomes_one_loop():
@@ -97,3 +100,29 @@ def test_assignment_is_not_coalesced():
         s(n, h, w) = X(n, h, w)
     }"""
     assert run(nest(statement="S0"), src) is None
+
+
+ELEMENTWISE = """def f(float(N, H, W) X) -> (O) {
+    O(n, h, w) = X(n, h, w) * 2.0
+    O(n, h, w) = O(n, h, w) * X(n, h, w)
+    O(n, h, w) = O(n, h, w) + O(n, 0, w)
+}"""
+
+
+@pytest.mark.parametrize("statement", ["S0", "S1"])
+def test_elementwise_nest_writes_at_the_flat_offset(statement):
+    """S1 reads the element it writes: no dependence in the nest either."""
+    flat = run(nest(statement=statement, simd=True), ELEMENTWISE)
+    assert flat is not None and flat.depth == 2
+    assert flat.statement.lhs.indices == (E.Index("n"), E.Const(0), E.Index("w"))
+    assert all(a.indices == flat.statement.lhs.indices
+               for a in E.accesses(flat.statement.rhs))
+
+
+def test_elementwise_needs_the_vector_loop():
+    assert run(nest(reduction=False), ELEMENTWISE) is None      # not marked simd
+
+
+def test_elementwise_reading_another_element_it_writes_keeps_the_loops():
+    # S2 reads O(n, 0, w), written by the same nest at h = 0
+    assert run(nest(statement="S2", simd=True), ELEMENTWISE) is None
