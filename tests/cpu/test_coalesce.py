@@ -7,6 +7,7 @@ which it got."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,16 +22,8 @@ def flat_loops(kernel) -> int:
     return len(FLAT.findall(kernel.source))
 
 
-GROUPNORM = """def group_norm(float(N, G, D, H, W) I, float(G, D) gamma, float(G, D) beta)
-    -> (mean, var, O)
-{
-    mean(n, g) +=! I(n, g, r_d, r_h, r_w)
-    var(n, g) +=! I(n, g, r_d, r_h, r_w) * I(n, g, r_d, r_h, r_w)
-    mean(n, g) = mean(n, g) / (D * H * W)
-    var(n, g) = var(n, g) / (D * H * W) - mean(n, g) * mean(n, g)
-    O(n, g, d, h, w) = gamma(g, d) * (I(n, g, d, h, w) - mean(n, g))
-        * rsqrt(var(n, g) + 1e-5) + beta(g, d)
-}"""
+#: TC's group norm, as examples/group_norm.tc writes it
+GROUPNORM = (Path(__file__).resolve().parents[2] / "examples" / "group_norm.tc").read_text()
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4, 5, 6), (1, 2, 3, 7, 48), (2, 1, 1, 1, 1)])
