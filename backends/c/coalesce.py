@@ -48,7 +48,7 @@ from polyc import loopnest as L
 from polyc.ir import Statement
 
 from .hoist import HOISTED
-from .loopshape import counted, only_instance
+from .loopshape import counted, only_instance, perfect_child
 
 #: update operators whose accumulator the C emitter keeps in a register
 REDUCTION_OPS = ("+", "*", "max", "min")
@@ -74,9 +74,7 @@ def _nest(n: L.For) -> list[L.For]:
     whose body is one statement instance (``[]`` when there is none)."""
     chain = [n]
     while only_instance(chain[-1]) is None:
-        body = chain[-1].body
-        while isinstance(body, L.Block) and len(body.children) == 1:
-            body = body.children[0]
+        body = perfect_child(chain[-1])
         if not _sequential(body):
             return []
         chain.append(body)

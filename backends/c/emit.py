@@ -104,7 +104,7 @@ class _Emitter:
     #: whether a sequential loop whose body is parallel nests is printed
     #: inside one OpenMP parallel region (:meth:`region`)
     REGIONS = True
-    #: whether a reduction nest over contiguous elements runs as one loop
+    #: whether a nest over contiguous elements runs as one loop
     #: (:mod:`.coalesce`; the CUDA printers keep the nest: a thread's loops)
     COALESCE = True
 

@@ -16,11 +16,17 @@ from polyc import expr as E
 from polyc import loopnest as L
 
 
-def only_instance(n: L.For) -> L.StmtInstance | None:
-    """The one statement instance that is ``n``'s whole body, or ``None``."""
+def perfect_child(n: L.For) -> L.Node:
+    """The node that is ``n``'s whole body (blocks of one child looked through)."""
     body = n.body
     while isinstance(body, L.Block) and len(body.children) == 1:
         body = body.children[0]
+    return body
+
+
+def only_instance(n: L.For) -> L.StmtInstance | None:
+    """The one statement instance that is ``n``'s whole body, or ``None``."""
+    body = perfect_child(n)
     return body if isinstance(body, L.StmtInstance) else None
 
 
@@ -55,14 +61,6 @@ def trip_text(n: L.For, index) -> str | None:
     return trip
 
 
-def perfect_child(n: L.For) -> L.Node:
-    """The node that is ``n``'s whole body (blocks of one child looked through)."""
-    body = n.body
-    while isinstance(body, L.Block) and len(body.children) == 1:
-        body = body.children[0]
-    return body
-
-
 def collapsed_trip(n: L.For, index) -> str | None:
     """The trip count of the ``n.collapse`` loops from ``n`` down (a
     perfect rectangular nest, :func:`polyc.loopnest.perfect_depth`)."""
@@ -73,9 +71,7 @@ def collapsed_trip(n: L.For, index) -> str | None:
             return None
         trips.append(f"({trip})")
         if k + 1 < n.collapse:
-            cur = cur.body
-            while isinstance(cur, L.Block) and len(cur.children) == 1:
-                cur = cur.children[0]
+            cur = perfect_child(cur)
             if not isinstance(cur, L.For):
                 return None
     return " * ".join(trips)
