@@ -60,7 +60,8 @@ def _capacity_from_env() -> int:
 
 
 class _Pool:
-    """Free blocks by size (a size's blocks in freeing order), LRU overall."""
+    """Free blocks in freeing order: a request takes the most recently
+    freed block of its size; over capacity, the least recently freed go."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -104,16 +105,17 @@ class _Lease:
     """The owner of one output's block while any array uses it: numpy's
     array interface gives the bytes, ``__del__`` returns the block."""
 
-    __slots__ = ("entry", "__array_interface__")
+    __slots__ = ("entry", "pool", "__array_interface__")
 
-    def __init__(self, entry: tuple[np.ndarray, int], nbytes: int) -> None:
+    def __init__(self, entry: tuple[np.ndarray, int], nbytes: int, pool: _Pool) -> None:
         self.entry = entry
+        self.pool = pool            # the pool it came from, whichever is current later
         self.__array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
                                     "data": (entry[1], False), "version": 3}
 
     def __del__(self) -> None:
         try:
-            _POOL.put(self.entry)
+            self.pool.put(self.entry)
         except Exception:           # interpreter shutdown: the pool may be gone
             pass
 
@@ -128,14 +130,15 @@ def _pooled(nbytes: int, dtype: np.dtype) -> bool:
 
 def _leased(shape: tuple, dtype: np.dtype, nbytes: int) -> np.ndarray:
     size = (nbytes + ALIGN + PAGE - 1) // PAGE * PAGE
-    entry = _POOL.take(size)
+    pool = _POOL
+    entry = pool.take(size)
     if entry is None:
         block = np.empty(size, dtype=np.uint8)
         start = block.ctypes.data
         entry = (block, start + -start % ALIGN)
     # every view of the output leads to the lease through its bases, so the
     # block returns when the last of them goes
-    return np.asarray(_Lease(entry, nbytes)).view(dtype).reshape(shape)
+    return np.asarray(_Lease(entry, nbytes, pool)).view(dtype).reshape(shape)
 
 
 def empty(shape: tuple, dtype) -> np.ndarray:
