@@ -20,10 +20,12 @@ The nest qualifies (:func:`coalesce`) when:
 - the loops ``c_1 .. c_k`` (``k >= 2``) are a perfect nest of sequential
   loops from 0 by 1 to bounds that do not move with the nest, ending at
   one statement: an update ``lhs op= rhs`` below a reduction loop, each
-  ``c_j`` one of its reduced iterators; or an assignment below a vector
-  loop, each ``c_j`` an iterator of the element it writes, reading no
-  element of that tensor but the one it writes (so the nest holds no
-  dependence and the one loop is a vector loop too);
+  ``c_j`` one of its reduced iterators; or an assignment or update below
+  a vector loop, each ``c_j`` an iterator of the element it writes (a
+  contraction's update below its reduction loop, ``O(.., h, w) += ..``
+  inside ``for r_c2``), reading no element of that tensor but the one it
+  writes (so the nest holds no dependence and the one loop is a vector
+  loop too);
 - every access that moves with the nest (an assignment's write too)
   indexes its last ``k`` dimensions by those iterators, in loop order and
   nothing else, mentions them nowhere else, and its extents ``2 .. k`` of
@@ -63,6 +65,8 @@ class Coalesced:
     loop: L.For
     statement: Statement
     depth: int
+    #: one vector loop over elements (else a reduction loop)
+    elementwise: bool = False
 
 
 def _sequential(n: L.Node) -> bool:
@@ -105,7 +109,8 @@ def coalesce(n: L.For, stmts: dict[str, Statement], extent: Callable[[str, int],
     s = stmts[inst.statement]
     if s.kind == "update" and s.op in REDUCTION_OPS and inner.reduction:
         elementwise = False
-    elif s.kind in ("assign", "init") and s.op == "=" and inner.simd and not inner.reduction:
+    elif (inner.simd and not inner.reduction
+          and (s.kind == "update" or (s.kind in ("assign", "init") and s.op == "="))):
         elementwise = True
     else:
         return None
@@ -170,7 +175,7 @@ def coalesce(n: L.For, stmts: dict[str, Statement], extent: Callable[[str, int],
         total = E.Binary("*", total, x.cond.rhs)
     loop = replace(inner, init=zero, cond=E.Binary("<", E.Index(inner.iterator), total),
                    body=replace(inst, args=tuple(args)))
-    return Coalesced(loop, statement, k)
+    return Coalesced(loop, statement, k, elementwise)
 
 
 def _moving(accesses, its: list[str], trips: list[str], extent, locals_) -> int | None:

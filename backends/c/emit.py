@@ -438,8 +438,8 @@ class _Emitter:
             flat = coalesce(n, self.stmts, self.extent_expr, self.loop_printer.index,
                             self.locals)
             if flat is not None:
-                one = (self.reduction_loop(flat.loop, statement=flat.statement)
-                       if flat.statement.kind == "update" else self.simd_loop(flat))
+                one = (self.simd_loop(flat) if flat.elementwise
+                       else self.reduction_loop(flat.loop, statement=flat.statement))
                 if one is not None:
                     return one
         if isinstance(n, L.For) and n.reduction and not n.parallel:

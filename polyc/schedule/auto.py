@@ -23,7 +23,13 @@ the ``reorder`` orders, the marks) the tuner perturbs
    b. **reorder**: in a permutable band (any order is legal, every
       dependence is non-negative in every member), the coincident member
       that makes the most accesses of the hot statements stride-1 goes
-      innermost;
+      innermost, and in the first pass with it the coincident members that
+      walk the dimensions before its in every access, in memory order
+      (:func:`polyc.schedule.locality.contiguous_run`: ``h, w`` of a
+      tensordot's ``O(n, c1, c3, h, w)``); when that puts a reduction member
+      outside the run, the band is **distributed** at the run so that the
+      initialisation and the update each own a nest over consecutive
+      elements (``distribute``; the C backend prints each as one loop);
    c. otherwise, when the reduction members give the stride-1 accesses
       (``C(m,n) += A(m,k) * B(n,k)``), **distribute the reduction**
       (``reorder`` the common members first, then ``distribute`` at the first
@@ -63,7 +69,7 @@ from ..errors import IllegalScheduleError, ScheduleError
 from . import legality
 from . import tile as T
 from .language import Schedule
-from .locality import member_scores, reduction_members
+from .locality import band_statements, contiguous_run, member_scores, reduction_members
 from .marks import (
     MAX_COLLAPSE,
     SIMD_REDUCTION,
@@ -197,6 +203,38 @@ class _Auto:
         order = [j for j in range(best, n) if j != best] + [best]
         return self.step("reorder", [self.loop(path, j) for j in order])
 
+    def to_inner(self, path, run: list[int]) -> bool:
+        """``reorder`` the members ``run`` innermost, in that order, the
+        others outside them in their order (step 2b's contiguous run)."""
+        n = self.node(path).band_n_member()
+        order = [j for j in range(n) if j not in run] + run
+        if order == list(range(n)):
+            return True
+        return self.step("reorder", [self.loop(path, j) for j in order], aggressive=True)
+
+    def distribute_run(self, path, k: int) -> bool:
+        """Step 2b, a contiguous run below a reduction member: ``distribute``
+        at the run's first member, so that the initialisation (guarded at
+        the reduction's first value) and the update each get the run's loops
+        to themselves (a nest of one statement, which the C backend prints
+        as one loop over consecutive elements); optimise the new bands and
+        tile the common one.  ``False`` (nothing applied) when every member
+        outside the run is coincident or the band holds one statement."""
+        node = self.node(path)
+        n = node.band_n_member()
+        coinc = coincident_members(node)
+        if all(coinc[:n - k]) or len(band_statements(node, self.program)) < 2:
+            return False
+        top = path_of(node.parent()) if is_names_mark(node.parent()) else path
+        if not self.step("distribute", self.loop(path, n - k), aggressive=True):
+            return False
+        common = self.first_band(top)
+        below = self.node(common)
+        for i in range(below.n_children()):
+            self.walk(common + (i,))
+        self.tile(common, simd_last=False)
+        return True
+
     # ----------------------------------------------------------- 1. sinking
     def sink(self, path) -> None:
         node = self.node(path)
@@ -236,7 +274,17 @@ class _Auto:
         cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
         if cands and (node.band_get_permutable() or n == 1):
             best = max(cands, key=lambda j: (scores[j], j))
-            best = n - 1 if self.to_last(path, best) else None
+            run = (contiguous_run(node, program, best, coinc)
+                   if self.aggressive and n > 1 else [best])
+            if len(run) > 1:
+                if not self.to_inner(path, run):
+                    best = None
+                elif self.distribute_run(path, len(run)):
+                    return
+                else:
+                    best = n - 1
+            else:
+                best = n - 1 if self.to_last(path, best) else None
         elif self.aggressive and innermost:
             red = reduction_members(node, program)
             if red and any((scores[j] or 0) > 0 for j in red):

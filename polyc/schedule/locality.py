@@ -128,3 +128,57 @@ def reduction_members(band: isl.ScheduleNode, program: Program) -> list[int] | N
             if all(member_is_constant(s, upa) for s in stmts if s not in hot):
                 members.append(j)
     return members or None
+
+
+def _walks_in_order(stmt: Statement, names: list[str]) -> bool:
+    """Whether every access of ``stmt`` that one of the iterators ``names``
+    moves indexes its last ``len(names)`` dimensions by exactly those
+    iterators, in that order, and mentions them nowhere else."""
+    k, moving = len(names), set(names)
+    for acc in [stmt.lhs] + E.accesses(stmt.rhs):
+        used = set().union(*(E.index_names(i) for i in acc.indices)) & moving
+        if not used:
+            continue
+        if len(acc.indices) < k:
+            return False
+        lead, tail = acc.indices[:-k], acc.indices[-k:]
+        if any(E.index_names(i) & moving for i in lead):
+            return False
+        if any(not (isinstance(i, E.Index) and i.name == v) for i, v in zip(tail, names)):
+            return False
+    return True
+
+
+def contiguous_run(band: isl.ScheduleNode, program: Program, member: int,
+                   coincident: list[bool]) -> list[int]:
+    """The members that, innermost in this order and ending with ``member``,
+    walk every access of the band's hot statements that they move through
+    its last dimensions in memory order (``[h, w]`` of
+    ``O(n, c1, c3, h, w) += I0(n, c1, r_c2, h, w) * I1(n, r_c2, c3, h, w)``).
+
+    Grown outward from ``member`` one coincident member at a time, as long
+    as each hot statement scans the candidate as a plain iterator indexing
+    the dimension just before the run's in every access the run or the
+    candidate moves.  The run's elements are consecutive in memory, so the
+    nest over them is one loop over the flat offset in the C backend
+    (:mod:`backends.c.coalesce`) and one long vector loop instead of a
+    short one per row.  ``coincident``: the band's coincidence flags."""
+    mupa = band.band_get_partial_schedule()
+    hot = hot_statements(band_statements(band, program))
+    its = [[member_iterator(s, mupa.get_union_pw_aff(j)) for s in hot]
+           for j in range(band.band_n_member())]
+    run = [member]
+    if any(v is None for v in its[member]):
+        return run
+    while True:
+        grown = None
+        for j, flag in enumerate(coincident):
+            if j in run or not flag or any(v is None for v in its[j]):
+                continue
+            if all(_walks_in_order(s, [its[m][i] for m in [j] + run])
+                   for i, s in enumerate(hot)):
+                grown = j
+                break
+        if grown is None:
+            return run
+        run.insert(0, grown)

@@ -168,3 +168,49 @@ def test_inner_loop_of_a_collapsed_parallel_loop_stays():
     }""")
     assert "collapse(2)" in k.source
     np.testing.assert_allclose(k(x), x + 1, rtol=1e-6)
+
+
+#: benchmarks.tensor's tensordot: the batch dimensions (h, w) below the reduction
+TENSORDOT = """def tensordot(float(N, C1, C2, H, W) I0, float(N, C2, C3, H, W) I1) -> (O) {
+    O(n, c1, c3, h, w) +=! I0(n, c1, r_c2, h, w) * I1(n, r_c2, c3, h, w)
+}"""
+
+
+@pytest.mark.parametrize("sizes", [(2, 3, 4, 2, 5, 6), (1, 1, 1, 1, 1, 1), (2, 5, 3, 1, 7, 17),
+                                   (1, 2, 0, 3, 2, 2)])
+def test_contraction_with_batch_dimensions_below_the_reduction(sizes):
+    """The update over (h, w) runs inside the reduction loop as one vector
+    loop over H * W elements, and the initialisation as another (the band
+    is distributed at the run); C2 = 0 leaves the zeros."""
+    n, c1, c2, c3, h, w = sizes
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((n, c1, c2, h, w)).astype(np.float32)
+    b = rng.standard_normal((n, c2, c3, h, w)).astype(np.float32)
+    k = polyc.compile(TENSORDOT)
+    assert flat_loops(k) >= 2
+    update = re.search(r"for \(int64_t (c\d+) = INT64_C\(0\); \1 < p_C2;", k.source)
+    assert update and k.source.index(update.group(0)) < k.source.rindex("p_H * p_W")
+    want = np.einsum("nxchw,ncyhw->nxyhw", a.astype(np.float64), b)
+    np.testing.assert_allclose(k(a, b), want, rtol=1e-5, atol=1e-5)
+
+
+def test_distributed_run_replays_from_its_recipe():
+    k = polyc.compile(TENSORDOT)
+    steps = [st["op"] for st in k.schedule.to_recipe()["steps"]]
+    assert "distribute" in steps
+    assert polyc.compile(TENSORDOT, schedule=k.schedule.to_recipe()).source == k.source
+
+
+def test_broadcast_operand_keeps_the_reduction_inside():
+    """A read broadcast along h (a bias over w) breaks the contiguous run:
+    the nest keeps its order and the result is right."""
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 5)).astype(np.float32)
+    k = polyc.compile("""def f(float(N, C, H, W) X, float(C, W) B) -> (O) {
+        O(n, h, w) +=! X(n, r_c, h, w) * B(r_c, w)
+    }""")
+    assert flat_loops(k) == 0
+    assert "band (n, h, r_c)" in str(k.schedule)
+    want = np.einsum("nchw,cw->nhw", a.astype(np.float64), b)
+    np.testing.assert_allclose(k(a, b), want, rtol=1e-5, atol=1e-5)

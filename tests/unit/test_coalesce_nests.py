@@ -126,3 +126,23 @@ def test_elementwise_needs_the_vector_loop():
 def test_elementwise_reading_another_element_it_writes_keeps_the_loops():
     # S2 reads O(n, 0, w), written by the same nest at h = 0
     assert run(nest(statement="S2", simd=True), ELEMENTWISE) is None
+
+
+UPDATE = """def f(float(N, C, H, W) X, float(C, H, W) V) -> (O) {
+    O(n, h, w) +=! X(n, r_c, h, w) * V(r_c, h, w)
+}"""
+
+
+def test_update_below_its_reduction_loop_is_one_vector_loop():
+    """O(n, h, w) += ... over (h, w) inside ``for r_c``: each element updated
+    once per trip of the nest, so the nest is elementwise too."""
+    flat = run(nest(args=("c0", "c1", "c2", "c3"), statement="S0", simd=True), UPDATE)
+    assert flat is not None and flat.elementwise and flat.depth == 2
+    assert flat.statement.lhs.indices == (E.Index("n"), E.Const(0), E.Index("w"))
+    reads = {a.tensor: a.indices for a in E.accesses(flat.statement.rhs)}
+    assert reads["V"] == (E.Index("r_c"), E.Const(0), E.Index("w"))
+
+
+def test_reduction_nest_is_not_elementwise():
+    flat = run(nest())
+    assert flat is not None and not flat.elementwise
