@@ -15,8 +15,15 @@ the ``reorder`` orders, the marks) the tuner perturbs
    whose reduction ``kh, kw`` isl put in a band below) and no band below
    offers one, that member is made the band's last (``reorder``) and moved
    to the leaves (``sink``), where it becomes the vector loop;
+1b. **split recurrences** (first pass): a band of step 2a' holding other
+   statements besides its recurrences is distributed at its coincident
+   member (:meth:`_Auto.split_recurrences`);
 2. per band, bottom-up:
 
+   a'. **jam** (first pass): the stride-1 member carries a loop program's
+      recurrence (``tmp[i] = tmp[i] + A[i, j] * x[j]``, not reassociated)
+      and beats every coincident member: ``unroll_and_jam`` of the
+      coincident member by :data:`JAM_FACTOR` (:meth:`_Auto.jam`);
    a. a band that scans only the reduction of one update whose accumulator
       nothing else reads gets ``mark(loop, "vector_reduction")`` on its last
       member (a register accumulator; TC reductions may be reassociated);
@@ -69,7 +76,14 @@ from ..errors import IllegalScheduleError, ScheduleError
 from . import legality
 from . import tile as T
 from .language import Schedule
-from .locality import band_statements, contiguous_run, member_scores, reduction_members
+from .locality import (
+    accumulates_along,
+    band_statements,
+    contiguous_run,
+    hot_statements,
+    member_scores,
+    reduction_members,
+)
 from .marks import (
     MAX_COLLAPSE,
     SIMD_REDUCTION,
@@ -80,6 +94,11 @@ from .marks import (
 from .tree import find_loop, is_names_mark, loop_at, node_at, path_of
 
 log = logging.getLogger(__name__)
+
+#: recurrences advanced together by step 2a' (``jam``): enough independent
+#: chains to cover the latency of a floating-point add (4 cycles) on two
+#: pipes, and few enough to stay in registers
+JAM_FACTOR = 8
 
 _BAND = isl.schedule_node_type.band
 
@@ -144,6 +163,7 @@ class _Auto:
     def run(self) -> Schedule:
         if self.aggressive:
             self.sink(())
+            self.split_recurrences()
         self.walk(())
         if self.config.parallel:
             self.mark_parallel(())
@@ -270,6 +290,8 @@ class _Auto:
             if config.simd:
                 self.step("mark", self.loop(path, n - 1), SIMD_REDUCTION)
             return
+        if innermost and self.aggressive and self.jam(path):
+            return
         best = None
         cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
         if cands and (node.band_get_permutable() or n == 1):
@@ -323,6 +345,103 @@ class _Auto:
             self.tile(common, simd_last=False)
         else:
             self.walk(top)
+        return True
+
+    def jam_members(self, node: isl.ScheduleNode) -> tuple[int, int] | None:
+        """``(c, r)`` for an innermost permutable band of step 2a' (:meth:`jam`):
+        ``c`` the coincident member step 2b would make the vector loop (the
+        best stride score), ``r`` a non-coincident member with a better one
+        along which each hot statement accumulates into an element that
+        ``c`` moves (a recurrence, not reassociated: the statements are not
+        TC reductions); ``None`` when the band has another shape."""
+        n = node.band_n_member()
+        if n < 2 or not node.band_get_permutable() or has_band_below(node):
+            return None
+        coinc, scores = coincident_members(node), member_scores(node, self.program)
+        par = [j for j in range(n) if coinc[j] and scores[j] is not None]
+        if not par or reduction_members(node, self.program):
+            return None
+        c = max(par, key=lambda j: (scores[j], j))
+        seq = [j for j in range(n) if not coinc[j] and scores[j] is not None
+               and scores[j] > max(scores[c], 0)]
+        if not seq:
+            return None
+        r = max(seq, key=lambda j: (scores[j], j))
+        return (c, r) if accumulates_along(node, self.program, r, c) else None
+
+    def to_jam_order(self, path, c: int, r: int) -> bool:
+        n = self.node(path).band_n_member()
+        order = [j for j in range(n) if j not in (c, r)] + [c, r]
+        if order == list(range(n)):
+            return True
+        return self.step("reorder", [self.loop(path, j) for j in order], aggressive=True)
+
+    def split_recurrences(self) -> None:
+        """Step 1b (first pass, after sinking): a band of step 2a' that holds
+        other statements besides its recurrences (the initialisation
+        ``tmp[i] = 0``, a final ``y[i] = alpha * tmp[i] + beta * y[i]``) is
+        distributed at ``c`` into the statements before the recurrences,
+        the recurrences, and those after them (in program order; checked
+        here, and left as it is when refused), so that the recurrences'
+        band is perfect when :meth:`jam` reaches it.  The bands are found
+        first and split from the last to the first (a split renumbers only
+        the paths after it)."""
+        found = []
+
+        def visit(node):
+            if node.get_type() == _BAND and self.jam_members(node) is not None \
+                    and len(band_statements(node, self.program)) > 1:
+                found.append(path_of(node))
+            return True
+        self.s.isl.get_root().foreach_descendant_top_down(visit)
+        for path in reversed(found):
+            node = self.node(path)
+            c, r = self.jam_members(node)
+            stmts = band_statements(node, self.program)
+            hot = {s.name for s in hot_statements(stmts)}
+            at = [k for k, s in enumerate(stmts) if s.name in hot]
+            if at != list(range(at[0], at[-1] + 1)):
+                continue                 # another statement between the recurrences
+            groups = [g for g in ([s.name for s in stmts[:at[0]]], sorted(hot, key=[
+                s.name for s in stmts].index), [s.name for s in stmts[at[-1] + 1:]]) if g]
+            if len(groups) < 2 or not self.to_jam_order(path, c, r):
+                continue
+            n = node.band_n_member()
+            # checked here: a refused split leaves the band as it is (the
+            # aggressive pass is not restarted for it)
+            try:
+                self.s = self.s.apply("distribute", self.loop(path, n - 2), *groups)
+            except ScheduleError as e:   # IllegalScheduleError included
+                log.debug("automatic schedule of %s: recurrences not split: %s",
+                          self.program.name, e)
+
+    def jam(self, path) -> bool:
+        """Step 2a' (first pass): the member with the most stride-1 accesses
+        carries a recurrence that may not be reassociated (a loop program's
+        ``tmp[i] = tmp[i] + A[i, j] * x[j]``, summed in source order) and the
+        coincident members walk the accesses with a stride.  Vectorising the
+        coincident member makes every load a gather (atax ran at 13 GB/s);
+        instead the stride-1 member ``r`` goes
+        innermost with a coincident member ``c`` just outside it, and ``c``
+        is unrolled by :data:`JAM_FACTOR` and jammed (``unroll_and_jam``):
+        each iteration of ``r`` advances that many independent recurrences,
+        each along its own row and in its own source order (the results do
+        not change).  The band is not tiled: the rows stream through whole
+        (atax's first product took 1.8-2.3 ms with tiles of 64 x 64 and
+        1.5 ms without, LARGE, 2 cores), and what a row reuses (``x``) is
+        one row long.  The
+        band must hold recurrences only (gesummv's two are jammed together);
+        one holding other statements was split by :meth:`split_recurrences`.
+        ``False`` (nothing applied) when the band has another shape."""
+        node = self.node(path)
+        found = self.jam_members(node)
+        stmts = band_statements(node, self.program)
+        if found is None or len(hot_statements(stmts)) < len(stmts):
+            return False
+        n = node.band_n_member()
+        if not self.to_jam_order(path, *found):
+            return False
+        self.step("unroll_and_jam", self.loop(path, n - 2), JAM_FACTOR, aggressive=True)
         return True
 
     def tile(self, path, simd_last: bool) -> None:

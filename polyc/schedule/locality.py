@@ -182,3 +182,20 @@ def contiguous_run(band: isl.ScheduleNode, program: Program, member: int,
         if grown is None:
             return run
         run.insert(0, grown)
+
+
+def accumulates_along(band: isl.ScheduleNode, program: Program, seq: int, par: int) -> bool:
+    """Whether every hot statement of ``band`` writes an element that member
+    ``seq`` leaves in place and member ``par`` moves (``tmp[i] = tmp[i] +
+    A[i, j] * x[j]`` with ``seq`` scanning ``j`` and ``par`` scanning ``i``):
+    a recurrence along ``seq`` per element, one per value of ``par``."""
+    mupa = band.band_get_partial_schedule()
+    for s in hot_statements(band_statements(band, program)):
+        r = member_iterator(s, mupa.get_union_pw_aff(seq))
+        p = member_iterator(s, mupa.get_union_pw_aff(par))
+        if r is None or p is None:
+            return False
+        used = set().union(*(E.index_names(i) for i in s.lhs.indices))
+        if r in used or p not in used:
+            return False
+    return True

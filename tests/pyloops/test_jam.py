@@ -1,0 +1,103 @@
+"""Row recurrences of loop programs unrolled and jammed (the automatic
+schedule's step 2c', polyc/schedule/auto.py ``jam``): ``tmp[i] = tmp[i] +
+A[i, j] * x[j]`` is summed in source order (a loop program's sums are not
+reassociated), so the rows advance together, eight recurrences per
+iteration of ``j``, instead of a vector loop over ``i`` whose every load of
+``A`` is a gather.  The results are bit for bit those of the source order
+(``Config(schedule="identity")``) at sizes around the jam factor and the
+tile size."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.api import compile_with_schedule
+from polyc.schedule.auto import JAM_FACTOR
+
+
+@polyc.kernel
+def row_dots(A, x, tmp):
+    m, n = A.shape
+    for i in range(m):
+        tmp[i] = 0.0
+        for j in range(n):
+            tmp[i] = tmp[i] + A[i, j] * x[j]
+
+
+@polyc.kernel
+def atax_like(A, x, y, tmp):
+    m, n = A.shape
+    for i in range(n):
+        y[i] = 0.0
+    for i in range(m):
+        tmp[i] = 0.0
+        for j in range(n):
+            tmp[i] = tmp[i] + A[i, j] * x[j]
+        for j in range(n):
+            y[j] = y[j] + A[i, j] * tmp[i]
+
+
+@polyc.kernel
+def column_sums(A, s):
+    m, n = A.shape
+    for j in range(n):
+        s[j] = 0.0
+    for i in range(m):
+        for j in range(n):
+            s[j] = s[j] + A[i, j]
+
+
+def _inputs(m, n, dtype, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((m, n)).astype(dtype), rng.standard_normal(n).astype(dtype))
+
+
+@pytest.mark.parametrize("m", [1, JAM_FACTOR - 1, JAM_FACTOR, JAM_FACTOR + 1, 17, 64, 65, 131])
+@pytest.mark.parametrize("n", [1, 5, 70])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rows_advance_together_in_source_order(m, n, dtype):
+    A, x = _inputs(m, n, dtype)
+    got, want = np.full(m, np.nan, dtype), np.full(m, np.nan, dtype)
+    row_dots(A, x, got)
+    row_dots.with_config(polyc.Config(schedule="identity"))(A, x, want)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_the_schedule_unrolls_and_jams_the_rows():
+    A, x = _inputs(40, 30, np.float64)
+    k = row_dots.specialize(A, x, np.zeros(40))
+    steps = [st["op"] for st in k.schedule.to_recipe()["steps"]]
+    assert "unroll_and_jam" in steps and "distribute" in steps
+    # the recurrence's loop is innermost and sequential: no vector loop over
+    # the rows of A (a gather per element)
+    update = k.source.index("tmp[i] = tmp[i] + A[i, j] * x[j]")
+    assert k.source.count("tmp[i] = tmp[i] + A[i, j] * x[j]") >= JAM_FACTOR
+    assert "omp simd" not in k.source[k.source.rindex("for (", 0, update) - 200:update]
+    replayed = compile_with_schedule(k.program, k.schedule.to_recipe(), polyc.Config())
+    assert replayed.source == k.source
+
+
+@pytest.mark.parametrize("m,n", [(1, 1), (9, 7), (66, 40)])
+def test_atax_matches_the_source_order(m, n):
+    A, x = _inputs(m, n, np.float64, seed=3)
+    got = (np.zeros(n), np.zeros(m))
+    want = (np.zeros(n), np.zeros(m))
+    atax_like(A, x, *got)
+    atax_like.with_config(polyc.Config(schedule="identity"))(A, x, *want)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_a_stride_one_coincident_member_still_vectorises():
+    """Column sums: ``j`` is coincident and stride-1 in every access, so it
+    is the vector loop and nothing is jammed."""
+    A, _ = _inputs(20, 33, np.float64)
+    s = np.zeros(33)
+    column_sums(A, s)
+    k = column_sums.specialize(A, s)
+    assert "unroll_and_jam" not in [st["op"] for st in k.schedule.to_recipe()["steps"]]
+    want = np.zeros(33)
+    column_sums.with_config(polyc.Config(schedule="identity"))(A, want)
+    np.testing.assert_array_equal(s, want)
