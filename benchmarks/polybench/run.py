@@ -6,8 +6,7 @@
     python -m benchmarks.polybench --guard              # exit 2 if a kernel is below gcc -O3
     python -m benchmarks.polybench --background-load    # also with one core half busy
 
-For each kernel (``benchmarks/polybench``), in one process, on the same
-PolyBench inputs:
+For each kernel (``benchmarks/polybench``), on the same PolyBench inputs:
 
 * **polyc**: the kernel compiled by polyc (isl scheduling, tiling, skewing,
   OpenMP on the machine's cores; ``POLYC_NUM_THREADS`` to change);
@@ -27,8 +26,9 @@ isl scheduling, code generation and the C compiler, in an empty cache).
 ``err`` is the largest relative difference (scaled by each output's largest
 magnitude) of polyc's outputs from the gcc -O3 baseline's.
 
-The peers (gcc -O3, Polly) run in child processes, one per kernel and column
-(:mod:`benchmarks.isolate`): a peer that crashes (Polly's packed arrays can
+Every column, polyc's included, runs in a child process of its own, one
+per kernel and column (:mod:`benchmarks.isolate`): the columns are measured
+in the same conditions, and a build that crashes (Polly's packed arrays can
 overflow an 8 MB stack on ``2mm`` at LARGE) or runs past ``--peer-timeout``
 gets a cell that says so (``crashed (SIGSEGV)``, ``timed out after 900 s``)
 and the run goes on.
@@ -98,7 +98,11 @@ def fresh(args: tuple) -> tuple:
 
 def measure(kernel, args: tuple, repeat_time: float, max_runs: int) -> tuple[float, tuple]:
     """Median seconds of ``kernel.__call__`` on fresh copies of ``args`` and
-    the outputs of the last run."""
+    the outputs of the last run, after one untimed call (the first call of a
+    kernel in a process took 12-18 ms more than the next ones for atax at
+    LARGE, polyc's and the gcc -O3 build's alike: with ``--max-runs 3`` it
+    was one of the three samples)."""
+    kernel(*fresh(args))
     times, out = [], args
     total = 0.0
     while len(times) < max_runs and (len(times) < 1 or total < repeat_time):
@@ -119,51 +123,49 @@ def rel_err(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def measure_peer(name: str, dataset: str, config: Config, repeat_time: float,
-                 max_runs: int, dtype: str) -> tuple[float, list]:
-    """Build ``name``'s kernel with ``config`` (a peer: gcc -O3, Polly) and
-    measure it on PolyBench's inputs: median seconds and its comparable
-    outputs.  Runs in a child process (:func:`benchmarks.isolate.run_isolated`),
-    so it rebuilds the inputs there (``init`` is deterministic)."""
+                 max_runs: int, dtype: str) -> tuple[float, list, float]:
+    """Build ``name``'s kernel with ``config`` (polyc's, or a peer's: gcc -O3,
+    Polly) and measure it on PolyBench's inputs: median seconds, its
+    comparable outputs and the seconds :meth:`specialize` took (the cold
+    compile, in ``config``'s cache).  Runs in a child process
+    (:func:`benchmarks.isolate.run_isolated`), so it rebuilds the inputs
+    there (``init`` is deterministic)."""
     bench = BENCHMARKS[name]
     sizes = bench.sizes[dataset]
     args = bench.init(sizes, np.dtype(dtype))
     k = bench.kernel.with_config(config)
+    t0 = time.perf_counter()
     k.specialize(*args)
+    compile_s = time.perf_counter() - t0
     t, res = measure(k, args, repeat_time, max_runs)
-    return t, bench.comparable(sizes, [res[i] for i in bench.outputs])
+    return t, bench.comparable(sizes, [res[i] for i in bench.outputs]), compile_s
 
 
 def run_one(bench, dataset: str, configs: dict, repeat_time: float, max_runs: int,
             dtype, peer_timeout: float = DEFAULT_TIMEOUT) -> dict:
-    """One row: polyc measured in this process, each other column (a peer
-    compiler's build of the same loop nest) in a child process, so that a
-    peer that crashes or hangs becomes a cell saying so (``errors[col]``:
+    """One row: every column (polyc's build and each peer compiler's build
+    of the same loop nest) measured in a child process of its own, so that
+    the columns run in the same conditions (in the harness's process, after
+    the kernels before it, atax measured 8.7 ms against 4.2 ms alone: the
+    state that earlier kernels leave behind in a process), and a build that
+    crashes or hangs becomes a cell saying so (``errors[col]``:
     ``"crashed (SIGSEGV)"``, ``"timed out after 900 s"``) instead of the end
     of the run."""
     sizes = bench.sizes[dataset]
-    args = bench.init(sizes, dtype)
     row = {"kernel": bench.name, "category": bench.category, "sizes": sizes}
     outs = {}
     for col, cfg in configs.items():
-        if col != "polyc":
-            got = run_isolated(measure_peer, bench.name, dataset, cfg, repeat_time,
-                               max_runs, np.dtype(dtype).name, timeout=peer_timeout)
-            if got.ok:
-                row[col], outs[col] = got.value
-            else:
-                row[col] = None
-                row.setdefault("errors", {})[col] = got.error
-            continue
-        k = bench.kernel.with_config(cfg)
-        try:
-            t0 = time.perf_counter()
-            k.specialize(*args)
-            row["compile_s"] = time.perf_counter() - t0
-            row[col], res = measure(k, args, repeat_time, max_runs)
-            outs[col] = bench.comparable(sizes, [res[i] for i in bench.outputs])
-        except Exception as err:  # noqa: BLE001 (reported in the row)
+        # (--peer-timeout bounds the peers; polyc's column gets at least the default)
+        limit = peer_timeout if col != "polyc" else max(peer_timeout, DEFAULT_TIMEOUT)
+        got = run_isolated(measure_peer, bench.name, dataset, cfg, repeat_time,
+                           max_runs, np.dtype(dtype).name, timeout=limit)
+        if got.ok:
+            row[col], outs[col], compile_s = got.value
+            if col == "polyc":
+                row["compile_s"] = compile_s
+        else:
             row[col] = None
-            row.setdefault("errors", {})[col] = f"{type(err).__name__}: {err}"
+            row.setdefault("errors", {})[col] = got.error
     if "polyc" in outs and "gcc -O3" in outs:
         row["err"] = max(rel_err(a, b) for a, b in zip(outs["polyc"], outs["gcc -O3"]))
     for base in ("gcc -O3", "Polly"):
