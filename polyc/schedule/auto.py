@@ -248,12 +248,21 @@ class _Auto:
         top = path_of(node.parent()) if is_names_mark(node.parent()) else path
         if not self.step("distribute", self.loop(path, n - k), aggressive=True):
             return False
-        common = self.first_band(top)
-        below = self.node(common)
-        for i in range(below.n_children()):
-            self.walk(common + (i,))
-        self.tile(common, simd_last=False)
+        self.optimise_distributed(top, n - k)
         return True
+
+    def optimise_distributed(self, top, n_common: int) -> None:
+        """After a ``distribute`` of the band at ``top`` that kept
+        ``n_common`` members shared: optimise the new bands below the common
+        band and tile it (or, with none shared, everything at ``top``)."""
+        if n_common:
+            common = self.first_band(top)
+            below = self.node(common)
+            for i in range(below.n_children()):
+                self.walk(common + (i,))
+            self.tile(common, simd_last=False)
+        else:
+            self.walk(top)
 
     # ----------------------------------------------------------- 1. sinking
     def sink(self, path) -> None:
@@ -290,7 +299,7 @@ class _Auto:
             if config.simd:
                 self.step("mark", self.loop(path, n - 1), SIMD_REDUCTION)
             return
-        if innermost and self.aggressive and self.jam(path):
+        if innermost and self.aggressive and self.jam(path, coinc, scores):
             return
         best = None
         cands = [j for j in range(n) if coinc[j] and scores[j] is not None and scores[j] > 0]
@@ -337,27 +346,24 @@ class _Auto:
         if order != list(range(len(order))):
             self.step("reorder", [self.loop(path, j) for j in order], aggressive=True)
         self.step("distribute", self.loop(path, n_common), *groups, aggressive=True)
-        if n_common:
-            common = self.first_band(top)
-            below = self.node(common)
-            for i in range(below.n_children()):
-                self.walk(common + (i,))
-            self.tile(common, simd_last=False)
-        else:
-            self.walk(top)
+        self.optimise_distributed(top, n_common)
         return True
 
-    def jam_members(self, node: isl.ScheduleNode) -> tuple[int, int] | None:
+    def jam_members(self, node: isl.ScheduleNode, coinc: list[bool] | None = None,
+                    scores: list[int | None] | None = None) -> tuple[int, int] | None:
         """``(c, r)`` for an innermost permutable band of step 2a' (:meth:`jam`):
         ``c`` the coincident member step 2b would make the vector loop (the
         best stride score), ``r`` a non-coincident member with a better one
         along which each hot statement accumulates into an element that
         ``c`` moves (a recurrence, not reassociated: the statements are not
-        TC reductions); ``None`` when the band has another shape."""
+        TC reductions); ``None`` when the band has another shape.
+        ``coinc``, ``scores``: the band's coincidence flags and
+        :func:`member_scores`, when the caller has them."""
         n = node.band_n_member()
         if n < 2 or not node.band_get_permutable() or has_band_below(node):
             return None
-        coinc, scores = coincident_members(node), member_scores(node, self.program)
+        coinc = coinc if coinc is not None else coincident_members(node)
+        scores = scores if scores is not None else member_scores(node, self.program)
         par = [j for j in range(n) if coinc[j] and scores[j] is not None]
         if not par or reduction_members(node, self.program):
             return None
@@ -402,8 +408,9 @@ class _Auto:
             at = [k for k, s in enumerate(stmts) if s.name in hot]
             if at != list(range(at[0], at[-1] + 1)):
                 continue                 # another statement between the recurrences
-            groups = [g for g in ([s.name for s in stmts[:at[0]]], sorted(hot, key=[
-                s.name for s in stmts].index), [s.name for s in stmts[at[-1] + 1:]]) if g]
+            names = [s.name for s in stmts]
+            groups = [g for g in (names[:at[0]], names[at[0]:at[-1] + 1], names[at[-1] + 1:])
+                      if g]
             if len(groups) < 2 or not self.to_jam_order(path, c, r):
                 continue
             n = node.band_n_member()
@@ -415,26 +422,26 @@ class _Auto:
                 log.debug("automatic schedule of %s: recurrences not split: %s",
                           self.program.name, e)
 
-    def jam(self, path) -> bool:
+    def jam(self, path, coinc: list[bool], scores: list[int | None]) -> bool:
         """Step 2a' (first pass): the member with the most stride-1 accesses
         carries a recurrence that may not be reassociated (a loop program's
         ``tmp[i] = tmp[i] + A[i, j] * x[j]``, summed in source order) and the
         coincident members walk the accesses with a stride.  Vectorising the
         coincident member makes every load a gather (atax ran at 13 GB/s);
-        instead the stride-1 member ``r`` goes
-        innermost with a coincident member ``c`` just outside it, and ``c``
+        instead the stride-1 member ``r`` goes innermost with a coincident
+        member ``c`` just outside it, and ``c``
         is unrolled by :data:`JAM_FACTOR` and jammed (``unroll_and_jam``):
         each iteration of ``r`` advances that many independent recurrences,
         each along its own row and in its own source order (the results do
         not change).  The band is not tiled: the rows stream through whole
         (atax's first product took 1.8-2.3 ms with tiles of 64 x 64 and
         1.5 ms without, LARGE, 2 cores), and what a row reuses (``x``) is
-        one row long.  The
-        band must hold recurrences only (gesummv's two are jammed together);
-        one holding other statements was split by :meth:`split_recurrences`.
+        one row long.  The band must hold recurrences only (gesummv's two
+        are jammed together); one holding other statements was split by
+        :meth:`split_recurrences`.
         ``False`` (nothing applied) when the band has another shape."""
         node = self.node(path)
-        found = self.jam_members(node)
+        found = self.jam_members(node, coinc, scores)
         stmts = band_statements(node, self.program)
         if found is None or len(hot_statements(stmts)) < len(stmts):
             return False
