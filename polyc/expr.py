@@ -124,6 +124,21 @@ def index_names(e: Expr) -> set[str]:
     return {n.name for n in e.walk() if isinstance(n, Index)}
 
 
+def walks_last_dims(acc: Access, names: list[str]) -> bool | None:
+    """Whether ``acc`` indexes its last ``len(names)`` dimensions by exactly
+    the iterators ``names``, in that order, and mentions them nowhere else
+    (the access walks those dimensions in memory order as the iterators
+    advance, innermost last); ``None`` when it mentions none of them."""
+    k, moving = len(names), set(names)
+    if not set().union(*(index_names(i) for i in acc.indices)) & moving:
+        return None
+    if len(acc.indices) < k:
+        return False
+    lead, tail = acc.indices[:-k], acc.indices[-k:]
+    return (not any(index_names(i) & moving for i in lead)
+            and all(isinstance(i, Index) and i.name == v for i, v in zip(tail, names)))
+
+
 def is_affine_index(e: Expr) -> bool:
     """True when ``e`` is (quasi-)affine in index variables and parameters:
     sums, differences, products with at least one constant or parameter-only

@@ -182,18 +182,13 @@ def _moving(accesses, its: list[str], trips: list[str], extent, locals_) -> int 
     """How many of ``accesses`` move with the nest over ``its`` (``None``
     when one of them moves otherwise than along its last dimensions, in
     loop order, over its whole extents ``2 .. k``)."""
-    names, k = set(its), len(its)
+    k = len(its)
     moving = 0
     for a in accesses:
-        used = set().union(*(E.index_names(i) for i in a.indices)) & names
-        if not used:
+        walks = E.walks_last_dims(a, its)
+        if walks is None:
             continue
-        if a.tensor in locals_ or a.tensor.startswith(HOISTED) or len(a.indices) < k:
-            return None
-        lead, tail = a.indices[:-k], a.indices[-k:]
-        if any(E.index_names(i) & names for i in lead):
-            return None
-        if any(not (isinstance(i, E.Index) and i.name == it) for i, it in zip(tail, its)):
+        if not walks or a.tensor in locals_ or a.tensor.startswith(HOISTED):
             return None
         rank = len(a.indices)
         if any(extent(a.tensor, rank - k + j) != trips[j] for j in range(1, k)):

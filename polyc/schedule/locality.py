@@ -134,19 +134,8 @@ def _walks_in_order(stmt: Statement, names: list[str]) -> bool:
     """Whether every access of ``stmt`` that one of the iterators ``names``
     moves indexes its last ``len(names)`` dimensions by exactly those
     iterators, in that order, and mentions them nowhere else."""
-    k, moving = len(names), set(names)
-    for acc in [stmt.lhs] + E.accesses(stmt.rhs):
-        used = set().union(*(E.index_names(i) for i in acc.indices)) & moving
-        if not used:
-            continue
-        if len(acc.indices) < k:
-            return False
-        lead, tail = acc.indices[:-k], acc.indices[-k:]
-        if any(E.index_names(i) & moving for i in lead):
-            return False
-        if any(not (isinstance(i, E.Index) and i.name == v) for i, v in zip(tail, names)):
-            return False
-    return True
+    return all(E.walks_last_dims(acc, names) is not False
+               for acc in [stmt.lhs] + E.accesses(stmt.rhs))
 
 
 def contiguous_run(band: isl.ScheduleNode, program: Program, member: int,
