@@ -75,9 +75,10 @@ from .loopshape import (
     only_instance,
     parallel_body,
     perfect_child,
+    schedule_clause,
     trip_text,
-    uneven,
 )
+from .outersimd import outer_vector, vector_loop
 from .prelude import PRELUDE  # noqa: F401  (re-exported: backends.c.versions)
 from .printer import FunctionRef
 
@@ -107,6 +108,8 @@ class _Emitter:
     #: whether a nest over contiguous elements runs as one loop
     #: (:mod:`.coalesce`; the CUDA printers keep the nest: a thread's loops)
     COALESCE = True
+    #: whether a loop around short inner loops is vectorised (:mod:`.outersimd`)
+    OUTER_VECTOR = True
 
     def __init__(self, program: Program, omp_schedule: str = "auto", windows=()):
         self.program = program
@@ -122,6 +125,7 @@ class _Emitter:
         self.parallel_depth = 0        # parallel loops around it
         self.splitting = False         # printing the parallel copy of a loop around calls
         self.in_region = False         # inside a parallel region around a sequential loop
+        self.lanes: set[str] = set()   # private locals with one element per SIMD lane (.outersimd)
         self.collapsed: set[int] = set()   # ids of the inner loops of a collapse(k)
         #: whether any statement is a call of an intrinsic (then the source
         #: declares gemm_api.h and links the intrinsics library)
@@ -144,10 +148,11 @@ class _Emitter:
         """``t_T[offset]``: the row-major linear offset, all in int64_t; a
         local buffer: ``t_T[i][j]`` (constant extents); a hoisted invariant
         read (:func:`.hoist.hoist_invariants`): its local variable."""
+        lane = "[polyc_lane]" if tensor in self.lanes else ""
         if tensor.startswith(HOISTED):
-            return "polyc_inv" + tensor[len(HOISTED):]
+            return "polyc_inv" + tensor[len(HOISTED):] + lane
         if tensor in self.locals:
-            return tensor_name(tensor) + ("".join(f"[{i}]" for i in idx) or "[0]")
+            return tensor_name(tensor) + lane + ("".join(f"[{i}]" for i in idx) or "[0]")
         off = f" + {wins.offset_name(tensor)}" if tensor in self.windows else ""
         return f"{tensor_name(tensor)}[{linear_offset(tensor, idx)}{off}]"
 
@@ -342,37 +347,11 @@ class _Emitter:
         return None if trip is None else f"{trip} >= INT64_C({MIN_PARALLEL_TRIP})"
 
     def _schedule_clause(self, n: L.For) -> str:
-        """The ``schedule`` clause of parallel loop ``n``.  A dynamic loop
-        hands out chunks of ``polyc_chunk(trip, team)`` iterations (about
-        four per thread) as threads become free, so a thread slowed by
-        another process, or given the long rows of a triangular loop, does
-        fewer of them; a static loop gives each thread one contiguous block,
-        the same block in every iteration of the loops around it, so what a
-        thread wrote stays in its core's caches.  ``Config.omp_schedule``:
-        ``"auto"`` (the default) is dynamic where that affinity cannot
-        matter or the work is uneven: a loop inside no sequential loop (it
-        runs once per call), or one whose inner loop bounds or guards depend
-        on its iterator; static inside a sequential loop (a stencil's time
-        loop, a factorisation's k loop) over even work.  ``"dynamic"`` and
-        ``"static"`` force one kind; a loop whose trip count the emitter
-        cannot print is static.  A collapsed loop's trip count is the
-        product of its loops' (a rectangular nest).  A dynamic loop around
-        intrinsic calls hands out smaller chunks (about 16 per thread, one
-        call each for attention's 64 (batch, row block) iterations on two
-        threads): each iteration is a whole GEMM call, and a core that
-        another process slows then takes fewer of them (8x512x64 attention
-        with half a core busy elsewhere: 5.4-6.4 ms against 7.0-8.2 ms
-        static); one call per chunk cost 6% on 500 tiny calls (bmm
-        500x26x72x26)."""
+        """The ``schedule`` clause of parallel loop ``n``
+        (:func:`.loopshape.schedule_clause`)."""
         trip = self._trip(n) if n.collapse == 1 else self._collapsed_trip(n)
-        kind = self.omp_schedule
-        if kind == "auto":
-            kind = ("dynamic" if not self.sequential_depth or uneven(n) else "static")
-        if kind != "dynamic" or trip is None:
-            return "schedule(static)"
-        if self._calls_inside(n):
-            return f"schedule(dynamic, polyc_chunk({trip}, 4 * polyc_team))"
-        return f"schedule(dynamic, polyc_chunk({trip}, polyc_team))"
+        return schedule_clause(n, self.omp_schedule, trip, bool(self.sequential_depth),
+                               self._calls_inside(n))
 
     def _collapsed_trip(self, n: L.For) -> str | None:
         return collapsed_trip(n, self.loop_printer.index)
@@ -442,6 +421,11 @@ class _Emitter:
                        else self.reduction_loop(flat.loop, statement=flat.statement))
                 if one is not None:
                     return one
+        if (isinstance(n, L.For) and self.OUTER_VECTOR and id(n) not in self.collapsed
+                and not wins.loop_lines(self, n)):
+            ov = outer_vector(n, self.stmts, self.dtypes, SIMD_MIN_TRIP)
+            if ov is not None:
+                return vector_loop(self, ov, SIMD_MIN_TRIP, self._loop(n))
         if isinstance(n, L.For) and n.reduction and not n.parallel:
             red = self.reduction_loop(n)
             if red is not None:
@@ -451,56 +435,7 @@ class _Emitter:
             if hoisted is not None:
                 return hoisted
         if isinstance(n, L.For):
-            folded = False
-            if n.parallel and n.collapse > 1:
-                n, folded = fold_collapsed_simd(n)
-            calls = self._calls_inside(n)
-            if n.simd and calls:
-                n = replace(n, simd=False)      # a call with its own threads: no simd
-            if n.parallel and calls and not self.parallel_depth and not self.splitting:
-                # a parallel loop around intrinsic calls: each call on one
-                # thread when the loop has an iteration per thread, else the
-                # loop runs sequentially and each call uses the team (a
-                # convolution of one image: one implicit GEMM)
-                trip = self._trip(n)
-                if trip is not None:
-                    self.splitting = True
-                    try:
-                        par = self.node(n)
-                    finally:
-                        self.splitting = False
-                    seq = self.node(replace(n, parallel=False, collapse=1))
-                    return c.If(f"{trip} >= polyc_team", c.Block([par]), c.Block([seq]))
-            inner = n
-            for _ in range(n.collapse - 1):      # (part of this loop's header)
-                inner = perfect_child(inner)
-                self.collapsed.add(id(inner))
-            self.sequential_depth += not n.parallel
-            self.parallel_depth += bool(n.parallel)
-            try:
-                loop = self._for(n, self.node(n.body))
-            finally:
-                self.sequential_depth -= not n.parallel
-                self.parallel_depth -= bool(n.parallel)
-            if n.parallel:
-                simd = " simd" if n.simd or folded else ""
-                collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
-                if self.in_region:       # a worksharing loop of the region around it
-                    par = c.Module([c.Pragma(f"omp for{simd}{collapse} "
-                                             f"{self._schedule_clause(n)}"), loop])
-                else:
-                    par = c.Module([c.Pragma(f"omp parallel for{simd}{collapse} "
-                                             f"{self._schedule_clause(n)} "
-                                             "num_threads(polyc_team)"), loop])
-                # (in a region a short loop is worksharing too: a barrier, no fork)
-                big = None if self.in_region else self._long_enough(n)
-                if big is None:
-                    return par
-                seq = c.Module(([c.Pragma("omp simd")] if n.simd else []) + [loop])
-                return c.If(big, c.Block([par]), c.Block([seq]))
-            if n.simd:
-                return c.Module([c.Pragma("omp simd"), loop])
-            return loop
+            return self._loop(n)
         if isinstance(n, L.If):
             other = None if n.otherwise is None else self._block(self.node(n.otherwise))
             return c.If(ip(n.cond), self._block(self.node(n.then)), other)
@@ -511,6 +446,60 @@ class _Emitter:
         if isinstance(n, L.Local):
             return self.local(n)
         raise AssertionError(type(n))
+
+    def _loop(self, n: L.For) -> c.Generable:
+        """Loop ``n`` with its pragmas (parallel, simd, collapse), its
+        body printed by :meth:`node`."""
+        folded = False
+        if n.parallel and n.collapse > 1:
+            n, folded = fold_collapsed_simd(n)
+        calls = self._calls_inside(n)
+        if n.simd and calls:
+            n = replace(n, simd=False)      # a call with its own threads: no simd
+        if n.parallel and calls and not self.parallel_depth and not self.splitting:
+            # a parallel loop around intrinsic calls: each call on one
+            # thread when the loop has an iteration per thread, else the
+            # loop runs sequentially and each call uses the team (a
+            # convolution of one image: one implicit GEMM)
+            trip = self._trip(n)
+            if trip is not None:
+                self.splitting = True
+                try:
+                    par = self.node(n)
+                finally:
+                    self.splitting = False
+                seq = self.node(replace(n, parallel=False, collapse=1))
+                return c.If(f"{trip} >= polyc_team", c.Block([par]), c.Block([seq]))
+        inner = n
+        for _ in range(n.collapse - 1):      # (part of this loop's header)
+            inner = perfect_child(inner)
+            self.collapsed.add(id(inner))
+        self.sequential_depth += not n.parallel
+        self.parallel_depth += bool(n.parallel)
+        try:
+            loop = self._for(n, self.node(n.body))
+        finally:
+            self.sequential_depth -= not n.parallel
+            self.parallel_depth -= bool(n.parallel)
+        if n.parallel:
+            simd = " simd" if n.simd or folded else ""
+            collapse = f" collapse({n.collapse})" if n.collapse > 1 else ""
+            if self.in_region:       # a worksharing loop of the region around it
+                par = c.Module([c.Pragma(f"omp for{simd}{collapse} "
+                                         f"{self._schedule_clause(n)}"), loop])
+            else:
+                par = c.Module([c.Pragma(f"omp parallel for{simd}{collapse} "
+                                         f"{self._schedule_clause(n)} "
+                                         "num_threads(polyc_team)"), loop])
+            # (in a region a short loop is worksharing too: a barrier, no fork)
+            big = None if self.in_region else self._long_enough(n)
+            if big is None:
+                return par
+            seq = c.Module(([c.Pragma("omp simd")] if n.simd else []) + [loop])
+            return c.If(big, c.Block([par]), c.Block([seq]))
+        if n.simd:
+            return c.Module([c.Pragma("omp simd"), loop])
+        return loop
 
     def local(self, n: L.Local) -> c.Block:
         """``{ float t_A_local[32][32] __attribute__((aligned(64))); body }``."""

@@ -149,6 +149,7 @@ class KernelBody(_Emitter):
     reduction kernel, the reduction statement accumulates into the thread's
     ``polyc_acc`` instead of storing."""
     COALESCE = False    # (a thread's loops stay as the mapping made them)
+    OUTER_VECTOR = False  # (a thread runs its loops one iteration at a time)
     REGIONS = False     # (no OpenMP region around host or device loops)
 
 

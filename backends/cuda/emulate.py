@@ -120,6 +120,7 @@ class _HostEmulator(_Emitter):
     reduction kernel's trees run as loops over the threads of each level."""
     REGIONS = False     # (no OpenMP region around host or device loops)
     COALESCE = False    # (host loops printed as the CUDA host code runs them)
+    OUTER_VECTOR = False  # (host loops as the CUDA host code runs them)
 
 
     def __init__(self, program: Program, specs: dict[str, LaunchSpec], reverse: bool,
