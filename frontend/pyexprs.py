@@ -25,7 +25,10 @@ from .source import Span
 
 #: Value functions and the expression-tree builtin each becomes.
 FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "sqrt",
-             "exp": "exp", "log": "log", "pow": "pow"}
+             "exp": "exp", "log": "log", "pow": "pow", "tanh": "tanh",
+             **{f: f for f in E.MATH_FUNCTIONS if f not in ("rint",)},
+             # numpy's names of the inverse functions (math.asin is asin)
+             "arcsin": "asin", "arccos": "acos", "arctan": "atan", "rint": "rint"}
 MODULES = ("math", "np", "numpy")
 BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",

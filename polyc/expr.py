@@ -16,7 +16,17 @@ from typing import Any, Callable, Iterator, Union
 BUILTINS: dict[str, int] = {
     "exp": 1, "log": 1, "sqrt": 1, "rsqrt": 1, "tanh": 1, "sigmoid": 1, "erf": 1,
     "abs": 1, "fabs": 1, "fmax": 2, "fmin": 2, "max": 2, "min": 2, "pow": 2,
+    # C99's <math.h> functions of one float, as numpy's ufuncs of the same names
+    # (arcsin... as asin...): each is C's function of the argument's float type
+    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1,
+    "log1p": 1, "expm1": 1, "exp2": 1, "log2": 1, "log10": 1, "cbrt": 1,
+    "floor": 1, "ceil": 1, "trunc": 1, "rint": 1,
 }
+
+#: the builtins that are C99 functions of one float of the same name
+#: (``sinf``/``sin``), beyond ``exp log sqrt tanh erf``
+MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "log1p",
+                  "expm1", "exp2", "log2", "log10", "cbrt", "floor", "ceil", "trunc", "rint")
 
 ARITH_OPS = ("+", "-", "*", "/", "%")
 COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")

@@ -20,7 +20,12 @@ _ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
 _UNARY_FLOAT = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
                 "erf": lambda x: _erf(x),
                 "fabs": np.abs, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
-                "sigmoid": lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x))}
+                "sigmoid": lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)),
+                "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+                "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+                "log1p": np.log1p, "expm1": np.expm1, "exp2": np.exp2, "log2": np.log2,
+                "log10": np.log10, "cbrt": np.cbrt, "floor": np.floor, "ceil": np.ceil,
+                "trunc": np.trunc, "rint": np.rint}
 
 
 _erf_scalar = np.vectorize(__import__("math").erf, otypes=[np.float64])

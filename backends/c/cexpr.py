@@ -160,8 +160,10 @@ def arith(op: str, a: str, b: str, dtype: str) -> str:
 
 _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
              "abs": "fabs", "fabs": "fabs", "fmax": "fmax", "fmin": "fmin",
-             "max": "fmax", "min": "fmin", "pow": "pow"}
-_UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid")
+             "max": "fmax", "min": "fmin", "pow": "pow",
+             **{f: f for f in E.MATH_FUNCTIONS}}
+_UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid",
+                *E.MATH_FUNCTIONS)
 
 
 def _small_power(e: E.Expr) -> int | None:

@@ -79,7 +79,10 @@ from .loopshape import (
     trip_text,
 )
 from .outersimd import outer_vector, vector_loop
-from .prelude import PRELUDE  # noqa: F401  (re-exported: backends.c.versions)
+from .prelude import (
+    PRELUDE,  # noqa: F401  (re-exported: backends.c.versions)
+    libmvec_declarations,
+)
 from .printer import FunctionRef
 
 ENTRY = "polyc_kernel"
@@ -574,6 +577,10 @@ def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: st
             c.Value("int32_t", "polyc_nthreads")]),
         c.Block(em.prologue() + team + wins.prologue(em) + [em.node(nest)]))
     blocks = []
+    fn = str(fn)
+    decls = libmvec_declarations(fn + "".join(em.functions))
+    if decls:
+        blocks.append(decls)
     matches = [st.intrinsic for st in program.statements if st.kind == "intrinsic"]
     if any(isinstance(m, GemmMatch) for m in matches):
         # the interface only: the build step links the intrinsics library
@@ -581,4 +588,4 @@ def emit_function(program: Program, nest: L.Node, name: str, *, omp_schedule: st
     for iname in sorted({m.intrinsic for m in matches if not isinstance(m, GemmMatch)}):
         intr = get_intrinsic(iname)    # a user intrinsic: its prototype, then its source
         blocks.append(f"\n{intr.prototype()};\n{intr.source('c')}\n")
-    return str(fn), blocks + em.functions
+    return fn, blocks + em.functions

@@ -3,6 +3,8 @@ headers, the ``polyc_min``/``polyc_max``/``polyc_mod`` helpers and the
 integer and half-precision conversions the statements' expressions call.
 Kept apart from the emitter: it is data, not code generation."""
 
+import re
+
 PRELUDE = r"""#include <stdint.h>
 #include <math.h>
 #ifdef _OPENMP
@@ -162,3 +164,30 @@ static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
   if ((v.u & 0x7fffffffu) > 0x7f800000u) return (polyc_bfloat16)((v.u >> 16) | 0x40u);
   return (polyc_bfloat16)((v.u + 0x7fffu + ((v.u >> 16) & 1u)) >> 16); }
 """
+
+
+#: glibc versions from which libmvec has SIMD variants of these <math.h>
+#: functions (float and double), beyond those the prelude declares
+_LIBMVEC = ((22, ("sin", "cos")),
+            (35, ("tan", "asin", "acos", "atan", "sinh", "cosh", "log1p", "expm1", "exp2",
+                  "log2", "log10", "cbrt")))
+
+
+def libmvec_declarations(text: str) -> str:
+    """The ``omp declare simd`` declarations, under the prelude's guards, of
+    the libmvec functions that the C ``text`` calls (the others' would only
+    lengthen every kernel); ``""`` when it calls none."""
+    out = []
+    for minor, names in _LIBMVEC:
+        used = [f for f in names if re.search(rf"\b{f}f?\(", text)]
+        if not used:
+            continue
+        out.append(f"#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= {minor})")
+        for f in used:
+            out += ["#pragma omp declare simd notinbranch", f"float {f}f(float);",
+                    "#pragma omp declare simd notinbranch", f"double {f}(double);"]
+        out.append("#endif")
+    if not out:
+        return ""
+    return "\n".join(["", "#if defined(__x86_64__) && defined(_OPENMP) && defined(__GLIBC__) "
+                      "&& !defined(POLYC_NO_LIBMVEC)", *out, "#endif", ""])

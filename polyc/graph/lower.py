@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Sequence
 
 from .. import api
+from .. import expr as E
 from ..config import Config
 from ..errors import PolycError
 from .core import Graph, Node, tc_type
@@ -195,7 +196,7 @@ def _injective(args: list[str], st: str) -> bool:
     return all(r.strip() == "0:1" or it in names for it, r in ranges.items())
 
 
-_CALL = re.compile(r"\b(exp|log|sqrt|rsqrt|tanh|erf|pow|sigmoid|fabs|abs|fmax|fmin)\(")
+_CALL = re.compile(r"\b(" + "|".join(sorted(E.BUILTINS)) + r")\(")
 
 
 def _cheap(rhs: str) -> bool:

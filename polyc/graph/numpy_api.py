@@ -45,8 +45,9 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     g = self._graph
     loc = user_location()
     if method != "__call__":
-        if method == "reduce" and ufunc.__name__ in ("add", "maximum", "minimum"):
-            kind = {"add": "sum", "maximum": "max", "minimum": "min"}[ufunc.__name__]
+        if method == "reduce" and ufunc.__name__ in ("add", "multiply", "maximum", "minimum"):
+            kind = {"add": "sum", "multiply": "prod", "maximum": "max",
+                    "minimum": "min"}[ufunc.__name__]
             # ufunc.reduce(array, axis=0, dtype=None, out=None, keepdims=False, ...)
             pos = dict(zip(("axis", "dtype", "out", "keepdims"), inputs[1:]))
             if len(inputs) > 5 or set(pos) & set(kwargs):
@@ -319,6 +320,40 @@ def _at_least_2d(t: Tracer) -> Tracer:
     return views.reshape(t, (1, t.shape[0])) if t.ndim == 1 else t
 
 
+def _outer(g, a, b, out=None):
+    """``np.outer``: both operands flattened, their products ``a[i] * b[j]``."""
+    if out is not None:
+        raise UnsupportedError("out= is not supported in traced code")
+    a = views.reshape(operand(g, a), (-1, 1))
+    b = views.reshape(operand(g, b), (1, -1))
+    return UFUNCS["multiply"](g, a, b)
+
+
+def _norm(g, x, ord=None, axis=None, keepdims=False):
+    """``np.linalg.norm`` for the orders that are reductions of ``|x|``:
+    ``None`` and 2 (the Euclidean norm of vectors, Frobenius of matrices
+    with ``axis=None``: ``sqrt(sum(x * x))``), 1 (``sum |x|``), ``inf``
+    (``max |x|``), ``-inf``, over one axis or all of them; integers are
+    converted to float64 first, as numpy does."""
+    t = operand(g, x)
+    if t.dtype.kind != "f":
+        t = ops.materialize(g, t, dtype=np.float64)
+    nd = t.ndim
+    axes = None if axis is None else axis
+    if ord is not None and (axis is None and nd > 1 or isinstance(axis, (tuple, list))):
+        raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} of a "
+                               "matrix is not supported (ord=None is: Frobenius)")
+    if ord is None or ord == 2 or ord == "fro":
+        sq = reduce(g, "sum", UFUNCS["multiply"](g, t, t), axes, bool(keepdims))
+        return UFUNCS["sqrt"](g, sq)
+    if ord == 1:
+        return reduce(g, "sum", _abs(g, t), axes, bool(keepdims))
+    if ord in (np.inf, -np.inf):
+        return reduce(g, "max" if ord > 0 else "min", _abs(g, t), axes, bool(keepdims))
+    raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} is not "
+                           "supported (None, 2, 1, inf, -inf are)")
+
+
 def _max_fn(kind: str):
     """np.max/np.min/np.amax/np.amin: ``(a, axis, out, keepdims, initial, where)``."""
     def run(g, a, axis=None, out=None, keepdims=False, *args, **kw):
@@ -335,10 +370,12 @@ def _var_fn(kind: str):
 
 
 FUNCTIONS: dict[str, Callable] = {
-    "sum": _reduction("sum"), "max": _max_fn("max"), "amax": _max_fn("max"),
+    "sum": _reduction("sum"), "prod": _reduction("prod"),
+    "max": _max_fn("max"), "amax": _max_fn("max"),
     "min": _max_fn("min"), "amin": _max_fn("min"), "mean": _reduction("mean"),
     "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
+    "outer": _outer, "norm": _norm,
     "matmul": matmul,
     "reshape": lambda g, a, shape=None, order="C", *, newshape=None, copy=None:
         views.reshape(operand(g, a), shape if shape is not None else newshape, order),
@@ -475,7 +512,8 @@ def _install() -> None:
         def method(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
             return _reduction(k)(self._graph, self, axis, dtype, out, keepdims, ddof, **kw)
         return method
-    for kind, make in (("sum", _sum_like), ("mean", _sum_like), ("max", _max_like),
+    for kind, make in (("sum", _sum_like), ("prod", _sum_like), ("mean", _sum_like),
+                       ("max", _max_like),
                        ("min", _max_like), ("var", _var_like), ("std", _var_like)):
         setattr(T, kind, make(kind))
 
@@ -495,7 +533,7 @@ def _install() -> None:
     T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
-    for attr in ("__getitem__", "sum", "max", "min", "mean", "var", "std", "reshape",
+    for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 

@@ -348,7 +348,7 @@ def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer
 
 def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
            dtype=None, ddof: int = 0, where_loc: str = "") -> Tracer:
-    """``sum max min mean var std`` over ``axis`` (None, an int or a tuple;
+    """``sum prod max min mean var std`` over ``axis`` (None, an int or a tuple;
     negative allowed) with ``keepdims``."""
     x = operand(graph, x)
     if isinstance(x, Scalar):
@@ -413,11 +413,12 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
         dt = x_dtype
         return done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
             f"{lhs(name, out_idx)} {kind}=! {elem}{wc}"], flops=flops, reduction=True))
-    if kind == "sum":
+    if kind in ("sum", "prod"):
         dt = np.dtype(dtype) if dtype is not None else (
             np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
-        return done(new_node(graph, "sum", node_shape, dt, [x], lambda name: [
-            f"{lhs(name, out_idx)} +=! {elem}{wc}"], flops=flops, reduction=True))
+        op = "+=!" if kind == "sum" else "*=!"
+        return done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
+            f"{lhs(name, out_idx)} {op} {elem}{wc}"], flops=flops, reduction=True))
     fdt = np.dtype(dtype) if dtype is not None else (
         np.dtype("float64") if x_dtype.kind in "iub" else x_dtype)
     if kind == "mean":

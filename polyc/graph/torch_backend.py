@@ -288,6 +288,11 @@ LOWERINGS: dict[Any, Callable] = {
     aten.neg: np.negative, aten.exp: np.exp, aten.log: np.log, aten.sqrt: np.sqrt,
     aten.rsqrt: lambda x: 1.0 / np.sqrt(x), aten.tanh: np.tanh, aten.erf: _erf,
     aten.reciprocal: lambda x: 1.0 / x, aten.abs: np.abs,
+    aten.sin: np.sin, aten.cos: np.cos, aten.tan: np.tan, aten.asin: np.arcsin,
+    aten.acos: np.arccos, aten.atan: np.arctan, aten.sinh: np.sinh, aten.cosh: np.cosh,
+    aten.log1p: np.log1p, aten.expm1: np.expm1, aten.exp2: np.exp2, aten.log2: np.log2,
+    aten.log10: np.log10, aten.floor: np.floor, aten.ceil: np.ceil, aten.trunc: np.trunc,
+    aten.round: np.rint, aten.sign: np.sign,
     aten.pow: np.power,
     aten.relu: lambda x: np.maximum(x, 0), aten.gelu: _gelu, aten.sigmoid: _sigmoid,
     aten.silu: lambda x: x * _sigmoid(x),
@@ -307,6 +312,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.native_layer_norm: _native_layer_norm,
     # reductions
     aten.sum: _reduction(np.sum), aten.mean: _reduction(np.mean),
+    aten.prod: _reduction(np.prod),
     aten.amax: _reduction(np.max), aten.amin: _reduction(np.min),
     aten.var: _var(False), aten.std: _var(True),
     # views and copies

@@ -177,6 +177,33 @@ def _isnan(kind: str) -> Callable:
     return run
 
 
+def _rounding(fn: str) -> Callable:
+    """``floor``, ``ceil``, ``trunc``: C's function of the float type; on
+    integers the values themselves, in their dtype (numpy 2)."""
+    unary = _unary_float(fn)
+
+    def run(g, x):
+        x = operand(g, x)
+        if x.dtype.kind in "iub":
+            return ops.materialize(g, x)
+        return unary(g, x)
+    return run
+
+
+def _sign(g, x):
+    """``sign``: -1, 0 or 1 in x's dtype; a float NaN stays NaN, and both
+    zeros give +0 (numpy's values)."""
+    x = operand(g, x)
+    if x.dtype.kind == "b":
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.sign of booleans (numpy has no loop for it)"
+                               f"\n    {loc.text}")
+    if x.dtype.kind == "f":
+        return elementwise(g, "sign", lambda a: f"(({a} > 0) ? 1.0 : (({a} < 0) ? -1.0 : "
+                           f"(({a} == {a}) ? 0.0 : {a})))", [x])
+    return elementwise(g, "sign", lambda a: f"(({a} > 0) ? 1 : (({a} < 0) ? -1 : 0))", [x])
+
+
 def _square(g, x):
     return elementwise(g, "square", lambda a: f"({a} * {a})", [x])
 
@@ -196,6 +223,13 @@ UFUNCS: dict[str, Callable] = {
     "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
     "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
+    **{name: _unary_float(fn) for name, fn in (
+        ("sin", "sin"), ("cos", "cos"), ("tan", "tan"), ("arcsin", "asin"),
+        ("arccos", "acos"), ("arctan", "atan"), ("sinh", "sinh"), ("cosh", "cosh"),
+        ("log1p", "log1p"), ("expm1", "expm1"), ("exp2", "exp2"), ("log2", "log2"),
+        ("log10", "log10"), ("cbrt", "cbrt"), ("rint", "rint"))},
+    "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"),
+    "sign": _sign,
     "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
     "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
     "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),

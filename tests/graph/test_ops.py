@@ -570,9 +570,9 @@ def test_value_dependent_code_raises_trace_error(fn, marker):
     assert e.value.line == _line_of(marker)
 
 
-@pytest.mark.parametrize("name", ["sort", "cumsum", "linalg.norm"])
+@pytest.mark.parametrize("name", ["sort", "cumsum", "linalg.det"])
 def test_unsupported_function_is_named(name):
-    fn = np.linalg.norm if name == "linalg.norm" else getattr(np, name)
+    fn = np.linalg.det if name == "linalg.det" else getattr(np, name)
     f = polyc.jit(lambda x: fn(x) + 1)
     with pytest.raises(UnsupportedError, match=f"np.{name}"):
         f(rand((4,), F32))

@@ -169,6 +169,30 @@ def _polyc_cause(exc: BaseException) -> BaseException:
     return seen
 
 
+class MathOps(nn.Module):
+    """The math functions, rounding, sign and prod: a sinusoidal encoding's
+    sin and cos, a softplus's log1p, ..."""
+
+    def forward(self, x):
+        a = torch.sin(3 * x) + torch.cos(x) + torch.tan(0.5 * x) + torch.atan(x)
+        b = torch.asin(0.9 * torch.tanh(x)) + torch.acos(0.5 * torch.tanh(x))
+        c = torch.sinh(x) + torch.cosh(x) + torch.log1p(x.abs()) + torch.expm1(0.5 * x)
+        d = torch.exp2(x) + torch.log2(x.abs() + 1) + torch.log10(x.abs() + 1)
+        e = torch.floor(4 * x) + torch.ceil(4 * x) + torch.trunc(4 * x) + torch.round(4 * x)
+        return a + b + c + d + e + torch.sign(x), (1 + 0.1 * x).prod(dim=-1)
+
+
+def test_math_operators():
+    torch.manual_seed(5)
+    x = torch.randn(6, 5)
+    m = MathOps()
+    with torch.no_grad():
+        got = torch.compile(m, backend="polyc")(x)
+        ref = m(x)
+    for g, r in zip(got, ref):
+        assert_close(g.numpy(), r.numpy(), reduction_length=5)
+
+
 def test_graph_needing_gradients_is_refused():
     m = nn.Linear(4, 3)                       # parameters require grad, grad mode on
     with pytest.raises(Exception) as info:

@@ -1,0 +1,154 @@
+"""The math functions, ``prod``, ``np.outer`` and ``np.linalg.norm`` of
+``@polyc.jit`` (C99's ``<math.h>`` functions as TC builtins), each against
+plain numpy on seeded inputs inside the function's domain, with
+``polyc.testing.assert_close``'s per-dtype tolerances (libmvec's vector
+variants are within 4 ulp); the TC builtins and loop programs' ``math.*``
+calls the same way."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import UnsupportedError
+
+from .test_ops import F32, F64, check, rand
+
+
+def _trig(x):
+    return np.sin(3 * x), np.cos(3 * x), np.tan(x), np.arcsin(0.9 * x), np.arccos(0.9 * x), \
+        np.arctan(4 * x), np.sinh(2 * x), np.cosh(2 * x)
+
+
+def _exp_log(x):
+    p = np.abs(x) + 0.1
+    return np.log1p(x + 1), np.expm1(x), np.exp2(4 * x), np.log2(p), np.log10(p), np.cbrt(x)
+
+
+def _rounding(x):
+    y = 7 * x
+    return np.floor(y), np.ceil(y), np.trunc(y), np.rint(y), np.sign(y)
+
+
+@pytest.mark.parametrize("fn", [_trig, _exp_log, _rounding])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_math_functions(fn, dtype):
+    x = rand((5, 7), dtype, seed=3)
+    x[0, :4] = [0.5 / 7, -0.5 / 7, 0.0, -0.0]     # ties of rint, both zeros of sign
+    check(fn, x)
+
+
+def _on_integers(k):
+    return np.sin(k), np.floor(k), np.ceil(k), np.trunc(k), np.sign(k), np.rint(k), \
+        np.log1p(np.abs(k))
+
+
+def test_integer_inputs():
+    """``sin`` of integers is float64; ``floor``/``ceil``/``trunc`` keep the
+    integers and their dtype (numpy 2); ``sign`` of integers is -1, 0, 1."""
+    k = np.arange(-6, 6, dtype=np.int32).reshape(3, 4)
+    out = check(_on_integers, k)
+    assert out[1].dtype == np.int32 and out[4].dtype == np.int32
+
+
+def _sign_nan(x):
+    return np.sign(x)
+
+
+def test_sign_of_nan_and_zeros():
+    x = np.array([np.nan, -0.0, 0.0, -3.0, 2.0, np.inf, -np.inf], np.float32)
+    out = polyc.jit(_sign_nan)(x)
+    np.testing.assert_array_equal(out, np.sign(x))
+    assert not np.signbit(out[1])          # +0, as numpy gives
+
+
+def test_sign_of_booleans_is_refused():
+    with pytest.raises(UnsupportedError, match="np.sign of booleans"):
+        polyc.jit(_sign_nan)(np.array([True, False]))
+
+
+def _prods(x):
+    return x.prod(-1), np.prod(x, axis=(0, 2), keepdims=True), np.multiply.reduce(x, axis=1)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_prod(dtype):
+    x = rand((3, 4, 5), dtype, seed=5, lo=0.5, hi=1.5)
+    check(_prods, x, reduction_length=12)
+
+
+def _int_prod(k):
+    return k.prod(0)
+
+
+def test_integer_prod_is_int64():
+    k = np.arange(1, 13, dtype=np.int32).reshape(4, 3)
+    assert check(_int_prod, k).dtype == np.int64
+
+
+def _outer(a, b):
+    return np.outer(a, b), np.outer(a[0], b)
+
+
+def test_outer_flattens_its_operands():
+    check(_outer, rand((2, 3), seed=1), rand((4,), seed=2))
+
+
+def _norms(x):
+    return (np.linalg.norm(x), np.linalg.norm(x, axis=-1), np.linalg.norm(x, 2, axis=0),
+            np.linalg.norm(x, 1, axis=1, keepdims=True), np.linalg.norm(x, np.inf, axis=1),
+            np.linalg.norm(x, -np.inf, axis=0))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_norm(dtype):
+    check(_norms, rand((6, 9), dtype, seed=7), reduction_length=54)
+
+
+def _norm_nuc(x):
+    return np.linalg.norm(x, "nuc")
+
+
+def test_unsupported_norm_order_is_named():
+    with pytest.raises(UnsupportedError, match="ord="):
+        polyc.jit(_norm_nuc)(rand((3, 3)))
+
+
+# -- the TC builtins and loop programs -------------------------------------------------
+TC_CASES = [("sin", np.sin, 3.0), ("cos", np.cos, 3.0), ("tan", np.tan, 1.0),
+            ("asin", np.arcsin, 0.9), ("acos", np.arccos, 0.9), ("atan", np.arctan, 4.0),
+            ("sinh", np.sinh, 2.0), ("cosh", np.cosh, 2.0), ("expm1", np.expm1, 1.0),
+            ("exp2", np.exp2, 4.0), ("cbrt", np.cbrt, 5.0), ("floor", np.floor, 7.0),
+            ("ceil", np.ceil, 7.0), ("trunc", np.trunc, 7.0), ("rint", np.rint, 7.0)]
+
+
+@pytest.mark.parametrize("name,ref,scale", TC_CASES)
+@pytest.mark.parametrize("tname,dtype", [("float", F32), ("double", F64)])
+def test_tc_builtin(name, ref, scale, tname, dtype):
+    k = polyc.compile(f"def f({tname}(N) X) -> (O) {{ O(i) = {name}({scale} * X(i)) }}")
+    x = rand((37,), dtype, seed=11)
+    polyc.testing.assert_close(k(x), ref(dtype(scale) * x))
+
+
+@pytest.mark.parametrize("name,ref", [("log1p", np.log1p), ("log2", np.log2),
+                                      ("log10", np.log10)])
+def test_tc_logarithms(name, ref):
+    k = polyc.compile(f"def f(float(N) X) -> (O) {{ O(i) = {name}(X(i)) }}")
+    x = rand((37,), F32, seed=12, lo=0.01, hi=10.0)
+    polyc.testing.assert_close(k(x), ref(x))
+
+
+def test_loop_program_math_calls():
+    @polyc.kernel
+    def waves(x, out):
+        n = x.shape[0]
+        for i in range(n):
+            out[i] = math.sin(x[i]) + np.cos(2 * x[i]) + math.floor(3 * x[i]) + np.arctan(x[i])
+
+    x = rand((40,), F64, seed=13)
+    out = np.zeros_like(x)
+    waves(x, out)
+    polyc.testing.assert_close(out, np.sin(x) + np.cos(2 * x) + np.floor(3 * x) + np.arctan(x))
