@@ -161,7 +161,7 @@ def arith(op: str, a: str, b: str, dtype: str) -> str:
 _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
              "abs": "fabs", "fabs": "fabs", "fmax": "fmax", "fmin": "fmin",
              "max": "fmax", "min": "fmin", "pow": "pow",
-             **{f: f for f in E.MATH_FUNCTIONS}}
+             **{f: f for f in E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2}}
 _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid",
                 *E.MATH_FUNCTIONS)
 
@@ -337,11 +337,12 @@ class CExprPrinter:
             return f"polyc_abs_{C_TYPES[t]}({a})", t
         (a, ta), (b, tb) = args
         t = promote(_numeric(ta), _numeric(tb))
-        if fn in ("fmax", "fmin", "pow") or (fn in ("max", "min") and t.startswith("float")):
+        if fn in ("fmax", "fmin", "pow", *E.MATH_FUNCTIONS2) or (
+                fn in ("max", "min") and t.startswith("float")):
             if not t.startswith("float"):
                 t = ft
             a, b = convert(a, ta, t), convert(b, tb, t)
-            if fn != "pow" and self.select_fmax:
+            if fn in ("fmax", "fmin", "max", "min") and self.select_fmax:
                 return f"polyc_{_FLOAT_FN[fn]}_{C_TYPES[t]}({a}, {b})", t
             suf = "f" if t == "float32" else ""
             return f"{_FLOAT_FN[fn]}{suf}({a}, {b})", t

@@ -170,7 +170,7 @@ static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
 #: functions (float and double), beyond those the prelude declares
 _LIBMVEC = ((22, ("sin", "cos")),
             (35, ("tan", "asin", "acos", "atan", "sinh", "cosh", "log1p", "expm1", "exp2",
-                  "log2", "log10", "cbrt")))
+                  "log2", "log10", "cbrt", "atan2", "hypot")))
 
 
 def libmvec_declarations(text: str) -> str:
@@ -184,8 +184,11 @@ def libmvec_declarations(text: str) -> str:
             continue
         out.append(f"#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= {minor})")
         for f in used:
-            out += ["#pragma omp declare simd notinbranch", f"float {f}f(float);",
-                    "#pragma omp declare simd notinbranch", f"double {f}(double);"]
+            two = f in ("atan2", "hypot")
+            out += ["#pragma omp declare simd notinbranch",
+                    f"float {f}f(float{', float' if two else ''});",
+                    "#pragma omp declare simd notinbranch",
+                    f"double {f}(double{', double' if two else ''});"]
         out.append("#endif")
     if not out:
         return ""

@@ -190,6 +190,41 @@ def _rounding(fn: str) -> Callable:
     return run
 
 
+def _binary_float(name: str, fn: str) -> Callable:
+    """A float function of two values (``arctan2`` as C's ``atan2``)."""
+    def run(g, a, b):
+        a, b = operand(g, a), operand(g, b)
+        dt = _float_dtype(a, b)
+        return elementwise(g, name, lambda x, y: f"{fn}({x}, {y})", [a, b], dt,
+                           compute_dtype=dt)
+    return run
+
+
+def _logaddexp(base2: bool) -> Callable:
+    """``log(exp(a) + exp(b))`` (base 2: ``log2(2**a + 2**b)``) as numpy
+    computes it: the larger plus ``log1p`` of the smaller's ratio, equal
+    values (infinities included) plus ``log 2`` (1), NaN kept."""
+    name = "logaddexp2" if base2 else "logaddexp"
+
+    def run(g, a, b):
+        a, b = operand(g, a), operand(g, b)
+        dt = _float_dtype(a, b)
+
+        def text(x, y):
+            if base2:
+                def step(hi, lo):
+                    return f"({hi} + log1p(exp2({lo} - {hi})) * 1.4426950408889634)"
+                same = f"({x} + 1.0)"
+            else:
+                def step(hi, lo):
+                    return f"({hi} + log1p(exp({lo} - {hi})))"
+                same = f"({x} + 0.6931471805599453)"
+            return (f"(({x} > {y}) ? {step(x, y)} : (({x} == {y}) ? {same} : "
+                    f"{step(y, x)}))")
+        return elementwise(g, name, text, [a, b], dt, compute_dtype=dt)
+    return run
+
+
 def _sign(g, x):
     """``sign``: -1, 0 or 1 in x's dtype; a float NaN stays NaN, and both
     zeros give +0 (numpy's values)."""
@@ -230,6 +265,8 @@ UFUNCS: dict[str, Callable] = {
         ("log10", "log10"), ("cbrt", "cbrt"), ("rint", "rint"))},
     "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"),
     "sign": _sign,
+    "arctan2": _binary_float("arctan2", "atan2"), "hypot": _binary_float("hypot", "hypot"),
+    "logaddexp": _logaddexp(False), "logaddexp2": _logaddexp(True),
     "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
     "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
     "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),

@@ -41,6 +41,29 @@ def test_math_functions(fn, dtype):
     check(fn, x)
 
 
+def _binary(x, y):
+    return np.arctan2(x, y), np.hypot(x, 3 * y), np.logaddexp(4 * x, 4 * y), \
+        np.logaddexp2(4 * x, y)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_binary_math_functions(dtype):
+    check(_binary, rand((4, 6), dtype, seed=8), rand((4, 6), dtype, seed=9))
+
+
+def _lae(x, y):
+    return np.logaddexp(x, y), np.logaddexp2(x, y)
+
+
+def test_logaddexp_of_infinities_equal_values_and_nan():
+    x = np.array([-np.inf, np.inf, 2.0, np.nan, 1.0, -np.inf, 30.0], np.float64)
+    y = np.array([-np.inf, np.inf, 2.0, 1.0, np.nan, 5.0, -30.0], np.float64)
+    with np.errstate(invalid="ignore"):
+        expected = _lae(x, y)
+    for got, ref in zip(polyc.jit(_lae)(x, y), expected):
+        np.testing.assert_allclose(got, ref, rtol=1e-15)
+
+
 def _on_integers(k):
     return np.sin(k), np.floor(k), np.ceil(k), np.trunc(k), np.sign(k), np.rint(k), \
         np.log1p(np.abs(k))
@@ -131,6 +154,13 @@ def test_tc_builtin(name, ref, scale, tname, dtype):
     k = polyc.compile(f"def f({tname}(N) X) -> (O) {{ O(i) = {name}({scale} * X(i)) }}")
     x = rand((37,), dtype, seed=11)
     polyc.testing.assert_close(k(x), ref(dtype(scale) * x))
+
+
+@pytest.mark.parametrize("name,ref", [("atan2", np.arctan2), ("hypot", np.hypot)])
+def test_tc_binary_builtin(name, ref):
+    k = polyc.compile(f"def f(float(N) X, double(N) Y) -> (O) {{ O(i) = {name}(X(i), Y(i)) }}")
+    x, y = rand((37,), F32, seed=14), rand((37,), F64, seed=15)
+    polyc.testing.assert_close(k(x, y), ref(x.astype(F64), y))     # (promoted to double)
 
 
 @pytest.mark.parametrize("name,ref", [("log1p", np.log1p), ("log2", np.log2),

@@ -179,7 +179,8 @@ class MathOps(nn.Module):
         c = torch.sinh(x) + torch.cosh(x) + torch.log1p(x.abs()) + torch.expm1(0.5 * x)
         d = torch.exp2(x) + torch.log2(x.abs() + 1) + torch.log10(x.abs() + 1)
         e = torch.floor(4 * x) + torch.ceil(4 * x) + torch.trunc(4 * x) + torch.round(4 * x)
-        return a + b + c + d + e + torch.sign(x), (1 + 0.1 * x).prod(dim=-1)
+        f = torch.atan2(x, 1 + x.abs()) + torch.hypot(x, 2 * x) + torch.logaddexp(x, -x)
+        return a + b + c + d + e + f + torch.sign(x), (1 + 0.1 * x).prod(dim=-1)
 
 
 def test_math_operators():
