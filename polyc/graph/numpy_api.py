@@ -26,6 +26,7 @@ from . import ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
+from .scans import scan
 from .sizes import Size, SizeInt
 from .ufuncs import UFUNCS, _abs, _invert, _negative, _square
 
@@ -376,6 +377,10 @@ FUNCTIONS: dict[str, Callable] = {
     "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
     "outer": _outer, "norm": _norm,
+    "cumsum": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumsum", a, axis, dtype,
+                                                                 out),
+    "cumprod": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumprod", a, axis, dtype,
+                                                                  out),
     "matmul": matmul,
     "reshape": lambda g, a, shape=None, order="C", *, newshape=None, copy=None:
         views.reshape(operand(g, a), shape if shape is not None else newshape, order),
@@ -533,8 +538,13 @@ def _install() -> None:
     T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
+    T.cumsum = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumsum", self,
+                                                                  axis, dtype, out)
+    T.cumprod = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumprod", self,
+                                                                   axis, dtype, out)
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
-                 "transpose", "swapaxes", "astype", "squeeze", "clip", "dot"):
+                 "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
+                 "cumprod"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

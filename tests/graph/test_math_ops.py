@@ -182,3 +182,42 @@ def test_loop_program_math_calls():
     out = np.zeros_like(x)
     waves(x, out)
     polyc.testing.assert_close(out, np.sin(x) + np.cos(2 * x) + np.floor(3 * x) + np.arctan(x))
+
+
+# -- scans -------------------------------------------------------------------------------
+def _scans(x):
+    return (np.cumsum(x, axis=1), x.cumsum(0), np.cumprod(1 + 0.01 * x, axis=-1),
+            np.cumsum(x[0]), np.cumsum(x.T, axis=1), np.cumsum(x, axis=0, dtype=np.float64))
+
+
+@pytest.mark.parametrize("shape", [(5, 300), (1, 1), (3, 0)])
+def test_cumsum_cumprod_bit_for_bit(shape):
+    """numpy's sequential sums and products, bit for bit, along either axis
+    and through a transposed view."""
+    x = rand(shape, F32, seed=21)
+    with np.errstate(all="ignore"):
+        ref = _scans(x)
+    for got, want in zip(polyc.jit(_scans)(x), ref):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def _int_scans(k):
+    return np.cumsum(k, axis=1), np.cumsum(k > 5, axis=0), np.cumsum(k.reshape(-1)), \
+        np.cumprod(k + 1, axis=1)
+
+
+def test_integer_and_boolean_scans_are_int64():
+    k = np.arange(12, dtype=np.int32).reshape(3, 4)
+    for got, want in zip(polyc.jit(_int_scans)(k), _int_scans(k)):
+        assert got.dtype == want.dtype == np.int64
+        np.testing.assert_array_equal(got, want)
+
+
+def _flat_cumsum(x):
+    return np.cumsum(x)
+
+
+def test_cumsum_of_a_matrix_without_axis_is_refused():
+    with pytest.raises(UnsupportedError, match="axis="):
+        polyc.jit(_flat_cumsum)(rand((3, 4)))

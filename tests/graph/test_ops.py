@@ -570,7 +570,7 @@ def test_value_dependent_code_raises_trace_error(fn, marker):
     assert e.value.line == _line_of(marker)
 
 
-@pytest.mark.parametrize("name", ["sort", "cumsum", "linalg.det"])
+@pytest.mark.parametrize("name", ["sort", "diff", "linalg.det"])
 def test_unsupported_function_is_named(name):
     fn = np.linalg.det if name == "linalg.det" else getattr(np, name)
     f = polyc.jit(lambda x: fn(x) + 1)
@@ -636,7 +636,7 @@ def test_shape_errors_name_line(fn, marker, error):
     (lambda x: x.reshape(2, 2, order="F"), "order='F'"),
     (lambda x: np.concatenate([x, x], casting="unsafe"), "casting"),
     (lambda x: np.sum(x, where=x > 0), "where"),
-    (lambda x: x.cumsum(), "ndarray.cumsum"),
+    (lambda x: x.argsort(), "ndarray.argsort"),
 ])
 def test_no_silent_fallback(fn, match):
     with pytest.raises(UnsupportedError, match=match):

@@ -1,0 +1,82 @@
+"""Scans for :func:`polyc.jit`: ``np.cumsum`` and ``np.cumprod`` along one
+axis, as a first-order recurrence.
+
+A scan is one node of two TC statements over the array's domain::
+
+    O(i0, i1) = X(i0, i1)
+    O(i0, i1) = O(i0, i1 - 1) + O(i0, i1)  where i1 in 1:N1
+
+The second reads its own result one step back along the axis, a flow
+dependence of distance 1 that the exact dependence analysis keeps: the
+axis runs in order, the other dimensions stay parallel (rows of a 2-D
+cumsum on separate threads).  The sums are those of numpy's sequential
+loop (``out[i] = out[i - 1] + x[i]``; addition and multiplication commute
+exactly), so the result is numpy's bit for bit.  ``axis=None`` of a 1-D
+array is its axis 0; of a larger one (numpy flattens) it is refused,
+naming the axis argument.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from .core import Tracer, user_location
+from .ops import (
+    Scalar,
+    count,
+    iters,
+    lhs,
+    materialize,
+    new_node,
+    normalize_axis,
+    operand,
+    s_token,
+    where_clause,
+)
+
+_OPS = {"cumsum": "+", "cumprod": "*"}
+
+
+def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
+    """``np.cumsum`` (``kind="cumsum"``) or ``np.cumprod`` of ``x`` along
+    ``axis``; integers and booleans accumulate in int64 and floats in
+    their own type unless ``dtype`` says otherwise (numpy's rules).
+    Raises :class:`~polyc.errors.UnsupportedError` for ``out=`` and for
+    ``axis=None`` of an array of more than one dimension."""
+    loc = user_location()
+    if out is not None:
+        raise UnsupportedError(f"{loc}: np.{kind} with out= is not supported in traced "
+                               f"code\n    {loc.text}")
+    x = operand(graph, x)
+    if isinstance(x, Scalar):
+        x = materialize(graph, Tracer(graph, x.literal(x.dtype), (), (), x.dtype))
+    if x.ndim == 0:
+        x = materialize(graph, x)
+    if axis is None:
+        if x.ndim > 1:
+            raise UnsupportedError(f"{loc}: np.{kind} of a {x.ndim}-D array without axis= "
+                                   f"(numpy flattens it first): pass axis=\n    {loc.text}")
+        axis = 0
+    nd = max(x.ndim, 1)
+    ax = normalize_axis(int(axis), nd)
+    its = iters(nd)
+    if x.node is None and re.search(r"[/%]", x.read(its)):
+        x = materialize(graph, x)            # a merged reshape: read its own copy
+    elem = x.read(its)
+    if x.dtype.kind == "b":
+        elem = f"(({elem}) ? 1 : 0)"
+    dt = np.dtype(dtype) if dtype is not None else (
+        np.dtype("int64") if x.dtype.kind in "iub" else x.dtype)
+    shape = x._shape
+    prev = [f"{it} - 1" if d == ax else it for d, it in enumerate(its)]
+    rest = " where " + ", ".join(f"{it} in {1 if d == ax else 0}:{s_token(s)}"
+                                 for d, (it, s) in enumerate(zip(its, shape)))
+    op = _OPS[kind]
+    return new_node(graph, kind, shape, dt, [x], lambda name: [
+        f"{lhs(name, its)} = {elem}{where_clause(its, shape)}",
+        f"{lhs(name, its)} = {lhs(name, prev)} {op} {lhs(name, its)}{rest}"],
+        flops=count(shape))
