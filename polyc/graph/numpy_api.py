@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from . import ops, views
+from . import arrayfns, ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
@@ -376,7 +376,7 @@ FUNCTIONS: dict[str, Callable] = {
     "min": _max_fn("min"), "amin": _max_fn("min"), "mean": _reduction("mean"),
     "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
-    "outer": _outer, "norm": _norm,
+    "outer": _outer, "norm": _norm, **arrayfns.functions(concatenate),
     "cumsum": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumsum", a, axis, dtype,
                                                                  out),
     "cumprod": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumprod", a, axis, dtype,
@@ -538,13 +538,18 @@ def _install() -> None:
     T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
+    T.round = lambda self, decimals=0, out=None: arrayfns.around(self._graph, self, decimals,
+                                                                  out)
+    T.repeat = lambda self, repeats, axis=None: arrayfns.repeat(self._graph, self, repeats,
+                                                                axis)
+    T.trace = lambda self, *a, **kw: arrayfns.trace(self._graph, self, *a, **kw)
     T.cumsum = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumsum", self,
                                                                   axis, dtype, out)
     T.cumprod = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumprod", self,
                                                                    axis, dtype, out)
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
-                 "cumprod"):
+                 "cumprod", "round", "repeat", "trace"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

@@ -221,3 +221,44 @@ def _flat_cumsum(x):
 def test_cumsum_of_a_matrix_without_axis_is_refused():
     with pytest.raises(UnsupportedError, match="axis="):
         polyc.jit(_flat_cumsum)(rand((3, 4)))
+
+
+# -- functions built from views, ufuncs and einsum ---------------------------------------
+def _array_fns(x):
+    return (np.diff(x), np.diff(x, n=2, axis=0), np.trace(x[:, :4]), x[:, 1:5].trace(),
+            np.round(x * 10), np.around(x, 2), np.round(x * 100, -1), x.round(1),
+            np.tile(x, 2), np.tile(x, (2, 1, 3)), np.repeat(x, 3, axis=1), np.repeat(x, 2),
+            x.repeat(2, axis=0) + 1)
+
+
+def test_diff_trace_round_tile_repeat_bit_for_bit():
+    x = rand((4, 6), F32, seed=31)
+    for got, want in zip(polyc.jit(_array_fns)(x), _array_fns(x)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def _int_array_fns(k):
+    return np.diff(k, axis=1), np.round(k), np.tile(k, (1, 2)), np.repeat(k, 2, axis=1)
+
+
+def test_diff_round_tile_repeat_of_integers():
+    k = np.arange(12, dtype=np.int32).reshape(3, 4)
+    for got, want in zip(polyc.jit(_int_array_fns)(k), _int_array_fns(k)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+def _trace_offset(x):
+    return np.trace(x, offset=1)
+
+
+def _repeat_list(x):
+    return np.repeat(x, [1, 2, 1], axis=0)
+
+
+@pytest.mark.parametrize("fn,match", [(_trace_offset, "main diagonal"),
+                                      (_repeat_list, "one positive int")])
+def test_unsupported_forms_are_named(fn, match):
+    with pytest.raises(UnsupportedError, match=match):
+        polyc.jit(fn)(rand((3, 3)))
