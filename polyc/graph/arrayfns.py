@@ -1,5 +1,5 @@
 """numpy functions of :func:`polyc.jit` built from others: ``diff``,
-``trace``, ``around``/``round``, ``tile``, ``repeat``.  Each is expressed
+``trace``, ``around``/``round``, ``tile``, ``repeat``, ``argmax``/``argmin``.  Each is expressed
 with views, ufuncs, ``einsum`` and ``concatenate``, so it computes what
 numpy computes in the order numpy does (``around`` multiplies by
 ``10**decimals``, rounds half to even and divides back, as numpy's
@@ -16,7 +16,17 @@ from ..errors import UnsupportedError
 from . import views
 from .contractions import einsum
 from .core import Tracer, user_location
-from .ops import Scalar, normalize_axis, operand
+from .ops import (
+    Scalar,
+    iters,
+    lhs,
+    materialize,
+    new_node,
+    normalize_axis,
+    operand,
+    s_token,
+    where_clause,
+)
 from .ufuncs import UFUNCS
 
 
@@ -105,9 +115,54 @@ def repeat(g, a, repeats, axis=None) -> Tracer:
     return UFUNCS["positive"](g, views._view(t, coords, shape))
 
 
+def arg_reduce(g, kind: str, a, axis=None, out=None, *, keepdims=False) -> Tracer:
+    """``np.argmax``/``np.argmin`` (``kind``): the first index of the
+    maximum (minimum) along ``axis``, int64, NaN first as numpy (the max=
+    reduction propagates it, and the index of the first element equal to
+    the result, or NaN, is taken with a ``min=`` reduction);
+    ``axis=None``: of the flattened array."""
+    if out is not None:
+        raise _refuse(f"np.{kind} with out= is not supported in traced code")
+    t = operand(g, a)
+    if isinstance(t, Scalar) or t.ndim == 0:
+        raise _refuse(f"np.{kind} of a scalar is not supported")
+    flat = axis is None
+    if flat:
+        t = materialize(g, views.reshape(t, (-1,))) if t.ndim > 1 else t
+        axis = 0
+    ax = normalize_axis(int(axis), t.ndim)
+    if t._shape[ax].value == 0:
+        raise ValueError(f"attempt to get {kind} of an empty sequence")
+    its = iters(t.ndim - 1)
+    coords = its[:ax] + ["r0"] + its[ax:]
+    elem = t.read(coords)
+    if t.dtype.kind == "b":
+        elem = f"(({elem}) ? 1 : 0)"
+    shape = tuple(s for d, s in enumerate(t._shape) if d != ax)
+    wc = where_clause(its + ["r0"], list(shape) + [t._shape[ax]])
+    red = "max" if kind == "argmax" else "min"
+
+    def stmts(name):
+        best = lhs(name + "_m", its)
+        return [f"{best} {red}=! {elem}{wc}",
+                f"{lhs(name, its)} min=! ((({elem}) == {best}) || (({elem}) != ({elem}))) "
+                f"? r0 : {s_token(t._shape[ax])}{wc}"]
+    mdt = np.dtype("int64") if t.dtype.kind == "b" else t.dtype
+    out_t = new_node(g, kind, shape, np.dtype("int64"), [t], stmts, helpers=[("m", mdt)],
+                     reduction=True)
+    if keepdims:
+        out_t = views.reshape(out_t, tuple(1 for _ in range(a.ndim))) if flat else \
+            views.expand_dims(out_t, ax)
+    return out_t
+
+
 def functions(concatenate) -> dict[str, Any]:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`,
     which lends its ``concatenate``)."""
     return {"diff": diff, "trace": trace, "around": around, "round": around,
             "round_": around, "repeat": repeat,
-            "tile": lambda g, a, reps: tile(g, a, reps, concatenate)}
+            "tile": lambda g, a, reps: tile(g, a, reps, concatenate),
+            "argmax": lambda g, a, axis=None, out=None, *, keepdims=False:
+                arg_reduce(g, "argmax", a, axis, out, keepdims=keepdims),
+            "argmin": lambda g, a, axis=None, out=None, *, keepdims=False:
+                arg_reduce(g, "argmin", a, axis, out, keepdims=keepdims)}

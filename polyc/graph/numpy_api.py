@@ -543,13 +543,17 @@ def _install() -> None:
     T.repeat = lambda self, repeats, axis=None: arrayfns.repeat(self._graph, self, repeats,
                                                                 axis)
     T.trace = lambda self, *a, **kw: arrayfns.trace(self._graph, self, *a, **kw)
+    T.argmax = lambda self, axis=None, out=None, *, keepdims=False: arrayfns.arg_reduce(
+        self._graph, "argmax", self, axis, out, keepdims=keepdims)
+    T.argmin = lambda self, axis=None, out=None, *, keepdims=False: arrayfns.arg_reduce(
+        self._graph, "argmin", self, axis, out, keepdims=keepdims)
     T.cumsum = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumsum", self,
                                                                   axis, dtype, out)
     T.cumprod = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumprod", self,
                                                                    axis, dtype, out)
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
-                 "cumprod", "round", "repeat", "trace"):
+                 "cumprod", "round", "repeat", "trace", "argmax", "argmin"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

@@ -315,6 +315,8 @@ LOWERINGS: dict[Any, Callable] = {
     aten.sum: _reduction(np.sum), aten.mean: _reduction(np.mean),
     aten.prod: _reduction(np.prod),
     aten.cumsum: lambda x, dim, *, dtype=None: np.cumsum(x, axis=dim, dtype=_np_dtype(dtype)),
+    aten.argmax: lambda x, dim=None, keepdim=False: np.argmax(x, axis=dim, keepdims=keepdim),
+    aten.argmin: lambda x, dim=None, keepdim=False: np.argmin(x, axis=dim, keepdims=keepdim),
     aten.cumprod: lambda x, dim, *, dtype=None: np.cumprod(x, axis=dim, dtype=_np_dtype(dtype)),
     aten.amax: _reduction(np.max), aten.amin: _reduction(np.min),
     aten.var: _var(False), aten.std: _var(True),

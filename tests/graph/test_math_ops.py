@@ -262,3 +262,27 @@ def _repeat_list(x):
 def test_unsupported_forms_are_named(fn, match):
     with pytest.raises(UnsupportedError, match=match):
         polyc.jit(fn)(rand((3, 3)))
+
+
+def _args(x):
+    return (np.argmax(x, axis=1), x.argmin(0), np.argmax(x), x.argmax(-1, keepdims=True),
+            np.argmin(x[:, :3] > 0, axis=1))
+
+
+def test_argmax_argmin_first_index_nan_first():
+    x = rand((5, 300), F32, seed=41)
+    x[2, 7] = x[2, 9] = np.nan                  # the first NaN wins, as in numpy
+    x[3, 5] = x[3, 9] = x[3].max() + 1          # ties: the first index
+    for got, want in zip(polyc.jit(_args)(x), _args(x)):
+        assert got.dtype == want.dtype == np.int64 and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def _int_args(k):
+    return k.argmax(1), np.argmin(k, axis=0)
+
+
+def test_argmax_of_integers():
+    k = np.array([[3, 1, 3], [0, 2, 2]], np.int32)
+    for got, want in zip(polyc.jit(_int_args)(k), _int_args(k)):
+        np.testing.assert_array_equal(got, want)
