@@ -77,7 +77,7 @@ from polyc.ir import C_TYPES, Statement
 
 from .cexpr import loop_iterator_name, tensor_name
 from .hoist import HOISTED
-from .loopshape import any_node, const_trip, counted, trip_text
+from .loopshape import any_node, coefficient, const_trip, counted, trip_text
 
 #: iterations of the vectorised loop per strip (lanes of its ``simd`` loops)
 LANES = 16
@@ -96,30 +96,6 @@ class OuterVector:
     accumulators: tuple[tuple[str, tuple[E.Expr, ...]], ...]
     #: the inner loops whose trip counts are known only at run time
     runtime_inner: tuple[L.For, ...]
-
-
-def _affine_coefficient(e: E.Expr, var: str) -> int | None:
-    """The coefficient of ``var`` in ``e`` when ``e`` is syntactically
-    affine in ``var`` (sums, differences, products by constants), else
-    ``None``."""
-    if isinstance(e, E.Index):
-        return int(e.name == var)
-    if isinstance(e, (E.Const, E.Param)):
-        return 0
-    if isinstance(e, E.Unary) and e.op == "-":
-        k = _affine_coefficient(e.operand, var)
-        return None if k is None else -k
-    if isinstance(e, E.Binary) and e.op in ("+", "-"):
-        a, b = _affine_coefficient(e.lhs, var), _affine_coefficient(e.rhs, var)
-        if a is None or b is None:
-            return None
-        return a + b if e.op == "+" else a - b
-    if isinstance(e, E.Binary) and e.op == "*":
-        for k, x in ((e.lhs, e.rhs), (e.rhs, e.lhs)):
-            if isinstance(k, E.Const) and isinstance(k.value, int):
-                a = _affine_coefficient(x, var)
-                return None if a is None else a * k.value
-    return 0 if var not in E.index_names(e) else None
 
 
 def outer_vector(n: L.For, stmts: dict[str, Statement], dtypes: dict[str, str],
@@ -212,7 +188,7 @@ def outer_vector(n: L.For, stmts: dict[str, Statement], dtypes: dict[str, str],
             continue
         if any(u[0] != idx for u in acc):
             return None
-        if not any(_affine_coefficient(i, n.iterator) not in (None, 0)
+        if not any(coefficient(i, n.iterator) not in (None, 0)
                    and not E.index_names(i) & inner_its for i in idx):
             return None
     return OuterVector(n, tuple(accumulators), tuple(runtime))
