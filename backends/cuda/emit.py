@@ -152,7 +152,6 @@ class KernelBody(_Emitter):
     OUTER_VECTOR = False  # (a thread runs its loops one iteration at a time)
     REGIONS = False     # (no OpenMP region around host or device loops)
 
-
     def __init__(self, program: Program, kernel: Mapping):
         super().__init__(program)
         self.loop_printer.shifts = True
