@@ -164,6 +164,11 @@ _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": 
              **{f: f for f in E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2}}
 _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid",
                 *E.MATH_FUNCTIONS)
+#: builtins printed as calls of libm functions with libmvec variants (not
+#: ``exp``, which is the prelude's ``polyc_expf`` where it can be)
+_VECTOR_CALLS = frozenset(("log", "tanh", "erf", "pow", "sin", "cos", "tan", "asin", "acos",
+                           "atan", "sinh", "cosh", "log1p", "expm1", "exp2", "log2",
+                           "log10", "cbrt", "atan2", "hypot"))
 
 
 def _small_power(e: E.Expr) -> int | None:
@@ -211,6 +216,11 @@ class CExprPrinter:
         self.fast_exp = True
         #: fmax/fmin as the prelude's selects (vectorised), not libm's calls
         self.select_fmax = True
+        #: sin and cos as the prelude's ``polyc_sinf``... (libm's functions
+        #: under other names, so that gcc does not fuse them into sincos)
+        self.sincos_aliases = True
+        self._depth = 0             # recursion depth of typed()
+        self._vector_calls = False  # the expression printed calls libmvec too
 
     # -- index expressions: int64_t arithmetic --------------------------------
     def index(self, e: E.Expr) -> str:
@@ -259,6 +269,21 @@ class CExprPrinter:
     def typed(self, e: E.Expr, float_type: str) -> tuple[str, str]:
         """``(C text, dtype)`` of ``e``; dtype is a key of ``C_TYPES`` or
         ``"bool"`` (a C ``int`` holding 0 or 1)."""
+        if self._depth == 0:
+            # a float exp next to a libmvec call (softplus's log1p(exp(x))) is
+            # libmvec's expf too: polyc_expf's selects are control flow that gcc
+            # does not if-convert in a loop with a call, and the loop stayed scalar
+            self._vector_calls = any(
+                isinstance(x, E.Call) and x.fn in _VECTOR_CALLS
+                and not (x.fn == "pow" and _small_power(x.args[1]) is not None)
+                for x in e.walk())
+        self._depth += 1
+        try:
+            return self._typed(e, float_type)
+        finally:
+            self._depth -= 1
+
+    def _typed(self, e: E.Expr, float_type: str) -> tuple[str, str]:
         ft = float_type
         if isinstance(e, E.Const):
             if isinstance(e.value, bool) or isinstance(e.value, int):
@@ -326,8 +351,10 @@ class CExprPrinter:
             if fn == "sigmoid":
                 e = "polyc_expf" if ct == "float" and self.fast_exp else f"exp{suf}"
                 return f"({one} / ({one} + {e}(-({a}))))", t
-            if fn == "exp" and ct == "float" and self.fast_exp:
+            if fn == "exp" and ct == "float" and self.fast_exp and not self._vector_calls:
                 return f"polyc_expf({a})", t
+            if fn in ("sin", "cos") and self.sincos_aliases:
+                return f"polyc_{fn}{suf}({a})", t
             return f"{_FLOAT_FN[fn]}{suf}({a})", t
         if fn == "abs":
             a, t = args[0]

@@ -49,6 +49,19 @@ float erff(float);
 double erf(double);
 #endif
 #endif
+/* sin and cos under names of their own (the same functions, by asm labels):
+   gcc fuses sinf(x) and cosf(x) of one x into a sincos call, which it does
+   not vectorise (a positional encoding's sin(x) + cos(x) ran scalar) */
+#if defined(__x86_64__) && defined(_OPENMP) && defined(__GLIBC__) && !defined(POLYC_NO_LIBMVEC) \
+    && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 22))
+#define POLYC_SIMD _Pragma("omp declare simd notinbranch")
+#else
+#define POLYC_SIMD
+#endif
+POLYC_SIMD float polyc_sinf(float) __asm__("sinf");
+POLYC_SIMD double polyc_sin(double) __asm__("sin");
+POLYC_SIMD float polyc_cosf(float) __asm__("cosf");
+POLYC_SIMD double polyc_cos(double) __asm__("cos");
 
 /* a fused multiply-add where the target has one (an instruction), else a
    product and a sum (fmaf would be a library call per element) */
@@ -167,10 +180,10 @@ static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
 
 
 #: glibc versions from which libmvec has SIMD variants of these <math.h>
-#: functions (float and double), beyond those the prelude declares
-_LIBMVEC = ((22, ("sin", "cos")),
-            (35, ("tan", "asin", "acos", "atan", "sinh", "cosh", "log1p", "expm1", "exp2",
-                  "log2", "log10", "cbrt", "atan2", "hypot")))
+#: functions (float and double), beyond those the prelude declares (sin and
+#: cos there, under names of their own)
+_LIBMVEC = ((35, ("tan", "asin", "acos", "atan", "sinh", "cosh", "log1p", "expm1", "exp2",
+                  "log2", "log10", "cbrt", "atan2", "hypot")),)
 
 
 def libmvec_declarations(text: str) -> str:

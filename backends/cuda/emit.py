@@ -321,7 +321,7 @@ class KernelBody(_Emitter):
         powers of two."""
         pr = super()._printer()
         pr.shifts = True            # no 64-bit divider: see CExprPrinter.shifts
-        pr.fast_exp = False         # the device's expf
+        pr.fast_exp = pr.sincos_aliases = False     # the device's expf, sinf, cosf
         pr.select_fmax = False      # the device's fmaxf: one instruction
         return pr
 

@@ -8,6 +8,8 @@ calls the same way."""
 from __future__ import annotations
 
 import math
+import platform
+import sys
 
 import numpy as np
 import pytest
@@ -286,3 +288,36 @@ def test_argmax_of_integers():
     k = np.array([[3, 1, 3], [0, 2, 2]], np.int32)
     for got, want in zip(polyc.jit(_int_args)(k), _int_args(k)):
         np.testing.assert_array_equal(got, want)
+
+
+def _glibc_at_least(minor: int) -> bool:
+    name, version = platform.libc_ver()
+    return name == "glibc" and tuple(map(int, version.split(".")[:2])) >= (2, minor)
+
+
+def _sin_cos(x):
+    return np.sin(x) + np.cos(x)
+
+
+def _softplus(x):
+    return np.log1p(np.exp(x))
+
+
+@pytest.mark.skipif(not (sys.platform == "linux" and platform.machine() == "x86_64"
+                         and _glibc_at_least(35)), reason="libmvec 2.35 on x86-64 only")
+@pytest.mark.parametrize("fn", [_sin_cos, _softplus])
+def test_math_calls_reach_libmvec(fn):
+    """The vector loop calls libmvec's SIMD variants: sin and cos of one
+    value under names of their own (gcc fused them into a scalar sincos
+    call), and exp next to another libm call as libmvec's expf (the
+    prelude's polyc_expf kept that loop scalar)."""
+    x = rand((8, 64), F32, seed=51)
+    check(fn, x)
+    f = polyc.jit(fn)
+    f(x)
+    kernel = f.plan(x).kernels[0]
+    assert b"_ZGV" in kernel.library.path.read_bytes()
+    if fn is _sin_cos:
+        assert "polyc_sinf(" in kernel.source and "polyc_cosf(" in kernel.source
+    else:
+        assert "log1pf(expf(" in kernel.source
