@@ -166,9 +166,8 @@ _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid",
                 *E.MATH_FUNCTIONS)
 #: builtins printed as calls of libm functions with libmvec variants (not
 #: ``exp``, which is the prelude's ``polyc_expf`` where it can be)
-_VECTOR_CALLS = frozenset(("log", "tanh", "erf", "pow", "sin", "cos", "tan", "asin", "acos",
-                           "atan", "sinh", "cosh", "log1p", "expm1", "exp2", "log2",
-                           "log10", "cbrt", "atan2", "hypot"))
+_VECTOR_CALLS = (frozenset(("log", "tanh", "erf", "pow", *E.MATH_FUNCTIONS, *E.MATH_FUNCTIONS2))
+                 - {"floor", "ceil", "trunc", "rint"})     # (those four are instructions)
 
 
 def _small_power(e: E.Expr) -> int | None:

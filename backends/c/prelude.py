@@ -5,6 +5,8 @@ Kept apart from the emitter: it is data, not code generation."""
 
 import re
 
+from polyc import expr as E
+
 PRELUDE = r"""#include <stdint.h>
 #include <math.h>
 #ifdef _OPENMP
@@ -182,8 +184,8 @@ static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
 #: glibc versions from which libmvec has SIMD variants of these <math.h>
 #: functions (float and double), beyond those the prelude declares (sin and
 #: cos there, under names of their own)
-_LIBMVEC = ((35, ("tan", "asin", "acos", "atan", "sinh", "cosh", "log1p", "expm1", "exp2",
-                  "log2", "log10", "cbrt", "atan2", "hypot")),)
+_LIBMVEC = ((35, tuple(f for f in E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2
+                      if f not in ("sin", "cos", "floor", "ceil", "trunc", "rint"))),)
 
 
 def libmvec_declarations(text: str) -> str:

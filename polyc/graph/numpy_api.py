@@ -339,18 +339,16 @@ def _norm(g, x, ord=None, axis=None, keepdims=False):
     t = operand(g, x)
     if t.dtype.kind != "f":
         t = ops.materialize(g, t, dtype=np.float64)
-    nd = t.ndim
-    axes = None if axis is None else axis
-    if ord is not None and (axis is None and nd > 1 or isinstance(axis, (tuple, list))):
+    if ord is not None and (axis is None and t.ndim > 1 or isinstance(axis, (tuple, list))):
         raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} of a "
                                "matrix is not supported (ord=None is: Frobenius)")
     if ord is None or ord == 2 or ord == "fro":
-        sq = reduce(g, "sum", UFUNCS["multiply"](g, t, t), axes, bool(keepdims))
+        sq = reduce(g, "sum", UFUNCS["multiply"](g, t, t), axis, bool(keepdims))
         return UFUNCS["sqrt"](g, sq)
     if ord == 1:
-        return reduce(g, "sum", _abs(g, t), axes, bool(keepdims))
+        return reduce(g, "sum", _abs(g, t), axis, bool(keepdims))
     if ord in (np.inf, -np.inf):
-        return reduce(g, "max" if ord > 0 else "min", _abs(g, t), axes, bool(keepdims))
+        return reduce(g, "max" if ord > 0 else "min", _abs(g, t), axis, bool(keepdims))
     raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} is not "
                            "supported (None, 2, 1, inf, -inf are)")
 
@@ -538,19 +536,10 @@ def _install() -> None:
     T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
     T.dot = lambda self, other: dot(self._graph, self, other)
-    T.round = lambda self, decimals=0, out=None: arrayfns.around(self._graph, self, decimals,
-                                                                  out)
-    T.repeat = lambda self, repeats, axis=None: arrayfns.repeat(self._graph, self, repeats,
-                                                                axis)
-    T.trace = lambda self, *a, **kw: arrayfns.trace(self._graph, self, *a, **kw)
-    T.argmax = lambda self, axis=None, out=None, *, keepdims=False: arrayfns.arg_reduce(
-        self._graph, "argmax", self, axis, out, keepdims=keepdims)
-    T.argmin = lambda self, axis=None, out=None, *, keepdims=False: arrayfns.arg_reduce(
-        self._graph, "argmin", self, axis, out, keepdims=keepdims)
-    T.cumsum = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumsum", self,
-                                                                  axis, dtype, out)
-    T.cumprod = lambda self, axis=None, dtype=None, out=None: scan(self._graph, "cumprod", self,
-                                                                   axis, dtype, out)
+    def as_method(fn):      # np.fn(a, *args) as a.fn(*args): the same arguments after a
+        return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
+    for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod"):
+        setattr(T, name, as_method(FUNCTIONS[name]))
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
                  "cumprod", "round", "repeat", "trace", "argmax", "argmin"):
