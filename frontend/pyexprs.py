@@ -20,13 +20,14 @@ from typing import Protocol
 from polyc import expr as E
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
 
-from .pysource import ArgSpec
+from .pysource import ArgSpec, is_shape_read
 from .source import Span
 
 #: Value functions and the expression-tree builtin each becomes.
 FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "sqrt",
              "exp": "exp", "log": "log", "pow": "pow", "tanh": "tanh",
              **{f: f for f in E.MATH_FUNCTIONS if f not in ("rint",)},
+             **{f: f for f in E.MATH_FUNCTIONS2},
              # numpy's names of the inverse functions (math.asin is asin)
              "arcsin": "asin", "arccos": "acos", "arctan": "atan", "rint": "rint"}
 MODULES = ("math", "np", "numpy")
@@ -136,10 +137,36 @@ class Expressions:
             for a in args[1:]:
                 out = E.Call(node.func.id, (out, a), sp)
             return out
+        size = self._shape_read(node)
+        if size is not None:
+            return E.Param(size, sp)
         if isinstance(node, ast.Subscript):
             raise self.fail(node, "a subscript that reads data (an indirect access)",
                             "subscripts must be affine in loop variables and sizes")
         raise self.fail(node, "an expression that is not affine in loop variables and sizes")
+
+    def _shape_read(self, node: ast.AST) -> str | None:
+        """The size parameter that ``A.shape[k]`` (a literal ``k``) or
+        ``len(A)`` reads, for an array argument ``A``; ``None`` for any
+        other expression.  Raises ``ShapeError`` for a dimension ``A``
+        does not have."""
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "len" and len(node.args) == 1 and not node.keywords
+                and isinstance(node.args[0], ast.Name)):
+            arr, dim = node.args[0].id, 0
+        elif isinstance(node, ast.Subscript) and is_shape_read(node):
+            arr = node.value.value.id
+            dim = self.const_int(node.slice)
+        else:
+            return None
+        spec = self.names.specs.get(arr)
+        if spec is None or spec.kind != "array":
+            return None
+        d = dim + spec.ndim if dim < 0 else dim
+        if not 0 <= d < spec.ndim:
+            raise ShapeError(f"{self.where(node)}: {arr}.shape[{dim}] does not exist: "
+                             f"argument {arr} has {spec.ndim} dimension(s)")
+        return self.names.shape_param[(arr, d)]
 
     def value_expr(self, node: ast.AST, loops: list[Loop]) -> E.Expr:
         """A value: literals, array elements, scalars, arithmetic, selects, calls."""
@@ -166,6 +193,9 @@ class Expressions:
             raise self.fail(node, f"unknown name {node.id}",
                             "a kernel reads its arguments, loop variables, sizes and "
                             "local scalars assigned earlier")
+        size = self._shape_read(node)
+        if size is not None:
+            return E.Param(size, sp)
         if isinstance(node, ast.Subscript):
             return self.access(node, loops)
         if isinstance(node, ast.UnaryOp):

@@ -287,6 +287,28 @@ def test_shape_unpacking_forms_and_dtype_specialisation():
     assert k64 is again                      # sizes are parameters: no recompilation
 
 
+@polyc.kernel
+def inline_sizes(A, x, y):
+    for i in range(A.shape[0]):
+        y[i] = A.shape[-1] + len(x)
+        for j in range(len(x)):
+            y[i] += A[i, j] * x[j] + math.copysign(math.fmod(x[j], 0.25), A[i, j])
+
+
+def test_inline_shape_reads_and_two_argument_math_functions():
+    A, x = RNG.standard_normal((5, 3)), RNG.standard_normal(3)
+    y = run_both(inline_sizes, A, x, np.zeros(5))[2]
+    want = 6 + A @ x + np.copysign(np.fmod(x, 0.25), A).sum(1)
+    np.testing.assert_allclose(y, want, rtol=1e-12)
+    with pytest.raises(ShapeError, match=r"A.shape\[2\] does not exist"):
+        polyc.kernel(k_missing_dim)(np.zeros((2, 2)))
+
+
+def k_missing_dim(A):
+    for i in range(A.shape[2]):
+        A[i, i] = 1.0
+
+
 def test_kernel_introspection():
     row_dot(RNG.random((4, 3)), RNG.random(3), np.zeros(4))
     assert "for" in row_dot.source
