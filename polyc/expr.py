@@ -21,6 +21,7 @@ BUILTINS: dict[str, int] = {
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1,
     "log1p": 1, "expm1": 1, "exp2": 1, "log2": 1, "log10": 1, "cbrt": 1,
     "floor": 1, "ceil": 1, "trunc": 1, "rint": 1, "atan2": 2, "hypot": 2,
+    "copysign": 2, "fmod": 2,
 }
 
 #: the builtins that are C99 functions of one float of the same name
@@ -28,7 +29,11 @@ BUILTINS: dict[str, int] = {
 MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "log1p",
                   "expm1", "exp2", "log2", "log10", "cbrt", "floor", "ceil", "trunc", "rint")
 #: the builtins that are C99 functions of two floats of the same name
-MATH_FUNCTIONS2 = ("atan2", "hypot")
+MATH_FUNCTIONS2 = ("atan2", "hypot", "copysign", "fmod")
+#: those of them without a libmvec variant: ``copysign`` is a bit operation
+#: gcc inlines, ``fmod`` a scalar libm call (numpy's remainder and
+#: floor_divide of floats start from it)
+SCALAR_FUNCTIONS2 = ("copysign", "fmod")
 
 ARITH_OPS = ("+", "-", "*", "/", "%")
 COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")

@@ -145,8 +145,10 @@ def _call(e: E.Call, env: Env, args):
         return np.maximum(a, b) if fn == "max" else np.minimum(a, b)
     if fn == "pow":
         return np.power(_to_float(env, a), _to_float(env, b))
-    if fn in ("atan2", "hypot"):
-        return (np.arctan2 if fn == "atan2" else np.hypot)(_to_float(env, a), _to_float(env, b))
+    if fn in E.MATH_FUNCTIONS2:
+        f = {"atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
+             "fmod": np.fmod}[fn]
+        return f(_to_float(env, a), _to_float(env, b))
     raise NotImplementedError(f"reference.evaluate: builtin {fn!r}")
 
 

@@ -167,7 +167,8 @@ _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid",
 #: builtins printed as calls of libm functions with libmvec variants (not
 #: ``exp``, which is the prelude's ``polyc_expf`` where it can be)
 _VECTOR_CALLS = (frozenset(("log", "tanh", "erf", "pow", *E.MATH_FUNCTIONS, *E.MATH_FUNCTIONS2))
-                 - {"floor", "ceil", "trunc", "rint"})     # (those four are instructions)
+                 - {"floor", "ceil", "trunc", "rint"}      # (those four are instructions)
+                 - set(E.SCALAR_FUNCTIONS2))
 
 
 def _small_power(e: E.Expr) -> int | None:

@@ -185,7 +185,8 @@ static inline polyc_bfloat16 polyc_f32_to_bfloat16(float x)
 #: functions (float and double), beyond those the prelude declares (sin and
 #: cos there, under names of their own)
 _LIBMVEC = ((35, tuple(f for f in E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2
-                      if f not in ("sin", "cos", "floor", "ceil", "trunc", "rint"))),)
+                      if f not in ("sin", "cos", "floor", "ceil", "trunc", "rint",
+                                   *E.SCALAR_FUNCTIONS2))),)
 
 
 def libmvec_declarations(text: str) -> str:
@@ -199,7 +200,7 @@ def libmvec_declarations(text: str) -> str:
             continue
         out.append(f"#if __GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= {minor})")
         for f in used:
-            two = f in ("atan2", "hypot")
+            two = f in E.MATH_FUNCTIONS2
             out += ["#pragma omp declare simd notinbranch",
                     f"float {f}f(float{', float' if two else ''});",
                     "#pragma omp declare simd notinbranch",

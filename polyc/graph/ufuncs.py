@@ -66,14 +66,28 @@ def _power(g, a, b):
 
 
 def _floor_divide(g, a, b):
-    """``a // b`` on integers (TC's ``/`` floors and gives 0 for a zero
-    divisor, as numpy); floats have no floor in TC's builtins."""
+    """``a // b``: on integers TC's ``/`` (it floors and gives 0 for a zero
+    divisor, as numpy); on floats numpy's ``npy_divmod``: ``fmod`` first,
+    ``(a - mod) / b`` less one where the remainder's sign was adjusted,
+    snapped to the nearest integer (``a / b`` for a zero divisor, a zero
+    quotient signed as ``a / b``), so every bit agrees with numpy's."""
     a, b = operand(g, a), operand(g, b)
-    if ops.result_dtype(a, b).kind != "i":
+    dt = ops.result_dtype(a, b)
+    if dt.kind == "b":
         loc = user_location()
-        raise UnsupportedError(f"{loc}: np.floor_divide (//) of floats is not supported by "
-                               f"polyc.jit; it is supported on integers\n    {loc.text}")
-    return elementwise(g, "floor_divide", lambda x, y: f"({x} / {y})", [a, b])
+        raise UnsupportedError(f"{loc}: np.floor_divide (//) of booleans is not supported by "
+                               f"polyc.jit\n    {loc.text}")
+    if dt.kind in "iu":
+        return elementwise(g, "floor_divide", lambda x, y: f"({x} / {y})", [a, b])
+
+    def text(x, y):
+        m = f"fmod({x}, {y})"
+        adj = f"((({m} != 0) && (({y} < 0) != ({m} < 0))) ? 1.0 : 0.0)"
+        d = f"((({x} - {m}) / {y}) - {adj})"
+        snap = f"(floor({d}) + ((({d} - floor({d})) > 0.5) ? 1.0 : 0.0))"
+        return (f"(({y} == 0) ? ({x} / {y}) : (({d} != 0) ? {snap} : "
+                f"copysign(0.0, {x} / {y})))")
+    return elementwise(g, "floor_divide", text, [a, b], dt, compute_dtype=dt)
 
 
 def _remainder(g, a, b):
@@ -239,6 +253,25 @@ def _sign(g, x):
     return elementwise(g, "sign", lambda a: f"(({a} > 0) ? 1 : (({a} < 0) ? -1 : 0))", [x])
 
 
+def _heaviside(g, x, h):
+    """``heaviside(x, h)``: 0 below zero, ``h`` at zero, 1 above, NaN kept
+    (numpy's values)."""
+    x, h = operand(g, x), operand(g, h)
+    dt = _float_dtype(x, h)
+    return elementwise(g, "heaviside", lambda a, b: f"(({a} < 0) ? 0.0 : (({a} == 0) ? {b} : "
+                       f"(({a} > 0) ? 1.0 : {a})))", [x, h], dt, compute_dtype=dt)
+
+
+def _fmod(g, a, b):
+    """``fmod``: C's remainder with the dividend's sign, on floats."""
+    a, b = operand(g, a), operand(g, b)
+    if ops.result_dtype(a, b).kind != "f":
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.fmod of integers is not supported by polyc.jit "
+                               f"(np.remainder is); cast to a float type\n    {loc.text}")
+    return _binary_float("fmod", "fmod")(g, a, b)
+
+
 def _square(g, x):
     return elementwise(g, "square", lambda a: f"({a} * {a})", [x])
 
@@ -267,6 +300,8 @@ UFUNCS: dict[str, Callable] = {
     "sign": _sign,
     "arctan2": _binary_float("arctan2", "atan2"), "hypot": _binary_float("hypot", "hypot"),
     "logaddexp": _logaddexp(False), "logaddexp2": _logaddexp(True),
+    "copysign": _binary_float("copysign", "copysign"), "fmod": _fmod,
+    "heaviside": _heaviside,
     "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
     "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
     "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),

@@ -263,8 +263,9 @@ def test_floor_divide_and_remainder():
         check(_floor_div_mod, i, j)    # numpy gives 0 for a zero divisor
     x = np.array([5.5, -5.5, 5.5, -5.5, 0.0], F32)
     check(_float_mod, x, np.array([2, 2, -2, -2, 3], F32))
+    check(lambda a, b: (a // b, a // 2.5), x, np.array([2, 2, -2, -2, 3], F32))
     with pytest.raises(UnsupportedError, match="floor_divide"):
-        polyc.jit(lambda a, b: a // b)(x, x)
+        polyc.jit(lambda a, b: a // b)(x > 0, x > 1)
 
 
 def test_integer_true_divide_promotes():
