@@ -1,5 +1,8 @@
 """numpy functions of :func:`polyc.jit` built from others: ``diff``,
-``trace``, ``around``/``round``, ``tile``, ``repeat``, ``argmax``/``argmin``.  Each is expressed
+``trace``, ``around``/``round``, ``tile``, ``repeat``, ``argmax``/``argmin``,
+``ravel``, ``flip``, ``roll``, ``inner``, ``kron``, ``ptp``, ``average``,
+``count_nonzero``, ``nan_to_num`` and the ``edge``/``reflect``/``symmetric``/``wrap``
+modes of ``pad``.  Each is expressed
 with views, ufuncs, ``einsum`` and ``concatenate``, so it computes what
 numpy computes in the order numpy does (``around`` multiplies by
 ``10**decimals``, rounds half to even and divides back, as numpy's
@@ -18,15 +21,19 @@ from .contractions import einsum
 from .core import Tracer, user_location
 from .ops import (
     Scalar,
+    elementwise,
     iters,
     lhs,
+    literal,
     materialize,
     new_node,
     normalize_axis,
     operand,
+    reduce,
     s_token,
     where_clause,
 )
+from .sizes import Size
 from .ufuncs import UFUNCS
 
 
@@ -156,6 +163,191 @@ def arg_reduce(g, kind: str, a, axis=None, out=None, *, keepdims=False) -> Trace
     return out_t
 
 
+def _axes(axis, ndim: int) -> list[int]:
+    """``axis`` (None: all, an int or a tuple; negative allowed) as a list."""
+    if axis is None:
+        return list(range(ndim))
+    return [normalize_axis(int(a), ndim) for a in np.atleast_1d(axis)]
+
+
+def ravel(g, a, order="C") -> Tracer:
+    """``np.ravel``/``ndarray.flatten``: the elements in C order (a reshape)."""
+    if order not in ("C", "A", "K"):
+        raise _refuse(f"np.ravel(order={order!r}) is not supported; only C order")
+    t = operand(g, a)
+    if isinstance(t, Scalar):
+        raise _refuse("np.ravel of a Python scalar is not supported")
+    return views.reshape(t, (-1,))
+
+
+def flip(g, m, axis=None) -> Tracer:
+    """``np.flip``: element ``i`` of each flipped axis is ``n - 1 - i``."""
+    t = operand(g, m)
+    key = [slice(None)] * t.ndim
+    for d in _axes(axis, t.ndim):
+        key[d] = slice(None, None, -1)
+    return views.getitem(t, tuple(key))
+
+
+def roll(g, a, shift, axis=None, concatenate=None) -> Tracer:
+    """``np.roll``: along each axis the last ``shift`` elements first
+    (the two slices concatenated).  A shift within the axis's extent at
+    the traced size stays symbolic (the plan is guarded to extents at least
+    that long); a longer one specialises the extent."""
+    t = operand(g, a)
+    if axis is None:
+        flat = roll(g, ravel(g, t), shift, 0, concatenate)
+        return views.reshape(flat, tuple(t.shape))
+    shifts, axes = np.broadcast_arrays(np.atleast_1d(shift), np.atleast_1d(axis))
+    moved = False
+    for s, ax in zip(shifts.tolist(), axes.tolist()):
+        d = normalize_axis(int(ax), t.ndim)
+        s = int(s)
+        if abs(s) > t._shape[d].value:
+            s %= int(t.shape[d])                    # (specialises the extent)
+        if not s:
+            continue
+        # the last s elements first (s < 0: the first -s last)
+        head = [slice(None)] * t.ndim
+        tail = [slice(None)] * t.ndim
+        head[d], tail[d] = (slice(-s, None), slice(None, -s))
+        t = concatenate(g, [views.getitem(t, tuple(head)), views.getitem(t, tuple(tail))],
+                        axis=d)
+        moved = True
+    return t if moved else UFUNCS["positive"](g, t)
+
+
+def inner(g, a, b) -> Tracer:
+    """``np.inner``: sums over the last axes of both; the result's axes are
+    ``a``'s others, then ``b``'s (an ``einsum``)."""
+    x, y = operand(g, a), operand(g, b)
+    if isinstance(x, Scalar) or isinstance(y, Scalar) or x.ndim == 0 or y.ndim == 0:
+        return UFUNCS["multiply"](g, x, y)
+    if x.ndim + y.ndim - 1 > 26:
+        raise _refuse("np.inner of more than 26 axes is not supported")
+    letters = "abcdefghijklmnopqrstuvwxy"
+    xa, ya = letters[:x.ndim - 1], letters[x.ndim - 1:x.ndim + y.ndim - 2]
+    return einsum(g, f"{xa}z,{ya}z->{xa}{ya}", x, y)
+
+
+def kron(g, a, b) -> Tracer:
+    """``np.kron``: the outer product with each pair of axes merged,
+    ``(i, k) -> i * b.shape[d] + k`` (an einsum and a reshape)."""
+    x, y = operand(g, a), operand(g, b)
+    if isinstance(x, Scalar) or isinstance(y, Scalar):
+        return UFUNCS["multiply"](g, x, y)
+    nd = max(x.ndim, y.ndim)
+    if 2 * nd > 26:
+        raise _refuse("np.kron of more than 13 axes is not supported")
+    x = views.reshape(x, (1,) * (nd - x.ndim) + tuple(x.shape)) if x.ndim < nd else x
+    y = views.reshape(y, (1,) * (nd - y.ndim) + tuple(y.shape)) if y.ndim < nd else y
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    xa, ya = letters[:nd], letters[nd:2 * nd]
+    outer = einsum(g, f"{xa},{ya}->{''.join(p + q for p, q in zip(xa, ya))}", x, y)
+    return views.reshape(outer, tuple(p * q for p, q in zip(x.shape, y.shape)))
+
+
+def ptp(g, a, axis=None, out=None, keepdims=False) -> Tracer:
+    """``np.ptp``: the maximum less the minimum along ``axis``."""
+    if out is not None:
+        raise _refuse("np.ptp with out= is not supported in traced code")
+    t = operand(g, a)
+    return UFUNCS["subtract"](g, reduce(g, "max", t, axis, bool(keepdims)),
+                              reduce(g, "min", t, axis, bool(keepdims)))
+
+
+def average(g, a, axis=None, weights=None, returned=False, *, keepdims=False) -> Tracer:
+    """``np.average``: the mean, or ``sum(a * w) / sum(w)`` along ``axis``
+    with ``weights`` of ``a``'s shape or, with one axis, 1-D along it
+    (numpy's computation and result type)."""
+    if returned:
+        raise _refuse("np.average(returned=True) is not supported in traced code")
+    t = operand(g, a)
+    if weights is None:
+        return reduce(g, "mean", t, axis, bool(keepdims))
+    w = operand(g, weights)
+    if isinstance(w, Scalar) or isinstance(t, Scalar):
+        raise _refuse("np.average with scalar weights is not supported")
+    if tuple(w.shape) != tuple(t.shape):
+        if axis is None:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        axes = _axes(axis, t.ndim)
+        if w.ndim != len(axes):
+            raise ValueError("Shape of weights must be consistent with shape of a along "
+                             "specified axis.")
+        w = views.reshape(w, tuple(w.shape[axes.index(d)] if d in axes else 1
+                                   for d in range(t.ndim)))
+    dt = np.result_type(t.dtype, w.dtype, "f8" if t.dtype.kind in "iub" else t.dtype)
+    tw = UFUNCS["multiply"](g, t, w)
+    num = reduce(g, "sum", tw, axis, bool(keepdims), dtype=dt if tw.dtype != dt else None)
+    wt = views.broadcast_to(w, tuple(t.shape)) if tuple(w.shape) != tuple(t.shape) else w
+    den = reduce(g, "sum", wt, axis, bool(keepdims), dtype=dt)
+    return UFUNCS["divide"](g, num, den)
+
+
+def count_nonzero(g, a, axis=None, *, keepdims=False) -> Tracer:
+    """``np.count_nonzero``: the number of non-zero elements along ``axis``
+    (int64)."""
+    t = operand(g, a)
+    nz = UFUNCS["not_equal"](g, t, 0)
+    return reduce(g, "sum", nz, axis, bool(keepdims), dtype=np.int64)
+
+
+def nan_to_num(g, x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tracer:
+    """``np.nan_to_num``: NaN, +inf and -inf replaced (by default with 0 and
+    the type's largest and most negative finite values); integers copied."""
+    t = operand(g, x)
+    if isinstance(t, Scalar) or t.dtype.kind != "f":
+        return UFUNCS["positive"](g, t)
+    fi = np.finfo(t.dtype)
+    vals = [literal(v, t.dtype) for v in (nan, fi.max if posinf is None else posinf,
+                                          fi.min if neginf is None else neginf)]
+    inf = literal(np.inf, t.dtype)
+    return elementwise(g, "nan_to_num", lambda e: (
+        f"(({e} != {e}) ? {vals[0]} : (({e} == {inf}) ? {vals[1]} : "
+        f"(({e} == -{inf}) ? {vals[2]} : {e})))"), [t], t.dtype, compute_dtype=t.dtype)
+
+
+def _edges(t: Tracer, d: int, mode: str, lo: int, hi: int) -> tuple[Tracer, Tracer]:
+    """The ``lo`` elements before and the ``hi`` after axis ``d`` of ``t``
+    that ``np.pad`` adds in ``mode``, as views (index maps of the axis)."""
+    n = t._shape[d]
+    j = views.ph(d)
+    last = s_token(n - 1)
+    before = {"edge": "0", "reflect": f"{lo} - {j}", "symmetric": f"{lo - 1} - {j}",
+              "wrap": f"{s_token(n - lo)} + {j}"}[mode]
+    after = {"edge": last, "reflect": f"{s_token(n - 2)} - {j}",
+             "symmetric": f"{last} - {j}", "wrap": j}[mode]
+    parts = []
+    for text, k in ((before, lo), (after, hi)):
+        coords = [views.ph(e) if e != d else f"({text})" for e in range(t.ndim)]
+        shape = [s if e != d else Size.constant(n.table, k) for e, s in enumerate(t._shape)]
+        parts.append(views._view(t, coords, shape))
+    return parts[0], parts[1]
+
+
+def pad_mode(g, t: Tracer, pw, mode: str, concatenate) -> Tracer:
+    """``np.pad`` in ``mode`` (``edge reflect symmetric wrap``), one axis
+    after the other as numpy pads them (corners come from the axes padded
+    before).  Each side must fit the extent once at every size of the shape
+    class (numpy repeats the reflection for wider pads): the plan is
+    guarded to such extents."""
+    for d in range(t.ndim):
+        lo, hi = (int(v) for v in pw[d])
+        if not lo and not hi:
+            continue
+        n = t._shape[d]
+        need = {"edge": 1, "reflect": max(lo, hi) + 1, "symmetric": max(lo, hi),
+                "wrap": max(lo, hi)}[mode]
+        if n.value < need:
+            raise _refuse(f"np.pad(mode={mode!r}) wider than the axis it pads (extent "
+                          f"{n.value}, pad {max(lo, hi)}) is not supported")
+        n.table.require(n - need, f"np.pad(mode={mode!r})")
+        before, after = _edges(t, d, mode, lo, hi)
+        t = concatenate(g, ([before] if lo else []) + [t] + ([after] if hi else []), axis=d)
+    return UFUNCS["positive"](g, t) if t.node is None else t
+
+
 def functions(concatenate) -> dict[str, Any]:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`,
     which lends its ``concatenate``)."""
@@ -165,4 +357,9 @@ def functions(concatenate) -> dict[str, Any]:
             "argmax": lambda g, a, axis=None, out=None, *, keepdims=False:
                 arg_reduce(g, "argmax", a, axis, out, keepdims=keepdims),
             "argmin": lambda g, a, axis=None, out=None, *, keepdims=False:
-                arg_reduce(g, "argmin", a, axis, out, keepdims=keepdims)}
+                arg_reduce(g, "argmin", a, axis, out, keepdims=keepdims),
+            "ravel": ravel, "flip": flip,
+            "fliplr": lambda g, m: flip(g, m, 1), "flipud": lambda g, m: flip(g, m, 0),
+            "roll": lambda g, a, shift, axis=None: roll(g, a, shift, axis, concatenate),
+            "inner": inner, "kron": kron, "ptp": ptp, "average": average,
+            "count_nonzero": count_nonzero, "nan_to_num": nan_to_num}

@@ -231,11 +231,16 @@ def split(g, ary, indices_or_sections, axis=0):
 
 
 def pad(g, array, pad_width, mode="constant", constant_values=0, **kw):
-    if mode != "constant" or kw:
-        raise UnsupportedError(f"{user_location()}: np.pad(mode={mode!r}) is not supported; "
-                               "only mode='constant'")
+    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap") or kw:
+        raise UnsupportedError(f"{user_location()}: np.pad(mode={mode!r}"
+                               f"{''.join(f', {k}=' for k in kw)}) is not supported; the "
+                               "modes are constant, edge, reflect, symmetric and wrap")
     t = operand(g, array)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
+    if np.any(pw < 0):
+        raise ValueError("index can't contain negative values")
+    if mode != "constant":
+        return arrayfns.pad_mode(g, t, pw, mode, concatenate)
     cv = np.broadcast_to(np.asarray(constant_values), (t.ndim, 2))
     if np.any(cv != cv.flat[0]):
         raise UnsupportedError("np.pad with different constant_values per side")
@@ -538,11 +543,13 @@ def _install() -> None:
     T.dot = lambda self, other: dot(self._graph, self, other)
     def as_method(fn):      # np.fn(a, *args) as a.fn(*args): the same arguments after a
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
-    for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod"):
+    T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)
+    for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod", "ravel"):
         setattr(T, name, as_method(FUNCTIONS[name]))
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
-                 "cumprod", "round", "repeat", "trace", "argmax", "argmin"):
+                 "cumprod", "round", "repeat", "trace", "argmax", "argmin", "ravel",
+                 "flatten"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
+from . import views
 from .core import Tracer, user_location
 from .ops import (
     Scalar,
@@ -45,8 +46,8 @@ def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
     """``np.cumsum`` (``kind="cumsum"``) or ``np.cumprod`` of ``x`` along
     ``axis``; integers and booleans accumulate in int64 and floats in
     their own type unless ``dtype`` says otherwise (numpy's rules).
-    Raises :class:`~polyc.errors.UnsupportedError` for ``out=`` and for
-    ``axis=None`` of an array of more than one dimension."""
+    ``axis=None`` scans the flattened array (a copy in C order).  Raises
+    :class:`~polyc.errors.UnsupportedError` for ``out=``."""
     loc = user_location()
     if out is not None:
         raise UnsupportedError(f"{loc}: np.{kind} with out= is not supported in traced "
@@ -57,9 +58,8 @@ def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
     if x.ndim == 0:
         x = materialize(graph, x)
     if axis is None:
-        if x.ndim > 1:
-            raise UnsupportedError(f"{loc}: np.{kind} of a {x.ndim}-D array without axis= "
-                                   f"(numpy flattens it first): pass axis=\n    {loc.text}")
+        if x.ndim > 1:                     # numpy scans the flattened array
+            x = materialize(graph, views.reshape(x, (-1,)))
         axis = 0
     nd = max(x.ndim, 1)
     ax = normalize_axis(int(axis), nd)

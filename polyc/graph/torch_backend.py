@@ -171,10 +171,22 @@ def _scaled(b, alpha):
 
 
 def _div(a, b, rounding_mode=None):
+    """``aten.div``: true division; ``rounding_mode="floor"`` numpy's
+    ``floor_divide`` (ATen's ``div_floor`` computes the same, from ``fmod``);
+    ``"trunc"`` the quotient truncated, on floats."""
+    if rounding_mode == "floor":
+        return np.floor_divide(a, b)
+    if rounding_mode == "trunc" and all(getattr(x, "dtype", np.dtype("f4")).kind == "f"
+                                        for x in (a, b)):
+        return np.trunc(np.divide(a, b))
     if rounding_mode is not None:
         raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} is not "
-                               "supported by polyc")
+                               "supported by polyc on these operands")
     return np.divide(a, b)
+
+
+def _nan_to_num(x, nan=None, posinf=None, neginf=None):
+    return np.nan_to_num(x, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
 
 
 def _reduction(fn: Callable) -> Callable:
@@ -294,6 +306,8 @@ LOWERINGS: dict[Any, Callable] = {
     aten.log10: np.log10, aten.floor: np.floor, aten.ceil: np.ceil, aten.trunc: np.trunc,
     aten.round: np.rint, aten.sign: np.sign, aten.atan2: np.arctan2, aten.hypot: np.hypot,
     aten.logaddexp: np.logaddexp,
+    aten.floor_divide: np.floor_divide, aten.remainder: np.remainder, aten.fmod: np.fmod,
+    aten.copysign: np.copysign, aten.heaviside: np.heaviside, aten.nan_to_num: _nan_to_num,
     aten.pow: np.power,
     aten.relu: lambda x: np.maximum(x, 0), aten.gelu: _gelu, aten.sigmoid: _sigmoid,
     aten.silu: lambda x: x * _sigmoid(x),
@@ -328,6 +342,8 @@ LOWERINGS: dict[Any, Callable] = {
     aten.slice: _slice, aten.select: _select,
     aten.split: _split, aten.split_with_sizes: _split_sizes,
     aten.cat: lambda ts, dim=0: np.concatenate(list(ts), axis=dim),
+    aten.flip: lambda x, dims: np.flip(x, tuple(dims)),
+    aten.roll: lambda x, shifts, dims=(): np.roll(x, tuple(shifts), tuple(dims) or None),
     aten.stack: lambda ts, dim=0: np.stack(list(ts), axis=dim),
     aten.clone: _identity, aten.contiguous: _identity, aten.alias: _identity,
     aten.detach: _identity, aten.lift_fresh_copy: _identity,

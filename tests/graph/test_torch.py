@@ -182,7 +182,12 @@ class MathOps(nn.Module):
         f = torch.atan2(x, 1 + x.abs()) + torch.hypot(x, 2 * x) + torch.logaddexp(x, -x)
         return (a + b + c + d + e + f + torch.sign(x), (1 + 0.1 * x).prod(dim=-1),
                 torch.cumsum(x, dim=1), torch.cumprod(1 + 0.1 * x, dim=0),
-                torch.argmax(x, dim=1), x.argmin(dim=0, keepdim=True))
+                torch.argmax(x, dim=1), x.argmin(dim=0, keepdim=True),
+                torch.div(4 * x, 0.3, rounding_mode="floor") + torch.fmod(4 * x, 0.7)
+                + torch.remainder(4 * x, 0.7) + torch.copysign(x, -x)
+                + torch.div(4 * x, 0.3, rounding_mode="trunc") + torch.heaviside(x, 0.5 + x)
+                + torch.nan_to_num(x / (x > 0)),
+                torch.flip(x, (0,)) + torch.roll(x, (1, -2), (0, 1)) + torch.roll(x, 3))
 
 
 def test_math_operators():

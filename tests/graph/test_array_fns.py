@@ -1,0 +1,136 @@
+"""The layout and summary functions of ``@polyc.jit`` built from views,
+reductions and ``concatenate`` (``ravel flatten flip roll inner kron ptp
+average count_nonzero nan_to_num``, ``np.pad``'s edge/reflect/symmetric/wrap
+modes, ``cumsum`` of a flattened array) and the float ufuncs ``floor_divide``
+(numpy's ``npy_divmod``, bit for bit), ``fmod``, ``copysign`` and
+``heaviside``, each against plain numpy (``check``: shapes, dtypes, values
+with ``polyc.testing``'s tolerances); a plan traced at one size is reused at
+another only where the guards it recorded hold."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import UnsupportedError
+
+from .test_ops import F32, F64, check, rand
+
+
+def _layout(x):
+    return (np.ravel(x), x.flatten(), x.ravel(), np.flip(x), np.flip(x, -1),
+            np.fliplr(x), np.flipud(x), np.flip(x, (0, 1)))
+
+
+def _rolls(x):
+    return (np.roll(x, 2, axis=1), np.roll(x, -1, axis=0), np.roll(x, 3),
+            np.roll(x, (1, -2), axis=(0, 1)), np.roll(x, 0, axis=1), np.roll(x, 11, axis=1),
+            np.roll(x, -7, axis=-1))
+
+
+def _summaries(x):
+    return (np.ptp(x, axis=0), np.ptp(x), np.ptp(x, axis=-1, keepdims=True),
+            np.average(x, axis=1), np.average(x), np.count_nonzero(x > 0, axis=0),
+            np.count_nonzero(np.rint(3 * x), axis=(0, 1)))
+
+
+def _products(x):
+    return np.inner(x, x), np.kron(x[:2, :3], x[:3, :2]), np.kron(x[0], x[1, :3])
+
+
+@pytest.mark.parametrize("fn", [_layout, _rolls, _summaries, _products])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_array_functions(fn, dtype):
+    check(fn, rand((5, 6), dtype, seed=3), reduction_length=36)
+
+
+def test_functions_of_three_axes_and_integers():
+    x = rand((3, 4, 5), F64, seed=1)
+    check(lambda a: (np.inner(a, a[0]), np.kron(a, a[:1, :2, :2]), np.flip(a, 1),
+                     np.roll(a, 2, axis=-1), a.flatten()), x, reduction_length=5)
+    i = (rand((4, 5), F64, seed=2) * 10).astype(np.int32)
+    check(lambda a: (np.ptp(a, axis=1), np.count_nonzero(a, axis=1), np.average(a, axis=0),
+                     np.nan_to_num(a), np.roll(a, 1, axis=0)), i, reduction_length=5)
+
+
+def test_weighted_average():
+    x, w = rand((4, 6), F32, seed=4), rand((4, 6), F32, seed=5, lo=0.1)
+    w1 = rand((6,), F64, seed=6, lo=0.1)
+    check(lambda a, b, c: (np.average(a, axis=1, weights=b), np.average(a, weights=b),
+                           np.average(a, axis=-1, weights=c),
+                           np.average(a, axis=0, weights=b, keepdims=True)),
+          x, w, w1, reduction_length=24)
+    with pytest.raises(TypeError, match="Axis must be specified"):
+        polyc.jit(lambda a, c: np.average(a, weights=c))(x, w1)
+
+
+def test_nan_to_num():
+    x = rand((3, 8), F32, seed=7)
+    x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
+    check(lambda a: (np.nan_to_num(a), np.nan_to_num(a, nan=-1.0, posinf=9.0, neginf=-9.0)), x)
+
+
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap"])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_pad_modes(mode, dtype):
+    x = rand((5, 7), dtype, seed=8)
+    check(lambda a: (np.pad(a, 2, mode=mode), np.pad(a, ((1, 3), (0, 2)), mode=mode),
+                     np.pad(a[0], (4, 0), mode=mode)), x)
+
+
+def test_pad_wider_than_the_axis_is_refused():
+    x = rand((3, 4), F32)
+    with pytest.raises(UnsupportedError, match="wider than the axis"):
+        polyc.jit(lambda a: np.pad(a, 3, mode="reflect"))(x)
+    with pytest.raises(UnsupportedError, match="mode='median'"):
+        polyc.jit(lambda a: np.pad(a, 1, mode="median"))(x)
+
+
+def test_cumsum_of_a_flattened_array():
+    x = rand((4, 5), F64, seed=9)
+    check(lambda a: (np.cumsum(a), a.cumprod(), np.cumsum(a.T)), x, reduction_length=20)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_float_floor_divide_fmod_copysign_heaviside_bit_for_bit(dtype):
+    rng = np.random.default_rng(10)
+    a = (rng.standard_normal(3000) * 10).astype(dtype)
+    b = (rng.standard_normal(3000) * 3).astype(dtype)
+    a[:12] = [0, -0.0, 5, -5, np.inf, -np.inf, np.nan, 1, 3, -3, 7, 1e-30]
+    b[:12] = [1, 1, 0, 0, 2, -2, 1, np.nan, -1.5, 1.5, 0.7, -3]
+    a[20:40] = np.arange(20) * dtype(0.1)         # quotients near integers
+    b[20:40] = dtype(0.1)
+
+    def f(x, y):
+        return (x // y, np.floor_divide(x, 0.3), np.fmod(x, y), np.copysign(x, y),
+                np.heaviside(x, y), x // 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = f(a, b)
+        actual = polyc.jit(f)(a, b)
+    for got, want in zip(actual, expected):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)          # NaNs in the same places
+        np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_fmod_of_integers_is_refused_by_name():
+    i = np.arange(6, dtype=np.int64)
+    with pytest.raises(UnsupportedError, match="np.fmod of integers"):
+        polyc.jit(lambda a: np.fmod(a, 4))(i)
+
+
+def test_roll_and_pad_plans_are_reused_only_where_their_guards_hold():
+    f = polyc.jit(lambda a: (np.roll(a, 3), np.pad(a, 2, mode="reflect")))
+    for n in (10, 6, 4, 3, 2):
+        x = rand((n,), F64, seed=n)
+        if n < 3:
+            with pytest.raises(UnsupportedError):
+                f(x)
+            continue
+        got = f(x)
+        np.testing.assert_array_equal(got[0], np.roll(x, 3))
+        np.testing.assert_array_equal(got[1], np.pad(x, 2, mode="reflect"))
