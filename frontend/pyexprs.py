@@ -17,6 +17,8 @@ import ast
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from polyc import expr as E
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
 
@@ -31,7 +33,10 @@ FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "s
              # numpy's names of the inverse functions (math.asin is asin)
              "arcsin": "asin", "arccos": "acos", "arctan": "atan", "rint": "rint"}
 MODULES = ("math", "np", "numpy")
-BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+#: (``//`` is TC's flooring ``/`` on integers, :func:`_float_floordiv` on
+#: floats; ``%`` is TC's, which takes the divisor's sign as Python's does)
+BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+          ast.Mod: "%"}
 CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
         ast.NotEq: "!="}
 
@@ -145,6 +150,23 @@ class Expressions:
                             "subscripts must be affine in loop variables and sizes")
         raise self.fail(node, "an expression that is not affine in loop variables and sizes")
 
+    def _int_valued(self, e: E.Expr) -> bool:
+        """Whether ``e`` has an integer type: indices, sizes, int literals,
+        elements of integer or boolean arrays, and ``+ - * % /`` and ``abs
+        min max`` of those (local scalars and float arguments are floats)."""
+        if _integral(e):
+            return True
+        if isinstance(e, E.Access):
+            spec = self.names.arrays.get(e.tensor)
+            return spec is not None and np.dtype(spec.dtype).kind in "iub"
+        if isinstance(e, E.Unary) and e.op == "-":
+            return self._int_valued(e.operand)
+        if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%", "/"):
+            return self._int_valued(e.lhs) and self._int_valued(e.rhs)
+        if isinstance(e, E.Call) and e.fn in ("abs", "min", "max"):
+            return all(self._int_valued(a) for a in e.args)
+        return False
+
     def _shape_read(self, node: ast.AST) -> str | None:
         """The size parameter that ``A.shape[k]`` (a literal ``k``) or
         ``len(A)`` reads, for an array argument ``A``; ``None`` for any
@@ -212,11 +234,14 @@ class Expressions:
             op = BINOPS.get(type(node.op))
             if op is None:
                 raise self.fail(node, f"the operator {type(node.op).__name__} on values",
-                                "values use + - * / ** and the functions "
+                                "values use + - * / // % ** and the functions "
                                 + ", ".join(sorted(set(FUNCTIONS))))
             lhs, rhs = self.value_expr(node.left, loops), self.value_expr(node.right, loops)
-            if op == "/" and _integral(lhs) and _integral(rhs):
+            ints = self._int_valued(lhs) and self._int_valued(rhs)
+            if op == "/" and ints:
                 lhs = E.Binary("*", E.Const(1.0), lhs, sp)   # Python's true division
+            if op == "//":
+                return E.Binary("/", lhs, rhs, sp) if ints else _float_floordiv(lhs, rhs, sp)
             return E.Binary(op, lhs, rhs, sp)
         if isinstance(node, ast.Compare):
             parts, left = [], self.value_expr(node.left, loops)
@@ -294,8 +319,46 @@ class Expressions:
             raise ShapeError(f"{self.where(node)}: {ast.unparse(node)} has {len(idx)} "
                              f"subscript(s), but argument {base.id} has {ndim} "
                              "dimension(s)")
-        return E.Access(base.id, tuple(self.index_expr(i, loops) for i in idx),
-                        self.span(node))
+        subs = []
+        for d, i in enumerate(idx):
+            k = self._negative_literal(i)
+            if k is None:
+                subs.append(self.index_expr(i, loops))
+            else:       # A[-1]: Python's element from the end (a literal only)
+                size = E.Param(self.names.shape_param[(base.id, d)], self.span(i))
+                subs.append(E.Binary("-", size, E.Const(k), self.span(i)))
+        return E.Access(base.id, tuple(subs), self.span(node))
+
+    @staticmethod
+    def _negative_literal(node: ast.AST) -> int | None:
+        """``k`` where ``node`` is the literal ``-k`` (``k > 0``), else ``None``."""
+        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+                and isinstance(node.operand, ast.Constant)
+                and type(node.operand.value) is int and node.operand.value > 0):
+            return node.operand.value
+        return None
+
+
+def _float_floordiv(a: E.Expr, b: E.Expr, sp) -> E.Expr:
+    """Python's (and numpy's) ``a // b`` of floats, as CPython's
+    ``float_divmod`` computes it: ``fmod`` first, ``(a - mod) / b`` less one
+    where the remainder's sign was adjusted, snapped to the nearest integer;
+    ``a / b`` for a zero divisor (numpy's value; Python raises), a zero
+    quotient signed as ``a / b``."""
+    def B(op, x, y):
+        return E.Binary(op, x, y, sp)
+
+    def sel(c, x, y):
+        return E.Select(c, x, y, sp)
+    zero, one = E.Const(0.0), E.Const(1.0)
+    m = E.Call("fmod", (a, b), sp)
+    adj = sel(B("&&", B("!=", m, zero), B("!=", B("<", b, zero), B("<", m, zero))), one, zero)
+    d = B("-", B("/", B("-", a, m), b), adj)
+    fl = E.Call("floor", (d,), sp)
+    snap = B("+", fl, sel(B(">", B("-", d, fl), E.Const(0.5)), one, zero))
+    q = B("/", a, b)
+    return sel(B("==", b, zero), q, sel(B("!=", d, zero), snap,
+                                        E.Call("copysign", (zero, q), sp)))
 
 
 def _integral(e: E.Expr) -> bool:

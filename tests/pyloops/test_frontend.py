@@ -304,6 +304,37 @@ def test_inline_shape_reads_and_two_argument_math_functions():
         polyc.kernel(k_missing_dim)(np.zeros((2, 2)))
 
 
+@polyc.kernel
+def int_and_float_division(A, B, X, Y, Q, R, F, G, H):
+    for i in range(A.shape[0]):
+        Q[i] = A[i] / B[i]                 # Python's true division of ints
+        R[i] = A[i] // B[i] + A[i] % B[i] * 100 + (A[i] + i) // 3
+        F[i] = X[i] // Y[i]
+        G[i] = X[i] % Y[i]
+        H[i] = X[-1] + A[-2] + X[i] // 2.5
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_division_operators_and_negative_literal_indices_as_python(dtype):
+    """``/`` of integer elements is true division, ``//`` floors (floats as
+    CPython's float_divmod, bit for bit), ``%`` takes the divisor's sign,
+    and a literal ``A[-1]`` reads from the end, as the same code on numpy
+    arrays computes."""
+    rng = np.random.default_rng(3)
+    A = np.array([7, -7, 5, 0, 9, -3], np.int64)
+    B = np.array([2, 2, -3, 4, -4, 5], np.int64)
+    X = (rng.standard_normal(6) * 10).astype(dtype)
+    Y = (rng.standard_normal(6) * 3).astype(dtype)
+    X[:3], Y[:3] = [0.3, -5.0, 7.0], [0.1, 1.5, -0.7]
+    args = (A, B, X, Y, np.zeros(6), np.zeros(6, np.int64), *(np.zeros(6, dtype),) * 3)
+    got = [a.copy() for a in args]
+    want = [a.copy() for a in args]
+    int_and_float_division(*got)
+    int_and_float_division.py_func(*want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
