@@ -39,7 +39,7 @@ from ..dlpack import as_numpy, is_foreign, is_torch, to_torch
 from ..errors import BindingError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
-from .ops import check_dtype, materialize
+from .ops import check_dtype, mask_of, materialize
 from .plan import Graph, Plan, plan
 from .sizes import Size
 
@@ -91,9 +91,11 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
         shape = tuple(Size.constant(graph.symbols, 1) if v == 1 else
                       Size.symbol(graph.symbols, graph.symbols.new(v, (pos, k)))
                       for k, v in enumerate(a.shape))
-        node = graph.add("arg", "argument", shape, d, prefix="x", position=pos, location=loc)
+        mask = d.kind == "b"          # (a mask: int32 0/1 in the kernels, ops.mask_input)
+        node = graph.add("arg", "argument", shape, np.int32 if mask else d, prefix="x",
+                         position=pos, location=loc, as_bool=mask)
         pos += 1
-        return Tracer.of(node, graph)
+        return mask_of(graph, node) if mask else Tracer.of(node, graph)
 
     names = _param_names(fn, len(args))
     targs = [bind(a, n) for a, n in zip(args, names)]
@@ -245,6 +247,8 @@ class Jitted:
                   if isinstance(o, Reshaped) else o for o in t.graph.leaves]
         if torch_out:
             leaves = to_torch(leaves)
+        else:               # numpy's reductions to one element return scalars
+            leaves = [x[()] if type(x) is np.ndarray and x.ndim == 0 else x for x in leaves]
         if t.graph.treedef == 0:
             return leaves[0]
         return _unflatten(t.graph.treedef, leaves)

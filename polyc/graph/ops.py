@@ -97,14 +97,31 @@ def capture(graph: Graph, value: np.ndarray) -> Tracer:
     constants, fed from the same array at every call."""
     for n in graph.captured:
         if n.value is value:
-            return Tracer.of(n, graph)
+            return mask_of(graph, n) if n.as_bool else Tracer.of(n, graph)
     d = check_dtype(value.dtype, "a captured array")
-    if d.kind == "b":
-        raise UnsupportedError(f"{user_location()}: boolean arrays as inputs are not "
-                               "supported; pass a float mask")
     shape = tuple(Size.constant(graph.symbols, s) for s in value.shape)
+    if d.kind == "b":
+        node = graph.add("captured", "array", shape, np.int32, prefix="w", value=value,
+                         as_bool=True)
+        return mask_of(graph, node)
     node = graph.add("captured", "array", shape, d, prefix="w", value=value)
     return Tracer.of(node, graph)
+
+
+def mask_of(graph: Graph, node: Node) -> Tracer:
+    """The boolean mask an input ``node`` holds (``as_bool``: an int32 0/1
+    tensor that :func:`mask_input` fills from a bool array at each call), as
+    the template ``node != 0``."""
+    return elementwise(graph, "compare", lambda a: f"({a} != 0)", [Tracer.of(node, graph)],
+                       np.dtype(bool), lazy=True, compute_dtype=np.dtype(np.int32))
+
+
+def mask_input(value: Any) -> Any:
+    """A call's array for an input node: a bool array as int32 0/1 (the
+    kernels have no boolean element type; a copy per call, 4 bytes an
+    element), anything else as it is."""
+    dt = getattr(value, "dtype", None)
+    return value.astype(np.int32) if dt is not None and dt == np.bool_ else value
 
 
 # -- shapes -----------------------------------------------------------------------

@@ -40,6 +40,7 @@ from . import roofline as roof
 from .core import Node
 from .feedback import Feedback, contracted_record, feedback, kept, shares_loop
 from .lower import compile_group, compile_groups, group_program, group_source
+from .ops import mask_input
 from .workspace import Workspace
 
 
@@ -132,7 +133,7 @@ class Plan:
         (:mod:`polyc.graph.workspace`): their arrays in the result are then
         valid only until that call."""
         self.compile()
-        env = dict(arrays)
+        env = {k: mask_input(v) for k, v in arrays.items()}
         ws = self.workspace if reuse else None
         key = tuple(sorted(sizes.items()))
         buffers = ws.acquire(key) if ws is not None else None
@@ -387,7 +388,7 @@ def _measure(graph: Graph, nodes: list[Node], config: Config) -> float:
     kernel = compile_group(src, config)
     rng = np.random.default_rng(0)
     args = [rng.random(tuple(s.value for s in n.shape)).astype(n.dtype) + 0.5
-            if n.kind != "captured" else n.value for n in src.inputs]
+            if n.kind != "captured" else mask_input(n.value) for n in src.inputs]
     sizes = [graph.symbols.values[graph.symbols.find(s)] for s in src.size_args]
     return median_time(lambda: kernel(*args, *sizes), min_time=0.2, max_reps=200)[0]
 

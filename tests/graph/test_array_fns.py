@@ -134,3 +134,33 @@ def test_roll_and_pad_plans_are_reused_only_where_their_guards_hold():
         got = f(x)
         np.testing.assert_array_equal(got[0], np.roll(x, 3))
         np.testing.assert_array_equal(got[1], np.pad(x, 2, mode="reflect"))
+
+
+def test_boolean_arguments_and_captured_masks():
+    """A bool argument or closed-over bool array is a mask (int32 0/1 in the
+    kernels, converted at each call): ``where``, logic, sums and returning
+    it give numpy's values and dtypes; a captured mask changed between
+    calls is read again; one-element reductions return numpy scalars."""
+    x = rand((4, 6), F32, seed=20)
+    m = rand((4, 6), F32, seed=21) > 0
+    causal = np.triu(np.ones((6, 6), dtype=bool), 1)
+
+    def f(a, mask):
+        s = np.where(mask, a, -1.0)
+        return s, mask & (a > 0), ~mask, mask.sum(1), mask, np.where(causal, -np.inf, a[0])
+    check(f, x, m)
+    causal[0, 1] = False                       # a closed-over mask is fed at every call
+    np.testing.assert_array_equal(jitted_f := polyc.jit(f)(x, m)[5], f(x, m)[5])
+    assert jitted_f[0, 1] == x[0, 1]
+    s = polyc.jit(lambda a, mask: (a.sum(), mask.sum()))(x, m)
+    assert type(s[0]) is np.float32 and type(s[1]) is np.int64
+
+
+def test_causal_mask_built_in_the_trace():
+    def attn(q, k):
+        s = q @ k.T
+        n = s.shape[-1]
+        s = np.where(np.triu(np.ones((n, n), dtype=bool), 1), -np.inf, s)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        return p / p.sum(-1, keepdims=True)
+    check(attn, rand((8, 4), F32, seed=22), rand((8, 4), F32, seed=23), reduction_length=8)

@@ -61,8 +61,11 @@ def _compare(actual, expected, n):
 
 
 def _compare_one(a, e, n, name):
-    assert isinstance(a, np.ndarray), f"{name}: {type(a).__name__} is not an ndarray"
-    e = np.asarray(e)
+    if isinstance(e, np.generic):       # numpy's one-element reductions give scalars
+        assert type(a) is type(e), f"{name}: {type(a).__name__}, numpy gives {type(e).__name__}"
+    else:
+        assert isinstance(a, np.ndarray), f"{name}: {type(a).__name__} is not an ndarray"
+    a, e = np.asarray(a), np.asarray(e)
     assert a.shape == e.shape, f"{name}: shape {a.shape}, numpy gives {e.shape}"
     assert a.dtype == e.dtype, f"{name}: dtype {a.dtype}, numpy gives {e.dtype}"
     assert_close(a, e, reduction_length=n, name=name)
