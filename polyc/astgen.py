@@ -31,6 +31,7 @@ from .loopnest import (
     Local,
     Node,
     StmtInstance,
+    merge_split_locals,
     number_launches,
     perfect_depth,
 )
@@ -212,4 +213,4 @@ def generate(program: Program, schedule: isl.Schedule) -> Node:
     """The LoopNest of ``program`` under ``schedule``."""
     local = {t.name: t for t in program.tensors if t.role == "local"}
     nest = to_loopnest(build_ast(program, schedule), frozenset(program.params), local)
-    return number_launches(nest)
+    return number_launches(merge_split_locals(nest))

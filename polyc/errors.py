@@ -90,6 +90,11 @@ class ShapeError(PolycError, ValueError):
     """Array shapes contradict each other or the kernel's signature."""
 
 
+class IndexBoundsError(PolycError, IndexError):
+    """An index array passed to a jitted function holds a value outside the
+    axis it indexes (numpy raises ``IndexError``; checked at each call)."""
+
+
 class DTypeError(PolycError, TypeError):
     """An argument has a dtype the kernel was not compiled for."""
 

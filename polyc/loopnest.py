@@ -107,6 +107,82 @@ class BlockReduce(Node):
     body: Node
 
 
+def _split_locals(node: Node, out: dict[str, Local]) -> None:
+    """The :class:`Local` buffers reachable from ``node`` without entering a
+    loop whose iterations need their own copy (parallel, vector or mapped
+    loops, kernel launches), by name."""
+    if isinstance(node, Local):
+        out.setdefault(node.name, node)
+        _split_locals(node.body, out)
+    elif isinstance(node, For):
+        if not (node.parallel or node.simd or node.mapped):
+            _split_locals(node.body, out)
+    elif isinstance(node, If):
+        _split_locals(node.then, out)
+        if node.otherwise is not None:
+            _split_locals(node.otherwise, out)
+    elif isinstance(node, Block):
+        for c in node.children:
+            _split_locals(c, out)
+
+
+def _strip_locals(node: Node, names: frozenset) -> Node:
+    """``node`` without the :class:`Local` declarations of ``names`` that
+    :func:`_split_locals` reaches (their bodies kept)."""
+    if isinstance(node, Local):
+        body = _strip_locals(node.body, names)
+        return body if node.name in names else replace(node, body=body)
+    if isinstance(node, For) and not (node.parallel or node.simd or node.mapped):
+        return replace(node, body=_strip_locals(node.body, names))
+    if isinstance(node, If):
+        other = None if node.otherwise is None else _strip_locals(node.otherwise, names)
+        return If(node.cond, _strip_locals(node.then, names), other)
+    if isinstance(node, Block):
+        return Block(tuple(_strip_locals(c, names) for c in node.children))
+    return node
+
+
+def merge_split_locals(node: Node) -> Node:
+    """``node`` with each buffer declared once around the pieces that isl's
+    code generation split one loop iteration into.
+
+    A temporary contracted to a buffer of the body of loop ``d``
+    (:mod:`polyc.schedule.contraction`) has its declaration (a ``promote``
+    mark) in that body; when isl generates loop ``d`` as several loops and
+    single iterations (a sequence below it whose statements take different
+    ranges of ``d``), the mark is repeated in each piece, and one iteration
+    of ``d`` may span pieces: a value written in one piece and read in the
+    next would live in two different variables.  A block whose children
+    declare the same buffer more than once declares it once around all of
+    them instead (through sequential loops only: a parallel, vector or
+    mapped loop keeps a copy per iteration).  The values still do not cross
+    iterations of ``d`` (the contraction's condition), so one buffer serves
+    them one after the other."""
+    if isinstance(node, Block):
+        seen: dict[str, int] = {}
+        first: dict[str, Local] = {}
+        for c in node.children:
+            found: dict[str, Local] = {}
+            _split_locals(c, found)
+            for name, loc in found.items():
+                seen[name] = seen.get(name, 0) + 1
+                first.setdefault(name, loc)
+        split = frozenset(n for n, k in seen.items() if k > 1)
+        out: Node = Block(tuple(merge_split_locals(
+            _strip_locals(c, split) if split else c) for c in node.children))
+        for name in sorted(split):
+            out = replace(first[name], body=out)
+        return out
+    if isinstance(node, For):
+        return replace(node, body=merge_split_locals(node.body))
+    if isinstance(node, If):
+        other = None if node.otherwise is None else merge_split_locals(node.otherwise)
+        return If(node.cond, merge_split_locals(node.then), other)
+    if isinstance(node, (Local, Launch, BlockReduce)):
+        return replace(node, body=merge_split_locals(node.body))
+    return node
+
+
 def number_launches(node: Node, seen: dict | None = None) -> Node:
     """``node`` with the :class:`Launch` nodes of each kernel numbered
     0, 1, ... in program order (their ``occurrence``)."""

@@ -119,6 +119,10 @@ class Graph:
     #: the structure of the function's return value, with output indices
     treedef: Any = None
     name: str = "graph"
+    #: the gathers' index arrays that come from outside the trace (arguments,
+    #: captured arrays): ``(node, extent of the axis they index, location)``,
+    #: checked against the extent at each call (:mod:`polyc.graph.views`)
+    index_checks: list = field(default_factory=list)
     _consumers: Any = field(default=None, compare=False, repr=False)
 
     def add(self, kind: str, op: str, shape, dtype, *, prefix: str = "t", **kw) -> Node:

@@ -39,6 +39,7 @@ from ..dlpack import as_numpy, is_foreign, is_torch, to_torch
 from ..errors import BindingError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
+from .gather import check_indices
 from .ops import check_dtype, mask_of, materialize
 from .plan import Graph, Plan, plan
 from .sizes import Size
@@ -154,6 +155,15 @@ def _extent_of(size: Size, graph: Graph) -> tuple[int, list[tuple[int, int, int]
     return n.const, terms
 
 
+def _extent_now(size: Size, graph: Graph, arrays: list[np.ndarray]) -> int:
+    """``size`` at a call with these argument arrays (its traced value where
+    no argument binds it: a constant)."""
+    e = _extent_of(size, graph)
+    if e is None:
+        return size.value
+    return e[0] + sum(c * arrays[p].shape[d] for c, p, d in e[1])
+
+
 def _param_names(fn: Callable, n: int) -> list[str | None]:
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -240,6 +250,9 @@ class Jitted:
         t, arrays, torch_out = self._traced(args, kwargs)
         env = dict(zip(t.arg_names, arrays))
         env.update(t.captured)
+        if t.graph.index_checks:
+            check_indices(t.graph.index_checks, env,
+                          lambda s: _extent_now(s, t.graph, arrays))
         sizes = {r: arrays[p].shape[d] for r, (p, d) in t.size_args.items()}
         env = t.plan.compile().run(env, sizes, reuse=True)
         leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from . import arrayfns, ops, views
+from . import arrayfns, gather, ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
@@ -379,7 +379,8 @@ FUNCTIONS: dict[str, Callable] = {
     "min": _max_fn("min"), "amin": _max_fn("min"), "mean": _reduction("mean"),
     "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
-    "outer": _outer, "norm": _norm, **arrayfns.functions(concatenate),
+    "outer": _outer, "norm": _norm, **arrayfns.functions(concatenate), "take": gather.take,
+    "take_along_axis": gather.take_along_axis,
     "cumsum": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumsum", a, axis, dtype,
                                                                  out),
     "cumprod": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumprod", a, axis, dtype,
@@ -487,7 +488,7 @@ def _install() -> None:
     T.__neg__ = lambda self: _negative(self._graph, self)
     T.__pos__ = lambda self: self
     T.__abs__ = lambda self: _abs(self._graph, self)
-    T.__getitem__ = lambda self, key: views.getitem(self, key)
+    T.__getitem__ = lambda self, key: gather.getitem(self, key)
 
     def setitem(self, key, value):
         loc = user_location()

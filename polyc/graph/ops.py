@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from .core import Graph, Tracer, compose, user_location
+from .core import Graph, Node, Tracer, compose, user_location
 from .sizes import Size, SizeInt
 
 _ALLOWED = ("float32", "float64", "int32", "int64", "bool", "float16")

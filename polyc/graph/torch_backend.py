@@ -343,6 +343,11 @@ LOWERINGS: dict[Any, Callable] = {
     aten.split: _split, aten.split_with_sizes: _split_sizes,
     aten.cat: lambda ts, dim=0: np.concatenate(list(ts), axis=dim),
     aten.flip: lambda x, dims: np.flip(x, tuple(dims)),
+    # gathers (indices in bounds are checked at each call where they are inputs)
+    aten.embedding: lambda w, i, *rest: np.take(w, i, axis=0),
+    aten.index_select: lambda x, dim, i: np.take(x, i, axis=dim),
+    aten.gather: lambda x, dim, i, sparse_grad=False: np.take_along_axis(x, i, dim),
+    aten.index: lambda x, idx: x[tuple(slice(None) if i is None else i for i in idx)],
     aten.roll: lambda x, shifts, dims=(): np.roll(x, tuple(shifts), tuple(dims) or None),
     aten.stack: lambda ts, dim=0: np.stack(list(ts), axis=dim),
     aten.clone: _identity, aten.contiguous: _identity, aten.alias: _identity,

@@ -120,16 +120,19 @@ def broadcast_to(t: Tracer, shape: Sequence[Any]) -> Tracer:
 
 
 def getitem(t: Tracer, key: Any) -> Tracer:
-    """Basic indexing: ints, slices, ``None`` and ``...``."""
+    """Basic indexing: ints, slices, ``None`` and ``...`` (integer arrays,
+    advanced indexing, are :func:`polyc.graph.gather.getitem`'s)."""
     g = t._graph
     if not isinstance(key, tuple):
         key = (key,)
-    if any(isinstance(k, (Tracer, np.ndarray, list)) or (
-            isinstance(k, (bool, np.bool_))) for k in key):
+    if any(isinstance(k, (bool, np.bool_)) or (
+            isinstance(k, (Tracer, np.ndarray)) and k.dtype.kind == "b") for k in key):
         loc = user_location()
-        raise UnsupportedError(f"{loc}: advanced (array or boolean) indexing is not "
-                               f"supported in traced code; use np.where or slices\n"
-                               f"    {loc.text}")
+        raise UnsupportedError(f"{loc}: boolean indexing (a result whose size depends on "
+                               f"the values) is not supported in traced code; use np.where"
+                               f"\n    {loc.text}")
+    if any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
+        raise UnsupportedError("internal: integer array indices are polyc.graph.gather's")
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")

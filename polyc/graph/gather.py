@@ -1,0 +1,192 @@
+"""Integer array indexing of traced arrays: gathers.
+
+``W[idx]`` (an embedding lookup), ``x[np.arange(n), labels]`` (the
+probabilities of the labels), ``x[:, idx]`` and ``np.take(x, idx, axis)``
+follow numpy's rules for advanced indexing
+(https://numpy.org/doc/stable/user/basics.indexing.html#advanced-indexing):
+
+* the integer arrays (and the integers, once any array is present) are
+  broadcast together; the broadcast dimensions replace the indexed ones at
+  the first indexed position when those positions are adjacent, and come
+  first otherwise; slices keep their dimensions;
+* a negative index counts from the end of its axis.
+
+Each becomes one operation whose statement reads the data tensor at the
+index tensors' values: a TC gather (``W(I(i), d)``), whose access polyc
+over-approximates by the whole axis, so dependences stay sound
+(``docs/tc-language.md``, "Indices").  numpy raises ``IndexError`` for an
+index outside the axis; an index array passed to the jitted function or
+closed over is checked at each call
+(:class:`~polyc.errors.IndexBoundsError`, ``Graph.index_checks``), and the
+kernel clamps every index into its axis, so that an index computed inside
+the traced code can never read outside the array.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import IndexBoundsError, UnsupportedError
+from . import views
+from .core import Tracer, user_location
+from .ops import (
+    Scalar,
+    broadcast,
+    broadcast_read,
+    iters,
+    lhs,
+    new_node,
+    normalize_axis,
+    operand,
+    s_token,
+    where_clause,
+)
+from .sizes import Size
+
+
+def _is_array(k: Any) -> bool:
+    return isinstance(k, (Tracer, np.ndarray, list))
+
+
+def getitem(t: Tracer, key: Any) -> Tracer:
+    """``t[key]``: basic indexing (:func:`polyc.graph.views.getitem`), or a
+    gather when ``key`` holds an integer array."""
+    k = key if isinstance(key, tuple) else (key,)
+    if not any(_is_array(x) and not (isinstance(x, (Tracer, np.ndarray)) and
+                                     x.dtype.kind == "b") for x in k):
+        return views.getitem(t, key)
+    return gather(t, k)
+
+
+def take(g, a, indices, axis=None, out=None, mode="raise") -> Tracer:
+    """``np.take``: ``a[..., indices, ...]`` along ``axis`` (None: of the
+    flattened array)."""
+    if out is not None or mode != "raise":
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.take with out= or mode={mode!r} is not supported "
+                               f"in traced code\n    {loc.text}")
+    t = operand(g, a)
+    if axis is None:
+        t, axis = views.reshape(t, (-1,)), 0
+    ax = normalize_axis(int(axis), t.ndim)
+    idx = indices if _is_array(indices) else np.asarray(indices)
+    return gather(t, tuple([slice(None)] * ax + [idx]))
+
+
+def take_along_axis(g, arr, indices, axis) -> Tracer:
+    """``np.take_along_axis``: ``out[..., j, ...] = arr[..., indices[..., j,
+    ...], ...]`` along ``axis`` (the other axes broadcast; ATen's
+    ``gather``)."""
+    t, x = operand(g, arr), _index_operand(g, indices)
+    if not isinstance(x, Tracer) or x.ndim != t.ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    ax = normalize_axis(int(axis), t.ndim)
+    other = broadcast(g, [tuple(s for d, s in enumerate(t._shape) if d != ax),
+                          tuple(s for d, s in enumerate(x._shape) if d != ax)],
+                      "take_along_axis")
+    shape = list(other[:ax]) + [x._shape[ax]] + list(other[ax:])
+    its = iters(t.ndim)
+    v = broadcast_read(x, its, np.dtype(np.int64), tuple(shape))
+    coords = list(its)
+    size = s_token(t._shape[ax])
+    coords[ax] = f"max(0, min({size} - 1, (({v}) < 0) ? ({v}) + {size} : ({v})))"
+    for d in range(t.ndim):            # a unit axis of arr broadcasts: index 0
+        if d != ax and t._shape[d].value == 1 and shape[d].value != 1:
+            coords[d] = "0"
+    if x.node is not None and x.node.kind in ("arg", "captured"):
+        g.index_checks.append((x.node, t._shape[ax], str(user_location())))
+    elem = t.read(coords)
+    return new_node(g, "gather", tuple(shape), t.dtype, [t, x], lambda name: [
+        f"{lhs(name, its)} = {elem}{where_clause(its, shape)}"])
+
+
+def _index_operand(g, k: Any) -> Tracer | Scalar:
+    x = operand(g, np.asarray(k) if isinstance(k, list) else k)
+    dt = x.dtype if isinstance(x, Tracer) else np.asarray(x.value).dtype
+    if dt.kind not in "iu":
+        raise IndexError("arrays used as indices must be of integer (or boolean) type")
+    return x
+
+
+def gather(t: Tracer, key: tuple) -> Tracer:
+    """``t[key]`` for a ``key`` with integer arrays (see the module
+    docstring); ``None`` in such a key is not supported."""
+    g = t._graph
+    loc = user_location()
+    if any(k is None for k in key):
+        raise UnsupportedError(f"{loc}: np.newaxis next to an index array is not supported "
+                               f"in traced code; index first, then expand_dims\n"
+                               f"    {loc.text}")
+    n_real = sum(1 for k in key if k is not Ellipsis)
+    if n_real > t.ndim:
+        raise IndexError(f"too many indices for array: array is {t.ndim}-dimensional, but "
+                         f"{n_real} were indexed")
+    full: list[Any] = []
+    for k in key:
+        full += [slice(None)] * (t.ndim - n_real) if k is Ellipsis else [k]
+    full += [slice(None)] * (t.ndim - len(full))
+    adv = [d for d, k in enumerate(full) if not isinstance(k, slice)]
+    index = {d: _index_operand(g, full[d]) for d in adv}
+    arrays = [x for x in index.values() if isinstance(x, Tracer)]
+    bshape = broadcast(g, [x._shape for x in arrays], "indexing")
+    adjacent = adv == list(range(adv[0], adv[-1] + 1))
+    first = adv[0] if adjacent else 0
+    # the output's dimensions: slices before the broadcast ones (adjacent case)
+    slices = [d for d in range(t.ndim) if d not in index]
+    before = [d for d in slices if d < first] if adjacent else []
+    after = [d for d in slices if d not in before]
+    nb = len(bshape)
+    out_pos = {d: k for k, d in enumerate(before)}
+    out_pos.update({d: len(before) + nb + k for k, d in enumerate(after)})
+    its = iters(len(before) + nb + len(after))
+    bits = its[len(before):len(before) + nb]
+    coords, shape = [None] * t.ndim, [None] * len(its)
+    for k in range(nb):
+        shape[len(before) + k] = bshape[k]
+    for d in slices:
+        start, length, step = views._slice(g, t._shape[d], full[d])
+        start_t = s_token(start)
+        j = its[out_pos[d]]
+        term = j if step == 1 else f"{step}*{j}"
+        coords[d] = term if start_t == "0" else f"{start_t} + {term}"
+        shape[out_pos[d]] = length
+    for d, x in index.items():
+        n = t._shape[d]
+        if isinstance(x, Scalar):
+            v = int(x.value)
+            if not -n.value <= v < n.value:
+                raise IndexError(f"index {v} is out of bounds for axis {d} with size {n.value}")
+            pos = Size.constant(g.symbols, v) if v >= 0 else n + v
+            g.symbols.require(pos, "an index")
+            g.symbols.require(n - pos - 1, "an index")
+            coords[d] = s_token(pos)
+            continue
+        v = broadcast_read(x, bits, np.dtype(np.int64), tuple(bshape))
+        size = s_token(n)
+        # numpy's negative indices, clamped into the axis (never a read outside)
+        coords[d] = (f"max(0, min({size} - 1, (({v}) < 0) ? ({v}) + {size} : ({v})))")
+        if x.node is not None and x.node.kind in ("arg", "captured"):
+            g.index_checks.append((x.node, n, str(loc)))
+    elem = t.read(coords)
+    reads = [t] + arrays
+    return new_node(g, "gather", tuple(shape), t.dtype, reads, lambda name: [
+        f"{lhs(name, its)} = {elem}{where_clause(its, shape)}"])
+
+
+def check_indices(checks, env: dict, extent) -> None:
+    """Raise :class:`~polyc.errors.IndexBoundsError` where an index array of
+    ``checks`` (``Graph.index_checks``) holds a value outside its axis at
+    this call; ``extent(size)``: the axis's extent at this call."""
+    for node, size, where in checks:
+        a = env.get(node.name)
+        if a is None or not np.size(a):
+            continue
+        n = int(extent(size))
+        lo, hi = int(np.min(a)), int(np.max(a))
+        bad = lo if lo < -n else hi if hi >= n else None
+        if bad is not None:
+            raise IndexBoundsError(f"{where}: index {bad} is out of bounds for an axis of "
+                                   f"size {n} (argument or captured array {node.name})")
+
