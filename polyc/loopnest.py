@@ -108,15 +108,11 @@ class BlockReduce(Node):
 
 
 def _split_locals(node: Node, out: dict[str, Local]) -> None:
-    """The :class:`Local` buffers reachable from ``node`` without entering a
-    loop whose iterations need their own copy (parallel, vector or mapped
-    loops, kernel launches), by name."""
+    """The :class:`Local` buffers declared in ``node`` outside any loop (a
+    single iteration isl's code generation split off), by name."""
     if isinstance(node, Local):
         out.setdefault(node.name, node)
         _split_locals(node.body, out)
-    elif isinstance(node, For):
-        if not (node.parallel or node.simd or node.mapped):
-            _split_locals(node.body, out)
     elif isinstance(node, If):
         _split_locals(node.then, out)
         if node.otherwise is not None:
@@ -132,8 +128,6 @@ def _strip_locals(node: Node, names: frozenset) -> Node:
     if isinstance(node, Local):
         body = _strip_locals(node.body, names)
         return body if node.name in names else replace(node, body=body)
-    if isinstance(node, For) and not (node.parallel or node.simd or node.mapped):
-        return replace(node, body=_strip_locals(node.body, names))
     if isinstance(node, If):
         other = None if node.otherwise is None else _strip_locals(node.otherwise, names)
         return If(node.cond, _strip_locals(node.then, names), other)
@@ -151,13 +145,14 @@ def merge_split_locals(node: Node) -> Node:
     mark) in that body; when isl generates loop ``d`` as several loops and
     single iterations (a sequence below it whose statements take different
     ranges of ``d``), the mark is repeated in each piece, and one iteration
-    of ``d`` may span pieces: a value written in one piece and read in the
-    next would live in two different variables.  A block whose children
-    declare the same buffer more than once declares it once around all of
-    them instead (through sequential loops only: a parallel, vector or
-    mapped loop keeps a copy per iteration).  The values still do not cross
-    iterations of ``d`` (the contraction's condition), so one buffer serves
-    them one after the other."""
+    of ``d`` may span several single-iteration pieces (the statements of a
+    log-softmax's pick, all at the last value of ``d``): a value written in
+    one piece and read in the next would live in two different variables.
+    A block whose children declare the same buffer outside any loop more
+    than once declares it once around all of them instead.  The values
+    still do not cross iterations of ``d`` (the contraction's condition), so
+    one buffer serves them one after the other; the buffers inside loop
+    pieces stay there (a loop vectorised around them needs them private)."""
     if isinstance(node, Block):
         seen: dict[str, int] = {}
         first: dict[str, Local] = {}

@@ -100,9 +100,10 @@ def test_merge_split_locals_declares_a_split_buffer_once():
     out = merge_split_locals(nest)
     assert isinstance(out, Local) and out.name == "t_c"
     inner = out.body
-    assert not isinstance(inner.children[0].body, Local)          # hoisted out of c2
     assert inner.children[1] == StmtInstance("S1", ())
-    assert isinstance(inner.children[3].body, Local)               # a parallel loop keeps it
+    assert inner.children[2] == StmtInstance("S2", ())
+    assert isinstance(inner.children[0].body, Local)               # loop pieces keep theirs
+    assert isinstance(inner.children[3].body, Local)
     single = Block((local(StmtInstance("S1", ())), StmtInstance("S2", ())))
     assert merge_split_locals(single) == single
 
