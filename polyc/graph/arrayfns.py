@@ -1,5 +1,5 @@
 """numpy functions of :func:`polyc.jit` built from others: ``diff``,
-``trace``, ``around``/``round``, ``tile``, ``repeat``, ``argmax``/``argmin``,
+``around``/``round``, ``tile``, ``repeat``, ``argmax``/``argmin``,
 ``ravel``, ``flip``, ``roll``, ``inner``, ``kron``, ``ptp``, ``average``,
 ``count_nonzero``, ``nan_to_num`` and the ``edge``/``reflect``/``symmetric``/``wrap``
 modes of ``pad``.  Each is expressed
@@ -57,16 +57,6 @@ def diff(g, a, n=1, axis=-1, prepend=None, append=None) -> Tracer:
         lo = tuple(slice(None, -1) if d == ax else slice(None) for d in range(t.ndim))
         t = UFUNCS["subtract"](g, views.getitem(t, hi), views.getitem(t, lo))
     return t
-
-
-def trace(g, a, offset=0, axis1=0, axis2=1, dtype=None, out=None) -> Tracer:
-    """``np.trace`` of the main diagonal of a matrix (``einsum('ii')``)."""
-    t = operand(g, a)
-    if out is not None or dtype is not None or offset != 0 or t.ndim != 2 \
-            or sorted((normalize_axis(axis1, 2), normalize_axis(axis2, 2))) != [0, 1]:
-        raise _refuse("np.trace is supported on a matrix's main diagonal only (offset=0, "
-                      "no dtype= or out=)")
-    return einsum(g, "ii", t)
 
 
 def around(g, a, decimals=0, out=None) -> Tracer:
@@ -351,7 +341,7 @@ def pad_mode(g, t: Tracer, pw, mode: str, concatenate) -> Tracer:
 def functions(concatenate) -> dict[str, Any]:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`,
     which lends its ``concatenate``)."""
-    return {"diff": diff, "trace": trace, "around": around, "round": around,
+    return {"diff": diff, "around": around, "round": around,
             "round_": around, "repeat": repeat,
             "tile": lambda g, a, reps: tile(g, a, reps, concatenate),
             "argmax": lambda g, a, axis=None, out=None, *, keepdims=False:

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from . import arrayfns, gather, ops, views
+from . import arrayfns, gather, morefns, ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
@@ -46,6 +46,9 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     g = self._graph
     loc = user_location()
     if method != "__call__":
+        out = morefns.ufunc_method(g, ufunc, method, inputs, dict(kwargs))
+        if out is not None:
+            return out
         if method == "reduce" and ufunc.__name__ in ("add", "multiply", "maximum", "minimum"):
             kind = {"add": "sum", "multiply": "prod", "maximum": "max",
                     "minimum": "min"}[ufunc.__name__]
@@ -381,6 +384,7 @@ FUNCTIONS: dict[str, Callable] = {
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
     "outer": _outer, "norm": _norm, **arrayfns.functions(concatenate), "take": gather.take,
     "take_along_axis": gather.take_along_axis,
+    "fix": lambda g, x, out=None: UFUNCS["trunc"](g, x),
     "cumsum": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumsum", a, axis, dtype,
                                                                  out),
     "cumprod": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumprod", a, axis, dtype,
@@ -412,6 +416,10 @@ FUNCTIONS: dict[str, Callable] = {
     "ndim": lambda g, a: operand(g, a).ndim,
     "shape": lambda g, a: operand(g, a).shape,
 }
+
+
+FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, "pad": pad,
+                                    "where": where}))
 
 
 def array_function(self: Tracer, func, types, args, kwargs):
@@ -479,6 +487,8 @@ def _install() -> None:
     for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),
                       ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal")):
         setattr(T, f"__{sym}__", _op(name))
+    T.__rshift__ = _op("right_shift")
+    T.__lshift__ = _op("left_shift")
     T.__and__ = _op("bitwise_and")
     T.__rand__ = _op("bitwise_and", swap=True)
     T.__or__ = _op("bitwise_or")
@@ -545,12 +555,13 @@ def _install() -> None:
     def as_method(fn):      # np.fn(a, *args) as a.fn(*args): the same arguments after a
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
     T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)
-    for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod", "ravel"):
+    for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod", "ravel",
+                 "any", "all", "diagonal"):
         setattr(T, name, as_method(FUNCTIONS[name]))
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
                  "cumprod", "round", "repeat", "trace", "argmax", "argmin", "ravel",
-                 "flatten"):
+                 "flatten", "any", "all", "diagonal"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

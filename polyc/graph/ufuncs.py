@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import ops
-from .core import user_location
+from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand
 
 
@@ -272,6 +272,60 @@ def _fmod(g, a, b):
     return _binary_float("fmod", "fmod")(g, a, b)
 
 
+def _logical_xor(g, a, b):
+    a, b = operand(g, a), operand(g, b)
+    dt = ops.result_dtype(a, b)
+    return elementwise(g, "logical_xor", lambda x, y: f"(({x} != 0) != ({y} != 0))", [a, b],
+                       np.dtype(bool), lazy=True, compute_dtype=dt)
+
+
+def _signbit(g, x):
+    """``signbit``: the sign bit, of zeros and NaNs too (``copysign``)."""
+    x = operand(g, x)
+    if x.dtype.kind != "f":
+        return elementwise(g, "signbit", lambda a: f"({a} < 0)", [x], np.dtype(bool),
+                           lazy=True, compute_dtype=x.dtype)
+    return elementwise(g, "signbit", lambda a: f"(copysign(1.0, {a}) < 0)", [x],
+                       np.dtype(bool), lazy=True, compute_dtype=x.dtype)
+
+
+def _scaled(name: str, factor: float) -> Callable:
+    """``deg2rad``/``rad2deg``: ``x`` times the constant numpy's loop uses,
+    rounded to the float type."""
+    def run(g, x):
+        x = operand(g, x)
+        dt = _float_dtype(x)
+        c = ops.literal(factor, dt)
+        return elementwise(g, name, lambda a: f"({a} * {c})", [x], dt, compute_dtype=dt)
+    return run
+
+
+def _float_power(g, a, b):
+    """``float_power``: ``power`` in float64 (numpy's rule)."""
+    f64 = np.dtype(np.float64)
+    a, b = operand(g, a), operand(g, b)
+    conv = [ops.materialize(g, t, dtype=f64) if isinstance(t, Tracer) and t.dtype != f64
+            else t for t in (a, b)]
+    return _power(g, *conv)
+
+
+def _shift(name: str) -> Callable:
+    """``right_shift``/``left_shift`` of integers by a constant ``k``: a
+    floor division (an arithmetic shift) or a wrapping product by ``2**k``."""
+    def run(g, a, b):
+        a = operand(g, a)
+        if isinstance(b, Tracer) or not isinstance(b, (int, np.integer)) or \
+                isinstance(b, bool) or a.dtype.kind not in "iu" or \
+                not 0 <= int(b) < 8 * a.dtype.itemsize - 1:
+            loc = user_location()
+            raise UnsupportedError(f"{loc}: np.{name} is supported on integer arrays by a "
+                                   f"constant shift below the width only\n    {loc.text}")
+        k = 1 << int(b)
+        sym = "/" if name == "right_shift" else "*"
+        return elementwise(g, name, lambda x: f"({x} {sym} {k})", [a], a.dtype)
+    return run
+
+
 def _square(g, x):
     return elementwise(g, "square", lambda a: f"({a} * {a})", [x])
 
@@ -301,7 +355,11 @@ UFUNCS: dict[str, Callable] = {
     "arctan2": _binary_float("arctan2", "atan2"), "hypot": _binary_float("hypot", "hypot"),
     "logaddexp": _logaddexp(False), "logaddexp2": _logaddexp(True),
     "copysign": _binary_float("copysign", "copysign"), "fmod": _fmod,
-    "heaviside": _heaviside,
+    "heaviside": _heaviside, "logical_xor": _logical_xor, "signbit": _signbit,
+    "deg2rad": _scaled("deg2rad", np.pi / 180.0), "radians": _scaled("radians", np.pi / 180.0),
+    "rad2deg": _scaled("rad2deg", 180.0 / np.pi), "degrees": _scaled("degrees", 180.0 / np.pi),
+    "float_power": _float_power, "right_shift": _shift("right_shift"),
+    "left_shift": _shift("left_shift"),
     "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
     "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
     "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),

@@ -1,0 +1,84 @@
+"""``any all diag diagonal convolve correlate cross isclose nansum nanmean
+nanmax nanmin atleast_*d column_stack dstack rot90 trapezoid sinc``, the
+ufuncs ``logical_xor signbit deg2rad rad2deg float_power``, ``np.fix``,
+integer shifts by a constant, and the ufunc methods ``outer`` and
+``accumulate`` in ``@polyc.jit``, each against plain numpy (``check``:
+shapes, dtypes, values within ``polyc.testing``'s tolerances)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import UnsupportedError
+
+from .test_ops import F32, F64, check, rand
+
+
+def _logic(x):
+    return (np.any(x > 0, axis=1), np.all(x > -0.9, axis=0), (x > 0).any(), x.all(),
+            np.any(x, axis=(0, 1), keepdims=True), np.isclose(x, x * 1.000001),
+            np.isclose(x, x + 1e-3, atol=1e-2), np.logical_xor(x > 0, x < 0.5),
+            np.signbit(x))
+
+
+def _diagonals(x):
+    return (np.diag(x[0]), np.diag(x[0], 2), np.diag(x[1, :3], -1), np.diag(x),
+            np.diag(x, 1), np.diagonal(x), np.diagonal(x, -2), np.trace(x[:, :5]))
+
+
+def _signals(x):
+    a, v = x[0], x[1, :3]
+    return (np.convolve(a, v), np.convolve(a, v, "same"), np.convolve(a, v, "valid"),
+            np.convolve(v, a), np.correlate(a, v), np.correlate(a, v, "full"),
+            np.correlate(a, v, "same"), np.trapezoid(x, axis=1), np.trapezoid(x[0], dx=0.5),
+            np.trapezoid(x, x=np.arange(6.0) ** 2, axis=-1), np.sinc(x))
+
+
+def _nans(x):
+    y = np.where(x > 0.6, np.nan, x)
+    return (np.nansum(y, axis=0), np.nanmean(y, axis=1), np.nanmax(y, axis=1),
+            np.nanmin(y), np.nansum(y))
+
+
+def _layout(x):
+    return (np.atleast_2d(x[0]), np.atleast_3d(x), np.atleast_3d(x[0]), np.atleast_1d(x),
+            np.column_stack([x[0], x[1]]), np.column_stack([x, x[:, :1]]),
+            np.dstack([x, x]), np.rot90(x), np.rot90(x, 2), np.rot90(x, 3),
+            np.rot90(x, -1, axes=(1, 0)), np.cross(x[:, :3], x[:, 2:5]),
+            np.cross(x[:, :2], x[:, 3:5]), np.cross(x[:2, :3], x[2:4, :3], axis=0))
+
+
+def _ufunc_methods(x):
+    return (np.add.outer(x[0], x[1]), np.multiply.outer(x[0, :2], x[:2]),
+            np.maximum.outer(x[0], x[1, :3]), np.add.accumulate(x, axis=1),
+            np.multiply.accumulate(1 + x / 10), np.deg2rad(x), np.rad2deg(x),
+            np.float_power(np.abs(x), 1.5), np.fix(x * 3))
+
+
+@pytest.mark.parametrize("fn", [_logic, _diagonals, _signals, _nans, _layout, _ufunc_methods])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_more_functions(fn, dtype):
+    check(fn, rand((4, 6), dtype, seed=40), reduction_length=6)
+
+
+def test_integer_shifts_by_a_constant():
+    i = np.array([[7, -7, 0, 1 << 20], [-1, 5, 3, -(1 << 30)]], np.int64)
+    check(lambda a: (a >> 1, a >> 3, a << 2, np.right_shift(a, 4), np.left_shift(a, 1)), i)
+    with pytest.raises(UnsupportedError, match="shift"):
+        polyc.jit(lambda a, b: a >> b)(i, i)
+
+
+def test_nan_max_of_a_slice_of_nans_is_nan():
+    x = np.array([[np.nan, np.nan], [1.0, np.nan]])
+    with np.errstate(invalid="ignore"), pytest.warns(RuntimeWarning):
+        want = np.nanmax(x, axis=1)
+    np.testing.assert_array_equal(polyc.jit(lambda a: np.nanmax(a, axis=1))(x), want)
+
+
+def test_convolve_of_a_longer_kernel_swaps_and_correlate_refuses():
+    a, v = rand((3,), F64, seed=41), rand((5,), F64, seed=42)
+    check(lambda p, q: np.convolve(p, q, "same"), a, v)
+    with pytest.raises(UnsupportedError, match="second operand longer"):
+        polyc.jit(lambda p, q: np.correlate(p, q))(a, v)
