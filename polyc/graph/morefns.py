@@ -336,19 +336,24 @@ def sinc(g, x) -> Tracer:
 
 def ufunc_method(g, ufunc, method: str, inputs, kwargs) -> Tracer | None:
     """``ufunc.outer`` of any binary ufunc polyc traces (``a[..., None, ...]
-    op b``, broadcast) and ``accumulate`` of ``add``/``multiply`` (``cumsum``,
-    ``cumprod``); ``None`` for another method."""
+    op b``, broadcast) and ``accumulate`` of ``add multiply maximum minimum``
+    (scans: :mod:`polyc.graph.scans`); ``None`` for another method."""
     name = ufunc.__name__
     if method == "outer" and len(inputs) == 2 and not kwargs and name in UFUNCS:
         a, b = operand(g, inputs[0]), operand(g, inputs[1])
         if isinstance(a, Tracer) and isinstance(b, Tracer):
             a = views.reshape(a, tuple(a.shape) + (1,) * b.ndim)
         return UFUNCS[name](g, a, b)
-    if method == "accumulate" and name in ("add", "multiply") and len(inputs) == 1:
+    kinds = {"add": "cumsum", "multiply": "cumprod", "maximum": "cummax",
+             "minimum": "cummin"}
+    if method == "accumulate" and name in kinds and len(inputs) == 1:
         axis = kwargs.pop("axis", 0)
         dtype = kwargs.pop("dtype", None)
+        x = operand(g, inputs[0])
+        if name in ("maximum", "minimum") and x.dtype.kind == "b":
+            raise _refuse(f"np.{name}.accumulate of booleans is not supported")
         if kwargs.pop("out", None) is None and not kwargs:
-            return scan(g, "cumsum" if name == "add" else "cumprod", inputs[0], axis, dtype)
+            return scan(g, kinds[name], x, axis, dtype)
     return None
 
 

@@ -39,13 +39,20 @@ from .ops import (
     where_clause,
 )
 
-_OPS = {"cumsum": "+", "cumprod": "*"}
+#: the recurrence of each scan: the previous result and the element
+_OPS = {"cumsum": lambda p, x: f"{p} + {x}", "cumprod": lambda p, x: f"{p} * {x}",
+        # numpy's maximum/minimum: a NaN on either side is the result
+        "cummax": lambda p, x: f"(({p} != {p}) || ({p} > {x})) ? {p} : {x}",
+        "cummin": lambda p, x: f"(({p} != {p}) || ({p} < {x})) ? {p} : {x}"}
 
 
 def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
-    """``np.cumsum`` (``kind="cumsum"``) or ``np.cumprod`` of ``x`` along
-    ``axis``; integers and booleans accumulate in int64 and floats in
-    their own type unless ``dtype`` says otherwise (numpy's rules).
+    """``np.cumsum`` (``kind="cumsum"``), ``np.cumprod``, or
+    ``np.maximum.accumulate``/``np.minimum.accumulate`` (``"cummax"``,
+    ``"cummin"``: NaN propagates, the dtype is kept) of ``x`` along
+    ``axis``; for sums and products integers and booleans accumulate in
+    int64 and floats in their own type unless ``dtype`` says otherwise
+    (numpy's rules).
     ``axis=None`` scans the flattened array (a copy in C order).  Raises
     :class:`~polyc.errors.UnsupportedError` for ``out=``."""
     loc = user_location()
@@ -69,8 +76,11 @@ def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
     elem = x.read(its)
     if x.dtype.kind == "b":
         elem = f"(({elem}) ? 1 : 0)"
-    dt = np.dtype(dtype) if dtype is not None else (
-        np.dtype("int64") if x.dtype.kind in "iub" else x.dtype)
+    if kind in ("cummax", "cummin"):         # (maximum.accumulate keeps the dtype)
+        dt = np.dtype(dtype) if dtype is not None else x.dtype
+    else:
+        dt = np.dtype(dtype) if dtype is not None else (
+            np.dtype("int64") if x.dtype.kind in "iub" else x.dtype)
     shape = x._shape
     prev = [f"{it} - 1" if d == ax else it for d, it in enumerate(its)]
     rest = " where " + ", ".join(f"{it} in {1 if d == ax else 0}:{s_token(s)}"
@@ -78,5 +88,5 @@ def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
     op = _OPS[kind]
     return new_node(graph, kind, shape, dt, [x], lambda name: [
         f"{lhs(name, its)} = {elem}{where_clause(its, shape)}",
-        f"{lhs(name, its)} = {lhs(name, prev)} {op} {lhs(name, its)}{rest}"],
+        f"{lhs(name, its)} = {op(lhs(name, prev), lhs(name, its))}{rest}"],
         flops=count(shape))

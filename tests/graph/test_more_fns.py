@@ -53,7 +53,8 @@ def _layout(x):
 def _ufunc_methods(x):
     return (np.add.outer(x[0], x[1]), np.multiply.outer(x[0, :2], x[:2]),
             np.maximum.outer(x[0], x[1, :3]), np.add.accumulate(x, axis=1),
-            np.multiply.accumulate(1 + x / 10), np.deg2rad(x), np.rad2deg(x),
+            np.multiply.accumulate(1 + x / 10), np.maximum.accumulate(x, axis=1),
+            np.minimum.accumulate(x), np.deg2rad(x), np.rad2deg(x),
             np.float_power(np.abs(x), 1.5), np.fix(x * 3))
 
 
@@ -82,3 +83,13 @@ def test_convolve_of_a_longer_kernel_swaps_and_correlate_refuses():
     check(lambda p, q: np.convolve(p, q, "same"), a, v)
     with pytest.raises(UnsupportedError, match="second operand longer"):
         polyc.jit(lambda p, q: np.correlate(p, q))(a, v)
+
+
+def test_running_maximum_propagates_nan_bit_for_bit():
+    x = np.array([[1.0, np.nan, 3.0, 0.5], [2.0, 1.0, -np.inf, 4.0]])
+    i = np.array([[3, 1, 4, 1, 5], [9, 2, 6, 5, 3]], np.int32)
+    for f in (lambda a: np.maximum.accumulate(a, axis=1), lambda a: np.minimum.accumulate(a)):
+        np.testing.assert_array_equal(polyc.jit(f)(x), f(x))
+        got = polyc.jit(f)(i)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, f(i))
