@@ -143,8 +143,12 @@ def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set
             if (p.kind != "op" or p.id in keep or p.name in alias
                     or p.name in alias.values() or p.shape != n.shape or p.dtype != n.dtype):
                 continue
+            # every later statement, those of skipped nodes too (an epilogue
+            # folded into a GEMM's store reads under the GEMM's name: the
+            # residual of a pre-norm block, y + f(LayerNorm(y)), read y there)
+            later = [k for k in nodes[list(nodes).index(n) + 1:] if k.name in texts]
             mention = re.compile(rf"\b{p.name}\b")
-            if any(mention.search(t) for k in order[idx + 1:] for t in texts[k.name]):
+            if any(mention.search(t) for k in later for t in texts[k.name]):
                 continue                      # read again later: n is not the last reader
             reads = re.findall(rf"\b{p.name}\(([^()]*)\)", st)
             if not reads or not all(_same_element(r, n.shape) for r in reads):
@@ -153,7 +157,7 @@ def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set
             st = re.sub(rf"\b{p.name}\([^()]*\)", f"{p.name}({its})", st)
             texts[n.name][0] = re.sub(rf"^{n.name}\b", p.name, st)
             new = re.compile(rf"\b{n.name}\b")
-            for k in order[idx + 1:]:
+            for k in later:
                 texts[k.name] = [new.sub(p.name, t) for t in texts[k.name]]
             alias[n.name] = p.name
             break
