@@ -50,6 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
+from . import torch_nn as nn_ops
 from .core import Tracer
 from .jit import Jitted
 
@@ -343,6 +344,20 @@ LOWERINGS: dict[Any, Callable] = {
     aten.split: _split, aten.split_with_sizes: _split_sizes,
     aten.cat: lambda ts, dim=0: np.concatenate(list(ts), axis=dim),
     aten.flip: lambda x, dims: np.flip(x, tuple(dims)),
+    # neural-network operators (polyc/graph/torch_nn.py)
+    aten.convolution: nn_ops.convolution,
+    aten._native_batch_norm_legit_no_training: nn_ops.batch_norm_inference,
+    aten.max_pool2d_with_indices: nn_ops.max_pool_with_indices,
+    aten.max_pool1d: nn_ops.max_pool, aten.max_pool2d: nn_ops.max_pool,
+    aten.max_pool3d_with_indices: nn_ops.max_pool_with_indices,
+    aten.avg_pool1d: nn_ops.avg_pool, aten.avg_pool2d: nn_ops.avg_pool,
+    aten.avg_pool3d: nn_ops.avg_pool,
+    aten._adaptive_avg_pool2d: nn_ops.adaptive_avg_pool,
+    aten.adaptive_avg_pool2d: nn_ops.adaptive_avg_pool,
+    aten.max: nn_ops.max_any, aten.min: nn_ops.min_any,
+    aten.linalg_vector_norm: nn_ops.vector_norm,
+    aten._transformer_encoder_layer_fwd: lambda *a, **k: nn_ops.transformer_encoder_layer(
+        *a, **k, gelu=_gelu),
     # gathers (indices in bounds are checked at each call where they are inputs)
     aten.embedding: lambda w, i, *rest: np.take(w, i, axis=0),
     aten.index_select: lambda x, dim, i: np.take(x, i, axis=dim),

@@ -1,0 +1,112 @@
+"""ATen's neural-network operators through ``torch.compile(backend="polyc")``
+(``polyc/graph/torch_nn.py``: convolution, batch norm in inference, max and
+average pooling, adaptive average pooling, ``max``/``min`` along a dim,
+``linalg_vector_norm``, the fused ``nn.TransformerEncoderLayer`` fast path)
+against torch eager, and the pre-norm residual block that the group
+lowering once computed wrong, against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .test_ops import F32, check, rand
+
+
+def _ln(x):
+    m = x.mean(-1, keepdims=True)
+    d = x - m
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + 1e-5)
+
+
+W1 = rand((32, 32), F32, seed=50)
+W2 = rand((32, 32), F32, seed=51)
+
+
+def _pre_norm(x):
+    y = x + x @ W1
+    return y + _ln(y) @ W2
+
+
+def test_pre_norm_residual_reads_the_block_input_not_the_centred_value():
+    """A regression: the LayerNorm's centring ``y - mean`` reused ``y``'s
+    buffer (its last reader in the group's program order), but the residual
+    ``y + ...`` folded into the second GEMM's store read ``y`` after it."""
+    check(_pre_norm, rand((2, 6, 32), F32, seed=52), reduction_length=32)
+    check(_pre_norm, rand((12, 32), F32, seed=53), reduction_length=32)
+
+
+def _compile_matches(model, *args, atol=1e-4):
+    torch = pytest.importorskip("torch")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got = torch.compile(model, backend="polyc")(*args)
+        ref = model(*args)
+    got = got if isinstance(got, tuple) else (got,)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape and g.dtype == r.dtype
+        np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-4, atol=atol)
+
+
+def test_small_cnn():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class CNN(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.bn = nn.BatchNorm2d(8)
+            self.c2 = nn.Conv2d(8, 8, 3, stride=2, groups=2, bias=False)
+            self.c3 = nn.Conv1d(4, 6, 3, dilation=2, padding=2)
+            self.fc = nn.Linear(8, 10)
+
+        def forward(self, x, s):
+            x = torch.relu(self.bn(self.c1(x)))
+            x = nn.functional.max_pool2d(x, 2)
+            x = torch.relu(self.c2(x))
+            a = nn.functional.avg_pool2d(x, 2, stride=1, padding=1)
+            x = nn.functional.adaptive_avg_pool2d(x, 1).flatten(1)
+            return torch.softmax(self.fc(x), -1), a, nn.functional.max_pool1d(self.c3(s), 3)
+    torch.manual_seed(54)
+    m = CNN().eval()
+    m.bn.running_mean.uniform_(-0.5, 0.5)
+    m.bn.running_var.uniform_(0.5, 2.0)
+    _compile_matches(m, torch.randn(2, 3, 16, 16), torch.randn(2, 4, 20))
+
+
+def test_reductions_along_a_dim_and_norms():
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            v, i = x.max(-1)
+            w, j = torch.min(x, 1, keepdim=True)
+            return v, i, w, j, x.norm(dim=-1), torch.linalg.vector_norm(x, 1, dim=(1, 2)), \
+                torch.max(x, -x), x.max()
+    torch.manual_seed(55)
+    _compile_matches(M().eval(), torch.randn(2, 4, 6))
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_layer_fast_path(norm_first, activation):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(56)
+    layer = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True,
+                                             activation=activation, norm_first=norm_first)
+    _compile_matches(layer.eval(), torch.randn(2, 6, 32))
+
+
+def test_max_pool_indices_are_refused_where_read():
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            v, i = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+            return v + i
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception, match="PoolIndices"):
+        torch.compile(M().eval(), backend="polyc")(torch.randn(1, 2, 4, 4))
+
