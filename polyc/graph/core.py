@@ -288,3 +288,11 @@ class Tracer:
 
     def item(self, *args):
         self._refuse(".item()")
+
+
+def mask_input(value: Any) -> Any:
+    """A call's array for an input node: a bool array as int32 0/1 (the
+    kernels have no boolean element type; a copy per call, 4 bytes an
+    element), anything else as it is."""
+    dt = getattr(value, "dtype", None)
+    return value.astype(np.int32) if dt is not None and dt == np.bool_ else value

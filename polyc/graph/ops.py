@@ -100,28 +100,17 @@ def capture(graph: Graph, value: np.ndarray) -> Tracer:
             return mask_of(graph, n) if n.as_bool else Tracer.of(n, graph)
     d = check_dtype(value.dtype, "a captured array")
     shape = tuple(Size.constant(graph.symbols, s) for s in value.shape)
-    if d.kind == "b":
-        node = graph.add("captured", "array", shape, np.int32, prefix="w", value=value,
-                         as_bool=True)
-        return mask_of(graph, node)
-    node = graph.add("captured", "array", shape, d, prefix="w", value=value)
-    return Tracer.of(node, graph)
+    mask = d.kind == "b"                     # (a mask: int32 0/1, core.mask_input)
+    node = graph.add("captured", "array", shape, np.int32 if mask else d, prefix="w",
+                     value=value, as_bool=mask)
+    return mask_of(graph, node) if mask else Tracer.of(node, graph)
 
 
 def mask_of(graph: Graph, node: Node) -> Tracer:
-    """The boolean mask an input ``node`` holds (``as_bool``: an int32 0/1
-    tensor that :func:`mask_input` fills from a bool array at each call), as
-    the template ``node != 0``."""
+    """The mask an input ``node`` holds (``as_bool``: int32 0/1, filled by
+    :func:`~polyc.graph.core.mask_input`), as the template ``node != 0``."""
     return elementwise(graph, "compare", lambda a: f"({a} != 0)", [Tracer.of(node, graph)],
                        np.dtype(bool), lazy=True, compute_dtype=np.dtype(np.int32))
-
-
-def mask_input(value: Any) -> Any:
-    """A call's array for an input node: a bool array as int32 0/1 (the
-    kernels have no boolean element type; a copy per call, 4 bytes an
-    element), anything else as it is."""
-    dt = getattr(value, "dtype", None)
-    return value.astype(np.int32) if dt is not None and dt == np.bool_ else value
 
 
 # -- shapes -----------------------------------------------------------------------

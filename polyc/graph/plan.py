@@ -37,10 +37,9 @@ import numpy as np
 from ..config import Config
 from . import core
 from . import roofline as roof
-from .core import Node
+from .core import Node, mask_input
 from .feedback import Feedback, contracted_record, feedback, kept, shares_loop
 from .lower import compile_group, compile_groups, group_program, group_source
-from .ops import mask_input
 from .workspace import Workspace
 
 
