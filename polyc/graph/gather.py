@@ -91,15 +91,27 @@ def take_along_axis(g, arr, indices, axis) -> Tracer:
     v = broadcast_read(x, its, np.dtype(np.int64), tuple(shape))
     coords = list(its)
     size = s_token(t._shape[ax])
-    coords[ax] = f"max(0, min({size} - 1, (({v}) < 0) ? ({v}) + {size} : ({v})))"
+    coords[ax] = _wrapped(v, size)
     for d in range(t.ndim):            # a unit axis of arr broadcasts: index 0
         if d != ax and t._shape[d].value == 1 and shape[d].value != 1:
             coords[d] = "0"
-    if x.node is not None and x.node.kind in ("arg", "captured"):
-        g.index_checks.append((x.node, t._shape[ax], str(user_location())))
+    _check_later(g, x, t._shape[ax], str(user_location()))
     elem = t.read(coords)
     return new_node(g, "gather", tuple(shape), t.dtype, [t, x], lambda name: [
         f"{lhs(name, its)} = {elem}{where_clause(its, shape)}"])
+
+
+def _wrapped(v: str, size: str) -> str:
+    """The index read ``v`` into an axis of extent ``size``: numpy's negative
+    indices from the end, clamped into the axis (never a read outside)."""
+    return f"max(0, min({size} - 1, (({v}) < 0) ? ({v}) + {size} : ({v})))"
+
+
+def _check_later(g, x: Tracer, size: Size, where: str) -> None:
+    """Record index array ``x`` for the per-call bounds check when it comes
+    from outside the trace (an argument or a captured array)."""
+    if x.node is not None and x.node.kind in ("arg", "captured"):
+        g.index_checks.append((x.node, size, where))
 
 
 def _index_operand(g, k: Any) -> Tracer | Scalar:
@@ -165,10 +177,8 @@ def gather(t: Tracer, key: tuple) -> Tracer:
             continue
         v = broadcast_read(x, bits, np.dtype(np.int64), tuple(bshape))
         size = s_token(n)
-        # numpy's negative indices, clamped into the axis (never a read outside)
-        coords[d] = (f"max(0, min({size} - 1, (({v}) < 0) ? ({v}) + {size} : ({v})))")
-        if x.node is not None and x.node.kind in ("arg", "captured"):
-            g.index_checks.append((x.node, n, str(loc)))
+        coords[d] = _wrapped(v, size)
+        _check_later(g, x, n, str(loc))
     elem = t.read(coords)
     reads = [t] + arrays
     return new_node(g, "gather", tuple(shape), t.dtype, reads, lambda name: [

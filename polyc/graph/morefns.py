@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
 from . import views
+from .arrayfns import _refuse, flip
 from .contractions import einsum
-from .core import Tracer, user_location
+from .core import Tracer
 from .ops import (
     Scalar,
     elementwise,
@@ -38,11 +38,6 @@ from .ufuncs import UFUNCS
 #: numpy_api's joining and selection functions (:func:`functions` fills it:
 #: numpy_api imports this module)
 _API: dict[str, Callable] = {}
-
-
-def _refuse(what: str) -> UnsupportedError:
-    loc = user_location()
-    return UnsupportedError(f"{loc}: {what}\n    {loc.text}")
 
 
 def _mask(g, a) -> Tracer:
@@ -224,8 +219,7 @@ def nan_reduction(kind: str) -> Callable:
             raise _refuse(f"np.nan{kind} with out=, where= or initial= is not supported")
         t = operand(g, a)
         if isinstance(t, Scalar) or t.dtype.kind != "f":
-            base = {"sum": "sum", "mean": "mean", "max": "max", "min": "min"}[kind]
-            return reduce(g, base, t, axis, bool(keepdims), dtype)
+            return reduce(g, kind, t, axis, bool(keepdims), dtype)
         nan = UFUNCS["isnan"](g, t)
         if kind == "sum":
             return reduce(g, "sum", _where(g, nan, 0, t), axis, bool(keepdims), dtype)
@@ -286,19 +280,15 @@ def rot90(g, m, k=1, axes=(0, 1)) -> Tracer:
     if a0 == a1:
         raise ValueError("Axes must be different.")
     k %= 4
-    def flip(x, ax):
-        key = [slice(None)] * x.ndim
-        key[ax] = slice(None, None, -1)
-        return views.getitem(x, tuple(key))
     if k == 0:
         return UFUNCS["positive"](g, t)
     if k == 2:
-        return flip(flip(t, a0), a1)
+        return flip(g, t, (a0, a1))
     perm = list(range(t.ndim))
     perm[a0], perm[a1] = perm[a1], perm[a0]
     if k == 1:
-        return views.transpose(flip(t, a1), perm)
-    return flip(views.transpose(t, perm), a1)
+        return views.transpose(flip(g, t, a1), perm)
+    return flip(g, views.transpose(t, perm), a1)
 
 
 def trapezoid(g, y, x=None, dx=1.0, axis=-1) -> Tracer:
