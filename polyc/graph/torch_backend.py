@@ -297,7 +297,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.sub: lambda a, b, alpha=1: a - _scaled(b, alpha),
     aten.rsub: lambda a, b, alpha=1: b - _scaled(a, alpha),
     aten.mul: lambda a, b: a * b,
-    aten.div: _div,
+    aten.div: _div, aten.true_divide: _div,
     aten.neg: np.negative, aten.exp: np.exp, aten.log: np.log, aten.sqrt: np.sqrt,
     aten.rsqrt: lambda x: 1.0 / np.sqrt(x), aten.tanh: np.tanh, aten.erf: _erf,
     aten.reciprocal: lambda x: 1.0 / x, aten.abs: np.abs,
@@ -347,6 +347,11 @@ LOWERINGS: dict[Any, Callable] = {
     # neural-network operators (polyc/graph/torch_nn.py)
     aten.convolution: nn_ops.convolution,
     aten._native_batch_norm_legit_no_training: nn_ops.batch_norm_inference,
+    aten._native_batch_norm_legit: nn_ops.batch_norm_batch_stats,
+    aten.native_group_norm: nn_ops.group_norm,
+    aten.constant_pad_nd: nn_ops.constant_pad, aten.repeat: nn_ops.repeat,
+    aten.leaky_relu: nn_ops.leaky_relu, aten.elu: nn_ops.elu, aten.hardtanh: nn_ops.hardtanh,
+    aten.adaptive_max_pool2d: nn_ops.adaptive_max_pool,
     aten.max_pool2d_with_indices: nn_ops.max_pool_with_indices,
     aten.max_pool1d: nn_ops.max_pool, aten.max_pool2d: nn_ops.max_pool,
     aten.max_pool3d_with_indices: nn_ops.max_pool_with_indices,
@@ -457,7 +462,8 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                           if k not in ("device", "layout", "pin_memory", "memory_format",
                                        "non_blocking")}
                 try:
-                    env[node] = _lowering(node.target)(*args_, **kwargs)
+                    env[node] = _torch_dtype(_lowering(node.target)(*args_, **kwargs),
+                                             node.meta.get("val"))
                 except PolycError as e:
                     raise type(e)(f"lowering {node.target}{_where_in_model(node)}: {e}") \
                         from None
@@ -468,6 +474,20 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
         raise AssertionError("an FX graph without output")
     run.__name__ = "torch_graph"
     return run
+
+
+def _torch_dtype(result, val):
+    """``result`` cast to the dtype ATen gives the node (``val``, its fake
+    tensor): torch's type promotion differs from numpy's where a float
+    tensor meets an integer one or a 0-d tensor (``float32 - int64`` is
+    float32 in torch, float64 in numpy)."""
+    if isinstance(result, (tuple, list)) and isinstance(val, (tuple, list)):
+        return type(result)(_torch_dtype(r, v) for r, v in zip(result, val))
+    want = _DTYPES.get(getattr(val, "dtype", None))
+    have = getattr(result, "dtype", None)
+    if want is None or have is None or have == want or have == np.bool_:
+        return result
+    return result.astype(want)
 
 
 def _size_sources(example_inputs) -> dict[int, tuple[int, int]]:

@@ -35,19 +35,23 @@ def _windows(x, window: Sequence[int], stride: Sequence[int], dilation: Sequence
     return win
 
 
-def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    """``aten.convolution`` (1-D to 3-D, groups, stride, padding, dilation;
-    not transposed): ``sum_{c, k} window(n, c, o, k) * w(f, c, k) + b(f)``."""
+def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
+                right=None):
+    """``aten.convolution`` (1-D to 3-D, groups, stride, padding, dilation):
+    ``sum_{c, k} window(n, c, o, k) * w(f, c, k) + b(f)``; transposed, the
+    same convolution over the input with ``stride - 1`` zeros between its
+    elements (:func:`_conv_transposed`)."""
     if transposed:
-        raise UnsupportedError("aten.convolution transposed is not supported by polyc")
+        return _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups)
     nd = w.ndim - 2
     if not 1 <= nd <= 3 or (isinstance(padding, str)):
         raise UnsupportedError(f"aten.convolution of {nd} spatial dimensions (padding "
                                f"{padding!r}) is not supported by polyc")
     stride, padding, dilation = (tuple(v) * (nd if len(v) == 1 else 1)
                                  for v in (stride, padding, dilation))
-    if any(padding):
-        x = np.pad(x, ((0, 0), (0, 0)) + tuple((p, p) for p in padding))
+    right = padding if right is None else right
+    if any(padding) or any(right):
+        x = np.pad(x, ((0, 0), (0, 0)) + tuple(zip(padding, right)))
     win = _windows(x, tuple(w.shape[2:]), stride, dilation)
     o, k = _LETTERS[:nd], _LETTERS[3:3 + nd]
     if groups == 1:
@@ -64,6 +68,50 @@ def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, 
     return out
 
 
+def _per_dim(v, nd: int) -> tuple:
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    return v * nd if len(v) == 1 else v
+
+
+def _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups):
+    """A transposed convolution (the gradient of a strided convolution) as a
+    direct one: ``stride - 1`` zeros inserted between the input's elements
+    along each spatial axis, ``dilation * (k - 1) - padding`` of zero
+    padding on each side (``+ output_padding`` after), then a stride-1
+    convolution with the kernel flipped and its two channel axes swapped per
+    group (``w``: (C_in, C_out / groups, *k)).  The inserted zeros cost
+    ``stride ** nd`` times the multiply-adds of a scatter formulation."""
+    nd = w.ndim - 2
+    if not 1 <= nd <= 3:
+        raise UnsupportedError(f"aten.convolution transposed of {nd} spatial dimensions "
+                               "is not supported by polyc")
+    stride, padding, dilation, output_padding = (
+        _per_dim(v, nd) for v in (stride, padding, dilation, output_padding))
+    k = tuple(w.shape[2:])
+    for j, s_ in enumerate(stride):
+        if s_ > 1:
+            ax = 2 + j
+            parts = [x] + [np.zeros_like(x)] * (s_ - 1)
+            up = np.stack(parts, axis=ax + 1)
+            shape = tuple(x.shape[:ax]) + (x.shape[ax] * s_,) + tuple(x.shape[ax + 1:])
+            x = up.reshape(shape)
+            n = x.shape[ax] - (s_ - 1)
+            x = x[(slice(None),) * ax + (slice(0, n),)]
+    pads = [(d * (kk - 1) - p, d * (kk - 1) - p + op)
+            for kk, p, d, op in zip(k, padding, dilation, output_padding)]
+    crop = tuple(slice(max(-lo, 0), None if hi >= 0 else hi) for lo, hi in pads)
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        x = x[(slice(None),) * 2 + crop]
+    cin = w.shape[0]
+    wg = w.reshape((groups, cin // groups) + tuple(w.shape[1:]))
+    wg = np.swapaxes(wg, 1, 2)
+    wt = wg.reshape((wg.shape[0] * wg.shape[1], cin // groups) + k)
+    wt = np.flip(wt, axis=tuple(range(2, 2 + nd)))
+    return convolution(x, wt, b, (1,) * nd, tuple(max(lo, 0) for lo, _ in pads),
+                       dilation, False, (0,) * nd, groups, right=tuple(max(hi, 0)
+                                                                     for _, hi in pads))
+
+
 def batch_norm_inference(x, weight, bias, mean, var, momentum, eps):
     """``aten._native_batch_norm_legit_no_training``: ``(x - mean) * invstd
     * weight + bias`` per channel (axis 1), and the two statistics ATen also
@@ -76,6 +124,80 @@ def batch_norm_inference(x, weight, bias, mean, var, momentum, eps):
     if bias is not None:
         out = out + bias.reshape(shape)
     return out, mean, invstd
+
+
+def batch_norm_batch_stats(x, weight, bias, *rest):
+    """``aten._native_batch_norm_legit.no_stats`` (instance norm, and batch
+    norm without running statistics): normalised by the mean and biased
+    variance over every axis but the channel axis 1.  The overload with
+    running statistics uses them when ``training`` is false."""
+    if len(rest) == 5 and not rest[2]:
+        return batch_norm_inference(x, weight, bias, rest[0], rest[1], rest[3], rest[4])
+    eps = rest[-1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean = x.mean(axis=axes)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    d = x - mean.reshape(shape)
+    invstd = 1.0 / np.sqrt((d * d).mean(axis=axes) + eps)
+    out = d * invstd.reshape(shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, mean, invstd
+
+
+def group_norm(x, weight, bias, n, c, hw, groups, eps):
+    """``aten.native_group_norm``: each sample's channels in ``groups``
+    groups, normalised by the group's mean and biased variance, then the
+    per-channel affine map; also the (N, groups) mean and 1/std."""
+    shape = tuple(x.shape)
+    y = x.reshape((shape[0], groups, -1))
+    mean = y.mean(axis=-1, keepdims=True)
+    d = y - mean
+    invstd = 1.0 / np.sqrt((d * d).mean(axis=-1, keepdims=True) + eps)
+    out = (d * invstd).reshape(shape)
+    cshape = (1, -1) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        out = out * weight.reshape(cshape)
+    if bias is not None:
+        out = out + bias.reshape(cshape)
+    return out, mean.reshape((shape[0], groups)), invstd.reshape((shape[0], groups))
+
+
+def constant_pad(x, pad, value=0):
+    """``aten.constant_pad_nd``: ``pad`` lists (before, after) pairs from
+    the last axis backwards; a negative width crops."""
+    pad = list(pad)
+    widths = [(0, 0)] * x.ndim
+    for j in range(len(pad) // 2):
+        widths[x.ndim - 1 - j] = (pad[2 * j], pad[2 * j + 1])
+    if any(lo < 0 or hi < 0 for lo, hi in widths):
+        x = x[tuple(slice(max(-lo, 0), None if hi >= 0 else hi) for lo, hi in widths)]
+        widths = [(max(lo, 0), max(hi, 0)) for lo, hi in widths]
+    if not any(lo or hi for lo, hi in widths):
+        return x
+    return np.pad(x, tuple(widths), constant_values=value)
+
+
+def repeat(x, repeats):
+    """``aten.repeat``: ``np.tile`` (leading repetition counts add axes)."""
+    return np.tile(x, tuple(repeats))
+
+
+def leaky_relu(x, negative_slope=0.01):
+    return np.where(x > 0, x, x * negative_slope)
+
+
+def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    """``aten.elu`` (also SELU's and CELU's decomposition)."""
+    neg = np.expm1(x * input_scale) * (alpha * scale) if alpha * scale != 1 \
+        else np.expm1(x * input_scale)
+    return np.where(x > 0, x * scale if scale != 1 else x, neg)
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    return np.clip(x, min_val, max_val)
 
 
 class PoolIndices:
@@ -96,12 +218,11 @@ def _pool_args(x, kernel, stride, padding, dilation=1):
 def max_pool(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
     """``aten.max_pool{1,2,3}d``: the maximum over each window, padding by
     ``-inf`` (values only)."""
-    if ceil_mode:
-        raise UnsupportedError("aten.max_pool with ceil_mode=True is not supported by polyc")
     k, s, p, d = _pool_args(x, kernel, stride, padding, dilation)
     nd = len(k)
-    if any(p):
-        x = np.pad(x, ((0, 0),) * (x.ndim - nd) + tuple((q, q) for q in p),
+    right = _ceil_extra(x, k, s, p, d) if ceil_mode else (0,) * nd
+    if any(p) or any(right):
+        x = np.pad(x, ((0, 0),) * (x.ndim - nd) + tuple((q, q + r) for q, r in zip(p, right)),
                    constant_values=-np.inf)
     lead = x.ndim - nd
     if lead != 2:
@@ -109,6 +230,27 @@ def max_pool(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
     win = _windows(x, k, s, d)
     out = win.max(axis=tuple(range(-nd, 0)))
     return out.reshape(tuple(out.shape[2 - lead:])) if lead != 2 else out
+
+
+def _ceil_extra(x, k, s, p, d) -> tuple[int, ...]:
+    """The padding after each spatial axis that ``ceil_mode=True`` adds: the
+    last window may start in the input or its left padding and run past the
+    end (ATen's ``pooling_output_shape``)."""
+    extra = []
+    for n, kk, ss, pp, dd in zip(x.shape[-len(k):], k, s, p, d):
+        n = int(n)
+        span = dd * (kk - 1) + 1
+        out = -(-(n + 2 * pp - span) // ss) + 1
+        if (out - 1) * ss >= n + pp:
+            out -= 1
+        extra.append(max((out - 1) * ss + span - (n + 2 * pp), 0))
+    return tuple(extra)
+
+
+def adaptive_max_pool(x, output_size):
+    """``aten.adaptive_max_pool2d`` where the output sizes divide the input:
+    the maximum of each equal block (values; the indices are not computed)."""
+    return _adaptive(x, output_size, "max"), PoolIndices()
 
 
 def max_pool_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
@@ -133,18 +275,35 @@ def avg_pool(x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad
 def adaptive_avg_pool(x, output_size):
     """``aten._adaptive_avg_pool2d``/``adaptive_avg_pool2d`` where each output
     cell averages an equal block (the extents divide): a reshape and a mean."""
+    return _adaptive(x, output_size, "avg")
+
+
+def _adaptive(x, output_size, kind: str):
+    """Adaptive pooling: output cell ``i`` of an axis of extent ``n`` pools
+    ``[floor(i n / o), ceil((i + 1) n / o))`` (ATen's ``start_index`` and
+    ``end_index``).  Where ``o`` divides ``n`` a reshape and one reduction;
+    otherwise each axis is pooled in turn (the windows are rectangles, so
+    the mean and the maximum separate), one slice per output cell."""
     out = tuple(output_size)
     nd = len(out)
-    spatial = tuple(x.shape[-nd:])
-    if any(int(n) % o for n, o in zip(spatial, out)):
-        raise UnsupportedError("aten.adaptive_avg_pool with output sizes that do not "
-                               "divide the input is not supported by polyc")
-    shape: list[Any] = list(x.shape[:-nd])
-    for n, o in zip(spatial, out):
-        shape += [o, int(n) // o]
-    y = x.reshape(tuple(shape))
+    spatial = tuple(int(n) for n in x.shape[-nd:])
     lead = x.ndim - nd
-    return y.mean(axis=tuple(lead + 2 * j + 1 for j in range(nd)))
+    red = np.mean if kind == "avg" else np.max
+    if not any(n % o for n, o in zip(spatial, out)):
+        shape: list[Any] = list(x.shape[:-nd])
+        for n, o in zip(spatial, out):
+            shape += [o, n // o]
+        return red(x.reshape(tuple(shape)), axis=tuple(lead + 2 * j + 1 for j in range(nd)))
+    if sum(out) > 256:
+        raise UnsupportedError(f"aten.adaptive_{kind}_pool to {out} from {spatial}: output "
+                               "sizes that do not divide the input are supported up to 256 "
+                               "cells per axis in all")
+    for j, (n, o) in enumerate(zip(spatial, out)):
+        ax = lead + j
+        cells = [red(x[(slice(None),) * ax + (slice(i * n // o, -(-(i + 1) * n // o)),)],
+                     axis=ax, keepdims=True) for i in range(o)]
+        x = np.concatenate(cells, axis=ax) if o > 1 else cells[0]
+    return x
 
 
 def _extreme(kind: str):

@@ -1,6 +1,7 @@
 """ATen's neural-network operators through ``torch.compile(backend="polyc")``
 (``polyc/graph/torch_nn.py``: convolution, batch norm in inference, max and
-average pooling, adaptive average pooling, ``max``/``min`` along a dim,
+average pooling (ceil mode too), adaptive pooling, transposed convolution, group and
+instance norm, ``max``/``min`` along a dim,
 ``linalg_vector_norm``, the fused ``nn.TransformerEncoderLayer`` fast path)
 against torch eager, and the pre-norm residual block that the group
 lowering once computed wrong, against numpy."""
@@ -110,3 +111,64 @@ def test_max_pool_indices_are_refused_where_read():
     with torch.no_grad(), pytest.raises(Exception, match="PoolIndices"):
         torch.compile(M().eval(), backend="polyc")(torch.randn(1, 2, 4, 4))
 
+
+
+@pytest.mark.parametrize("case", ["conv_transpose_2d", "conv_transpose_1d_groups",
+                                  "conv_transpose_3d"])
+def test_transposed_convolutions(case):
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(57)
+    model, x = {
+        "conv_transpose_2d": (nn.ConvTranspose2d(3, 5, (2, 3), stride=(2, 1), padding=(0, 1),
+                                                 output_padding=(1, 0)),
+                              torch.randn(2, 3, 4, 5)),
+        "conv_transpose_1d_groups": (nn.ConvTranspose1d(4, 6, 3, stride=3, padding=2,
+                                                        groups=2, dilation=2),
+                                     torch.randn(2, 4, 7)),
+        "conv_transpose_3d": (nn.ConvTranspose3d(2, 2, 2, stride=2), torch.randn(1, 2, 3, 3, 3)),
+    }[case]
+    _compile_matches(model.eval(), x)
+
+
+def test_group_and_instance_norms_and_ceil_mode_pooling():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.gn = nn.GroupNorm(2, 6)
+            self.inorm = nn.InstanceNorm2d(6, affine=True)
+            self.pool = nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)
+            self.amax = nn.AdaptiveMaxPool2d(2)
+
+        def forward(self, x):
+            y = self.inorm(self.gn(x))
+            return self.pool(y), self.amax(y), nn.functional.group_norm(x, 3)
+    torch.manual_seed(58)
+    m = M().eval()
+    with torch.no_grad():
+        m.gn.weight.uniform_(0.5, 1.5)
+        m.inorm.bias.uniform_(-0.5, 0.5)
+    _compile_matches(m, torch.randn(2, 6, 8, 7))
+
+
+def test_activations_padding_repeat_and_torch_type_promotion():
+    """``float32 * int64`` is float32 in torch (float64 in numpy): the
+    interpreter casts each node to the dtype ATen gives it; bilinear
+    upsampling mixes them so."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    F = nn.functional
+
+    class M(nn.Module):
+        def forward(self, x, i):
+            a = F.leaky_relu(x, 0.2) + F.elu(x) + F.selu(x) + F.hardtanh(x, -0.5, 0.5) \
+                + F.celu(x, 0.5) + F.relu6(x)
+            b = F.pad(x, (-1, 2, 1, 0), value=0.25).repeat(1, 2, 1)
+            c = x * i + i / 2
+            u = F.interpolate(x.unsqueeze(0), scale_factor=2, mode="bilinear")
+            return a, b, c, u
+    torch.manual_seed(59)
+    _compile_matches(M().eval(), torch.randn(2, 4, 5), torch.randint(-5, 5, (2, 4, 5)))
