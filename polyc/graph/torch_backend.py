@@ -430,7 +430,8 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
 
     ``sizes`` maps a placeholder's position to ``(position of a tensor
     placeholder, dimension)``: that placeholder is a symbolic size, read from
-    the tensor's shape (so polyc keeps it symbolic) and not passed."""
+    the tensor's shape (so polyc keeps it symbolic) and not passed; to
+    ``None``: a symbolic stride nothing in the graph reads, not passed."""
     graph = gm.graph
     sizes = sizes or {}
 
@@ -441,8 +442,9 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
         for k, node in enumerate(placeholders):
             if k not in sizes:
                 env[node] = next(given)
-        for k, (j, d) in sizes.items():
-            env[placeholders[k]] = env[placeholders[j]].shape[d]
+        for k, src in sizes.items():
+            if src is not None:
+                env[placeholders[k]] = env[placeholders[src[0]]].shape[src[1]]
 
         def value(a):
             return torch.fx.node.map_arg(a, lambda n: env[n])
@@ -490,11 +492,14 @@ def _torch_dtype(result, val):
     return result.astype(want)
 
 
-def _size_sources(example_inputs) -> dict[int, tuple[int, int]]:
+def _size_sources(gm: torch.fx.GraphModule, example_inputs
+                  ) -> dict[int, tuple[int, int] | None]:
     """For each symbolic-size example input (a ``torch.SymInt`` when
     TorchDynamo compiles with dynamic shapes), a tensor input and dimension
-    of that size."""
-    out = {}
+    of that size; ``None`` for a symbol that is only a stride (a transposed
+    input's) and that no node reads."""
+    out: dict[int, tuple[int, int] | None] = {}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for k, x in enumerate(example_inputs):
         if not isinstance(x, torch.SymInt):
             continue
@@ -505,6 +510,12 @@ def _size_sources(example_inputs) -> dict[int, tuple[int, int]]:
                 if d is not None:
                     out[k] = (j, d)
                     break
+        else:
+            if k < len(placeholders) and placeholders[k].users:
+                raise UnsupportedError(f"the graph reads the symbolic size {x}, which is no "
+                                       "input tensor's extent (a stride?): polyc cannot bind "
+                                       "it; compile with dynamic=False")
+            out[k] = None
     return out
 
 
@@ -522,14 +533,14 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
             if x.dtype is torch.bool:
                 raise UnsupportedError(f"input {k} is a torch.bool tensor; polyc takes no "
                                        "boolean inputs (pass a float mask)")
-    sizes = _size_sources(example_inputs)
+    sizes = _size_sources(gm, example_inputs)
     jitted = Jitted(interpreter(gm, sizes))
     shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]
     if all(s is None or all(isinstance(d, int) for d in s) for s in shapes):
         # trace now, on zero arrays of the example shapes: an operator polyc
         # cannot trace fails at compile time; the first call reuses the plan
         dummies = [np.zeros(s, dtype=_np_dtype(x.dtype)) if s is not None else x
-                   for s, x in zip(shapes, example_inputs)]
+                   for k, (s, x) in enumerate(zip(shapes, example_inputs)) if k not in sizes]
         jitted.plan(*dummies)
 
     def compiled(*args):

@@ -160,6 +160,24 @@ def test_batch_sizes_recompile_once_with_symbolic_sizes(monkeypatch):
     assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
 
 
+def test_transposed_inputs_after_contiguous_ones():
+    """The recompile for transposed inputs has symbolic strides that are no
+    tensor's extent (and that the graph never reads): they are dropped,
+    not passed to the traced function as static arguments."""
+    torch._dynamo.reset()
+
+    class M(nn.Module):
+        def forward(self, x, y):
+            return (x.t() @ y).relu() + x.sum(0)[:, None]
+    torch.manual_seed(6)
+    with torch.no_grad():
+        c = torch.compile(M(), backend="polyc")
+        for x, y in ((torch.randn(6, 4), torch.randn(6, 3)),
+                     (torch.randn(4, 6).t(), torch.randn(3, 6).t()),
+                     (torch.randn(5, 7).t(), torch.randn(2, 7).t())):
+            assert_close(c(x, y).numpy(), M()(x, y).numpy(), reduction_length=7)
+
+
 def _polyc_cause(exc: BaseException) -> BaseException:
     """The polyc error inside TorchDynamo's ``BackendCompilerFailed``."""
     seen = exc
