@@ -477,10 +477,13 @@ class Binder:
                 if np.may_share_memory(a, arr):
                     arrays[name] = a.copy()
             results.append(arr)
+            zero = t.name in self.partial     # as a fresh output would be
             if arr.flags.c_contiguous and arr.flags.aligned:
+                if zero:
+                    arr.fill(0)
                 copies.append(None)
             else:
-                copies.append((np.empty(shape, dtype=t.dtype), arr))
+                copies.append(((np.zeros if zero else np.empty)(shape, dtype=t.dtype), arr))
         return results, copies
 
     def _precondition_message(self, values: dict[str, int], where=None) -> str:

@@ -274,6 +274,10 @@ def _outputs(binder, shapes, out, like, drv) -> tuple[list, list[DeviceArg]]:
             if a.overlaps(b):
                 raise BindingError(f"out {b.name} and out {a.name} share device memory; "
                                    "each output needs its own array")
+    if out is not None:         # partly written outputs start at zero, as fresh ones do
+        for a, t in zip(args, outs):
+            if t.name in binder.partial and a.nbytes:
+                drv.memset_d8(a.ptr, 0, a.nbytes)
     return results, args
 
 

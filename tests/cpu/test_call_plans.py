@@ -74,6 +74,23 @@ def test_views_and_out_take_the_checked_path():
     np.testing.assert_allclose(out, A @ B, rtol=1e-5)
 
 
+def test_out_of_a_partly_written_output_is_zero_filled_like_a_fresh_one():
+    """``k(x, out=o)`` gives what ``k(x)`` gives: the elements no statement
+    writes are zero, not ``o``'s old contents (contiguous ``out`` and one
+    filled through a temporary)."""
+    k = polyc.compile("def f(float(N) x) -> (float(N) y) { y(i) = x(i) * 2.0 where i in 1:N }")
+    x = np.arange(1, 6, dtype=np.float32)
+    want = np.array([0, 4, 6, 8, 10], np.float32)
+    np.testing.assert_array_equal(k(x), want)
+    o = np.full(5, 9.0, np.float32)
+    assert k(x, out=o) is o
+    np.testing.assert_array_equal(o, want)
+    big = np.full(10, 9.0, np.float32)
+    k(x, out=big[::2])
+    np.testing.assert_array_equal(big[::2], want)
+    np.testing.assert_array_equal(big[1::2], 9.0)
+
+
 def test_plans_are_bounded():
     k = polyc.compile(TWO)
     for n in range(CallPlan.MAX_PLANS + 10):
