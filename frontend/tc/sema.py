@@ -565,18 +565,18 @@ def promote(rhs: E.Expr, dtypes: Mapping[str, str]) -> str:
     float literals taking part as Python floats do in numpy (``int32 * 1.5``
     is float64, ``float32 * 1.5`` stays float32); float32 when it reads no
     tensor."""
-    reads: list = []
-
-    def visit(e: E.Expr) -> None:
+    def reads_of(e: E.Expr) -> list:
         if isinstance(e, E.Access):
-            reads.append(np.dtype(dtypes[e.tensor]))
-        elif isinstance(e, E.Const) and isinstance(e.value, float):
-            reads.append(e.value)
-        else:
-            for c in e.children():
-                visit(c)
+            return [np.dtype(dtypes[e.tensor])]
+        if isinstance(e, E.Const):
+            return [e.value] if isinstance(e.value, float) else []
+        inner = [r for c in e.children() for r in reads_of(c)]
+        if (isinstance(e, E.Call) and e.fn in _FLOAT_VALUED and inner
+                and all(isinstance(r, np.dtype) and r.kind in "iub" for r in inner)):
+            return [np.dtype(np.float64)]      # C's double function of an integer
+        return inner
 
-    visit(rhs)
+    reads = reads_of(rhs)
     if not any(isinstance(r, np.dtype) for r in reads):
         return "float32"
     names = {r.name for r in reads if isinstance(r, np.dtype)}
@@ -590,6 +590,12 @@ def promote(rhs: E.Expr, dtypes: Mapping[str, str]) -> str:
         reads = [np.dtype(np.float32) if isinstance(r, np.dtype) and r.name in ir.HALF_DTYPES
                  else r for r in reads]
     return np.result_type(*reads).name
+
+
+#: builtins whose value is a float of the argument's float type, and a
+#: ``double`` for integer arguments (C's functions, numpy's ``np.sqrt(int32)``)
+_FLOAT_VALUED = frozenset(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "fabs",
+                           "fmax", "fmin", "pow") + E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2)
 
 
 def _pw_text(pa, context) -> str:

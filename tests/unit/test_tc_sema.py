@@ -142,6 +142,12 @@ def test_dim_of_in_values_and_bounds():
     ("float64(N) A, float(N) B", "1 + 0 * A(i)", "float64"),
     ("int32(N) A, float(N) B", "i where exists A(i)", "float32"),
     ("float(N) A, int32(N) B", "A(B(i)) where exists B(i)", "float32"),
+    # a float-valued builtin of integers is C's double function (np.sqrt(int32))
+    ("int32(N) A, float(N) B", "sqrt(A(i))", "float64"),
+    ("int32(N) A, int64(N) B", "atan2(A(i), B(i)) + A(i)", "float64"),
+    ("int32(N) A, float(N) B", "sqrt(A(i)) * B(i)", "float64"),
+    ("int32(N) A, float(N) B", "sqrt(B(i)) * 2", "float32"),
+    ("int32(N) A, float(N) B", "abs(A(i)) + max(A(i), 2)", "int32"),
 ])
 def test_output_dtype_is_numpy_promotion(sig, rhs, dtype):
     p = lower(f"def f({sig}) -> (O) {{ O(i) = {rhs} }}")
