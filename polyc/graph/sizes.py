@@ -19,6 +19,7 @@ specialises it (see :meth:`SizeInt.__index__`).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -313,9 +314,18 @@ class SizeInt:
 
 
 def _number_op(name: str):
+    """``SizeInt.<name>`` as the operator on the specialised value (through
+    :mod:`operator`, so ``n / 2.0`` and ``n ** 0.5`` reach float's reflected
+    methods, which ``int.__truediv__`` leaves to a type they do not know)."""
+    base = name.strip("_")
+    reflected = base.startswith("r") and hasattr(operator, base[1:]) or base == "rdivmod"
+    key = base[1:] if reflected else base
+    fn = {"divmod": divmod, "abs": abs, "and": operator.and_, "or": operator.or_}.get(
+        key) or getattr(operator, key)
+
     def op(self, *args):
         args = [a._value() if isinstance(a, SizeInt) else a for a in args]
-        return getattr(self._value(), name)(*args)
+        return fn(*args, self._value()) if reflected else fn(self._value(), *args)
     op.__name__ = name
     return op
 

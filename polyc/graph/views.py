@@ -195,6 +195,13 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
             if v is None:
                 return default
             if isinstance(v, SizeInt):
+                # an extent (of another array, say) as a bound: its sign
+                # decides whether numpy counts it from the end; guarded
+                if v.size.value < 0:
+                    g.symbols.require(v.size.scale(-1) - Size.constant(g.symbols, 1),
+                                      "a slice bound counted from the end")
+                    return size + v.size
+                g.symbols.require(v.size, "a slice bound")
                 return v.size
             v = int(v)
             return Size.constant(g.symbols, v) if v >= 0 else size + v
@@ -210,8 +217,10 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
     if step == -1 and k.start is None and k.stop is None:
         # x[::-1]: start N - 1, length N, affine for every N >= 1
         return size - 1, size, -1
-    for s in size.symbols():
-        g.symbols.fix(s, "a slice whose bounds numpy clamps or steps over")
+    bounds = [v.size for v in (k.start, k.stop) if isinstance(v, SizeInt)]
+    for form in [size] + bounds:
+        for s in form.symbols():
+            g.symbols.fix(s, "a slice whose bounds numpy clamps or steps over")
     return Size.constant(g.symbols, start_v), Size.constant(g.symbols, n), step
 
 

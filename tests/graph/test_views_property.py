@@ -94,3 +94,37 @@ def test_view_chains_match_numpy(case):
         g = np.asarray(g)
         assert g.shape == w.shape, (g.shape, w.shape, ops)
         assert_close(g, w, reduction_length=8)
+
+
+@settings(max_examples=int(os.environ.get("POLYC_VIEW_EXAMPLES", "25")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.integers(0, 9), min_size=2, max_size=4),
+       st.sampled_from(["[:n]", "[-n:]", "[n:]", "[:-n]", "[n:-n]", "[n::2]", "[:n:2]",
+                        "[-n::3]", "[::-1][:n]"]))
+def test_slice_bounds_from_another_arguments_extent(ns, spelling):
+    """``x[:n]`` with ``n = y.shape[0]``: one jit function called with
+    several ``n`` (below, at and above ``len(x)``) gives numpy's slice each
+    time (the bound's sign and numpy's clamping are guarded on the plan)."""
+    def f(x, y):
+        n = y.shape[0]
+        return eval(f"x{spelling}", {"x": x, "n": n}) * 2.0
+    jf = polyc.jit(f)
+    x = np.arange(6, dtype=np.float64)
+    for n in ns:
+        y = np.ones(n)
+        got, want = jf(x, y), f(x, y)
+        assert got.shape == want.shape, (spelling, n, got.shape, want.shape)
+        assert_close(got, want)
+
+
+def test_size_arithmetic_with_python_floats():
+    """An extent in float arithmetic (the attention scale ``d ** 0.5``,
+    ``1.0 / n``, ``n / 2.0``) is specialised to its value, as numpy sees it."""
+    def f(q):
+        n = q.shape[-1]
+        return q * (1.0 / n ** 0.5) + 1.0 / q.shape[0] + n / 2.0 + 0.5 ** n \
+            + pow(n, 0.5) + (n > 0.5) + divmod(n, 2.5)[0] + (2.0 - n) + (n & 3) + (n | 8)
+    jf = polyc.jit(f)
+    for shape in ((4, 4), (2, 3)):
+        x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+        assert_close(jf(x), f(x))
