@@ -24,12 +24,13 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..errors import TraceError
+from ..errors import DTypeError, ShapeError, TraceError, UnsupportedError
 from .sizes import Size, SizeInt, SymbolTable
 
 #: dtypes a traced value may have (polyc's element types) and bool masks
@@ -209,6 +210,11 @@ class Tracer:
         #: reshape of a reshape is a reshape of that tracer (C order), so a
         #: merge followed by the inverse split reads the base unchanged
         self._reshape_base: Tracer | None = None
+        #: a view of another tracer (a slice, transpose, reshape...), and
+        #: the views made of this one (weak: a view dropped by the time of an
+        #: in-place operator, say one made inside a reduction, does not count)
+        self._view_of: Tracer | None = None
+        self._views: list[weakref.ref] = []
 
     @staticmethod
     def of(node: Node, graph: Graph) -> Tracer:
@@ -249,6 +255,49 @@ class Tracer:
                 and all(a == b for a, b in zip(self._shape, self._nodes[0].shape)):
             return self._nodes[0]
         return None
+
+    def became_view_of(self, base: Tracer) -> Tracer:
+        """Marks this tracer as a view of ``base`` (see :meth:`update_inplace`)."""
+        self._view_of = base
+        base._views = [r for r in base._views if r() is not None] + [weakref.ref(self)]
+        return self
+
+    def update_inplace(self, op: str, new: Tracer) -> Tracer:
+        """``self op= value`` with ``new`` the value of ``self op value``:
+        this tracer object becomes ``new`` cast to its dtype (numpy's
+        ``same_kind`` casting), so every Python name bound to it sees the
+        change, as with an ndarray.  Refused where numpy's semantics would
+        reach other arrays: a view (the write goes to its base), an array
+        with views (they would keep the old values), an argument or captured
+        array (the caller's array would change)."""
+        loc = user_location()
+        node = self.node
+        why = None
+        if self._view_of is not None:
+            why = "it is a view of another array (a slice, transpose or reshape)"
+        elif any(r() is not None for r in self._views):
+            why = "views of it exist, which would keep the old values"
+        elif node is not None and node.kind in ("arg", "captured"):
+            what = "an argument" if node.kind == "arg" else "a captured array"
+            why = f"it is {what}, which the caller would see change"
+        if why is not None:
+            raise UnsupportedError(
+                f"{loc}: in-place {op}= on a traced array: {why}; polyc's traced arrays "
+                f"are values, so write x = x {op} value (or make a copy first)\n    {loc.text}")
+        if new.ndim != self.ndim or any(a.value != b.value
+                                        for a, b in zip(new._shape, self._shape)):
+            raise ShapeError(f"{loc}: in-place {op}=: the result's shape "
+                             f"{tuple(s.value for s in new._shape)} differs from the array's "
+                             f"{tuple(s.value for s in self._shape)}")
+        if new.dtype != self.dtype:
+            if not np.can_cast(new.dtype, self.dtype, "same_kind"):
+                raise DTypeError(f"{loc}: in-place {op}= cannot cast the result from "
+                                 f"{new.dtype} to the array's {self.dtype} (numpy's "
+                                 "same_kind rule)")
+            new = new.astype(self.dtype)
+        self._template, self._nodes, self._shape = new._template, new._nodes, new._shape
+        self._literal_dtype, self._reshape_base = new._literal_dtype, new._reshape_base
+        return self
 
     def __repr__(self) -> str:
         return (f"<polyc.graph.Tracer shape={tuple(s.value for s in self._shape)} "

@@ -475,6 +475,21 @@ def _op(name: str, swap: bool = False):
     return method
 
 
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "pow": "**", "matmul": "@",
+            "floordiv": "//", "mod": "%"}
+
+
+def _inplace(name: str, sym: str):
+    """``x op= value``: :meth:`Tracer.update_inplace` (refused on views,
+    arguments and arrays with views)."""
+    binary = _op(name)
+
+    def method(self, other):
+        new = binary(self, other)
+        return new if new is NotImplemented else self.update_inplace(_SYMBOLS[sym], new)
+    return method
+
+
 def _install() -> None:
     T = Tracer
     T.__array_ufunc__ = array_ufunc
@@ -484,6 +499,7 @@ def _install() -> None:
                       ("floordiv", "floor_divide"), ("mod", "remainder")):
         setattr(T, f"__{sym}__", _op(name))
         setattr(T, f"__r{sym}__", _op(name, swap=True))
+        setattr(T, f"__i{sym}__", _inplace(name, sym))
     for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),
                       ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal")):
         setattr(T, f"__{sym}__", _op(name))

@@ -763,3 +763,34 @@ def test_a_returned_view_with_the_results_coordinates_has_its_own_shape():
         assert [g.shape for g in got] == [w.shape for w in want]
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g, w)
+
+
+def _inplace_chain(x, w, b):
+    y = x @ w
+    y += b
+    z = y                       # an alias sees the update, as with an ndarray
+    z *= 2
+    y -= y.max(axis=-1, keepdims=True)
+    y /= np.sqrt((y * y).sum(-1, keepdims=True))
+    i = (x > 0).astype(np.int32)
+    i += 1
+    i %= 2
+    return y, z, i
+
+
+def test_in_place_operators_update_the_array_and_its_aliases():
+    check(_inplace_chain, rand((4, 6), seed=70), rand((6, 5), seed=71), rand((5,), seed=72),
+          reduction_length=6)
+
+
+@pytest.mark.parametrize("body,error", [
+    ("y = x * 1; z = y[:2]; z += 5; return y", "view of another array"),
+    ("x += 1; return x", "an argument"),
+    ("y = x * 1; z = y.T; y += 1; return z", "views of it exist"),
+    ("i = (x > 0).astype(np.int32); i += 0.5; return i", "same_kind"),
+])
+def test_in_place_operators_refused_where_numpy_would_write_elsewhere(body, error):
+    scope: dict = {"np": np}
+    exec(f"def f(x):\n    {body}\n", scope)
+    with pytest.raises(polyc.PolycError, match=error):
+        jitted(scope["f"])(rand((3, 4), seed=73))
