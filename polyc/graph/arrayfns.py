@@ -33,7 +33,7 @@ from .ops import (
     s_token,
     where_clause,
 )
-from .sizes import Size
+from .sizes import Size, SizeInt
 from .ufuncs import UFUNCS
 
 
@@ -100,6 +100,8 @@ def repeat(g, a, repeats, axis=None) -> Tracer:
     """``np.repeat`` with one repetition count ``r`` for every element:
     element ``i`` of the axis is element ``i // r`` of ``a`` (a view)."""
     t = operand(g, a)
+    if isinstance(repeats, SizeInt):
+        repeats = int(repeats)               # specialised: the count is a value
     if not isinstance(repeats, (int, np.integer)) or isinstance(repeats, bool) or repeats < 1:
         raise _refuse("np.repeat is supported with one positive int count")
     if axis is None:

@@ -14,10 +14,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..errors import UnsupportedError
 from . import views
 from .arrayfns import _refuse, flip
 from .contractions import einsum
-from .core import Tracer
+from .core import Tracer, user_location
 from .ops import (
     Scalar,
     elementwise,
@@ -347,6 +348,51 @@ def ufunc_method(g, ufunc, method: str, inputs, kwargs) -> Tracer | None:
     return None
 
 
+def norm(g, x, ord=None, axis=None, keepdims=False):
+    """``np.linalg.norm`` where it is a reduction: of vectors the orders
+    ``None``/2 (``sqrt(sum(x * x))``), 1, ``inf``, ``-inf``, 0 (the count of
+    nonzeros) and any other ``p`` (``sum(|x| ** p) ** (1 / p)``); of
+    matrices (2-D ``x``, or two axes) ``None``/``'fro'``, 1 and -1 (the
+    extreme column sum of ``|x|``), ``inf`` and ``-inf`` (row sums).  The
+    matrix orders 2, -2 and ``'nuc'`` need singular values: refused.
+    Integers are converted to float64 first, as numpy does."""
+    t = operand(g, x)
+    if t.dtype.kind != "f":
+        t = materialize(g, t, dtype=np.float64)
+    keep = bool(keepdims)
+    axes = None if axis is None else tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    if axes is not None:
+        axes = tuple(normalize_axis(int(a), t.ndim) for a in axes)
+    matrix = len(axes) == 2 if axes is not None else (t.ndim == 2 and ord is not None)
+    if ord is None or (ord == "fro" and (matrix or axes is None)) or (ord == 2 and not matrix):
+        sq = reduce(g, "sum", UFUNCS["multiply"](g, t, t), axes, keep)
+        return UFUNCS["sqrt"](g, sq)
+    if matrix:
+        r, c = axes or (0, 1)
+        if ord in (1, -1, np.inf, -np.inf):
+            inner, outer = (r, c) if ord in (1, -1) else (c, r)
+            sums = reduce(g, "sum", UFUNCS["absolute"](g, t), (inner,), True)
+            out = reduce(g, "max" if ord > 0 else "min", sums, (outer,), True)
+            return out if keep else views.squeeze(out, (r, c))
+        raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} of a "
+                               "matrix needs its singular values, which polyc does not "
+                               "compute (None/'fro', 1, -1, inf, -inf are supported)")
+    if axes is None and t.ndim != 1:
+        raise ValueError("Improper number of dimensions to norm.")
+    if isinstance(ord, str):
+        raise ValueError(f"Invalid norm order '{ord}' for vectors")
+    if ord == 1:
+        return reduce(g, "sum", UFUNCS["absolute"](g, t), axes, keep)
+    if ord in (np.inf, -np.inf):
+        return reduce(g, "max" if ord > 0 else "min", UFUNCS["absolute"](g, t), axes, keep)
+    if ord == 0:
+        nz = UFUNCS["not_equal"](g, t, 0.0)
+        return materialize(g, reduce(g, "sum", nz, axes, keep), dtype=t.dtype)
+    p = float(ord)
+    powered = UFUNCS["power"](g, UFUNCS["absolute"](g, t), p)
+    return UFUNCS["power"](g, reduce(g, "sum", powered, axes, keep), 1.0 / p)
+
+
 def functions(api: dict[str, Callable]) -> dict[str, Any]:
     """These functions by numpy name; ``api``: numpy_api's ``concatenate
     stack pad where``, which they build on."""
@@ -357,4 +403,5 @@ def functions(api: dict[str, Callable]) -> dict[str, Any]:
             **{f"nan{k}": nan_reduction(k) for k in ("sum", "mean", "max", "min")},
             "atleast_1d": atleast(1), "atleast_2d": atleast(2), "atleast_3d": atleast(3),
             "column_stack": column_stack, "dstack": dstack,
-            "rot90": rot90, "trapezoid": trapezoid, "trapz": trapezoid, "sinc": sinc}
+            "rot90": rot90, "trapezoid": trapezoid, "trapz": trapezoid, "sinc": sinc,
+            "norm": norm}

@@ -214,7 +214,7 @@ def split(g, ary, indices_or_sections, axis=0):
     t = operand(g, ary)
     axis = ops.normalize_axis(int(axis), t.ndim)
     size = t._shape[axis]
-    if isinstance(indices_or_sections, (int, np.integer)):
+    if isinstance(indices_or_sections, (int, np.integer, SizeInt)):
         k = int(indices_or_sections)
         if k <= 0:
             raise ValueError("number sections must be larger than 0.")
@@ -338,29 +338,6 @@ def _outer(g, a, b, out=None):
     return UFUNCS["multiply"](g, a, b)
 
 
-def _norm(g, x, ord=None, axis=None, keepdims=False):
-    """``np.linalg.norm`` for the orders that are reductions of ``|x|``:
-    ``None`` and 2 (the Euclidean norm of vectors, Frobenius of matrices
-    with ``axis=None``: ``sqrt(sum(x * x))``), 1 (``sum |x|``), ``inf``
-    (``max |x|``), ``-inf``, over one axis or all of them; integers are
-    converted to float64 first, as numpy does."""
-    t = operand(g, x)
-    if t.dtype.kind != "f":
-        t = ops.materialize(g, t, dtype=np.float64)
-    if ord is not None and (axis is None and t.ndim > 1 or isinstance(axis, (tuple, list))):
-        raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} of a "
-                               "matrix is not supported (ord=None is: Frobenius)")
-    if ord is None or ord == 2 or ord == "fro":
-        sq = reduce(g, "sum", UFUNCS["multiply"](g, t, t), axis, bool(keepdims))
-        return UFUNCS["sqrt"](g, sq)
-    if ord == 1:
-        return reduce(g, "sum", _abs(g, t), axis, bool(keepdims))
-    if ord in (np.inf, -np.inf):
-        return reduce(g, "max" if ord > 0 else "min", _abs(g, t), axis, bool(keepdims))
-    raise UnsupportedError(f"{user_location()}: np.linalg.norm with ord={ord!r} is not "
-                           "supported (None, 2, 1, inf, -inf are)")
-
-
 def _max_fn(kind: str):
     """np.max/np.min/np.amax/np.amin: ``(a, axis, out, keepdims, initial, where)``."""
     def run(g, a, axis=None, out=None, keepdims=False, *args, **kw):
@@ -382,7 +359,7 @@ FUNCTIONS: dict[str, Callable] = {
     "min": _max_fn("min"), "amin": _max_fn("min"), "mean": _reduction("mean"),
     "var": _var_fn("var"), "std": _var_fn("std"),
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
-    "outer": _outer, "norm": _norm, **arrayfns.functions(concatenate), "take": gather.take,
+    "outer": _outer, **arrayfns.functions(concatenate), "take": gather.take,
     "take_along_axis": gather.take_along_axis,
     "fix": lambda g, x, out=None: UFUNCS["trunc"](g, x),
     "cumsum": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumsum", a, axis, dtype,
@@ -566,7 +543,7 @@ def _install() -> None:
     T.astype = lambda self, dtype, copy=True, **kw: astype(self, dtype, copy)
     T.squeeze = lambda self, axis=None: views.squeeze(self, axis)
     T.copy = lambda self, order="C": _copy(self._graph, self)
-    T.clip = lambda self, lo=None, hi=None: clip(self._graph, self, lo, hi)
+    T.clip = lambda self, lo=None, hi=None, **kw: clip(self._graph, self, lo, hi, **kw)
     T.dot = lambda self, other: dot(self._graph, self, other)
     def as_method(fn):      # np.fn(a, *args) as a.fn(*args): the same arguments after a
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)

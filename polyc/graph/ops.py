@@ -427,11 +427,12 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
             f"{lhs(name, out_idx)} {op} {elem}{wc}"], flops=flops, reduction=True))
     fdt = np.dtype(dtype) if dtype is not None else (
         np.dtype("float64") if x_dtype.kind in "iub" else x_dtype)
-    if kind == "mean":
+    if kind == "mean":      # float16's sum in float32, as numpy's _mean does
+        sdt = np.dtype("float32") if fdt == np.float16 else fdt
         return done(new_node(graph, "mean", node_shape, fdt, [x], lambda name: [
             f"{lhs(name + '_s', out_idx)} +=! {elem}{wc}",
             f"{lhs(name, out_idx)} = {lhs(name + '_s', out_idx)} / {cnt}{wo}"],
-            helpers=[("s", fdt)], flops=flops, reduction=True))
+            helpers=[("s", sdt)], flops=flops, reduction=True))
     if kind in ("var", "std"):
         def stmts(name):
             m, q = lhs(name + "_m", out_idx), lhs(name + "_q", out_idx)

@@ -34,6 +34,10 @@ def _unary_float(fn: str) -> Callable:
 
 def _binary(sym: str) -> Callable:
     def run(g, a, b):
+        a, b = operand(g, a), operand(g, b)
+        if a.dtype.kind == "b" and b.dtype.kind == "b" and sym in "+*":
+            # numpy's add and multiply of booleans are logical or and and
+            return _logical("||" if sym == "+" else "&&")(g, a, b)
         return elementwise(g, {"+": "add", "-": "subtract", "*": "multiply"}[sym],
                            lambda x, y: f"({x} {sym} {y})", [a, b])
     return run

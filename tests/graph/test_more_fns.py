@@ -1,5 +1,5 @@
 """``any all diag diagonal convolve correlate cross isclose nansum nanmean
-nanmax nanmin atleast_*d column_stack dstack rot90 trapezoid sinc``, the
+nanmax nanmin atleast_*d column_stack dstack rot90 trapezoid sinc linalg.norm``, the
 ufuncs ``logical_xor signbit deg2rad rad2deg float_power``, ``np.fix``,
 integer shifts by a constant, and the ufunc methods ``outer`` and
 ``accumulate`` in ``@polyc.jit``, each against plain numpy (``check``:
@@ -93,3 +93,31 @@ def test_running_maximum_propagates_nan_bit_for_bit():
         got = polyc.jit(f)(i)
         assert got.dtype == np.int32
         np.testing.assert_array_equal(got, f(i))
+
+
+def _norms(x):
+    v = x[0]
+    return (np.linalg.norm(x, "fro"), np.linalg.norm(x, 1), np.linalg.norm(x, -1),
+            np.linalg.norm(x, np.inf), np.linalg.norm(x, -np.inf, keepdims=True),
+            np.linalg.norm(x[None], 1, axis=(2, 1)), np.linalg.norm(v, 3),
+            np.linalg.norm(v, 0), np.linalg.norm(v, -2), np.linalg.norm(x, 0.5, axis=1))
+
+
+def _edges(x):
+    n = x.shape[0]
+    m = (x > 0) + (x < 0.5)                   # booleans: logical or, and
+    return (x.clip(min=0), x.clip(max=0.25), np.where(m * (x > -0.5), x, 0.0),
+            np.split(x, n // 2)[0], np.repeat(x[0], n // 2))
+
+
+@pytest.mark.parametrize("fn", [_norms, _edges])
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_matrix_norms_boolean_arithmetic_and_counts_from_extents(fn, dtype):
+    check(fn, rand((4, 6), dtype, seed=80), reduction_length=24)
+
+
+def test_float16_mean_accumulates_in_float32_as_numpy():
+    """70000 ones in float16: the sum overflows float16 (65504), the mean
+    (numpy sums float16 in float32) is 1."""
+    x = np.ones((2, 70000), np.float16)
+    check(lambda x: (x.mean(), x.mean(axis=1), np.average(x)), x)
