@@ -46,11 +46,14 @@ def matmul(g, a, b) -> Tracer:
 
 
 def einsum(g, subscripts, *operands, **kw):
-    """``np.einsum`` in traced code, honouring ``optimize=`` as numpy does:
-    ``False`` (numpy's default) is one loop nest over every label; ``True``,
-    ``'greedy'``, ``'optimal'`` or an explicit path are pairwise
-    contractions along that path (:func:`polyc.einsum_plan.plan_contraction`,
-    opt_einsum's paths), each an operation the planner may fuse."""
+    """``np.einsum`` in traced code.  ``True``, ``'greedy'``, ``'optimal'``
+    or an explicit path are pairwise contractions along that path
+    (:func:`polyc.einsum_plan.plan_contraction`, opt_einsum's paths), each
+    an operation the planner may fuse.  ``False`` (numpy's default), with
+    three operands or more, is one loop nest over every label unless the
+    greedy path iterates less than half as often (``ij,jk,kl->il``: n^4
+    against 2 n^3), as a compiler should; the sums are then associated
+    differently from numpy's, within rounding."""
     from ..frontend import einsum as fe
     loc = user_location()
     optimize = kw.pop("optimize", False)
@@ -77,29 +80,52 @@ def einsum(g, subscripts, *operands, **kw):
                 sizes[lab] = s
     for lab, v in spec.sizes:
         sizes.setdefault(lab, Size.constant(g.symbols, v))
+    if len(ts) >= 3 and (optimize is False or optimize is None):
+        steps = _path(spec, ts, "greedy", dtype)
+        if len(steps) > 1 and _naive_points(spec, ts) > 2 * _path_points(steps):
+            return _einsum_path(g, spec, ts, sizes, steps)
     if len(ts) <= 2 or optimize is False or optimize is None:
         return ops.contraction(g, "einsum", ts[0], ts[1] if len(ts) >= 2 else None,
                                spec.input_labels[0],
                                spec.input_labels[1] if len(ts) >= 2 else None,
                                spec.output_labels, sizes, dtype,
                                more=list(zip(ts[2:], spec.input_labels[2:])))
-    return _einsum_path(g, spec, ts, sizes, dtype, optimize)
+    return _einsum_path(g, spec, ts, sizes, _path(spec, ts, optimize, dtype))
 
 
-def _einsum_path(g, spec, ts, sizes, dtype, optimize):
-    """Three or more operands with a path: the pairwise steps of
-    :func:`polyc.einsum_plan.plan_contraction`, each a node."""
-    from ..einsum_plan import plan_contraction
-    letters = {}
+def _letters(spec) -> dict:
     pool = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    for lab in spec.labels:
-        letters[lab] = next(pool)
-    back = {v: k for k, v in letters.items()}
+    return {lab: next(pool) for lab in spec.labels}
+
+
+def _path(spec, ts, optimize, dtype) -> list:
+    """The pairwise steps of :func:`polyc.einsum_plan.plan_contraction`
+    (opt_einsum's paths) for these traced operands."""
+    from ..einsum_plan import plan_contraction
+    letters = _letters(spec)
     inputs = ["".join(letters[x] for x in ls) for ls in spec.input_labels]
     output = "".join(letters[x] for x in spec.output_labels)
     shapes = [tuple(s.value for s in t._shape) for t in ts]
-    steps = plan_contraction(",".join(inputs) + "->" + output, shapes,
-                             [t.dtype for t in ts], optimize, dtype=dtype)
+    return plan_contraction(",".join(inputs) + "->" + output, shapes,
+                            [t.dtype for t in ts], optimize, dtype=dtype)
+
+
+def _naive_points(spec, ts) -> int:
+    """The cost of one loop nest over every label, in the model of
+    :attr:`ContractionStep.flops`: its iterations times the operand count
+    (the multiplications and the addition of each term)."""
+    ext = {lab: s.value for t, ls in zip(ts, spec.input_labels) for s, lab in zip(t._shape, ls)}
+    return int(np.prod([float(v) for v in ext.values()]) * len(ts))
+
+
+def _path_points(steps) -> int:
+    return int(sum(step.flops for step in steps))
+
+
+def _einsum_path(g, spec, ts, sizes, steps):
+    """Three or more operands along a path: each pairwise step a node (an
+    operation the planner may fuse)."""
+    back = {v: k for k, v in _letters(spec).items()}
     cur = list(ts)
     for step in steps:
         picked = [cur[i] for i in step.operands]

@@ -794,3 +794,17 @@ def test_in_place_operators_refused_where_numpy_would_write_elsewhere(body, erro
     exec(f"def f(x):\n    {body}\n", scope)
     with pytest.raises(polyc.PolycError, match=error):
         jitted(scope["f"])(rand((3, 4), seed=73))
+
+
+def test_three_operand_einsum_without_a_path_is_contracted_pairwise_where_cheaper():
+    """``einsum('ij,jk,kl->il')`` (numpy's default optimize=False) is two
+    GEMM-shaped steps (2 n^3), not one n^4 nest; an elementwise triple
+    product stays one nest."""
+    a, b, c = (rand((24, 24), seed=s) for s in (74, 75, 76))
+    chain = lambda a, b, c: np.einsum("ij,jk,kl->il", a, b, c)   # noqa: E731
+    triple = lambda a, b, c: np.einsum("ij,ij,ij->i", a, b, c)   # noqa: E731
+    check(chain, a, b, c, reduction_length=576)
+    check(triple, a, b, c, reduction_length=24)
+    ops_of = lambda fn: [n.op for n in polyc.graph.trace(fn, a, b, c).ops]  # noqa: E731
+    assert ops_of(chain).count("einsum") == 2
+    assert ops_of(triple).count("einsum") == 1
