@@ -173,11 +173,16 @@ _VECTOR_CALLS = (frozenset(("log", "tanh", "erf", "pow", *E.MATH_FUNCTIONS, *E.M
 
 def _small_power(e: E.Expr) -> int | None:
     """n where ``e`` is the constant 2, 3 or 4 (``pow(x, n)`` prints as
-    products: ``polyc_pow<n>_<type>`` of the prelude), else ``None``."""
+    products: ``polyc_pow<n>_<type>`` of the prelude), 0 where it is 0.5
+    (``polyc_pow0_<type>``: a square root, which also keeps gcc 12 from an
+    internal compiler error on ``powf(x, 0.5f)`` in an ``omp simd`` loop),
+    else ``None``."""
     if isinstance(e, E.Const) and not isinstance(e.value, bool):
         v = e.value
         if isinstance(v, (int, float)) and float(v) in (2.0, 3.0, 4.0):
             return int(v)
+        if isinstance(v, float) and v == 0.5:
+            return 0       # polyc_pow0_<type>: the square root, as pow(x, 0.5) is
     return None
 
 

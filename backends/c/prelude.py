@@ -159,6 +159,10 @@ static inline float polyc_pow4_float(float x) { float y = x * x; return y * y; }
 static inline double polyc_pow2_double(double x) { return x * x; }
 static inline double polyc_pow3_double(double x) { return x * x * x; }
 static inline double polyc_pow4_double(double x) { double y = x * x; return y * y; }
+/* x ** 0.5 as numpy's power computes it: the square root (-0 for -0, NaN for -inf,
+   where C99's pow gives +0 and +inf) */
+static inline float polyc_pow0_float(float x) { return sqrtf(x); }
+static inline double polyc_pow0_double(double x) { return sqrt(x); }
 /* NaN constants, bit for bit */
 static inline float polyc_bits_float(uint32_t u) { union { uint32_t u; float f; } x; x.u = u; return x.f; }
 static inline double polyc_bits_double(uint64_t u) { union { uint64_t u; double f; } x; x.u = u; return x.f; }

@@ -90,3 +90,12 @@ def test_reduction_kernels_compile(src):
     assert any(m.reduction for m in k.kernels) and "__shfl_down_sync" in k.cuda_source
     for arch in ARCHS:
         check_build(k, arch)
+
+
+def test_power_helpers_compile_as_device_functions():
+    """``pow(x, 0.5)`` prints as the prelude's square root helper and
+    ``pow(x, 2)`` as a product; both are device functions under nvcc."""
+    k = polyc.compile("def p(float(N) x) -> (y) { y(i) = pow(x(i), 0.5) + pow(x(i), 2) }",
+                      config=emulated())
+    assert "polyc_pow0_float" in k.cuda_source
+    check_build(k, ARCHS[0])
