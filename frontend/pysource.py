@@ -16,6 +16,8 @@ import numpy as np
 from polyc.errors import DTypeError, UnsupportedError
 from polyc.ir import C_TYPES
 
+from .source import Span, excerpt, read_source
+
 
 def is_shape_read(v: ast.AST) -> bool:
     """Whether ``v`` is ``X.shape`` or ``X.shape[k]``."""
@@ -125,14 +127,15 @@ def parse_file(path: str, name: str | None):
     """(FunctionDef, filename, first line, lines) of the function ``name``
     (or the only one decorated with ``polyc.kernel``) in the Python file
     ``path``, read without running it."""
-    with open(path) as f:
-        text = f.read()
+    from polyc.errors import ParseError
+    text = read_source(path)
     try:
         tree = ast.parse(text, path)
     except SyntaxError as err:
-        from polyc.errors import ParseError
-        raise ParseError(f"{path}:{err.lineno}: {err.msg}", line=err.lineno,
-                         column=err.offset) from None
+        span = Span(err.lineno or 1, err.offset or 1, err.lineno or 1, (err.offset or 1) + 1,
+                    path)
+        raise ParseError(err.msg, line=span.line, column=span.column,
+                         excerpt=excerpt(text, span), filename=path) from None
     funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     if name is None:
         decorated = [f for f in funcs if any("kernel" in ast.unparse(d)

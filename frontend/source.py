@@ -92,3 +92,20 @@ def span_text(text: str, span: Span | None) -> str:
     start = sum(len(x) for x in lines[:span.line - 1]) + span.column - 1
     end = sum(len(x) for x in lines[:span.end_line - 1]) + span.end_column - 1
     return text[start:end]
+
+
+def read_source(path) -> str:
+    """The text of the source file ``path`` (UTF-8).  Raises ``OSError``
+    when it cannot be read and :class:`~polyc.errors.ParseError` at the line
+    and column of the first byte that is not UTF-8."""
+    from polyc.errors import ParseError
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ParseError(f"byte 0x{data[e.start]:02x} is not UTF-8 ({e.reason}); save the "
+                         "file as UTF-8", line=line, column=column,
+                         filename=str(path)) from None

@@ -61,16 +61,17 @@ def _load_python(args, path: Path):
 def _load(args):
     from .api import lower_def
     from .frontend import tc
+    from .frontend.source import read_source
     path = Path(args.file)
     if path.suffix == ".py":
         return _load_python(args, path)
     try:
-        text = path.read_text()
+        text = read_source(path)
     except OSError as e:
         raise UsageError(f"cannot read {path}: {e.strerror}") from None
     module = tc.require_definitions(tc.parse(text, str(path)))
     defn = _select_def(module, args.def_name)
-    sizes = {**tc.sizes_header(text), **_parse_sizes(args.sizes)}
+    sizes = {**tc.sizes_header(text, str(path)), **_parse_sizes(args.sizes)}
     needs = tc.needs_specialization(defn)
     missing = sorted(needs - sizes.keys())
     if missing:

@@ -185,10 +185,11 @@ def _check_depth(tree: lark.Tree, text: str, filename: str) -> None:
         stack.extend((c, depth, root) for c in node.children)
 
 
-def sizes_header(text: str) -> dict[str, int]:
+def sizes_header(text: str, filename: str = "<tc>") -> dict[str, int]:
     """Default sizes from lines ``# sizes: M=128 K=1024`` (entries separated
     by spaces or commas; several such lines merge, later ones win).  Returns
-    ``{}`` when there is none; a malformed entry is a ParseError."""
+    ``{}`` when there is none; a malformed entry is a ParseError located in
+    ``filename``."""
     sizes: dict[str, int] = {}
     for lineno, line in enumerate(text.split("\n"), 1):
         m = re.match(r"\s*#\s*sizes\s*:(.*)$", line)
@@ -199,7 +200,7 @@ def sizes_header(text: str) -> dict[str, int]:
             km = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)=([0-9]+)", item.group(0))
             if not km:
                 span = Span(lineno, body_col + item.start(), lineno,
-                            body_col + item.end())
+                            body_col + item.end(), filename)
                 raise _error(ParseError, text, span,
                              f"malformed size '{item.group(0)}' in the sizes header; "
                              "write NAME=INTEGER, e.g. '# sizes: M=128 K=64'")

@@ -207,6 +207,24 @@ def test_syntax_error_is_exit_2_with_location_and_caret(capsys, tcfile):
     assert caret.index("^") == lines[src].index("where")
 
 
+def test_source_errors_name_the_file(capsys, tmp_path):
+    """A file that is not UTF-8, a malformed sizes header and a Python
+    syntax error are user errors (exit 2) at the file's line and column."""
+    latin1 = tmp_path / "latin1.tc"
+    latin1.write_bytes(b"# caf\xe9\n# sizes: N=4\ndef f(float(N) x) -> (y) { y(i) = x(i) }\n")
+    sizes = tmp_path / "sizes.tc"
+    sizes.write_text("def f(float(N) x) -> (y) { y(i) = x(i) + 1.0 }\n# sizes: N=abc\n")
+    py = tmp_path / "bad.py"
+    py.write_text("import polyc\n@polyc.kernel\ndef f(A):\n    for i in range(A.shape[0]:\n"
+                  "        A[i] = 1\n")
+    for argv, where in ((["run", str(latin1)], f"{latin1}:1:6: byte 0xe9"),
+                        (["run", str(sizes)], f"{sizes}:2:10: malformed size"),
+                        (["compile", str(py), "--emit", "c"], f"{py}:4:")):
+        rc, out, err = run_main(capsys, argv)
+        assert_user_error(rc, out, err)
+        assert where in err and "<tc>" not in err
+
+
 def test_missing_file_is_exit_2(capsys, tmp_path):
     missing = str(tmp_path / "nope.tc")
     rc, out, err = run_main(capsys, ["run", missing, "--check"])
