@@ -57,7 +57,8 @@ class Names(Protocol):
     params: list[str]               # size parameters
     specs: dict[str, ArgSpec]       # the arguments
     arrays: dict[str, ArgSpec]      # array arguments
-    floats: list[str]               # float scalar arguments
+    floats: list[str]               # scalar arguments (float, and int values)
+    int_values: set[str]            # int arguments read only as values
     scalars: dict[str, str]         # local scalar -> its tensor
     assigned_later: set[str]        # names assigned somewhere in the body
 
@@ -157,6 +158,8 @@ class Expressions:
         if _integral(e):
             return True
         if isinstance(e, E.Access):
+            if e.tensor in self.names.int_values:
+                return True
             spec = self.names.arrays.get(e.tensor)
             return spec is not None and np.dtype(spec.dtype).kind in "iub"
         if isinstance(e, E.Unary) and e.op == "-":

@@ -41,7 +41,7 @@ from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
 from .pyexprs import BINOPS, CMP, Expressions, Loop
-from .pysource import ArgSpec, is_shape_read
+from .pysource import ArgSpec, index_names, is_shape_read
 from .source import Span
 
 _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
@@ -67,7 +67,10 @@ class _Lowering:
         self.params: list[str] = []            # size parameters, in order
         self.bindings: dict[str, tuple | None] = {}
         self.arrays = {a: s for a, s in specs.items() if s.kind == "array"}
-        self.floats = [a for a, s in specs.items() if s.kind == "float"]
+        # int arguments read only as values: int64 scalars, not sizes
+        sized = index_names(fn_ast)
+        self.int_values = {a for a, s in specs.items() if s.kind == "int" and a not in sized}
+        self.floats = [a for a, s in specs.items() if s.kind == "float" or a in self.int_values]
         self.shape_param: dict[tuple[str, int], str] = {}
         self.scalars: dict[str, str] = {}      # local scalar -> tensor name
         self.statements = []
@@ -119,7 +122,7 @@ class _Lowering:
                 continue
             rest.append(st)
         for a, spec in self.specs.items():
-            if spec.kind == "int":
+            if spec.kind == "int" and a not in self.int_values:
                 self._new_param(a, None, self.fn)
         for a, spec in self.arrays.items():
             for d in range(spec.ndim):
@@ -409,8 +412,12 @@ class _Lowering:
             if spec.kind == "array":
                 role = "inout" if a in self.written else "input"
                 tensors.append(Tensor(a, spec.dtype, shapes[a], role))
+            elif a in self.int_values:
+                tensors.append(Tensor(a, "int64", (), "input"))
             elif spec.kind == "float":
-                tensors.append(Tensor(a, self.value_dtype, (), "input"))
+                # a float argument of an integer program is a double, as in Python
+                tensors.append(Tensor(a, self.value_dtype if is_float(self.value_dtype)
+                                      else "float64", (), "input"))
         for t in self.scalars.values():
             tensors.append(Tensor(t, self.value_dtype, (), "temp"))
         signature = tuple(self.specs)

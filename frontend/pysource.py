@@ -30,7 +30,10 @@ def is_shape_read(v: ast.AST) -> bool:
 @dataclass(frozen=True)
 class ArgSpec:
     """What a call passes for one parameter: ``kind`` is ``"array"`` (with
-    ``dtype`` and ``ndim``), ``"int"`` or ``"float"``."""
+    ``dtype`` and ``ndim``), ``"int"`` or ``"float"``.  An ``"int"`` that
+    the body reads only as a value (never in a ``range``, a subscript or an
+    ``if`` condition) is an int64 scalar, negative ones too; any other is a
+    size (``>= 0``)."""
     kind: str
     dtype: str = ""
     ndim: int = 0
@@ -84,6 +87,24 @@ def arg_spec(name: str, value) -> ArgSpec:
                      f"{type(value).__name__}")
 
 
+def index_names(fdef: ast.FunctionDef) -> set[str]:
+    """The names read where a size or an index belongs: ``range``'s
+    arguments, subscripts and ``if`` conditions."""
+    out: set[str] = set()
+    for node in ast.walk(fdef):
+        parts: list = []
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id == "range":
+            parts = node.args
+        elif isinstance(node, ast.Subscript):
+            parts = [node.slice]
+        elif isinstance(node, ast.If):
+            parts = [node.test]
+        for part in parts:
+            out |= {n.id for n in ast.walk(part) if isinstance(n, ast.Name)}
+    return out
+
+
 def infer_specs(fdef: ast.FunctionDef, dtype: str = "float64") -> dict[str, ArgSpec]:
     """Argument kinds read off the body, for tools that have no call to
     look at (``polyc compile FILE.py``): a parameter that is subscripted or
@@ -92,21 +113,11 @@ def infer_specs(fdef: ast.FunctionDef, dtype: str = "float64") -> dict[str, ArgS
     or ``if`` condition is an int size; any other is a float scalar."""
     names = [a.arg for a in fdef.args.args]
     ranks: dict[str, int] = {}
-    ints: set[str] = set()
+    ints = index_names(fdef)
     for node in ast.walk(fdef):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
             sl = node.slice
             ranks.setdefault(node.value.id, len(sl.elts) if isinstance(sl, ast.Tuple) else 1)
-        index_parts = []
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-                and node.func.id == "range":
-            index_parts = node.args
-        elif isinstance(node, ast.Subscript):
-            index_parts = [node.slice]
-        elif isinstance(node, ast.If):
-            index_parts = [node.test]
-        for part in index_parts:
-            ints |= {n.id for n in ast.walk(part) if isinstance(n, ast.Name)}
     for node in ast.walk(fdef):
         if isinstance(node, ast.Assign) and is_shape_read(node.value):
             v = node.value

@@ -532,3 +532,25 @@ def test_input_aliasing_an_in_place_array_reads_the_old_values():
     C2 = C.copy()
     gemm(C2, C2, C2.copy())                   # C2 read while it is updated: copied first
     np.testing.assert_allclose(C2, expect, rtol=1e-12)
+
+
+@polyc.kernel
+def _offset_by(A, t, k, alpha):
+    for s in range(t):
+        for i in range(A.shape[0]):
+            A[i] = A[i] + k * s + k // 2
+    for i in range(A.shape[0]):
+        A[i] = A[i] * alpha
+
+
+def test_int_argument_read_only_as_a_value_may_be_negative():
+    """``k`` never bounds a loop or indexes: an int64 scalar, negative too
+    (``t`` bounds a loop: a size, >= 0); a float argument of an integer
+    program is a double, the product stored truncated as numpy's astype."""
+    for dtype in (np.int64, np.float64):
+        A = np.arange(5, dtype=dtype)
+        want = ((A + sum(-3 * s + (-3) // 2 for s in range(2))) * 1.5).astype(dtype)
+        _offset_by(A, 2, -3, 1.5)
+        np.testing.assert_array_equal(A, want)
+    with pytest.raises(ShapeError, match="argument t: size must be >= 0"):
+        _offset_by(np.zeros(3), -1, 2, 1.0)
