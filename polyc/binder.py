@@ -313,8 +313,10 @@ class Binder:
                 if shape[d] != want:
                     culprit = next((q for q, s in p.param_bindings.items()
                                     if s == (name, d)), None)
-                    why = "" if culprit else " (from " + ", ".join(
-                        f"{q}={values[q]} set by {where[q]}" for q in p.params) + ")"
+                    declared = p.tensor(name).shape[d]
+                    why = "" if culprit else " (declared so)" if declared.is_cst() else \
+                        " (from " + ", ".join(f"{q}={values[q]} set by {where[q]}"
+                                              for q in p.params) + ")"
                     raise ShapeError(f"argument {name}: dimension {d} has extent "
                                      f"{shape[d]}, expected {want}{why}")
         if self.check is not None and not self.check(*pvals):

@@ -79,4 +79,9 @@ def _load(args):
                          "give them with --sizes")
     fixed = {k: sizes[k] for k in needs}
     program = lower_def(defn, fixed, dtype=args.dtype, source=text)
+    unknown = sorted(set(_parse_sizes(args.sizes)) - set(program.params) - set(fixed))
+    if unknown:
+        known = ", ".join(list(program.params) + sorted(fixed)) or "none"
+        raise UsageError(f"--sizes: def {defn.name} has no size {', '.join(unknown)} "
+                         f"(its sizes: {known})")
     return program, sizes

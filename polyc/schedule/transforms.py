@@ -291,8 +291,7 @@ def wavefront(s, loop):
         raise ScheduleError(f"wavefront: loop {lp.name} must be the first of a band of at "
                             f"least two loops")
     if not band.band_get_permutable():
-        raise IllegalScheduleError(f"wavefront: the band of {lp.name} is not permutable, so "
-                                   f"its tiles cannot run as wavefronts")
+        _refuse_wavefront(s, band, lp.name)
     names = band_names(band, s.program)
     if band.has_parent() and is_names_mark(band.parent()):
         band = band.parent().delete()
@@ -301,6 +300,30 @@ def wavefront(s, loop):
         return set_band_names(node, names).get_schedule()
     node = set_band_names(node, names[:1])
     return set_band_names(node.child(0), names[1:]).get_schedule()
+
+
+def _refuse_wavefront(s, band: isl.ScheduleNode, name: str) -> None:
+    """Raises :class:`IllegalScheduleError` for a band that is not
+    permutable, naming a dependence (by kind) with a negative distance
+    along one of its loops: the reason its tiles cannot run as wavefronts."""
+    inner = legality.unordered_within(band, s.validity())
+    mupa = band.band_get_partial_schedule()
+    for j in range(band.band_n_member()):
+        m = isl.UnionMap.from_union_pw_aff(mupa.get_union_pw_aff(j))
+        backwards = inner.intersect(m.lex_gt_union_map(m))
+        for kind, deps in s.deps.by_kind().items():
+            bad = backwards.intersect(deps)
+            if not bad.is_empty():
+                member = band_names(band, s.program)[j]
+                tensor = legality.dependence_tensor(s.program, legality.maps_of(bad)[0], kind)
+                raise IllegalScheduleError(
+                    f"wavefront: the band of {name} is not permutable, so its tiles cannot "
+                    f"run as wavefronts: loop {member} runs backwards along the {kind} "
+                    f"dependence on tensor {tensor} "
+                    f"{legality.describe_carried(bad, s.program)}; skew it first",
+                    witness=legality.witness(kind, "wavefront", bad, s.program))
+    raise IllegalScheduleError(f"wavefront: the band of {name} is not permutable, so its "
+                               "tiles cannot run as wavefronts")
 
 
 _MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

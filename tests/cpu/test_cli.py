@@ -225,6 +225,14 @@ def test_source_errors_name_the_file(capsys, tmp_path):
         assert where in err and "<tc>" not in err
 
 
+def test_unknown_size_is_a_usage_error(capsys, tmp_path):
+    path = tmp_path / "s.tc"
+    path.write_text("def f(float(N) x) -> (y) { y(i) = x(i) }\n")
+    rc, out, err = run_main(capsys, ["run", str(path), "--sizes", "N=3,Q=4"])
+    assert_user_error(rc, out, err)
+    assert "def f has no size Q (its sizes: N)" in err
+
+
 def test_missing_file_is_exit_2(capsys, tmp_path):
     missing = str(tmp_path / "nope.tc")
     rc, out, err = run_main(capsys, ["run", missing, "--check"])

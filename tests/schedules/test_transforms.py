@@ -205,6 +205,8 @@ ILLEGAL = [
      "S1", "S1"),
     ("reassociated_parallel_k", "matmul", lambda s: s.with_reassociation().parallel(C_K),
      "flow", "C", "S0", "S0"),
+    ("wavefront_unskewed_stencil", "stencil", lambda s: s.wavefront(("S1", "t")),
+     "flow", "A", "S1", "S1"),
 ]
 
 
