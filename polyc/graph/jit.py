@@ -3,13 +3,21 @@ plan its fusion groups, compile one kernel per group, and run them.
 
 The *shape class* of a call is its arrays' dtypes, ranks and which extents
 are 1 (numpy's broadcasting depends on those), plus the static arguments
-(every non-array argument, and those named in ``static_argnames``).  A
+(every non-array argument, and those named in ``static_argnames``), keyed
+as :mod:`polyc.graph.jitcall` says: lists, tuples and dicts of arrays are
+inputs, static floats are keyed by ``repr``, static arrays by contents.  A
 traced plan also carries guards: the extents the trace found equal, and
-those it specialised (:mod:`polyc.graph.sizes`); a call that meets a plan's
-guards reuses it, any other call is traced again.  Arrays cross in and out
-without copies: numpy arrays as they are, torch CPU tensors and any other
-DLPack producer through ``np.from_dlpack`` (results go back to torch with
-``torch.from_numpy`` when the inputs were torch tensors).
+those it specialised (:mod:`polyc.graph.sizes`), and the arrays (by
+identity) and scalars (by value) it read from closure cells, globals and a
+method's instance (:class:`~polyc.graph.jitcall.Watch`); a call that meets
+a plan's guards reuses it, any other call is traced again.  Called with
+tracers (inside another jitted function's trace) a jitted function runs its
+Python body, so the outer trace is one graph.  On a class, a jitted
+function is a method: the instance is static, keyed by identity, and its
+plans are dropped with it.  Arrays cross in and out without copies: numpy
+arrays as they are, torch CPU tensors and any other DLPack producer through
+``np.from_dlpack`` (results go back to torch with ``torch.from_numpy`` when
+the inputs were torch tensors).
 
 The configuration is the ``config`` given to :func:`jit`, else
 ``Config.from_env()`` read when a shape class is first traced; the plan and
@@ -29,26 +37,24 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..config import Config
-from ..dlpack import as_numpy, is_foreign, is_torch, to_torch
+from ..dlpack import as_numpy, to_torch
 from ..errors import BindingError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
 from .gather import check_indices
+from .jitcall import InstancePlans, TracedArgument, Watch, bind_args, split_args
 from .ops import check_dtype, mask_of, materialize
 from .plan import Graph, Plan, plan
 from .sizes import Size
 
 log = logging.getLogger(__name__)
-
-
-def _is_array(x: Any) -> bool:
-    return isinstance(x, np.ndarray) or (is_foreign(x) and not isinstance(x, Tracer))
 
 
 def _flatten(value: Any, leaves: list) -> Any:
@@ -71,8 +77,11 @@ def _unflatten(tree: Any, leaves: list) -> Any:
 
 
 def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwargs: Any) -> Graph:
-    """The :class:`~polyc.graph.core.Graph` of ``fn`` called on ``args``
-    (numpy arrays or DLPack producers; other arguments are static).  Raises
+    """The :class:`~polyc.graph.core.Graph` of ``fn`` called on ``args``:
+    numpy arrays or DLPack producers, and lists, tuples and dicts of them
+    (:func:`~polyc.graph.jitcall.bind_args`), are graph inputs; other
+    values are static, as are the arguments named in ``static_argnames``
+    (their arrays passed as read-only copies).  Raises
     :class:`~polyc.errors.TraceError` for value-dependent control flow,
     :class:`~polyc.errors.UnsupportedError` for a function polyc does not
     cover, :class:`~polyc.errors.ShapeError` for incompatible shapes."""
@@ -83,10 +92,8 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
                    getattr(getattr(fn, "__code__", None), "co_firstlineno", 0), "")
     pos = 0
 
-    def bind(x: Any, name: str | None) -> Any:
+    def bind(x: Any) -> Any:
         nonlocal pos
-        if name in static_argnames or not _is_array(x):
-            return x
         a = as_numpy(x)
         d = check_dtype(a.dtype, f"argument {pos}")
         shape = tuple(Size.constant(graph.symbols, 1) if v == 1 else
@@ -99,8 +106,8 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
         return mask_of(graph, node) if mask else Tracer.of(node, graph)
 
     names = _param_names(fn, len(args))
-    targs = [bind(a, n) for a, n in zip(args, names)]
-    tkw = {k: bind(v, k) for k, v in kwargs.items()}
+    targs = [bind_args(a, n in static_argnames, bind) for a, n in zip(args, names)]
+    tkw = {k: bind_args(v, k in static_argnames, bind) for k, v in kwargs.items()}
     result = fn(*targs, **tkw)
     leaves: list = []
     graph.treedef = _flatten(result, leaves)
@@ -179,7 +186,7 @@ def _param_names(fn: Callable, n: int) -> list[str | None]:
     return names
 
 
-@dataclass
+@dataclass(eq=False)
 class _Traced:
     graph: Graph
     plan: Plan
@@ -188,12 +195,25 @@ class _Traced:
     captured: list[tuple[str, np.ndarray]]
     #: size classes some kernel takes as an argument -> (array, dim) binding it
     size_args: dict[int, tuple[int, int]]
+    #: the closure cells, globals and attributes the trace read (None: none)
+    watch: Watch | None = None
+
+
+#: the most plans one shape class keeps (plans that differ in specialised
+#: sizes or in the scalars they read from globals); the oldest goes first
+MAX_PLANS_PER_CLASS = 32
+
+_UNBOUND = object()
 
 
 class Jitted:
     """A function compiled by :func:`jit`.  Calling it runs the compiled
     plan of the call's shape class; :meth:`explain` prints the plan;
-    :meth:`graph` and :meth:`plan` return them."""
+    :meth:`graph` and :meth:`plan` return them.  Called with tracers (from
+    inside another jitted function's trace) it runs the Python function,
+    so the caller's trace records its operations inline.  As a class
+    attribute it is a method (:meth:`__get__`): the instance is a static
+    argument keyed by identity, with a plan table of its own."""
 
     def __init__(self, fn: Callable, static_argnames: Sequence[str] = (),
                  config: Config | None = None) -> None:
@@ -202,52 +222,48 @@ class Jitted:
         self.static_argnames = tuple(static_argnames)
         self.config = config
         self._plans: dict[tuple, list[_Traced]] = {}
+        self._instances = InstancePlans()
         self._names = _param_names(fn, 64)
+        self._method_names = self._names[1:]
 
-    def _split(self, args, kwargs) -> tuple[tuple, list[np.ndarray], bool]:
-        """One pass over the call's arguments: the shape-class key, the
-        arrays in argument order, and whether any was a torch tensor."""
-        names = self._names if len(args) <= len(self._names) else \
-            _param_names(self.fn, len(args))
-        parts = []
-        arrays: list[np.ndarray] = []
-        torch_in = False
-        items = list(zip(args, names))
-        if kwargs:
-            items += sorted(((v, k) for k, v in kwargs.items()), key=lambda t: t[1])
-        for a, n in items:
-            if n not in self.static_argnames and (type(a) is np.ndarray or _is_array(a)):
-                if type(a) is not np.ndarray:
-                    torch_in = torch_in or is_torch(a)
-                    a = as_numpy(a)
-                arrays.append(a)
-                parts.append((a.dtype.str, a.ndim, 1 in a.shape and tuple(s == 1 for s in a.shape)))
-            else:
-                try:
-                    hash(a)
-                except TypeError:
-                    raise BindingError(f"static argument {n or '?'} of type "
-                                       f"{type(a).__name__} is not hashable") from None
-                parts.append(("static", type(a).__name__, a))
-        return (tuple(parts), tuple(sorted(kwargs))), arrays, torch_in
+    def __get__(self, inst: Any, owner: type | None = None) -> Any:
+        return self if inst is None else _Bound(self, inst)
 
-    def _traced(self, args, kwargs) -> tuple[_Traced, list[np.ndarray], bool]:
-        key, arrays, torch_in = self._split(args, kwargs)
-        for t in self._plans.get(key, ()):
-            if not t.guards or _guards_hold(t.guards, arrays):
-                return t, arrays, torch_in
+    def _traced(self, args, kwargs, inst: Any = _UNBOUND
+                ) -> tuple[_Traced, list[np.ndarray], bool]:
+        names = self._names if inst is _UNBOUND else self._method_names
+        if len(args) > len(names):
+            names = _param_names(self.fn, len(args) + (inst is not _UNBOUND))
+            names = names if inst is _UNBOUND else names[1:]
+        key, arrays, torch_in = split_args(args, kwargs, names, self.static_argnames)
+        table = self._plans if inst is _UNBOUND else self._instances.table(inst)
+        t = _lookup(table.get(key), arrays, inst)
+        if t is not None:
+            return t, arrays, torch_in
+        fn = self.fn if inst is _UNBOUND else types.MethodType(self.fn, inst)
+        watch = Watch(self.fn, None if inst is _UNBOUND else inst)
         kw = dict(sorted(kwargs.items()))
-        graph = trace(self.fn, *args, static_argnames=self.static_argnames, **kw)
+        graph = trace(fn, *args, static_argnames=self.static_argnames, **kw)
         p = plan(graph, self.config or Config.from_env())
         t = _Traced(graph, p, graph.symbols.guards(), [n.name for n in graph.args],
-                    [(n.name, n.value) for n in graph.captured], _size_args(graph, p))
-        self._plans.setdefault(key, []).append(t)
+                    [(n.name, n.value) for n in graph.captured], _size_args(graph, p),
+                    watch if watch.entries else None)
+        traced = table.setdefault(key, [])
+        traced.append(t)
+        del traced[:-MAX_PLANS_PER_CLASS]
         log.info("polyc.jit %s: traced %d ops into %d kernels", graph.name, len(graph.ops),
                  len(p.groups))
         return t, arrays, torch_in
 
     def __call__(self, *args, **kwargs):
-        t, arrays, torch_out = self._traced(args, kwargs)
+        return self._call(args, kwargs, _UNBOUND)
+
+    def _call(self, args, kwargs, inst):
+        try:
+            t, arrays, torch_out = self._traced(args, kwargs, inst)
+        except TracedArgument:         # called while another function traces
+            return self.fn(*args, **kwargs) if inst is _UNBOUND else \
+                self.fn(inst, *args, **kwargs)
         env = dict(zip(t.arg_names, arrays))
         env.update(t.captured)
         if t.graph.index_checks:
@@ -266,20 +282,27 @@ class Jitted:
             return leaves[0]
         return _unflatten(t.graph.treedef, leaves)
 
-    def graph(self, *args, **kwargs) -> Graph:
-        return self._traced(args, kwargs)[0].graph
+    def _for(self, args, kwargs, inst) -> _Traced:
+        try:
+            return self._traced(args, kwargs, inst)[0]
+        except TracedArgument:
+            raise BindingError(f"{self!r}: graph/plan/explain/use_plan take numpy arrays, "
+                               "not traced arrays") from None
 
-    def plan(self, *args, **kwargs) -> Plan:
-        return self._traced(args, kwargs)[0].plan
+    def graph(self, *args, _inst: Any = _UNBOUND, **kwargs) -> Graph:
+        return self._for(args, kwargs, _inst).graph
 
-    def use_plan(self, new_plan, *args, **kwargs) -> Plan:
+    def plan(self, *args, _inst: Any = _UNBOUND, **kwargs) -> Plan:
+        return self._for(args, kwargs, _inst).plan
+
+    def use_plan(self, new_plan, *args, _inst: Any = _UNBOUND, **kwargs) -> Plan:
         """Run this shape class with ``new_plan``: a :class:`Plan` made from
         this function's plan (``jitted.plan(*args).edit(...)``) or plan JSON
         (:meth:`Plan.to_json`, possibly edited), checked by
         :func:`polyc.graph.plan.from_dict`.  Returns the plan in use."""
         from ..errors import ScheduleError
         from .plan import from_dict
-        t = self._traced(args, kwargs)[0]
+        t = self._for(args, kwargs, _inst)
         if not isinstance(new_plan, Plan):
             new_plan = from_dict(t.graph, new_plan, self.config)
         elif new_plan.graph is not t.graph:
@@ -289,15 +312,73 @@ class Jitted:
         t.size_args = _size_args(t.graph, new_plan)
         return new_plan
 
-    def explain(self, *args, json: bool = False, **kwargs):
+    def explain(self, *args, json: bool = False, _inst: Any = _UNBOUND, **kwargs):
         """The plan for these arguments' shape class: text, or a dict with
         ``json=True`` (groups with their source lines, every fusion decision
         with the rule that decided it, specialised sizes)."""
-        p = self._traced(args, kwargs)[0].plan
+        p = self._for(args, kwargs, _inst).plan
         return p.to_dict() if json else p.explain()
 
     def __repr__(self) -> str:
         return f"<polyc.jit {getattr(self.fn, '__name__', '?')}>"
+
+
+class _Bound:
+    """A jitted method bound to an instance (``obj.fwd``): calls, plans and
+    explanations of ``Jitted`` with the instance as its first argument."""
+
+    __slots__ = ("jitted", "inst")
+
+    def __init__(self, jitted: Jitted, inst: Any) -> None:
+        self.jitted, self.inst = jitted, inst
+
+    def __call__(self, *args, **kwargs):
+        return self.jitted._call(args, kwargs, self.inst)
+
+    def graph(self, *args, **kwargs) -> Graph:
+        return self.jitted.graph(*args, _inst=self.inst, **kwargs)
+
+    def plan(self, *args, **kwargs) -> Plan:
+        return self.jitted.plan(*args, _inst=self.inst, **kwargs)
+
+    def use_plan(self, new_plan, *args, **kwargs) -> Plan:
+        return self.jitted.use_plan(new_plan, *args, _inst=self.inst, **kwargs)
+
+    def explain(self, *args, json: bool = False, **kwargs):
+        return self.jitted.explain(*args, json=json, _inst=self.inst, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.jitted, name)
+
+    def __repr__(self) -> str:
+        return f"<bound polyc.jit {getattr(self.jitted.fn, '__qualname__', '?')} of " \
+               f"{type(self.inst).__name__} object>"
+
+
+def _lookup(traced: list[_Traced] | None, arrays: list[np.ndarray], inst: Any
+            ) -> _Traced | None:
+    """The first plan of a shape class whose size guards hold for these
+    arrays and whose watched names still hold what its trace read; plans
+    whose watched arrays were rebound are dropped (they hold the old ones)."""
+    if not traced:
+        return None
+    found = None
+    dead = []
+    for t in traced:
+        if t.guards and not _guards_hold(t.guards, arrays):
+            continue
+        if t.watch is not None:
+            stale = t.watch.stale(inst)
+            if stale:
+                if stale == 2:
+                    dead.append(t)
+                continue
+        found = t
+        break
+    for d in dead:
+        if d in traced:            # (another thread may have dropped it)
+            traced.remove(d)
+    return found
 
 
 def _size_args(graph: Graph, p: Plan) -> dict[int, tuple[int, int]]:
