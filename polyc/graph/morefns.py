@@ -393,6 +393,60 @@ def norm(g, x, ord=None, axis=None, keepdims=False):
     return UFUNCS["power"](g, reduce(g, "sum", powered, axes, keep), 1.0 / p)
 
 
+def cov(g, m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None,
+        *, dtype=None):
+    """``np.cov``: the rows (columns with ``rowvar=False``) are variables,
+    centred by their means, ``X @ X.T / (N - ddof)``; float64 unless
+    ``dtype`` says otherwise, as numpy computes it.  Weights are refused."""
+    if fweights is not None or aweights is not None:
+        raise _refuse("np.cov with fweights or aweights is not supported")
+    dt = np.dtype(dtype) if dtype is not None else np.result_type(operand(g, m).dtype,
+                                                                   np.float64)
+    def variables(a):
+        a = np.atleast_2d(operand(g, a))
+        return (a if rowvar or a.shape[0] == 1 else a.T).astype(dt)
+    x = variables(m)
+    if y is not None:
+        x = _API["concatenate"](g, (x, variables(y)), 0)
+    ddof = (0 if bias else 1) if ddof is None else int(ddof)
+    x = x - x.mean(axis=1, keepdims=True)
+    c = (x @ x.T) * (1.0 / (int(x.shape[1]) - ddof))
+    return np.squeeze(c)
+
+
+def corrcoef(g, x, y=None, rowvar=True, *, dtype=None):
+    """``np.corrcoef``: :func:`cov` over the outer product of the standard
+    deviations, clipped to [-1, 1] as numpy does."""
+    c = cov(g, x, y, rowvar, dtype=dtype)
+    if c.ndim == 0:
+        return c / c
+    d = np.sqrt(np.diagonal(c))
+    return np.clip(c / d[:, None] / d[None, :], -1, 1)
+
+
+def array_split(g, ary, indices_or_sections, axis=0):
+    """``np.array_split``: ``k`` sections, the first ``n % k`` one longer
+    (the extent is specialised), or the cuts given."""
+    t = operand(g, ary)
+    ax = normalize_axis(int(axis), t.ndim)
+    if isinstance(indices_or_sections, (int, np.integer, SizeInt)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        n = int(t.shape[ax])
+        each, extra = divmod(n, k)
+        cuts = [j * (each + 1) if j <= extra else extra * (each + 1) + (j - extra) * each
+                for j in range(k + 1)]
+    else:
+        cuts = [0] + [int(c) for c in indices_or_sections] + [None]
+    out = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        key = [slice(None)] * t.ndim
+        key[ax] = slice(lo, hi)
+        out.append(views.getitem(t, tuple(key)))
+    return out
+
+
 def functions(api: dict[str, Callable]) -> dict[str, Any]:
     """These functions by numpy name; ``api``: numpy_api's ``concatenate
     stack pad where``, which they build on."""
@@ -404,4 +458,4 @@ def functions(api: dict[str, Callable]) -> dict[str, Any]:
             "atleast_1d": atleast(1), "atleast_2d": atleast(2), "atleast_3d": atleast(3),
             "column_stack": column_stack, "dstack": dstack,
             "rot90": rot90, "trapezoid": trapezoid, "trapz": trapezoid, "sinc": sinc,
-            "norm": norm}
+            "norm": norm, "cov": cov, "corrcoef": corrcoef, "array_split": array_split}

@@ -121,3 +121,15 @@ def test_float16_mean_accumulates_in_float32_as_numpy():
     (numpy sums float16 in float32) is 1."""
     x = np.ones((2, 70000), np.float16)
     check(lambda x: (x.mean(), x.mean(axis=1), np.average(x)), x)
+
+
+def _statistics(x):
+    return (np.cov(x), np.cov(x, rowvar=False, bias=True), np.cov(x[:2], x[2:], ddof=2),
+            np.cov(x[0])[None], np.corrcoef(x), np.corrcoef(x[0])[None],
+            np.corrcoef(x, rowvar=False, dtype=x.dtype),
+            *np.array_split(x, 4, axis=1), *np.array_split(x, [1, 3]))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_covariance_correlation_and_array_split(dtype):
+    check(_statistics, rand((4, 9), dtype, seed=81), reduction_length=9)
