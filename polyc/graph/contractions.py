@@ -49,14 +49,14 @@ def einsum(g, subscripts, *operands, **kw):
     """``np.einsum`` in traced code.  ``True``, ``'greedy'``, ``'optimal'``
     or an explicit path are pairwise contractions along that path
     (:func:`polyc.einsum_plan.plan_contraction`, opt_einsum's paths), each
-    an operation the planner may fuse.  ``False`` (numpy's default), with
-    three operands or more, is one loop nest over every label unless the
-    greedy path iterates less than half as often (``ij,jk,kl->il``: n^4
-    against 2 n^3), as a compiler should; the sums are then associated
-    differently from numpy's, within rounding."""
+    an operation the planner may fuse.  ``False`` is one loop nest over
+    every label.  Not given (numpy's default is ``False``), three operands
+    or more are one nest unless the greedy path costs less than half of it
+    (``ij,jk,kl->il``: 2 n^3 against n^4), as a compiler should choose; the
+    sums are then associated differently from numpy's, within rounding."""
     from ..frontend import einsum as fe
     loc = user_location()
-    optimize = kw.pop("optimize", False)
+    optimize = kw.pop("optimize", None)          # None: not given
     dtype = kw.pop("dtype", None)
     if kw.pop("out", None) is not None or kw:
         raise UnsupportedError(f"{loc}: np.einsum with {', '.join(kw) or 'out'}= is not "
@@ -80,7 +80,7 @@ def einsum(g, subscripts, *operands, **kw):
                 sizes[lab] = s
     for lab, v in spec.sizes:
         sizes.setdefault(lab, Size.constant(g.symbols, v))
-    if len(ts) >= 3 and (optimize is False or optimize is None):
+    if len(ts) >= 3 and optimize is None:
         steps = _path(spec, ts, "greedy", dtype)
         if len(steps) > 1 and _naive_points(spec, ts) > 2 * _path_points(steps):
             return _einsum_path(g, spec, ts, sizes, steps)
