@@ -309,12 +309,39 @@ def _reduction(kind: str):
             if ddof:
                 raise ValueError("ddof and correction can't be provided simultaneously.")
             ddof = kw.pop("correction")
-        kw.pop("where", None) if kw.get("where", True) is True else None
-        if kw.pop("initial", None) is not None or kw:
+        mask = kw.pop("where", True)
+        initial = kw.pop("initial", None)
+        if kw or (kind in ("var", "std") and mask is not True) or (
+                initial is not None and kind not in ("sum", "prod", "max", "min")):
             raise UnsupportedError(f"{user_location()}: np.{kind} with "
-                                   f"{', '.join(kw) or 'initial'}= is not supported")
-        return reduce(g, kind, a, axis, bool(keepdims), dtype, ddof)
+                                   f"{', '.join(kw) or 'where or initial'}= is not supported")
+        return _masked_reduction(g, kind, a, axis, dtype, bool(keepdims), ddof, mask,
+                                 initial)
     return run
+
+
+def _masked_reduction(g, kind, a, axis, dtype, keepdims, ddof, mask, initial):
+    """A reduction with numpy's ``where=`` (the masked-out elements replaced
+    by the operation's identity, or ``initial`` for max and min, which have
+    none; a mean divides by the count of selected elements) and
+    ``initial=`` (combined with the result)."""
+    if mask is not True:
+        if kind in ("max", "min") and initial is None:
+            raise ValueError(f"reduction operation '{kind}imum' does not have an identity, "
+                             "so to use a where mask one has to specify 'initial'")
+        fill = {"sum": 0, "mean": 0, "prod": 1}.get(kind, initial)
+        t = operand(g, a)
+        if kind == "mean":
+            total = reduce(g, "sum", where(g, mask, t, 0), axis, keepdims, dtype)
+            ones = views.broadcast_to(operand(g, where(g, mask, 1, 0)), t.shape)
+            cdt = total.dtype if total.dtype.kind == "f" else None
+            return UFUNCS["divide"](g, total, reduce(g, "sum", ones, axis, keepdims, cdt))
+        a = where(g, mask, t, fill)
+    out = reduce(g, kind, a, axis, keepdims, dtype, ddof)
+    if initial is not None:
+        name = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}[kind]
+        out = UFUNCS[name](g, out, initial)
+    return out
 
 
 def _copy(g, a) -> Tracer:

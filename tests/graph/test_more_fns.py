@@ -133,3 +133,17 @@ def _statistics(x):
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_covariance_correlation_and_array_split(dtype):
     check(_statistics, rand((4, 9), dtype, seed=81), reduction_length=9)
+
+
+def _where_initial(x):
+    keep = np.array([True, False, True, True, False, True])
+    return (np.sum(x, where=x > 0), x.sum(axis=1, where=x > 0, keepdims=True),
+            np.max(x, initial=0.5), np.max(x, axis=0, where=x < 0.5, initial=-10.0),
+            np.mean(x, axis=1, where=x > -0.5), x.prod(axis=0, where=x > 0, initial=2.0),
+            np.min(x, initial=-0.25, axis=1), np.sum(x, initial=3.0),
+            np.sum(x, axis=0, where=keep))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_reductions_with_where_and_initial(dtype):
+    check(_where_initial, rand((4, 6), dtype, seed=82), reduction_length=24)

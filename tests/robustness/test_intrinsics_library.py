@@ -69,7 +69,7 @@ def test_kernels_declare_the_interface_and_share_one_library(tmp_path):
     for k in (mm, mmr):
         assert intrinsics.LINK_MARK in k.source
         assert "polyc_gemm_ukr" not in k.source          # gemm.h is not pasted
-        assert len(k.source.splitlines()) < 300
+        assert len(k.source.splitlines()) < 400      # the prelude; gemm.h alone has 1880 lines
         assert len(k.library.needs) == 1
     assert mm.library.needs[0].key == mmr.library.needs[0].key == intrinsics_key(config=cfg)
     assert len(_libraries(tmp_path)) == 1
