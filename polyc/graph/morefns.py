@@ -426,30 +426,24 @@ def corrcoef(g, x, y=None, rowvar=True, *, dtype=None):
 
 def array_split(g, ary, indices_or_sections, axis=0):
     """``np.array_split``: ``k`` sections, the first ``n % k`` one longer
-    (the extent is specialised), or the cuts given."""
+    (the extent is specialised), or the cuts given: numpy_api's ``split``
+    at those cuts."""
     t = operand(g, ary)
     ax = normalize_axis(int(axis), t.ndim)
-    if isinstance(indices_or_sections, (int, np.integer, SizeInt)):
-        k = int(indices_or_sections)
-        if k <= 0:
-            raise ValueError("number sections must be larger than 0.")
-        n = int(t.shape[ax])
-        each, extra = divmod(n, k)
-        cuts = [j * (each + 1) if j <= extra else extra * (each + 1) + (j - extra) * each
-                for j in range(k + 1)]
-    else:
-        cuts = [0] + [int(c) for c in indices_or_sections] + [None]
-    out = []
-    for lo, hi in zip(cuts[:-1], cuts[1:]):
-        key = [slice(None)] * t.ndim
-        key[ax] = slice(lo, hi)
-        out.append(views.getitem(t, tuple(key)))
-    return out
+    if not isinstance(indices_or_sections, (int, np.integer, SizeInt)):
+        return _API["split"](g, t, indices_or_sections, ax)
+    k = int(indices_or_sections)
+    if k <= 0:
+        raise ValueError("number sections must be larger than 0.")
+    each, extra = divmod(int(t.shape[ax]), k)
+    cuts = [j * (each + 1) if j <= extra else extra * (each + 1) + (j - extra) * each
+            for j in range(1, k)]
+    return _API["split"](g, t, cuts, ax)
 
 
 def functions(api: dict[str, Callable]) -> dict[str, Any]:
     """These functions by numpy name; ``api``: numpy_api's ``concatenate
-    stack pad where``, which they build on."""
+    stack pad where split``, which they build on."""
     _API.update(api)
     return {"any": any_all("any"), "all": any_all("all"), "diag": diag, "trace": trace,
             "diagonal": diagonal, "convolve": convolve, "correlate": correlate,

@@ -423,7 +423,7 @@ FUNCTIONS: dict[str, Callable] = {
 
 
 FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, "pad": pad,
-                                    "where": where}))
+                                    "where": where, "split": split}))
 
 
 def array_function(self: Tracer, func, types, args, kwargs):
