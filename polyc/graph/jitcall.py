@@ -232,8 +232,8 @@ class Watch:
                 attrs: set[str]) -> None:
         """Watches what ``value`` reads when it is a function or a jitted
         function (plain or a method) defined in ``module``."""
-        from .jit import Jitted
-        target = value.fn if isinstance(value, Jitted) else value
+        # a jitted function wraps its Python function (functools.update_wrapper)
+        target = getattr(value, "__wrapped__", value) if callable(value) else value
         if isinstance(target, types.FunctionType) and module is not None and \
                 target.__globals__ is module:
             self._function(target, module, depth, seen, attrs)
