@@ -386,7 +386,30 @@ LOWERINGS: dict[Any, Callable] = {
     aten.arange: _arange,
     # sizes (dynamic shapes)
     aten.sym_size: lambda x, d: x.shape[d],
+    # runtime checks (one_hot's range check) on values known while tracing
+    aten._assert_async: lambda c, msg="assertion failed": _assert_now(c, msg),
 }
+
+
+def _constant(t: torch.Tensor) -> np.ndarray:
+    """A constant tensor of the graph (``torch.tensor([1, 0, 2])`` in a
+    model's code) as numpy; outside the fake-tensor mode AOTAutograd may
+    still have active while the backend compiles."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        return np.from_dlpack(t.detach())
+
+
+def _assert_now(cond, msg: str) -> None:
+    """``aten._assert_async`` where the condition is a constant (made from
+    literals): checked while tracing.  On a traced value polyc would have to
+    check it at every call: refused, rather than dropped."""
+    if isinstance(cond, (bool, np.bool_, np.ndarray, int, np.integer)):
+        if not bool(np.all(cond)):
+            raise ValueError(f"torch assertion failed while tracing: {msg}")
+        return None
+    raise UnsupportedError(f"a runtime assertion on computed values ({msg}) is not "
+                           "supported by polyc; assert outside the compiled module")
 
 #: Python-level targets that appear in ATen graphs (tuple outputs, size arithmetic)
 _PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,
@@ -456,8 +479,7 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                 attr = gm
                 for part in node.target.split("."):
                     attr = getattr(attr, part)
-                env[node] = np.from_dlpack(attr.detach()) if isinstance(attr, torch.Tensor) \
-                    else attr
+                env[node] = _constant(attr) if isinstance(attr, torch.Tensor) else attr
             elif node.op == "call_function":
                 args_, kwargs = value(node.args), value(node.kwargs)
                 kwargs = {k: v for k, v in kwargs.items()

@@ -178,6 +178,28 @@ def test_transposed_inputs_after_contiguous_ones():
             assert_close(c(x, y).numpy(), M()(x, y).numpy(), reduction_length=7)
 
 
+def test_constant_tensors_and_their_assertions():
+    """A tensor made in ``forward`` is a graph constant (read outside
+    AOTAutograd's fake-tensor mode) and the range check ``one_hot`` asserts
+    on it runs while tracing; on an input's values it is refused, not
+    dropped."""
+    torch._dynamo.reset()
+
+    class Const(nn.Module):
+        def forward(self, x):
+            return nn.functional.one_hot(torch.tensor([1, 0, 2]), 3).float() @ x[:3]
+
+    class Traced(nn.Module):
+        def forward(self, x, i):
+            return nn.functional.one_hot(i, 4).float() @ x
+    x = torch.randn(4, 4)
+    with torch.no_grad():
+        assert_close(torch.compile(Const(), backend="polyc")(x).numpy(), Const()(x).numpy())
+        with pytest.raises(Exception) as info:
+            torch.compile(Traced(), backend="polyc")(x, torch.tensor([1, 3]))
+    assert "runtime assertion" in str(_polyc_cause(info.value))
+
+
 def _polyc_cause(exc: BaseException) -> BaseException:
     """The polyc error inside TorchDynamo's ``BackendCompilerFailed``."""
     seen = exc
