@@ -320,6 +320,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.le: _cmp(operator.le), aten.gt: _cmp(operator.gt), aten.ge: _cmp(operator.ge),
     aten.logical_not: np.logical_not, aten.logical_and: np.logical_and,
     aten.logical_or: np.logical_or, aten.any: _any,
+    aten.bitwise_not: np.invert, aten.bitwise_and: np.bitwise_and, aten.bitwise_or: np.bitwise_or,
     aten.where: _where,
     aten.masked_fill: lambda x, mask, value: _where(mask, value, x),
     # normalisations

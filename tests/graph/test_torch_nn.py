@@ -172,3 +172,24 @@ def test_activations_padding_repeat_and_torch_type_promotion():
             return a, b, c, u
     torch.manual_seed(59)
     _compile_matches(M().eval(), torch.randn(2, 4, 5), torch.randint(-5, 5, (2, 4, 5)))
+
+
+def test_classification_losses():
+    """cross_entropy with label smoothing (its ignore_index mask is a
+    bitwise_not), nll_loss, BCE with logits and an accuracy comparison."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x, y):
+            logits = self.fc(x)
+            return (F.cross_entropy(logits, y, label_smoothing=0.1),
+                    F.nll_loss(F.log_softmax(logits, -1), y),
+                    F.binary_cross_entropy_with_logits(logits[:, 0], y.float() / 2),
+                    (logits.argmax(-1) == y).float().mean())
+    torch.manual_seed(60)
+    _compile_matches(M().eval(), torch.randn(6, 4), torch.tensor([0, 2, 1, 1, 0, 2]))
