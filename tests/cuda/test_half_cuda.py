@@ -58,6 +58,20 @@ def test_matmul_and_softmax_match_the_c_backend(t, mode):
         assert_close(got, want, reduction_length=77)
 
 
+@pytest.mark.parametrize("t", list(DTYPES))
+def test_strided_half_convolution_on_tensor_cores(t):
+    """A stride-2 convolution's tensor-core call reads the extents of the
+    output, not of its float accumulator (which the call replaces: a
+    KeyError 'O_acc' before)."""
+    src = (f"def sconv({t}(N,C,H,W) I, {t}(F,C,KH,KW) Wt) -> (O) {{\n"
+           "  O(n,f,h,w) +=! I(n,c,2*h+kh,2*w+kw) * Wt(f,c,kh,kw)\n}")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 9, 11)).astype(DTYPES[t])
+    w = rng.standard_normal((4, 3, 3, 3)).astype(DTYPES[t])
+    got = polyc.compile(src, config=emulated())(x, w)
+    assert_close(got, polyc.compile(src)(x, w), reduction_length=27)
+
+
 def test_the_cuda_source_stores_half_types():
     # off tensor cores (tests/cuda/test_wmma.py), the accumulator is a
     # float32 temporary that a rounding statement stores
