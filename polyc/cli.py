@@ -539,6 +539,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:         # stdout closed early (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as e:  # an internal error: say so, briefly
         if os.environ.get("POLYC_DEBUG") == "1":
             raise

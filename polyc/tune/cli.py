@@ -86,7 +86,10 @@ def cmd_tune(args) -> int:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
         print(result.report(explain=args.explain))
-        print(f"recorded in {result.database}")
+        if result.measured or result.classes:
+            print(f"recorded in {result.database}")
+        else:
+            print("nothing was measured within the budget, so nothing was recorded")
     return 0
 
 
@@ -127,7 +130,9 @@ def _database(args, db) -> int:
             line = (f"  {key[:12]} {info.get('name', '?')} on {info['machine'].get('cpu')} "
                     f"({k['samples']} samples, {k['failures']} failures)")
             if best:
-                line += f": best {best['label']} ({best['speedup']:.2f}x) at {best['sizes']}"
+                speedup = best.get("speedup")
+                ratio = f"{speedup:.2f}x" if speedup is not None else "not measured"
+                line += f": best {best['label']} ({ratio}) at {best['sizes']}"
             print(line)
     sys.stdout.flush()
     return 0
