@@ -285,10 +285,11 @@ def register(name: str, description: str, implementations: dict, *, config=None)
                      tuple(sorted(implementations.items())))
     check = (f"#include <stdint.h>\n#include <math.h>\n{intr.prototype()};\n"
              f"{implementations['c']}\n"
-             f"void polyc_intrinsic_check_{name}(void) {{ (void)&{name}; }}\n")
+             f"void *polyc_intrinsic_check_{name}(void) {{ return (void *)&{name}; }}\n")
     try:
         build.build_library(check, config=config or Config.from_env())
     except CompileError as e:
+        # (LoadError, one: a function declared and referenced but defined nowhere)
         e.args = (f"intrinsic {name}: its C implementation does not compile against "
                   f"{intr.prototype()}: {e.args[0] if e.args else ''}",)
         raise

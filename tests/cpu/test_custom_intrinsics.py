@@ -139,6 +139,8 @@ def test_registration_errors(registered):
         registered(OUTER, "static void {n}(const float *a) {{ }}")
     assert "does not compile" in str(info.value)
     assert "error" in (getattr(info.value, "stderr", "") or str(info.value))
+    with pytest.raises(CompileError, match="undefined symbol"):
+        registered(OUTER, "static void not_it(void) {{ }}")   # defines no {n}
 
 
 DOT4 = "def {n}(int32(4) a, int32(4) b) -> (c) {{ c() +=! a(r) * b(r) }}"
