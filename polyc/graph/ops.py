@@ -319,7 +319,7 @@ def _merged(t: Tracer, its: Sequence[str], digits: Sequence[str],
     out = Tracer(t._graph, compose(t._template, coords), t._nodes, tuple(shape), t.dtype)
     out._literal_dtype = t._literal_dtype
     out._reshape_base = t
-    return out.became_view_of(t)
+    return out      # (of a node nothing else reads: no view for in-place operators)
 
 
 def digit_coords(flat: str, extents: Sequence[int]) -> list[str]:

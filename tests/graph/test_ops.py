@@ -778,9 +778,19 @@ def _inplace_chain(x, w, b):
     return y, z, i
 
 
+def _inplace_merged(x, w, b):
+    y = x.reshape(-1, 16) @ w         # results over merged dimensions are no views
+    y += b
+    s = x.reshape(-1, 16).sum(1)
+    s *= 2
+    return y, s
+
+
 def test_in_place_operators_update_the_array_and_its_aliases():
     check(_inplace_chain, rand((4, 6), seed=70), rand((6, 5), seed=71), rand((5,), seed=72),
           reduction_length=6)
+    check(_inplace_merged, rand((2, 8, 16), seed=77), rand((16, 16), seed=78),
+          rand((16,), seed=79), reduction_length=16)
 
 
 @pytest.mark.parametrize("body,error", [
