@@ -313,10 +313,8 @@ def match_gemm(program: Program, stmt: Statement, *,
     extents, bounds = [], []
     for it in m_keep + n_keep + k:
         pos = stmt.iterators.index(it)
-        # (not a temporary's extent: a half output's float accumulator, which
-        # the tensor-core call replaces, is no argument of the kernel)
-        where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)
-                      if program.tensor(acc.tensor).role != "temp"
+        where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)     # (no temporary's:
+                      if program.tensor(acc.tensor).role != "temp"     # a half C_acc)
                       for d, idx in enumerate(acc.indices)
                       if isinstance(idx, E.Index) and idx.name == it), None)
         own = stmt.domain.intersect_params(ctx).dim_max(pos).add(

@@ -130,29 +130,6 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _softmax(x, dim: int, half_to_float: bool = False):
-    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
-    return e / np.sum(e, axis=dim, keepdims=True)
-
-
-def _log_softmax(x, dim: int, half_to_float: bool = False):
-    s = x - np.max(x, axis=dim, keepdims=True)
-    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
-
-
-def _native_layer_norm(x, normalized_shape, weight, bias, eps: float):
-    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-    mean = np.mean(x, axis=axes, keepdims=True)
-    d = x - mean
-    rstd = 1.0 / np.sqrt(np.mean(d * d, axis=axes, keepdims=True) + eps)
-    out = d * rstd
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out, mean, rstd
-
-
 def _addmm(bias, a, b, beta=1, alpha=1):
     out = np.matmul(a, b)
     if alpha != 1:
@@ -324,9 +301,10 @@ LOWERINGS: dict[Any, Callable] = {
     aten.where: _where,
     aten.masked_fill: lambda x, mask, value: _where(mask, value, x),
     # normalisations
-    aten._softmax: _softmax, aten.softmax: lambda x, dim, dtype=None: _softmax(x, dim),
-    aten._log_softmax: _log_softmax,
-    aten.native_layer_norm: _native_layer_norm,
+    aten._softmax: nn_ops.softmax,
+    aten.softmax: lambda x, dim, dtype=None: nn_ops.softmax(x, dim),
+    aten._log_softmax: nn_ops.log_softmax,
+    aten.native_layer_norm: nn_ops.layer_norm,
     # reductions
     aten.sum: _reduction(np.sum), aten.mean: _reduction(np.mean),
     aten.prod: _reduction(np.prod),
@@ -388,7 +366,7 @@ LOWERINGS: dict[Any, Callable] = {
     # sizes (dynamic shapes)
     aten.sym_size: lambda x, d: x.shape[d],
     # runtime checks (one_hot's range check) on values known while tracing
-    aten._assert_async: lambda c, msg="assertion failed": _assert_now(c, msg),
+    aten._assert_async: lambda c, msg="assertion failed": nn_ops.assert_now(c, msg),
 }
 
 
@@ -400,17 +378,6 @@ def _constant(t: torch.Tensor) -> np.ndarray:
     with unset_fake_temporarily():
         return np.from_dlpack(t.detach())
 
-
-def _assert_now(cond, msg: str) -> None:
-    """``aten._assert_async`` where the condition is a constant (made from
-    literals): checked while tracing.  On a traced value polyc would have to
-    check it at every call: refused, rather than dropped."""
-    if isinstance(cond, (bool, np.bool_, np.ndarray, int, np.integer)):
-        if not bool(np.all(cond)):
-            raise ValueError(f"torch assertion failed while tracing: {msg}")
-        return None
-    raise UnsupportedError(f"a runtime assertion on computed values ({msg}) is not "
-                           "supported by polyc; assert outside the compiled module")
 
 #: Python-level targets that appear in ATen graphs (tuple outputs, size arithmetic)
 _PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,

@@ -1,9 +1,10 @@
 """numpy lowerings of ATen's neural-network operators for the torch backend
 (:data:`polyc.graph.torch_backend.LOWERINGS`): convolution, batch
 normalisation in inference, max and average pooling, ``max``/``min`` (with
-``dim``: values and indices), ``linalg_vector_norm`` and the fused
-``nn.TransformerEncoderLayer``.  Each is written with the numpy functions
-:func:`polyc.jit` traces, so a convolution becomes ``pad`` +
+``dim``: values and indices), ``linalg_vector_norm``, the fused
+``nn.TransformerEncoderLayer``, softmax, log-softmax, layer/group/instance
+norm, transposed convolution and the checks ``_assert_async`` makes.  Each
+is written with the numpy functions :func:`polyc.jit` traces, so a convolution becomes ``pad`` +
 ``sliding_window_view`` + ``einsum``, the implicit GEMM the tensorizer
 matches (``docs/graph.md``), with the bias added in its epilogue.  No torch
 import: the functions take and return traced arrays.
@@ -380,3 +381,40 @@ def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, p
         return x + ffn(layer_norm(x, norm_weight_2, norm_bias_2))
     x = layer_norm(src + attention(src), norm_weight_1, norm_bias_1)
     return layer_norm(x + ffn(x), norm_weight_2, norm_bias_2)
+
+def softmax(x, dim: int, half_to_float: bool = False):
+    """``aten._softmax``: the maximum subtracted, as numpy programs write it."""
+    e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+    return e / np.sum(e, axis=dim, keepdims=True)
+
+
+def log_softmax(x, dim: int, half_to_float: bool = False):
+    """``aten._log_softmax``."""
+    s = x - np.max(x, axis=dim, keepdims=True)
+    return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
+
+
+def layer_norm(x, normalized_shape, weight, bias, eps: float):
+    """``aten.native_layer_norm``: the output, mean and 1/std."""
+    axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    d = x - mean
+    rstd = 1.0 / np.sqrt(np.mean(d * d, axis=axes, keepdims=True) + eps)
+    out = d * rstd
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out, mean, rstd
+
+
+def assert_now(cond, msg: str) -> None:
+    """``aten._assert_async`` where the condition is a constant (made from
+    literals): checked while tracing.  On a traced value polyc would have to
+    check it at every call: refused, rather than dropped."""
+    if isinstance(cond, (bool, np.bool_, np.ndarray, int, np.integer)):
+        if not bool(np.all(cond)):
+            raise ValueError(f"torch assertion failed while tracing: {msg}")
+        return None
+    raise UnsupportedError(f"a runtime assertion on computed values ({msg}) is not "
+                           "supported by polyc; assert outside the compiled module")
