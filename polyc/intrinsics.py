@@ -311,10 +311,10 @@ def match_gemm(program: Program, stmt: Statement, *,
     for it in m_keep + n_keep + k:
         box = box.eliminate(isl.dim_type.set, stmt.iterators.index(it), 1)
     extents, bounds = [], []
+    named = [x for x in (stmt.lhs, a, b) if program.tensor(x.tensor).role != "temp"]  # no C_acc
     for it in m_keep + n_keep + k:
         pos = stmt.iterators.index(it)
-        where = next(((acc.tensor, d) for acc in (stmt.lhs, a, b)     # (no temporary's:
-                      if program.tensor(acc.tensor).role != "temp"     # a half C_acc)
+        where = next(((acc.tensor, d) for acc in named
                       for d, idx in enumerate(acc.indices)
                       if isinstance(idx, E.Index) and idx.name == it), None)
         own = stmt.domain.intersect_params(ctx).dim_max(pos).add(

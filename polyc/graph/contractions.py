@@ -82,7 +82,7 @@ def einsum(g, subscripts, *operands, **kw):
         sizes.setdefault(lab, Size.constant(g.symbols, v))
     if len(ts) >= 3 and optimize is None:
         steps = _path(spec, ts, "greedy", dtype)
-        if len(steps) > 1 and _naive_points(spec, ts) > 2 * _path_points(steps):
+        if len(steps) > 1 and _naive_points(spec, ts) > 2 * sum(st.flops for st in steps):
             return _einsum_path(g, spec, ts, sizes, steps)
     if len(ts) <= 2 or optimize is False or optimize is None:
         return ops.contraction(g, "einsum", ts[0], ts[1] if len(ts) >= 2 else None,
@@ -116,10 +116,6 @@ def _naive_points(spec, ts) -> int:
     (the multiplications and the addition of each term)."""
     ext = {lab: s.value for t, ls in zip(ts, spec.input_labels) for s, lab in zip(t._shape, ls)}
     return int(np.prod([float(v) for v in ext.values()]) * len(ts))
-
-
-def _path_points(steps) -> int:
-    return int(sum(step.flops for step in steps))
 
 
 def _einsum_path(g, spec, ts, sizes, steps):
