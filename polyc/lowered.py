@@ -48,8 +48,9 @@ class Lowered:
     #: for a tensorized program a function of the source program's
     #: dependences making it
     #: (:func:`polyc.schedule.tensorize_recipe.source_schedule`, called when
-    #: first asked for; it may give ``None``); ``None`` for a user schedule,
-    #: or when array contraction rewrote the program afterwards
+    #: first asked for; it may give ``None``); ``None`` for a user schedule.
+    #: After array contraction it is the recipe of the program before it
+    #: (compiling the recipe contracts the same temporaries again)
     auto: object = None
     #: temporaries stored in one window per thread
     #: (:func:`polyc.schedule.windows.thread_windows`)

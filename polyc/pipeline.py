@@ -168,9 +168,11 @@ def lower(program: Program, config: Config | None = None, *, probe: bool = False
     if config.contract and config.target == "c" and config.parallel:
         # temporaries of parametric size stored per thread (attention's score block)
         found_windows = windows.thread_windows(sched, program)
-    # the code is generated from the automatic recipe's own tree unless array
-    # contraction or tensorization rewrote the program after it
-    auto_schedule = recipe if recipe is not None and not contracted and not matches else None
+    # the code is generated from the automatic recipe's own tree unless
+    # tensorization rewrote the program after it; array contraction is
+    # redone the same way when the recipe is compiled (lower_schedule), so
+    # the recipe of the source program replays to the same code
+    auto_schedule = recipe if recipe is not None and not matches else None
     if recipe is not None and matches and not contracted:
         # a tensorized program's automatic schedule as a recipe of the
         # source statements, made when first asked for
@@ -302,7 +304,10 @@ def _store_source(key: str, source, config: Config) -> None:
 def lower_schedule(schedule, config: Config | None = None) -> Lowered:
     """Steps 6-7 for a user schedule (a :class:`polyc.schedule.language.Schedule`):
     legality, then the loop nest.  No automatic tiling or marks are added:
-    the schedule is compiled as written."""
+    the schedule is compiled as written, except that temporaries are
+    contracted as in :func:`lower` (step 5b, ``Config.contract``; it moves
+    no statement instance), so the recipe of an automatic schedule gives
+    the code that schedule gave."""
     config = config or Config.from_env()
     _dump(config, "program", schedule.program)
     _dump(config, "user schedule", schedule)
@@ -311,11 +316,18 @@ def lower_schedule(schedule, config: Config | None = None) -> Lowered:
     # band would also change where isl's AST builder puts guards)
     sched, program, calls = tensorize.lower_marks(without_names(schedule.isl),
                                                   schedule.program, config.parallel)
+    contracted: tuple = ()
+    if config.contract and not calls and any(t.role == "temp" for t in program.tensors):
+        contracted_sched, program, found = contraction.contract_temporaries(      # 5b
+            sched, program, scalars_only=contraction.SCALARS_ONLY)
+        if found:           # (no instance moved: the check above still holds)
+            sched, contracted = contracted_sched, tuple(found)
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
     view = (schedule.program, schedule.isl, schedule.deps) if calls else None
     return Lowered(program, schedule.deps, sched, nest,
-                   {m.statement: m.describe() for m in calls}, view=view)
+                   {m.statement: m.describe() for m in calls}, contracted=contracted,
+                   view=view)
 
 
 def compile_schedule(schedule, config: Config | None = None):

@@ -132,7 +132,7 @@ class Kernel:
         out = explain(self.schedule, as_json=json,
                       config=self.config if self._user_schedule is None else None)
         low = self._low()
-        if self._user_schedule is not None and not low.tensorized:
+        if self._user_schedule is not None and not low.tensorized and not low.contracted:
             low = None       # a user schedule without tensorize marks: no notes
         from polyc.backends.c.build import intrinsics_isa
         out = with_notes(out, low, isa=intrinsics_isa(self.library))

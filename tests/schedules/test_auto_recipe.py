@@ -129,3 +129,30 @@ def test_explain_lists_the_recipe():
     assert data["steps"][-1] == "mark(S0.m_tile, 'parallel')"
     text = k.explain()
     assert "recipe (4 step(s)" in text and "    3. vectorize(S0.n)" in text
+
+
+@polyc.kernel
+def _row_norms(A, y):
+    n, m = A.shape
+    for i in range(n):
+        t = 0.0
+        for j in range(m):
+            t += A[i, j] * A[i, j]
+        y[i] = t + 1.0
+
+
+def test_recipe_of_an_array_contracted_kernel_replays_to_the_same_code():
+    """The expanded scalar ``t`` is contracted back to a scalar of loop i:
+    the kernel's recipe is that of the source program (its fingerprint was
+    the contracted program's, so replaying it onto the source was refused),
+    and compiling it contracts ``t`` again: the same code."""
+    from polyc.pipeline import compile_schedule
+    a, y = np.arange(12.0).reshape(3, 4), np.zeros(3)
+    k = _row_norms.specialize(a, y)
+    assert "t_c" in k.source and "array contraction" in k.explain()
+    rec = k.schedule.to_recipe()
+    replayed = compile_schedule(Schedule.replay(k.program, rec), k.config)
+    assert replayed.source == k.source
+    assert "array contraction" in replayed.explain()
+    replayed(a, y)
+    np.testing.assert_allclose(y, (a * a).sum(axis=1) + 1.0)
