@@ -136,7 +136,7 @@ def _strip_locals(node: Node, names: frozenset) -> Node:
     return node
 
 
-def merge_split_locals(node: Node) -> Node:
+def merge_split_locals(node: Node, kernel: bool = False) -> Node:
     """``node`` with each buffer declared once around the pieces that isl's
     code generation split one loop iteration into.
 
@@ -152,7 +152,14 @@ def merge_split_locals(node: Node) -> Node:
     than once declares it once around all of them instead.  The values
     still do not cross iterations of ``d`` (the contraction's condition), so
     one buffer serves them one after the other; the buffers inside loop
-    pieces stay there (a loop vectorised around them needs them private)."""
+    pieces stay there (a loop vectorised around them needs them private).
+
+    Inside a GPU kernel (``kernel``), a buffer in shared memory keeps its
+    declaration in each piece: the CUDA emitter declares it once per kernel
+    anyway, and the piece's :class:`Local` is where it puts the barriers
+    between the copies into the buffer and the reads of it (a merged one
+    would leave a peeled k-tile iteration's copies and reads without a
+    barrier between them)."""
     if isinstance(node, Block):
         seen: dict[str, int] = {}
         first: dict[str, Local] = {}
@@ -160,21 +167,25 @@ def merge_split_locals(node: Node) -> Node:
             found: dict[str, Local] = {}
             _split_locals(c, found)
             for name, loc in found.items():
+                if kernel and not loc.private:
+                    continue
                 seen[name] = seen.get(name, 0) + 1
                 first.setdefault(name, loc)
         split = frozenset(n for n, k in seen.items() if k > 1)
         out: Node = Block(tuple(merge_split_locals(
-            _strip_locals(c, split) if split else c) for c in node.children))
+            _strip_locals(c, split) if split else c, kernel) for c in node.children))
         for name in sorted(split):
             out = replace(first[name], body=out)
         return out
     if isinstance(node, For):
-        return replace(node, body=merge_split_locals(node.body))
+        return replace(node, body=merge_split_locals(node.body, kernel))
     if isinstance(node, If):
-        other = None if node.otherwise is None else merge_split_locals(node.otherwise)
-        return If(node.cond, merge_split_locals(node.then), other)
+        other = (None if node.otherwise is None
+                 else merge_split_locals(node.otherwise, kernel))
+        return If(node.cond, merge_split_locals(node.then, kernel), other)
     if isinstance(node, (Local, Launch, BlockReduce)):
-        return replace(node, body=merge_split_locals(node.body))
+        inside = kernel or isinstance(node, Launch)
+        return replace(node, body=merge_split_locals(node.body, inside))
     return node
 
 

@@ -112,3 +112,37 @@ def test_half_kernels_compile_with_nvcc(t, arch):
         built = build_cubin(k.cuda_source, config=k.config, arch=arch, threads=threads)
         for r in built.resources.values():
             assert 0 < r.registers <= MAX_REGISTERS
+
+
+GUARDED = {
+    # the k-tile loop's last iteration for a row tile is peeled (the rounding
+    # statement sits there): its copies into shared memory and its reads of
+    # them need a barrier between them like every other iteration
+    "triangular": ("def g({t}(M,K) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! "
+                   "(k <= m ? A(m,k) * B(k,n) : 0.0) where m in 0:M, n in 0:N, k in 0:K }}",
+                   lambda a, b: np.tril(a) @ b, lambda m, k: (m, k)),
+    "strided": ("def g({t}(M,K2) A, {t}(K,N) B) -> (C) {{ C(m,n) +=! A(m,2*k) * B(k,n) }}",
+                lambda a, b: a[:, ::2] @ b, lambda m, k: (m, 2 * k)),
+}
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("case", list(GUARDED))
+@pytest.mark.parametrize("t", ["float", *DTYPES])
+def test_promoted_contractions_with_peeled_k_tiles(t, case, mode):
+    """Guarded and strided contractions whose operands go to shared memory:
+    the emulator's result matches numpy's (float64 reference) and the C
+    backend's, within the dtype's tolerance scaled by the reduction length."""
+    src, ref, a_shape = GUARDED[case]
+    dt = DTYPES.get(t, np.dtype(np.float32))
+    gpu = polyc.compile(src.format(t=t), config=emulated(**MODES[mode]))
+    cpu = polyc.compile(src.format(t=t))
+    rng = np.random.default_rng(1)
+    for m, k, n in [(17, 65, 3), (3, 17, 33), (41, 70, 36)]:
+        a = rng.standard_normal(a_shape(m, k)).astype(dt)
+        b = rng.standard_normal((k, n)).astype(dt)
+        got = gpu(a, b)
+        assert not np.isnan(got.astype(np.float64)).any(), (t, case, m, k, n)
+        want = ref(a.astype(np.float64), b.astype(np.float64))
+        assert_close(got, want, dtype=dt, reduction_length=k, name=f"{case} {m}x{k}x{n}")
+        assert_close(got, cpu(a, b).astype(np.float64), dtype=dt, reduction_length=k)
