@@ -313,7 +313,13 @@ def group_source(graph: Graph, nodes: Sequence[Node], keep: set[int], name: str)
                 st = re.sub(rf"\b{one}\b(?!\s*\()", f"{one}(0)", st)
             texts[n.name].append(st)
     inlined = _inline_single_use(nodes, texts, keep, alias)
-    alias.update(_reuse_storage(nodes, texts, keep, inlined | set(alias)))
+    # a contraction whose buffer holds a kept epilogue (t4 = t3 + b, read
+    # outside the group, computed in t3) is kept too: no later statement
+    # may write its value over
+    by_name = {n.name: n for n in nodes}
+    held = keep | {by_name[_root(alias, n.name)].id for n in nodes
+                   if n.id in keep and n.name in alias}
+    alias.update(_reuse_storage(nodes, texts, held, inlined | set(alias)))
     body = [st for n in nodes if n.name not in inlined for st in texts[n.name]]
     line_nodes = tuple(n.name for n in nodes if n.name not in inlined for _ in texts[n.name])
     used = sorted({int(m) for line in body for m in _PARAM.findall(line)})

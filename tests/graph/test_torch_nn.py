@@ -37,6 +37,27 @@ def test_pre_norm_residual_reads_the_block_input_not_the_centred_value():
     check(_pre_norm, rand((12, 32), F32, seed=53), reduction_length=32)
 
 
+def _softplus_after_linear(x, w, b):
+    y = x @ w + b                      # kept: read by the where in another group
+    z = y * 1.0                        # last reader of y's buffer inside the group
+    return np.where(z > 20.0, y, np.log1p(np.exp(z)))
+
+
+def test_kept_gemm_epilogue_keeps_its_buffer():
+    """A regression (``nn.Softplus`` after ``nn.Linear``): the bias add,
+    computed in the GEMM's buffer and read outside the group, had that
+    buffer written over by the next elementwise statement (storage reuse),
+    and the group no longer returned it (``KeyError`` at the call)."""
+    x, w, b = rand((3, 8), F32, seed=54), rand((8, 16), F32, seed=55), rand((16,), F32, seed=56)
+    check(_softplus_after_linear, x, w, b, reduction_length=8)
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(57)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Softplus(beta=2.0, threshold=5.0),
+                          nn.Linear(16, 4)).eval()
+    _compile_matches(model, torch.randn(3, 8) * 3)
+
+
 def _compile_matches(model, *args, atol=1e-4):
     torch = pytest.importorskip("torch")
     torch._dynamo.reset()
