@@ -377,9 +377,12 @@ def _parse_shapes(text: str) -> list[tuple[int, ...]]:
             shapes.append(())
             continue
         try:
-            shapes.append(tuple(int(x) for x in item.lower().split("x")))
+            shape = tuple(int(x) for x in item.lower().split("x"))
         except ValueError:
             raise UsageError(f"--shapes: expected e.g. 128x64,64x32, got {item!r}") from None
+        if any(x < 0 for x in shape):
+            raise UsageError(f"--shapes: extents must be >= 0, got {item!r}")
+        shapes.append(shape)
     return shapes
 
 

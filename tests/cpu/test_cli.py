@@ -317,6 +317,13 @@ def test_einsum_mismatched_shapes_is_exit_2(capsys):
     assert_user_error(rc, out, err)
 
 
+def test_einsum_negative_extent_is_a_usage_error(capsys):
+    # numpy's "negative dimensions" ValueError was reported as an internal error
+    rc, out, err = run_main(capsys, ["einsum", "ij,jk->ik", "--shapes", "3x-4,4x5"])
+    assert_user_error(rc, out, err)
+    assert "--shapes" in err and "3x-4" in err
+
+
 # --- real processes: exit statuses -------------------------------------------------
 
 def polyc_cmd() -> list[str]:
