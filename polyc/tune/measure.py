@@ -70,9 +70,14 @@ def compile_candidate(program, recipe, config):
 
 
 def build_task(payload: dict) -> dict:
-    """Compile one candidate: ``{"program", "recipe", "config"}`` ->
-    ``{"ok", "seconds", "error"}``."""
+    """Compile one candidate: ``{"program", "recipe", "config"}`` and
+    optionally ``"deadline"`` (``time.time()``) -> ``{"ok", "seconds",
+    "error"}``, with ``"skipped": True`` when the deadline had passed before
+    the task started (a queued build of a session whose budget ran out)."""
     t0 = time.perf_counter()
+    if payload.get("deadline") is not None and time.time() > payload["deadline"]:
+        return {"ok": False, "skipped": True, "seconds": 0.0,
+                "error": "not built: the budget ran out"}
     fault = payload.get("fault")
     if fault and fault.startswith("kill-worker-once:"):      # tests: a worker dies
         marker = Path(fault.split(":", 1)[1])
@@ -270,10 +275,13 @@ def measure_task(payload: dict) -> dict:
     recipe compiles, e.g. narrowed to a shape class; the same computation),
     ``checked`` (indices already checked),
     ``config``, ``sizes`` (a list of size dicts), ``seed``, ``rounds``,
-    ``min_sample``, ``deadline_s`` (seconds), ``faults`` (index -> fault,
-    tests only).  Returns ``{"failures": {index: reason}, "rounds":
-    {sizes_json: [[seconds...]...]}, "measured": [indices], "host": name}``:
-    the incumbent must pass, or every index fails."""
+    ``min_sample``, ``deadline_s`` (seconds the timing may take after the
+    checks) or ``deadline`` (the session's end, ``time.time()``: candidates
+    not yet checked then are skipped, and the timing stops after two
+    rounds), ``faults`` (index -> fault, tests only).  Returns
+    ``{"failures": {index: reason}, "rounds": {sizes_json:
+    [[seconds...]...]}, "measured": [indices], "skipped": [indices], "host":
+    name}``: the incumbent must pass, or every index fails."""
     import socket
 
     from .. import testing
@@ -284,7 +292,12 @@ def measure_task(payload: dict) -> dict:
     kernels: dict[int, object] = {}
     sizes_list = payload["sizes"]
     programs = payload.get("programs") or [program] * len(recipes)
+    wall_end = payload.get("deadline")
+    skipped = []
     for i, recipe in enumerate(recipes):
+        if i and wall_end is not None and time.time() > wall_end:
+            skipped.append(i)
+            continue
         try:
             kernels[i] = compile_candidate(programs[i], recipe, config)
         except PolycError as e:
@@ -301,12 +314,14 @@ def measure_task(payload: dict) -> dict:
                 kernels.pop(i, None)
                 break
     alive = [i for i in range(len(recipes)) if i in kernels]
-    result = {"failures": failures, "rounds": {}, "measured": alive,
+    result = {"failures": failures, "rounds": {}, "measured": alive, "skipped": skipped,
               "host": socket.gethostname()}
     if 0 not in kernels:
         return result
     deadline = payload.get("deadline_s")
     end = time.monotonic() + deadline if deadline else None
+    if wall_end is not None:
+        end = min(end or math.inf, time.monotonic() + wall_end - time.time())
     # an in-place program (it reads what it writes from before the call)
     # gets its arguments restored before every call: repeated calls would
     # otherwise drift the data (to infinities or denormals, whose arithmetic

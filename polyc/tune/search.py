@@ -81,6 +81,10 @@ BUDGETS = {"quick": Budget(seconds=60, measured=12, sampled=3000, first=6, neigh
                          batch=16)}
 #: Variants of the automatic schedule measured per session.
 MAX_AUTO = 4
+#: Shares of a session's seconds that ranking by the model, and choosing the
+#: first batch's legal candidates, may take (the rest builds and measures).
+RANK_SHARE = 0.1
+ADMIT_SHARE = 0.35
 
 
 def budget_of(spec) -> Budget:
@@ -97,7 +101,10 @@ def budget_of(spec) -> Budget:
     if not seconds > 0:
         raise PolycError(f"budget {spec!r}: the number of seconds must be positive")
     b = BUDGETS["max"]
-    return Budget(seconds, b.measured, b.sampled, b.first, b.neighbours, b.batch)
+    # a short budget ranks fewer samples: the model's cost of one is about
+    # 0.2 ms, and ranking takes at most RANK_SHARE of the seconds anyway
+    sampled = min(b.sampled, max(1000, int(500 * seconds)))
+    return Budget(seconds, b.measured, sampled, b.first, b.neighbours, b.batch)
 
 
 @dataclass
@@ -255,17 +262,27 @@ class _Session:
         pools = {(st, r): self.choices[st] for st, r in space.starts(self.program)
                  if st in self.choices}
         cands = space.sample(rng, pools, self.budget.sampled)
-        return sorted(((self.cost(k), k) for k in cands), key=lambda x: x[0])
+        # the samples come in random order: those ranked before the ranking's
+        # share of the budget runs out are a random subset of them
+        scored = []
+        for k in cands:
+            if len(scored) >= 64 and self.out_of_time(RANK_SHARE):
+                log.info("ranked %d of %d samples within %.0f%% of the budget",
+                         len(scored), len(cands), 100 * RANK_SHARE)
+                break
+            scored.append((self.cost(k), k))
+        return sorted(scored, key=lambda x: x[0])
 
     def cost(self, k: space.Knobs) -> float:
         return sum(model.cost(k, infos) for infos in self.infos[k.start])
 
-    def legal(self, ranked, want: int) -> list[Trial]:
-        """The first ``want`` legal, distinct candidates of ``ranked``."""
+    def legal(self, ranked, want: int, share: float = 1.0) -> list[Trial]:
+        """The first ``want`` legal, distinct candidates of ``ranked``, as
+        many as are found within ``share`` of the budget's seconds."""
         return self._admit(((Trial(k.label(), k.to_json(), None, score),
                              lambda k=k: space.build(self.program, k, self.infos[k.start][0],
                                                      base=self.bases[k.start]))
-                            for score, k in ranked), want)
+                            for score, k in ranked), want, share)
 
     def legal_recipes(self, items, want: int) -> list[Trial]:
         """The first ``want`` legal, distinct recipes of ``items``
@@ -275,13 +292,13 @@ class _Session:
                              lambda r=recipe: autorecipe.build(self.program, r))
                             for label, recipe in items), want)
 
-    def _admit(self, candidates, want: int) -> list[Trial]:
+    def _admit(self, candidates, want: int, share: float = 1.0) -> list[Trial]:
         """Build each ``(trial, build)`` until ``want`` are legal and
         distinct: a refused one is counted by kind, one whose tree equals a
         kept one's is a duplicate; the kept ones get their recipe."""
         out = []
         for t, build in candidates:
-            if len(out) >= want or self.out_of_time():
+            if len(out) >= want or self.out_of_time(share):
                 break
             self.trials.append(t)
             try:
@@ -300,21 +317,30 @@ class _Session:
             out.append(t)
         return out
 
-    def out_of_time(self) -> bool:
-        return time.monotonic() - self.t0 > self.budget.seconds
+    def out_of_time(self, share: float = 1.0) -> bool:
+        """Whether ``share`` of the budget's seconds has passed."""
+        return time.monotonic() - self.t0 > share * self.budget.seconds
+
+    def deadline(self) -> float:
+        """The session's end as a wall-clock time (``time.time()``: build and
+        measurement tasks may run in other processes and on other machines)."""
+        return time.time() + self.budget.seconds - (time.monotonic() - self.t0)
 
     # ---------------------------------------------------------- measuring
     def run(self, incumbent: Trial, challengers: list[Trial]) -> list[Trial]:
         """Build, check and time ``challengers`` against ``incumbent``;
         updates each trial and records it.  Returns the measured ones."""
         payload = {"program": self.program, "config": self.config}
-        builds = self.executor.build([{**payload, "recipe": t.recipe,
+        end = self.deadline()
+        builds = self.executor.build([{**payload, "recipe": t.recipe, "deadline": end,
                                        "fault": self.faults.get("build")}
                                       for t in challengers])
         ok = []
         for t, b in zip(challengers, builds):
             if b["ok"]:
                 ok.append(t)
+            elif b.get("skipped"):
+                t.reason = b["error"]           # stays "unmeasured"
             else:
                 t.status, t.reason = "failed", b["error"]
         recipes = [incumbent.recipe] + [t.recipe for t in ok]
@@ -326,8 +352,11 @@ class _Session:
         res = self.executor.measure({
             **payload, "recipes": recipes, "checked": [0] if incumbent.status == "measured"
             else [], "sizes": self.sizes, "seed": self.seed, "faults": faults,
-            "deadline_s": remaining, "check_timeout": self.faults.get("timeout")})
+            "deadline_s": remaining, "deadline": end,
+            "check_timeout": self.faults.get("timeout")})
         failures = {int(i): why for i, why in res["failures"].items()}
+        for i in res.get("skipped", ()):
+            ok[int(i) - 1].reason = "not checked: the budget ran out"   # "unmeasured"
         if 0 in failures:
             incumbent.status, incumbent.reason = "failed", failures[0]
             raise PolycError(f"the incumbent {incumbent.label} failed its check: "
@@ -420,7 +449,8 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
         auto = _automatic_recipe(program, config) if shape_class == ALL_SIZES else None
         n_rec = max(1, b.first // 3) if auto is not None else 0
         first = s.legal(ranked, max(0, min(b.first, b.measured - n_rec,
-                                           max(2, b.batch - len(autos) - n_rec))))
+                                           max(2, b.batch - len(autos) - n_rec))),
+                        ADMIT_SHARE)
         # the automatic pipeline's own options (Config) as candidates too
         for opts in autos[:max(0, b.measured - len(first) - n_rec)]:
             label = "auto: " + ", ".join(f"{k}={v}" for k, v in opts.items())
@@ -478,6 +508,9 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
     finally:
         if bar is not None:
             bar.close()
+    if best is default and not note and not s.measured and s.out_of_time():
+        note = (f"the budget ({b.seconds:g} s) ran out before a candidate was measured; "
+                f"the default schedule stays")
     if best is default and not note:
         note = (f"no candidate beat the default by more than "
                 f"{100 * max(MIN_WIN, 2 * s.noise):.1f}% (the noise threshold)")

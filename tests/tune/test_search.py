@@ -93,6 +93,58 @@ def test_budget_too_small_keeps_the_default(cfg):
     assert Database(config=cfg).records(kind="best") == []
 
 
+def test_tasks_past_the_deadline_are_skipped_not_failed(cfg):
+    """A build queued past the session's end is skipped; a measurement checks
+    the incumbent, skips the candidates it reaches after the end and times
+    what it checked for two rounds."""
+    import time
+
+    from polyc.tune.measure import build_task, measure_task
+    program = polyc.program(TR)
+    past = time.time() - 1
+    b = build_task({"program": program, "recipe": None, "config": cfg, "deadline": past})
+    assert not b["ok"] and b["skipped"] and "budget" in b["error"]
+    res = measure_task({"program": program, "recipes": [None, None], "config": cfg,
+                        "sizes": [{"N": 30, "M": 20}], "seed": 0, "deadline": past,
+                        "min_sample": 0.001})
+    assert res["skipped"] == [1] and res["measured"] == [0] and not res["failures"]
+    (rounds,) = res["rounds"].values()
+    assert len(rounds) == 2
+
+
+def test_a_seconds_budget_bounds_ranking_and_the_first_batch(cfg, monkeypatch):
+    """With a seconds budget the model ranks only what it can in its share of
+    the seconds, and candidates whose build or check the session's end
+    overtakes stay unmeasured with the reason (not failures); the note says
+    the budget ran out when nothing was measured."""
+    import time
+
+    from polyc.tune import measure, search
+    clock = {"t": 0.0}
+    real_cost = search._Session.cost
+
+    def slow_cost(self, k):         # each model evaluation "takes" 10 ms
+        clock["t"] += 0.01
+        clock["costs"] = clock.get("costs", 0) + 1
+        return real_cost(self, k)
+    monkeypatch.setattr(search._Session, "cost", slow_cost)
+    real_monotonic = time.monotonic
+    monkeypatch.setattr(search.time, "monotonic", lambda: real_monotonic() + clock["t"])
+    real_build = measure.build_task
+
+    def late_build(payload):        # the session's end passes during the builds
+        clock["t"] += 100.0
+        return real_build({**payload, "deadline": payload["deadline"] - 100.0})
+    monkeypatch.setattr("polyc.tune.executors.build_task", late_build)
+    budget = Budget(seconds=5, measured=6, sampled=2000, first=4, neighbours=1)
+    r = polyc.tune(TR, SIZES, budget=budget, config=cfg, progress=False)
+    # 0.5 s of ranking: the 64 candidates always ranked, not the 2000 sampled
+    assert 64 <= clock["costs"] < 100
+    unmeasured = [t for t in r.trials[1:] if t.status == "unmeasured" and t.reason]
+    assert unmeasured and all("budget ran out" in t.reason for t in unmeasured)
+    assert r.failed == 0 and r.measured == 0 and "ran out" in r.note
+
+
 def test_interrupt_keeps_what_was_measured(cfg):
     from polyc.tune import InlineExecutor
 
