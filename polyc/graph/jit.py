@@ -52,7 +52,7 @@ from .gather import check_indices
 from .jitcall import InstancePlans, TracedArgument, Watch, bind_args, split_args
 from .ops import check_dtype, mask_of, materialize
 from .plan import Graph, Plan, plan
-from .sizes import Size
+from .sizes import Size, SizeInt
 
 log = logging.getLogger(__name__)
 
@@ -127,12 +127,47 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
             if node is None or node.kind != "op" or leaf.dtype.kind == "b":
                 node = materialize(graph, leaf).node
             outs.append(node)
+        elif isinstance(leaf, SizeInt):
+            # a returned extent (x.shape, x.size): evaluated at each call
+            extent = _extent_of(leaf.size, graph)
+            outs.append(Extent(extent) if extent is not None else int(leaf))
         else:
             outs.append(leaf)
     graph.outputs = list(dict.fromkeys(o.node if isinstance(o, Reshaped) else o for o in outs
                                        if isinstance(o, (Node, Reshaped))))
     graph.leaves = outs
+    _drop_dead(graph)
     return graph
+
+
+def _drop_dead(graph: Graph) -> None:
+    """Remove the operations no output reads, directly or through others
+    (a ``zeros_like`` whose ``.shape`` alone was used, an unused
+    intermediate): they would run for nothing, and a group of them has no
+    output at all."""
+    live: set[int] = set()
+    todo = list(graph.outputs)
+    while todo:
+        n = todo.pop()
+        if n.id not in live:
+            live.add(n.id)
+            todo.extend(n.inputs)
+    dead = [n for n in graph.nodes if n.kind == "op" and n.id not in live]
+    if dead:
+        log.debug("polyc.jit %s: dropped unused operations %s", graph.name,
+                  ", ".join(n.name for n in dead))
+        graph.nodes = [n for n in graph.nodes if n.kind != "op" or n.id in live]
+        graph._consumers = None
+
+
+@dataclass
+class Extent:
+    """A returned extent: a constant plus argument extents (as
+    :func:`_extent_of` gives it), a Python int at each call."""
+    form: tuple[int, list[tuple[int, int, int]]]
+
+    def value(self, env: dict, arrays: list[np.ndarray]) -> int:
+        return self.form[0] + sum(c * arrays[p].shape[d] for c, p, d in self.form[1])
 
 
 @dataclass
@@ -273,7 +308,7 @@ class Jitted:
         env = t.plan.compile().run(env, sizes, reuse=True)
         leaves = [(env[o.name].astype(bool) if o.as_bool else env[o.name])
                   if isinstance(o, Node) else o.value(env, arrays)
-                  if isinstance(o, Reshaped) else o for o in t.graph.leaves]
+                  if isinstance(o, (Reshaped, Extent)) else o for o in t.graph.leaves]
         if torch_out:
             leaves = to_torch(leaves)
         else:               # numpy's reductions to one element return scalars

@@ -317,3 +317,38 @@ def test_an_inlined_jitted_function_s_globals_are_watched_by_the_caller():
 @polyc.jit
 def _jit_helper(x):
     return x * LR
+
+
+# -- extents and unused operations ----------------------------------------------------
+@polyc.jit
+def _with_shape(x):
+    return (x + 1).sum(), x.shape, x.shape[0] * 2 + 1
+
+
+def test_returned_extents_are_those_of_each_call():
+    """``x.shape`` returned (not read as a number) is evaluated at every
+    call of the shape class (it returned the first call's extents)."""
+    for shape in ((4, 5), (6, 7), (2, 3)):
+        x = rand(*shape)
+        total, shp, rows = _with_shape(x)
+        assert_close(total, (x + 1).sum(), reduction_length=x.size)
+        assert shp == x.shape and rows == 2 * x.shape[0] + 1
+        assert all(type(v) is int for v in (*shp, rows))
+    assert _n_plans(_with_shape) == 1        # (one plan: no extent was specialised)
+
+
+def _unused_creation(x):
+    like = np.zeros_like(x)         # only its shape is used
+    unused = x * 3                  # never used
+    return x.sum() + like.shape[1], unused.shape
+
+
+def test_operations_no_output_reads_are_dropped():
+    """An operation whose result nothing returned reads (a zeros_like used
+    for its shape) ran as a kernel without outputs, which crashed."""
+    x = rand(3, 4)
+    total, shp = polyc.jit(_unused_creation)(x)
+    assert_close(total, x.sum() + 4, reduction_length=x.size)
+    assert shp == (3, 4)
+    assert [n.op for n in polyc.jit(_unused_creation).graph(x).ops] == ["sum", "add"]
+    assert polyc.jit(lambda x: (np.ones_like(x), 2.0)[1])(x) == 2.0
