@@ -19,6 +19,7 @@ BUILTINS: dict[str, int] = {
     # C99's <math.h> functions of one float, as numpy's ufuncs of the same names
     # (arcsin... as asin...): each is C's function of the argument's float type
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "sinh": 1, "cosh": 1,
+    "asinh": 1, "acosh": 1, "atanh": 1,
     "log1p": 1, "expm1": 1, "exp2": 1, "log2": 1, "log10": 1, "cbrt": 1,
     "floor": 1, "ceil": 1, "trunc": 1, "rint": 1, "atan2": 2, "hypot": 2,
     "copysign": 2, "fmod": 2,
@@ -26,7 +27,8 @@ BUILTINS: dict[str, int] = {
 
 #: the builtins that are C99 functions of one float of the same name
 #: (``sinf``/``sin``), beyond ``exp log sqrt tanh erf``
-MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "log1p",
+MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh",
+                  "acosh", "atanh", "log1p",
                   "expm1", "exp2", "log2", "log10", "cbrt", "floor", "ceil", "trunc", "rint")
 #: the builtins that are C99 functions of two floats of the same name
 MATH_FUNCTIONS2 = ("atan2", "hypot", "copysign", "fmod")

@@ -23,6 +23,7 @@ _UNARY_FLOAT = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
                 "sigmoid": lambda x: x.dtype.type(1) / (x.dtype.type(1) + np.exp(-x)),
                 "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
                 "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+                "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
                 "log1p": np.log1p, "expm1": np.expm1, "exp2": np.exp2, "log2": np.log2,
                 "log10": np.log10, "cbrt": np.cbrt, "floor": np.floor, "ceil": np.ceil,
                 "trunc": np.trunc, "rint": np.rint}

@@ -4,7 +4,7 @@ common ndarray methods.
 
 Covered: the ufuncs of :data:`UFUNCS` (arithmetic, ``power sqrt reciprocal
 exp log tanh abs maximum minimum``, comparisons, ``isnan isinf isfinite``,
-logical operations and ``& | ~`` on masks, ``scipy.special.erf``), ``matmul``
+logical operations and ``& | ^ ~`` on masks, ``scipy.special.erf``), ``matmul``
 and ``add/maximum/minimum.reduce``; the functions of :data:`FUNCTIONS`
 (reductions with ``axis``, ``keepdims``, ``ddof``; contractions; views;
 ``where clip concatenate stack hstack vstack split pad triu tril *_like``).
@@ -513,6 +513,8 @@ def _install() -> None:
     T.__rand__ = _op("bitwise_and", swap=True)
     T.__or__ = _op("bitwise_or")
     T.__ror__ = _op("bitwise_or", swap=True)
+    T.__xor__ = _op("bitwise_xor")
+    T.__rxor__ = _op("bitwise_xor", swap=True)
     T.__invert__ = lambda self: _invert(self._graph, self)
     T.__hash__ = object.__hash__
     T.__neg__ = lambda self: _negative(self._graph, self)

@@ -132,6 +132,14 @@ def _bitwise(name: str, sym: str) -> Callable:
     return run
 
 
+def _bitwise_xor(g, a, b):
+    """``^`` (``bitwise_xor``): logical on boolean masks, as numpy's."""
+    ops_ = [operand(g, a), operand(g, b)]
+    _check_bool("bitwise_xor", ops_)
+    return elementwise(g, "logical", lambda x, y: f"(({x} != 0) != ({y} != 0))", ops_,
+                       np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
+
+
 def _check_bool(name: str, ops_) -> None:
     kinds = {o.dtype.kind for o in ops_}
     if kinds <= {"b"}:
@@ -352,6 +360,7 @@ UFUNCS: dict[str, Callable] = {
     **{name: _unary_float(fn) for name, fn in (
         ("sin", "sin"), ("cos", "cos"), ("tan", "tan"), ("arcsin", "asin"),
         ("arccos", "acos"), ("arctan", "atan"), ("sinh", "sinh"), ("cosh", "cosh"),
+        ("arcsinh", "asinh"), ("arccosh", "acosh"), ("arctanh", "atanh"),
         ("log1p", "log1p"), ("expm1", "expm1"), ("exp2", "exp2"), ("log2", "log2"),
         ("log10", "log10"), ("cbrt", "cbrt"), ("rint", "rint"))},
     "floor": _rounding("floor"), "ceil": _rounding("ceil"), "trunc": _rounding("trunc"),
@@ -374,5 +383,6 @@ UFUNCS: dict[str, Callable] = {
     "logical_not": _logical_not,
     "isnan": _isnan("isnan"), "isinf": _isnan("isinf"), "isfinite": _isnan("isfinite"),
     "bitwise_and": _bitwise("bitwise_and", "&&"), "bitwise_or": _bitwise("bitwise_or", "||"),
+    "bitwise_xor": _bitwise_xor,
     "invert": _invert,
 }

@@ -31,12 +31,16 @@ def _exp_log(x):
     return np.log1p(x + 1), np.expm1(x), np.exp2(4 * x), np.log2(p), np.log10(p), np.cbrt(x)
 
 
+def _inverse_hyperbolic(x):
+    return np.arcsinh(3 * x), np.arccosh(np.abs(x) + 1), np.arctanh(0.9 * x)
+
+
 def _rounding(x):
     y = 7 * x
     return np.floor(y), np.ceil(y), np.trunc(y), np.rint(y), np.sign(y)
 
 
-@pytest.mark.parametrize("fn", [_trig, _exp_log, _rounding])
+@pytest.mark.parametrize("fn", [_trig, _inverse_hyperbolic, _exp_log, _rounding])
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_math_functions(fn, dtype):
     x = rand((5, 7), dtype, seed=3)
@@ -146,7 +150,8 @@ def test_unsupported_norm_order_is_named():
 # -- the TC builtins and loop programs -------------------------------------------------
 TC_CASES = [("sin", np.sin, 3.0), ("cos", np.cos, 3.0), ("tan", np.tan, 1.0),
             ("asin", np.arcsin, 0.9), ("acos", np.arccos, 0.9), ("atan", np.arctan, 4.0),
-            ("sinh", np.sinh, 2.0), ("cosh", np.cosh, 2.0), ("expm1", np.expm1, 1.0),
+            ("sinh", np.sinh, 2.0), ("cosh", np.cosh, 2.0), ("asinh", np.arcsinh, 3.0),
+            ("atanh", np.arctanh, 0.9), ("expm1", np.expm1, 1.0),
             ("exp2", np.exp2, 4.0), ("cbrt", np.cbrt, 5.0), ("floor", np.floor, 7.0),
             ("ceil", np.ceil, 7.0), ("trunc", np.trunc, 7.0), ("rint", np.rint, 7.0)]
 
@@ -336,3 +341,18 @@ def test_math_calls_reach_libmvec(fn):
         assert "polyc_sinf(" in kernel.source and "polyc_cosf(" in kernel.source
     else:
         assert "log1pf(expf(" in kernel.source
+
+
+def _xor_masks(x, y):
+    return (x > 0) ^ (y > 0), (x > 0.5) ^ True, np.bitwise_xor(x < 0, y < 0)
+
+
+def test_xor_of_masks():
+    """``^`` of boolean masks is numpy's logical xor (it raised a bare
+    TypeError: the tracer had no ``__xor__``)."""
+    check(_xor_masks, rand((4, 6), seed=8), rand((4, 6), seed=9))
+
+
+def test_xor_of_integer_arrays_is_refused_by_name():
+    with pytest.raises(UnsupportedError, match="bitwise_xor"):
+        polyc.jit(lambda a, b: a ^ b)(np.arange(4, dtype=np.int32), np.ones(4, np.int32))
