@@ -305,9 +305,9 @@ def lower_schedule(schedule, config: Config | None = None) -> Lowered:
     """Steps 6-7 for a user schedule (a :class:`polyc.schedule.language.Schedule`):
     legality, then the loop nest.  No automatic tiling or marks are added:
     the schedule is compiled as written, except that temporaries are
-    contracted as in :func:`lower` (step 5b, ``Config.contract``; it moves
-    no statement instance), so the recipe of an automatic schedule gives
-    the code that schedule gave."""
+    contracted and stored in thread windows as in :func:`lower` (step 5b,
+    ``Config.contract``; neither moves a statement instance), so the recipe
+    of an automatic schedule gives the code that schedule gave."""
     config = config or Config.from_env()
     _dump(config, "program", schedule.program)
     _dump(config, "user schedule", schedule)
@@ -324,10 +324,13 @@ def lower_schedule(schedule, config: Config | None = None) -> Lowered:
             sched, contracted = contracted_sched, tuple(found)
     nest = astgen.generate(program, sched)                                    # 7
     _dump(config, "loop nest", format_loopnest(nest))
+    found_windows: tuple = ()
+    if config.contract and config.target == "c" and config.parallel:
+        found_windows = windows.thread_windows(sched, program)      # as lower() does
     view = (schedule.program, schedule.isl, schedule.deps) if calls else None
     return Lowered(program, schedule.deps, sched, nest,
                    {m.statement: m.describe() for m in calls}, contracted=contracted,
-                   view=view)
+                   view=view, windows=found_windows)
 
 
 def compile_schedule(schedule, config: Config | None = None):
@@ -349,7 +352,7 @@ def compile_schedule(schedule, config: Config | None = None):
     low = None
     if source is None:
         low = lower_schedule(schedule, config)
-        source = backend("c").emit(low.program, low.loopnest, config)
+        source = backend("c").emit(low.program, low.loopnest, config, windows=low.windows)
         _store_source(key, source, config)
     _dump(config, "C source", source.text)
     lib = backend("c").build(source.text, config)

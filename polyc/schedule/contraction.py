@@ -55,6 +55,7 @@ from .tree import band_names, fresh_name
 log = logging.getLogger(__name__)
 
 _BAND = isl.schedule_node_type.band
+_FILTER = isl.schedule_node_type.filter
 _MARK = isl.schedule_node_type.mark
 
 
@@ -116,7 +117,10 @@ def _bands_above(schedule: isl.Schedule, users: list[Statement],
     """The bands on the path from the root to the deepest node whose
     instances include every instance of ``users``, outermost first."""
     def covers(node: isl.ScheduleNode) -> bool:
+        # (a filter node's domain is what reaches it, before its filter)
         dom = node.get_domain()
+        if node.get_type() == _FILTER:
+            dom = dom.intersect(node.filter_get_filter())
         return all(st.domain.intersect_params(ctx).is_subset(
             dom.extract_set(st.domain.get_space())) for st in users)
 

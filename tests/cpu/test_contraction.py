@@ -147,3 +147,48 @@ def test_the_budget_of_local_buffers_is_respected(budget):
     _, prog2, done = contract_temporaries(low.schedule, low.program, budget=budget)
     # at budget 4 the 1x8 float row does not fit; a deeper loop has no box
     assert done == [] and prog2 is low.program
+
+
+def _two_nests(A, B, C):
+    n = A.shape[0]
+    for i in range(n):
+        t = A[i] * 2.0
+        B[i] = t
+    for i in range(n):
+        t = A[i] + 1.0
+        C[i] = t * t
+
+
+def test_temporaries_of_separate_nests_contract():
+    """Each nest (a child of the top-level sequence or set) has its own
+    scalar: both contract.  (The search for the loops above a temporary's
+    statements read a filter node's domain before its filter, so every
+    child of a top-level sequence seemed to run every statement and no
+    loop was tried.)"""
+    import polyc
+    a, b, c = RNG.standard_normal(9), np.zeros(9), np.zeros(9)
+    k = polyc.kernel(_two_nests, config=cfg()).specialize(a, b, c)
+    got = contracted(lower(k.program, cfg()))
+    assert set(got) == {"t", "t_1"} and all(x.scalar and x.loop == "i" for x in got.values())
+    k(a, b, c)
+    np.testing.assert_allclose(b, a * 2.0)
+    np.testing.assert_allclose(c, (a + 1.0) ** 2)
+
+
+def test_the_automatic_recipe_replays_with_its_contractions_and_windows():
+    """The softmax's row maximum and sum contract to scalars and its
+    exponentials are stored in thread windows; compiling the kernel's
+    recipe does both too, so the recipe gives the same code (it gave
+    neither: the windows were the automatic pipeline's only)."""
+    from polyc.pipeline import compile_schedule
+    from polyc.schedule.language import Schedule
+    prog = with_temps(SOFTMAX, {"Mx", "S", "E"})
+    config = cfg(tensorize=False)
+    low = lower(prog, config)
+    assert set(contracted(low)) == {"Mx", "S"} and {w.tensor for w in low.windows} == {"E"}
+    k = compile_program(prog, config)
+    again = compile_schedule(Schedule.replay(prog, k.schedule.to_recipe()), config)
+    assert again.source == k.source
+    x = RNG.standard_normal((37, 19)).astype(np.float32)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    assert_close(again(x), e / e.sum(axis=1, keepdims=True), reduction_length=19)
