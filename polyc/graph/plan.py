@@ -440,16 +440,33 @@ def from_dict(graph: Graph, data: dict | str, config: Config | None = None) -> P
     JSON, possibly edited by hand), rebuilt on ``graph``: the same groups
     give byte-identical kernels.  Raises :class:`~polyc.errors.ScheduleError`
     when a group names an unknown tensor, leaves an operation out, names one
-    twice, or when the groups depend on each other in a cycle."""
+    twice, or when the groups depend on each other in a cycle, and for JSON
+    of another form.  A group is a dict as :meth:`Plan.to_dict` writes it
+    (its ``"tensors"``, and its ``"materialized"`` tensors kept in memory)
+    or, written by hand, just the list of the tensors it computes."""
     from ..errors import ScheduleError
     if isinstance(data, str):
-        data = _json.loads(data)
+        try:
+            data = _json.loads(data)
+        except ValueError as e:
+            raise ScheduleError(f"plan JSON: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("groups", []), list):
+        raise ScheduleError("plan JSON: expected an object whose \"groups\" is a list "
+                            "(what plan.to_json() writes)")
     by_name = {n.name: n for n in graph.ops}
     seen: set[str] = set()
-    groups = []
+    groups, keep = [], set()
     for g in data.get("groups", []):
+        if isinstance(g, list):
+            g = {"tensors": g}
+        names, kept_names = (g.get("tensors", []), g.get("materialized", [])) \
+            if isinstance(g, dict) else (None, None)
+        if not isinstance(names, list) or not isinstance(kept_names, list) or not all(
+                isinstance(t, str) for t in names + kept_names):
+            raise ScheduleError(f"plan JSON: a group is a list of tensor names or an object "
+                                f"with a \"tensors\" list of names, not {g!r:.80}")
         nodes = []
-        for t in g.get("tensors", []):
+        for t in names:
             if t not in by_name:
                 raise ScheduleError(f"plan group {g.get('name', '?')}: no operation writes "
                                     f"{t!r} in graph {graph.name} (operations: "
@@ -458,13 +475,18 @@ def from_dict(graph: Graph, data: dict | str, config: Config | None = None) -> P
                 raise ScheduleError(f"plan: {t!r} is in two groups")
             seen.add(t)
             nodes.append(by_name[t])
+        for t in kept_names:
+            if t not in names:
+                raise ScheduleError(f"plan group {g.get('name', '?')}: materialized tensor "
+                                    f"{t!r} is not one of the group's tensors")
+            keep.add(by_name[t].id)
         if nodes:
             groups.append(Group(sorted(nodes, key=lambda n: n.id)))
     missing = [t for t in by_name if t not in seen]
     if missing:
         raise ScheduleError(f"plan: no group computes {', '.join(missing)}")
     order = _toposort_checked(groups)
-    return Plan(graph, order, [], config or Config.from_env())
+    return Plan(graph, order, [], config or Config.from_env(), keep=keep)
 
 
 def _toposort_checked(groups: list[Group]) -> list[Group]:

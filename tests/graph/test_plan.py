@@ -207,6 +207,30 @@ def test_edited_plan_runs_and_matches():
     assert_close(j(x), softmax(x), reduction_length=10)
 
 
+def test_edited_plan_json_round_trip_and_hand_written_groups():
+    """An edited plan's JSON (with a materialized tensor) replays to the same
+    kernels; groups written by hand as plain lists of tensor names are
+    accepted; malformed JSON is a ScheduleError, never a bare exception."""
+    x = RNG.standard_normal((6, 10)).astype(np.float32)
+    j = polyc.jit(softmax)
+    p = j.plan(x)
+    ops = [n.name for n in p.graph.ops]
+    split = p.edit(keep_apart=[(ops[0], ops[3])], materialize=[ops[0]])
+    again = from_dict(p.graph, split.to_json())
+    assert [s.text for s in again.sources] == [s.text for s in split.sources]
+    assert again.to_dict()["groups"] == split.to_dict()["groups"]
+    j.use_plan(json.dumps({"groups": [[t] for t in ops]}), x)
+    assert len(j.plan(x).groups) == len(ops)
+    assert_close(j(x), softmax(x), reduction_length=10)
+    for bad, why in [("{not json", "plan JSON"), ("[1, 2]", "groups"),
+                     ('{"groups": [3]}', "a group is"),
+                     ('{"groups": [{"tensors": [1]}]}', "a group is"),
+                     (json.dumps({"groups": [{"tensors": ops, "materialized": ["zz"]}]}),
+                      "not one of the group's tensors")]:
+        with pytest.raises(polyc.ScheduleError, match=why):
+            j.use_plan(bad, x)
+
+
 def test_illegal_plan_edits_are_refused_with_a_witness():
     def diff(x):
         t = np.exp(x)
