@@ -1,6 +1,6 @@
 """numpy functions of :func:`polyc.jit` built from others: ``diff``,
 ``around``/``round``, ``tile``, ``repeat``, ``argmax``/``argmin``,
-``ravel``, ``flip``, ``roll``, ``inner``, ``kron``, ``ptp``, ``average``,
+``ravel``, ``flip``, ``roll``, ``inner``, ``vdot``, ``kron``, ``ptp``, ``average``,
 ``count_nonzero``, ``nan_to_num`` and the ``edge``/``reflect``/``symmetric``/``wrap``
 modes of ``pad``.  Each is expressed
 with views, ufuncs, ``einsum`` and ``concatenate``, so it computes what
@@ -222,6 +222,15 @@ def inner(g, a, b) -> Tracer:
     return einsum(g, f"{xa}z,{ya}z->{xa}{ya}", x, y)
 
 
+def vdot(g, a, b) -> Tracer:
+    """``np.vdot``: the dot product of both arrays flattened (real types:
+    nothing to conjugate); their sizes must match."""
+    x, y = operand(g, a), operand(g, b)
+    if isinstance(x, Scalar) or isinstance(y, Scalar):
+        return UFUNCS["multiply"](g, x, y)
+    return einsum(g, "z,z->", views.reshape(x, (-1,)), views.reshape(y, (-1,)))
+
+
 def kron(g, a, b) -> Tracer:
     """``np.kron``: the outer product with each pair of axes merged,
     ``(i, k) -> i * b.shape[d] + k`` (an einsum and a reshape)."""
@@ -353,5 +362,5 @@ def functions(concatenate) -> dict[str, Any]:
             "ravel": ravel, "flip": flip,
             "fliplr": lambda g, m: flip(g, m, 1), "flipud": lambda g, m: flip(g, m, 0),
             "roll": lambda g, a, shift, axis=None: roll(g, a, shift, axis, concatenate),
-            "inner": inner, "kron": kron, "ptp": ptp, "average": average,
+            "inner": inner, "vdot": vdot, "kron": kron, "ptp": ptp, "average": average,
             "count_nonzero": count_nonzero, "nan_to_num": nan_to_num}

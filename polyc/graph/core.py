@@ -304,13 +304,14 @@ class Tracer:
                 f"dtype={self.dtype}>")
 
     # -- value-dependent control flow is refused -------------------------------
-    def _refuse(self, what: str):
+    def _refuse(self, what: str, hint: str = ""):
         loc = user_location()
+        hint = hint or ("keep the decision in the computation (np.where(cond, a, b), "
+                        "np.maximum, masks), or pass the value as a static argument "
+                        "(@polyc.jit(static_argnames=...))")
         raise TraceError(
             f"{loc}: {what} needs the array's values, which do not exist while polyc "
-            f"traces the function\n    {loc.text}\nhint: keep the decision in the "
-            f"computation (np.where(cond, a, b), np.maximum, masks), or pass the value "
-            f"as a static argument (@polyc.jit(static_argnames=...))",
+            f"traces the function\n    {loc.text}\nhint: {hint}",
             filename=loc.filename, line=loc.line)
 
     def __bool__(self):
@@ -326,7 +327,10 @@ class Tracer:
         self._refuse("using a traced array as an index")
 
     def __array__(self, dtype=None, copy=None):
-        self._refuse("np.asarray() / np.array() of a traced array")
+        self._refuse("np.asarray() / np.array() of a traced array",
+                     "inside a polyc.jit function the arguments already are arrays: drop "
+                     "the np.asarray/np.array call (x.astype(dtype) converts, x.copy() "
+                     "copies)")
 
     def __iter__(self):
         n = len(self)

@@ -412,13 +412,15 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     wo = where_clause(out_idx, out_ranges)
     flops = count(x._shape)
     cnt = _count_text(red_sizes)
-    if kind in ("max", "min"):
+    if kind in ("max", "min"):      # (of a mask: its 0/1 reduced in int32, a mask)
         if n == 0:
             raise ValueError(f"zero-size array to reduction operation {kind}imum which has "
                              "no identity")
-        dt = x_dtype
-        return done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
+        dt = np.dtype("int32") if x.dtype.kind == "b" else x_dtype
+        r = done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
             f"{lhs(name, out_idx)} {kind}=! {elem}{wc}"], flops=flops, reduction=True))
+        return r if x.dtype.kind != "b" else elementwise(
+            graph, "compare", lambda a: f"({a} != 0)", [r], np.dtype(bool), lazy=True)
     if kind in ("sum", "prod"):
         dt = np.dtype(dtype) if dtype is not None else (
             np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
@@ -594,7 +596,3 @@ def shape_arg(shape: Any) -> tuple:
     if isinstance(shape, (int, np.integer, SizeInt)):
         return (shape,)
     return tuple(shape)
-
-
-__all__ = ["Scalar", "literal", "operand", "capture", "broadcast", "elementwise", "reduce",
-           "contraction", "creation", "materialize", "new_node", "compose"]

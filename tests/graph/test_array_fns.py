@@ -38,7 +38,8 @@ def _summaries(x):
 
 
 def _products(x):
-    return np.inner(x, x), np.kron(x[:2, :3], x[:3, :2]), np.kron(x[0], x[1, :3])
+    return np.inner(x, x), np.kron(x[:2, :3], x[:3, :2]), np.kron(x[0], x[1, :3]), \
+        np.vdot(x, x), np.vdot(x[0], x[1])
 
 
 @pytest.mark.parametrize("fn", [_layout, _rolls, _summaries, _products])
@@ -164,3 +165,17 @@ def test_causal_mask_built_in_the_trace():
         p = np.exp(s - s.max(-1, keepdims=True))
         return p / p.sum(-1, keepdims=True)
     check(attn, rand((8, 4), F32, seed=22), rand((8, 4), F32, seed=23), reduction_length=8)
+
+
+def _mask_extremes(x):
+    m = x > 0
+    return (m.max(), m.min(axis=0), np.max(m, axis=1, keepdims=True), np.amin(m),
+            np.maximum.reduce(m, axis=0), np.minimum.reduce(m, axis=1))
+
+
+def test_max_and_min_of_masks_are_masks():
+    """numpy's max and min of a bool array are bool (they were int64 0/1)."""
+    x = rand((4, 5), F32, seed=6)
+    x[0] = -1.0          # a row with no True (its max is False)
+    x[:, 2] = 1.0        # a column of True (its min is True)
+    check(_mask_extremes, x)
