@@ -299,6 +299,14 @@ def _explain_graph(args) -> int:
     rng = np.random.default_rng(args.seed)
     arrays = [rng.standard_normal(s).astype(numpy_dtype(args.dtype or "float32"))
               for s in _parse_shapes(args.shapes)]
+    import inspect
+    try:
+        inspect.signature(fn.fn).bind(*arrays)
+    except TypeError as e:
+        raise UsageError(f"--shapes gives {len(arrays)} array(s) for {args.def_name}"
+                         f"{inspect.signature(fn.fn)}: {e}") from None
+    except ValueError:          # no signature to check (a builtin): the call says
+        pass
     result = fn.explain(*arrays, json=args.json)
     print(json.dumps(result, indent=2) if args.json else result)
     return 0

@@ -410,3 +410,7 @@ def test_explain_numpy_function_plan(capsys, tmp_path):
     assert rc == 2 and "prog.py:8" in err and "bool()" in err
     rc, _, err = run_main(capsys, ["explain", str(path), "--def", "nope", "--shapes", "4"])
     assert rc == 2 and "defines no nope" in err
+    # as many shapes as the function takes arrays: a usage error naming them
+    rc, _, err = run_main(capsys, ["explain", str(path), "--def", "softmax",
+                                   "--shapes", "4x4,4x4"])
+    assert rc == 2 and "2 array(s) for softmax(x)" in err and "internal error" not in err
