@@ -123,6 +123,21 @@ def infer_specs(fdef: ast.FunctionDef, dtype: str = "float64") -> dict[str, ArgS
             v = node.value
             if isinstance(v, ast.Attribute) and isinstance(node.targets[0], ast.Tuple):
                 ranks.setdefault(v.value.id, len(node.targets[0].elts))
+    # an array read only through A.shape[k] or len(A): rank k + 1 at least
+    least: dict[str, int] = {}
+    for node in ast.walk(fdef):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "shape" and isinstance(node.value.value, ast.Name)
+                and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int)):
+            k = node.slice.value
+            name = node.value.value.id
+            least[name] = max(least.get(name, 1), k + 1 if k >= 0 else -k)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id == "len" and len(node.args) == 1
+              and isinstance(node.args[0], ast.Name)):
+            least.setdefault(node.args[0].id, 1)
+    for name, rank in least.items():
+        ranks.setdefault(name, rank)
     out = {}
     for n in names:
         if n in ranks:

@@ -130,14 +130,29 @@ def _gpu_lowered(program, config, user):
     return lower_gpu(program, config) if user is None else lower_gpu_schedule(user, config)
 
 
-def _user_schedule(args, program):
-    """The :class:`polyc.Schedule` replayed from ``--schedule``, or ``None``."""
+def _user_schedule(args, program, config):
+    """The :class:`polyc.Schedule` replayed from ``--schedule``, or ``None``.
+    A recipe of the program as the automatic pipeline compiles it
+    (:func:`polyc.pipeline.prepared`: a loop program's accumulator expanded
+    for GEMM calls, as ``--emit recipe`` records it) replays onto that."""
     if getattr(args, "schedule", None) is None:
         return None
+    from .errors import ScheduleError
+    from .pipeline import prepared
     from .schedule.language import Schedule
     if not Path(args.schedule).is_file():
         raise UsageError(f"--schedule: no recipe file {args.schedule}")
-    return Schedule.replay(program, args.schedule)
+    try:
+        return Schedule.replay(program, args.schedule)
+    except ScheduleError:
+        full = prepared(program, config)
+        if len(full.tensors) == len(program.tensors):
+            raise                   # nothing expanded: the same program
+        try:
+            return Schedule.replay(full, args.schedule)
+        except ScheduleError:
+            pass
+        raise
 
 
 def _automatic_schedule(program, config):
@@ -160,7 +175,7 @@ def cmd_run(args) -> int:
                          "or a '# sizes:' line in the file")
     config = _config(args)
     t0 = time.perf_counter()
-    user = _user_schedule(args, program)
+    user = _user_schedule(args, program, config)
     kernel = (compile_program(program, config) if user is None
               else compile_schedule(user, config))
     compile_s = time.perf_counter() - t0
@@ -229,7 +244,7 @@ def cmd_compile(args) -> int:
     from . import pipeline
     program, _ = _load(args)
     config = _config(args)
-    user = _user_schedule(args, program)
+    user = _user_schedule(args, program, config)
     if args.emit == "program":
         print(program, end="")
         return 0
@@ -336,7 +351,7 @@ def cmd_explain(args) -> int:
         return _explain_graph(args)
     program, sizes = _load(args)
     config = _config(args)
-    schedule = _user_schedule(args, program)
+    schedule = _user_schedule(args, program, config)
     low = gpu = None
     tuning = ""
     if schedule is None and config.target == "c" and config.use_tuned:

@@ -355,3 +355,59 @@ def test_triangle_rows_option_reaches_the_config(capsys, tcfile, monkeypatch):
     assert seen and seen[-1].triangle_rows == 56
     rc, out, err = run_main(capsys, ["compile", tcfile(MM), "--triangle-rows", "-3"])
     assert rc != 0 and "triangle_rows" in err
+
+
+DOITGEN = """\
+import polyc
+
+
+@polyc.kernel
+def doitgen(A, C4, s):
+    nr, nq, np_ = A.shape
+    for r in range(nr):
+        for q in range(nq):
+            for p in range(np_):
+                s[p] = 0.0
+                for k in range(np_):
+                    s[p] += A[r, q, k] * C4[k, p]
+            for p in range(np_):
+                A[r, q, p] = s[p]
+
+
+@polyc.kernel
+def only_shape(seq, table):
+    n = seq.shape[0]
+    for i in range(n):
+        table[i] = i * 2.0
+"""
+
+
+def test_recipe_of_an_expanded_loop_program_replays(capsys, tmp_path, monkeypatch):
+    """doitgen's accumulator ``s`` is expanded (``s_x``) so its update is a
+    matrix product: ``--emit recipe`` records the expanded program, and
+    ``--schedule`` replays onto it (it was refused: the fingerprints of the
+    program as read and as compiled differ)."""
+    monkeypatch.setenv("POLYC_TENSORIZE", "1")
+    src = tmp_path / "doitgen.py"
+    src.write_text(DOITGEN)
+    rc, text, err = run_main(capsys, ["compile", str(src), "--def", "doitgen",
+                                      "--emit", "recipe"])
+    assert rc == 0, err
+    path = tmp_path / "doitgen.json"
+    path.write_text(text)
+    rc, auto_c, err = run_main(capsys, ["compile", str(src), "--def", "doitgen", "--emit", "c"])
+    assert rc == 0 and "s_x" in auto_c, err
+    rc, replayed_c, err = run_main(capsys, ["compile", str(src), "--def", "doitgen",
+                                            "--emit", "c", "--schedule", str(path)])
+    assert rc == 0 and replayed_c == auto_c, err
+
+
+def test_an_array_read_only_through_its_shape_is_an_array(capsys, tmp_path):
+    """``n = seq.shape[0]`` makes ``seq`` an array of the file's kernel
+    (it was taken for a float scalar, and lowering refused the function)."""
+    src = tmp_path / "k.py"
+    src.write_text(DOITGEN)
+    rc, out, err = run_main(capsys, ["compile", str(src), "--def", "only_shape",
+                                     "--emit", "program"])
+    assert rc == 0, err
+    assert "seq: float64[" in out
