@@ -330,7 +330,8 @@ class Tracer:
         self._refuse("np.asarray() / np.array() of a traced array",
                      "inside a polyc.jit function the arguments already are arrays: drop "
                      "the np.asarray/np.array call (x.astype(dtype) converts, x.copy() "
-                     "copies)")
+                     "copies); to index a numpy array by a traced one (table[ids]), pass "
+                     "the table as an argument of the jitted function")
 
     def __iter__(self):
         n = len(self)

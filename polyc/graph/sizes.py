@@ -267,6 +267,18 @@ class SizeInt:
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._value(), dtype=dtype)
 
+    def __array_ufunc__(self, ufunc, method: str, *inputs, **kwargs):
+        """numpy's ufuncs, and an ndarray's or numpy scalar's operators,
+        with an extent: the extent as the Python int it stands for (weak in
+        numpy's promotion: ``float32_array / x.shape[1]`` stays float32, as
+        without a trace), specialised.  A traced operand's protocol goes
+        first (it keeps the extent symbolic)."""
+        if any(not isinstance(i, (SizeInt, np.ndarray, np.generic, int, float, bool)) and
+               hasattr(type(i), "__array_ufunc__") for i in inputs):
+            return NotImplemented
+        vals = [i._value() if isinstance(i, SizeInt) else i for i in inputs]
+        return getattr(ufunc, method)(*vals, **kwargs)
+
     def _lift(self, other: Any) -> Size | None:
         if isinstance(other, SizeInt):
             return other.size

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import BindingError
+from polyc.errors import BindingError, TraceError
 from polyc.testing import assert_close
 
 RNG = np.random.default_rng(21)
@@ -352,3 +352,27 @@ def test_operations_no_output_reads_are_dropped():
     assert shp == (3, 4)
     assert [n.op for n in polyc.jit(_unused_creation).graph(x).ops] == ["sum", "add"]
     assert polyc.jit(lambda x: (np.ones_like(x), 2.0)[1])(x) == 2.0
+
+
+# -- extents in numpy's promotion ---------------------------------------------------------
+def _scaled_by_extents(x):
+    d = x.shape[-1]
+    half = np.arange(d // 2, dtype=np.float32)      # a numpy array (d specialised)
+    return half * 2 / d, half * d, x / np.sqrt(d), np.float32(1.5) / d * x
+
+
+def test_an_extent_is_a_weak_python_int_in_numpy_operators():
+    """``numpy_float32_array / x.shape[1]`` is float32, as numpy's Python
+    ints are weak (the extent was converted to an int64 array: float64)."""
+    x = rand(3, 8)
+    got, want = polyc.jit(_scaled_by_extents)(x), _scaled_by_extents(x)
+    for g, w in zip(got, want):
+        assert_close(g, w)
+
+
+def test_indexing_a_numpy_array_by_a_traced_one_says_what_to_do():
+    table = rand(5, 3)
+    ids = np.array([0, 4, 1])
+    with pytest.raises(TraceError, match="pass the table as an argument"):
+        polyc.jit(lambda i: table[i])(ids)
+    assert_close(polyc.jit(lambda t, i: t[i])(table, ids), table[ids])
