@@ -4,8 +4,8 @@ operations numpy's own implementation uses, so that the values are numpy's:
 view), ``convolve correlate`` (numpy's zero padding, windows and sums),
 ``cross`` (the three products numpy forms), ``isclose``, ``nansum nanmean
 nanmax nanmin``, ``atleast_1d atleast_2d atleast_3d column_stack dstack
-rot90``, ``trapezoid``, ``sinc``, and the ufunc methods ``outer`` and
-``accumulate``.
+rot90``, ``trapezoid``, ``sinc``, ``select``, and the ufunc methods ``outer``,
+``reduce`` of the logical ones and ``accumulate``.
 """
 
 from __future__ import annotations
@@ -237,6 +237,19 @@ def nan_reduction(kind: str) -> Callable:
     return run
 
 
+def select(g, condlist, choicelist, default=0) -> Tracer:
+    """``np.select``: the choice of the first condition that holds, else
+    ``default`` (``np.where`` from the last condition to the first)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if not condlist:
+        raise ValueError("select with an empty condition list is not possible")
+    out = default
+    for cond, choice in reversed(list(zip(condlist, choicelist))):
+        out = _where(g, cond, choice, out)
+    return out
+
+
 def _where(g, cond, a, b) -> Tracer:
     return _API["where"](g, cond, a, b)
 
@@ -327,14 +340,19 @@ def sinc(g, x) -> Tracer:
 
 def ufunc_method(g, ufunc, method: str, inputs, kwargs) -> Tracer | None:
     """``ufunc.outer`` of any binary ufunc polyc traces (``a[..., None, ...]
-    op b``, broadcast) and ``accumulate`` of ``add multiply maximum minimum``
-    (scans: :mod:`polyc.graph.scans`); ``None`` for another method."""
+    op b``, broadcast), ``reduce`` of ``logical_and logical_or`` (``all``,
+    ``any``) and ``accumulate`` of ``add multiply maximum minimum`` (scans:
+    :mod:`polyc.graph.scans`); ``None`` for another method."""
     name = ufunc.__name__
     if method == "outer" and len(inputs) == 2 and not kwargs and name in UFUNCS:
         a, b = operand(g, inputs[0]), operand(g, inputs[1])
         if isinstance(a, Tracer) and isinstance(b, Tracer):
             a = views.reshape(a, tuple(a.shape) + (1,) * b.ndim)
         return UFUNCS[name](g, a, b)
+    if method == "reduce" and name in ("logical_and", "logical_or") and len(inputs) == 1 \
+            and kwargs.get("out") is None and set(kwargs) <= {"axis", "keepdims", "out"}:
+        return any_all("all" if name == "logical_and" else "any")(
+            g, inputs[0], kwargs.get("axis", 0), keepdims=kwargs.get("keepdims", False))
     kinds = {"add": "cumsum", "multiply": "cumprod", "maximum": "cummax",
              "minimum": "cummin"}
     if method == "accumulate" and name in kinds and len(inputs) == 1:
@@ -447,7 +465,7 @@ def functions(api: dict[str, Callable]) -> dict[str, Any]:
     _API.update(api)
     return {"any": any_all("any"), "all": any_all("all"), "diag": diag, "trace": trace,
             "diagonal": diagonal, "convolve": convolve, "correlate": correlate,
-            "cross": cross, "isclose": isclose,
+            "cross": cross, "isclose": isclose, "select": select,
             **{f"nan{k}": nan_reduction(k) for k in ("sum", "mean", "max", "min")},
             "atleast_1d": atleast(1), "atleast_2d": atleast(2), "atleast_3d": atleast(3),
             "column_stack": column_stack, "dstack": dstack,

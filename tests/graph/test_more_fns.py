@@ -1,8 +1,8 @@
 """``any all diag diagonal convolve correlate cross isclose nansum nanmean
 nanmax nanmin atleast_*d column_stack dstack rot90 trapezoid sinc linalg.norm``, the
 ufuncs ``logical_xor signbit deg2rad rad2deg float_power``, ``np.fix``,
-integer shifts by a constant, and the ufunc methods ``outer`` and
-``accumulate`` in ``@polyc.jit``, each against plain numpy (``check``:
+integer shifts by a constant, ``select``, and the ufunc methods ``outer``,
+``accumulate`` and the logical ``reduce`` in ``@polyc.jit``, each against plain numpy (``check``:
 shapes, dtypes, values within ``polyc.testing``'s tolerances)."""
 
 from __future__ import annotations
@@ -55,7 +55,21 @@ def _ufunc_methods(x):
             np.maximum.outer(x[0], x[1, :3]), np.add.accumulate(x, axis=1),
             np.multiply.accumulate(1 + x / 10), np.maximum.accumulate(x, axis=1),
             np.minimum.accumulate(x), np.deg2rad(x), np.rad2deg(x),
-            np.float_power(np.abs(x), 1.5), np.fix(x * 3))
+            np.float_power(np.abs(x), 1.5), np.fix(x * 3),
+            np.logical_and.reduce(x > -0.5), np.logical_or.reduce(x > 0.5, axis=1),
+            np.logical_and.reduce(x, axis=(0, 1), keepdims=True))
+
+
+def _select(x):
+    return (np.select([x < -0.5, x > 0.5], [x * 2, x * 3], default=0.0),
+            np.select([x < 0], [1], default=0), np.select([x > 0, x > -0.5], [x, 2 * x], -1.0))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_select(dtype):
+    """``np.select``: the first condition's choice, else the default (with
+    numpy's dtypes: Python scalars are weak)."""
+    check(_select, rand((4, 6), dtype, seed=41))
 
 
 @pytest.mark.parametrize("fn", [_logic, _diagonals, _signals, _nans, _layout, _ufunc_methods])
