@@ -565,6 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except MemoryError:
+        print("polyc: error: out of memory (the sizes need more memory than this machine "
+              "gives; use smaller --sizes or --shapes)", file=sys.stderr)
+        return 2
     except BrokenPipeError:         # stdout closed early (| head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141

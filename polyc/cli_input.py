@@ -24,6 +24,8 @@ def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:
         name, eq, val = item.partition("=")
         if not eq or not name.isidentifier():
             raise UsageError(f"{option}: expected NAME=VALUE items, got {item!r}")
+        if name in out:
+            raise UsageError(f"{option}: {name} is given twice")
         try:
             out[name] = int(val)
         except ValueError:
@@ -55,7 +57,12 @@ def _load_python(args, path: Path):
     fdef, filename, line0, lines = pysource.parse_file(str(path), args.def_name)
     specs = pysource.infer_specs(fdef, args.dtype or "float64")
     program = pyloops.lower_specs(fdef, filename, line0, lines, specs, fdef.name)
-    return program, _parse_sizes(args.sizes)
+    sizes = _parse_sizes(args.sizes)
+    unknown = sorted(set(sizes) - set(program.params))
+    if unknown:
+        raise UsageError(f"--sizes: {fdef.name} has no size {', '.join(unknown)} "
+                         f"(its sizes: {', '.join(program.params) or 'none'})")
+    return program, sizes
 
 
 def _load(args):

@@ -414,3 +414,24 @@ def test_explain_numpy_function_plan(capsys, tmp_path):
     rc, _, err = run_main(capsys, ["explain", str(path), "--def", "softmax",
                                    "--shapes", "4x4,4x4"])
     assert rc == 2 and "2 array(s) for softmax(x)" in err and "internal error" not in err
+
+
+def test_sizes_given_twice_or_unknown_to_a_loop_program_are_usage_errors(capsys, tcfile,
+                                                                          tmp_path):
+    rc, out, err = run_main(capsys, ["run", tcfile(MM), "--sizes", "M=3,M=4"])
+    assert_user_error(rc, out, err)
+    assert "M is given twice" in err
+    src = tmp_path / "k.py"
+    src.write_text("import polyc\n\n@polyc.kernel\ndef k(A):\n"
+                   "    for i in range(A.shape[0]):\n        A[i] = 1.0\n")
+    rc, out, err = run_main(capsys, ["compile", str(src), "--sizes", "zz=3", "--emit", "c"])
+    assert_user_error(rc, out, err)
+    assert "no size zz" in err
+
+
+def test_sizes_too_large_for_memory_are_a_user_error(capsys, tcfile):
+    # numpy's MemoryError allocating the inputs was reported as an internal error
+    rc, out, err = run_main(capsys, ["run", tcfile(NO_SIZES), "--sizes",
+                                     "M=100000000000,K=100000,N=1"])
+    assert_user_error(rc, out, err)
+    assert "out of memory" in err
