@@ -302,10 +302,10 @@ class _Lowering:
             target, op = st.targets[0], "="
         else:
             target = st.target
-            op = BINOPS.get(type(st.op))
+            op = "**" if isinstance(st.op, ast.Pow) else BINOPS.get(type(st.op))
             if op is None:
                 raise self.fail(st, f"the augmented assignment {type(st.op).__name__}=",
-                                "use = += -= *= /=")
+                                "use = += -= *= /= //= %= **=")
         rhs = self.exprs.value_expr(st.value, loops)
         if isinstance(target, ast.Subscript):
             lhs = self.exprs.access(target, loops)
@@ -336,7 +336,11 @@ class _Lowering:
             if op == "-":
                 op, rhs = "+", E.Unary("-", rhs, self.span(st))
         elif op != "=":
-            rhs, op = E.Binary(op, lhs, rhs, self.span(st)), "="
+            # `x op= v` is `x = x op v`, with Python's meaning of op (true
+            # division of integers, // and % flooring, ** a power): the
+            # value path spells those out
+            value = ast.copy_location(ast.BinOp(left=target, op=st.op, right=st.value), st)
+            rhs, op = self.exprs.value_expr(value, loops), "="
         self._statement(st, lhs, rhs, loops, conds, node, op, kind, red)
 
     def _statement(self, st, lhs, rhs, loops, conds, node: _Node, op: str = "=",

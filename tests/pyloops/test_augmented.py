@@ -1,0 +1,68 @@
+"""Augmented assignments of ``@polyc.kernel`` bodies mean what Python's do:
+``x op= v`` is ``x = x op v`` with true division of integers, flooring
+``//`` and ``%`` and ``**`` a power, for array elements and local scalars,
+integer and float arrays; each compared with the function run as plain
+Python."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+
+RNG = np.random.default_rng(23)
+
+
+@polyc.kernel
+def elements(A, B):
+    n = A.shape[0]
+    for i in range(n):
+        A[i] /= 2
+        B[i] //= -3
+        B[i] %= 4
+
+
+@polyc.kernel
+def by_array(A, D):
+    n = A.shape[0]
+    for i in range(n):
+        A[i] //= D[i]
+        A[i] **= 2
+
+
+@polyc.kernel
+def scalars(A, B):
+    n = A.shape[0]
+    for i in range(n):
+        t = A[i] + 10
+        t //= 3
+        t %= 5
+        t **= 2
+        t /= 2
+        B[i] = t
+
+
+def _run_both(k, *args):
+    got = [a.copy() for a in args]
+    want = [a.copy() for a in args]
+    k(*got)
+    k.py_func(*want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6 if g.dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64, np.float32])
+def test_augmented_assignments_are_pythons(dtype):
+    """``A[i] /= 2`` of an int array floored (Python truncates the float
+    quotient it stores), ``//=`` printed as a remainder, ``**=`` was
+    refused."""
+    n = 23
+    a = RNG.integers(-40, 40, n).astype(dtype)
+    b = RNG.integers(-40, 40, n).astype(dtype)
+    if a.dtype.kind == "f":
+        a, b = a + RNG.random(n).astype(dtype), b + RNG.random(n).astype(dtype)
+    _run_both(elements, a, b)
+    d = (RNG.integers(1, 6, n) * RNG.choice([-1, 1], n)).astype(dtype)
+    _run_both(by_array, a, d)
+    _run_both(scalars, a, b)
