@@ -330,8 +330,10 @@ class Tracer:
         self._refuse("np.asarray() / np.array() of a traced array",
                      "inside a polyc.jit function the arguments already are arrays: drop "
                      "the np.asarray/np.array call (x.astype(dtype) converts, x.copy() "
-                     "copies); to index a numpy array by a traced one (table[ids]), pass "
-                     "the table as an argument of the jitted function")
+                     "copies); a numpy array cannot hold traced values: create an array "
+                     "you assign into with np.zeros_like(x, shape=...) (a traced one), and "
+                     "to index a numpy array by a traced one (table[ids]), pass the table "
+                     "as an argument of the jitted function")
 
     def __iter__(self):
         n = len(self)

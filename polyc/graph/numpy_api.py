@@ -27,6 +27,7 @@ from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
 from .scans import scan
+from .setitem import setitem
 from .sizes import Size, SizeInt
 from .ufuncs import UFUNCS, _abs, _invert, _negative, _square
 
@@ -522,12 +523,7 @@ def _install() -> None:
     T.__abs__ = lambda self: _abs(self._graph, self)
     T.__getitem__ = lambda self, key: gather.getitem(self, key)
 
-    def setitem(self, key, value):
-        loc = user_location()
-        raise UnsupportedError(f"{loc}: assignment into a traced array is not supported "
-                               f"(traced arrays are immutable); build the result with "
-                               f"np.where, np.concatenate or np.pad\n    {loc.text}")
-    T.__setitem__ = setitem
+    T.__setitem__ = lambda self, key, value: located("assignment", setitem, self, key, value)
 
     def getattr_(self, name):
         # an ndarray method or attribute polyc does not trace: say so by name

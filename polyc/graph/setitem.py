@@ -1,0 +1,152 @@
+"""Assignment into a traced array, ``x[key] = value``, as a value update:
+``x`` becomes ``np.where(region, value placed over x, x)``, one elementwise
+operation (:meth:`~polyc.graph.core.Tracer.update_inplace` rebinds the
+tracer, so every Python name bound to ``x`` sees the new value, as with an
+ndarray).
+
+Covered keys: a boolean mask over ``x``'s leading dimensions with a scalar
+value (``x[x < 0] = 0``), and basic indices (ints, unit-step slices,
+``...``) with a value that broadcasts to the region (``out[:, :n] = a``,
+``y[0] = 1``); the value is converted to ``x``'s dtype, as numpy's unsafe
+assignment casting does.  Refused, with the reason: an argument or captured
+array (numpy would change the caller's array; polyc never does), a view or
+an array with views (they would not see the change), integer-array keys (a
+scatter), strided slices, ``None`` in the key, and an array value under a
+mask (its elements go to the True positions in order: a data-dependent
+placement).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from . import views
+from .core import Tracer, user_location
+from .ops import Scalar, elementwise, materialize, operand, s_token
+from .sizes import Size, SizeInt
+
+
+def _refuse(t: Tracer, why: str) -> UnsupportedError:
+    loc = user_location()
+    return UnsupportedError(f"{loc}: assignment x[...] = value into a traced array: {why}"
+                            f"\n    {loc.text}")
+
+
+def _check_target(t: Tracer) -> None:
+    node = t.node
+    if node is not None and node.kind in ("arg", "captured"):
+        what = "an argument" if node.kind == "arg" else "a captured array"
+        raise _refuse(t, f"it is {what}; numpy would change the caller's array and polyc "
+                         "never modifies its inputs: assign into a copy (x = x.copy()) or "
+                         "build the result with np.where")
+    if t._view_of is not None:
+        raise _refuse(t, "it is a view of another array (a slice, transpose or reshape), "
+                         "whose base would change too; assign into the base array")
+    if any(r() is not None for r in t._views):
+        raise _refuse(t, "views of it exist, which would keep the old values; make the "
+                         "views after the assignment")
+    if t.dtype.kind == "b":
+        raise _refuse(t, "assignment into a boolean mask is not supported; combine masks "
+                         "with & | ~ or np.where")
+
+
+def setitem(t: Tracer, key: Any, value: Any) -> None:
+    """``t[key] = value``; raises :class:`~polyc.errors.UnsupportedError`
+    for what the module docstring lists as refused, ``IndexError`` and
+    ``ValueError`` as numpy does."""
+    g = t._graph
+    _check_target(t)
+    keys = key if isinstance(key, tuple) else (key,)
+    if len(keys) == 1 and isinstance(keys[0], (Tracer, np.ndarray)) and \
+            keys[0].dtype.kind == "b":
+        new = _masked(t, operand(g, keys[0]), value)
+    elif any(isinstance(k, (Tracer, np.ndarray, list, bool, np.bool_)) for k in keys):
+        raise _refuse(t, "integer-array or boolean keys among others (a scatter) are not "
+                         "supported; use np.where with a mask")
+    else:
+        new = _basic(t, keys, value)
+    t.update_inplace("[]", new)
+
+
+def _value(t: Tracer, value: Any) -> Tracer | Scalar:
+    v = operand(t._graph, value)
+    if isinstance(v, Scalar):
+        return Scalar(t.dtype.type(v.value))
+    if v.dtype != t.dtype:
+        return materialize(t._graph, v, "astype", t.dtype)
+    return v
+
+
+def _where(t: Tracer, cond: Tracer, v: Tracer | Scalar) -> Tracer:
+    """``np.where(cond, v, t)`` (``v`` already of ``t``'s dtype)."""
+    return elementwise(t._graph, "setitem", lambda c, p, q: f"({c} ? {p} : {q})",
+                       [cond, v, t], t.dtype, compute_dtype=t.dtype)
+
+
+def _masked(t: Tracer, mask: Tracer, value: Any) -> Tracer:
+    if mask.ndim > t.ndim or any(a.value != b.value for a, b in zip(mask._shape, t._shape)):
+        raise IndexError(f"boolean index of shape {tuple(s.value for s in mask._shape)} "
+                         f"does not match the indexed array's leading dimensions "
+                         f"{tuple(s.value for s in t._shape)}")
+    for a, b in zip(mask._shape, t._shape):
+        t._graph.symbols.unify(a, b, "a boolean index")
+    v = _value(t, value)
+    if isinstance(v, Tracer) and any(s.value != 1 for s in v._shape):
+        raise _refuse(t, "an array assigned under a boolean mask fills the True positions "
+                         "in order, a placement that depends on the values; write "
+                         "x = np.where(mask, values, x)")
+    if isinstance(v, Tracer):
+        v = views.reshape(v, ())
+    if mask.ndim < t.ndim:
+        mask = views.reshape(mask, tuple(mask.shape) + (1,) * (t.ndim - mask.ndim))
+    return _where(t, mask, v)
+
+
+def _basic(t: Tracer, keys: tuple, value: Any) -> Tracer:
+    g = t._graph
+    if any(k is None for k in keys):
+        raise _refuse(t, "None (np.newaxis) in the key is not supported")
+    n_real = sum(1 for k in keys if k is not Ellipsis)
+    if sum(1 for k in keys if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_real > t.ndim:
+        raise IndexError(f"too many indices for array: array is {t.ndim}-dimensional, but "
+                         f"{n_real} were indexed")
+    expanded: list[Any] = []
+    for k in keys:
+        expanded += [slice(None)] * (t.ndim - n_real) if k is Ellipsis else [k]
+    expanded += [slice(None)] * (t.ndim - len(expanded))
+    conds, coords, region = [], [], []
+    for d, k in enumerate(expanded):
+        size, it = t._shape[d], views.ph(d)
+        if isinstance(k, slice):
+            start, length, step = views._slice(g, size, k)
+            if step != 1:
+                raise _refuse(t, "a slice with a step is not supported; build the result "
+                                 "with np.where over an index mask")
+            lo, hi = s_token(start), s_token(start + length)
+            conds += ([] if lo == "0" else [f"{it} >= {lo}"]) + \
+                ([] if (size - start - length).is_constant and
+                 (size - start - length).value == 0 else [f"{it} < {hi}"])
+            coords.append(it if lo == "0" else f"{it} - {lo}")
+            region.append(length)
+        else:
+            idx = k.size if isinstance(k, SizeInt) else Size.constant(g.symbols, int(k))
+            if not -size.value <= idx.value < size.value:
+                raise IndexError(f"index {idx.value} is out of bounds for axis {d} with "
+                                 f"size {size.value}")
+            pos = idx if idx.value >= 0 else size + idx      # N - k stays symbolic
+            g.symbols.require(pos, "an index")
+            g.symbols.require(size - pos - 1, "an index")
+            conds.append(f"{it} == {s_token(pos)}")
+    v = _value(t, value)
+    if isinstance(v, Tracer):
+        v = views.broadcast_to(v, [SizeInt(s) for s in region])
+        v = views._view(v, coords, t._shape)
+    cond = Tracer(g, "(" + " && ".join(conds) + ")" if conds else "1", (), t._shape,
+                  np.dtype(bool))
+    return _where(t, cond, v)
+

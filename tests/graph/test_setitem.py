@@ -1,0 +1,125 @@
+"""Assignment into traced arrays, ``x[key] = value`` (polyc.graph.setitem):
+boolean masks with scalars, basic indices with broadcast values, dtype
+conversion as numpy's, aliases that see the change, and the refusals
+(arguments, views, scatters), each against plain numpy (``check``: shapes,
+dtypes, values within ``polyc.testing``'s tolerances)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import TraceError, UnsupportedError
+
+from .test_ops import F32, F64, check, rand
+
+
+def _relu_by_mask(x):
+    y = x.copy()
+    y[y < 0] = 0
+    z = x * 2
+    z[x[:, 0] > 0] = -1.0          # a mask over the leading dimension: whole rows
+    return y, z
+
+
+def _blocks(x, a):
+    out = np.zeros_like(x, shape=(x.shape[0], x.shape[1] + a.shape[1]))
+    out[:, :x.shape[1]] = x
+    out[:, x.shape[1]:] = a
+    return out
+
+
+def _indices(x):
+    y = x.copy()
+    y[0] = 1.0
+    y[-1, :] = y[0] * 3
+    y[:, 1] = x[:, 2]
+    y[1, 2] = 7
+    y[..., -1] = x[..., 0]
+    w = np.zeros_like(x)
+    w[1:3] = x[0]                   # a row broadcast over the region
+    return y, w
+
+
+def _aliases(x):
+    y = x + 1
+    z = y
+    z[0, :] = 0                     # y is z: it sees the change
+    return y, z
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_assignments(dtype):
+    x = rand((4, 5), dtype, seed=50)
+    check(_relu_by_mask, x)
+    check(_indices, x)
+    check(_aliases, x)
+
+
+@pytest.mark.parametrize("shapes", [((4, 5), (4, 3)), ((2, 6), (2, 1))])
+def test_blocks_at_several_shapes(shapes):
+    """One plan per shape class: the regions follow the extents."""
+    f = polyc.jit(_blocks)
+    for k, (sx, sa) in enumerate([shapes, tuple((s[0] + 2, s[1]) for s in shapes)]):
+        x, a = rand(sx, F32, seed=51 + k), rand(sa, F32, seed=61 + k)
+        polyc.testing.assert_close(f(x, a), _blocks(x, a))
+
+
+def test_integer_target_converts_as_numpy():
+    x = (rand((4, 5), F64, seed=52) * 10).astype(np.int32)
+
+    def fn(a):
+        y = a.copy()
+        y[1:3] = 2.7                # truncated, numpy's unsafe assignment cast
+        y[y > 5] = -1
+        return y
+    check(fn, x)
+
+
+def _into_argument(x):
+    x[0] = 0
+    return x
+
+
+def _into_view(x):
+    y = x.copy()
+    y[0][1] = 5.0
+    return y
+
+
+def _scatter(x):
+    y = x.copy()
+    y[np.array([0, 2])] = 1.0
+    return y
+
+
+def _array_under_mask(x):
+    y = x.copy()
+    y[y > 0] = x[0, 0] + y
+    return y
+
+
+def _strided(x):
+    y = x.copy()
+    y[::2] = 0.0
+    return y
+
+
+@pytest.mark.parametrize("fn,match", [(_into_argument, "it is an argument"),
+                                      (_into_view, "view of another array"),
+                                      (_scatter, "scatter"),
+                                      (_array_under_mask, "np.where"),
+                                      (_strided, "step")])
+def test_refused_assignments_say_why(fn, match):
+    with pytest.raises(UnsupportedError, match=match):
+        polyc.jit(fn)(rand((4, 5), F32, seed=53))
+
+
+def test_assigning_traced_values_into_a_numpy_array_names_zeros_like():
+    def fn(x):
+        out = np.zeros((x.shape[0], 8), np.float32)      # a numpy array, not traced
+        out[:, :5] = x
+        return out
+    with pytest.raises(TraceError, match="zeros_like"):
+        polyc.jit(fn)(rand((4, 5), F32, seed=54))
