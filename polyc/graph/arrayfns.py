@@ -163,13 +163,14 @@ def _axes(axis, ndim: int) -> list[int]:
 
 
 def ravel(g, a, order="C") -> Tracer:
-    """``np.ravel``/``ndarray.flatten``: the elements in C order (a reshape)."""
-    if order not in ("C", "A", "K"):
-        raise _refuse(f"np.ravel(order={order!r}) is not supported; only C order")
+    """``np.ravel``/``ndarray.flatten``: the elements in C order, or F order
+    (a reshape)."""
+    if order not in ("C", "A", "K", "F"):
+        raise _refuse(f"np.ravel(order={order!r}) is not supported; only C and F order")
     t = operand(g, a)
     if isinstance(t, Scalar):
         raise _refuse("np.ravel of a Python scalar is not supported")
-    return views.reshape(t, (-1,))
+    return views.reshape(t, (-1,), "F" if order == "F" else "C")
 
 
 def flip(g, m, axis=None) -> Tracer:

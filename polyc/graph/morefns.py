@@ -4,8 +4,9 @@ operations numpy's own implementation uses, so that the values are numpy's:
 view), ``convolve correlate`` (numpy's zero padding, windows and sums),
 ``cross`` (the three products numpy forms), ``isclose``, ``nansum nanmean
 nanmax nanmin``, ``atleast_1d atleast_2d atleast_3d column_stack dstack
-rot90``, ``trapezoid``, ``sinc``, ``select``, and the ufunc methods ``outer``,
-``reduce`` of the logical ones and ``accumulate``.
+rot90``, ``trapezoid``, ``sinc``, ``select``, ``linalg.matrix_power``, and
+the ufunc methods ``outer``, ``reduce`` of the logical ones and
+``accumulate``.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import views
 from .arrayfns import _refuse, flip
-from .contractions import einsum
+from .contractions import einsum, matmul
 from .core import Tracer, user_location
 from .ops import (
     Scalar,
+    creation,
     elementwise,
     iters,
     lhs,
@@ -235,6 +237,33 @@ def nan_reduction(kind: str) -> Callable:
         allnan = any_all("all")(g, nan, axis, keepdims=bool(keepdims))
         return _where(g, allnan, np.nan, m)
     return run
+
+
+def matrix_power(g, a, n) -> Tracer:
+    """``np.linalg.matrix_power`` for an integer ``n >= 0`` (static): the
+    identity for 0, else products of repeated squares, as numpy forms them
+    (a negative power needs an inverse, which polyc does not compute)."""
+    t, n = operand(g, a), int(n)
+    if isinstance(t, Scalar) or t.ndim < 2:
+        raise ValueError(f"{t.ndim if isinstance(t, Tracer) else 0}-dimensional array "
+                         "given. Array must be at least two-dimensional")
+    if t._shape[-1].value != t._shape[-2].value:
+        raise ValueError("Last 2 dimensions of the array must be square")
+    g.symbols.unify(t._shape[-1], t._shape[-2], "matrix_power")
+    if n < 0:
+        raise _refuse("np.linalg.matrix_power with a negative power (an inverse) is not "
+                      "supported")
+    if n == 0:
+        return creation(g, "identity", t.shape, t.dtype,
+                        lambda its: f"(({its[-2]} == {its[-1]}) ? 1 : 0)")
+    result, z = None, t
+    while True:                 # numpy's binary decomposition of n
+        if n & 1:
+            result = z if result is None else matmul(g, result, z)
+        n >>= 1
+        if not n:
+            return result if result is not t else UFUNCS["positive"](g, t)
+        z = matmul(g, z, z)
 
 
 def select(g, condlist, choicelist, default=0) -> Tracer:
@@ -466,6 +495,7 @@ def functions(api: dict[str, Callable]) -> dict[str, Any]:
     return {"any": any_all("any"), "all": any_all("all"), "diag": diag, "trace": trace,
             "diagonal": diagonal, "convolve": convolve, "correlate": correlate,
             "cross": cross, "isclose": isclose, "select": select,
+            "matrix_power": matrix_power,
             **{f"nan{k}": nan_reduction(k) for k in ("sum", "mean", "max", "min")},
             "atleast_1d": atleast(1), "atleast_2d": atleast(2), "atleast_3d": atleast(3),
             "column_stack": column_stack, "dstack": dstack,

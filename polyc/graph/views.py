@@ -225,9 +225,17 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
 
 
 def reshape(t: Tracer, newshape: Sequence[Any], order: str = "C") -> Tracer:
-    if order != "C":
+    """numpy's reshape; ``order="F"`` reads and writes the elements with
+    the first index fastest: the C-order reshape of the transposed array to
+    the reversed shape, transposed back (``"A"`` is ``"C"``: traced arrays
+    are C-ordered)."""
+    if order == "F":
+        shape = (newshape,) if isinstance(newshape, (int, np.integer, SizeInt)) else \
+            tuple(newshape)
+        return transpose(reshape(transpose(t), shape[::-1]))
+    if order not in ("C", "A"):
         raise UnsupportedError(f"{user_location()}: reshape with order={order!r} is not "
-                               "supported; only order='C'")
+                               "supported; only 'C', 'F' and 'A'")
     base = t if t._reshape_base is None else t._reshape_base
     out = _reshape(base, newshape)
     if out is not base:

@@ -179,3 +179,14 @@ def test_max_and_min_of_masks_are_masks():
     x[0] = -1.0          # a row with no True (its max is False)
     x[:, 2] = 1.0        # a column of True (its min is True)
     check(_mask_extremes, x)
+
+
+def _fortran_order(x):
+    return (x.reshape(3, 10, order="F"), np.reshape(x, (-1,), order="F"),
+            x.ravel(order="F"), x.flatten("F"), x.reshape(5, 2, 3, order="F").sum(1),
+            x.reshape(30, order="A"))
+
+
+def test_fortran_order_reshape_and_ravel():
+    """``order="F"``: the first index fastest (it was refused)."""
+    check(_fortran_order, rand((5, 6), F32, seed=7), reduction_length=2)

@@ -161,3 +161,21 @@ def _where_initial(x):
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_reductions_with_where_and_initial(dtype):
     check(_where_initial, rand((4, 6), dtype, seed=82), reduction_length=24)
+
+
+def _matrix_powers(x):
+    a = x[:, :4] / 2
+    b = np.stack([a, a.T])
+    return (np.linalg.matrix_power(a, 0), np.linalg.matrix_power(a, 1),
+            np.linalg.matrix_power(a, 2), np.linalg.matrix_power(a, 5),
+            np.linalg.matrix_power(b, 3))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_matrix_power(dtype):
+    check(_matrix_powers, rand((4, 6), dtype, seed=42), reduction_length=16)
+
+
+def test_negative_matrix_power_is_refused_by_name():
+    with pytest.raises(UnsupportedError, match="negative power"):
+        polyc.jit(lambda a: np.linalg.matrix_power(a, -1))(rand((3, 3), F32))
