@@ -154,11 +154,12 @@ class Expressions:
     def _int_valued(self, e: E.Expr) -> bool:
         """Whether ``e`` has an integer type: indices, sizes, int literals,
         elements of integer or boolean arrays, and ``+ - * % /`` and ``abs
-        min max`` of those (local scalars and float arguments are floats)."""
+        min max`` of those (float arguments are floats, local scalars are
+        integers only in an integer program whose values for them all are)."""
         if _integral(e):
             return True
         if isinstance(e, E.Access):
-            if e.tensor in self.names.int_values:
+            if e.tensor in self.names.int_values or e.tensor in self.names.int_scalar_tensors:
                 return True
             spec = self.names.arrays.get(e.tensor)
             return spec is not None and np.dtype(spec.dtype).kind in "iub"

@@ -33,6 +33,7 @@ import ast
 from dataclasses import dataclass, field
 
 import islpy as isl
+import numpy as np
 
 from polyc import expr as E
 from polyc.access import make_statement
@@ -41,7 +42,7 @@ from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
 from .pyexprs import BINOPS, CMP, Expressions, Loop
-from .pysource import ArgSpec, index_names, is_shape_read
+from .pysource import ArgSpec, index_names, int_scalars, is_shape_read
 from .source import Span
 
 _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
@@ -82,6 +83,10 @@ class _Lowering:
         floats = [d for d in dts if is_float(d)]
         self.value_dtype = (floats[0] if len(floats) == 1 else "float64") if floats else (
             dts[0] if len(dts) == 1 else "float64")
+        # the local scalars of an integer program: integers where Python's
+        # values are (int_scalars), float64 where one is a float (s = s / 4)
+        self.int_scalars = set() if is_float(self.value_dtype) else int_scalars(fn_ast, specs)
+        self.int_scalar_tensors: set[str] = set()
 
     # ---------------------------------------------------------------- errors
     def span(self, node: ast.AST) -> Span:
@@ -320,12 +325,21 @@ class _Lowering:
                 raise self.fail(target, f"scalar {nm} is updated before it is assigned")
             if nm not in self.scalars:
                 self.scalars[nm] = self._fresh(nm)
+                if nm in self.int_scalars:
+                    self.int_scalar_tensors.add(self.scalars[nm])
             lhs = E.Access(self.scalars[nm], (), self.span(target))
         else:
             raise self.fail(target, "an assignment target that is neither an array "
                                     "element nor a scalar name")
         kind, red = "assign", ()
-        if op in ("+", "-", "*") and lhs.tensor not in {a.tensor for a in E.accesses(rhs)}:
+        spec = self.arrays.get(lhs.tensor)
+        int_target = (np.dtype(spec.dtype).kind in "iub" if spec is not None
+                      else lhs.tensor in self.int_scalar_tensors)
+        # an integer x += v of a float v stores int(x + v) at every step, as
+        # Python does: no reduction, whose terms would be summed first
+        truncating = int_target and not self.exprs._int_valued(rhs)
+        if (op in ("+", "-", "*") and not truncating
+                and lhs.tensor not in {a.tensor for a in E.accesses(rhs)}):
             # a reduction update (`acc += term`, the accumulator read nowhere
             # else in the statement): its terms may be reassociated, which
             # lets the reduction loop keep the accumulator in a register
@@ -422,8 +436,10 @@ class _Lowering:
                 # a float argument of an integer program is a double, as in Python
                 tensors.append(Tensor(a, self.value_dtype if is_float(self.value_dtype)
                                       else "float64", (), "input"))
-        for t in self.scalars.values():
-            tensors.append(Tensor(t, self.value_dtype, (), "temp"))
+        for nm, t in self.scalars.items():
+            dtype = self.value_dtype if is_float(self.value_dtype) or nm in self.int_scalars \
+                else "float64"
+            tensors.append(Tensor(t, dtype, (), "temp"))
         signature = tuple(self.specs)
         stmts = tuple(self.statements)
         prog = Program(name=self.name, params=tuple(self.params), context=self.context,

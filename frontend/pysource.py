@@ -185,3 +185,65 @@ def parse_file(path: str, name: str | None):
         fdef = found[0]
     # line numbers in the whole file: the lowering adds line0 - 1
     return fdef, path, 1, text.splitlines()
+
+
+def int_scalars(fdef: ast.FunctionDef, specs: dict[str, ArgSpec]) -> set[str]:
+    """The local scalars of a kernel whose every assigned value is an
+    integer, as Python types them: int literals, loop variables, sizes,
+    int arguments, elements of integer arrays, and ``+ - * // %``, ``**``
+    by a non-negative int literal, ``abs min max`` and comparisons of those
+    (``/`` is a float).  A fixpoint over the assignments, starting from
+    every assigned name."""
+    int_arrays = {a for a, s in specs.items()
+                  if s.kind == "array" and s.dtype.startswith(("int", "uint", "bool"))}
+    known = {a for a, s in specs.items() if s.kind == "int"}
+    assigns: list[tuple[str, ast.AST, ast.AST | None]] = []
+    for node in ast.walk(fdef):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+            known.add(node.target.id)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if isinstance(target, ast.Tuple) and is_shape_read(node.value):
+                known.update(e.id for e in target.elts if isinstance(e, ast.Name))
+            elif isinstance(target, ast.Name):
+                assigns.append((target.id, node.value, None))
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            assigns.append((node.target.id, node.value, node.op))
+
+    def is_int(e: ast.AST, ints: set[str]) -> bool:
+        if isinstance(e, ast.Constant):
+            return isinstance(e.value, int)
+        if isinstance(e, ast.Name):
+            return e.id in known or e.id in ints
+        if isinstance(e, ast.Subscript):
+            return (isinstance(e.value, ast.Name) and e.value.id in int_arrays) or \
+                is_shape_read(e)
+        if isinstance(e, ast.BinOp):
+            if isinstance(e.op, ast.Div):
+                return False
+            if isinstance(e.op, ast.Pow):
+                return (is_int(e.left, ints) and isinstance(e.right, ast.Constant)
+                        and isinstance(e.right.value, int) and e.right.value >= 0)
+            return is_int(e.left, ints) and is_int(e.right, ints)
+        if isinstance(e, ast.UnaryOp):
+            return isinstance(e.op, ast.Not) or is_int(e.operand, ints)
+        if isinstance(e, (ast.Compare, ast.BoolOp)):
+            return isinstance(e, ast.Compare) or all(is_int(v, ints) for v in e.values)
+        if isinstance(e, ast.IfExp):
+            return is_int(e.body, ints) and is_int(e.orelse, ints)
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+            if e.func.id == "len":
+                return True
+            return e.func.id in ("abs", "min", "max") and all(is_int(a, ints) for a in e.args)
+        return False
+
+    ints = {nm for nm, _, _ in assigns}
+    changed = True
+    while changed:
+        changed = False
+        for nm, value, op in assigns:
+            if nm in ints and (isinstance(op, ast.Div) or not is_int(
+                    value if op is None else ast.BinOp(ast.Name(nm), op, value), ints)):
+                ints.discard(nm)
+                changed = True
+    return ints

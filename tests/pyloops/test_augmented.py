@@ -66,3 +66,35 @@ def test_augmented_assignments_are_pythons(dtype):
     d = (RNG.integers(1, 6, n) * RNG.choice([-1, 1], n)).astype(dtype)
     _run_both(by_array, a, d)
     _run_both(scalars, a, b)
+
+
+@polyc.kernel
+def int_scalars(A, B):
+    n = A.shape[0]
+    for i in range(n):
+        s = A[i]
+        s = s / 4              # a float from here on, as in Python
+        k = A[i] * 3
+        k //= 2                # an integer throughout
+        B[i] = s * 4 + k / 2
+
+
+@polyc.kernel
+def int_accumulate_floats(X, B):
+    n, m = X.shape
+    for i in range(n):
+        for j in range(m):
+            B[i] += X[i, j]    # int(B[i] + X[i, j]) at every step
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])
+def test_integer_programs_type_their_scalars_and_updates_as_python(dtype):
+    """A scalar of an integer program assigned a true division is a float
+    (it was an integer, so ``s / 4 * 4`` lost the fraction, and ``k / 2``
+    floored); an integer element accumulating floats is truncated at every
+    step (it was a reduction that summed the floats first)."""
+    n = 17
+    a = RNG.integers(-50, 50, n).astype(dtype)
+    _run_both(int_scalars, a, np.zeros(n, dtype))
+    x = RNG.standard_normal((n, 6)) * 3
+    _run_both(int_accumulate_floats, x, RNG.integers(-9, 9, n).astype(dtype))
