@@ -246,21 +246,17 @@ def pad(g, array, pad_width, mode="constant", constant_values=0, **kw):
     if mode != "constant":
         return arrayfns.pad_mode(g, t, pw, mode, concatenate)
     cv = np.broadcast_to(np.asarray(constant_values), (t.ndim, 2))
-    if np.any(cv != cv.flat[0]):
-        raise UnsupportedError("np.pad with different constant_values per side")
-    const = literal(cv.flat[0], t.dtype)
     its = ops.iters(t.ndim)
-    shape, coords, conds = [], [], []
+    shape, coords, sides = [], [], []
     for d, (s, (lo, hi)) in enumerate(zip(t._shape, pw)):
         lo, hi = int(lo), int(hi)
         shape.append(s + (lo + hi))
         coords.append(its[d] if lo == 0 else f"{its[d]} - {lo}")
-        if lo:
-            conds.append(f"{its[d]} >= {lo}")
-        if hi:
-            conds.append(f"{its[d]} < {ops.s_token(s + lo)}")
-    rd = t.read(coords)
-    expr = f"(({' && '.join(conds)}) ? {rd} : {const})" if conds else rd
+        sides += [(f"{its[d]} < {lo}", cv[d, 0])] if lo else []
+        sides += [(f"{its[d]} >= {ops.s_token(s + lo)}", cv[d, 1])] if hi else []
+    expr = t.read(coords)
+    for cond, v in sides:       # numpy pads axis by axis: the last one's value wins corners
+        expr = f"(({cond}) ? {literal(v, t.dtype)} : {expr})"
     return ops.new_node(g, "pad", tuple(shape), t.dtype, [t], lambda name: [
         f"{ops.lhs(name, its)} = {expr}{ops.where_clause(its, shape)}"])
 

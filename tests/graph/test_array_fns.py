@@ -82,6 +82,17 @@ def test_pad_modes(mode, dtype):
                      np.pad(a[0], (4, 0), mode=mode)), x)
 
 
+def test_pad_with_constants_per_side():
+    """``constant_values`` per axis and side, numpy's corners (the last
+    axis padded wins); it was refused unless all were equal."""
+    x = rand((3, 4), F32, seed=9)
+    check(lambda a: (np.pad(a, ((1, 1), (2, 2)), constant_values=((1.0, 2.0), (3.0, 4.0))),
+                     np.pad(a, ((0, 2), (1, 0)), constant_values=(5.0, 6.0)),
+                     np.pad(a, 1, constant_values=-1.0)), x)
+    i = (x * 10).astype(np.int64)
+    check(lambda a: np.pad(a, (2, 1), constant_values=((7, 8), (9, 10))), i)
+
+
 def test_pad_wider_than_the_axis_is_refused():
     x = rand((3, 4), F32)
     with pytest.raises(UnsupportedError, match="wider than the axis"):
