@@ -114,7 +114,14 @@ class Expressions:
                                  "integer (a loop bound, subscript or condition), but the "
                                  "call passed a float; pass an int")
             n = self.names
-            if node.id in n.scalars or node.id in n.arrays or node.id in n.specs:
+            if node.id in n.scalars:
+                raise self.fail(node, f"{node.id} is a local scalar (a value computed as the "
+                                      "kernel runs), so it cannot be used in a subscript, "
+                                      "loop bound or if condition",
+                                "write the size expression there instead (range(n // 2), "
+                                "A[i + n - 1], with n = A.shape[0]); use `a if cond else b` "
+                                "for data-dependent values")
+            if node.id in n.arrays or node.id in n.specs:
                 raise self.fail(node, f"{node.id} holds data, so it cannot be used in a "
                                       "subscript, loop bound or if condition",
                                 "these must be affine in loop variables and sizes; use "

@@ -98,3 +98,22 @@ def test_integer_programs_type_their_scalars_and_updates_as_python(dtype):
     _run_both(int_scalars, a, np.zeros(n, dtype))
     x = RNG.standard_normal((n, 6)) * 3
     _run_both(int_accumulate_floats, x, RNG.integers(-9, 9, n).astype(dtype))
+
+
+@polyc.kernel
+def derived_size(A, B):
+    n = A.shape[0]
+    m = n // 2
+    for i in range(m):
+        B[i] = A[i + m]
+
+
+def test_a_local_scalar_in_a_loop_bound_is_refused_with_the_fix():
+    """A size computed into a local (``m = n // 2``) is a scalar of the
+    program: refused where a size is needed, naming it and saying to write
+    the expression there (the message said it "holds data")."""
+    with pytest.raises(polyc.UnsupportedError) as info:
+        derived_size(np.zeros(6), np.zeros(6))
+    msg = str(info.value)
+    assert "m is a local scalar" in msg and "range(n // 2)" in msg
+    assert "test_augmented.py" in msg and "for i in range(m)" in msg
