@@ -62,7 +62,8 @@ def check_dtype(dtype: Any, what: str) -> np.dtype:
         hint = (" (bfloat16 compiles from TC and polyc.einsum; numpy's promotions for it "
                 "come from ml_dtypes and are not traced yet)" if d.name == "bfloat16" else "")
         raise DTypeError(f"{user_location()}: {what} has dtype {d.name}; polyc.jit computes "
-                         f"in float32, float64, float16, int32 and int64{hint}")
+                         f"in float32, float64, float16, int32, int64 and bool (convert it "
+                         f"first, e.g. x.astype(np.int32) or np.float32){hint}")
     return d
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import BindingError, TraceError
+from polyc.errors import BindingError, DTypeError, TraceError
 from polyc.testing import assert_close
 
 RNG = np.random.default_rng(21)
@@ -376,3 +376,8 @@ def test_indexing_a_numpy_array_by_a_traced_one_says_what_to_do():
     with pytest.raises(TraceError, match="pass the table as an argument"):
         polyc.jit(lambda i: table[i])(ids)
     assert_close(polyc.jit(lambda t, i: t[i])(table, ids), table[ids])
+
+
+def test_an_argument_of_an_uncomputed_dtype_says_how_to_convert():
+    with pytest.raises(DTypeError, match=r"uint8.*astype"):
+        polyc.jit(lambda x: x * 2)(np.arange(4, dtype=np.uint8))
