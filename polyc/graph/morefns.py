@@ -4,9 +4,9 @@ operations numpy's own implementation uses, so that the values are numpy's:
 view), ``convolve correlate`` (numpy's zero padding, windows and sums),
 ``cross`` (the three products numpy forms), ``isclose``, ``nansum nanmean
 nanmax nanmin``, ``atleast_1d atleast_2d atleast_3d column_stack dstack
-rot90``, ``trapezoid``, ``sinc``, ``select``, ``linalg.matrix_power``, and
-the ufunc methods ``outer``, ``reduce`` of the logical ones and
-``accumulate``.
+rot90``, ``trapezoid``, ``sinc``, ``select``, ``linalg.matrix_power``,
+``polyval``, ``hsplit vsplit dsplit``, and the ufunc methods ``outer``,
+``reduce`` of the logical ones and ``accumulate``.
 """
 
 from __future__ import annotations
@@ -266,6 +266,33 @@ def matrix_power(g, a, n) -> Tracer:
         z = matmul(g, z, z)
 
 
+def split_along(axis: int, name: str) -> Callable:
+    """``np.hsplit vsplit dsplit``: ``np.split`` along axis 1 (0 for 1-D
+    arrays), 0 or 2."""
+    def run(g, ary, indices_or_sections):
+        t = operand(g, ary)
+        nd = t.ndim if isinstance(t, Tracer) else 0
+        if nd < (1 if name == "hsplit" else axis + 1):
+            raise ValueError(f"{name} only works on arrays of {max(axis + 1, 1)} or more "
+                             "dimensions")
+        ax = 0 if name == "hsplit" and nd == 1 else axis
+        return _API["split"](g, t, indices_or_sections, ax)
+    return run
+
+
+def polyval(g, p, x) -> Tracer:
+    """``np.polyval``: Horner's rule from zeros shaped like ``x``, numpy's
+    order of operations (its coefficients as a numpy array: an array of
+    float64 coefficients is float64 even for a float32 ``x``)."""
+    coeffs = p if isinstance(p, Tracer) else np.asarray(p)
+    t = operand(g, x)
+    y = creation(g, "zeros_like", t.shape, t.dtype, lambda its: "0") \
+        if isinstance(t, Tracer) else np.zeros_like(x)
+    for c in coeffs:
+        y = UFUNCS["add"](g, UFUNCS["multiply"](g, y, x), c)
+    return y
+
+
 def select(g, condlist, choicelist, default=0) -> Tracer:
     """``np.select``: the choice of the first condition that holds, else
     ``default`` (``np.where`` from the last condition to the first)."""
@@ -495,7 +522,8 @@ def functions(api: dict[str, Callable]) -> dict[str, Any]:
     return {"any": any_all("any"), "all": any_all("all"), "diag": diag, "trace": trace,
             "diagonal": diagonal, "convolve": convolve, "correlate": correlate,
             "cross": cross, "isclose": isclose, "select": select,
-            "matrix_power": matrix_power,
+            "matrix_power": matrix_power, "polyval": polyval,
+            **{n: split_along(a, n) for n, a in (("hsplit", 1), ("vsplit", 0), ("dsplit", 2))},
             **{f"nan{k}": nan_reduction(k) for k in ("sum", "mean", "max", "min")},
             "atleast_1d": atleast(1), "atleast_2d": atleast(2), "atleast_3d": atleast(3),
             "column_stack": column_stack, "dstack": dstack,

@@ -570,12 +570,12 @@ def _install() -> None:
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
     T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)
     for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod", "ravel",
-                 "any", "all", "diagonal"):
+                 "any", "all", "diagonal", "take"):
         setattr(T, name, as_method(FUNCTIONS[name]))
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
                  "cumprod", "round", "repeat", "trace", "argmax", "argmin", "ravel",
-                 "flatten", "any", "all", "diagonal"):
+                 "flatten", "any", "all", "diagonal", "take"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

@@ -179,3 +179,17 @@ def test_matrix_power(dtype):
 def test_negative_matrix_power_is_refused_by_name():
     with pytest.raises(UnsupportedError, match="negative power"):
         polyc.jit(lambda a: np.linalg.matrix_power(a, -1))(rand((3, 3), F32))
+
+
+def _splits_and_polynomials(x):
+    a, b = np.hsplit(x, 2)
+    c, d = np.vsplit(x, [1])
+    e, f = np.hsplit(x[0], [2])
+    return (a - b, c.sum() + d.sum(), e.sum() - f.sum(), np.dsplit(x[..., None], 1)[0],
+            x.take([1, 2], axis=1), x.take([0, 5, 11]), np.polyval([1.0, -2.0, 0.5], x),
+            np.polyval(x[0, :3], x), np.polyval(np.array([2, 1]), x))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_splits_take_method_and_polyval(dtype):
+    check(_splits_and_polynomials, rand((4, 6), dtype, seed=43), reduction_length=3)
