@@ -78,7 +78,7 @@ from .gpu_mapping import (
     fill_selectors,
     reduction_statement,
 )
-from .legality import dependence_tensor, describe_instance_pair
+from .legality import dependence_tensor, describe_instance_pair, violations
 from .locality import member_scores
 from .marks import coincident_members
 from .tile import reorder_members
@@ -101,11 +101,13 @@ class Phase:
     ``threadIdx.x``) or ``"reduce"`` (a block reduction of ``reduction``);
     ``member``: per statement, the values of the member on ``threadIdx.x``
     (an ``isl.Map`` from the statement's instances to ``[v]``), absent for
-    ``thread0``."""
+    ``thread0``; ``thread_member``: which member of the child's band goes
+    on ``threadIdx.x`` (moved innermost), -1 for ``thread0``."""
     statements: tuple[str, ...]
     kind: str
     reduction: str = ""
     member: dict | None = None
+    thread_member: int = -1
 
 
 def _child_band(filt: isl.ScheduleNode) -> isl.ScheduleNode | None:
@@ -137,14 +139,26 @@ def eligible(band: isl.ScheduleNode) -> bool:
     return True
 
 
-def _thread_member(band: isl.ScheduleNode, program: Program, coincident_only: bool) -> int:
+def _thread_member(band: isl.ScheduleNode, program: Program, coincident_only: bool,
+                   deps: Dependences | None = None) -> int | None:
     """The member of a child's band to put on ``threadIdx.x``: among the
     coincident ones (``coincident_only``) or all, the one with the best
-    stride-1 score (the innermost on ties)."""
+    stride-1 score (the innermost on ties) whose move innermost
+    (:func:`_mapped_member`) keeps every dependence of ``deps``; ``None``
+    when no member qualifies.  A reduction over several loops whose band
+    is not permutable (``o(i) +=! A(j, i) * B(k, i, j)``: ``j`` has the
+    best stride) keeps its loops in order: the proof of the kernel checks
+    the order of the reduction's terms within a thread."""
     scores = member_scores(band, program)
     coinc = coincident_members(band)
-    cands = [j for j in range(band.band_n_member()) if coinc[j] or not coincident_only]
-    return max(cands, key=lambda j: (scores[j] if scores[j] is not None else -1, j))
+    n = band.band_n_member()
+    cands = sorted((j for j in range(n) if coinc[j] or not coincident_only),
+                   key=lambda j: (scores[j] if scores[j] is not None else -1, j), reverse=True)
+    for j in cands:
+        if j == n - 1 or deps is None or not violations(
+                _mapped_member(band, j).get_schedule(), deps):
+            return j
+    return None
 
 
 def _mapped_member(band: isl.ScheduleNode, j: int) -> isl.ScheduleNode:
@@ -280,10 +294,12 @@ def describe_dependence(program: Program, bad: dict[str, isl.UnionMap]) -> str:
             f"e.g. {describe_instance_pair(m)}")
 
 
-def _phases(seq: isl.ScheduleNode, program: Program) -> list[Phase] | None:
+def _phases(seq: isl.ScheduleNode, program: Program,
+            deps: Dependences | None = None) -> list[Phase] | None:
     """The phases of an (unmapped) row kernel's sequence, with the members
     their threads would take, or ``None`` when a child can run neither on
-    the threads nor on thread 0."""
+    the threads nor on thread 0 (no member can go innermost without
+    breaking a dependence of ``deps``)."""
     out = []
     for i in range(seq.n_children()):
         filt = seq.child(i)
@@ -296,14 +312,16 @@ def _phases(seq: isl.ScheduleNode, program: Program) -> list[Phase] | None:
         # the band has a parallel member of one value (numpy's keepdims)
         red = reduction_statement(band, program) or ""
         if red:
-            j = _thread_member(band, program, coincident_only=False)
+            j = _thread_member(band, program, coincident_only=False, deps=deps)
             kind = "reduce"
         elif any(coincident_members(band)):
-            j = _thread_member(band, program, coincident_only=True)
+            j = _thread_member(band, program, coincident_only=True, deps=deps)
             kind = "threads"
         else:
             return None
-        out.append(Phase(names, kind, red, _member_maps(_mapped_member(band, j))))
+        if j is None:
+            return None
+        out.append(Phase(names, kind, red, _member_maps(_mapped_member(band, j)), j))
     return out
 
 
@@ -335,7 +353,7 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
     child across threads).  ``block``: ``Config.gpu_block`` (its last
     entry is the threads per block)."""
     seq = band.child(0)
-    phases = _phases(seq, program)
+    phases = _phases(seq, program, deps)
     if phases is None:
         return None
     same = same_row(band)
@@ -363,8 +381,7 @@ def map_rows(band: isl.ScheduleNode, program: Program, deps: Dependences, index:
     for i, p in enumerate(phases):
         node = seq.child(i).child(0)
         if p.kind != "thread0":
-            j = _thread_member(node, program, coincident_only=p.kind == "threads")
-            mapped = _mapped_member(node, j)
+            mapped = _mapped_member(node, p.thread_member)
             ext = thread_selectors(k, program, rows_mupa, mapped, (1,), p.statements)
             widest = ext if widest is None else widest.max(ext)
             node = mapped.insert_mark(M.Threads(mapped.get_schedule_depth(), 1).id())
@@ -409,9 +426,18 @@ def thread_selectors(k: KernelMapping, program: Program, blocks: isl.MultiUnionP
 
 def block_size(k: KernelMapping, widest: isl.PwAff | None, threads: int) -> list:
     """The launch's threads per block: ``threads``, at most the widest loop
-    on the threads (one thread when no phase has one)."""
+    on the threads, at least one (one thread when no phase has one, or when
+    the rows are empty: the phases on thread 0 still run, the
+    initialisation of a sum over no terms among them)."""
     widest = widest if widest is not None else const_like(k.grid[0], 1)
-    return [widest.min(const_like(widest, threads)).coalesce()]
+    # the extents are defined only where their loops run: at other sizes
+    # (rows of no element) one thread, not what isl's AST would assume there
+    one = const_like(widest, 1)
+    block = widest.min(const_like(widest, threads)).union_max(one)
+    rows = k.grid[0].domain()
+    for g in k.grid[1:]:
+        rows = rows.intersect(g.domain())
+    return [block.gist_params(rows).coalesce()]     # no launch without rows
 
 
 def mark_phase(node: isl.ScheduleNode, phase: Phase, i: int, placed: list[tuple[int, str]],

@@ -231,6 +231,49 @@ def test_block_reductions_of_every_operator(op, ref, dtype):
         np.testing.assert_allclose(y, a - want[:, None], rtol=1e-12)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_rows_of_no_element_still_initialise_their_sums(mode):
+    """A row kernel over rows of length 0: the launch has one thread per
+    block, not none, so the phases on thread 0 (a sum's initialisation to
+    0) still run.  It was launched with 0 threads, that is not at all, and
+    left its outputs as they were (NaN in a NaN-filled ``out=``)."""
+    k = polyc.compile(LAYERNORM, config=emulated(**MODES[mode]))
+    assert k.kernels[0].rows
+    for c in (0, 1, 7):
+        x, g, b = _inputs([(5, c), (c,), (c,)])
+        out = (np.full((5, c), np.nan, np.float32), np.full(5, np.nan, np.float32),
+               np.full(5, np.nan, np.float32))
+        y, mu, var = k(x, g, b, out=out)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            want_mu = x.astype(np.float64).sum(1) / c
+        np.testing.assert_allclose(mu, want_mu, rtol=1e-5, atol=1e-6)
+        if c == 0:                    # 0 / 0: NaN, as numpy gives, not the NaN of out=
+            assert np.isnan(mu).all() and y.shape == (5, 0)
+    s = polyc.compile("def s(float(N, C) A) -> (t) { t(n) +=! A(n, c) }",
+                      config=emulated(**MODES[mode]))
+    assert s.kernels[0].rows
+    t = s(np.zeros((4, 0), np.float32), out=np.full(4, np.nan, np.float32))
+    np.testing.assert_array_equal(t, np.zeros(4, np.float32))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_reduction_over_loops_in_the_order_of_its_terms(mode):
+    """``o(i) +=! A(j, i) * B(k, i, j)``: ``j`` walks both operands with
+    stride 1, but its band (j, k) is not permutable (the terms of the sum
+    run in source order), so ``k`` goes on the threads and the loops keep
+    their order.  Moving ``j`` innermost made the mapped schedule fail its
+    own legality check: an IllegalScheduleError for a correct program."""
+    src = "def f(double(J, I) A, double(K, I, J) B) -> (o) { o(i) +=! A(j, i) * B(k, i, j) }"
+    k = polyc.compile(src, config=emulated(**MODES[mode]))
+    (m,) = k.kernels
+    assert m.rows == ("thread0", "reduce S0")
+    rng = np.random.default_rng(5)
+    for j, i, kk in ((16, 3, 7), (1, 1, 1), (5, 2, 300)):
+        a, b = rng.standard_normal((j, i)), rng.standard_normal((kk, i, j))
+        assert_close(k(a, b), np.einsum("ji,kij->i", a, b), dtype="float64",
+                     reduction_length=j * kk)
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float16"])
 def test_row_kernels_of_other_types(dtype):
     src = SOFTMAX.replace("float(N, C)", f"{dtype}(N, C)")
