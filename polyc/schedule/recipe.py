@@ -19,13 +19,14 @@ code.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
 from ..errors import ScheduleError
 from ..ir import Program
 from .parts import as_updates, updates_read
-from .registry import METHODS
+from .registry import METHODS, lookup
 from .tree import Loop
 
 FORMAT = "polyc-recipe-1"
@@ -122,6 +123,12 @@ def replay_step(schedule, step: dict):
         return schedule.with_reassociation(*args)
     if op not in METHODS:
         raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}")
+    try:
+        # (a step is data: arguments that do not fit are the recipe's error,
+        # not a TypeError of the caller)
+        inspect.signature(lookup(op)).bind(schedule, *args, **kwargs)
+    except TypeError as e:
+        raise ScheduleError(f"recipe step {step!r}: {e}") from None
     return schedule.apply(op, *args, **kwargs)
 
 

@@ -353,8 +353,12 @@ def test_illegal_step_is_an_illegal_schedule_error():
     (42, "a recipe is a dict"),
     ('  {"format": 3}', "not a polyc recipe"),
     ("[1]", "recipe step 0: expected an object"),
+    # arguments that do not fit the transformation (a TypeError escaped)
+    ({"steps": [{"op": "split", "args": [["C", "m"], 4], "kwargs": {"bogus": 1}}]},
+     "got an unexpected keyword argument 'bogus'"),
+    ({"steps": [{"op": "reverse", "args": [["C", "m"], 1, 2]}]}, "too many positional"),
 ], ids=["format", "steps", "step", "args", "kwargs", "start", "tree_type", "tree_text",
-        "int", "json_format", "json_list"])
+        "int", "json_format", "json_list", "unknown_kwarg", "too_many_args"])
 def test_malformed_recipes(recipe, words):
     msg = _refused_recipe(recipe)
     assert words in msg, msg
