@@ -93,7 +93,7 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
                 or n.helpers or [c.id for c in consumers[p.id]] != [n.id]
                 or p.shape != n.shape or p.dtype != n.dtype):
             return False
-        reads = re.findall(rf"\b{p.name}\(([^()]*)\)", n.stmts[0])
+        reads = _reads(p.name, n.stmts[0])
         return bool(reads) and all(_same_element(r, n.shape) for r in reads)
 
     for p in nodes:
@@ -109,6 +109,19 @@ def _epilogue_aliases(graph: Graph, nodes: Sequence[Node], keep: set[int]) -> di
         if len(chain) > 1:
             alias[chain[-1].name] = p.name
     return alias
+
+
+def _reads(name: str, st: str) -> list[str]:
+    """The index lists of every read of ``name`` in statement ``st``, those
+    with parenthesised indices too (a roll's ``t1((i0 - 1), i1)``: a regex
+    without nesting missed them, so a statement reading ``t1`` at another
+    element was computed in ``t1``'s buffer, over values it had already
+    overwritten)."""
+    out = []
+    for m in re.finditer(rf"\b{name}\(", st):
+        args, _ = _call_args(st, m.end() - 1)
+        out.append(", ".join(args))
+    return out
 
 
 def _same_element(read: str, shape) -> bool:
@@ -150,7 +163,7 @@ def _reuse_storage(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set
             mention = re.compile(rf"\b{p.name}\b")
             if any(mention.search(t) for k in later for t in texts[k.name]):
                 continue                      # read again later: n is not the last reader
-            reads = re.findall(rf"\b{p.name}\(([^()]*)\)", st)
+            reads = _reads(p.name, st)
             if not reads or not all(_same_element(r, n.shape) for r in reads):
                 continue
             its = ", ".join(f"i{k}" for k in range(len(n.shape)))

@@ -378,3 +378,32 @@ def test_epilogue_rule_only_for_statements_folded_into_the_call():
             assert rules[op].startswith("computed inside its reader's statement"), rules
         ref = fn(*(a.astype(np.float64) for a in args))
         assert_close(polyc.jit(fn)(*args), ref, dtype=np.float32, reduction_length=40)
+
+
+# -- storage reuse reads every element it overwrites --------------------------------
+def _times_its_reverse(x):
+    y = np.exp(x)
+    return y * y[::-1]
+
+
+def _plus_its_roll(x):
+    up = np.repeat(x, 2, 0)
+    return up + np.roll(up, 1, axis=0)
+
+
+def _gemm_plus_its_roll(x, w):
+    h = x @ w
+    return h + np.roll(h, 1, axis=0)
+
+
+@pytest.mark.parametrize("fn,nargs", [(_times_its_reverse, 1), (_plus_its_roll, 1),
+                                      (_gemm_plus_its_roll, 2)])
+def test_a_statement_reading_another_element_is_not_computed_in_place(fn, nargs):
+    """``y * y[::-1]`` reads ``y((N0 - 1) - i0, i1)``: a parenthesised index
+    the in-place checks did not see, so the product was written into ``y``
+    over values the reversed read still needed (and a GEMM's epilogue was
+    folded into its store the same way)."""
+    x, w = RNG.standard_normal((6, 5)).astype(np.float32), \
+        RNG.standard_normal((5, 4)).astype(np.float32)
+    args = (x, w)[:nargs]
+    assert_close(polyc.jit(fn)(*args), fn(*args), reduction_length=5)
