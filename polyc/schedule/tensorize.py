@@ -515,6 +515,9 @@ def tensorize(s, loop, intrinsic: str = "gemm", rows: int = 0, split: bool = Fal
     band = surgery.band_node(s.isl, lp)
     band = surgery.split_band(band, lp.member, s.program)
     parallel = True
+    if not isinstance(intrinsic, str):
+        raise ScheduleError(f"tensorize: the intrinsic is named by a string, e.g. 'gemm', "
+                            f"got {intrinsic!r}")
     if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:
         raise ScheduleError(f"tensorize: rows must be a number of rows >= 0, got {rows!r}")
     if not isinstance(split, bool):

@@ -50,6 +50,8 @@ def _identifier(text: str) -> str:
 def _names(names, n: int, default, what: str) -> list[str]:
     if names is None:
         return [_identifier(d) for d in default]
+    if not isinstance(names, (list, tuple)):
+        raise ScheduleError(f"{what}: names must be a list of {n} identifier(s), got {names!r}")
     names = list(names)
     if len(names) != n or not all(isinstance(x, str) and x.isidentifier() for x in names):
         raise ScheduleError(f"{what}: names must be {n} identifier(s), got {names!r}")

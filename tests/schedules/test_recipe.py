@@ -357,8 +357,12 @@ def test_illegal_step_is_an_illegal_schedule_error():
     ({"steps": [{"op": "split", "args": [["C", "m"], 4], "kwargs": {"bogus": 1}}]},
      "got an unexpected keyword argument 'bogus'"),
     ({"steps": [{"op": "reverse", "args": [["C", "m"], 1, 2]}]}, "too many positional"),
+    # arguments of the wrong type (a TypeError inside the transformation)
+    ({"steps": [{"op": "split", "args": [["C", "m"], 3, 0]}]}, "names must be a list"),
+    ({"steps": [{"op": "tensorize", "args": [["C", "m"], []]}]}, "named by a string"),
 ], ids=["format", "steps", "step", "args", "kwargs", "start", "tree_type", "tree_text",
-        "int", "json_format", "json_list", "unknown_kwarg", "too_many_args"])
+        "int", "json_format", "json_list", "unknown_kwarg", "too_many_args", "names_type",
+        "intrinsic_type"])
 def test_malformed_recipes(recipe, words):
     msg = _refused_recipe(recipe)
     assert words in msg, msg
