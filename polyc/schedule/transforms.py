@@ -37,7 +37,10 @@ from .tree import (
     loop_names_near,
     name_all_bands,
     set_band_names,
+    walk,
 )
+
+_BAND = isl.schedule_node_type.band
 
 
 def _identifier(text: str) -> str:
@@ -268,6 +271,15 @@ def sink(s, loop):
     if not has_band_below(band):
         raise ScheduleError(f"sink: no loop lies below {lp.name}; nothing to sink it under")
     band = _own_band(s, lp)
+    for node in walk(band):
+        if node.get_type() == _BAND and not node.band_get_ast_build_options().is_empty():
+            # (an unrolled loop below would no longer have a constant trip
+            # count, and isl would fail at code generation)
+            raise ScheduleError(
+                f"sink: a loop at or below {lp.name} carries AST options "
+                f"({node.band_get_ast_build_options()}) from unroll / isolate_full_tiles, "
+                f"which sinking {lp.name} would invalidate; apply unroll and "
+                f"isolate_full_tiles after the loops are in their final order")
     if band.has_parent() and is_names_mark(band.parent()):
         band = band.parent().delete()
     return name_all_bands(band.band_sink().get_schedule(), s.program)

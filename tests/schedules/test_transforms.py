@@ -503,3 +503,14 @@ def test_default_names_of_derived_loops_are_identifiers():
     for sizes in SIZES["anti"]:
         check(t, sizes)
         check(u, sizes)
+
+
+def test_sink_below_an_unrolled_loop_is_refused():
+    """unroll_and_jam leaves an unroll option on the point loop; sinking the
+    outer loop below it took away the point loop's constant trip count, and
+    isl failed at code generation (an internal error).  Refused, saying to
+    unroll last."""
+    s = start(RECUR).unroll_and_jam(("S1", "i"), 2)
+    msg = refused(s, lambda s: s.sink(("S1", "i")))
+    assert "unroll" in msg and "final order" in msg
+    check(s, {"N": 7, "M": 6})
