@@ -21,6 +21,7 @@ from .contractions import einsum
 from .core import Tracer, user_location
 from .ops import (
     Scalar,
+    creation,
     elementwise,
     iters,
     lhs,
@@ -42,16 +43,30 @@ def _refuse(what: str) -> UnsupportedError:
     return UnsupportedError(f"{loc}: {what}\n    {loc.text}")
 
 
-def diff(g, a, n=1, axis=-1, prepend=None, append=None) -> Tracer:
-    """``np.diff``: ``a[1:] - a[:-1]`` along ``axis``, ``n`` times."""
-    if prepend is not None or append is not None:
-        raise _refuse("np.diff with prepend= or append= is not supported")
+def diff(g, a, n=1, axis=-1, prepend=None, append=None, concatenate=None) -> Tracer:
+    """``np.diff``: ``a[1:] - a[:-1]`` along ``axis``, ``n`` times, after
+    ``prepend`` and ``append`` are concatenated along ``axis`` (a scalar
+    one as an extent-1 slab, as numpy broadcasts it)."""
     t = operand(g, a)
     if isinstance(t, Scalar) or t.ndim == 0:
         raise ValueError("diff requires input that is at least one dimensional")
+    ax = normalize_axis(int(axis), t.ndim)
+    if prepend is not None or append is not None:
+        def slab(v):
+            v = operand(g, v)
+            if isinstance(v, Tracer) and v.ndim == t.ndim:
+                return v
+            shape = [1 if d == ax else s for d, s in enumerate(t.shape)]
+            if isinstance(v, Tracer):
+                return views.broadcast_to(v, shape)
+            arr = np.asarray(v.value)           # (numpy's dtype: a 0-d array's, not weak)
+            return creation(g, "full", shape, arr.dtype, lambda its: literal(arr.item(),
+                                                                              arr.dtype))
+        parts = [slab(prepend)] if prepend is not None else []
+        parts += [t] + ([slab(append)] if append is not None else [])
+        t = concatenate(g, parts, axis=ax)
     if t.dtype.kind == "b":
         raise _refuse("np.diff of booleans (numpy computes not_equal) is not supported")
-    ax = normalize_axis(int(axis), t.ndim)
     for _ in range(int(n)):
         hi = tuple(slice(1, None) if d == ax else slice(None) for d in range(t.ndim))
         lo = tuple(slice(None, -1) if d == ax else slice(None) for d in range(t.ndim))
@@ -353,7 +368,8 @@ def pad_mode(g, t: Tracer, pw, mode: str, concatenate) -> Tracer:
 def functions(concatenate) -> dict[str, Any]:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`,
     which lends its ``concatenate``)."""
-    return {"diff": diff, "around": around, "round": around,
+    return {"diff": lambda g, a, n=1, axis=-1, prepend=None, append=None:
+            diff(g, a, n, axis, prepend, append, concatenate), "around": around, "round": around,
             "round_": around, "repeat": repeat,
             "tile": lambda g, a, reps: tile(g, a, reps, concatenate),
             "argmax": lambda g, a, axis=None, out=None, *, keepdims=False:

@@ -201,3 +201,17 @@ def _fortran_order(x):
 def test_fortran_order_reshape_and_ravel():
     """``order="F"``: the first index fastest (it was refused)."""
     check(_fortran_order, rand((5, 6), F32, seed=7), reduction_length=2)
+
+
+def _diffs_with_ends(x):
+    return (np.diff(np.cumsum(x, 1), axis=1, prepend=0), np.diff(x, axis=0, append=x[:1]),
+            np.diff(x, prepend=1.5, append=x[:, -1:]), np.diff(x[0], prepend=0, n=2),
+            np.diff(x, prepend=x[:, :1]))
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_diff_with_prepend_and_append(dtype):
+    """``prepend``/``append`` concatenated along the axis first, a scalar as
+    an extent-1 slab of its own dtype (numpy's: ``prepend=0`` makes a
+    float32 difference float64); they were refused."""
+    check(_diffs_with_ends, rand((4, 5), dtype, seed=11), reduction_length=5)
