@@ -5,8 +5,9 @@ view), ``convolve correlate`` (numpy's zero padding, windows and sums),
 ``cross`` (the three products numpy forms), ``isclose``, ``nansum nanmean
 nanmax nanmin``, ``atleast_1d atleast_2d atleast_3d column_stack dstack
 rot90``, ``trapezoid``, ``sinc``, ``select``, ``linalg.matrix_power``,
-``polyval``, ``hsplit vsplit dsplit``, and the ufunc methods ``outer``,
-``reduce`` of the logical ones and ``accumulate``.
+``polyval``, ``hsplit vsplit dsplit``, ``real imag`` (of real arrays), and
+the ufunc methods ``outer``, ``reduce`` of the logical ones and
+``accumulate``.
 """
 
 from __future__ import annotations
@@ -293,6 +294,12 @@ def polyval(g, p, x) -> Tracer:
     return y
 
 
+def imag(g, val) -> Tracer:
+    """``np.imag`` of a real array (polyc's types are real; ``np.real`` is
+    the array itself): zeros of its shape and dtype."""
+    return creation(g, "imag", val.shape, val.dtype, lambda its: "0")
+
+
 def select(g, condlist, choicelist, default=0) -> Tracer:
     """``np.select``: the choice of the first condition that holds, else
     ``default`` (``np.where`` from the last condition to the first)."""
@@ -523,6 +530,7 @@ def functions(api: dict[str, Callable]) -> dict[str, Any]:
             "diagonal": diagonal, "convolve": convolve, "correlate": correlate,
             "cross": cross, "isclose": isclose, "select": select,
             "matrix_power": matrix_power, "polyval": polyval,
+            "real": lambda g, val: val, "imag": imag,
             **{n: split_along(a, n) for n, a in (("hsplit", 1), ("vsplit", 0), ("dsplit", 2))},
             **{f"nan{k}": nan_reduction(k) for k in ("sum", "mean", "max", "min")},
             "atleast_1d": atleast(1), "atleast_2d": atleast(2), "atleast_3d": atleast(3),

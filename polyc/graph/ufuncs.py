@@ -355,6 +355,7 @@ UFUNCS: dict[str, Callable] = {
     "divide": _divide, "true_divide": _divide, "power": _power,
     "floor_divide": _floor_divide, "remainder": _remainder,
     "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
+    "conjugate": lambda g, x: ops.materialize(g, operand(g, x)),    # (real types only)
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
     "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
     **{name: _unary_float(fn) for name, fn in (

@@ -193,3 +193,8 @@ def _splits_and_polynomials(x):
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_splits_take_method_and_polyval(dtype):
     check(_splits_and_polynomials, rand((4, 6), dtype, seed=43), reduction_length=3)
+
+
+def test_real_imag_and_conjugate_of_real_arrays():
+    check(lambda x: (np.real(x) * 2, np.imag(x), np.conj(x), np.conjugate(x) + 1),
+          rand((3, 4), F32, seed=44))
