@@ -340,6 +340,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.adaptive_avg_pool2d: nn_ops.adaptive_avg_pool,
     aten.max: nn_ops.max_any, aten.min: nn_ops.min_any,
     aten.linalg_vector_norm: nn_ops.vector_norm,
+    aten._trilinear: nn_ops.trilinear, aten._cdist_forward: nn_ops.cdist,
     aten._transformer_encoder_layer_fwd: lambda *a, **k: nn_ops.transformer_encoder_layer(
         *a, **k, gelu=_gelu),
     # gathers (indices in bounds are checked at each call where they are inputs)

@@ -3,8 +3,9 @@
 normalisation in inference, max and average pooling, ``max``/``min`` (with
 ``dim``: values and indices), ``linalg_vector_norm``, the fused
 ``nn.TransformerEncoderLayer``, softmax, log-softmax, layer/group/instance
-norm, transposed convolution and the checks ``_assert_async`` makes.  Each
-is written with the numpy functions :func:`polyc.jit` traces, so a convolution becomes ``pad`` +
+norm, transposed convolution, ``nn.Bilinear``'s trilinear product,
+``cdist`` and the checks ``_assert_async`` makes.  Each is written with
+the numpy functions :func:`polyc.jit` traces, so a convolution becomes ``pad`` +
 ``sliding_window_view`` + ``einsum``, the implicit GEMM the tensorizer
 matches (``docs/graph.md``), with the bias added in its epilogue.  No torch
 import: the functions take and return traced arrays.
@@ -381,6 +382,35 @@ def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, p
         return x + ffn(layer_norm(x, norm_weight_2, norm_bias_2))
     x = layer_norm(src + attention(src), norm_weight_1, norm_bias_1)
     return layer_norm(x + ffn(x), norm_weight_2, norm_bias_2)
+
+def trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim, unroll_dim=1):
+    """``aten._trilinear`` (``nn.Bilinear``'s ``x1 W x2``): each input with
+    axes of extent 1 inserted at its ``expand`` dimensions, the three
+    multiplied and summed over ``sumdim``, written as one ``einsum``."""
+    n = i1.ndim + len(expand1)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:n]
+
+    def sub(expand) -> str:
+        return "".join(letters[d] for d in range(n) if d not in expand)
+    out = "".join(letters[d] for d in range(n) if d not in sumdim)
+    return np.einsum(f"{sub(expand1)},{sub(expand2)},{sub(expand3)}->{out}", i1, i2, i3)
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """``aten._cdist_forward``: the ``p``-norm distance of every row of
+    ``x1`` (..., P, M) to every row of ``x2`` (..., R, M), from the
+    differences (exact, where torch's ``compute_mode`` may use a GEMM)."""
+    d = np.expand_dims(x1, -2) - np.expand_dims(x2, -3)
+    if p == 2:
+        return np.sqrt(np.sum(d * d, axis=-1))
+    if p == 1:
+        return np.sum(np.abs(d), axis=-1)
+    if p == math.inf:
+        return np.max(np.abs(d), axis=-1)
+    if p == 0:
+        return np.sum(np.where(d != 0, 1.0, 0.0), axis=-1).astype(d.dtype)
+    return np.sum(np.abs(d) ** p, axis=-1) ** (1.0 / p)
+
 
 def softmax(x, dim: int, half_to_float: bool = False):
     """``aten._softmax``: the maximum subtracted, as numpy programs write it."""

@@ -214,3 +214,21 @@ def test_classification_losses():
                     (logits.argmax(-1) == y).float().mean())
     torch.manual_seed(60)
     _compile_matches(M().eval(), torch.randn(6, 4), torch.tensor([0, 2, 1, 1, 0, 2]))
+
+
+def test_bilinear_and_cdist():
+    """``nn.Bilinear`` (``aten._trilinear``: one einsum of three operands)
+    and ``torch.cdist`` (``aten._cdist_forward``) of several orders."""
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bil = torch.nn.Bilinear(4, 5, 3)
+
+        def forward(self, x, y, a, b):
+            return (self.bil(x, y), torch.cdist(a, b), torch.cdist(a, b, p=1),
+                    torch.cdist(a, b, p=float("inf")), torch.cdist(a, b, p=3))
+    torch.manual_seed(61)
+    _compile_matches(M().eval(), torch.randn(2, 6, 4), torch.randn(2, 6, 5),
+                     torch.randn(2, 3, 8), torch.randn(2, 5, 8))
