@@ -31,7 +31,9 @@ FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "s
              **{f: f for f in E.MATH_FUNCTIONS if f not in ("rint",)},
              **{f: f for f in E.MATH_FUNCTIONS2},
              # numpy's names of the inverse functions (math.asin is asin)
-             "arcsin": "asin", "arccos": "acos", "arctan": "atan", "rint": "rint"}
+             "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
+             "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
+             "absolute": "abs", "power": "pow", "rint": "rint"}
 MODULES = ("math", "np", "numpy")
 #: (``//`` is TC's flooring ``/`` on integers, :func:`_float_floordiv` on
 #: floats; ``%`` is TC's, which takes the divisor's sign as Python's does)
