@@ -78,7 +78,7 @@ def widen_half_reductions(program: Program) -> Program:
             continue
         t = program.tensor(u.tensor)
         acc = _fresh(f"{t.name}_acc", tensor_names)
-        temps.append(Tensor(acc, "float32", t.shape, "temp"))
+        temps.append(Tensor(acc, "float32", t.shape, "temp", origin=t.name))
         shapes[acc] = t.shape
         acc_lhs = E.Access(acc, u.lhs.indices)
         init = out[-1] if out and out[-1].kind == "init" and out[-1].tensor == t.name else None

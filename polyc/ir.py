@@ -92,7 +92,9 @@ class Tensor:
     buffer that exists only inside the generated code: a promoted
     footprint, :mod:`polyc.schedule.promotion`; constant extents, not an
     argument); ``dtype`` a key of :data:`C_TYPES`;
-    ``origin``: for a local tensor, the tensor whose footprint it holds."""
+    ``origin``: for a local tensor, the tensor whose footprint it holds; for
+    the float32 accumulator of a half-precision reduction
+    (:mod:`polyc.halfprec`), the tensor it is rounded into."""
     name: str
     dtype: str
     shape: tuple[isl.PwAff, ...]
@@ -236,9 +238,10 @@ class Program:
 
     def writers(self, tensor: str) -> tuple[str, ...]:
         """The statements that write ``tensor``, directly or through one of
-        its local buffers (promotion); the copy statements left out."""
+        its local buffers (promotion) or its half-precision accumulator; the
+        copy statements left out."""
         names = {tensor} | {t.name for t in self.tensors
-                            if t.role == "local" and t.origin == tensor}
+                            if t.role in ("local", "temp") and t.origin == tensor}
         return tuple(s.name for s in self.statements
                      if s.tensor in names and s.kind != "copy")
 

@@ -110,6 +110,29 @@ def softmax(half(N, C) I) -> (O, maxVal, expDist, expSum) {
     assert_close(o, (e / e.sum(1, keepdims=True)).astype(np.float16), name="O vs numpy")
 
 
+def test_a_recipe_names_half_tensors_as_written():
+    """A tensor named in a recipe means every statement computing it,
+    including its float32 accumulator's (polyc.halfprec): fusing the
+    softmax's four nests by name works in half as in float."""
+    from polyc.pipeline import compile_schedule
+    src = """
+def softmax(half(N, C) I) -> (O, maxVal, expDist, expSum) {
+    maxVal(n) max=! I(n, c)
+    expDist(n, c) = exp(I(n, c) - maxVal(n))
+    expSum(n) +=! expDist(n, c)
+    O(n, c) = expDist(n, c) / expSum(n)
+}
+"""
+    s = polyc.Schedule.from_program(polyc.program(src), start="source")
+    s = s.fuse("maxVal", "expDist", "expSum", "O")
+    assert str(s).count("band (n)") == 1
+    x = np.random.default_rng(3).standard_normal((6, 40)).astype(np.float16)
+    o = compile_schedule(s)(x)[0]
+    xf = x.astype(np.float64)
+    e = np.exp(xf - xf.max(1, keepdims=True))
+    assert_close(o, (e / e.sum(1, keepdims=True)).astype(np.float16), reduction_length=40)
+
+
 def test_mixed_half_types_compute_and_store_in_float32():
     k = polyc.compile("def mix(half(N) A, bfloat16(N) B) -> (C) { C(i) = A(i) * B(i) }")
     assert k.program.tensor("C").dtype == "float32"
