@@ -16,7 +16,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..isl_util import CTX, sets_of
-from . import legality, surgery
+from . import gpu_marks, legality, surgery
 from .affine import _band, _drop_isolate, _update_flags
 from .registry import transform
 from .tree import (
@@ -28,6 +28,7 @@ from .tree import (
     path_of,
     set_band_names,
     statements_of,
+    walk,
 )
 
 _BAND = isl.schedule_node_type.band
@@ -390,6 +391,9 @@ def isolate_full_tiles(s, loop_or_band):
         if above is not None and above.get_type() == _BAND and tile_sizes(above):
             hint = (f"; {lp.name} is a point loop, pass a tile loop such as "
                     f"{band_names(above, s.program)[0]}")
+        elif any(gpu_marks.of(x) is not None for x in walk(s.isl.get_root())):
+            hint = ("; the GPU mapping (map_to_blocks, map_to_threads) split the tile "
+                    "bands: isolate full tiles before mapping")
         raise ScheduleError(
             f"the band of loop {lp.name} "
             f"({', '.join(band_names(band, s.program))}) is not a tile band (tile loops "

@@ -429,6 +429,12 @@ def test_isolate_needs_a_tile_band():
         ("S1", "i_tile"), ("S1", "t_tile"))
     msg = refused(w, lambda s: s.isolate_full_tiles(("S1", "t_tile")))
     assert "is not a tile band" in msg
+    # the GPU mapping splits tile bands: the message says to isolate first
+    g = start(MATMUL, start="isl").tile(
+        [C_M, C_N, C_K], [8, 8, 8]).map_to_blocks(
+        [("C", "m_tile"), ("C", "n_tile")]).map_to_threads([C_M, C_N])
+    msg = refused(g, lambda s: s.isolate_full_tiles(("C", "k_tile")))
+    assert "isolate full tiles before mapping" in msg
 
 
 def test_isolate_twice_keeps_one_option():
