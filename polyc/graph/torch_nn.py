@@ -261,17 +261,36 @@ def max_pool_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode
 
 def avg_pool(x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
              divisor_override=None):
-    """``aten.avg_pool{1,2,3}d``: the window's mean (with zero padding
-    counted, ATen's default)."""
+    """``aten.avg_pool{1,2,3}d``: each window's sum over its size, as ATen
+    counts it: the zero padding counts where ``count_include_pad``, the
+    part of a ``ceil_mode`` window past the padding never does; a
+    ``divisor_override`` replaces the size.  The sizes are the same window
+    sums over ``ones_like(x)``, padded with ones or zeros."""
     k, s, p, _ = _pool_args(x, kernel, stride, padding)
-    if ceil_mode or divisor_override is not None or (any(p) and not count_include_pad):
-        raise UnsupportedError("aten.avg_pool with ceil_mode, divisor_override or "
-                               "count_include_pad=False is not supported by polyc")
     nd = len(k)
-    if any(p):
-        x = np.pad(x, ((0, 0),) * (x.ndim - nd) + tuple((q, q) for q in p))
-    win = _windows(x, k, s, (1,) * nd)
-    return win.mean(axis=tuple(range(-nd, 0)))
+    lead = x.ndim - nd
+    if lead != 2:
+        x = x.reshape((1,) * (2 - lead) + tuple(x.shape))
+    ones, axes = (1,) * nd, tuple(range(-nd, 0))
+    right = _ceil_extra(x, k, s, p, ones) if ceil_mode else (0,) * nd
+    widths = ((0, 0),) * 2 + tuple((q, q + e) for q, e in zip(p, right))
+    padded = np.pad(x, widths) if any(p) or any(right) else x
+    if divisor_override is None and not any(right) and (count_include_pad or not any(p)):
+        out = _windows(padded, k, s, ones).mean(axis=axes)
+    else:
+        total = _windows(padded, k, s, ones).sum(axis=axes)
+        if divisor_override is not None:
+            out = total / divisor_override
+        else:
+            count = np.ones_like(x)
+            if count_include_pad and any(p):
+                count = np.pad(count, ((0, 0),) * 2 + tuple((q, q) for q in p),
+                               constant_values=1.0)
+                widths = ((0, 0),) * 2 + tuple((0, e) for e in right)
+            if any(lo or hi for lo, hi in widths):
+                count = np.pad(count, widths)
+            out = total / _windows(count, k, s, ones).sum(axis=axes)
+    return out.reshape(tuple(out.shape[2 - lead:])) if lead != 2 else out
 
 
 def adaptive_avg_pool(x, output_size):

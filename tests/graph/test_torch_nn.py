@@ -232,3 +232,23 @@ def test_bilinear_and_cdist():
     torch.manual_seed(61)
     _compile_matches(M().eval(), torch.randn(2, 6, 4), torch.randn(2, 6, 5),
                      torch.randn(2, 3, 8), torch.randn(2, 5, 8))
+
+
+def test_average_pooling_options_and_unbatched_inputs():
+    """``AvgPool`` with ``count_include_pad=False``, ``ceil_mode`` (a last
+    window past the padding is divided by its part inside), a
+    ``divisor_override``, and on an unbatched (C, H, W) input, which crashed
+    in ``sliding_window_view`` (the windows were taken from axis 2 on)."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class M(nn.Module):
+        def forward(self, x, u):
+            return (nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+                    nn.functional.avg_pool2d(x, 2, ceil_mode=True, count_include_pad=False),
+                    nn.functional.avg_pool2d(x, 3, 2, 1, ceil_mode=True),
+                    nn.functional.avg_pool2d(x, 3, 2, 1, divisor_override=4),
+                    nn.functional.avg_pool2d(u, 2),
+                    nn.functional.avg_pool1d(u[0], 3, 2, 1, ceil_mode=True))
+    torch.manual_seed(62)
+    _compile_matches(M().eval(), torch.randn(2, 3, 7, 7), torch.randn(3, 8, 8))
