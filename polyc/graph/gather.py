@@ -131,14 +131,7 @@ def gather(t: Tracer, key: tuple) -> Tracer:
         raise UnsupportedError(f"{loc}: np.newaxis next to an index array is not supported "
                                f"in traced code; index first, then expand_dims\n"
                                f"    {loc.text}")
-    n_real = sum(1 for k in key if k is not Ellipsis)
-    if n_real > t.ndim:
-        raise IndexError(f"too many indices for array: array is {t.ndim}-dimensional, but "
-                         f"{n_real} were indexed")
-    full: list[Any] = []
-    for k in key:
-        full += [slice(None)] * (t.ndim - n_real) if k is Ellipsis else [k]
-    full += [slice(None)] * (t.ndim - len(full))
+    full = views.expand_key(key, t.ndim)        # (no None: refused above)
     adv = [d for d, k in enumerate(full) if not isinstance(k, slice)]
     index = {d: _index_operand(g, full[d]) for d in adv}
     arrays = [x for x in index.values() if isinstance(x, Tracer)]

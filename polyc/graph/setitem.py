@@ -109,16 +109,7 @@ def _basic(t: Tracer, keys: tuple, value: Any) -> Tracer:
     g = t._graph
     if any(k is None for k in keys):
         raise _refuse(t, "None (np.newaxis) in the key is not supported")
-    n_real = sum(1 for k in keys if k is not Ellipsis)
-    if sum(1 for k in keys if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_real > t.ndim:
-        raise IndexError(f"too many indices for array: array is {t.ndim}-dimensional, but "
-                         f"{n_real} were indexed")
-    expanded: list[Any] = []
-    for k in keys:
-        expanded += [slice(None)] * (t.ndim - n_real) if k is Ellipsis else [k]
-    expanded += [slice(None)] * (t.ndim - len(expanded))
+    expanded = views.expand_key(keys, t.ndim)        # (no None: refused above)
     conds, coords, region = [], [], []
     for d, k in enumerate(expanded):
         size, it = t._shape[d], views.ph(d)

@@ -119,6 +119,23 @@ def broadcast_to(t: Tracer, shape: Sequence[Any]) -> Tracer:
     return _view(t, coords, target)
 
 
+def expand_key(key: tuple, ndim: int) -> list:
+    """``key`` (an index tuple) with its ``...`` replaced by full slices and
+    full slices added for the dimensions it does not name, so that it names
+    all ``ndim`` dimensions (``None`` entries kept, naming none).  Raises
+    numpy's ``IndexError`` for two ellipses or too many indices."""
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_real > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but "
+                         f"{n_real} were indexed")
+    expanded: list[Any] = []
+    for k in key:
+        expanded += [slice(None)] * (ndim - n_real) if k is Ellipsis else [k]
+    return expanded + [slice(None)] * (ndim - sum(1 for k in expanded if k is not None))
+
+
 def getitem(t: Tracer, key: Any) -> Tracer:
     """Basic indexing: ints, slices, ``None`` and ``...`` (integer arrays,
     advanced indexing, are :func:`polyc.graph.gather.getitem`'s)."""
@@ -133,19 +150,7 @@ def getitem(t: Tracer, key: Any) -> Tracer:
                                f"\n    {loc.text}")
     if any(isinstance(k, (Tracer, np.ndarray, list)) for k in key):
         raise UnsupportedError("internal: integer array indices are polyc.graph.gather's")
-    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
-    if sum(1 for k in key if k is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if n_real > t.ndim:
-        raise IndexError(f"too many indices for array: array is {t.ndim}-dimensional, but "
-                         f"{n_real} were indexed")
-    expanded: list[Any] = []
-    for k in key:
-        if k is Ellipsis:
-            expanded += [slice(None)] * (t.ndim - n_real)
-        else:
-            expanded.append(k)
-    expanded += [slice(None)] * (t.ndim - sum(1 for k in expanded if k is not None))
+    expanded = expand_key(key, t.ndim)
     coords, shape, d = [], [], 0
     one = Size.constant(g.symbols, 1)
     for k in expanded:

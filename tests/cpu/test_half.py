@@ -89,8 +89,7 @@ def test_a_long_half_sum_keeps_its_digits():
     assert s.dtype == np.float16 and float(s) == pytest.approx(409.6, rel=1e-3)
 
 
-def test_softmax_in_half():
-    src = """
+SOFTMAX_HALF = """
 def softmax(half(N, C) I) -> (O, maxVal, expDist, expSum) {
     maxVal(n) max=! I(n, c)
     expDist(n, c) = exp(I(n, c) - maxVal(n))
@@ -98,7 +97,10 @@ def softmax(half(N, C) I) -> (O, maxVal, expDist, expSum) {
     O(n, c) = expDist(n, c) / expSum(n)
 }
 """
-    k = polyc.compile(src)
+
+
+def test_softmax_in_half():
+    k = polyc.compile(SOFTMAX_HALF)
     x = np.random.default_rng(2).standard_normal((17, 100)).astype(np.float16)
     o, mx, ed, es = k(x)
     assert o.dtype == mx.dtype == ed.dtype == es.dtype == np.float16
@@ -115,15 +117,7 @@ def test_a_recipe_names_half_tensors_as_written():
     including its float32 accumulator's (polyc.halfprec): fusing the
     softmax's four nests by name works in half as in float."""
     from polyc.pipeline import compile_schedule
-    src = """
-def softmax(half(N, C) I) -> (O, maxVal, expDist, expSum) {
-    maxVal(n) max=! I(n, c)
-    expDist(n, c) = exp(I(n, c) - maxVal(n))
-    expSum(n) +=! expDist(n, c)
-    O(n, c) = expDist(n, c) / expSum(n)
-}
-"""
-    s = polyc.Schedule.from_program(polyc.program(src), start="source")
+    s = polyc.Schedule.from_program(polyc.program(SOFTMAX_HALF), start="source")
     s = s.fuse("maxVal", "expDist", "expSum", "O")
     assert str(s).count("band (n)") == 1
     x = np.random.default_rng(3).standard_normal((6, 40)).astype(np.float16)
