@@ -92,9 +92,7 @@ class Tensor:
     buffer that exists only inside the generated code: a promoted
     footprint, :mod:`polyc.schedule.promotion`; constant extents, not an
     argument); ``dtype`` a key of :data:`C_TYPES`;
-    ``origin``: for a local tensor, the tensor whose footprint it holds; for
-    the float32 accumulator of a half-precision reduction
-    (:mod:`polyc.halfprec`), the tensor it is rounded into."""
+    ``origin``: the tensor a local buffer or a half accumulator stands for."""
     name: str
     dtype: str
     shape: tuple[isl.PwAff, ...]
@@ -237,9 +235,8 @@ class Program:
         return tuple(t for t in self.tensors if t.role == "local")
 
     def writers(self, tensor: str) -> tuple[str, ...]:
-        """The statements that write ``tensor``, directly or through one of
-        its local buffers (promotion) or its half-precision accumulator; the
-        copy statements left out."""
+        """The statements that write ``tensor``, directly or through a local
+        buffer or half accumulator of it (``origin``); copies left out."""
         names = {tensor} | {t.name for t in self.tensors
                             if t.role in ("local", "temp") and t.origin == tensor}
         return tuple(s.name for s in self.statements
