@@ -304,7 +304,8 @@ def build_library(source: str, *, config: Config) -> Library:
         needs = (lib,)
         # the library's soname is its file name: the dynamic loader matches the
         # kernel's DT_NEEDED entry against the copy loaded above (any directory)
-        link = [str(lib.path), f"-Wl,-rpath,{lib.path.parent}"]
+        # (-Xlinker passes the directory whole: -Wl, would split it at commas)
+        link = [str(lib.path), "-Xlinker", "-rpath", "-Xlinker", str(lib.path.parent)]
         key_flags = [*flags, f"polyc-intrinsics={lib.key}"]
     return get_or_build(source, _key(source, compiler, key_flags), [*compiler, *flags],
                         link, needs, config)

@@ -95,6 +95,21 @@ def test_memory_hit_disk_hit_and_misses(tmp_path):
     assert cache.stats().builds == 3 and compiles(counter) == 3
 
 
+def test_a_cache_dir_with_commas_links_the_gemm_library(tmp_path):
+    """A kernel calling the GEMM links the intrinsics library with an rpath to
+    the cache directory; -Wl,-rpath,DIR split a directory named with commas
+    into linker inputs (``ld: cannot find 16``)."""
+    import numpy as np
+
+    import polyc
+    cfg = Config.from_env(cache_dir=str(tmp_path / "cache,16,64"))
+    k = polyc.compile("def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }",
+                      config=cfg)
+    a = np.random.default_rng(0).random((40, 30), dtype=np.float32)
+    b = np.random.default_rng(1).random((30, 20), dtype=np.float32)
+    np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+
+
 def test_cache_dir_created_0700(tmp_path):
     cfg = Config.from_env(cache_dir=str(tmp_path / "a" / "b" / "cache"))
     build_library(ADD, config=cfg)
