@@ -60,6 +60,7 @@ from .gpu_rows import (
     thread_selectors,
 )
 from .gpu_verify import band_below
+from .promotion import LOCAL_MARK
 from .legality import witness
 from .tree import statements_of, walk
 
@@ -80,8 +81,16 @@ def _band_and_child(blocks: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.Sch
 
 def has_sequence_below(blocks: isl.ScheduleNode) -> bool:
     """Whether the band under the ``map_to_blocks`` mark ``blocks`` has a
-    sequence as its child (through marks)."""
-    return _band_and_child(blocks)[1].get_type() == _T.sequence
+    sequence of nests as its child (through marks).  The sequence of a
+    promotion's copies and the statements (below its ``promote:`` mark,
+    extension deleted) is not one: a kernel of one thread band with a
+    buffer promoted on its block loops (a 1-D stencil's tile and halo)."""
+    child = band_below(blocks).child(0)
+    while child.get_type() == _T.mark:
+        if child.mark_get_id().get_name().startswith(LOCAL_MARK):
+            return False
+        child = child.child(0)
+    return child.get_type() == _T.sequence
 
 
 def sequence_below(blocks: isl.ScheduleNode) -> tuple[isl.ScheduleNode, isl.ScheduleNode]:

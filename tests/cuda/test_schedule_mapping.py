@@ -317,3 +317,26 @@ def test_shared_buffers_are_declared_once_per_kernel():
     assert text.count("__shared__ float t_A_shared[32][33];") == 1
     assert text.count("__shared__ float t_B_shared[32][33];") == 1
     assert text.count("/* shared buffer A_shared */") >= 2
+
+
+BLUR = "def blur(float(N) A) -> (B) { B(i) = (A(i) + A(i+1) + A(i+2)) / 3.0 where i in 0:N-2 }"
+
+
+def test_a_one_dimensional_stencil_promotes_its_tile_and_halo():
+    """One loop on blocks and threads, A's tile and halo (15 elements of a
+    13-wide tile) in shared memory.  The sequence of the copy and the
+    statement below the promotion is no sequence of phases: the step was
+    refused as 'a kernel of several phases' before."""
+    s = polyc.Schedule.from_program(polyc.program(BLUR), start="isl")
+    s = s.tile([("B", "i")], [13])
+    s = s.map_to_blocks([("B", "i_tile")])
+    s = s.map_to_threads([("B", "i")])
+    s = s.promote_shared("A", ("B", "i_tile"))
+    rng = np.random.default_rng(5)
+    for mode in MODES.values():
+        k = compile_schedule(s, emulated(**mode))
+        assert k.kernels[0].promoted["A"].startswith("shared A_shared[15]")
+        for n in (3, 4, 17, 65):
+            a = rng.standard_normal(n).astype(np.float32)
+            want = (a[:-2] + a[1:-1] + a[2:]) / np.float32(3.0)
+            np.testing.assert_allclose(k(a), want, rtol=1e-6, atol=1e-6)
