@@ -21,6 +21,8 @@ uses them.
 
 from __future__ import annotations
 
+import dis
+import functools
 import linecache
 import os
 import sys
@@ -68,6 +70,35 @@ def user_location() -> Location:
             return Location(f.f_code.co_filename, f.f_lineno, line)
         f = f.f_back
     return Location("<unknown>", 0, "")
+
+
+_STACK_SHUFFLES = frozenset({"SWAP", "COPY", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N",
+                             "EXTENDED_ARG", "CACHE", "NOP"})
+
+
+@functools.lru_cache(maxsize=512)
+def _instructions(code) -> tuple[dict[int, int], list[dis.Instruction]]:
+    """``code``'s instructions, and each one's position in that list by offset."""
+    ins = list(dis.get_instructions(code))
+    return {i.offset: k for k, i in enumerate(ins)}, ins
+
+
+def subscript_store_follows(frame) -> bool:
+    """Whether the instruction ``frame`` runs (an in-place operator) is
+    followed, past stack shuffles, by a subscript store: Python's
+    ``base[key] op= value`` (``STORE_SUBSCR``, or ``STORE_SLICE`` for a
+    literal slice), which assigns the operator's result to ``base[key]``."""
+    try:
+        where, ins = _instructions(frame.f_code)
+    except Exception:           # an unreadable code object: no store known
+        return False
+    k = where.get(frame.f_lasti)
+    if k is None:
+        return False
+    for i in ins[k + 1:]:
+        if i.opname not in _STACK_SHUFFLES:
+            return i.opname in ("STORE_SUBSCR", "STORE_SLICE")
+    return False
 
 
 @dataclass(eq=False)
@@ -262,17 +293,25 @@ class Tracer:
         base._views = [r for r in base._views if r() is not None] + [weakref.ref(self)]
         return self
 
-    def update_inplace(self, op: str, new: Tracer) -> Tracer:
+    def update_inplace(self, op: str, new: Tracer, *, stored_back: bool = False) -> Tracer:
         """``self op= value`` with ``new`` the value of ``self op value``:
         this tracer object becomes ``new`` cast to its dtype (numpy's
         ``same_kind`` casting), so every Python name bound to it sees the
         change, as with an ndarray.  Refused where numpy's semantics would
         reach other arrays: a view (the write goes to its base), an array
         with views (they would keep the old values), an argument or captured
-        array (the caller's array would change)."""
+        array (the caller's array would change).
+
+        ``stored_back``: the operator is Python's ``base[key] op= value``,
+        whose result Python assigns to ``base[key]`` next (see
+        :func:`subscript_store_follows`).  A view then returns the value
+        (checked and cast as above) and changes nothing: the assignment
+        (:func:`polyc.graph.setitem.setitem`) writes it into the base."""
         loc = user_location()
         node = self.node
         why = None
+        if self._view_of is not None and stored_back:
+            return self._inplace_result(loc, op, new)
         if self._view_of is not None:
             why = "it is a view of another array (a slice, transpose or reshape)"
         elif any(r() is not None for r in self._views):
@@ -284,6 +323,13 @@ class Tracer:
             raise UnsupportedError(
                 f"{loc}: in-place {op}= on a traced array: {why}; polyc's traced arrays "
                 f"are values, so write x = x {op} value (or make a copy first)\n    {loc.text}")
+        new = self._inplace_result(loc, op, new)
+        self._template, self._nodes, self._shape = new._template, new._nodes, new._shape
+        self._literal_dtype, self._reshape_base = new._literal_dtype, new._reshape_base
+        return self
+
+    def _inplace_result(self, loc: Location, op: str, new: Tracer) -> Tracer:
+        """``new`` checked against this array's shape and cast to its dtype."""
         if new.ndim != self.ndim or any(a.value != b.value
                                         for a, b in zip(new._shape, self._shape)):
             raise ShapeError(f"{loc}: in-place {op}=: the result's shape "
@@ -295,9 +341,7 @@ class Tracer:
                                  f"{new.dtype} to the array's {self.dtype} (numpy's "
                                  "same_kind rule)")
             new = new.astype(self.dtype)
-        self._template, self._nodes, self._shape = new._template, new._nodes, new._shape
-        self._literal_dtype, self._reshape_base = new._literal_dtype, new._reshape_base
-        return self
+        return new
 
     def __repr__(self) -> str:
         return (f"<polyc.graph.Tracer shape={tuple(s.value for s in self._shape)} "

@@ -17,6 +17,7 @@ back to numpy.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedError
 from . import arrayfns, gather, morefns, ops, views
 from .contractions import dot, einsum, matmul, tensordot
-from .core import Tracer, user_location
+from .core import Tracer, subscript_store_follows, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
 from .scans import scan
 from .setitem import setitem
@@ -487,7 +488,10 @@ def _inplace(name: str, sym: str):
 
     def method(self, other):
         new = binary(self, other)
-        return new if new is NotImplemented else self.update_inplace(_SYMBOLS[sym], new)
+        if new is NotImplemented:
+            return new
+        return self.update_inplace(_SYMBOLS[sym], new,
+                                   stored_back=subscript_store_follows(sys._getframe(1)))
     return method
 
 

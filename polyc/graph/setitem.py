@@ -5,15 +5,16 @@ tracer, so every Python name bound to ``x`` sees the new value, as with an
 ndarray).
 
 Covered keys: a boolean mask over ``x``'s leading dimensions with a scalar
-value (``x[x < 0] = 0``), and basic indices (ints, unit-step slices,
+value (``x[x < 0] = 0``), and basic indices (ints, slices with any step,
 ``...``) with a value that broadcasts to the region (``out[:, :n] = a``,
-``y[0] = 1``); the value is converted to ``x``'s dtype, as numpy's unsafe
-assignment casting does.  Refused, with the reason: an argument or captured
-array (numpy would change the caller's array; polyc never does), a view or
-an array with views (they would not see the change), integer-array keys (a
-scatter), strided slices, ``None`` in the key, and an array value under a
-mask (its elements go to the True positions in order: a data-dependent
-placement).
+``y[0] = 1``, ``u[1::2] = v``); the value is converted to ``x``'s dtype, as
+numpy's unsafe assignment casting does.  ``x[key] op= value`` is this
+assignment of ``x[key] op value`` (see ``Tracer.update_inplace``).
+Refused, with the reason: an argument or captured array (numpy would change
+the caller's array; polyc never does), a view or an array with views (they
+would not see the change), integer-array keys (a scatter), ``None`` in the
+key, and an array value under a mask (its elements go to the True positions
+in order: a data-dependent placement).
 """
 
 from __future__ import annotations
@@ -116,8 +117,11 @@ def _basic(t: Tracer, keys: tuple, value: Any) -> Tracer:
         if isinstance(k, slice):
             start, length, step = views._slice(g, size, k)
             if step != 1:
-                raise _refuse(t, "a slice with a step is not supported; build the result "
-                                 "with np.where over an index mask")
+                c, coord = _stepped(size, start, length, step, it)
+                conds += c
+                coords.append(coord)
+                region.append(length)
+                continue
             lo, hi = s_token(start), s_token(start + length)
             conds += ([] if lo == "0" else [f"{it} >= {lo}"]) + \
                 ([] if (size - start - length).is_constant and
@@ -141,3 +145,21 @@ def _basic(t: Tracer, keys: tuple, value: Any) -> Tracer:
                   np.dtype(bool))
     return _where(t, cond, v)
 
+
+
+def _stepped(size: Size, start: Size, length: Size, step: int,
+             it: str) -> tuple[list[str], str]:
+    """The conditions on iterator ``it`` of the positions ``start + step *
+    j`` (``0 <= j < length``) of a slice with a step, and the coordinate
+    ``j`` of such a position.  :func:`views._slice` made the bounds
+    constants (the extent specialised), except for ``::-1`` (``start = N -
+    1``, every position: ``j = N - 1 - it``)."""
+    if step == -1 and length.value == size.value and not length.is_constant:
+        return [], f"{s_token(start)} - {it}"
+    first, n = start.value, length.value
+    if n == 0:
+        return ["0"], "0"
+    last = first + step * (n - 1)
+    lo, hi, a = min(first, last), max(first, last), abs(step)
+    off = f"{it} - {first}" if step > 0 else f"{first} - {it}"
+    return [f"{it} >= {lo}", f"{it} <= {hi}", f"({off}) % {a} == 0"], f"({off}) / {a}"

@@ -102,15 +102,62 @@ def _array_under_mask(x):
 
 def _strided(x):
     y = x.copy()
-    y[::2] = 0.0
+    y[::2] = 0.0                    # steps, negative steps, a value array
+    y[1::3] += 1
+    y[-2::-3] *= 2
+    y[:, ::-1] -= x
+    y[3:0:-2, 1:] = x[:2, :-1]
     return y
+
+
+def _wave(u, up):
+    """A wave equation's leapfrog steps: the interior updated in place."""
+    for _ in range(3):
+        un = 2 * u - up
+        un[1:-1] += 0.3 * (u[2:] - 2 * u[1:-1] + u[:-2])
+        un[0] *= 0.5
+        up, u = u, un
+    return u
+
+
+def _red_black(u):
+    """Gauss-Seidel's red rows, then its black rows, of a 2-D grid."""
+    u = u.copy()
+    u[1:-1:2, 1:-1] = 0.25 * (u[0:-2:2, 1:-1] + u[2::2, 1:-1] + u[1:-1:2, :-2] + u[1:-1:2, 2:])
+    u[2:-1:2, 1:-1] = 0.25 * (u[1:-2:2, 1:-1] + u[3::2, 1:-1] + u[2:-1:2, :-2] + u[2:-1:2, 2:])
+    return u
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_augmented_and_strided_assignments(dtype):
+    """``y[key] op= v`` and ``y[a:b:step] = v``: Python's ``y[key] = y[key]
+    op v``, as numpy computes them (they were refused: the in-place operator
+    on the view, the step)."""
+    check(_strided, rand((6, 5), dtype, seed=55))
+    check(_strided, rand((7, 5), dtype, seed=56))
+    check(_wave, rand((17,), dtype, seed=57), rand((17,), dtype, seed=58))
+    check(_red_black, rand((9, 8), dtype, seed=59))
+
+
+def _view_named(x):
+    y = x.copy()
+    v = y[:2]
+    v += 5                          # numpy writes y through v
+    return y
+
+
+def _augmented_argument(x):
+    x[1:] += 1
+    return x
 
 
 @pytest.mark.parametrize("fn,match", [(_into_argument, "it is an argument"),
                                       (_into_view, "view of another array"),
                                       (_scatter, "scatter"),
                                       (_array_under_mask, "np.where"),
-                                      (_strided, "step")])
+                                      (_view_named, "in-place \\+= on a traced array: it is "
+                                                    "a view"),
+                                      (_augmented_argument, "it is an argument")])
 def test_refused_assignments_say_why(fn, match):
     with pytest.raises(UnsupportedError, match=match):
         polyc.jit(fn)(rand((4, 5), F32, seed=53))
