@@ -36,7 +36,8 @@ from ...isl_util import aff_from_expr, const_pw_aff, param_space, set_space
 @dataclass(frozen=True)
 class Range:
     """``lo <= v < hi``; both ``isl.PwAff`` on ``param_space(params)``,
-    defined on (at least) the non-negative parameter context."""
+    defined on (at least) the non-negative parameter context.  (During
+    inference, the interval of one guarded read may lack a side: ``None``.)"""
     lo: isl.PwAff
     hi: isl.PwAff
 
@@ -44,11 +45,16 @@ class Range:
 @dataclass(frozen=True)
 class Use:
     """One tensor access argument that takes part in range inference:
-    ``0 <= index < extent`` must hold (``extent`` on the parameter space)."""
+    ``0 <= index < extent`` must hold (``extent`` on the parameter space)
+    wherever the read happens.  ``guards``: the conditions of the enclosing
+    ``c ? a : b`` branches, each ``(c, taken)`` (``taken``: the read is in
+    the ``a`` branch); a guarded read constrains only where its affine
+    guards hold (TC-LANGUAGE.md, guarded reads)."""
     index: E.Expr
     extent: isl.PwAff
     tensor: str
     dim: int
+    guards: tuple = ()
 
     def text(self) -> str:
         return f"{self.tensor}(...{E.to_text(self.index)}...) (dimension {self.dim})"
@@ -64,11 +70,12 @@ class Inference:
 
 class RangeInferenceError(Exception):
     """``var`` never became resolvable; ``uses`` are the arguments that
-    mention it (all of them with another unresolved variable)."""
+    mention it with another unresolved variable, ``guarded`` the guarded
+    reads that mention it alone (their guards leave it unbounded on a side)."""
 
-    def __init__(self, var: str, uses: Sequence[Use]):
+    def __init__(self, var: str, uses: Sequence[Use], guarded: Sequence[Use] = ()):
         super().__init__(var)
-        self.var, self.uses = var, tuple(uses)
+        self.var, self.uses, self.guarded = var, tuple(uses), tuple(guarded)
 
 
 # ------------------------------------------------------------ isl helpers
@@ -174,12 +181,45 @@ def is_zero(pa: isl.PwAff, context: isl.Set, params: Sequence[str]) -> bool:
 
 
 # -------------------------------------------------------------- inference
-def uses_of(access: E.Access, shape: Sequence[isl.PwAff]) -> list[Use]:
+def uses_of(access: E.Access, shape: Sequence[isl.PwAff], guards: tuple = ()) -> list[Use]:
     """The arguments of ``access`` that take part in range inference: every
-    index except gather positions (those that read a tensor)."""
-    return [Use(idx, shape[d], access.tensor, d)
+    index except gather positions (those that read a tensor).  ``guards``:
+    the branch conditions the read is under (:func:`guarded_reads`)."""
+    return [Use(idx, shape[d], access.tensor, d, guards)
             for d, idx in enumerate(access.indices)
             if not any(isinstance(n, E.Access) for n in idx.walk())]
+
+
+def guarded_reads(e: E.Expr) -> list[tuple[E.Access, tuple]]:
+    """Every tensor read of ``e`` (the order of :func:`E.accesses`) with the
+    conditions of the ``c ? a : b`` branches it is in, each ``(c, taken)``;
+    the reads of a condition itself are unguarded by it."""
+    out: list[tuple[E.Access, tuple]] = []
+
+    def visit(x: E.Expr, guards: tuple) -> None:
+        if isinstance(x, E.Access):
+            out.append((x, guards))
+        if isinstance(x, E.Select):
+            visit(x.cond, guards)
+            visit(x.then, guards + ((x.cond, True),))
+            visit(x.otherwise, guards + ((x.cond, False),))
+            return
+        for c in x.children():
+            visit(c, guards)
+    visit(e, ())
+    return out
+
+
+def _guard_set(space: isl.Space, guards: tuple) -> isl.Set:
+    """Where the affine ones of ``guards`` hold on ``space`` (a non-affine
+    condition restricts nothing: the read is assumed everywhere, which is
+    sound); variables not yet resolved are unconstrained."""
+    s = isl.Set.universe(space)
+    for cond, taken in guards:
+        c = condition_set(cond, space)
+        if c is not None:
+            s = s.intersect(c) if taken else s.subtract(c)
+    return s
 
 
 def _total(pa: isl.PwAff, context: isl.Set, params: Sequence[str]) -> isl.PwAff:
@@ -197,31 +237,56 @@ def _total(pa: isl.PwAff, context: isl.Set, params: Sequence[str]) -> isl.PwAff:
     return pa.union_add(const_pw_aff(param_space(params), 0).intersect_domain(rest)).coalesce()
 
 
-def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range],
-              context: isl.Set, params: Sequence[str]) -> Range | None:
-    """The maximal interval of ``var`` for one argument, or ``None`` when the
-    argument does not bound it (e.g. ``i % 4``)."""
-    arg = aff_from_expr(use.index, space)
-    others = {o: resolved[o] for o in E.index_names(use.index) if o != var}
-    within = box(space, others).intersect_params(context.params())
-    zero = const_pw_aff(space, 0)
-    inside = arg.ge_set(zero).intersect(arg.lt_set(lift(use.extent, space)))
-    bad = within.subtract(inside)
+def _good(space: isl.Space, var: str, bad: isl.Set, params: isl.Set) -> isl.Set:
+    """The values of ``var`` outside the projection of ``bad`` onto it, for
+    the parameter values ``params``."""
     pos = space.find_dim_by_name(isl.dim_type.set, var)
     n = space.dim(isl.dim_type.set)
     bad_v = bad.project_out(isl.dim_type.set, pos + 1, n - pos - 1) \
                .project_out(isl.dim_type.set, 0, pos)
-    good = isl.Set.universe(bad_v.get_space()).intersect_params(within.params()) \
-                  .subtract(bad_v).coalesce()
+    return isl.Set.universe(bad_v.get_space()).intersect_params(params) \
+              .subtract(bad_v).coalesce()
+
+
+def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range],
+              context: isl.Set, params: Sequence[str]) -> Range | None:
+    """The maximal interval of ``var`` for one argument, or ``None`` when the
+    argument does not bound it (e.g. ``i % 4``).  A guarded read
+    (``use.guards``) bounds ``var`` only where its affine guards hold; when
+    the values of ``var`` that keep it in bounds there form an interval, a
+    side of it may be missing (``lo`` or ``hi`` is ``None``: ``i > 0 ?
+    x(i - 1) : ...`` bounds ``i`` from above only; a read that its guard
+    keeps in bounds bounds nothing); otherwise the read bounds ``var`` as an
+    unguarded one would (a smaller interval, still in bounds)."""
+    arg = aff_from_expr(use.index, space)
+    names = E.index_names(use.index).union(*(E.index_names(c) for c, _ in use.guards))
+    others = {o: resolved[o] for o in names if o != var and o in resolved}
+    within = box(space, others).intersect_params(context.params())
+    zero = const_pw_aff(space, 0)
+    inside = arg.ge_set(zero).intersect(arg.lt_set(lift(use.extent, space)))
+    bad = within.subtract(inside)
+    good = _good(space, var, bad, within.params())
+    if use.guards:
+        guarded = _good(space, var, bad.intersect(_guard_set(space, use.guards)),
+                        within.params())
+        if isl.Set.from_basic_set(guarded.polyhedral_hull()).is_subset(guarded):
+            return _bounds(guarded, context, params)
     if not good.is_bounded():
         return None
+    return _bounds(good, context, params)
+
+
+def _bounds(good: isl.Set, context: isl.Set, params: Sequence[str]) -> Range | None:
+    """The interval ``good`` (a convex one-dimensional set), a missing side
+    ``None``; ``None`` when it has neither."""
     if good.is_empty():
         empty = const_pw_aff(param_space(params), 0)
         return Range(empty, empty)
-    lo = _total(good.dim_min(0), context, params)
+    lo = _total(good.dim_min(0), context, params) \
+        if good.dim_has_lower_bound(isl.dim_type.set, 0) else None
     hi = _total(good.dim_max(0).add(const_pw_aff(good.dim_max(0).get_domain_space(), 1)),
-                context, params)
-    return Range(lo, hi)
+                context, params) if good.dim_has_upper_bound(isl.dim_type.set, 0) else None
+    return None if lo is None and hi is None else Range(lo, hi)
 
 
 def infer_ranges(variables: Sequence[str], params: Sequence[str], context: isl.Set,
@@ -253,13 +318,24 @@ def infer_ranges(variables: Sequence[str], params: Sequence[str], context: isl.S
                 found.setdefault(open_[0], []).append(r)
         if not found:
             break
+        done = []
         for v, rs in found.items():
-            lo, hi = rs[0].lo, rs[0].hi
-            for r in rs[1:]:
-                lo, hi = pw_max(lo, r.lo, context), pw_min(hi, r.hi, context)
-            resolved[v] = Range(lo, hi)
-        rounds.append(tuple(v for v in variables if v in found))
+            lo = hi = None      # a guarded read may bound one side only
+            for r in rs:
+                if r.lo is not None:
+                    lo = r.lo if lo is None else pw_max(lo, r.lo, context)
+                if r.hi is not None:
+                    hi = r.hi if hi is None else pw_min(hi, r.hi, context)
+            if lo is not None and hi is not None:
+                resolved[v] = Range(lo, hi)
+                done.append(v)
+        if not done:
+            break
+        rounds.append(tuple(v for v in variables if v in done))
     for v in variables:
         if v not in resolved:
-            raise RangeInferenceError(v, [u for u in uses if v in E.index_names(u.index)])
+            mine = [u for u in uses if v in E.index_names(u.index)]
+            alone = [u for u in mine if E.index_names(u.index) - set(resolved) == {v}]
+            raise RangeInferenceError(v, [u for u in mine if u not in alone],
+                                      [u for u in alone if u.guards])
     return Inference({v: resolved[v] for v in variables}, tuple(rounds))

@@ -30,6 +30,7 @@ from .ranges import (
     Range,
     RangeInferenceError,
     domain_box,
+    guarded_reads,
     infer_ranges,
     is_zero,
     masked_domain,
@@ -333,8 +334,9 @@ class _Lowering:
         lhs = E.Access(T, tuple(E.Index(v, i.span) for v, i in zip(lhs_vars, st.indices)),
                        st.lhs_span)
         uses = []
-        for acc in E.accesses(rhs) + [a for e in exists for a in E.accesses(e)]:
-            uses += uses_of(acc, self.shapes[acc.tensor])
+        for acc, guards in guarded_reads(rhs) + [(a, ()) for e in exists
+                                                 for a in E.accesses(e)]:
+            uses += uses_of(acc, self.shapes[acc.tensor], guards)
         if known is not None:
             uses += uses_of(lhs, known)
         ranges = self._infer(st, order, uses, where)
@@ -410,9 +412,16 @@ class _Lowering:
                                        f"affine ({err.reason}); polyc needs affine indices "
                                        "or gathers") from None
         except RangeInferenceError as err:
-            where_ = ("it is used in no tensor access" if not err.uses else
-                      "every access argument using it also has another unresolved variable: "
-                      + ", ".join(u.text() for u in err.uses))
+            parts = []
+            if err.guarded:
+                parts.append("a read under a '?:' condition bounds it only where the condition "
+                             "holds, which leaves it unbounded: "
+                             + ", ".join(u.text() for u in err.guarded))
+            if err.uses:
+                parts.append(f"every {'other ' if err.guarded else ''}access argument using it "
+                             "also has another unresolved variable: "
+                             + ", ".join(u.text() for u in err.uses))
+            where_ = "; ".join(parts) or "it is used in no tensor access"
             raise self.rep.semantic(st.span, f"cannot infer the range of index variable "
                                     f"'{err.var}': {where_}; add 'where {err.var} in LO:HI'"
                                     ) from None
@@ -423,7 +432,7 @@ class _Lowering:
         if T not in self.shapes:
             shape = []
             for v, idx in zip(lhs_vars, st.indices):
-                r = ranges[v]
+                r = ranges[v] = _empty_at_zero(ranges[v], self.context, self.params)
                 if not is_zero(r.lo, self.context, self.params):
                     raise self.rep.semantic(idx.span, f"the inferred range of '{v}' starts at "
                                             f"{_pw_text(r.lo, self.context)}, not 0, so it "
@@ -558,6 +567,21 @@ class _Lowering:
         raise rep.semantic(e.span, f"range bound '{_text(self.source, e.span)}' is not a size "
                            "expression (integers, sizes, T.d, + - * / %); index variables and "
                            "tensor reads are not allowed there")
+
+
+def _empty_at_zero(r: Range, context: isl.Set, params) -> Range:
+    """``r`` with ``[0, 0)`` for the sizes where it is empty, when it starts
+    at 0 for all others (and there are some) (``N >= 1 ? 0 : 1`` from a guarded read at ``N = 0``
+    gives no extent); ``r`` itself otherwise."""
+    if is_zero(r.lo, context, params):
+        return r
+    zero = const_pw_aff(param_space(params), 0)
+    empty = r.lo.ge_set(r.hi)
+    if context.is_subset(empty) or not context.is_subset(r.lo.eq_set(zero).union(empty)):
+        return r
+    hi = r.hi if empty.is_subset(r.hi.le_set(zero)) else r.hi.intersect_domain(
+        context.subtract(empty)).union_add(zero.intersect_domain(empty)).coalesce()
+    return Range(zero, hi)
 
 
 def _pw_text(pa, context) -> str:

@@ -101,3 +101,60 @@ def test_a_condition_that_is_not_affine_is_an_over_approximation():
     rec = k.explain(json=True)["guarded_reads"]
     assert rec == [{"statement": "S0", "read": "x(i)", "conditions": ["m(i) > 0.0"],
                     "restricted": False, "not_affine": ["m(i) > 0.0"]}]
+
+
+# A guarded read bounds range inference only where its condition holds
+# (TC-LANGUAGE.md): the taps of a zero-padded convolution without `where kh`
+# were narrowed to kh = kw = 1 by the read I(h + kh - 1, ...), a silent wrong
+# result; a boundary stencil with no `where` at all was refused.
+SAME_NO_TAP_WHERE = """
+def same(float(B, C, H, W) x, float(O, C, KH, KW) w) -> (y) {
+    y(b, o, h, ww) +=! (h + kh - KH / 2 >= 0 && h + kh - KH / 2 < H
+                        && ww + kw - KW / 2 >= 0 && ww + kw - KW / 2 < W)
+                       ? x(b, c, h + kh - KH / 2, ww + kw - KW / 2) * w(o, c, kh, kw) : 0.0
+        where h in 0:H, ww in 0:W
+}
+"""
+STENCIL_NO_WHERE = """
+def smooth(double(N) x) -> (y, d) {
+    y(i) = (i > 0 && i < N - 1) ? (x(i - 1) + x(i) + x(i + 1)) / 3.0 : x(i)
+    d(i) = i > 0 ? x(i) - x(i - 1) : x(i)
+}
+"""
+
+
+def _same_ref(x, w):
+    B, C, H, W = x.shape
+    O, _, KH, KW = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (KH // 2, KH - 1 - KH // 2),
+                                       (KW // 2, KW - 1 - KW // 2)))
+    y = np.zeros((B, O, H, W))
+    for kh in range(KH):
+        for kw in range(KW):
+            y += np.einsum("bchw,oc->bohw", xp[:, :, kh:kh + H, kw:kw + W], w[:, :, kh, kw])
+    return y
+
+
+def test_guarded_reads_do_not_narrow_the_taps_of_a_padded_convolution():
+    k = polyc.compile(SAME_NO_TAP_WHERE)
+    for shape, wshape in [((2, 3, 6, 7), (4, 3, 3, 5)), ((1, 2, 2, 1), (1, 2, 3, 3))]:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        w = RNG.standard_normal(wshape).astype(np.float32)
+        assert_close(k(x, w), _same_ref(x, w), dtype=np.float32, reduction_length=w[0].size)
+
+
+@pytest.mark.parametrize("N", [0, 1, 2, 3, 10])
+def test_boundary_stencil_ranges_from_guarded_reads(N):
+    k = polyc.compile(STENCIL_NO_WHERE)
+    x = RNG.standard_normal(N)
+    y, d = k(x)
+    ry, rd = x.copy(), x.copy()
+    ry[1:-1] = (x[:-2] + x[1:-1] + x[2:]) / 3.0
+    rd[1:] = x[1:] - x[:-1]
+    np.testing.assert_allclose(y, ry, rtol=1e-12)
+    np.testing.assert_allclose(d, rd, rtol=1e-12)
+
+
+def test_a_read_its_guard_leaves_unbounded_asks_for_where():
+    with pytest.raises(polyc.errors.SemanticError, match=r"'\?:' condition.*x\(\.\.\.i - 1"):
+        polyc.compile("def f(float(N) x) -> (y) { y(i) = i > 0 ? x(i - 1) : 0.0 }")
