@@ -469,8 +469,10 @@ def _op(name: str, swap: bool = False):
     uf = UFUNCS[name]
 
     def method(self, other):
-        if not isinstance(other, (Tracer, np.ndarray, int, float, np.generic)) and not \
-                hasattr(other, "__index__"):
+        if isinstance(other, complex):
+            other = np.complex128(other)     # its dtype, which operand() refuses by name
+        if not isinstance(other, (Tracer, np.ndarray, int, float, np.generic, list, tuple)) \
+                and not hasattr(other, "__index__"):
             return NotImplemented
         args = (other, self) if swap else (self, other)
         return located(name, uf, self._graph, *args)

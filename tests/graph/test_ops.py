@@ -127,6 +127,20 @@ def test_scalar_operands_both_sides(dtype):
     assert out[0].dtype == dtype and out[-1].dtype == F64
 
 
+def _list_operands(x):
+    return x + [1.0, 2.0, 3.0, 4.0], [[2.0], [0.5], [1.0]] * x, x < (0.0,) * 4, x - [1, 2, 3, 4]
+
+
+def test_operators_take_lists_and_refuse_complex_scalars():
+    """``x + [1.0, 2.0]`` is numpy's ``x + np.asarray([1.0, 2.0])`` (the
+    operators returned NotImplemented: a bare TypeError); a complex scalar
+    is a DTypeError naming its dtype."""
+    check(_list_operands, rand((3, 4), F32, 5))
+    for fn in (lambda x: x * 1j, lambda x: 2j + x):
+        with pytest.raises(polyc.errors.DTypeError, match="complex128"):
+            polyc.jit(fn)(rand((3, 4), F32, 5))
+
+
 @pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_elementwise_unary(dtype):
     check(_ew_unary, rand((2, 1, 7), dtype, 4))
