@@ -336,8 +336,15 @@ def _plot(args, schedule, sizes: dict) -> dict:
                          f"--sizes (e.g. --sizes {','.join(p + '=6' for p in missing)})")
     options = {"statement": args.statement, "band": args.band,
                "fix": _parse_sizes(args.fix, "--fix"), "color": args.color}
-    pic = draw(schedule, sizes={p: v for p, v in sizes.items() if p in schedule.program.params},
-               path=args.plot, dpi=args.dpi, **options).polyc_picture
+    folder = os.path.dirname(os.path.abspath(args.plot))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--plot: cannot write {args.plot}: the folder {folder} does not exist")
+    try:
+        pic = draw(schedule, sizes={p: v for p, v in sizes.items()
+                                    if p in schedule.program.params},
+                   path=args.plot, dpi=args.dpi, **options).polyc_picture
+    except OSError as e:
+        raise UsageError(f"--plot: cannot write {args.plot}: {e.strerror or e}") from None
     return {"path": args.plot, "statements": list(pic.statements), "axes": list(pic.axes),
             "points": len(pic.points), "arrows": len(pic.arrows), "tiles": len(pic.tiles),
             "parallel": list(pic.parallel_loops)}

@@ -32,6 +32,8 @@ def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:
             raise UsageError(f"{option}: {name} must be an integer, got {val!r}") from None
         if out[name] < 0:
             raise UsageError(f"{option}: {name} must be >= 0, got {out[name]}")
+        if out[name] > 2**63 - 1:
+            raise UsageError(f"{option}: {name}={out[name]} does not fit in 64 bits")
     return out
 
 

@@ -253,7 +253,7 @@ def test_missing_stride_is_named(capsys, tcfile):
     assert "S" in err
 
 
-@pytest.mark.parametrize("sizes", ["M", "M=x", "M=-1"])
+@pytest.mark.parametrize("sizes", ["M", "M=x", "M=-1", "M=99999999999999999999"])
 def test_malformed_sizes(capsys, tcfile, sizes):
     rc, out, err = run_main(capsys, ["run", tcfile(MM), "--sizes", sizes])
     assert_user_error(rc, out, err)

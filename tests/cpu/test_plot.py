@@ -371,6 +371,10 @@ def test_cli_explain_plot(tmp_path, capsys):
     assert "480000 points" in capsys.readouterr().err
     assert main(["explain", str(tc), "--plot", str(out)]) == 2
     assert "give N, K with --sizes" in capsys.readouterr().err
+    # a path that cannot be written was an internal error (FileNotFoundError)
+    bad = tmp_path / "no" / "such" / "mv.png"
+    assert main(["explain", str(tc), "--sizes", "N=8,K=6", "--plot", str(bad)]) == 2
+    assert f"cannot write {bad}" in capsys.readouterr().err
 
 
 def _pictures_section() -> str:
