@@ -31,7 +31,14 @@ FUSION_STRATEGIES = ("isl", "max", "min", "smart", "preserve_coincident")
 
 #: Code generation targets (``Config.target``).
 TARGETS = ("c", "cuda")
-_CUDA_ARCH = re.compile(r"^sm_[0-9]{2,3}[a-z]?$")
+_CUDA_ARCH = re.compile(r"^sm_([0-9]{2,3})[a-z]?$")
+
+
+def cuda_arch_number(arch: str) -> int:
+    """The compute capability of a ``Config.cuda_arch`` as a number:
+    ``"sm_90"`` and ``"sm_90a"`` (Hopper's architecture-specific features)
+    are 90; ``"sm_120f"`` is 120.  ``arch`` must match ``sm_NN[x]``."""
+    return int(_CUDA_ARCH.match(arch).group(1))
 
 #: How generated parallel loops hand out iterations (``Config.omp_schedule``).
 OMP_SCHEDULES = ("auto", "dynamic", "static")
@@ -232,7 +239,7 @@ class Config:
         if self.target not in TARGETS:
             raise PolycError(f"Config.target must be one of {', '.join(TARGETS)}, got "
                              f"{self.target!r} (e.g. polyc compile --target cuda)")
-        if not _CUDA_ARCH.match(str(self.cuda_arch)) or int(self.cuda_arch[3:]) < 75:
+        if not _CUDA_ARCH.match(str(self.cuda_arch)) or cuda_arch_number(self.cuda_arch) < 75:
             raise PolycError(f"Config.cuda_arch must name an architecture sm_75 or newer "
                              f"(sm_80, sm_90, ...), got {self.cuda_arch!r} "
                              f"(e.g. POLYC_CUDA_ARCH=sm_80)")

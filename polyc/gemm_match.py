@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import expr as E
+from .config import cuda_arch_number
 
 #: The float dtypes the GEMM intrinsic implements.
 GEMM_DTYPES = ("float32", "float64")
@@ -43,7 +44,7 @@ def tensor_core_support(operand_dtype: str, arch: str) -> str | None:
     need = TENSOR_CORE_MIN_ARCH.get(operand_dtype)
     if need is None:
         return f"tensor cores take float16 or bfloat16 operands, not {operand_dtype}"
-    if int(arch[3:]) < need:
+    if cuda_arch_number(arch) < need:
         return (f"{operand_dtype} WMMA needs sm_{need} or newer; Config.cuda_arch is {arch} "
                 "(POLYC_CUDA_ARCH)")
     return None

@@ -17,6 +17,7 @@ from polyc import bounds, dependence
 from polyc.backends.cuda import build as cuda_build
 from polyc.backends.cuda import emit as cuda_emit
 from polyc.config import Config
+from polyc.gemm_match import tensor_core_support
 from polyc.errors import IllegalScheduleError, PolycError, ScheduleError, ToolMissingError
 from polyc.gpu_runtime import host_source
 from polyc.schedule import gpu_mapping, gpu_marks, gpu_verify, initial
@@ -152,6 +153,16 @@ def test_config_checks_target_and_arch():
         Config(target="opencl")
     with pytest.raises(PolycError, match="sm_75"):
         Config(cuda_arch="sm_70")
+    with pytest.raises(PolycError, match="sm_75"):
+        Config(cuda_arch="sm_70a")
+    # architecture-specific targets (Hopper's sm_90a): a ValueError escaped
+    for arch in ("sm_90a", "sm_100a", "sm_120f"):
+        assert Config(cuda_arch=arch).cuda_arch == arch
+    assert tensor_core_support("bfloat16", "sm_90a") is None
+    assert "sm_80" in tensor_core_support("bfloat16", "sm_75")
+    k = polyc.compile(MATMUL, config=Config(target="cuda", emulate=True, cuda_arch="sm_90a"))
+    a, b = np.ones((3, 5), np.float32), np.ones((5, 2), np.float32)
+    np.testing.assert_array_equal(k(a, b), np.full((3, 2), 5, np.float32))
     with pytest.raises(PolycError, match="gpu_block"):
         Config(gpu_block=(1, 2, 3, 4))
     with pytest.raises(ScheduleError):
