@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_input import UsageError, _load, _load_python, _parse_sizes, _select_def  # noqa: F401
+from .cli_input import UsageError, _load, _load_python, _parse_sizes, _select_def, seed_arg  # noqa: F401
 from .errors import PolycError
 
 
@@ -514,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="compare with an independent numpy evaluation")
     run.add_argument("--bench", action="store_true", help="median times vs numpy")
     run.add_argument("--json", action="store_true", help="print one JSON object")
-    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--seed", type=seed_arg, default=0)
     run.set_defaults(func=cmd_run)
 
     comp = sub.add_parser("compile", help="print a stage of the compilation")
@@ -534,7 +534,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--shapes", help="with a .py file: trace the numpy function --def "
                      "on arrays of these shapes (e.g. 8x512x64,8x512x64) and explain its "
                      "fusion plan")
-    exp.add_argument("--seed", type=int, default=0)
+    exp.add_argument("--seed", type=seed_arg, default=0)
     exp.add_argument("--plot", metavar="OUT.png",
                      help="also draw the schedule at the sizes into OUT.png or OUT.svg "
                      "(needs matplotlib: pip install \"polyc[plot]\")")
@@ -555,7 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
     ein.add_argument("--check", action="store_true", help="compare with numpy.einsum")
     ein.add_argument("--bench", action="store_true", help="median times vs numpy.einsum")
     ein.add_argument("--json", action="store_true", help="print one JSON object")
-    ein.add_argument("--seed", type=int, default=0)
+    ein.add_argument("--seed", type=seed_arg, default=0)
     ein.set_defaults(func=cmd_einsum)
 
     from .tune.cli import add_parser as add_tune_parser

@@ -5,6 +5,7 @@ definition, ``--def``), or a ``.py`` file's ``@polyc.kernel`` function, and
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from .errors import PolycError
@@ -12,6 +13,18 @@ from .errors import PolycError
 
 class UsageError(PolycError):
     """A bad command line (sizes, file, definition name)."""
+
+
+def seed_arg(text: str) -> int:
+    """argparse type of ``--seed``: an integer >= 0 (numpy's generators
+    refuse negative seeds)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {seed}")
+    return seed
 
 
 def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:

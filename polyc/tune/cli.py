@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cli_input import UsageError, _load, _parse_sizes
+from ..cli_input import UsageError, _load, _parse_sizes, seed_arg
 
 
 def add_parser(sub) -> None:
@@ -41,7 +41,7 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", default="quick", help="quick (60 s), max (600 s) or seconds")
     p.add_argument("--executor", default="inline",
                    help="inline, pool (build on a process pool) or dask://HOST:PORT")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_arg, default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--dry-run", action="store_true",
                    help="print the ranked candidates and the pruning; compile nothing")

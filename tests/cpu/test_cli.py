@@ -435,3 +435,16 @@ def test_sizes_too_large_for_memory_are_a_user_error(capsys, tcfile):
                                      "M=100000000000,K=100000,N=1"])
     assert_user_error(rc, out, err)
     assert "out of memory" in err
+
+
+@pytest.mark.parametrize("cmd", [["run", "{tc}", "--check"], ["explain", "{tc}"],
+                                 ["einsum", "ij,jk->ik", "--shapes", "3x4,4x5"],
+                                 ["tune", "{tc}", "--budget", "1"]])
+def test_a_negative_seed_is_a_usage_error(capsys, tcfile, cmd):
+    # numpy's ValueError (expected non-negative integer) was an internal error
+    path = tcfile(MM)
+    with pytest.raises(SystemExit) as e:
+        main([a.format(tc=path) for a in cmd] + ["--seed", "-1"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "--seed: must be >= 0, got -1" in err and "Traceback" not in err
