@@ -166,6 +166,8 @@ class _Uses:
     reads: isl.UnionMap
     writes: isl.UnionMap
     flow: isl.UnionMap
+    #: the instances of the statements accessing the temporary
+    domains: isl.UnionSet | None = None
 
 
 def uses_of(t: Tensor, users: list[Statement], program: Program) -> _Uses | None:
@@ -188,8 +190,12 @@ def uses_of(t: Tensor, users: list[Statement], program: Program) -> _Uses | None
             .set_schedule(program.original_schedule()).compute_flow())
     if not info.get_may_no_source().intersect_params(ctx).is_empty():
         return None
+    domains = isl.UnionSet.empty(pspace)
+    for st in users:
+        domains = domains.union(isl.UnionSet.from_set(st.domain))
     return _Uses(reads.intersect_params(ctx), writes.intersect_params(ctx),
-                 info.get_may_dependence().intersect_params(ctx))
+                 info.get_may_dependence().intersect_params(ctx),
+                 domains.intersect_params(ctx))
 
 
 def _try(band: isl.ScheduleNode, member: int, t: Tensor, uses: _Uses, program: Program,
@@ -224,11 +230,33 @@ def footprint_at(node: isl.ScheduleNode, t: Tensor, uses: _Uses) -> isl.Map | No
     return None if footprint.is_empty() else footprint
 
 
+def _same_ranges(node: isl.ScheduleNode, uses: _Uses) -> bool:
+    """Whether every statement accessing the temporary runs over the same
+    iterations of the loops down to ``node``.  Where they do not, isl may
+    generate one iteration in several pieces (a peeled piece for a 1-D
+    statement that a 2-D loop reads: ``a[:, 0] = ...`` then ``a[1:]``),
+    each declaring its own buffer, so a value written in one piece was read
+    uninitialised in the other (wrong results)."""
+    if uses.domains is None or node.get_schedule_depth() == 0:
+        return True
+    prefix = node.get_prefix_schedule_union_map()
+    sets = uses.domains.get_set_list()
+    ranges = [prefix.intersect_domain(isl.UnionSet.from_set(sets.get_at(k))).range()
+              for k in range(sets.n_set())]
+    # (compared where every statement runs: sizes that leave a statement
+    # without instances, a reduction over D = 0, generate nothing to split)
+    where = ranges[0].params()
+    for r in ranges[1:]:
+        where = where.intersect(r.params())
+    ranges = [r.intersect_params(where) for r in ranges]
+    return all(r.is_equal(ranges[0]) for r in ranges[1:])
+
+
 def _check(node: isl.ScheduleNode, t: Tensor, uses: _Uses, program: Program, budget: int):
     """``(node, offset, sizes)`` when ``t`` contracts to a buffer of the
     body at ``node`` (module docstring), else ``None``."""
     footprint = footprint_at(node, t, uses)
-    if footprint is None:
+    if footprint is None or not _same_ranges(node, uses):
         return None
     box = fixed_box_hull(footprint)
     if box is None:

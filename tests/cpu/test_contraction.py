@@ -201,3 +201,22 @@ def test_the_automatic_recipe_replays_with_its_contractions_and_windows():
     x = RNG.standard_normal((37, 19)).astype(np.float32)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     assert_close(again(x), e / e.sum(axis=1, keepdims=True), reduction_length=19)
+
+
+def test_a_value_of_a_statement_on_fewer_loops_is_read_in_its_iteration():
+    """``a[:, 0] = x[:, 0] * 2`` then ``d[1:] = a[1:] * 3``: the column
+    ``x[:, 0] * 2`` (a statement on loop i only) was contracted to a buffer
+    of the body of loop j, where isl generated it in a piece of its own
+    before the j loop, each piece with its own buffer: the loop read an
+    uninitialised value (column 0 of d was 0).  A temporary contracts only
+    at loops its statements all run over the same iterations of."""
+    import polyc
+
+    def f(x):
+        a = x * 1
+        a[:, 0] = x[:, 0] * 2
+        d = a * 1
+        d[1:] = a[1:] * 3
+        return d
+    x = RNG.standard_normal((5, 7)).astype(np.float32)
+    np.testing.assert_allclose(polyc.jit(f)(x), f(x.copy()), rtol=1e-6)
