@@ -47,7 +47,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..errors import BindingError, PolycError
+import numpy as np
+
+from ..errors import BindingError, PolycError, ShapeError
 from ..ir import Program
 from . import autorecipe, model, space
 from .db import ALL_SIZES, key_info, key_of
@@ -95,6 +97,8 @@ def budget_of(spec) -> Budget:
     if spec in BUDGETS:
         return BUDGETS[spec]
     try:
+        if isinstance(spec, (bool, np.bool_)):      # True is not one second
+            raise TypeError(spec)
         seconds = float(spec)
     except (TypeError, ValueError):
         raise PolycError(f"budget {spec!r}: choose quick, max or a number of seconds") from None
@@ -221,8 +225,20 @@ def sizes_list(program: Program, sizes) -> list[dict]:
         if missing:
             raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(missing)} "
                                f"(the program's size parameters are {', '.join(params)})")
-        out.append({p: int(s[p]) for p in params})
+        out.append({p: _size_value(p, s[p]) for p in params})
     return out
+
+
+def _size_value(name: str, value) -> int:
+    """A size of :func:`sizes_list`: an integer in ``[0, 2**63)``; raises
+    :class:`~polyc.errors.BindingError` for another type (``64.5`` was
+    truncated), :class:`~polyc.errors.ShapeError` for a negative size or
+    one past 64 bits (numpy's ValueError escaped from the inputs)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise BindingError(f"polyc.tune: size {name} must be an integer, got {value!r}")
+    if not 0 <= int(value) < 2**63:
+        raise ShapeError(f"polyc.tune: size {name} must be in 0..2**63-1, got {int(value)}")
+    return int(value)
 
 
 class _Session:

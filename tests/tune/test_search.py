@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import BindingError, PolycError
+from polyc.errors import BindingError, PolycError, ShapeError
 from polyc.tune import Budget, Database, TuningWarning
 from polyc.tune.db import ALL_SIZES, key_info, key_of
 
@@ -174,6 +174,14 @@ def test_bad_requests(cfg):
         polyc.tune(TR, SIZES, executor="carrier-pigeon", config=cfg)
     with pytest.raises(BindingError, match="cannot tune"):
         polyc.tune(3.5, SIZES, config=cfg)
+    # a negative size was numpy's bare ValueError, a fractional one was
+    # truncated and budget=True ran for one second
+    with pytest.raises(ShapeError, match="size N must be in 0..2"):
+        polyc.tune(TR, {**SIZES, "N": -1}, config=cfg)
+    with pytest.raises(BindingError, match="size N must be an integer, got 64.5"):
+        polyc.tune(TR, {**SIZES, "N": 64.5}, config=cfg)
+    with pytest.raises(PolycError, match="budget True"):
+        polyc.tune(TR, SIZES, budget=True, config=cfg)
 
 
 def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
