@@ -60,8 +60,8 @@ from .gpu_rows import (
     thread_selectors,
 )
 from .gpu_verify import band_below
-from .promotion import LOCAL_MARK
 from .legality import witness
+from .promotion import LOCAL_MARK
 from .tree import statements_of, walk
 
 _T = isl.schedule_node_type

@@ -17,8 +17,8 @@ from polyc import bounds, dependence
 from polyc.backends.cuda import build as cuda_build
 from polyc.backends.cuda import emit as cuda_emit
 from polyc.config import Config
-from polyc.gemm_match import tensor_core_support
 from polyc.errors import IllegalScheduleError, PolycError, ScheduleError, ToolMissingError
+from polyc.gemm_match import tensor_core_support
 from polyc.gpu_runtime import host_source
 from polyc.schedule import gpu_mapping, gpu_marks, gpu_verify, initial
 from polyc.testing import random_inputs
