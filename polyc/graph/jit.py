@@ -446,9 +446,10 @@ def _guards_hold(guards, arrays) -> bool:
 
 
 def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] = (),
-        config: Config | None = None):
-    """Compile a function of numpy arrays (``@polyc.jit`` or
-    ``@polyc.jit(static_argnames=("causal",))``).
+        config: Config | None = None, target: str | None = None):
+    """Compile a function of numpy arrays (``@polyc.jit``,
+    ``@polyc.jit(static_argnames=("causal",))`` or ``@polyc.jit(target="cuda")``:
+    ``target`` overrides ``config.target``, as for ``@polyc.kernel``).
 
     The function is traced once per shape class (see the module docstring)
     with :class:`~polyc.graph.core.Tracer` arguments, its numpy calls
@@ -458,6 +459,8 @@ def jit(fn: Callable | None = None, *, static_argnames: Sequence[str] = (),
     shapes, dtypes); inputs are never modified.  Raises
     :class:`~polyc.errors.TraceError`, :class:`~polyc.errors.UnsupportedError`,
     :class:`~polyc.errors.ShapeError` with the user's file and line."""
+    if target is not None:
+        config = (config or Config.from_env()).replace(target=target)
     if fn is None:
         return lambda f: Jitted(f, static_argnames, config)
     return Jitted(fn, static_argnames, config)

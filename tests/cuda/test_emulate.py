@@ -19,6 +19,7 @@ import pytest
 import polyc
 from polyc import reference
 from polyc.config import Config
+from polyc.errors import PolycError
 from polyc.frontend import tc
 from polyc.testing import assert_close, random_inputs, reduction_length
 
@@ -244,6 +245,23 @@ def test_a_numpy_program_compiles_to_cuda_through_the_graph_layer():
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 33, 16)).astype(np.float32) for _ in range(3))
     np.testing.assert_allclose(f(q, k, v), _attention(q, k, v), rtol=1e-4, atol=1e-5)
+
+
+def test_jit_takes_target_as_kernel_does(monkeypatch):
+    """``@polyc.jit(target="cuda")``, as ``@polyc.kernel(target="cuda")``:
+    ``target`` over ``config``'s (a TypeError before); the rest of the
+    configuration from the environment."""
+    monkeypatch.setenv("POLYC_CUDA_EMULATE", "checks")
+    f = polyc.jit(_attention, target="cuda")
+    assert f.config.target == "cuda" and f.config.emulate_checks
+    g = polyc.jit(target="cuda", config=emulated(emulate_checks=True))(lambda x: x.max(0) * 2)
+    assert g.config.target == "cuda" and g.config.emulate
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((2, 17, 8)).astype(np.float32) for _ in range(3))
+    np.testing.assert_allclose(f(q, k, v), _attention(q, k, v), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(g(q[0]), q[0].max(0) * 2)
+    with pytest.raises(PolycError, match="target"):
+        polyc.jit(_attention, target="gpu")
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
