@@ -130,7 +130,8 @@ class Expressions:
                                 "`a if cond else b` for data-dependent values")
             raise self.fail(node, f"unknown name {node.id}",
                             "names in indices are loop variables, sizes from "
-                            "`n = A.shape[0]`, or integer arguments")
+                            "`n = A.shape[0]`, integer arguments or int constants of the "
+                            "module (TILE = 4)")
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
             inner = self.index_expr(node.operand, loops)
             return inner if isinstance(node.op, ast.UAdd) else E.Unary("-", inner, sp)
@@ -226,8 +227,9 @@ class Expressions:
             if node.id in self.names.assigned_later:
                 raise self.fail(node, f"scalar {node.id} is read before it is assigned")
             raise self.fail(node, f"unknown name {node.id}",
-                            "a kernel reads its arguments, loop variables, sizes and "
-                            "local scalars assigned earlier")
+                            "a kernel reads its arguments, loop variables, sizes, "
+                            "local scalars assigned earlier and int or float constants "
+                            "of its module (TILE = 4)")
         size = self._shape_read(node)
         if size is not None:
             return E.Param(size, sp)

@@ -6,6 +6,7 @@ definition, ``--def``), or a ``.py`` file's ``@polyc.kernel`` function, and
 from __future__ import annotations
 
 import argparse
+import ast
 from pathlib import Path
 
 from .errors import PolycError
@@ -66,10 +67,12 @@ def _load_python(args, path: Path):
     """A ``@polyc.kernel`` function of a Python file, lowered for the
     argument kinds read off its body (arrays of ``--dtype``, float64 by
     default): the file is parsed, not run."""
-    from .frontend import pyloops, pysource
+    from .frontend import pyconsts, pyloops, pysource
     if not path.is_file():
         raise UsageError(f"cannot read {path}")
     fdef, filename, line0, lines = pysource.parse_file(str(path), args.def_name)
+    env = pyconsts.file_env(ast.parse("\n".join(lines)))   # TILE = 4 at the top level
+    fdef = pyconsts.inline(fdef, pyconsts.constants(pyconsts.free_reads(fdef), env))
     specs = pysource.infer_specs(fdef, args.dtype or "float64")
     program = pyloops.lower_specs(fdef, filename, line0, lines, specs, fdef.name)
     sizes = _parse_sizes(args.sizes)

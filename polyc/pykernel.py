@@ -53,6 +53,7 @@ class PyKernel:
         :class:`~polyc.errors.UnsupportedError` (with file and line) for a
         construct outside the accepted subset, ``DTypeError``,
         ``ShapeError``, ``BindingError``."""
+        from .frontend.pyconsts import FunctionEnv, constants
         from .frontend.pysource import arg_spec, check_signature
         args = self._normalise(args)
         fdef, filename, line0, lines = self._parsed
@@ -61,17 +62,27 @@ class PyKernel:
             from .errors import BindingError
             raise BindingError(f"{self.__name__}() takes {len(names)} argument(s) "
                                f"({', '.join(names)}), got {len(args)}")
-        key = tuple(arg_spec(n, a) for n, a in zip(names, args))
+        specs = tuple(arg_spec(n, a) for n, a in zip(names, args))
+        consts = constants(self._free_reads, FunctionEnv(self.py_func))
+        key = (specs, consts)   # a global the body reads as a number is part of the key
         kernel = self._kernels.get(key)
         if kernel is None:
+            from .frontend.pyconsts import inline
             from .frontend.pyloops import lower_specs
             from .pipeline import compile_program
-            program = lower_specs(fdef, filename, line0, lines,
-                                  dict(zip(names, key)), fdef.name)
+            program = lower_specs(inline(fdef, consts), filename, line0, lines,
+                                  dict(zip(names, specs)), fdef.name)
             kernel = compile_program(program, self.config or Config.from_env())
             self._kernels[key] = kernel
         self._last = kernel
         return kernel
+
+    @functools.cached_property
+    def _free_reads(self) -> tuple:
+        """The names the body reads without binding them (module-level
+        numbers such as ``TILE = 4``, ``math.pi``), looked up at each call."""
+        from .frontend.pyconsts import free_reads
+        return free_reads(self._parsed[0])
 
     @functools.cached_property
     def _parsed(self):
