@@ -72,6 +72,14 @@ def setitem(t: Tracer, key: Any, value: Any) -> None:
     t.update_inplace("[]", new)
 
 
+def assigned(t: Tracer, key: Any, value: Any) -> Tracer:
+    """A new value: ``t`` with ``t[key] = value`` for basic keys (ints,
+    slices, ``...``), ``t`` unchanged (the torch backend's ``slice_scatter``
+    and ``select_scatter``).  ``value`` broadcasts to the region and is
+    converted to ``t``'s dtype; raises ``IndexError`` as numpy does."""
+    return _basic(t, key if isinstance(key, tuple) else (key,), value)
+
+
 def _value(t: Tracer, value: Any) -> Tracer | Scalar:
     v = operand(t._graph, value)
     if isinstance(v, Scalar):

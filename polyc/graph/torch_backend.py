@@ -50,6 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
+from . import torch_assign
 from . import torch_nn as nn_ops
 from .core import Tracer
 from .jit import Jitted
@@ -169,8 +170,9 @@ def _nan_to_num(x, nan=None, posinf=None, neginf=None):
 
 def _reduction(fn: Callable) -> Callable:
     def run(x, dim=None, keepdim=False, *, dtype=None):
-        out = fn(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
-        return out if dtype is None else out.astype(_np_dtype(dtype))
+        if dtype is not None:              # torch converts first, then reduces
+            x = x.astype(_np_dtype(dtype))
+        return fn(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
     return run
 
 
@@ -369,6 +371,8 @@ LOWERINGS: dict[Any, Callable] = {
     # runtime checks (one_hot's range check) on values known while tracing
     aten._assert_async: lambda c, msg="assertion failed": nn_ops.assert_now(c, msg),
 }
+# assignment (slice_scatter, index_put...), isnan, var_mean (polyc/graph/torch_assign.py)
+LOWERINGS.update({getattr(aten, k): fn for k, fn in torch_assign.LOWERINGS.items()})
 
 
 def _constant(t: torch.Tensor) -> np.ndarray:
@@ -520,10 +524,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
             "(docs/torch.md), or keep that code outside the compiled module")
     for k, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
-            _np_dtype(x.dtype)
-            if x.dtype is torch.bool:
-                raise UnsupportedError(f"input {k} is a torch.bool tensor; polyc takes no "
-                                       "boolean inputs (pass a float mask)")
+            _np_dtype(x.dtype)       # (a torch.bool mask enters as polyc.jit's masks do)
     sizes = _size_sources(gm, example_inputs)
     jitted = Jitted(interpreter(gm, sizes))
     shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]

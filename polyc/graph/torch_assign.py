@@ -1,0 +1,181 @@
+"""numpy lowerings of the ATen operators that assignment in a model's code
+becomes, and a few more, for the torch backend
+(:data:`polyc.graph.torch_backend.LOWERINGS` includes :data:`LOWERINGS`).
+
+AOTAutograd functionalizes ``y[:, :4] = x`` into ``slice_scatter`` (or
+``select_scatter`` for ``y[:, 5] = 1``, ``copy`` for the broadcast value),
+``y[y < 0] = 0`` and ``y[i] = v`` into ``index_put``, and a buffer made with
+``torch.empty`` into ``empty``; circular padding is built the same way.
+Each is a new value here (traced values are immutable): the input with the
+region replaced, :func:`polyc.graph.setitem.assigned` on a tracer, a numpy
+copy on concrete arrays.  Also ``isnan``/``isinf``/``isfinite`` (``xlogy``
+and ``kl_div`` decompose to them), ``var_mean``/``std_mean`` and
+``diagonal``.  No torch import: the table is keyed by names of
+``torch.ops.aten`` packets, which :mod:`torch_backend` resolves.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import UnsupportedError
+from . import ops as _ops
+from .core import Tracer
+from .setitem import assigned
+
+_BIG = 2 ** 62
+
+
+def _graph_of(*vals):
+    return next((v._graph for v in vals if isinstance(v, Tracer)), None)
+
+
+def _assign(x, key: tuple, src):
+    """``x`` with ``x[key] = src`` (``src`` broadcast to the region and
+    converted to ``x``'s dtype), ``x`` itself unchanged."""
+    g = _graph_of(x, src)
+    if g is None:
+        out = np.array(x, copy=True)
+        out[key] = src
+        return out
+    if not isinstance(x, Tracer):
+        x = _ops.capture(g, np.ascontiguousarray(x))
+    return assigned(x, key, src)
+
+
+def _norm_slice(start, end, step):
+    if start is not None and not isinstance(start, Tracer) and start == 0:
+        start = None
+    if end is not None and not isinstance(end, Tracer) and end >= _BIG:
+        end = None
+    return slice(start, end, step)
+
+
+def slice_scatter(x, src, dim: int = 0, start=None, end=None, step: int = 1):
+    """``aten.slice_scatter``: ``x`` with ``x[..., start:end:step, ...] =
+    src`` along ``dim``."""
+    key = (slice(None),) * (dim % x.ndim) + (_norm_slice(start, end, step),)
+    return _assign(x, key, src)
+
+
+def select_scatter(x, src, dim: int, index):
+    """``aten.select_scatter``: ``x`` with ``x[..., index, ...] = src``
+    along ``dim``."""
+    return _assign(x, (slice(None),) * (dim % x.ndim) + (index,), src)
+
+
+def copy(x, src, non_blocking: bool = False):
+    """``aten.copy`` (functional ``x.copy_(src)``): ``src`` broadcast to
+    ``x``'s shape, in ``x``'s dtype."""
+    return _assign(x, (Ellipsis,), src)
+
+
+def index_put(x, indices, values, accumulate: bool = False):
+    """``aten.index_put``: a single boolean mask over ``x``'s leading axes
+    with one value (``y[y < 0] = 0``, ``masked_fill``'s in-place form),
+    or one integer index array on one axis (``y[i] = v``, ``index_add``,
+    ``y[:, i] += v``), the scatter written as a one-hot contraction.
+    Raises :class:`~polyc.errors.UnsupportedError` for several index arrays
+    and for an array of values under a mask (a data-dependent placement)."""
+    idx = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if len(idx) != 1:
+        raise UnsupportedError("aten.index_put with several index tensors (x[i, j] = v) "
+                               "is not supported by polyc; index one axis at a time")
+    d, i = idx[0]
+    if i.dtype == np.bool_:
+        return _masked_put(x, d, i, values, accumulate)
+    return _scatter(x, d, i, values, accumulate)
+
+
+def _masked_put(x, d: int, mask, values, accumulate: bool):
+    if d != 0:
+        raise UnsupportedError("aten.index_put with a boolean mask after other axes "
+                               "(x[:, mask] = v) is not supported by polyc; use torch.where")
+    if int(np.prod([int(s) for s in getattr(values, "shape", ())])) != 1:
+        raise UnsupportedError("aten.index_put of a tensor of values under a boolean mask "
+                               "(x[mask] = v) fills the True positions in order, a placement "
+                               "that depends on the data: polyc does not support it; use "
+                               "torch.where(mask, v, x)")
+    v = values.reshape(()) if hasattr(values, "reshape") else values
+    if isinstance(mask, np.ndarray) and isinstance(x, Tracer):
+        mask = _ops.capture(x._graph, mask.astype(np.float32)) != 0
+    m = mask.reshape(tuple(mask.shape) + (1,) * (x.ndim - mask.ndim))
+    new = x + v if accumulate else v
+    return np.where(m, new, x).astype(x.dtype)
+
+
+def _scatter(x, d: int, i, values, accumulate: bool):
+    """Positions ``i`` (any shape, negative counted from the end) along axis
+    ``d`` of ``x``: ``onehot[k, n] = (i[k] == n)`` and the contribution
+    ``sum_k onehot[k, n] * values[..., k, ...]``; without ``accumulate``
+    the positions written take it, the others keep ``x`` (torch leaves the
+    value at a repeated position undefined; here it is the sum)."""
+    if x.dtype.kind != "f":
+        raise UnsupportedError("aten.index_put with integer indices into a non-float "
+                               "tensor is not supported by polyc")
+    n = x.shape[d]
+    flat = i.reshape((-1,))
+    k = flat.shape[0]
+    flat = np.where(flat < 0, flat + n, flat)
+    positions = np.arange(int(n))          # (a symbolic extent is specialised)
+    onehot = (flat.reshape((k, 1)) == positions.reshape((1, -1)))
+    onehot = np.where(onehot, 1.0, 0.0).astype(x.dtype)
+    region = tuple(x.shape[:d]) + tuple(i.shape) + tuple(x.shape[d + 1:])
+    v = np.broadcast_to(values, region) if isinstance(values, np.ndarray) or \
+        isinstance(values, Tracer) else np.full(region, values, dtype=x.dtype)
+    v = v.reshape(tuple(x.shape[:d]) + (k,) + tuple(x.shape[d + 1:])).astype(x.dtype)
+    vm = np.moveaxis(v, d, -1)
+    contrib = np.moveaxis(np.matmul(vm, onehot), -1, d)
+    if accumulate:
+        return x + contrib
+    hit = np.max(onehot, axis=0).reshape((int(n),) + (1,) * (x.ndim - d - 1))
+    return np.where(hit > 0, contrib, x)
+
+
+def empty(size, *, dtype=None, **kw):
+    """``aten.empty``: zeros (its values are undefined; polyc fills them)."""
+    from .torch_backend import _full
+    return _full(size, 0.0, dtype=dtype)
+
+
+def empty_like(x, *, dtype=None, **kw):
+    from .torch_backend import _full_like
+    return _full_like(x, 0, dtype=dtype)
+
+
+def _finite(kind: str) -> Callable:
+    fn = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite}[kind]
+
+    def run(x):
+        if x.dtype.kind != "f":            # integers: never nan or inf
+            full = np.zeros_like(x) if kind != "isfinite" else np.ones_like(x)
+            return full != 0
+        return fn(x)
+    return run
+
+
+def var_mean(std: bool) -> Callable:
+    """``aten.var_mean``/``std_mean`` (their ``correction`` overloads):
+    the variance (or standard deviation) and the mean."""
+    def run(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+        from .torch_backend import _var
+        axis = None if dim is None else (dim,) if isinstance(dim, int) else tuple(dim) or None
+        spread = _var(std)(x, dim, unbiased, keepdim, correction=correction)
+        return spread, np.mean(x, axis=axis, keepdims=keepdim)
+    return run
+
+
+def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1):
+    """``aten.diagonal``: numpy's, the diagonal axis last as in torch."""
+    return np.diagonal(x, offset, dim1, dim2)
+
+
+#: ATen packet name -> lowering, merged into the backend's table
+LOWERINGS: dict[str, Callable[..., Any]] = {
+    "slice_scatter": slice_scatter, "select_scatter": select_scatter, "copy": copy,
+    "index_put": index_put, "empty": empty, "empty_like": empty_like,
+    "isnan": _finite("isnan"), "isinf": _finite("isinf"), "isfinite": _finite("isfinite"),
+    "var_mean": var_mean(False), "std_mean": var_mean(True), "diagonal": diagonal,
+}
