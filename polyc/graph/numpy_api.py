@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from . import arrayfns, gather, morefns, ops, views
+from . import arrayfns, gather, morefns, numerics, ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, subscript_store_follows, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
@@ -422,6 +422,7 @@ FUNCTIONS: dict[str, Callable] = {
 
 FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, "pad": pad,
                                     "where": where, "split": split}))
+FUNCTIONS.update(numerics.functions(concatenate))
 
 
 def array_function(self: Tracer, func, types, args, kwargs):

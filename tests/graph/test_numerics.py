@@ -1,0 +1,71 @@
+"""``np.gradient``, ``np.nanvar`` and ``np.nanstd`` under :func:`polyc.jit`
+(polyc/graph/numerics.py) against numpy: spacings as scalars, as evenly and
+unevenly spaced coordinates (captured or passed), both edge orders, several
+axes, integer inputs, several shapes of one plan; NaNs left out of the
+moments."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import polyc
+
+from .test_ops import F32, F64, check, rand
+
+_X = np.cumsum(np.abs(rand((10,), F64, seed=90)) + 0.1)
+
+
+@pytest.mark.parametrize("fn", [
+    lambda y, x: np.gradient(y),
+    lambda y, x: np.gradient(y, 0.5, edge_order=2),
+    lambda y, x: np.gradient(y, x),                     # passed coordinates
+    lambda y, x: np.gradient(y, x, edge_order=2),
+    lambda y, x: np.gradient(y, _X[::-1]),              # captured, decreasing
+    lambda y, x: np.gradient(y, np.linspace(0.0, 1.0, 10), edge_order=2),   # even: one spacing
+])
+def test_gradient_1d(fn):
+    check(fn, rand((10,), F32, seed=91), _X, reduction_length=4)
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_gradient_along_axes(dtype):
+    """The gradient of a 2-D field along both axes (a tuple), along one with
+    coordinates; integers in float64."""
+    check(lambda u: np.gradient(u, 0.1, 0.2), rand((6, 7), dtype, seed=93), reduction_length=4)
+    check(lambda y: np.gradient(y, _X, axis=0), rand((10, 3), dtype, seed=92),
+          reduction_length=4)
+    check(lambda a: np.gradient(a), (np.arange(8) ** 2).astype(np.int32))
+
+
+def test_gradient_one_plan_serves_several_lengths():
+    f = polyc.jit(lambda y: np.gradient(y, 0.25))
+    for n in (9, 5, 2):
+        y = rand((n,), F64, seed=94 + n)
+        polyc.testing.assert_close(f(y), np.gradient(y, 0.25))
+
+
+def test_gradient_of_too_short_an_axis_is_numpys_value_error():
+    with pytest.raises(ValueError, match="too small"):
+        polyc.jit(lambda y: np.gradient(y, edge_order=2))(rand((2,), F64, seed=95))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.nanvar(x),
+    lambda x: np.nanvar(x, axis=0),
+    lambda x: np.nanstd(x, axis=1, ddof=1, keepdims=True),
+    lambda x: np.nanvar(x, axis=(0, 1), ddof=30),       # no degree of freedom left: NaN
+])
+def test_nanvar_nanstd(fn):
+    x = rand((4, 6), F32, seed=96)
+    x[1, 2] = np.nan
+    x[3, :] = np.nan                # a row of NaNs only: NaN, as numpy (which warns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        check(fn, x, reduction_length=6)
+
+
+def test_nanstd_of_integers_is_std():
+    check(lambda a: np.nanstd(a, axis=0), np.arange(12, dtype=np.int32).reshape(3, 4))
