@@ -189,7 +189,8 @@ def tile_options(scale: bool = True, shift: bool = False):
 
 
 def positive_int(value, what: str) -> int:
-    """``value`` as a positive int, else :class:`ScheduleError` naming ``what``."""
+    """``value`` as a positive int below 2**31, else :class:`ScheduleError`
+    naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, int):
         try:
             import numpy as np
@@ -202,4 +203,6 @@ def positive_int(value, what: str) -> int:
                                 f"({type(value).__name__})") from None
     if value <= 0:
         raise ScheduleError(f"{what} must be a positive integer, got {value}")
+    if value >= 2**31:      # loop steps and strides of the generated code are 32-bit
+        raise ScheduleError(f"{what} {value} is too large (at most {2**31 - 1})")
     return int(value)

@@ -291,6 +291,16 @@ def test_bad_split_factor(bad):
     assert "split factor must be a positive integer" in msg, msg
 
 
+def test_tile_sizes_past_32_bits_are_refused():
+    # a tile of 2**40 reached the C emitter's assertion on loop steps (an
+    # internal AssertionError when compiling)
+    msg = refused(start(MATMUL), lambda s: s.tile([C_M, C_N], [2**40, 2]))
+    assert "tile size 1099511627776 is too large" in msg, msg
+    msg = refused(start(MATMUL), lambda s: s.split(C_K, 2**31))
+    assert "split factor 2147483648 is too large" in msg, msg
+    check(start(MATMUL).tile([C_M], [2**31 - 1]), dict(M=7, N=13, K=5))
+
+
 @pytest.mark.parametrize("bad", [0, -2, 1.0, True])
 def test_bad_scalar_tile_size(bad):
     msg = refused(start(MATMUL), lambda s: s.tile([C_M, C_N], bad))
