@@ -12,7 +12,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping
 
-from .config import Config
+import numpy as np
+
+from .config import Config, config_or_env
 from .einsum_call import einsum
 from .einsum_plan import einsum_path
 from .errors import BindingError, ScheduleError, UnsupportedError
@@ -31,11 +33,27 @@ def _retype(defn, dtype: str | None):
     ``dtype`` (``--dtype`` of the CLI); integer (index) types are kept."""
     if dtype is None:
         return defn
-    if dtype not in ("float32", "float64", "float16", "bfloat16"):
-        raise UnsupportedError(f"dtype {dtype!r}: choose float32, float64, float16 or bfloat16")
+    dtype = _float_dtype(dtype)
     params = tuple(replace(p, type=replace(p.type, scalar=dtype))
                    if p.type.scalar in _FLOAT_TYPES else p for p in defn.params)
     return replace(defn, params=params)
+
+
+def _float_dtype(dtype) -> str:
+    """The name of ``dtype``: a name (numpy's, or TC's ``float``, ``double``,
+    ``half``) or anything ``numpy.dtype`` reads (``np.float64``); raises
+    :class:`UnsupportedError` unless it is float32, float64, float16 or
+    bfloat16."""
+    name = {"float": "float32", "double": "float64", "half": "float16"}.get(dtype, dtype) \
+        if isinstance(dtype, str) else None
+    if name is None:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+    if name not in ("float32", "float64", "float16", "bfloat16"):
+        raise UnsupportedError(f"dtype {dtype!r}: choose float32, float64, float16 or bfloat16")
+    return name
 
 
 def lower_def(defn, fixed_sizes: Mapping[str, int] | None = None, *,
@@ -207,7 +225,7 @@ def compile(source: str, *, target: str | None = None, schedule: Any = None,  # 
     of another program, :class:`~polyc.errors.IllegalScheduleError` for an
     illegal one.
     """
-    config = config or Config.from_env()
+    config = config_or_env(config, "polyc.compile")
     if target is not None:
         config = config.replace(target=target)
     module = tc.require_definitions(tc.parse(source, filename))

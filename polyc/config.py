@@ -403,3 +403,17 @@ class Config:
             return Path(self.cache_dir)
         from platformdirs import user_cache_dir
         return Path(user_cache_dir("polyc"))
+
+
+def config_or_env(config, who: str) -> Config:
+    """``config`` itself, or :meth:`Config.from_env` for ``None``, for the
+    public entry point ``who`` (``polyc.compile``...); raises
+    :class:`~polyc.errors.PolycError` for anything else (a string or a dict
+    failed later with an AttributeError)."""
+    if config is None:
+        return Config.from_env()
+    if not isinstance(config, Config):
+        raise PolycError(f"{who}: config must be a polyc.Config (e.g. "
+                         f"polyc.Config.from_env(fusion='max')), got {type(config).__name__} "
+                         f"{config!r}")
+    return config

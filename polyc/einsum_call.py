@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from . import ir
-from .config import Config
+from .config import Config, config_or_env
 from .einsum_plan import ContractionStep, normalize_optimize, plan_for_spec
 from .errors import BindingError, DTypeError, EinsumError
 from .frontend.einsum import EinsumSpec, lower, parse, subscripts_from_sublists
@@ -102,7 +102,7 @@ def einsum(subscripts: Any, *operands: Any, out: np.ndarray | None = None,
     if out is not None and not out.flags.writeable:
         raise EinsumError("operand array with iterator write flag set is read-only")
     compute = _compute_dtype(arrays, out, dtype, casting)
-    config = config if config is not None else Config.from_env()
+    config = config_or_env(config, "polyc.einsum")
     if target is not None:
         config = config.replace(target=target)
     steps = () if opt.strategy is None else plan_for_spec(

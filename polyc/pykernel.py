@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from .config import Config
+from .config import Config, config_or_env
 
 
 class PyKernel:
@@ -123,8 +123,10 @@ class PyKernel:
 def kernel(fn=None, *, config: Config | None = None, target: str | None = None):
     """Decorator: ``@polyc.kernel``, ``@polyc.kernel(config=...)`` or
     ``@polyc.kernel(target="cuda")`` (``target`` overrides ``config.target``)."""
+    if config is not None or target is not None:
+        config = config_or_env(config, "polyc.kernel")
     if target is not None:
-        config = (config or Config.from_env()).replace(target=target)
+        config = config.replace(target=target)
     if fn is None:
         return lambda f: PyKernel(f, config)
     return PyKernel(fn, config)

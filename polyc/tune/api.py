@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import random
 
-from ..config import Config
+from ..config import Config, config_or_env
 from ..errors import PolycError
 from . import autorecipe
 from . import classes as cl
@@ -64,7 +64,7 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     the default schedule itself fails its check.  Ctrl-C stops the session;
     what was measured is already recorded.
     """
-    config = (config or Config.from_env()).replace(use_tuned=False)
+    config = config_or_env(config, "polyc.tune").replace(use_tuned=False)
     if config.target != "c":
         raise PolycError("polyc.tune tunes C kernels for now; the CUDA mapping options are "
                          "not in the search space yet")

@@ -227,6 +227,24 @@ def test_unsupported_options():
     # a schedule that is neither a Schedule nor a recipe: the culprit is named
     with pytest.raises(polyc.ScheduleError, match="tile\\(32\\)"):
         polyc.compile(MM, schedule="tile(32)")
+    # numpy's dtype objects and TC's names were refused ("dtype <class
+    # 'numpy.float64'>: choose float32, float64, ...")
+    for dt in (np.float64, np.dtype("float64"), "double"):
+        assert polyc.compile(MM, dtype=dt).program.tensor("A").dtype == "float64"
+    with pytest.raises(UnsupportedError, match="choose float32"):
+        polyc.compile(MM, dtype=np.int32)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: polyc.compile(MM, config="fast"),
+    lambda: polyc.einsum("ij->i", np.ones((2, 2)), config={"fusion": "max"}),
+    lambda: polyc.kernel(config="fast"),
+    lambda: polyc.tune(MM, {"M": 4, "K": 4, "N": 4}, config="fast"),
+])
+def test_a_config_that_is_not_a_config_is_named(call):
+    # it failed later with AttributeError: 'str' object has no attribute 'target'
+    with pytest.raises(polyc.PolycError, match="config must be a polyc.Config"):
+        call()
 
 
 # --- einsum errors as numpy gives them -------------------------------------------------
