@@ -40,6 +40,10 @@ def cuda_arch_number(arch: str) -> int:
     are 90; ``"sm_120f"`` is 120.  ``arch`` must match ``sm_NN[x]``."""
     return int(_CUDA_ARCH.match(arch).group(1))
 
+#: ``POLYC_CUDA_EMULATE`` values that turn the emulator on (``0`` or unset: off):
+#: plain, instrumented (``emulate_checks``), threads in reverse (``emulate_reverse``).
+CUDA_EMULATE_MODES = ("1", "checks", "reverse")
+
 #: How generated parallel loops hand out iterations (``Config.omp_schedule``).
 OMP_SCHEDULES = ("auto", "dynamic", "static")
 
@@ -158,7 +162,8 @@ class Config:
         "threads (backends/cuda/emulate.py), so a mapping is checked without a GPU", True))
     emulate_reverse: bool = field(default=False, metadata=_opt(
         "with emulate: run the threads of each emulated block in reverse order (a "
-        "mapping that depends on the order of threads gives other results)", True))
+        "mapping that depends on the order of threads gives other results; "
+        "POLYC_CUDA_EMULATE=reverse)", True))
     emulate_checks: bool = field(default=False, metadata=_opt(
         "with emulate: instrumented emulation (POLYC_CUDA_EMULATE=checks): every access of "
         "a global tensor checked in bounds, and a shadow of each tensor a launch writes "
@@ -337,9 +342,16 @@ class Config:
                     raise PolycError(f"{var}={rows!r} is not a number of rows; set a "
                                      f"number >= 0 (0: automatic, 1: off), or unset it")
                 kw[name] = int(rows)
-        if _env("POLYC_CUDA_EMULATE") in ("1", "checks"):
+        emu = _env("POLYC_CUDA_EMULATE")
+        if emu is not None and emu.strip().lower() not in ("", "0"):
+            emu = emu.strip().lower()
+            if emu not in CUDA_EMULATE_MODES:
+                raise PolycError(f"POLYC_CUDA_EMULATE={emu!r} is not one of 0, "
+                                 f"{', '.join(CUDA_EMULATE_MODES)}; set one of those "
+                                 f"(1: emulate the CUDA kernels on the CPU), or unset it")
             kw["emulate"] = True
-            kw["emulate_checks"] = _env("POLYC_CUDA_EMULATE") == "checks"
+            kw["emulate_checks"] = emu == "checks"
+            kw["emulate_reverse"] = emu == "reverse"
         if _env("POLYC_GPU_PROMOTE") == "0":
             kw["gpu_promote"] = False
         if _env("POLYC_GPU_ROWS") == "0":

@@ -264,6 +264,25 @@ def test_jit_takes_target_as_kernel_does(monkeypatch):
         polyc.jit(_attention, target="gpu")
 
 
+@pytest.mark.parametrize("value, emulate, checks, reverse", [
+    ("1", True, False, False), ("checks", True, True, False), ("Reverse", True, False, True),
+    ("0", False, False, False)])
+def test_the_emulator_modes_from_the_environment(monkeypatch, value, emulate, checks, reverse):
+    """``POLYC_CUDA_EMULATE`` names each emulator mode (``reverse`` had no
+    variable); a value it does not know (``true``) was ignored silently, so
+    the kernels went to pycuda: now a ``PolycError`` listing the values."""
+    monkeypatch.setenv("POLYC_CUDA_EMULATE", value)
+    c = Config.from_env(target="cuda")
+    assert (c.emulate, c.emulate_checks, c.emulate_reverse) == (emulate, checks, reverse)
+    if emulate:
+        k = polyc.compile("def f(float(N) x) -> (y) { y(i) = x(i) * 2.0 }", target="cuda")
+        assert k.config.emulate_reverse == reverse
+        np.testing.assert_array_equal(k(np.ones(3, np.float32)), np.full(3, 2, np.float32))
+    monkeypatch.setenv("POLYC_CUDA_EMULATE", "true")
+    with pytest.raises(PolycError, match="POLYC_CUDA_EMULATE='true' is not one of 0, 1, checks"):
+        Config.from_env()
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 def test_matmul_reads_its_inputs_from_shared_memory(mode):
     """Promotion (``polyc.schedule.gpu_promotion``): the k loop tiled by 32
