@@ -48,9 +48,31 @@ def split_band(band: isl.ScheduleNode, pos: int, program) -> isl.ScheduleNode:
         return band
     names = band_names(band, program)
     outer = band.band_split(pos)
-    outer = set_band_names(outer, names[:pos])
+    outer = _fewer_collapsed(set_band_names(outer, names[:pos]), pos)
     inner = outer.child(0)
     return set_band_names(inner, names[pos:])
+
+
+def _fewer_collapsed(band: isl.ScheduleNode, n: int) -> isl.ScheduleNode:
+    """``band`` (the outer part of a split, ``n`` members) with a
+    ``parallel_collapse<k>`` mark above it, ``k > n``, reduced to collapse
+    ``n`` loops: the loops it collapsed still carry nothing, but only ``n``
+    of them remain in the band (a kernel's collapsed tile band refused
+    ``parallel``, ``split``, ``tile`` and ``unroll`` of its members, saying
+    the mark asked for more loops than the band had)."""
+    from .marks import parallel_mark_name, parse_parallel_mark
+    node, up = top_of_band(band), 0
+    while node.has_parent() and node.parent().get_type() == _MARK:
+        node, up = node.parent(), up + 1
+        k = parse_parallel_mark(node.mark_get_id().get_name())
+        if k > n:
+            node = node.delete().insert_mark(isl.Id(parallel_mark_name(n), context=CTX))
+            break
+    else:
+        return band
+    for _ in range(up):         # back down to the band
+        node = node.child(0)
+    return below_names(node)
 
 
 def isolate(band: isl.ScheduleNode, first: int, count: int, program) -> isl.ScheduleNode:

@@ -156,3 +156,24 @@ def test_recipe_of_an_array_contracted_kernel_replays_to_the_same_code():
     assert "array contraction" in replayed.explain()
     replayed(a, y)
     np.testing.assert_allclose(y, (a * a).sum(axis=1) + 1.0)
+
+
+OUTER = "def outer(float(N) a, float(M) b) -> (D) { D(i, j) = fabs(a(i) - b(j)) }"
+
+
+@pytest.mark.parametrize("step", [
+    lambda s: s.parallel(("D", "j_tile")),
+    lambda s: s.split(("D", "j_tile"), 2),
+    lambda s: s.tile([("D", "i_tile")], [2]),
+    lambda s: s.unroll(("D", "j_tile"), 2),
+], ids=["parallel", "split", "tile", "unroll"])
+def test_transforming_a_member_of_a_collapsed_parallel_band(step):
+    # the automatic schedule runs the tile band (i_tile, j_tile) as one
+    # collapse(2) parallel loop; splitting that band left the mark above one
+    # loop, refused as "illegal: mark parallel_collapse2 asks for 2 collapsed
+    # loops but the band below has 1"
+    s = polyc.compile(OUTER).schedule
+    assert "collapse(2)" in s.loop_nest()
+    s2 = step(s)
+    assert "collapse(2)" not in s2.loop_nest()
+    check(s2, dict(N=70, M=90))
