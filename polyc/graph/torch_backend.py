@@ -152,15 +152,18 @@ def _scaled(b, alpha):
 def _div(a, b, rounding_mode=None):
     """``aten.div``: true division; ``rounding_mode="floor"`` numpy's
     ``floor_divide`` (ATen's ``div_floor`` computes the same, from ``fmod``);
-    ``"trunc"`` the quotient truncated, on floats."""
+    ``"trunc"`` the quotient truncated (on integers ``|a| // |b|`` with
+    the sign of ``a * b``)."""
     if rounding_mode == "floor":
         return np.floor_divide(a, b)
-    if rounding_mode == "trunc" and all(getattr(x, "dtype", np.dtype("f4")).kind == "f"
-                                        for x in (a, b)):
-        return np.trunc(np.divide(a, b))
+    if rounding_mode == "trunc":
+        if any(getattr(x, "dtype", np.dtype("f4")).kind == "f" or isinstance(x, float)
+               for x in (a, b)):
+            return np.trunc(np.divide(a, b))
+        return np.floor_divide(np.abs(a), np.abs(b)) * (np.sign(a) * np.sign(b))
     if rounding_mode is not None:
         raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} is not "
-                               "supported by polyc on these operands")
+                               "supported by polyc")
     return np.divide(a, b)
 
 
@@ -347,6 +350,7 @@ LOWERINGS: dict[Any, Callable] = {
         *a, **k, gelu=_gelu),
     # gathers (indices in bounds are checked at each call where they are inputs)
     aten.embedding: lambda w, i, *rest: np.take(w, i, axis=0),
+    aten._embedding_bag: nn_ops.embedding_bag,
     aten.index_select: lambda x, dim, i: np.take(x, i, axis=dim),
     aten.gather: lambda x, dim, i, sparse_grad=False: np.take_along_axis(x, i, dim),
     aten.index: lambda x, idx: x[tuple(slice(None) if i is None else i for i in idx)],

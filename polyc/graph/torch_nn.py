@@ -346,7 +346,9 @@ max_any, min_any = _extreme("max"), _extreme("min")
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
-    """``aten.linalg_vector_norm`` for the orders ``np.linalg.norm`` traces."""
+    """``aten.linalg_vector_norm``: orders 0 (the nonzero count), 1, 2,
+    ``±inf`` and any ``p > 0`` (``sum |x|^p ^ (1/p)``); others raise
+    :class:`~polyc.errors.UnsupportedError`."""
     axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
     if ord == 2 or ord == 2.0:
         return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdim))
@@ -355,6 +357,10 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if ord in (np.inf, -np.inf):
         red = np.max if ord > 0 else np.min
         return red(np.abs(x), axis=axis, keepdims=keepdim)
+    if ord == 0:
+        return np.sum(np.where(x != 0, 1.0, 0.0), axis=axis, keepdims=keepdim).astype(x.dtype)
+    if isinstance(ord, (int, float)) and ord > 0:
+        return np.sum(np.abs(x) ** ord, axis=axis, keepdims=keepdim) ** (1.0 / ord)
     raise UnsupportedError(f"aten.linalg_vector_norm of order {ord} is not supported by polyc")
 
 
@@ -368,10 +374,9 @@ def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, p
     Q/K/V projection, scaled dot-product attention over ``num_heads``
     heads, the output projection, the feed-forward network (``gelu``: the
     backend's exact GELU, or ReLU) and the two LayerNorms, before or after
-    each block as ``norm_first`` says; without a mask."""
-    if mask is not None:
-        raise UnsupportedError("aten._transformer_encoder_layer_fwd with a mask is not "
-                               "supported by polyc")
+    each block as ``norm_first`` says.  ``mask`` (``mask_type`` 0: (S, S),
+    1: a key padding mask (N, S), 2: (N, H, S, S)) masks the scores where it
+    is True, or is added to them where it is a float mask."""
     e, h = int(embed_dim), int(num_heads)
     dh = e // h
 
@@ -386,6 +391,10 @@ def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, p
         def heads(k):
             return qkv[..., k * e:(k + 1) * e].reshape(n, t, h, dh).transpose(0, 2, 1, 3)
         s = heads(0) @ heads(1).transpose(0, 1, 3, 2) * (1.0 / math.sqrt(dh))
+        if mask is not None:
+            m = mask.reshape((mask.shape[0], 1, 1, mask.shape[1])) if mask_type == 1 \
+                else mask
+            s = np.where(m, -np.inf, s) if m.dtype == np.bool_ else s + m
         p = np.exp(s - s.max(-1, keepdims=True))
         p = p / p.sum(-1, keepdims=True)
         o = (p @ heads(2)).transpose(0, 2, 1, 3).reshape(n, t, e)
@@ -467,3 +476,31 @@ def assert_now(cond, msg: str) -> None:
         return None
     raise UnsupportedError(f"a runtime assertion on computed values ({msg}) is not "
                            "supported by polyc; assert outside the compiled module")
+
+
+def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
+                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
+    """``aten._embedding_bag`` where every bag has the same length (a 2-D
+    input, whose offsets torch makes with ``arange``): the rows of
+    ``weight`` gathered as (bags, length, dim) and summed (mode 0, times
+    ``per_sample_weights``), averaged (1) or maxed (2).  The other three
+    outputs (bag bookkeeping for the backward) are not computed.  Offsets
+    that are an input, or uneven, raise
+    :class:`~polyc.errors.UnsupportedError`."""
+    n = int(indices.shape[0])
+    offs = np.asarray(offsets) if isinstance(offsets, np.ndarray) else None
+    if offs is not None and include_last_offset:
+        offs = offs[:-1]
+    step = int(offs[1] - offs[0]) if offs is not None and offs.size > 1 else n
+    if offs is None or offs.size == 0 or offs[0] != 0 or \
+            not np.array_equal(offs, np.arange(offs.size) * step) or step * offs.size != n:
+        raise UnsupportedError("aten._embedding_bag with offsets that are an input or make "
+                               "bags of different lengths is not supported by polyc; pass a "
+                               "2-D input (bags of one length)")
+    if padding_idx is not None and padding_idx >= 0:
+        raise UnsupportedError("aten._embedding_bag with padding_idx is not supported by polyc")
+    rows = np.take(weight, indices.reshape((offs.size, step)), axis=0)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape((offs.size, step, 1))
+    red = {0: np.sum, 1: np.mean, 2: np.max}[int(mode)]
+    return red(rows, axis=1), PoolIndices(), PoolIndices(), PoolIndices()

@@ -252,3 +252,62 @@ def test_average_pooling_options_and_unbatched_inputs():
                     nn.functional.avg_pool1d(u[0], 3, 2, 1, ceil_mode=True))
     torch.manual_seed(62)
     _compile_matches(M().eval(), torch.randn(2, 3, 7, 7), torch.randn(3, 8, 8))
+
+
+def test_transformer_encoder_layer_fast_path_with_padding_masks():
+    """``src_key_padding_mask`` (bool, or float as _canonical_mask makes it)
+    reaches the fused ``_transformer_encoder_layer_fwd`` as its mask, which
+    was refused."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(63)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True,
+                                             norm_first=True, activation="gelu").eval()
+
+    class M(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x, kpm, fpm):
+            return self.layer(x, src_key_padding_mask=kpm), \
+                self.layer(x, src_key_padding_mask=fpm)
+    kpm = torch.zeros(2, 5, dtype=torch.bool)
+    kpm[0, 3:] = True
+    _compile_matches(M(), torch.randn(2, 5, 16), kpm, torch.where(kpm, -1e4, 0.0))
+
+
+def test_vector_norms_of_any_order():
+    """``x.norm(p=3)``, ``F.normalize(p=1)`` next to orders 0 and 0.5 (only
+    1, 2 and inf were lowered)."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return (x.norm(p=3, dim=-1), F.normalize(x, p=1, dim=1),
+                    torch.linalg.vector_norm(x, 0.5, dim=0),
+                    torch.linalg.vector_norm(x.round(), 0, dim=1))
+    torch.manual_seed(64)
+    _compile_matches(M(), torch.randn(4, 6))
+
+
+def test_embedding_bag_and_truncating_integer_division():
+    """``nn.EmbeddingBag`` on a 2-D input (``aten._embedding_bag``, bags of
+    one length; sum with per-sample weights, mean, max) and ``torch.div(i,
+    k, rounding_mode="trunc")`` on integers were refused."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bags = nn.ModuleList(nn.EmbeddingBag(10, 4, mode=m) for m in ("sum", "mean",
+                                                                               "max"))
+
+        def forward(self, i, w, n):
+            return (self.bags[0](i, per_sample_weights=w), self.bags[1](i), self.bags[2](i),
+                    torch.div(n, 3, rounding_mode="trunc"),
+                    torch.div(n, -n.abs() - 1, rounding_mode="trunc"))
+    torch.manual_seed(65)
+    _compile_matches(M().eval(), torch.randint(0, 10, (3, 5)), torch.rand(3, 5),
+                     torch.randint(-9, 9, (4, 5)))
