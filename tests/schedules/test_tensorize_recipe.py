@@ -202,3 +202,24 @@ def test_the_rows_per_call_and_the_call_itself_are_knobs():
     s = autorecipe.build(p, dropped[0])
     assert len(T.marks(s.isl)) == 1
     check(s, sizes)
+
+
+TRIANGLE = """
+def tri(float(N, N) A, float(N, M) B) -> (C) {
+    C(i, j) +=! k <= i ? A(i, k) * B(k, j) : 0.0
+}
+"""
+
+
+def test_a_guarded_product_replays_and_tensorizes_by_hand():
+    # the mark of C += (k <= i ? A * B : 0) was checked against the select
+    # when the kernel's schedule or recipe was compiled again: "the mark
+    # tensorize:gemm:S0 no longer holds: ... not a product of two tensor
+    # elements"; tensorize(C.i) on the source order was refused the same way
+    k = polyc.compile(TRIANGLE)
+    assert "gemm" in k.source
+    for schedule in (k.schedule, k.schedule.to_recipe()):
+        assert polyc.compile(TRIANGLE, schedule=schedule).source == k.source
+    s = Schedule.from_program(program(TRIANGLE)).tensorize(("C", "i"))
+    assert "gemm" in polyc.compile(TRIANGLE, schedule=s).source
+    check(s, dict(N=37, M=5))
