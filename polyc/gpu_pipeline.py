@@ -257,6 +257,15 @@ class EmulatedKernel(Kernel):
         out = super().explain(json=json)
         return with_mapping(out, self._lowered, emulated=True)
 
+    def time(self, *args, repeat: int = 10) -> float:
+        """Refused: an emulated kernel has no device time (``CudaKernel.time``
+        measures the launches on a GPU).  Raises :class:`UnsupportedError`."""
+        from .errors import UnsupportedError
+        raise UnsupportedError(
+            "this target='cuda' kernel runs on the CPU emulator (Config.emulate), which "
+            "has no device time to measure; compile it without emulate where a GPU and "
+            "pycuda are, or time the C kernel (target='c') with your own timer")
+
     def __repr__(self) -> str:
         return super().__repr__().replace("<polyc.Kernel", "<polyc.Kernel cuda (emulated)")
 

@@ -58,7 +58,6 @@ from ..isl_util import CTX
 from . import surgery, tree
 from .parts import edges, guarded_product, reached, restricted, with_domains, written_part
 from .registry import transform
-from .tensorize_guarded import guarded_fold
 
 #: Prefix of the mark's name: ``tensorize:<intrinsic>:<statement>``, and
 #: ``:<rows>`` for calls that each compute a block of rows
@@ -391,10 +390,6 @@ def _match_below(program: Program, intrinsic: str, names, parallel: bool,
         return m
     updates = [x for x in names if program.statement(x).kind == "update"
                and not isinstance(match_gemm(program, program.statement(x)), str)]
-    guarded = [g for x in names if not updates and (g := guarded_fold(program, x, names,
-                                                                       parallel, rows))]
-    if not updates and len(guarded) == 1:      # C += cond ? A * B : 0 where cond holds
-        return guarded[0]
     if not updates:
         reasons = [fold(program, x, ()) for x in names if program.statement(x).kind == "update"]
         raise ScheduleError("; ".join(r for r in reasons if isinstance(r, str))
@@ -427,7 +422,6 @@ def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: 
                            rows)
     if intrinsic in INTRINSICS:
         m = fold(program, main, [x for x in names if x != main], parallel)
-        m = guarded_fold(program, main, names, parallel, rows) or m if isinstance(m, str) else m
         return m if isinstance(m, str) else row_blocked(program, m, rows)
     try:
         return _custom(program, intrinsic, names)

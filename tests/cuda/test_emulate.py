@@ -321,3 +321,11 @@ def test_an_instance_runs_on_one_thread_in_every_copy_isl_prints():
         np.testing.assert_allclose(got[i], want[i], rtol=1e-9, atol=1e-9)
     k = bench.kernel.with_config(emulated()).specialize(*fresh(args))
     assert "polyc_mod(" in k.cuda_source and "== (int64_t)threadIdx.x" in k.cuda_source
+
+
+def test_an_emulated_kernel_says_it_has_no_device_time():
+    """``CudaKernel.time`` on an emulated kernel: an AttributeError before."""
+    from polyc.errors import UnsupportedError
+    k = polyc.compile("def f(float(N) x) -> (y) { y(i) = x(i) * 2.0 }", config=emulated())
+    with pytest.raises(UnsupportedError, match="no device time"):
+        k.time(np.ones(3, np.float32))
