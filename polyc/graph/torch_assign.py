@@ -10,7 +10,7 @@ Each is a new value here (traced values are immutable): the input with the
 region replaced, :func:`polyc.graph.setitem.assigned` on a tracer, a numpy
 copy on concrete arrays.  Also ``isnan``/``isinf``/``isfinite`` (``xlogy``
 and ``kl_div`` decompose to them), ``var_mean``/``std_mean`` and
-``diagonal``.  No torch import: the table is keyed by names of
+``diagonal``, ``scatter``/``scatter_add``.  No torch import: the table is keyed by names of
 ``torch.ops.aten`` packets, which :mod:`torch_backend` resolves.
 """
 
@@ -134,6 +134,41 @@ def _scatter(x, d: int, i, values, accumulate: bool):
     return np.where(hit > 0, contrib, x)
 
 
+def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
+    """``aten.scatter`` (a tensor or a value, ``F.one_hot``'s common
+    spelling ``zeros.scatter_(1, y[:, None], 1.0)``) and ``scatter_add``:
+    ``out[..., index[..., j, ...], ...] = src[..., j, ...]`` along ``dim``,
+    as a one-hot comparison of ``index`` with the positions of the axis and
+    a sum over ``j`` (added to ``x`` for ``scatter_add``; a position
+    written twice, undefined in torch, gets the sum).  ``index`` must match
+    ``x`` on the other axes; ``reduce=`` raises
+    :class:`~polyc.errors.UnsupportedError`."""
+    if reduce is not None:
+        raise UnsupportedError(f"aten.scatter with reduce={reduce!r} is not supported by polyc")
+    d = dim % x.ndim
+    if index.ndim != x.ndim or any(int(index.shape[a]) != int(x.shape[a])
+                                   for a in range(x.ndim) if a != d):
+        raise UnsupportedError("aten.scatter with an index smaller than the tensor on the "
+                               "axes other than dim is not supported by polyc")
+    if x.dtype.kind != "f":
+        raise UnsupportedError("aten.scatter into a non-float tensor is not supported by polyc")
+    n = int(x.shape[d])
+    idx = np.moveaxis(index, d, -1)
+    idx = np.where(idx < 0, idx + n, idx)
+    onehot = np.expand_dims(idx, -1) == np.arange(n)
+    onehot = np.where(onehot, 1.0, 0.0).astype(x.dtype)              # (..., J, N)
+    if isinstance(src, (Tracer, np.ndarray)) and src.ndim:
+        src = src[tuple(slice(0, int(s)) for s in index.shape)]
+        vals = np.expand_dims(np.moveaxis(src, d, -1), -1).astype(x.dtype)
+    else:
+        vals = src
+    contrib = np.moveaxis(np.sum(onehot * vals, axis=-2), -1, d)
+    if add:
+        return x + contrib
+    hit = np.moveaxis(np.max(onehot, axis=-2), -1, d)
+    return np.where(hit > 0, contrib, x)
+
+
 def empty(size, *, dtype=None, **kw):
     """``aten.empty``: zeros (its values are undefined; polyc fills them)."""
     from .torch_backend import _full
@@ -175,7 +210,8 @@ def diagonal(x, offset: int = 0, dim1: int = 0, dim2: int = 1):
 #: ATen packet name -> lowering, merged into the backend's table
 LOWERINGS: dict[str, Callable[..., Any]] = {
     "slice_scatter": slice_scatter, "select_scatter": select_scatter, "copy": copy,
-    "index_put": index_put, "empty": empty, "empty_like": empty_like,
+    "index_put": index_put, "empty": empty, "empty_like": empty_like, "scatter": scatter,
+    "scatter_add": lambda x, dim, index, src: scatter(x, dim, index, src, add=True),
     "isnan": _finite("isnan"), "isinf": _finite("isinf"), "isfinite": _finite("isfinite"),
     "var_mean": var_mean(False), "std_mean": var_mean(True), "diagonal": diagonal,
 }

@@ -149,3 +149,20 @@ def test_reduction_dtype_converts_before_reducing():
             return x.sum(-1, dtype=torch.float64), x.mean(0, dtype=torch.float64)
     torch.manual_seed(5)
     _matches(M(), (torch.randn(50, 300) * 100,), rtol=1e-12, atol=1e-12)
+
+
+class _Scatter(nn.Module):
+    def forward(self, x, y, i):
+        onehot = torch.zeros(y.shape[0], 5).scatter_(1, y[:, None], 1.0)
+        first = torch.zeros_like(x).scatter(1, y[:, None], x[:, :1])
+        added = torch.zeros(3, 5).scatter_add(0, i, x[:3])
+        rows = x.scatter_add(1, y[:, None].expand(-1, 3), x[:, :3])
+        return onehot, first, added, rows, -(onehot * x.log_softmax(-1)).sum(-1).mean()
+
+
+def test_scatter_and_scatter_add():
+    """``zeros.scatter_(1, y[:, None], 1.0)`` (the usual one-hot) and
+    ``scatter_add`` were refused; they are one-hot comparisons summed."""
+    torch.manual_seed(6)
+    _matches(_Scatter(), (torch.randn(6, 5), torch.randint(0, 5, (6,)),
+                          torch.randint(0, 3, (3, 5))))
