@@ -422,6 +422,9 @@ def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: 
                            rows)
     if intrinsic in INTRINSICS:
         m = fold(program, main, [x for x in names if x != main], parallel)
+        if isinstance(m, str) and (g := guarded_product(program, program.statement(main))):
+            m = _split_fold(program, main, [x for x in names if x != main], parallel,
+                            {main: g.domain}, rows)   # C += cond ? A * B : 0, as auto marks it
         return m if isinstance(m, str) else row_blocked(program, m, rows)
     try:
         return _custom(program, intrinsic, names)
