@@ -72,6 +72,23 @@ def user_location() -> Location:
     return Location("<unknown>", 0, "")
 
 
+def int_in_range(value: Any, dtype: np.dtype) -> int:
+    """``int(value)``, a literal of integer type ``dtype`` (or of another
+    kind: returned as it is).  A value outside ``dtype``'s range is a
+    :class:`~polyc.errors.DTypeError` at the user's line: numpy raises
+    ``OverflowError`` for a Python int that an integer array's type cannot
+    hold (``x + 2**31`` of int32)."""
+    v = int(value)
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= v <= info.max:
+            loc = user_location()
+            raise DTypeError(f"{loc}: Python integer {v} out of bounds for {np.dtype(dtype)} "
+                             f"(numpy raises OverflowError): convert the array first, e.g. "
+                             f"x.astype(np.int64)\n    {loc.text}")
+    return v
+
+
 _STACK_SHUFFLES = frozenset({"SWAP", "COPY", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N",
                              "EXTENDED_ARG", "CACHE", "NOP"})
 

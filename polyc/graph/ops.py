@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from .core import Graph, Node, Tracer, compose, user_location
+from .core import Graph, Node, Tracer, compose, int_in_range, user_location
 from .sizes import Size, SizeInt
 
 _ALLOWED = ("float32", "float64", "int32", "int64", "bool", "float16")
@@ -52,8 +52,8 @@ def literal(value: Any, dtype: np.dtype) -> str:
         return f"({text})" if v < 0 else text
     if dtype.kind == "b":
         return "1" if bool(value) else "0"
-    v = int(value)
-    return f"({v})" if v < 0 else str(v)
+    v = int_in_range(value, dtype)      # (int64's minimum, which TC cannot spell, as a sum)
+    return str(v) if v >= 0 else f"({v})" if v > -2**63 else f"({v + 1} - 1)"
 
 
 def check_dtype(dtype: Any, what: str) -> np.dtype:

@@ -103,6 +103,17 @@ def _compare(sym: str) -> Callable:
     def run(g, a, b):
         ops_ = [operand(g, a), operand(g, b)]
         dt = ops.result_dtype(*ops_)
+        big = [o for o in ops_ if isinstance(o, Scalar) and o.weak and o.dtype.kind == "i"
+               and dt.kind == "i" and not np.iinfo(dt).min <= o.value <= np.iinfo(dt).max]
+        arrays = [o for o in ops_ if isinstance(o, Tracer)]
+        if big and len(arrays) == 1:
+            # numpy 2 compares a Python int beyond the array's type exactly: the
+            # same outcome for every element (that of element 0); x == x is true
+            a_, b_ = (0 if isinstance(o, Tracer) else o.value for o in ops_)
+            same = {"<": a_ < b_, "<=": a_ <= b_, ">": a_ > b_, ">=": a_ >= b_,
+                    "==": a_ == b_, "!=": a_ != b_}[sym]
+            return elementwise(g, "compare", lambda x: f"({x} {'==' if same else '!='} {x})",
+                               arrays, np.dtype(bool), lazy=True, compute_dtype=dt)
         t = elementwise(g, "compare", lambda x, y: f"({x} {sym} {y})", ops_, np.dtype(bool),
                         lazy=True, compute_dtype=dt)
         return t

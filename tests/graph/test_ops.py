@@ -141,6 +141,23 @@ def test_operators_take_lists_and_refuse_complex_scalars():
             polyc.jit(fn)(rand((3, 4), F32, 5))
 
 
+def _beyond_int32(x):
+    return (x < 3_000_000_000, x != -3_000_000_000, 2**40 > x, x == 2**35,
+            np.clip(x, -2**40, 2**40), np.clip(x.astype(np.int64), -2**70, 5))
+
+
+def test_python_ints_beyond_an_integer_arrays_type():
+    """numpy 2 compares and clips with a Python int of any size exactly, and
+    raises OverflowError for arithmetic with one its type cannot hold; polyc
+    gave TC's SemanticError about its own statement (or a ParseError for
+    int64's minimum), now numpy's values or a DTypeError at the user's line."""
+    x = np.arange(-3, 3, dtype=np.int32)
+    check(_beyond_int32, x)
+    for fn in (lambda x: x + 2**31, lambda x: np.maximum(x, 2**40)):
+        with pytest.raises(polyc.errors.DTypeError, match=r"out of bounds for int32.*\n.*lambda"):
+            polyc.jit(fn)(x)
+
+
 @pytest.mark.parametrize("dtype", [F32, SLOW_F64])
 def test_elementwise_unary(dtype):
     check(_ew_unary, rand((2, 1, 7), dtype, 4))
