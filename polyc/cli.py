@@ -16,7 +16,7 @@ Commands::
                       (a @polyc.kernel function; arrays of --dtype, float64 by default)
     polyc explain PROGRAM.py --def FUNCTION --shapes 8x512x64,8x512x64 [--dtype float32]
                       [--json]   (a numpy function or @polyc.jit: its fusion plan)
-    polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32]
+    polyc einsum SUBSCRIPTS --shapes 128x64,64x32 [--dtype float32] [--target cuda --emulate]
                             [--check] [--bench] [--json]
     polyc tune FILE.tc|FILE.py [--def NAME] --sizes M=512,... [--budget quick|max|S]
                             [--executor inline|pool|dask://HOST:PORT] [--dry-run]
@@ -424,8 +424,9 @@ def cmd_einsum(args) -> int:
     from .ir import numpy_dtype
     ops = [rng.uniform(-1, 1, size=s).astype(numpy_dtype(args.dtype or "float32"))
            for s in shapes]
+    config = _config(args)
     t0 = time.perf_counter()
-    got = einsum(args.subscripts, *ops)
+    got = einsum(args.subscripts, *ops, config=config)
     compile_s = time.perf_counter() - t0
     report: dict = {"subscripts": args.subscripts, "shapes": [list(s) for s in shapes],
                     "def": "einsum", "sizes": {}, "threads": _threads(),
@@ -455,7 +456,7 @@ def cmd_einsum(args) -> int:
             "rel_to_max": testing.error_relative_to_max(max_abs, want),
             "shape": list(np.shape(got))}}}
     if args.bench:
-        polyc_s = _time(lambda: einsum(args.subscripts, *ops))
+        polyc_s = _time(lambda: einsum(args.subscripts, *ops, config=config))
         numpy_s = _time(lambda: np.einsum(args.subscripts, *ops, optimize=True))
         report["bench"] = {"polyc_s": polyc_s, "numpy_s": numpy_s,
                            "speedup_vs_numpy": numpy_s / polyc_s if polyc_s else None}
@@ -499,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="rows of C per GEMM call over a triangular domain, its "
                        "diagonal edge left to loops (Config.triangle_rows; 0: automatic: a "
                        "band of its box is one call over the band; 1: off)")
+        gpu(p)
+
+    def gpu(p):
         p.add_argument("--target", choices=("c", "cuda"),
                        help="generate C/OpenMP (default) or CUDA (Config.target)")
         p.add_argument("--emulate", action="store_true",
@@ -556,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     ein.add_argument("--bench", action="store_true", help="median times vs numpy.einsum")
     ein.add_argument("--json", action="store_true", help="print one JSON object")
     ein.add_argument("--seed", type=seed_arg, default=0)
+    gpu(ein)
     ein.set_defaults(func=cmd_einsum)
 
     from .tune.cli import add_parser as add_tune_parser

@@ -86,3 +86,17 @@ def test_explain_json_gives_a_row_kernels_phases_and_barriers(capsys):
     assert main(["compile", softmax, "--target", "cuda", "--emit", "ast"]) == 0
     nest = capsys.readouterr().out
     assert nest.count("barrier ") == 2 and nest.count("block reduction of ") == 2
+
+
+def test_einsum_takes_the_cuda_options(monkeypatch, capsys):
+    """``polyc einsum ... --target cuda --emulate --gpu-block``: the options
+    of run/compile/explain (refused as unrecognized arguments before)."""
+    import polyc.einsum_call as ec
+    seen = []
+    real = ec.einsum
+    monkeypatch.setattr(ec, "einsum", lambda *a, **kw: seen.append(kw["config"]) or real(*a, **kw))
+    assert main(["einsum", "bij,bjk->bik", "--shapes", "3x17x5,3x5x33", "--target", "cuda",
+                 "--emulate", "--gpu-block", "3,5", "--check", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["check"]["passed"]
+    assert seen and all(c.target == "cuda" and c.emulate and c.gpu_block == (3, 5)
+                        for c in seen)
