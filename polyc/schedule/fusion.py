@@ -37,6 +37,7 @@ from ..isl_util import CTX, sets_of
 from . import legality, surgery
 from .rebuild import _Band, _Children, _filter_list, _kind, describe, replace_subtree
 from .registry import transform
+from .tensorize import parse_mark
 from .tree import (
     Loop,
     band_names,
@@ -431,6 +432,26 @@ def _fuse_statements(s, targets: list[str], name):
 # ------------------------------------------------------------ distribute
 
 
+def _own_tensorize_marks(seq: isl.ScheduleNode, sets) -> isl.ScheduleNode:
+    """``seq`` (the sequence :func:`distribute` inserted above the marks of
+    the loop, which each group's copy repeats) without the tensorize marks
+    whose statement is not in that group: a kernel's ``tensorize:gemm:S0``
+    above ``S0_init`` alone was refused when compiled ("not a += reduction");
+    the group of ``S0`` keeps the call, the others run their loops."""
+    for i, mine in enumerate(sets):
+        node, depth = seq.child(i).child(0), 2
+        while node.get_type() == _MARK:
+            parsed = parse_mark(node.mark_get_id().get_name())
+            if parsed is not None and parsed[1] not in mine:
+                node = node.delete()
+            else:
+                node, depth = node.child(0), depth + 1
+        for _ in range(depth):
+            node = node.parent()
+        seq = node
+    return seq
+
+
 @transform("distribute")
 def distribute(s, loop, *groups):
     """Loop distribution (fission): split ``loop`` into one copy per group of
@@ -504,7 +525,7 @@ def distribute(s, loop, *groups):
     while top.has_parent() and top.parent().get_type() == _MARK:
         top = top.parent()
     filters = _filter_list([statement_filter(s.program, g) for g in sets])
-    node = top.insert_sequence(filters)
+    node = _own_tensorize_marks(top.insert_sequence(filters), sets)
     parent = node.parent() if node.has_parent() else None
     if (parent is not None and parent.get_type() == _T.filter
             and parent.parent().get_type() == _T.sequence):

@@ -23,7 +23,7 @@ from polyc.tune import autorecipe
 from polyc.tune.space import Refused
 
 from .test_tensorize_mark import AUTOMATIC, MLP
-from .util import check, program
+from .util import MATMUL, check, program
 
 BLAS = ["gemm", "2mm", "3mm", "syrk", "syr2k", "symm", "trmm", "doitgen"]
 
@@ -221,3 +221,13 @@ def test_the_schedule_of_a_guarded_product_compiles_again():
     for schedule in (k.schedule, k.schedule.to_recipe()):
         assert polyc.compile(TRIANGLE, schedule=schedule).source == k.source
     check(k.schedule, dict(N=37, M=5))
+
+
+def test_distributing_a_tensorized_band_keeps_the_call_with_its_statement():
+    # distribute(C.m) on a kernel's schedule copied the mark tensorize:gemm:S0
+    # above S0_init alone, refused when compiled ("not a += reduction")
+    k = polyc.compile(MATMUL)
+    s = k.schedule.distribute(("C", "m"))
+    assert [p[2] for p in T.marks(s.isl)] == ["S0"]
+    assert "gemm" in polyc.compile(MATMUL, schedule=s).source
+    check(s, dict(M=33, N=21, K=17))
