@@ -3,7 +3,8 @@ with the traced operations numpy's own implementations use, so that the
 values are numpy's: ``gradient`` (second-order central differences inside,
 one-sided ones of ``edge_order`` 1 or 2 at the ends; spacings as scalars or
 coordinate arrays) and ``nanvar nanstd`` (NaNs left out of the mean, the
-squares and the count).  Each takes a traced array and returns traced
+squares and the count); the grid builders ``meshgrid broadcast_arrays``
+(views) and ``append``.  Each takes traced arrays and returns traced
 arrays; :data:`polyc.graph.numpy_api.FUNCTIONS` lists them by numpy name.
 """
 
@@ -14,8 +15,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import UnsupportedError
+from . import views
 from .core import Tracer, user_location
-from .ops import Scalar, materialize, normalize_axis, operand, reduce
+from .ops import Scalar, broadcast, capture, materialize, normalize_axis, operand, reduce
+from .sizes import SizeInt
 from .ufuncs import UFUNCS
 
 
@@ -174,9 +177,58 @@ def nan_moment(kind: str) -> Callable:
     return run
 
 
+def _array(g, x: Any) -> Tracer:
+    """``x`` traced, a scalar as numpy's 0-d array of it (its dtype, not weak)."""
+    t = operand(g, x)
+    if isinstance(t, Tracer):
+        return t
+    return views.reshape(capture(g, np.asarray(t.value).reshape(1)), ())
+
+
+def broadcast_arrays(g, *args, subok: bool = False) -> tuple[Tracer, ...]:
+    """``np.broadcast_arrays``: each operand a view of the common shape
+    (a ``ShapeError`` at the user's line for shapes that do not broadcast)."""
+    ts = [_array(g, a) for a in args]
+    shape = broadcast(g, [t._shape for t in ts], "np.broadcast_arrays")
+    return tuple(views.broadcast_to(t, [SizeInt(s) for s in shape]) for t in ts)
+
+
+def meshgrid(g, *xi, copy: bool = True, sparse: bool = False,
+             indexing: str = "xy") -> tuple[Tracer, ...]:
+    """``np.meshgrid``: each of the ``n`` arrays flattened along its own
+    axis (the first two swapped for ``indexing='xy'``), then broadcast
+    together unless ``sparse``; views, as a copy returned is a fresh array."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    n = len(xi)
+    out = []
+    for k, x in enumerate(xi):
+        t = _array(g, x)
+        shape = [1] * n
+        shape[k] = -1
+        if indexing == "xy" and n > 1 and k < 2:
+            shape[0], shape[1] = (1, -1) if k == 0 else (-1, 1)
+        out.append(views.reshape(t, tuple(shape)))
+    return tuple(out) if sparse else broadcast_arrays(g, *out)
+
+
+def append(g, arr, values, axis=None, concatenate: Callable | None = None) -> Tracer:
+    """``np.append``: ``arr`` and ``values`` joined along ``axis``, both
+    flattened first for ``axis=None`` (a scalar ``values`` is numpy's 1-D
+    array of it, with numpy's dtype for it, not a weak scalar)."""
+    t, v = _array(g, arr), _array(g, values)
+    if axis is None:
+        t, v = views.reshape(t, (-1,)), views.reshape(v, (-1,))
+        axis = 0
+    return concatenate(g, [t, v], axis=axis)
+
+
 def functions(concatenate: Callable) -> dict[str, Callable]:
     """These functions by numpy name (numpy_api lends its ``concatenate``)."""
     return {"gradient": lambda g, f, *varargs, axis=None, edge_order=1:
             gradient(g, f, *varargs, axis=axis, edge_order=edge_order,
                      concatenate=concatenate),
-            "nanvar": nan_moment("var"), "nanstd": nan_moment("std")}
+            "nanvar": nan_moment("var"), "nanstd": nan_moment("std"),
+            "broadcast_arrays": broadcast_arrays, "meshgrid": meshgrid,
+            "append": lambda g, arr, values, axis=None: append(g, arr, values, axis,
+                                                               concatenate)}

@@ -69,3 +69,28 @@ def test_nanvar_nanstd(fn):
 
 def test_nanstd_of_integers_is_std():
     check(lambda a: np.nanstd(a, axis=0), np.arange(12, dtype=np.int32).reshape(3, 4))
+
+
+def _gaussian_on_a_grid(x, y):
+    X, Y = np.meshgrid(x, y)
+    xi, yi = np.meshgrid(x, y, indexing="ij", sparse=True)
+    return np.exp(-(X ** 2 + Y ** 2)), xi * yi, np.meshgrid(x, y, np.arange(3))[2]
+
+
+def _joined(a, b):
+    return (*np.broadcast_arrays(a[:, None], b, 1.0), np.append(a, b), np.append(a, 5),
+            np.append(a[:, None], a[:, None], axis=1))
+
+
+def test_meshgrid_broadcast_arrays_append():
+    """numpy's grids and joins (they were refused): values, shapes and
+    dtypes (a scalar appended or broadcast is numpy's array of it), and one
+    plan for grids of other lengths."""
+    x, y = rand((4,), F64, seed=97), rand((6,), F32, seed=98)
+    check(_gaussian_on_a_grid, x, y)
+    check(_joined, rand((3,), F32, seed=99), rand((4,), F32, seed=100))
+    f = polyc.jit(_gaussian_on_a_grid)
+    for n, m in ((5, 2), (1, 3)):
+        x, y = rand((n,), F64, seed=n), rand((m,), F32, seed=m)
+        for a, e in zip(f(x, y), _gaussian_on_a_grid(x, y)):
+            polyc.testing.assert_close(a, e)
