@@ -252,7 +252,10 @@ def _full(size, value, *, dtype=None, **kw):
 
 
 def _full_like(x, value, *, dtype=None, **kw):
-    return np.full_like(x, value, dtype=_np_dtype(dtype))
+    dt = _np_dtype(dtype)
+    if isinstance(x, Tracer) and (dt or x.dtype) == np.bool_:     # a mask, as a comparison
+        return np.full_like(x, 1 if value else 0, dtype=np.int32) != 0
+    return np.full_like(x, value, dtype=dt)
 
 
 def _arange(*args, dtype=None, **kw):

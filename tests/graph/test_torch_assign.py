@@ -166,3 +166,18 @@ def test_scatter_and_scatter_add():
     torch.manual_seed(6)
     _matches(_Scatter(), (torch.randn(6, 5), torch.randint(0, 5, (6,)),
                           torch.randint(0, 3, (3, 5))))
+
+
+class _BoolLike(nn.Module):
+    def forward(self, x, m):
+        a = torch.zeros_like(x, dtype=torch.bool) | (x > 0)
+        b = torch.ones_like(m) & (x < 1)
+        return (torch.where(a, x, 0.0), torch.where(b, x, -1.0),
+                torch.where(torch.zeros_like(m), 1.0, x))
+
+
+def test_boolean_full_like_of_traced_values():
+    """``torch.zeros_like(x, dtype=torch.bool)`` (a mask to accumulate
+    into) failed: numpy's full_like would materialise a boolean array."""
+    torch.manual_seed(7)
+    _matches(_BoolLike(), (torch.randn(3, 4), torch.rand(3, 4) > 0.5))
