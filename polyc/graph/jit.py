@@ -49,7 +49,7 @@ from ..errors import BindingError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
 from .gather import check_indices
-from .jitcall import InstancePlans, TracedArgument, Watch, bind_args, split_args
+from .jitcall import InstancePlans, TracedArgument, Watch, bind_args, native, split_args
 from .ops import check_dtype, mask_of, materialize
 from .plan import Graph, Plan, plan
 from .sizes import Size, SizeInt
@@ -94,7 +94,7 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
 
     def bind(x: Any) -> Any:
         nonlocal pos
-        a = as_numpy(x)
+        a = native(as_numpy(x))
         d = check_dtype(a.dtype, f"argument {pos}")
         shape = tuple(Size.constant(graph.symbols, 1) if v == 1 else
                       Size.symbol(graph.symbols, graph.symbols.new(v, (pos, k)))

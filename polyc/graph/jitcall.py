@@ -41,6 +41,13 @@ def is_array(x: Any) -> bool:
     return isinstance(x, np.ndarray) or (is_foreign(x) and not isinstance(x, Tracer))
 
 
+def native(a: np.ndarray) -> np.ndarray:
+    """``a``, or a copy in the machine's byte order when it is stored
+    byte-swapped (a big-endian file read on a little-endian machine), as
+    numpy computes with either."""
+    return a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("="))
+
+
 def _is_container(x: Any) -> bool:
     t = type(x)
     return t is list or t is tuple or t is dict or (isinstance(x, tuple) and hasattr(t, "_fields"))
@@ -92,6 +99,7 @@ def split_args(args: tuple, kwargs: dict, names: list, static_argnames: tuple
         items += sorted(((v, k) for k, v in kwargs.items()), key=lambda t: t[1])
     for a, n in items:
         if type(a) is np.ndarray and n not in static_argnames:
+            a = native(a)
             arrays.append(a)
             parts.append((a.dtype.str, a.ndim, 1 in a.shape and tuple(s == 1 for s in a.shape)))
         else:
@@ -104,6 +112,7 @@ def _key(a: Any, name: str | None, static: bool, arrays: list, flags: list) -> A
         if type(a) is not np.ndarray:
             flags[0] = flags[0] or is_torch(a)
             a = as_numpy(a)
+        a = native(a)
         arrays.append(a)
         return (a.dtype.str, a.ndim, 1 in a.shape and tuple(s == 1 for s in a.shape))
     if _is_container(a):

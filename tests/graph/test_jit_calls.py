@@ -381,3 +381,17 @@ def test_indexing_a_numpy_array_by_a_traced_one_says_what_to_do():
 def test_an_argument_of_an_uncomputed_dtype_says_how_to_convert():
     with pytest.raises(DTypeError, match=r"uint8.*astype"):
         polyc.jit(lambda x: x * 2)(np.arange(4, dtype=np.uint8))
+
+
+def test_byte_swapped_arguments_compute_as_numpy():
+    """A big-endian array (read from a FITS or HDF5 file, say) is read in
+    the machine's byte order, as numpy computes with it; it was refused as
+    a dtype mismatch naming polyc's internal argument x0.  One plan serves
+    both byte orders."""
+    f = polyc.jit(lambda x, ys: x * 2 + x.sum(0) + x @ ys[0] @ ys[1])
+    x, y = rand(3, 4), rand(4, 4)
+    for xa, ya in ((x.astype(">f4"), y.astype(">f4")), (x, y)):
+        assert_close(f(xa, [ya, ya]), x * 2 + x.sum(0) + x @ y @ y, reduction_length=16)
+    assert _n_plans(f) == 1
+    np.testing.assert_array_equal(polyc.jit(lambda i: i + 1)(np.arange(5, dtype=">i4")),
+                                  np.arange(1, 6))
