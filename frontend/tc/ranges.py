@@ -249,15 +249,17 @@ def _good(space: isl.Space, var: str, bad: isl.Set, params: isl.Set) -> isl.Set:
 
 
 def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range],
-              context: isl.Set, params: Sequence[str]) -> Range | None:
-    """The maximal interval of ``var`` for one argument, or ``None`` when the
-    argument does not bound it (e.g. ``i % 4``).  A guarded read
-    (``use.guards``) bounds ``var`` only where its affine guards hold; when
-    the values of ``var`` that keep it in bounds there form an interval, a
-    side of it may be missing (``lo`` or ``hi`` is ``None``: ``i > 0 ?
-    x(i - 1) : ...`` bounds ``i`` from above only; a read that its guard
-    keeps in bounds bounds nothing); otherwise the read bounds ``var`` as an
-    unguarded one would (a smaller interval, still in bounds)."""
+              context: isl.Set, params: Sequence[str]) -> tuple[Range | None, Range | None]:
+    """``(bounds, fallback)`` of ``var`` for one argument.  ``bounds``: its
+    maximal interval, ``None`` when the argument does not bound it (e.g.
+    ``i % 4``).  A guarded read (``use.guards``) bounds ``var`` only where
+    its affine guards hold; when the values of ``var`` that keep it in
+    bounds there form an interval, a side of it may be missing (``lo`` or
+    ``hi`` is ``None``: ``i > 0 ? x(i - 1) : ...`` bounds ``i`` from above
+    only; a read that its guard keeps in bounds bounds nothing) and
+    ``fallback`` is the interval the read would give unguarded (for a side
+    no read bounds: :func:`infer_ranges`); otherwise the read bounds ``var``
+    as an unguarded one would (a smaller interval, still in bounds)."""
     arg = aff_from_expr(use.index, space)
     names = E.index_names(use.index).union(*(E.index_names(c) for c, _ in use.guards))
     others = {o: resolved[o] for o in names if o != var and o in resolved}
@@ -266,14 +268,13 @@ def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range
     inside = arg.ge_set(zero).intersect(arg.lt_set(lift(use.extent, space)))
     bad = within.subtract(inside)
     good = _good(space, var, bad, within.params())
+    plain = _bounds(good, context, params) if good.is_bounded() else None
     if use.guards:
         guarded = _good(space, var, bad.intersect(_guard_set(space, use.guards)),
                         within.params())
         if isl.Set.from_basic_set(guarded.polyhedral_hull()).is_subset(guarded):
-            return _bounds(guarded, context, params)
-    if not good.is_bounded():
-        return None
-    return _bounds(good, context, params)
+            return _bounds(guarded, context, params), plain
+    return plain, None
 
 
 def _bounds(good: isl.Set, context: isl.Set, params: Sequence[str]) -> Range | None:
@@ -287,6 +288,16 @@ def _bounds(good: isl.Set, context: isl.Set, params: Sequence[str]) -> Range | N
     hi = _total(good.dim_max(0).add(const_pw_aff(good.dim_max(0).get_domain_space(), 1)),
                 context, params) if good.dim_has_upper_bound(isl.dim_type.set, 0) else None
     return None if lo is None and hi is None else Range(lo, hi)
+
+
+def _tightest(bounds, pick, context: isl.Set) -> isl.PwAff | None:
+    """``pick`` (:func:`pw_max` or :func:`pw_min`) of the bounds that are
+    not ``None``; ``None`` when there are none."""
+    out = None
+    for b in bounds:
+        if b is not None:
+            out = b if out is None else pick(out, b, context)
+    return out
 
 
 def infer_ranges(variables: Sequence[str], params: Sequence[str], context: isl.Set,
@@ -307,25 +318,30 @@ def infer_ranges(variables: Sequence[str], params: Sequence[str], context: isl.S
     resolved: dict[str, Range] = dict(fixed)
     rounds = [tuple(v for v in variables if v in fixed)]
     while len(resolved) < len(variables):
-        found: dict[str, list[Range]] = {}
+        found: dict[str, list[tuple]] = {}
         for use in uses:
             names = E.index_names(use.index)
             open_ = [v for v in names if v not in resolved]
             if len(open_) != 1:
                 continue
-            r = _interval(space, open_[0], use, resolved, context, params)
-            if r is not None:
-                found.setdefault(open_[0], []).append(r)
+            r, fallback = _interval(space, open_[0], use, resolved, context, params)
+            if r is not None or fallback is not None:
+                found.setdefault(open_[0], []).append((r, fallback))
         if not found:
             break
         done = []
         for v, rs in found.items():
-            lo = hi = None      # a guarded read may bound one side only
-            for r in rs:
-                if r.lo is not None:
-                    lo = r.lo if lo is None else pw_max(lo, r.lo, context)
-                if r.hi is not None:
-                    hi = r.hi if hi is None else pw_min(hi, r.hi, context)
+            # a guarded read may bound one side only; a side that no read
+            # bounds is the unguarded bound of the guarded reads lacking it
+            # (y(i) = i < 3 ? x(i) : 0.0 has N elements)
+            lo = _tightest([r.lo for r, _ in rs if r is not None], pw_max, context)
+            if lo is None:
+                lo = _tightest([f.lo for r, f in rs if f is not None
+                                and (r is None or r.lo is None)], pw_max, context)
+            hi = _tightest([r.hi for r, _ in rs if r is not None], pw_min, context)
+            if hi is None:
+                hi = _tightest([f.hi for r, f in rs if f is not None
+                                and (r is None or r.hi is None)], pw_min, context)
             if lo is not None and hi is not None:
                 resolved[v] = Range(lo, hi)
                 done.append(v)

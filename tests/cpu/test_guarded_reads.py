@@ -155,6 +155,12 @@ def test_boundary_stencil_ranges_from_guarded_reads(N):
     np.testing.assert_allclose(d, rd, rtol=1e-12)
 
 
-def test_a_read_its_guard_leaves_unbounded_asks_for_where():
-    with pytest.raises(polyc.errors.SemanticError, match=r"'\?:' condition.*x\(\.\.\.i - 1"):
+def test_a_side_no_guarded_read_bounds_comes_from_the_unguarded_bound():
+    # x(i) under i < 3 bounds i from below only: the upper side is x's extent
+    k = polyc.compile("def f(float(N) x) -> (y) { y(i) = i < 3 ? x(i) : 0.0 }")
+    x = RNG.standard_normal(7)
+    np.testing.assert_array_equal(k(x.astype(np.float32)),
+                                  np.where(np.arange(7) < 3, x, 0).astype(np.float32))
+    # x(i - 1) under i > 0 bounds i from above only: from below, i >= 1
+    with pytest.raises(polyc.errors.SemanticError, match="starts at 1.*where i in 0:"):
         polyc.compile("def f(float(N) x) -> (y) { y(i) = i > 0 ? x(i - 1) : 0.0 }")
