@@ -28,7 +28,7 @@ import os
 import sys
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -258,10 +258,12 @@ class Tracer:
         #: reshape of a reshape is a reshape of that tracer (C order), so a
         #: merge followed by the inverse split reads the base unchanged
         self._reshape_base: Tracer | None = None
-        #: a view of another tracer (a slice, transpose, reshape...), and
-        #: the views made of this one (weak: a view dropped by the time of an
-        #: in-place operator, say one made inside a reduction, does not count)
+        #: a view of another tracer (a slice, transpose, reshape...), the
+        #: coordinates of the base it reads (``_view_of``'s template composed
+        #: with them is its own), and the views made of this one (weak: a view
+        #: dropped by the time of an in-place operator does not count)
         self._view_of: Tracer | None = None
+        self._view_coords: tuple[str, ...] | None = None
         self._views: list[weakref.ref] = []
 
     @staticmethod
@@ -304,9 +306,11 @@ class Tracer:
             return self._nodes[0]
         return None
 
-    def became_view_of(self, base: Tracer) -> Tracer:
-        """Marks this tracer as a view of ``base`` (see :meth:`update_inplace`)."""
+    def became_view_of(self, base: Tracer, coords: Sequence[str] | None = None) -> Tracer:
+        """Marks this tracer as a view of ``base`` reading it at ``coords``
+        (see :meth:`update_inplace`)."""
         self._view_of = base
+        self._view_coords = tuple(coords) if coords is not None else None
         base._views = [r for r in base._views if r() is not None] + [weakref.ref(self)]
         return self
 
@@ -315,9 +319,10 @@ class Tracer:
         this tracer object becomes ``new`` cast to its dtype (numpy's
         ``same_kind`` casting), so every Python name bound to it sees the
         change, as with an ndarray.  Refused where numpy's semantics would
-        reach other arrays: a view (the write goes to its base), an array
-        with views (they would keep the old values), an argument or captured
-        array (the caller's array would change).
+        reach other arrays: a view (the write goes to its base), an argument
+        or captured array (the caller's array would change).  The views of
+        this array read its new value afterwards, as numpy's views of an
+        array changed in place do (:meth:`_refresh_views`).
 
         ``stored_back``: the operator is Python's ``base[key] op= value``,
         whose result Python assigns to ``base[key]`` next (see
@@ -331,8 +336,6 @@ class Tracer:
             return self._inplace_result(loc, op, new)
         if self._view_of is not None:
             why = "it is a view of another array (a slice, transpose or reshape)"
-        elif any(r() is not None for r in self._views):
-            why = "views of it exist, which would keep the old values"
         elif node is not None and node.kind in ("arg", "captured"):
             what = "an argument" if node.kind == "arg" else "a captured array"
             why = f"it is {what}, which the caller would see change"
@@ -343,7 +346,18 @@ class Tracer:
         new = self._inplace_result(loc, op, new)
         self._template, self._nodes, self._shape = new._template, new._nodes, new._shape
         self._literal_dtype, self._reshape_base = new._literal_dtype, new._reshape_base
+        self._refresh_views()
         return self
+
+    def _refresh_views(self) -> None:
+        """Each live view of this tracer (and theirs) reads its current value:
+        its template is this one's composed with the view's coordinates."""
+        for r in self._views:
+            v = r()
+            if v is not None and v._view_coords is not None:
+                v._template = compose(self._template, list(v._view_coords))
+                v._nodes, v._literal_dtype = self._nodes, self._literal_dtype
+                v._refresh_views()
 
     def _inplace_result(self, loc: Location, op: str, new: Tracer) -> Tracer:
         """``new`` checked against this array's shape and cast to its dtype."""

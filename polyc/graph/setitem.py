@@ -11,8 +11,9 @@ value (``x[x < 0] = 0``), and basic indices (ints, slices with any step,
 numpy's unsafe assignment casting does.  ``x[key] op= value`` is this
 assignment of ``x[key] op value`` (see ``Tracer.update_inplace``).
 Refused, with the reason: an argument or captured array (numpy would change
-the caller's array; polyc never does), a view or an array with views (they
-would not see the change), integer-array keys (a scatter), ``None`` in the
+the caller's array; polyc never does), a view (its base would change too:
+assign into the base; the views of an array assigned into read its new
+value, as numpy's), integer-array keys (a scatter), ``None`` in the
 key, and an array value under a mask (its elements go to the True positions
 in order: a data-dependent placement).
 """
@@ -46,9 +47,6 @@ def _check_target(t: Tracer) -> None:
     if t._view_of is not None:
         raise _refuse(t, "it is a view of another array (a slice, transpose or reshape), "
                          "whose base would change too; assign into the base array")
-    if any(r() is not None for r in t._views):
-        raise _refuse(t, "views of it exist, which would keep the old values; make the "
-                         "views after the assignment")
     if t.dtype.kind == "b":
         raise _refuse(t, "assignment into a boolean mask is not supported; combine masks "
                          "with & | ~ or np.where")

@@ -26,7 +26,7 @@ def _view(t: Tracer, coords: Sequence[str], shape: Sequence[Size]) -> Tracer:
     """The view whose element ``{0}, {1}, ...`` is ``t``'s element at ``coords``."""
     out = Tracer(t._graph, compose(t._template, list(coords)), t._nodes, tuple(shape), t.dtype)
     out._literal_dtype = t._literal_dtype
-    return out.became_view_of(t)
+    return out.became_view_of(t, coords)
 
 
 def ph(k: int) -> str:

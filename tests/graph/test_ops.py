@@ -829,7 +829,6 @@ def test_in_place_operators_update_the_array_and_its_aliases():
 @pytest.mark.parametrize("body,error", [
     ("y = x * 1; z = y[:2]; z += 5; return y", "view of another array"),
     ("x += 1; return x", "an argument"),
-    ("y = x * 1; z = y.T; y += 1; return z", "views of it exist"),
     ("i = (x > 0).astype(np.int32); i += 0.5; return i", "same_kind"),
 ])
 def test_in_place_operators_refused_where_numpy_would_write_elsewhere(body, error):

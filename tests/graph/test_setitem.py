@@ -128,6 +128,39 @@ def _red_black(u):
     return u
 
 
+def _burgers(u0):
+    """Burgers' equation with periodic ends copied from inside the array
+    (u[0] = u[-2]: the value is a view of the array assigned into)."""
+    u = u0.copy()
+    for _ in range(3):
+        un = u.copy()
+        u[1:-1] = un[1:-1] - un[1:-1] * 0.1 * (un[1:-1] - un[:-2]) + \
+            0.07 * (un[2:] - 2 * un[1:-1] + un[:-2])
+        u[0] = u[-2]
+        u[-1] = u[1]
+    return u
+
+
+def _views_see_changes(x):
+    """Views held across assignments and in-place operators read the
+    array's new value, as numpy's views do."""
+    y = x * 1
+    z, r = y.T, y[1:3]
+    b = r[:, ::-1]
+    y += 1
+    y[0] = 7.0
+    a = z.sum()
+    y[:, -1] = y[:, -2]
+    y *= 2
+    return z, r, b, a, r[0]
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_assigning_into_an_array_with_views(dtype):
+    check(_burgers, rand((17,), dtype, seed=60))
+    check(_views_see_changes, rand((4, 3), dtype, seed=61))
+
+
 @pytest.mark.parametrize("dtype", [F32, F64])
 def test_augmented_and_strided_assignments(dtype):
     """``y[key] op= v`` and ``y[a:b:step] = v``: Python's ``y[key] = y[key]
