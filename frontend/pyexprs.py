@@ -222,6 +222,8 @@ class Expressions:
             if node.id in self.names.scalars:
                 return E.Access(self.names.scalars[node.id], (), sp)
             if node.id in self.names.arrays:
+                if self.names.arrays[node.id].ndim == 0:     # np.array(2.5): its value
+                    return E.Access(node.id, (), sp)
                 raise self.fail(node, f"the whole array {node.id} used as a value",
                                 f"read one element: {node.id}[i, ...]")
             if node.id in self.names.assigned_later:

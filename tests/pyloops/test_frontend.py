@@ -567,3 +567,16 @@ def test_int_argument_read_only_as_a_value_may_be_negative():
         np.testing.assert_array_equal(A, want)
     with pytest.raises(ShapeError, match="argument t: size must be >= 0"):
         _offset_by(np.zeros(3), -1, 2, 1.0)
+
+
+def test_a_zero_dimensional_array_read_as_a_value():
+    # np.array(5.0) passed for a scalar was refused: "the whole array a used
+    # as a value; read one element: a[i, ...]" (it has no element to index)
+    def scale(a, x):
+        for i in range(x.shape[0]):
+            x[i] = x[i] * a + a
+
+    for dtype in ("float64", "float32"):
+        x = np.arange(4.0).astype(dtype)
+        polyc.kernel(scale)(np.array(2.5, dtype), x)
+        np.testing.assert_array_equal(x, (np.arange(4.0) * 2.5 + 2.5).astype(dtype))
