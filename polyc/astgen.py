@@ -14,6 +14,7 @@ iterators in terms of the AST loop iterators.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import islpy as isl
@@ -40,6 +41,17 @@ from .schedule.marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .schedule.promotion import LOCAL_MARK
 
 _T = isl.ast_node_type
+
+#: isl's name for the AST loop of schedule depth ``d``: ``c<d>``, or
+#: ``c<d>_<j>`` when a parameter has that name (a TC size named ``c0``).
+_LOOP_NAME = re.compile(r"c(\d+)(?:_\d+)?")
+
+
+def loop_depth(iterator: str) -> int | None:
+    """The schedule depth of the isl AST loop over ``iterator`` (``c1`` and
+    ``c1_0`` are 1), ``None`` for another name."""
+    m = _LOOP_NAME.fullmatch(iterator)
+    return int(m.group(1)) if m else None
 
 
 def _depth_marks(schedule: isl.Schedule) -> isl.Schedule:
@@ -72,26 +84,39 @@ def _fix_params(e: E.Expr, params: frozenset[str]) -> E.Expr:
                       if isinstance(x, E.Index) and x.name in params else None)
 
 
-def _map_outer_fors(node: Node, iterator: str | None, fn) -> Node:
+def _map_outer_fors(node: Node, depth: int | None, fn) -> Node:
     """``node`` with every outermost For ``f`` replaced by ``fn(f)`` (only
-    those over ``iterator``, when given: the marked band's own loop)."""
+    those of schedule depth ``depth``, when given: the marked band's own loop)."""
     if isinstance(node, For):
-        return node if iterator not in (None, node.iterator) else fn(node)
+        return node if depth is not None and loop_depth(node.iterator) != depth else fn(node)
     if isinstance(node, Block):
-        return Block(tuple(_map_outer_fors(c, iterator, fn) for c in node.children))
+        return Block(tuple(_map_outer_fors(c, depth, fn) for c in node.children))
     if isinstance(node, If):
-        return If(node.cond, _map_outer_fors(node.then, iterator, fn),
+        return If(node.cond, _map_outer_fors(node.then, depth, fn),
                   None if node.otherwise is None
-                  else _map_outer_fors(node.otherwise, iterator, fn))
+                  else _map_outer_fors(node.otherwise, depth, fn))
     if isinstance(node, Local):
-        return replace(node, body=_map_outer_fors(node.body, iterator, fn))
+        return replace(node, body=_map_outer_fors(node.body, depth, fn))
     return node
 
 
-def _flag_outer_fors(node: Node, iterator: str | None = None, **flags) -> Node:
-    """Set ``flags`` on every outermost For of ``node`` (only those over
-    ``iterator``, when given)."""
-    return _map_outer_fors(node, iterator, lambda f: replace(f, **flags))
+def _flag_outer_fors(node: Node, depth: int | None = None, **flags) -> Node:
+    """Set ``flags`` on every outermost For of ``node`` (only those of
+    schedule depth ``depth``, when given)."""
+    return _map_outer_fors(node, depth, lambda f: replace(f, **flags))
+
+
+def _band_iterators(f: For, depth: int, n: int) -> tuple[str, ...]:
+    """The iterators of ``f`` and the loops nested in it that run members
+    ``depth``, ``depth + 1``, ... of its band (at most ``n``), by isl's names."""
+    out: list[str] = []
+    cur: Node = f
+    while len(out) < n and isinstance(cur, For) and loop_depth(cur.iterator) == depth + len(out):
+        out.append(cur.iterator)
+        cur = cur.body
+        while isinstance(cur, Block) and len(cur.children) == 1:
+            cur = cur.children[0]
+    return tuple(out)
 
 
 def _flag_parallel(node: Node, depth: int | None, collapse: int) -> Node:
@@ -104,10 +129,9 @@ def _flag_parallel(node: Node, depth: int | None, collapse: int) -> Node:
     counting the Fors below instead would collapse a loop of the band below,
     which may carry a dependence, and whose accumulator declarations sit
     between the loops."""
-    loop = None if depth is None else f"c{depth}"
-    names = None if depth is None else tuple(f"c{depth + k}" for k in range(collapse))
-    return _map_outer_fors(node, loop, lambda f: replace(
-        f, parallel=True, collapse=perfect_depth(f, collapse, names)))
+    return _map_outer_fors(node, depth, lambda f: replace(
+        f, parallel=True, collapse=perfect_depth(
+            f, collapse, None if depth is None else _band_iterators(f, depth, collapse))))
 
 
 def _map_fors(node: Node, fn) -> Node:
@@ -144,14 +168,14 @@ def _gpu_mapped(mark: gpu_marks.GpuMark, body: Node) -> Node:
         return BlockReduce(mark.statement, body)
     if isinstance(mark, gpu_marks.Batch):           # a tensor-core launch's batch loop
         return _map_fors(body, lambda f: replace(f, mapped="block.z")
-                         if f.iterator == f"c{mark.depth}" else f)
+                         if loop_depth(f.iterator) == mark.depth else f)
     if not isinstance(mark, (gpu_marks.Blocks, gpu_marks.Threads, gpu_marks.GridReduce,
                              gpu_marks.Copy)):
         return body                                  # the schedule language's own marks
-    axes = {f"c{mark.depth + j}": f"{mark.index}.{gpu_mapping.AXES[mark.n - 1 - j]}"
+    axes = {mark.depth + j: f"{mark.index}.{gpu_mapping.AXES[mark.n - 1 - j]}"
             for j in range(mark.n)}
-    return _map_fors(body, lambda f: replace(f, mapped=axes[f.iterator])
-                     if f.iterator in axes else f)
+    return _map_fors(body, lambda f: replace(f, mapped=axes[loop_depth(f.iterator)])
+                     if loop_depth(f.iterator) in axes else f)
 
 
 def to_loopnest(ast: isl.AstNode, params: frozenset[str],
@@ -185,18 +209,17 @@ def to_loopnest(ast: isl.AstNode, params: frozenset[str],
         if t == _T.mark:
             mark = n.mark_get_id().get_name()
             body = go(n.mark_get_node())
-            loop, depth = None, None
+            depth = None
             if "@" in mark:
                 mark, at = mark.rsplit("@", 1)
                 depth = int(at)
-                loop = f"c{depth}"
             collapse = parse_parallel_mark(mark)
             if collapse:
                 return _flag_parallel(body, depth, collapse)
             if mark == SIMD:
-                return _flag_outer_fors(body, loop, simd=True)
+                return _flag_outer_fors(body, depth, simd=True)
             if mark == SIMD_REDUCTION:
-                return _flag_outer_fors(body, loop, reduction=True)
+                return _flag_outer_fors(body, depth, reduction=True)
             gpu = gpu_marks.parse(mark)
             if gpu is not None:
                 return _gpu_mapped(gpu, body)

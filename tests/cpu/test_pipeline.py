@@ -197,3 +197,16 @@ def test_time_tiling_is_not_served_the_untiled_code(tmp_path):
         # values in [-1, 1]: an absolute bound (x / 3 vs x * (1/3), T steps)
         np.testing.assert_allclose(A, want_a, rtol=0, atol=1e-14)
         np.testing.assert_allclose(B, want_b, rtol=0, atol=1e-14)
+
+
+def test_sizes_named_like_isl_loops_keep_the_loop_marks():
+    """Sizes named ``c0``, ``c1`` (isl's names for the AST loops, which it
+    then calls ``c0_0``, ``c1_0``): the parallel and vector marks found no
+    loop ``c<depth>`` and the C kernel ran serial and scalar."""
+    import polyc
+    for src in ("def f(float(c0,c1) A) -> (B) { B(i,j) = A(i,j) * 2.0 }",
+                "def f(float(c0,c1) A) -> (s) { s(i) +=! A(i,j) }"):
+        k = polyc.compile(src, config=Config.from_env())
+        assert "omp parallel" in k.source and "omp simd" in k.source, src
+    a = rand(70, 33)
+    np.testing.assert_allclose(k(a), a.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)

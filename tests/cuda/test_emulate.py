@@ -329,3 +329,22 @@ def test_an_emulated_kernel_says_it_has_no_device_time():
     k = polyc.compile("def f(float(N) x) -> (y) { y(i) = x(i) * 2.0 }", config=emulated())
     with pytest.raises(UnsupportedError, match="no device time"):
         k.time(np.ones(3, np.float32))
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_sizes_named_like_isl_loops_still_map(mode):
+    """Sizes named ``c0``, ``c1``: isl names the AST loops ``c0_0``,
+    ``c1_0``, and the mapping matched loops by the name ``c<depth>`` only, so
+    no loop went to the blocks or threads: every block ran every row, and a
+    row kernel's block-reduction store (thread 0 of every block) raced on the
+    row's sum (reported by the instrumented emulator)."""
+    k = polyc.compile("def f(float(c0,c1) A) -> (s, B) { s(i) +=! A(i,j)\n"
+                      " B(i,j) = A(i,j) - s(i) }", config=emulated(**MODES[mode]))
+    assert "c0_0 += INT64_C(1) * (int64_t)gridDim.x" in k.cuda_source
+    rng = np.random.default_rng(2)
+    for n, m in [(1, 1), (5, 7), (17, 300)]:
+        a = rng.standard_normal((n, m)).astype(np.float32)
+        s, b = k(a)
+        want = a.astype(np.float64).sum(1)
+        np.testing.assert_allclose(s, want, rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(b, a - want[:, None], rtol=1e-5, atol=1e-4)
