@@ -33,7 +33,10 @@ FUNCTIONS = {"min": "min", "max": "max", "abs": "abs", "fabs": "abs", "sqrt": "s
              # numpy's names of the inverse functions (math.asin is asin)
              "arcsin": "asin", "arccos": "acos", "arctan": "atan", "arctan2": "atan2",
              "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
-             "absolute": "abs", "power": "pow", "rint": "rint"}
+             "absolute": "abs", "power": "pow", "rint": "rint",
+             # numpy's elementwise extrema: fmax/fmin ignore a NaN (C's), maximum
+             # and minimum propagate it (:meth:`Expressions.call` writes selects)
+             "fmax": "fmax", "fmin": "fmin", "maximum": "maximum", "minimum": "minimum"}
 MODULES = ("math", "np", "numpy")
 #: (``//`` is TC's flooring ``/`` on integers, :func:`_float_floordiv` on
 #: floats; ``%`` is TC's, which takes the divisor's sign as Python's does)
@@ -304,6 +307,13 @@ class Expressions:
                             + " (also as math.* / np.*)")
         fn = FUNCTIONS[name]
         args = [self.value_expr(a, loops) for a in node.args]
+        if fn in ("maximum", "minimum"):
+            if len(args) != 2:
+                raise self.fail(node, f"{name}() takes 2 argument(s), got {len(args)}")
+            a, b, sp = args[0], args[1], self.span(node)
+            cmp = E.Binary(">=" if fn == "maximum" else "<=", a, b, sp)
+            # numpy's: a NaN operand gives NaN (a if a is NaN, else b if b is)
+            return E.Select(E.Binary("||", cmp, E.Binary("!=", a, a, sp), sp), a, b, sp)
         if fn in ("min", "max"):
             if len(args) < 2:
                 raise self.fail(node, f"{name}() needs at least two values")

@@ -115,3 +115,19 @@ def test_cli_reads_top_level_constants(tmp_path, capsys):
     assert main(["compile", str(src), "--emit", "loopnest"]) == 0
     out = capsys.readouterr().out
     assert "i += 4" in out and "-0.5" in out and "3.14159" in out
+
+
+def test_numpy_elementwise_extrema():
+    # np.maximum / np.minimum / np.fmax / np.fmin were refused as unknown calls
+    def clip(x, y):
+        for i in range(x.shape[0]):
+            y[i] = (np.maximum(x[i], 0.0) + np.minimum(x[i], -0.5) + np.fmax(x[i], 0.1)
+                    + np.fmin(x[i], 0.2))
+
+    x = np.array([1.0, -2.0, np.nan, 0.3, -0.7, 0.0, -0.0])
+    for dtype in ("float64", "float32"):
+        y = np.zeros(7, dtype)
+        polyc.kernel(clip)(x.astype(dtype), y)
+        xd = x.astype(dtype)
+        want = np.maximum(xd, 0.0) + np.minimum(xd, -0.5) + np.fmax(xd, 0.1) + np.fmin(xd, 0.2)
+        np.testing.assert_array_equal(y, want.astype(dtype))
