@@ -147,6 +147,8 @@ def _basic(t: Tracer, keys: tuple, value: Any) -> Tracer:
     if isinstance(v, Tracer):
         v = views.broadcast_to(v, [SizeInt(s) for s in region])
         v = views._view(v, coords, t._shape)
+    if any(r.is_constant and r.value == 0 for r in region):
+        return t                # an empty region (x[5:2:2] = v): nothing changes
     cond = Tracer(g, "(" + " && ".join(conds) + ")" if conds else "1", (), t._shape,
                   np.dtype(bool))
     return _where(t, cond, v)

@@ -172,6 +172,24 @@ def test_augmented_and_strided_assignments(dtype):
     check(_red_black, rand((9, 8), dtype, seed=59))
 
 
+def _odd_points(u):
+    u = u.copy()
+    u[1:-1:2] = 0.5 * (u[:-2:2] + u[2::2])      # no point for fewer than 3 elements
+    u[-2::-2] *= 2
+    u[3:1] = 5.0                                 # empty regions: nothing changes
+    u[4:1:2] = u[:0]
+    return u
+
+
+def test_stepped_and_empty_regions_at_several_lengths():
+    """A region that is empty at some length assigns nothing; it was a
+    statement reading its value out of bounds (a ShapeError at compile)."""
+    f = polyc.jit(_odd_points)
+    for n in (9, 4, 2, 1):
+        u = rand((n,), F64, seed=62 + n)
+        polyc.testing.assert_close(f(u), _odd_points(u))
+
+
 def _view_named(x):
     y = x.copy()
     v = y[:2]
