@@ -4,8 +4,9 @@ values are numpy's: ``gradient`` (second-order central differences inside,
 one-sided ones of ``edge_order`` 1 or 2 at the ends; spacings as scalars or
 coordinate arrays) and ``nanvar nanstd`` (NaNs left out of the mean, the
 squares and the count); the grid builders ``meshgrid broadcast_arrays``
-(views) and ``append``.  Each takes traced arrays and returns traced
-arrays; :data:`polyc.graph.numpy_api.FUNCTIONS` lists them by numpy name.
+(views) and ``append``; numpy 2's ``linalg.vector_norm matrix_norm``.
+Each takes traced arrays and returns traced arrays;
+:data:`polyc.graph.numpy_api.FUNCTIONS` lists them by numpy name.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import views
+from . import morefns, views
 from .core import Tracer, user_location
 from .ops import Scalar, broadcast, capture, materialize, normalize_axis, operand, reduce
 from .sizes import SizeInt
@@ -223,6 +224,23 @@ def append(g, arr, values, axis=None, concatenate: Callable | None = None) -> Tr
     return concatenate(g, [t, v], axis=axis)
 
 
+def vector_norm(g, x, *, axis=None, keepdims: bool = False, ord=2) -> Tracer:
+    """``np.linalg.vector_norm``: :func:`~polyc.graph.morefns.norm` of
+    vectors along ``axis`` (every axis at once, as one flattened vector,
+    for ``None`` or a tuple), with numpy's ``keepdims``."""
+    t = _array(g, x)
+    nd = t.ndim
+    axes = tuple(range(nd)) if axis is None else \
+        tuple(normalize_axis(int(a), nd) for a in (axis if isinstance(axis, tuple) else (axis,)))
+    rest = [d for d in range(nd) if d not in axes]
+    flat = views.reshape(views.transpose(t, rest + list(axes)),
+                         tuple(t.shape[d] for d in rest) + (-1,))
+    out = morefns.norm(g, flat, ord=ord, axis=-1)
+    if keepdims:
+        out = views.reshape(out, tuple(1 if d in axes else t.shape[d] for d in range(nd)))
+    return out
+
+
 def functions(concatenate: Callable) -> dict[str, Callable]:
     """These functions by numpy name (numpy_api lends its ``concatenate``)."""
     return {"gradient": lambda g, f, *varargs, axis=None, edge_order=1:
@@ -230,5 +248,8 @@ def functions(concatenate: Callable) -> dict[str, Callable]:
                      concatenate=concatenate),
             "nanvar": nan_moment("var"), "nanstd": nan_moment("std"),
             "broadcast_arrays": broadcast_arrays, "meshgrid": meshgrid,
+            "vector_norm": vector_norm,
+            "matrix_norm": lambda g, x, *, keepdims=False, ord="fro":
+                morefns.norm(g, x, ord=ord, axis=(-2, -1), keepdims=keepdims),
             "append": lambda g, arr, values, axis=None: append(g, arr, values, axis,
                                                                concatenate)}

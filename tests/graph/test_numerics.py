@@ -94,3 +94,15 @@ def test_meshgrid_broadcast_arrays_append():
         x, y = rand((n,), F64, seed=n), rand((m,), F32, seed=m)
         for a, e in zip(f(x, y), _gaussian_on_a_grid(x, y)):
             polyc.testing.assert_close(a, e)
+
+
+def _norms(x):
+    vn, mn = np.linalg.vector_norm, np.linalg.matrix_norm
+    return (vn(x), vn(x, axis=-1, ord=1), vn(x, axis=(0, 2), ord=np.inf, keepdims=True),
+            mn(x), mn(x, ord=1, keepdims=True))
+
+
+def test_vector_norm_and_matrix_norm():
+    """numpy 2's linalg.vector_norm (every axis as one vector for None or a
+    tuple) and matrix_norm (the last two axes); they were refused."""
+    check(_norms, rand((2, 3, 4), F32, seed=101), reduction_length=24)
