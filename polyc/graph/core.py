@@ -408,7 +408,9 @@ class Tracer:
                      "copies); a numpy array cannot hold traced values: create an array "
                      "you assign into with np.zeros_like(x, shape=...) (a traced one), and "
                      "to index a numpy array by a traced one (table[ids]), pass the table "
-                     "as an argument of the jitted function")
+                     "as an argument of the jitted function; a list of traced arrays "
+                     "given to numpy (np.array([a, b]), np.sum([a, b], axis=0)) is "
+                     "converted with np.asarray too: join it with np.stack([a, b]) first")
 
     def __iter__(self):
         n = len(self)

@@ -588,6 +588,10 @@ def _asarray_of(x):
     return np.asarray(x) + 1  # LINE-ASARRAY
 
 
+def _sum_of_a_list(x):
+    return np.sum([x, x * 2], axis=0)  # LINE-LIST
+
+
 def _line_of(marker: str) -> int:
     with open(__file__) as f:
         for k, line in enumerate(f, 1):
@@ -597,7 +601,8 @@ def _line_of(marker: str) -> int:
 
 
 @pytest.mark.parametrize("fn,marker", [(_value_if, "LINE-IF"), (_float_of, "LINE-FLOAT"),
-                                       (_asarray_of, "LINE-ASARRAY")])
+                                       (_asarray_of, "LINE-ASARRAY"),
+                                       (_sum_of_a_list, "LINE-LIST")])
 def test_value_dependent_code_raises_trace_error(fn, marker):
     with pytest.raises(TraceError) as e:
         polyc.jit(fn)(rand((4,), F32))
@@ -605,6 +610,8 @@ def test_value_dependent_code_raises_trace_error(fn, marker):
     assert e.value.line == _line_of(marker)
     if fn is _asarray_of:       # the hint says what to do instead
         assert "drop the np.asarray/np.array call" in str(e.value)
+    if fn is _sum_of_a_list:    # numpy converted the list: the hint says to stack it
+        assert "np.stack([a, b])" in str(e.value)
 
 
 @pytest.mark.parametrize("name", ["sort", "median", "linalg.det"])
