@@ -405,3 +405,15 @@ def canonical_tree(node: isl.ScheduleNode, space: isl.Space) -> list:
     else:
         head = []
     return [kind, head, [canonical_tree(node.child(i), space) for i in range(node.n_children())]]
+
+
+def positive_constant(pa: isl.PwAff) -> int | None:
+    """The value of ``pa`` when it is one positive integer constant (a
+    literal divisor, or a size fixed by specialization), else ``None``."""
+    if not pa.is_cst():
+        return None
+    pieces = pa.get_pieces()
+    if len(pieces) != 1 or not pieces[0][1].is_cst():
+        return None
+    v = pieces[0][1].get_constant_val()
+    return int(v.to_python()) if v.is_int() and v.is_pos() else None

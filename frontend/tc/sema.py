@@ -22,7 +22,13 @@ from ... import access, bounds, ir
 from ... import expr as E
 from ...errors import SemanticError, ShapeError, UnsupportedError
 from ...halfprec import widen_half_reductions
-from ...isl_util import NonAffineError, const_pw_aff, param_space, pw_aff_to_expr
+from ...isl_util import (
+    NonAffineError,
+    const_pw_aff,
+    param_space,
+    positive_constant,
+    pw_aff_to_expr,
+)
 from ..source import Span, excerpt, span_text
 from . import syntax as S
 from .dtypes import promote
@@ -558,10 +564,12 @@ class _Lowering:
                 return a.sub(b)
             if e.op == "*" and (a.is_cst() or b.is_cst()):
                 return b.mul(a) if a.is_cst() else a.mul(b)
-            if e.op in ("/", "%") and isinstance(e.rhs, S.Number) and e.rhs.value > 0:
+            # a positive constant divisor: a literal, or a size fixed by specialization
+            div = positive_constant(b)
+            if e.op in ("/", "%") and div is not None:
                 if e.op == "/":
                     return a.div(b).floor()
-                return a.mod_val(isl.Val.int_from_si(a.get_ctx(), e.rhs.value))
+                return a.mod_val(isl.Val.int_from_si(a.get_ctx(), div))
             raise rep.unsupported(e.span, f"range bound '{_text(self.source, e.span)}' is not "
                                   "affine in the sizes")
         raise rep.semantic(e.span, f"range bound '{_text(self.source, e.span)}' is not a size "

@@ -214,6 +214,27 @@ def test_stride_needs_specialization_and_works_when_fixed():
         "[H, KH] -> { S0[h, kh] : h >= 0 and 2h + KH - 1 < H and 0 <= kh < KH }"))
 
 
+def test_a_where_bound_divided_by_a_fixed_size():
+    """``where i in 0:N/S``: S is fixed by specialization (it is listed as
+    needing it), and the bound divides by its value; it was refused as 'not
+    affine in the sizes' even then, because only a literal divisor counted."""
+    import numpy as np
+
+    import polyc
+    for body, size, want in [
+            ("y(i) = x(S * i) where i in 0:N/S", 3, lambda x: x[::3][:len(x) // 3]),
+            ("y(i) = x(S * i) where i in 0:(N+S-1)/S", 3, lambda x: x[::3]),
+            ("y(i) +=! x(S * i + k) where i in 0:N/S, k in 0:S", 4,
+             lambda x: x[:len(x) // 4 * 4].reshape(-1, 4).sum(1)),
+            ("y(i) = x(i) where i in 0:N%S", 7, lambda x: x[:len(x) % 7])]:
+        text = f"def f(float(N) x, int64 S) -> (y) {{ {body} }}"
+        assert tc.needs_specialization(tc.parse(text).defs[0]) == frozenset({"S"})
+        k = polyc.compile(text)
+        for n in (0, 5, 20, 23):
+            x = np.arange(n, dtype=np.float32)
+            np.testing.assert_array_equal(k(x, size), want(x))
+
+
 def test_later_statement_lhs_takes_part():
     p = lower("def f(float(N) A, float(N) C) -> (B) {\n"
               "  B(i) = A(i)\n  B(i) += C(i + 1)\n}")
