@@ -172,6 +172,10 @@ class Graph:
     #: captured arrays): ``(node, extent of the axis they index, location)``,
     #: checked against the extent at each call (:mod:`polyc.graph.views`)
     index_checks: list = field(default_factory=list)
+    #: results of ``view op= value`` that Python's ``base[key] = result``
+    #: has not stored into the view's base yet: id -> (result, view, where);
+    #: :func:`polyc.graph.jit.trace` refuses any left (stored elsewhere)
+    pending_stores: dict = field(default_factory=dict, compare=False, repr=False)
     _consumers: Any = field(default=None, compare=False, repr=False)
 
     def add(self, kind: str, op: str, shape, dtype, *, prefix: str = "t", **kw) -> Node:
@@ -333,7 +337,9 @@ class Tracer:
         node = self.node
         why = None
         if self._view_of is not None and stored_back:
-            return self._inplace_result(loc, op, new)
+            res = self._inplace_result(loc, op, new)
+            self._graph.pending_stores[id(res)] = (res, self, loc)
+            return res
         if self._view_of is not None:
             why = "it is a view of another array (a slice, transpose or reshape)"
         elif node is not None and node.kind in ("arg", "captured"):

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..config import Config
 from ..dlpack import as_numpy, to_torch
-from ..errors import BindingError
+from ..errors import BindingError, UnsupportedError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
 from .gather import check_indices
@@ -109,6 +109,12 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
     targs = [bind_args(a, n in static_argnames, bind) for a, n in zip(args, names)]
     tkw = {k: bind_args(v, k in static_argnames, bind) for k, v in kwargs.items()}
     result = fn(*targs, **tkw)
+    for _, _, where in graph.pending_stores.values():
+        raise UnsupportedError(
+            f"{where}: in-place operator on a view whose result went into a list, dict or "
+            "attribute, not into the view's base: numpy would write through the view into "
+            "the base array; write base[key] op= value on the array itself, or x = x op "
+            f"value\n    {where.text}")
     leaves: list = []
     graph.treedef = _flatten(result, leaves)
     outs: list[Any] = []

@@ -57,6 +57,9 @@ def setitem(t: Tracer, key: Any, value: Any) -> None:
     for what the module docstring lists as refused, ``IndexError`` and
     ``ValueError`` as numpy does."""
     g = t._graph
+    pending = g.pending_stores.get(id(value))
+    if pending is not None and pending[0] is value and pending[1]._view_of is t:
+        del g.pending_stores[id(value)]     # base[key] op= v, stored into the base
     _check_target(t)
     keys = key if isinstance(key, tuple) else (key,)
     if len(keys) == 1 and isinstance(keys[0], (Tracer, np.ndarray)) and \

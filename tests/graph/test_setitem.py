@@ -197,6 +197,13 @@ def _view_named(x):
     return y
 
 
+def _augmented_view_in_a_list(x):
+    y = x.copy()
+    parts = np.split(y, 2)              # views of y: numpy's parts[0] += 1 writes into y
+    parts[0] += 1
+    return y
+
+
 def _augmented_argument(x):
     x[1:] += 1
     return x
@@ -208,7 +215,8 @@ def _augmented_argument(x):
                                       (_array_under_mask, "np.where"),
                                       (_view_named, "in-place \\+= on a traced array: it is "
                                                     "a view"),
-                                      (_augmented_argument, "it is an argument")])
+                                      (_augmented_argument, "it is an argument"),
+                                      (_augmented_view_in_a_list, "went into a list")])
 def test_refused_assignments_say_why(fn, match):
     with pytest.raises(UnsupportedError, match=match):
         polyc.jit(fn)(rand((4, 5), F32, seed=53))
