@@ -145,9 +145,9 @@ class FunctionEnv(Mapping):
 
 def file_env(tree: ast.Module) -> dict[str, object]:
     """What the top level of a file read without running it binds to
-    numbers and to ``math``/``numpy``: ``NAME = literal`` assignments
-    (``ast.literal_eval``: ``TILE = 4``, ``EPS = 1e-6``, ``N = -3``) and
-    ``import math``, ``import numpy as np``."""
+    numbers and to ``math``/``numpy``: ``NAME = number`` assignments
+    (``TILE = 4``, ``EPS = 1e-6``, ``N = -3``, ``TILE2 = 2 * TILE``: see
+    :func:`_arithmetic`) and ``import math``, ``import numpy as np``."""
     env: dict[str, object] = {}
     modules = {"math": math, "numpy": np}
     for node in tree.body:
@@ -157,15 +157,45 @@ def file_env(tree: ast.Module) -> dict[str, object]:
                     env[a.asname or a.name] = modules[a.name]
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
                 and isinstance(node.targets[0], ast.Name):
-            try:
-                value = ast.literal_eval(node.value)
-            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            value = _arithmetic(node.value, env)
+            if value is None:
                 env.pop(node.targets[0].id, None)
-                continue
-            env[node.targets[0].id] = value
+            else:
+                env[node.targets[0].id] = value
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             env.pop(node.name, None)       # a later definition hides the constant
         elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) \
                 and isinstance(node.target, ast.Name):
             env.pop(node.target.id, None)
     return env
+
+
+_ARITH = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b,
+          ast.Mult: lambda a, b: a * b, ast.Div: lambda a, b: a / b,
+          ast.FloorDiv: lambda a, b: a // b, ast.Mod: lambda a, b: a % b}
+
+
+def _arithmetic(node: ast.AST, env: Mapping[str, object]) -> int | float | None:
+    """The number ``node`` computes from number literals, the numbers of
+    ``env`` (names and ``math.pi``-style constants) and ``+ - * / // %``
+    (no call, no power: nothing that runs user code or grows without
+    bound), or ``None``."""
+    if isinstance(node, ast.Constant):
+        return _number(node.value)
+    if isinstance(node, ast.Name):
+        return _number(env.get(node.id))
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+            and isinstance(env.get(node.value.id), types.ModuleType):
+        return _number(getattr(env[node.value.id], node.attr, None))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _arithmetic(node.operand, env)
+        return None if v is None else (-v if isinstance(node.op, ast.USub) else v)
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
+        a, b = _arithmetic(node.left, env), _arithmetic(node.right, env)
+        if a is None or b is None:
+            return None
+        try:
+            return _number(_ARITH[type(node.op)](a, b))
+        except (ArithmeticError, ValueError):
+            return None
+    return None

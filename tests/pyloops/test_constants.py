@@ -108,13 +108,14 @@ def test_a_local_name_hides_the_global_and_a_bool_is_no_number():
 def test_cli_reads_top_level_constants(tmp_path, capsys):
     from polyc.cli import main
     src = tmp_path / "k.py"
-    src.write_text("import math\nimport polyc\n\nTILE = 4\nSCALE = -0.5\n\n\n"
+    src.write_text("import math\nimport polyc\n\nTILE = 4\nSCALE = -0.5\n"
+                   "STEP = TILE * 2 - 1\nTAU = 2 * math.pi\nNOPE = TILE // 0\n\n\n"
                    "@polyc.kernel\ndef k(A, B):\n    n = A.shape[0]\n"
-                   "    for i in range(0, n, TILE):\n"
-                   "        B[i] = A[i] * SCALE + math.pi\n")
+                   "    for i in range(0, n, STEP):\n"
+                   "        B[i] = A[i] * SCALE + TAU\n")
     assert main(["compile", str(src), "--emit", "loopnest"]) == 0
     out = capsys.readouterr().out
-    assert "i += 4" in out and "-0.5" in out and "3.14159" in out
+    assert "i += 7" in out and "-0.5" in out and "6.28318" in out
 
 
 def test_numpy_elementwise_extrema():
