@@ -23,7 +23,7 @@ from ..dependence import Dependences
 from ..errors import PolycError, ScheduleError
 from ..ir import Program, original_schedule
 from ..isl_util import CTX, maps_of
-from . import legality
+from . import isl_worker, legality
 from .fusion import exact_flags, fuse_subtrees, head_depth
 from .tree import bands, mupa_from_columns, node_at, path_of, statement_filter, statements_of
 
@@ -207,9 +207,40 @@ def _compute(program: Program, all_deps: isl.UnionMap, opts: dict, stmts=None,
           .set_validity(deps)
           .set_coincidence(deps)
           .set_proximity(deps))
-    with _scheduler_options(**{**opts, **extra}):
-        sched = sc.compute_schedule()
+    options = {**opts, **extra}
+    if _may_spin(dom, deps, options):
+        sched = isl_worker.compute(sc, options)
+        if sched is None and not options.get("schedule_whole_component"):
+            # isl's clustering did not finish: the whole component as one
+            # problem (one ILP per band, no cluster merges) is the next best
+            sched = isl_worker.compute(sc, {**options, "schedule_whole_component": 1})
+        if sched is None:
+            raise isl.Error("isl's scheduler did not finish within "
+                            f"{isl_worker.TIME_LIMIT_S:.0f} s")
+    else:
+        with _scheduler_options(**options):
+            sched = sc.compute_schedule()
     return sched.intersect_domain(full) if unused else sched
+
+
+def _may_spin(dom: isl.UnionSet, deps: isl.UnionMap, options: dict) -> bool:
+    """Whether isl's scheduler runs in the worker process with a time limit
+    (:mod:`polyc.schedule.isl_worker`): isl's clustering of at least three
+    statements of constant extents (no parameter left) connected by a
+    dependence between statements of different dimensionality, the shape of
+    every known case where it does not terminate.  Other calls run in this
+    process, where they cost no process round trip."""
+    if options.get("schedule_serialize_sccs") or dom.dim(isl.dim_type.param) > 0:
+        return False
+    if dom.n_set() < 3:
+        return False
+    mixed = []
+
+    def visit(m: isl.Map) -> None:
+        if m.dim(isl.dim_type.in_) != m.dim(isl.dim_type.out):
+            mixed.append(m)
+    deps.foreach_map(visit)
+    return bool(mixed)
 
 
 def _unused_params(program: Program) -> list[str]:
