@@ -311,3 +311,29 @@ def test_embedding_bag_and_truncating_integer_division():
     torch.manual_seed(65)
     _compile_matches(M().eval(), torch.randint(0, 10, (3, 5)), torch.rand(3, 5),
                      torch.randint(-9, 9, (4, 5)))
+
+
+def test_float16_norms_of_large_values():
+    """A float16 LayerNorm, GroupNorm and InstanceNorm of values around 100:
+    ``(x - mean)^2`` overflowed half (the output was all zeros); ATen
+    computes their statistics in float32, so does polyc now."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln, self.gn, self.inorm = nn.LayerNorm(64), nn.GroupNorm(2, 4), \
+                nn.InstanceNorm1d(4)
+
+        def forward(self, x, y):
+            return self.ln(x), self.gn(y), self.inorm(y)
+    torch.manual_seed(66)
+    m = M().half().eval()
+    x, y = (torch.randn(4, 64) * 100).half(), (torch.randn(2, 4, 32) * 100).half()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got, ref = torch.compile(m, backend="polyc")(x, y), m(x, y)
+    for g, r in zip(got, ref):
+        assert g.dtype == torch.float16
+        np.testing.assert_allclose(g.float().numpy(), r.float().numpy(), rtol=1e-2, atol=1e-2)
