@@ -198,7 +198,8 @@ def var_mean(std: bool) -> Callable:
         from .torch_backend import _var
         axis = None if dim is None else (dim,) if isinstance(dim, int) else tuple(dim) or None
         spread = _var(std)(x, dim, unbiased, keepdim, correction=correction)
-        return spread, np.mean(x, axis=axis, keepdims=keepdim)
+        from .torch_nn import wide
+        return spread, np.mean(wide(x), axis=axis, keepdims=keepdim)
     return run
 
 

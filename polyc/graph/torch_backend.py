@@ -175,7 +175,7 @@ def _reduction(fn: Callable) -> Callable:
     def run(x, dim=None, keepdim=False, *, dtype=None):
         if dtype is not None:              # torch converts first, then reduces
             x = x.astype(_np_dtype(dtype))
-        return fn(x, axis=_axes(dim, x.ndim), keepdims=keepdim)
+        return fn(nn_ops.wide(x), axis=_axes(dim, x.ndim), keepdims=keepdim)
     return run
 
 
@@ -193,7 +193,7 @@ def _var(std: bool) -> Callable:
             ddof = 1 if unbiased is None else unbiased
         ddof = 1 if ddof is None else ddof
         f = np.std if std else np.var
-        return f(x, axis=_axes(dim, x.ndim), ddof=ddof, keepdims=keepdim)
+        return f(nn_ops.wide(x), axis=_axes(dim, x.ndim), ddof=ddof, keepdims=keepdim)
     return run
 
 

@@ -135,7 +135,7 @@ def batch_norm_batch_stats(x, weight, bias, *rest):
     running statistics uses them when ``training`` is false."""
     if len(rest) == 5 and not rest[2]:
         return batch_norm_inference(x, weight, bias, rest[0], rest[1], rest[3], rest[4])
-    eps, x = rest[-1], _wide(x)
+    eps, x = rest[-1], wide(x)
     axes = (0,) + tuple(range(2, x.ndim))
     mean = x.mean(axis=axes)
     shape = (1, -1) + (1,) * (x.ndim - 2)
@@ -154,7 +154,7 @@ def group_norm(x, weight, bias, n, c, hw, groups, eps):
     groups, normalised by the group's mean and biased variance, then the
     per-channel affine map; also the (N, groups) mean and 1/std (float16
     computed in float32)."""
-    x = _wide(x)
+    x = wide(x)
     shape = tuple(x.shape)
     y = x.reshape((shape[0], groups, -1))
     mean = y.mean(axis=-1, keepdims=True)
@@ -352,6 +352,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     ``±inf`` and any ``p > 0`` (``sum |x|^p ^ (1/p)``); others raise
     :class:`~polyc.errors.UnsupportedError`."""
     axis = tuple(dim) if isinstance(dim, (list, tuple)) else dim
+    x = wide(x)                        # (float16: in float32, as ATen)
     if ord == 2 or ord == 2.0:
         return np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdim))
     if ord in (1, 1.0):
@@ -454,17 +455,18 @@ def log_softmax(x, dim: int, half_to_float: bool = False):
     return s - np.log(np.sum(np.exp(s), axis=dim, keepdims=True))
 
 
-def _wide(x):
+def wide(x):
     """``x`` in float32 where it is float16: ATen computes the statistics of
-    a half norm in float32 (``(x - mean)^2`` overflows half from 256 on);
-    the interpreter casts the outputs back to the node's dtype."""
+    a half norm, sum, mean or variance in float32 (``(x - mean)^2``
+    overflows half from 256 on); the interpreter casts the outputs back to
+    the node's dtype."""
     return x.astype(np.float32) if x.dtype == np.float16 else x
 
 
 def layer_norm(x, normalized_shape, weight, bias, eps: float):
     """``aten.native_layer_norm``: the output, mean and 1/std (of a float16
     input computed in float32)."""
-    x = _wide(x)
+    x = wide(x)
     axes = tuple(range(x.ndim - len(normalized_shape), x.ndim))
     mean = np.mean(x, axis=axes, keepdims=True)
     d = x - mean

@@ -337,3 +337,23 @@ def test_float16_norms_of_large_values():
     for g, r in zip(got, ref):
         assert g.dtype == torch.float16
         np.testing.assert_allclose(g.float().numpy(), r.float().numpy(), rtol=1e-2, atol=1e-2)
+
+
+def test_float16_reductions_accumulate_past_the_half_range():
+    """``x.var()``, ``x.norm()``, ``x.mean()`` of float16 values whose sums
+    of squares (or sums) pass 65504 were inf; ATen accumulates them in
+    float32 and only the result is half."""
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return (x.var(-1), x.std(0), torch.var_mean(x, -1), x.norm(dim=-1),
+                    (x.abs() + 1000).mean(-1))
+    torch.manual_seed(67)
+    x = (torch.randn(4, 64) * 60).half()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        got, ref = torch.compile(M(), backend="polyc")(x), M()(x)
+    for g, r in zip(got[:2] + got[2] + got[3:], ref[:2] + ref[2] + ref[3:]):
+        assert g.dtype == torch.float16 and torch.isfinite(g).all()
+        np.testing.assert_allclose(g.float().numpy(), r.float().numpy(), rtol=2e-3)
