@@ -173,8 +173,9 @@ class TuneResult:
         """A text summary; ``explain`` adds every pruned candidate's reason."""
         lines = [f"{self.program}: best {self.best.label} — {self.speedup:.2f}x the default "
                  f"({self.measured} measured, {self.failed} failed, "
-                 f"{sum(self.pruned.values())} pruned: "
-                 + ", ".join(f"{n} {k}" for k, n in sorted(self.pruned.items()))
+                 f"{sum(self.pruned.values())} pruned"
+                 + "".join(f"{', ' if i else ': '}{n} {k}"
+                           for i, (k, n) in enumerate(sorted(self.pruned.items())))
                  + f"; {self.seconds:.1f} s; noise {100 * self.noise:.1f}%)"]
         if self.note:
             lines.append(f"  note: {self.note}")

@@ -282,3 +282,16 @@ def test_the_automatic_recipe_is_perturbed_and_a_recorded_perturbation_is_used(c
     rng = np.random.default_rng(1)
     a, b = rng.random((33, 20), dtype=np.float32), rng.random((20, 17), dtype=np.float32)
     np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
+
+
+def test_report_counts_pruned_kinds_without_an_empty_list():
+    """``TuneResult.report()`` read ``0 pruned: ;`` when nothing was pruned."""
+    from polyc.tune.search import Trial, TuneResult
+    best = Trial("default (automatic schedule)", None, None, status="measured", ratio=1.0)
+
+    def line(pruned):
+        r = TuneResult("tr", "k", [], best, [best], pruned, 1, 0, 2.0, 0.1, [], "db")
+        return r.report().splitlines()[0]
+
+    assert "(1 measured, 0 failed, 0 pruned; 2.0 s; noise 10.0%)" in line({})
+    assert "3 pruned: 1 duplicate, 2 illegal; 2.0 s" in line({"illegal": 2, "duplicate": 1})
