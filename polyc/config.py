@@ -12,13 +12,15 @@ too (``time_tiling``, ``fusion``, ...).  The fusion planner's options
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import math
 import os
 import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from .errors import PolycError
+from .errors import BindingError, PolycError
 
 #: A sanitizer name as ``-fsanitize=`` takes it (``address``, ``undefined``,
 #: ``signed-integer-overflow``, ...): letters, digits and dashes only.
@@ -415,6 +417,33 @@ class Config:
             return Path(self.cache_dir)
         from platformdirs import user_cache_dir
         return Path(user_cache_dir("polyc"))
+
+
+#: Names a user may reach for, and the field that holds that option.
+_ALIASES = {"threads": "num_threads", "nthreads": "num_threads", "n_threads": "num_threads",
+            "compiler": "cc", "flags": "cflags", "cache": "cache_dir", "tile": "tile_sizes",
+            "tiles": "tile_sizes", "vectorize": "simd", "openmp": "parallel"}
+_dataclass_init = Config.__init__
+
+
+def _checked_init(self, *args, **kw) -> None:
+    """``Config(...)``: an unknown option is a :class:`~polyc.errors.BindingError`
+    (also a ``TypeError``) naming the option it probably meant."""
+    names = [f.name for f in fields(Config)]
+    unknown = [k for k in kw if k not in names]
+    if unknown:
+        hints = []
+        for k in unknown:
+            guess = _ALIASES.get(k) or next(iter(difflib.get_close_matches(k, names, 1)), None)
+            hints.append(f"{k!r}" + (f" (did you mean {guess}?)" if guess else ""))
+        raise BindingError(f"polyc.Config has no option {', '.join(hints)}; its options are "
+                           f"{', '.join(names)}")
+    _dataclass_init(self, *args, **kw)
+
+
+_checked_init.__doc__ = _dataclass_init.__doc__
+_checked_init.__signature__ = inspect.signature(_dataclass_init)
+Config.__init__ = _checked_init
 
 
 def config_or_env(config, who: str) -> Config:

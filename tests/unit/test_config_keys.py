@@ -120,3 +120,17 @@ def test_time_tiling_lowers_a_time_loop_differently():
     texts = [emit.emit(low.program, low.loopnest).text for low in lows]
     assert texts[0] != texts[1]
     assert str(lows[0].schedule) != str(lows[1].schedule)
+
+
+@pytest.mark.parametrize("make", [lambda **kw: Config(**kw), lambda **kw: Config().replace(**kw),
+                                  lambda **kw: Config.from_env(**kw)])
+def test_an_unknown_option_names_the_one_meant(make):
+    """``Config(threads=2)`` (README's word for the option) was a bare
+    dataclass ``TypeError``; it is a ``BindingError`` (still a ``TypeError``)
+    naming ``num_threads``, and real options still work."""
+    from polyc.errors import BindingError
+    with pytest.raises(BindingError, match=r"no option 'threads' \(did you mean num_threads\?\)"):
+        make(threads=2)
+    with pytest.raises(TypeError, match=r"'tiling_sizes' \(did you mean tile_sizes\?\)"):
+        make(tiling_sizes=(8, 8))
+    assert make(num_threads=2).num_threads == 2
