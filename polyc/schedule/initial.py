@@ -202,13 +202,14 @@ def _compute(program: Program, all_deps: isl.UnionMap, opts: dict, stmts=None,
         dom = _project_param(dom, name)
         deps = _project_param(deps, name)
         context = _project_param(context, name)
+    options = {**opts, **extra}
+    risky = _may_spin(dom, deps, options)
     sc = (isl.ScheduleConstraints.on_domain(dom)
           .set_context(context)
           .set_validity(deps)
           .set_coincidence(deps)
-          .set_proximity(deps))
-    options = {**opts, **extra}
-    if _may_spin(dom, deps, options):
+          .set_proximity(_without_splits(deps) if risky else deps))
+    if risky:
         sched = isl_worker.compute(sc, options)
         if sched is None and not options.get("schedule_whole_component"):
             # isl's clustering did not finish: the whole component as one
@@ -241,6 +242,31 @@ def _may_spin(dom: isl.UnionSet, deps: isl.UnionMap, options: dict) -> bool:
             mixed.append(m)
     deps.foreach_map(visit)
     return bool(mixed)
+
+
+def _without_splits(deps: isl.UnionMap) -> isl.UnionMap:
+    """``deps`` less the dependences that split an index: functions onto
+    more dimensions than they come from that need an integer division (a
+    consumer reading its producer split, ``Z(b, t, 4*h + d)``):
+    proximity on them is what makes isl's clustering spin on programs of
+    constant extents (:func:`_may_spin`), and fusing across such a split
+    rarely shortens a reuse distance anyway.  Validity and coincidence keep
+    them; proximity is only the scheduler's cost."""
+    kept = []
+
+    def visit(m: isl.Map) -> None:
+        divs = []
+        if m.dim(isl.dim_type.out) > m.dim(isl.dim_type.in_) and m.is_single_valued():
+            isl.PwMultiAff.from_map(m).foreach_piece(
+                lambda _, ma: divs.extend(i for i in range(ma.dim(isl.dim_type.out))
+                                          if ma.get_at(i).dim(isl.dim_type.div) > 0))
+        if not divs:
+            kept.append(m)
+    deps.foreach_map(visit)
+    out = isl.UnionMap.empty(deps.get_space())
+    for m in kept:
+        out = out.union(isl.UnionMap.from_map(m))
+    return out
 
 
 def _unused_params(program: Program) -> list[str]:
