@@ -71,6 +71,7 @@ def _load_python(args, path: Path):
     if not path.is_file():
         raise UsageError(f"cannot read {path}")
     fdef, filename, line0, lines = pysource.parse_file(str(path), args.def_name)
+    _refuse_jit(args, fdef, path)
     env = pyconsts.file_env(ast.parse("\n".join(lines)))   # TILE = 4 at the top level
     fdef = pyconsts.inline(fdef, pyconsts.constants(pyconsts.free_reads(fdef), env))
     specs = pysource.infer_specs(fdef, args.dtype or "float64")
@@ -81,6 +82,22 @@ def _load_python(args, path: Path):
         raise UsageError(f"--sizes: {fdef.name} has no size {', '.join(unknown)} "
                          f"(its sizes: {', '.join(program.params) or 'none'})")
     return program, sizes
+
+
+def _refuse_jit(args, fdef: ast.FunctionDef, path: Path) -> None:
+    """A ``@polyc.jit`` function named where a ``@polyc.kernel`` loop program is
+    read (no ``--shapes``): a :class:`UsageError` saying how to explain it,
+    instead of the loop frontend's refusal of its first numpy call."""
+    names = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in fdef.decorator_list]
+    if not any(n in ("jit", "polyc.jit") for n in names) or "kernel" in " ".join(names):
+        return
+    shapes = "--shapes 64x128,... (one shape per array argument)"
+    if hasattr(args, "shapes"):         # polyc explain
+        raise UsageError(f"{fdef.name} in {path} is a @polyc.jit function: polyc explain "
+                         f"traces it on random arrays of the shapes you give; add {shapes}")
+    raise UsageError(f"{fdef.name} in {path} is a @polyc.jit function: this command takes "
+                     f"@polyc.kernel loop programs and .tc files; explain its fusion plan "
+                     f"with polyc explain {path} --def {fdef.name} {shapes}")
 
 
 def _load(args):

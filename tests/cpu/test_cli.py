@@ -448,3 +448,29 @@ def test_a_negative_seed_is_a_usage_error(capsys, tcfile, cmd):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert "--seed: must be >= 0, got -1" in err and "Traceback" not in err
+
+
+JITTED = '''import numpy as np
+import polyc
+
+
+@polyc.jit
+def softmax(x):
+    p = np.exp(x - x.max(axis=-1, keepdims=True))
+    return p / p.sum(axis=-1, keepdims=True)
+'''
+
+
+@pytest.mark.parametrize("command", ["explain", "compile"])
+def test_a_jit_function_without_shapes_says_how_to_explain_it(capsys, tcfile, command):
+    """README's softmax, ``polyc explain sm.py --def softmax`` without
+    ``--shapes``, was refused by the loop frontend ("a call to x.max ... a
+    kernel may call abs, ..."): it says to add ``--shapes``, and with them the
+    plan's softmax matches numpy's."""
+    path = tcfile(JITTED, "sm.py")
+    rc, out, err = run_main(capsys, [command, path, "--def", "softmax"])
+    assert_user_error(rc, out, err)
+    assert "softmax in" in err and "is a @polyc.jit function" in err and "--shapes" in err, err
+    assert "a kernel may call" not in err
+    rc, out, err = run_main(capsys, ["explain", path, "--def", "softmax", "--shapes", "4x8"])
+    assert rc == 0 and out.startswith("graph softmax: 1 kernel(s)"), (out, err)
