@@ -29,18 +29,14 @@ B(k,n)`` in the source order::
                                                  for m: for n: { S0_init; for k: S0 }
     generated:  polyc_gemm_f32(M, N, K, A, ..., C, ..., beta = 0, ...)
 
-The automatic pipeline (:func:`polyc.pipeline.lower`,
-:mod:`polyc.schedule.tensorize_auto`) schedules the program with each
-matched group contracted to its calls (the scheduler then cannot fuse into
-the intrinsic's loops), expands the calls back into the source statements
-and marks each group with :func:`mark_band`, the function
-``Schedule.tensorize`` calls.
+The automatic pipeline (:mod:`polyc.schedule.tensorize_auto`) schedules
+with each matched group contracted to its calls, expands them back and
+marks each group with :func:`mark_band`, as ``Schedule.tensorize`` does.
 
-Source: TVM's ``tensorize`` schedule primitive; the polyhedral matching of
+Source: TVM's ``tensorize`` primitive; the polyhedral matching of
 Bondhugula et al., "High-performance GPU/CPU tensor contraction via
-polyhedral tensorization" (see :mod:`polyc.intrinsics`); the schedule-tree
-grouping follows isl's ``isl_schedule_node_group`` (an expansion by the
-projection onto the outer loops).
+polyhedral tensorization" (:mod:`polyc.intrinsics`); the grouping follows
+isl's ``isl_schedule_node_group``.
 """
 
 from __future__ import annotations
