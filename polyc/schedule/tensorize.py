@@ -10,11 +10,9 @@ and pictures treat the mark like any other; only code generation
 A band may be marked when (isl decides every point):
 
 * the statements below it are one update that matches the intrinsic
-  (:func:`polyc.intrinsics.match_gemm`: access relations equal to the
-  intrinsic's, by isl map equality; the domain a box in the scanned
-  iterators) and, optionally, what the call folds: the ``+=!``
-  initialisation or a scaling of the output before it (``C *= beta``,
-  the intrinsic's ``beta``), the bias/ReLU epilogue after it;
+  (:func:`polyc.intrinsics.match_gemm`: access relations equal by isl map
+  equality, the domain a box in the scanned iterators) and what the call
+  folds: the ``+=!`` initialisation or ``C *= beta``, a bias/ReLU epilogue;
 * the loops above the mark do not depend on the iterators the intrinsic
   scans: the prefix schedule of every statement below, composed with the
   projection onto the call's loops (``{ S[b, m, n, k] -> call[b] }``), is a
@@ -25,8 +23,7 @@ A band may be marked when (isl decides every point):
 Before / after ``tensorize(("C", "m"), "gemm")`` on ``C(m,n) +=! A(m,k) *
 B(k,n)`` in the source order::
 
-    for m: for n: { S0_init; for k: S0 }       mark tensorize:gemm:S0
-                                                 for m: for n: { S0_init; for k: S0 }
+    for m: for n: { S0_init; for k: S0 }   ->   mark tensorize:gemm:S0 (same loops)
     generated:  polyc_gemm_f32(M, N, K, A, ..., C, ..., beta = 0, ...)
 
 The automatic pipeline (:mod:`polyc.schedule.tensorize_auto`) schedules
