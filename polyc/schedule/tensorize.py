@@ -20,8 +20,7 @@ A band may be marked when (isl decides every point):
   contiguously and at one point of the outer loops, and the legality check
   of the tree (against the source dependences) is the legality of the calls.
 
-Before / after ``tensorize(("C", "m"), "gemm")`` on ``C(m,n) +=! A(m,k) *
-B(k,n)`` in the source order::
+``tensorize(("C", "m"), "gemm")`` on ``C(m,n) +=! A(m,k) * B(k,n)``::
 
     for m: for n: { S0_init; for k: S0 }   ->   mark tensorize:gemm:S0 (same loops)
     generated:  polyc_gemm_f32(M, N, K, A, ..., C, ..., beta = 0, ...)
