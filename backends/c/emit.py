@@ -416,7 +416,7 @@ class _Emitter:
             if one is not None:
                 return one
         if (isinstance(n, L.For) and not n.parallel and self.COALESCE
-                and id(n) not in self.collapsed):
+                and id(n) not in self.collapsed and not wins.loop_lines(self, n)):
             flat = coalesce(n, self.stmts, self.extent_expr, self.loop_printer.index,
                             self.locals)
             if flat is not None:
@@ -433,7 +433,7 @@ class _Emitter:
             red = self.reduction_loop(n)
             if red is not None:
                 return red
-        if isinstance(n, L.For) and n.simd and not n.parallel:
+        if isinstance(n, L.For) and n.simd and not n.parallel and not wins.loop_lines(self, n):
             hoisted = self.hoisted_loop(n)
             if hoisted is not None:
                 return hoisted
@@ -459,6 +459,8 @@ class _Emitter:
         calls = self._calls_inside(n)
         if n.simd and calls:
             n = replace(n, simd=False)      # a call with its own threads: no simd
+        if (n.simd or folded) and wins.computed_in(self, n):
+            n, folded = replace(n, simd=False), False     # one window row per thread
         if n.parallel and calls and not self.parallel_depth and not self.splitting:
             # a parallel loop around intrinsic calls: each call on one
             # thread when the loop has an iteration per thread, else the

@@ -127,3 +127,20 @@ def in_nest(windows: tuple, nest: L.Node, program: Program) -> tuple:
             walk(n.body, loops)
     walk(nest, frozenset())
     return tuple(w for w in windows if ok[w.tensor])
+
+
+def computed_in(em, n: L.For) -> bool:
+    """Whether a window offset is computed in the body of loop ``n`` or of
+    a loop its ``collapse`` covers: such a loop may not be ``simd`` (the
+    offset maps every iteration to the same row of the thread's window, so
+    the vector lanes of one thread would write one row at once)."""
+    x: L.Node = n
+    for k in range(max(1, n.collapse)):
+        while isinstance(x, L.Block) and len(x.children) == 1:
+            x = x.children[0]
+        if not isinstance(x, L.For):
+            return False
+        if loop_lines(em, x):
+            return True
+        x = x.body
+    return False

@@ -120,3 +120,27 @@ def test_values_crossing_iterations_get_no_window():
     assert "T" not in {w.tensor for w in thread_windows(low.schedule, low.program)}
     x = RNG.standard_normal((64, 33)).astype(np.float32)
     np.testing.assert_allclose(k(x), x[::-1] * 2 + 1, rtol=1e-6)
+
+
+def _smooth_twice(u):
+    for _ in range(2):
+        v = u.copy()
+        v[1:-1] = 0.25 * u[:-2] + 0.5 * u[1:-1] + 0.25 * u[2:]
+        u = v
+    return u
+
+
+def test_a_window_in_a_simd_loop_is_not_shared_by_its_lanes():
+    """A one-row window of the (parallel, simd) loop itself: every iteration
+    writes row 0 of the thread's window, so the loop must not be
+    vectorised (the lanes overwrote each other's t6: wrong results).
+    float64, rtol 1e-12."""
+    from polyc.graph import trace
+    from polyc.graph.plan import from_dict
+    u = RNG.random(50)
+    g = trace(_smooth_twice, u)
+    ops = [n.name for n in g.ops]
+    p = from_dict(g, {"groups": [ops[:12], ops[12:]]}).compile()
+    assert p.kernels[0]._low().windows, "the first kernel holds a windowed temporary"
+    got = p.run({n.name: u for n in g.args}, {0: u.shape[0]})[g.outputs[0].name]
+    np.testing.assert_allclose(got, _smooth_twice(u.copy()), rtol=1e-12, atol=1e-14)
