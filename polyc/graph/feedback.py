@@ -78,13 +78,23 @@ def _schedule_paths(schedule: isl.Schedule) -> tuple[dict[str, set[int]], dict[s
     return bands, par
 
 
-def feedback(graph: core.Graph, nodes: list[Node], config: Config, keep=frozenset()) -> Feedback:
+def feedback(graph: core.Graph, nodes: list[Node], config: Config, keep=frozenset(),
+             memo=None) -> Feedback:
     """Lower the group ``nodes`` as the plan would compile it (up to the
     optimised schedule tree and the array contraction:
     :func:`polyc.pipeline.lower` with ``probe``) and read the result;
-    ``keep``: ids of further nodes whose tensors stay arrays (materialised)."""
-    from ..pipeline import lower
+    ``keep``: ids of further nodes whose tensors stay arrays (materialised);
+    ``memo``: a :class:`polyc.graph.feedback_memo.FeedbackMemo` made with
+    :func:`source_feedback` (a group seen before under other tensor names is
+    answered without lowering)."""
     src = group_source(graph, nodes, kept(graph, nodes) | set(keep), "probe")
+    return memo(src) if memo is not None else source_feedback(src, config)
+
+
+def source_feedback(src, config: Config) -> Feedback:
+    """:func:`feedback` of a group's generated source
+    (:class:`polyc.graph.lower.GroupSource`)."""
+    from ..pipeline import lower
     try:
         low = lower(group_program(src), config, probe=True)
     except PolycError as e:

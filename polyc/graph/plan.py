@@ -38,9 +38,18 @@ from ..config import Config
 from . import core
 from . import roofline as roof
 from .core import Node, mask_input
-from .feedback import Feedback, contracted_record, feedback, kept, shares_loop
+from .feedback import Feedback, contracted_record, feedback, kept, shares_loop, source_feedback
+from .feedback_memo import FeedbackMemo
 from .lower import compile_group, compile_groups, group_program, group_source
 from .workspace import Workspace
+
+
+#: The most operations one fusion group may hold.  Every candidate merge is
+#: lowered through the whole pipeline, whose cost grows with the group, so
+#: without a limit a long program (a time loop traced step by step) that
+#: fuses into one group costs time quadratic in its length to plan; with it,
+#: linear.  A larger candidate is kept apart without lowering it.
+MAX_GROUP_OPS = 64
 
 
 class Graph(core.Graph):
@@ -260,10 +269,11 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
     decisions: list[Decision] = []
     cache: dict[frozenset, Feedback] = {}
     refused: set[tuple[frozenset, frozenset]] = set()
+    memo = FeedbackMemo(lambda src: source_feedback(src, config))
 
     def fb(g: Group) -> Feedback:
         if g.key not in cache:
-            cache[g.key] = feedback(graph, g.nodes, config)
+            cache[g.key] = feedback(graph, g.nodes, config, memo=memo)
         return cache[g.key]
 
     while fuse:
@@ -301,6 +311,14 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
         for nbytes, p, c, kind in cands:
             P, C = groups[p], groups[c]
             M = Group(sorted(P.nodes + C.nodes, key=lambda n: n.id))
+            if len(M.nodes) > MAX_GROUP_OPS:
+                decisions.append(Decision(
+                    [n.name for n in P.nodes], [n.name for n in C.nodes], "kept apart",
+                    f"the merged group would have {len(M.nodes)} operations, more than "
+                    f"the planner's limit of {MAX_GROUP_OPS}", nbytes,
+                    lines=sorted({str(n.location) for n in M.nodes}), kind=kind))
+                refused.add((P.key, C.key))
+                continue
             fp, fc, fm = fb(P), fb(C), fb(M)
             rec = Decision([n.name for n in P.nodes], [n.name for n in C.nodes], "kept apart",
                            "", nbytes,
