@@ -43,7 +43,6 @@ from .feedback_memo import FeedbackMemo
 from .lower import compile_group, compile_groups, group_program, group_source
 from .workspace import Workspace
 
-
 #: The most operations one fusion group may hold.  Every candidate merge is
 #: lowered through the whole pipeline, whose cost grows with the group, so
 #: without a limit a long program (a time loop traced step by step) that
