@@ -44,8 +44,15 @@ class PyKernel:
 
     @staticmethod
     def _normalise(args: tuple) -> tuple:
+        """numpy scalars as Python numbers; torch CPU tensors and other DLPack
+        producers as numpy arrays sharing their memory (``np.from_dlpack``), so
+        the in-place updates reach them (``BindingError`` if the producer refuses,
+        e.g. a tensor that requires grad)."""
+        from .dlpack import as_numpy, is_foreign
         return tuple(float(a) if isinstance(a, np.floating) else
-                     int(a) if isinstance(a, np.integer) else a for a in args)
+                     int(a) if isinstance(a, np.integer) else
+                     as_numpy(a) if is_foreign(a) and not hasattr(a, "__cuda_array_interface__")
+                     else a for a in args)
 
     def specialize(self, *args):
         """The compiled :class:`polyc.Kernel` for arguments like ``args``

@@ -326,6 +326,32 @@ def test_kernel_reads_and_returns_torch_tensors_without_copies(monkeypatch):
     assert type(kernel(a.numpy(), b.numpy())) is np.ndarray
 
 
+@polyc.kernel
+def _axpy_rows(alpha, A, B):
+    for i in range(A.shape[0]):
+        for j in range(A.shape[1]):
+            A[i, j] += alpha * B[i, j]
+
+
+def test_loop_kernel_updates_torch_tensors_in_place():
+    """README: "Kernels ... take torch CPU tensors"; a ``@polyc.kernel``
+    function refused them (``DTypeError: expected a numpy array``).  They are
+    read through DLPack and updated in place, a transposed view too; a tensor
+    that requires grad is a ``BindingError``."""
+    a = torch.arange(12, dtype=torch.float64).reshape(3, 4)
+    b = torch.ones(3, 4, dtype=torch.float64)
+    ptr, expected = a.data_ptr(), a.numpy() + 2.0 * b.numpy()
+    assert _axpy_rows(2.0, a, b) is None
+    assert a.data_ptr() == ptr
+    np.testing.assert_array_equal(a.numpy(), expected)
+    t = torch.zeros(4, 3, dtype=torch.float32).t()        # a non-contiguous view
+    _axpy_rows(0.5, t, torch.ones(3, 4, dtype=torch.float32))
+    np.testing.assert_array_equal(t.numpy(), np.full((3, 4), 0.5, np.float32))
+    with pytest.raises(polyc.BindingError, match="DLPack"):
+        _axpy_rows(1.0, torch.zeros(2, 2, dtype=torch.float64, requires_grad=True),
+                   torch.zeros(2, 2, dtype=torch.float64))
+
+
 def test_jit_reads_and_returns_torch_tensors_without_copies(monkeypatch):
     from polyc.graph.plan import Plan
 
