@@ -41,7 +41,7 @@ from polyc.errors import DTypeError, ShapeError, UnsupportedError
 from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
 
-from .pyexprs import BINOPS, CMP, Expressions, Loop
+from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
 from .pysource import ArgSpec, index_names, int_scalars, is_shape_read
 from .source import Span
 
@@ -338,7 +338,10 @@ class _Lowering:
         # an integer x += v of a float v stores int(x + v) at every step, as
         # Python does: no reduction, whose terms would be summed first
         truncating = int_target and not self.exprs._int_valued(rhs)
-        if (op in ("+", "-", "*") and not truncating
+        ext = self._extremum(st.value, target, loops, int_target) if op == "=" else None
+        if ext and lhs.tensor not in {a.tensor for a in E.accesses(ext[1])}:
+            op, rhs, truncating = *ext, False
+        if (op in ("+", "-", "*", "max", "min") and not truncating
                 and lhs.tensor not in {a.tensor for a in E.accesses(rhs)}):
             # a reduction update (`acc += term`, the accumulator read nowhere
             # else in the statement): its terms may be reassociated, which
@@ -356,6 +359,30 @@ class _Lowering:
             value = ast.copy_location(ast.BinOp(left=target, op=st.op, right=st.value), st)
             rhs, op = self.exprs.value_expr(value, loops), "="
         self._statement(st, lhs, rhs, loops, conds, node, op, kind, red)
+
+    def _extremum(self, value: ast.AST, target: ast.AST, loops,
+                  int_target: bool) -> tuple[str, E.Expr] | None:
+        """``x = np.maximum(x, e)`` (``np.minimum``, either argument order;
+        ``max``/``min`` of integers) as a ``max``/``min`` reduction update
+        ``("max", e)``, the accumulator read nowhere in ``e``: numpy's
+        NaN-propagating maximum is the update's (``polyc.ir.REDUCTION_OPS``),
+        and rounding to the target's type commutes with it.  Python's ``max``
+        of floats is ``fmax`` (a NaN is dropped), which no update computes."""
+        if not (isinstance(value, ast.Call) and len(value.args) == 2 and not value.keywords):
+            return None
+        f = value.func
+        name = (f.id if isinstance(f, ast.Name) else
+                f.attr if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                and f.value.id in MODULES else None)
+        fn = FUNCTIONS.get(name)
+        mine = [ast.unparse(a) == ast.unparse(target) for a in value.args]
+        if fn not in ("maximum", "minimum", "max", "min") or mine.count(True) != 1:
+            return None
+        e = self.exprs.value_expr(value.args[mine.index(False)], loops)
+        int_e = self.exprs._int_valued(e)
+        if (fn in ("max", "min") and not (int_target and int_e)) or (int_target and not int_e):
+            return None
+        return ("max" if fn in ("maximum", "max") else "min"), e
 
     def _statement(self, st, lhs, rhs, loops, conds, node: _Node, op: str = "=",
                    kind: str = "assign", red: tuple = ()) -> None:
