@@ -74,3 +74,27 @@ def test_memoised_feedback_gives_the_plan_of_fresh_lowerings(monkeypatch, probe_
     assert memo_plan == fresh_plan
     np.testing.assert_allclose(polyc.jit(softmax_steps)(x), softmax_steps(x.copy()),
                                rtol=1e-9, atol=1e-12)
+
+
+def test_reachability_masks_match_a_search():
+    """The planner's cycle check reads reachability bit masks computed once
+    per step (a search per candidate made each step quadratic)."""
+    rng = np.random.default_rng(5)
+    n = 40
+    succ = {}
+    for a in range(n):
+        for b in range(a + 1, n):
+            if rng.random() < 0.08:
+                succ.setdefault(a, set()).add(b)
+    reach = plan_mod._reachability(n, succ)
+
+    def search(a):
+        seen, stack = set(), [a]
+        while stack:
+            x = stack.pop()
+            if x not in seen:
+                seen.add(x)
+                stack.extend(succ.get(x, ()))
+        return seen
+    for a in range(n):
+        assert {b for b in range(n) if reach[a] >> b & 1} == search(a)
