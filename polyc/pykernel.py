@@ -25,22 +25,37 @@ class PyKernel:
     """A ``@polyc.kernel`` function.  Call it like the Python function.
 
     Attributes: ``py_func`` (the undecorated function, which runs as plain
-    Python), ``config``; ``program``, ``source``, ``schedule`` and
-    :meth:`explain` describe the most recently compiled specialisation
-    (:meth:`specialize` gives one for given arguments).
+    Python), ``config``, ``user_schedule`` (the schedule every
+    specialisation compiles under, or ``None`` for the automatic one);
+    ``program``, ``source``, ``schedule`` and :meth:`explain` describe the
+    most recently compiled specialisation (:meth:`specialize` gives one for
+    given arguments).
     """
 
-    def __init__(self, fn, config: Config | None = None):
+    def __init__(self, fn, config: Config | None = None, schedule=None):
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.config = config
+        self.user_schedule = schedule
         self._kernels: dict[tuple, object] = {}
         self._last = None
 
     def with_config(self, config: Config) -> "PyKernel":
         """The same function compiled under ``config`` (e.g. the identity
         schedule as a baseline)."""
-        return PyKernel(self.py_func, config)
+        return PyKernel(self.py_func, config, self.user_schedule)
+
+    def with_schedule(self, schedule) -> "PyKernel":
+        """The same function compiled under a user schedule: a recipe
+        (:meth:`polyc.Schedule.to_recipe`, its JSON text or a ``.json``
+        path), replayed on each specialisation's program, or a
+        :class:`polyc.Schedule` of one specialisation's program (e.g.
+        ``k.schedule.tile(...)`` after a call).  Each step is checked against
+        the dependences when the specialisation compiles: raises
+        :class:`~polyc.errors.IllegalScheduleError` (with a witness) or
+        :class:`~polyc.errors.ScheduleError` (a schedule of another program)
+        then, as ``polyc.compile(..., schedule=)`` does."""
+        return PyKernel(self.py_func, self.config, schedule)
 
     @staticmethod
     def _normalise(args: tuple) -> tuple:
@@ -79,7 +94,21 @@ class PyKernel:
             from .pipeline import compile_program
             program = lower_specs(inline(fdef, consts), filename, line0, lines,
                                   dict(zip(names, specs)), fdef.name)
-            kernel = compile_program(program, self.config or Config.from_env())
+            config = self.config or Config.from_env()
+            if self.user_schedule is None:
+                kernel = compile_program(program, config)
+            else:
+                from .api import compile_with_schedule
+                from .errors import ScheduleError
+                try:
+                    kernel = compile_with_schedule(program, self.user_schedule, config)
+                except ScheduleError as e:
+                    if "fingerprint" not in str(e) and "not for this definition" not in str(e):
+                        raise
+                    raise ScheduleError(
+                        f"{e}\n  {self.__name__} was called with {_kinds(names, specs)}; a recipe "
+                        "replays on the specialisation it was recorded on (argument dtypes "
+                        "and ranks): record one per specialisation") from None
             self._kernels[key] = kernel
         self._last = kernel
         return kernel
@@ -127,13 +156,21 @@ class PyKernel:
         return f"<polyc.kernel {self.__name__}>"
 
 
-def kernel(fn=None, *, config: Config | None = None, target: str | None = None):
+def _kinds(names, specs) -> str:
+    return ", ".join(f"{n}: {sp.dtype} {sp.ndim}-d array" if sp.kind == "array" else
+                     f"{n}: {sp.kind}" for n, sp in zip(names, specs))
+
+
+def kernel(fn=None, *, config: Config | None = None, target: str | None = None,
+           schedule=None):
     """Decorator: ``@polyc.kernel``, ``@polyc.kernel(config=...)`` or
-    ``@polyc.kernel(target="cuda")`` (``target`` overrides ``config.target``)."""
+    ``@polyc.kernel(target="cuda")`` (``target`` overrides ``config.target``);
+    ``schedule=``: a recipe every specialisation compiles under (see
+    :meth:`PyKernel.with_schedule`)."""
     if config is not None or target is not None:
         config = config_or_env(config, "polyc.kernel")
     if target is not None:
         config = config.replace(target=target)
     if fn is None:
-        return lambda f: PyKernel(f, config)
-    return PyKernel(fn, config)
+        return lambda f: PyKernel(f, config, schedule)
+    return PyKernel(fn, config, schedule)
