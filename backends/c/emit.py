@@ -277,9 +277,13 @@ class _Emitter:
             vector = [c.Pragma(f"omp simd reduction({s.op}:{acc})"), loop]
         body_ = [init, *(self._by_trip(n, vector, [loop]) if vectorize else [loop])]
         block = self._iterators(outer) + inits
+        # carried across an enclosing loop too (its element does not move with it):
+        # gcc 12.2 -O3 miscompiles such a nest of a select once it keeps the element
+        # in a register across the outer loop; an empty asm there hides that flow
+        carried = any(n.iterator not in E.index_names(arg) for _, arg in inner)
         block += [c.Comment(f"{check_identifier(s.name)}: reduction with a register "
-                            "accumulator"),
-                  *body_,
+                            "accumulator"), *body_,
+                  *([c.Statement(f'__asm__("" : "+g"({acc}))')] if carried else []),
                   c.Statement(f"{lhs} = {convert(acc, acc_t, dtype)}")]
         return c.Block(block)
 
