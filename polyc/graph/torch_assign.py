@@ -24,6 +24,7 @@ from ..errors import UnsupportedError
 from . import ops as _ops
 from .core import Tracer
 from .setitem import assigned
+from .torch_values import full, full_like, var
 
 _BIG = 2 ** 62
 
@@ -171,13 +172,11 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
 
 def empty(size, *, dtype=None, **kw):
     """``aten.empty``: zeros (its values are undefined; polyc fills them)."""
-    from .torch_backend import _full
-    return _full(size, 0.0, dtype=dtype)
+    return full(size, 0.0, dtype=dtype)
 
 
 def empty_like(x, *, dtype=None, **kw):
-    from .torch_backend import _full_like
-    return _full_like(x, 0, dtype=dtype)
+    return full_like(x, 0, dtype=dtype)
 
 
 def _finite(kind: str) -> Callable:
@@ -195,9 +194,8 @@ def var_mean(std: bool) -> Callable:
     """``aten.var_mean``/``std_mean`` (their ``correction`` overloads):
     the variance (or standard deviation) and the mean."""
     def run(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        from .torch_backend import _var
         axis = None if dim is None else (dim,) if isinstance(dim, int) else tuple(dim) or None
-        spread = _var(std)(x, dim, unbiased, keepdim, correction=correction)
+        spread = var(std)(x, dim, unbiased, keepdim, correction=correction)
         from .torch_nn import wide
         return spread, np.mean(wide(x), axis=axis, keepdims=keepdim)
     return run

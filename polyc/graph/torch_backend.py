@@ -54,36 +54,17 @@ from . import torch_assign
 from . import torch_nn as nn_ops
 from .core import Tracer
 from .jit import Jitted
+from .torch_values import _DTYPES
+from .torch_values import axes as _axes
+from .torch_values import full as _full
+from .torch_values import full_like as _full_like
+from .torch_values import np_dtype as _np_dtype
+from .torch_values import var as _var
 
 aten = torch.ops.aten
 
 #: torch dtypes polyc computes in, and their numpy names
-_DTYPES = {torch.float32: np.float32, torch.float64: np.float64,
-           torch.float16: np.float16, torch.int32: np.int32, torch.int64: np.int64}
-
-
-def _np_dtype(dtype: torch.dtype | None, default=None):
-    if dtype is None:
-        return default
-    if dtype is torch.bool:
-        return np.bool_
-    if dtype not in _DTYPES:
-        raise UnsupportedError(f"torch dtype {dtype} is not supported by polyc "
-                               f"(supported: {', '.join(str(d) for d in _DTYPES)})")
-    return _DTYPES[dtype]
-
-
 # -- helpers on numpy values (tracers or concrete arrays) --------------------------
-def _axes(dim, ndim: int) -> tuple[int, ...] | None:
-    """A torch ``dim`` argument (None, an int, a list; empty means all) as
-    numpy's ``axis``."""
-    if dim is None:
-        return None
-    if isinstance(dim, int):
-        return (dim,)
-    return tuple(dim) or None
-
-
 def _cond(c):
     """A condition usable by ``np.where`` on tracers: polyc takes no boolean
     arrays as inputs, so a concrete mask (a causal mask built from
@@ -185,18 +166,6 @@ def _any(x, dim=None, keepdim=False):
     return np.max(ones, axis=_axes(dim, x.ndim), keepdims=keepdim) > 0
 
 
-def _var(std: bool) -> Callable:
-    def run(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        if isinstance(unbiased, (bool, type(None))):
-            ddof = correction if correction is not None else (0 if unbiased is False else 1)
-        else:                              # var.correction(x, dim, *, correction, keepdim)
-            ddof = 1 if unbiased is None else unbiased
-        ddof = 1 if ddof is None else ddof
-        f = np.std if std else np.var
-        return f(nn_ops.wide(x), axis=_axes(dim, x.ndim), ddof=ddof, keepdims=keepdim)
-    return run
-
-
 def _expand(x, sizes, implicit: bool = False):
     off = len(sizes) - x.ndim
     shape = tuple(x.shape[i - off] if s == -1 else s for i, s in enumerate(sizes))
@@ -243,19 +212,6 @@ def _split_sizes(x, sizes, dim=0):
 
 def _to(x, dtype=None, **kw):
     return x if dtype is None else x.astype(_np_dtype(dtype))
-
-
-def _full(size, value, *, dtype=None, **kw):
-    default = (np.bool_ if isinstance(value, bool) else
-               np.int64 if isinstance(value, int) else np.float32)
-    return np.full(tuple(size), value, dtype=_np_dtype(dtype, default))
-
-
-def _full_like(x, value, *, dtype=None, **kw):
-    dt = _np_dtype(dtype)
-    if isinstance(x, Tracer) and (dt or x.dtype) == np.bool_:     # a mask, as a comparison
-        return np.full_like(x, 1 if value else 0, dtype=np.int32) != 0
-    return np.full_like(x, value, dtype=dt)
 
 
 def _arange(*args, dtype=None, **kw):
