@@ -55,6 +55,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             start_new_session=True)
         self.buf = b""
+        self.owner = os.getpid()     # a forked child starts its own worker
 
     def ask(self, request: dict, limit: float) -> dict | None:
         try:
@@ -125,7 +126,7 @@ def compute(sc: isl.ScheduleConstraints, options: dict[str, int],
                 for name in _OPTIONS}
     request = {"sc": str(sc), "options": settings}
     with _lock:
-        if _worker is None or _worker.proc.poll() is not None:
+        if _worker is None or _worker.owner != os.getpid() or _worker.proc.poll() is not None:
             try:
                 _worker = _Worker()
             except OSError as e:
