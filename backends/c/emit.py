@@ -113,6 +113,8 @@ class _Emitter:
     COALESCE = True
     #: whether a loop around short inner loops is vectorised (:mod:`.outersimd`)
     OUTER_VECTOR = True
+    #: whether gcc's asm statements may be printed (:meth:`reduction_loop`)
+    HOST_ASM = True
 
     def __init__(self, program: Program, omp_schedule: str = "auto", windows=()):
         self.program = program
@@ -280,7 +282,7 @@ class _Emitter:
         # carried across an enclosing loop too (its element does not move with it):
         # gcc 12.2 -O3 miscompiles such a nest of a select once it keeps the element
         # in a register across the outer loop; an empty asm there hides that flow
-        carried = any(n.iterator not in E.index_names(arg) for _, arg in inner)
+        carried = self.HOST_ASM and any(n.iterator not in E.index_names(arg) for _, arg in inner)
         block += [c.Comment(f"{check_identifier(s.name)}: reduction with a register "
                             "accumulator"), *body_,
                   *([c.Statement(f'__asm__("" : "+g"({acc}))')] if carried else []),

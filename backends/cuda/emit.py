@@ -143,14 +143,14 @@ POLYC_DEV polyc_bfloat16 polyc_f32_to_bfloat16(float x) { return __float2bfloat1
 
 
 class KernelBody(_Emitter):
-    """Prints one launch's body: sequential loops and statements as the C
-    backend does; mapped loops as strided loops over their CUDA index; a
-    statement outside the loop of a mapped axis guarded to index 0.  In a
-    reduction kernel, the reduction statement accumulates into the thread's
-    ``polyc_acc`` instead of storing."""
+    """Prints one launch's body: sequential loops and statements as the C backend
+    does; mapped loops as strided loops over their CUDA index; a statement outside
+    the loop of a mapped axis guarded to index 0.  In a reduction kernel, the
+    reduction statement accumulates into the thread's ``polyc_acc``."""
     COALESCE = False    # (a thread's loops stay as the mapping made them)
     OUTER_VECTOR = False  # (a thread runs its loops one iteration at a time)
     REGIONS = False     # (no OpenMP region around host or device loops)
+    HOST_ASM = False    # (nvcc: no gcc asm constraints in device code)
 
     def __init__(self, program: Program, kernel: Mapping):
         super().__init__(program)
