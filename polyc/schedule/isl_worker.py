@@ -115,23 +115,33 @@ def compute(sc: isl.ScheduleConstraints, options: dict[str, int],
             limit: float | None = None) -> isl.Schedule | None:
     """``sc.compute_schedule()`` under isl scheduler ``options`` (names
     without ``set_``, e.g. ``schedule_whole_component``; the others as set
-    on ``sc``'s context), run in the worker
-    process; ``None`` when it takes longer than ``limit`` seconds (default
-    :data:`TIME_LIMIT_S`) or the worker cannot run.  Raises ``isl.Error``
+    on ``sc``'s context), run in the worker process; ``None`` when it takes
+    longer than ``limit`` CPU seconds (default :data:`TIME_LIMIT_S`) or the
+    worker dies.  Where no worker can start, isl runs in this process
+    (without a limit).  Raises ``isl.Error``
     when isl itself fails on the constraints, as the in-process call does."""
     global _worker
     limit = TIME_LIMIT_S if limit is None else limit
     ctx = sc.get_ctx()
-    settings = {name: int(options[name]) if name in options else getattr(ctx, f"get_{name}")()
-                for name in _OPTIONS}
+    caller = {name: getattr(ctx, f"get_{name}")() for name in _OPTIONS}
+    settings = {name: int(options.get(name, caller[name])) for name in _OPTIONS}
     request = {"sc": str(sc), "options": settings}
     with _lock:
         if _worker is None or _worker.owner != os.getpid() or _worker.proc.poll() is not None:
             try:
                 _worker = _Worker()
-            except OSError as e:
-                log.warning("cannot start the isl scheduler worker: %s", e)
-                return None
+            except (OSError, ValueError) as e:
+                # (no interpreter to run it, e.g. an embedded Python): isl in
+                # this process, as without the worker, rather than no schedule
+                log.warning("cannot start the isl scheduler worker (%s); scheduling in "
+                            "this process, without a time limit", e)
+                for name, value in settings.items():
+                    getattr(ctx, f"set_{name}")(value)
+                try:
+                    return sc.compute_schedule()
+                finally:
+                    for name in settings:
+                        getattr(ctx, f"set_{name}")(caller[name])
         reply = _worker.ask(request, limit)
         if reply is None:
             log.warning("isl's scheduler did not finish within %.0f s; abandoned", limit)

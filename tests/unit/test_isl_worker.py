@@ -93,3 +93,19 @@ def test_heads_reshape_after_a_gemm_compiles(monkeypatch, caplog):
     np.testing.assert_allclose(z, ref, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(h, ref[..., :16].reshape(2, 5, 4, 4).transpose(0, 2, 1, 3) * 0.5,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_without_a_worker_isl_runs_in_this_process(monkeypatch):
+    """No interpreter to start the worker with (an embedded Python): the
+    schedule is computed here, not replaced by the source order."""
+    monkeypatch.setattr(isl_worker, "_worker", None)
+    monkeypatch.setattr(isl_worker.sys, "executable", "/nonexistent/python")
+    sc = _constraints("[N] -> { S0[i] : 0 <= i < N; S1[i] : 0 <= i < N }",
+                      "[N] -> { S0[i] -> S1[i] }")
+    with initial._scheduler_options(**CLUSTERING):
+        here = sc.compute_schedule()
+    before = isl.DEFAULT_CONTEXT.get_schedule_whole_component()
+    got = isl_worker.compute(sc, {**CLUSTERING, "schedule_whole_component": 1})
+    assert got is not None and got.get_domain().is_equal(here.get_domain())
+    assert isl.DEFAULT_CONTEXT.get_schedule_whole_component() == before
+    assert isl_worker.compute(sc, CLUSTERING).plain_is_equal(here)
