@@ -17,7 +17,7 @@ import numpy as np
 from .config import Config, config_or_env
 from .einsum_call import einsum
 from .einsum_plan import einsum_path
-from .errors import BindingError, ScheduleError, UnsupportedError
+from .errors import BindingError, RecipeMismatchError, ScheduleError, UnsupportedError
 from .frontend import tc
 from .pipeline import compile_program
 from .runtime import Kernel
@@ -188,7 +188,7 @@ def compile_with_schedule(program, schedule, config: Config):
     from .schedule.recipe import program_fingerprint
     if isinstance(schedule, Schedule):
         if program_fingerprint(schedule.base) != program_fingerprint(program):
-            raise ScheduleError(f"the schedule was made for program "
+            raise RecipeMismatchError(f"the schedule was made for program "
                                 f"{schedule.base.name!r}, not for this definition "
                                 f"{program.name!r}; build it from this kernel's program")
         return compile_schedule(schedule, config)

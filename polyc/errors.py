@@ -156,6 +156,13 @@ class ScheduleError(PolycError, ValueError):
     :class:`IllegalScheduleError`.)"""
 
 
+class RecipeMismatchError(ScheduleError):
+    """A recipe or schedule recorded on another program (its fingerprint, the
+    program's domains and access relations, differs from the one it is
+    replayed on or compiled with): record it again on this program, or on
+    this specialisation of a :func:`polyc.kernel`."""
+
+
 class IntrinsicError(PolycError, ValueError):
     """A user intrinsic cannot be registered: a name that is taken or not an
     identifier, a description that is not one statement over a box with

@@ -53,7 +53,8 @@ class PyKernel:
         ``k.schedule.tile(...)`` after a call).  Each step is checked against
         the dependences when the specialisation compiles: raises
         :class:`~polyc.errors.IllegalScheduleError` (with a witness) or
-        :class:`~polyc.errors.ScheduleError` (a schedule of another program)
+        :class:`~polyc.errors.RecipeMismatchError` (a ``ScheduleError``: a
+        schedule of another program or specialisation)
         then, as ``polyc.compile(..., schedule=)`` does."""
         return PyKernel(self.py_func, self.config, schedule)
 
@@ -99,13 +100,11 @@ class PyKernel:
                 kernel = compile_program(program, config)
             else:
                 from .api import compile_with_schedule
-                from .errors import ScheduleError
+                from .errors import RecipeMismatchError
                 try:
                     kernel = compile_with_schedule(program, self.user_schedule, config)
-                except ScheduleError as e:
-                    if "fingerprint" not in str(e) and "not for this definition" not in str(e):
-                        raise
-                    raise ScheduleError(
+                except RecipeMismatchError as e:
+                    raise RecipeMismatchError(
                         f"{e}\n  {self.__name__} was called with {_kinds(names, specs)}; a recipe "
                         "replays on the specialisation it was recorded on (argument dtypes "
                         "and ranks): record one per specialisation") from None

@@ -31,7 +31,7 @@ import islpy as isl
 
 from .. import bounds, dependence
 from ..dependence import Dependences
-from ..errors import IllegalScheduleError, PolycError, ScheduleError
+from ..errors import IllegalScheduleError, PolycError, RecipeMismatchError, ScheduleError
 from ..ir import Program
 from . import (
     affine,
@@ -273,7 +273,7 @@ class Schedule:
         params = self.program.parameter_domain()
         if not sched.get_domain().intersect_params(params).is_equal(
                 self.isl.get_domain().intersect_params(params)):
-            raise ScheduleError("the schedule text is for another program: its domain "
+            raise RecipeMismatchError("the schedule text is for another program: its domain "
                                 f"{sched.get_domain()} differs from {self.isl.get_domain()}")
         # statements that extension nodes add (promotion's copies) must exist
         added: set[str] = set()
@@ -315,7 +315,8 @@ class Schedule:
     def replay(cls, program: Program, recipe) -> "Schedule":
         """Re-apply ``recipe`` (dict, JSON text or path of a ``.json`` file)
         to ``program``: the same tree, hence byte-identical generated code.
-        Raises :class:`ScheduleError` for a recipe made for another program."""
+        Raises :class:`~polyc.errors.RecipeMismatchError` (a
+        :class:`ScheduleError`) for a recipe made for another program."""
         return replay(cls, program, recipe)
 
     # ------------------------------------------------------------ applying

@@ -23,7 +23,7 @@ import inspect
 import json
 from pathlib import Path
 
-from ..errors import ScheduleError
+from ..errors import RecipeMismatchError, ScheduleError
 from ..ir import Program
 from .parts import as_updates, updates_read
 from .registry import METHODS, lookup
@@ -168,8 +168,8 @@ def _parse(text: str, where: str):
 
 def replay(cls, program: Program, recipe):
     """Apply the steps of ``recipe`` to ``program`` from the recipe's start
-    schedule.  Raises :class:`ScheduleError` when the recipe's fingerprint is
-    another program's."""
+    schedule.  Raises :class:`RecipeMismatchError` (a :class:`ScheduleError`)
+    when the recipe's fingerprint is another program's."""
     data = load(recipe)
     updates = data.get("updates")
     if updates:
@@ -180,7 +180,7 @@ def replay(cls, program: Program, recipe):
         program = as_updates(program, set(updates))
     fp = data.get("fingerprint")
     if fp is not None and fp != program_fingerprint(program):
-        raise ScheduleError(
+        raise RecipeMismatchError(
             f"the recipe was made for program {data.get('program', '?')!r} "
             f"(fingerprint {str(fp)[:12]}), not for {program.name!r} "
             f"(fingerprint {program_fingerprint(program)[:12]}); record it again on "

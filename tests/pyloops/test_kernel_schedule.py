@@ -59,5 +59,11 @@ def test_illegal_and_foreign_recipes_are_refused_at_the_call():
     k(np.zeros((4, 2)), RNG.random((4, 3)), RNG.random((3, 2)))
     k64 = k.with_schedule(polyc.Schedule.from_program(k.program).to_recipe())
     f32 = [a.astype(np.float32) for a in (np.zeros((4, 2)), RNG.random((4, 3)), RNG.random((3, 2)))]
-    with pytest.raises(ScheduleError, match="float32 2-d array.*record one per specialisation"):
+    with pytest.raises(polyc.RecipeMismatchError,
+                       match="float32 2-d array.*record one per specialisation"):
         k64(*f32)
+    # a Schedule object (not a recipe) of the float64 program: the same typed error
+    k64s = k.with_schedule(polyc.Schedule.from_program(k.program))
+    with pytest.raises(polyc.RecipeMismatchError, match="record one per specialisation"):
+        k64s(*f32)
+    assert issubclass(polyc.RecipeMismatchError, ScheduleError)
