@@ -57,9 +57,15 @@ from .gemm_match import (  # noqa: F401  (re-exported: the match and its constan
     GemmMatch,
     tensor_core_support,
 )
-from .gemm_post import each_called_once as _each_called_once
 from .gemm_post import match_post, match_tile
 from .gemm_post import plain_indices as _plain
+from .gemm_scale import factors_of as _factors
+from .gemm_scale import is_scalar as _is_scalar
+from .gemm_scale import is_zero as _is_zero
+from .gemm_scale import match_scale  # noqa: F401  (re-exported: polyc.schedule.tensorize)
+from .gemm_scale import post_scale as _post_scale
+from .gemm_scale import product as _product
+from .gemm_scale import tensors_of as _tensors
 from .ir import Program, Statement
 from .isl_util import (
     aff_from_expr,
@@ -126,34 +132,6 @@ def _is_plain_run(lin: list[dict[str, int]], group: list[str], scanned: set[str]
             return False
         names.append(mine[0])
     return names == list(group) and dims == list(range(dims[0], dims[0] + len(dims)))
-
-
-def _factors(e: E.Expr) -> list[E.Expr]:
-    """The factors of a product in any association (``[e]`` when ``e`` is
-    not a product)."""
-    if isinstance(e, E.Binary) and e.op == "*":
-        return _factors(e.lhs) + _factors(e.rhs)
-    return [e]
-
-
-def _is_scalar(e: E.Expr) -> bool:
-    """A factor the call can take as a scalar: a constant, a size parameter,
-    a rank-0 tensor read, or the negation of one."""
-    if isinstance(e, E.Unary) and e.op == "-":
-        return _is_scalar(e.operand)
-    return isinstance(e, (E.Const, E.Param)) or (isinstance(e, E.Access) and not e.indices)
-
-
-def _product(factors: list[E.Expr]) -> E.Expr | None:
-    """The product of ``factors`` (left-associated), ``None`` for none."""
-    out = None
-    for f in factors:
-        out = f if out is None else E.Binary("*", out, f)
-    return out
-
-
-def _tensors(e: E.Expr | None) -> set[str]:
-    return set() if e is None else {a.tensor for a in E.accesses(e)}
 
 
 def match_gemm(program: Program, stmt: Statement, *,
@@ -397,10 +375,6 @@ def _match_sum(program: Program, stmt: Statement, terms: list[E.Expr], rows: int
     return replace(first, terms=tuple(replace(m, init=None) for m in found[1:]))
 
 
-def _is_zero(e: E.Expr) -> bool:
-    return isinstance(e, E.Const) and float(e.value) == 0.0
-
-
 def _folded_init(program: Program, stmt: Statement) -> str | None:
     """The ``+=!`` initialisation of ``stmt`` that the call can absorb: the
     statement right before it, of kind ``init``, writing exactly the output
@@ -520,76 +494,6 @@ def _bias_relu(program: Program, m: GemmMatch, nxt: Statement) -> GemmMatch | No
             tensor_box(program, m.c).intersect_params(ctx)):
         return None
     return replace(m, epilogue=nxt.name, bias=bias, relu=relu)
-
-
-def _post_scale(program: Program, m: GemmMatch, nxt: Statement) -> E.Expr | None:
-    """The call's new alpha when ``nxt``, the statement after the update,
-    scales the result: ``C(i, j) = C(i, j) * s`` (any association, ``s`` a
-    product of scalars as in :func:`match_gemm`) over exactly the elements
-    the call writes, each once, with the initialisation folded (``C =
-    alpha * A . B`` then becomes ``C = (alpha * s) * A . B``: the same
-    single rounding of each product as scaling the stored result; an
-    attention's ``Q K^T * scale``); else ``None``."""
-    if m.init is None or m.scale is not None or nxt.op != "=":
-        return None
-    s = _self_scale(nxt)
-    if s is None or _tensors(s) & {m.c, m.a, m.b} or not _each_called_once(program, m, nxt):
-        return None
-    return s if m.alpha is None else _product([m.alpha, s])
-
-
-def _self_scale(st: Statement) -> E.Expr | None:
-    """``s`` when ``st`` is ``C(i, j) = C(i, j) * s`` in any association of
-    the factors, ``s`` a product of scalars (:func:`_is_scalar`); else ``None``."""
-    factors = _factors(st.rhs)
-    own = [f for f in factors if f == st.lhs]
-    rest = [f for f in factors if f != st.lhs]
-    if len(own) != 1 or not rest or not all(_is_scalar(f) for f in rest):
-        return None
-    return _product(rest)
-
-
-def match_scale(program: Program, m: GemmMatch, cand: Statement) -> E.Expr | None:
-    """The beta the call of ``m`` can absorb from ``cand`` (``C = alpha * A .
-    B + beta * C``), or ``None`` when it cannot.
-
-    ``cand`` must multiply by a scalar, or set to zero, exactly the output
-    elements the call's update writes, each once:
-
-    - ``C(i, j) *= s`` (an ``update`` with ``*``), ``C(i, j) = s * C(i, j)``
-      or ``C(i, j) = C(i, j) * s`` (an ``assign``; any association of the
-      factors): beta = ``s``, a product of scalar factors as in
-      :func:`match_gemm` (constants, size parameters, rank-0 tensors);
-    - ``C(i, j) = 0`` or a ``+=!`` initialisation to zero: beta = ``0.0``.
-
-    Conditions: ``cand`` writes ``m.c`` through plain iterators; the
-    elements it writes (isl, under the parameter context) equal those the
-    update writes wherever its reduction is not empty (the update's write
-    relation without the constraints on the reduction iterators ``m.k``:
-    with ``K = 0`` the call still writes ``beta * C``, so the caller must
-    run it wherever C has those elements, as with a folded
-    initialisation), and the write is injective (no element scaled twice);
-    its right-hand side reads no tensor the call reads or writes, except C
-    at exactly the written element.  Where ``cand``'s instances run relative
-    to the update is the caller's concern (:mod:`polyc.schedule.tensorize`).
-    """
-    stmt = program.statement(m.statement)
-    if cand.name == stmt.name or cand.tensor != m.c or _plain(cand.lhs) is None \
-            or m.inplace:       # (in place: beta 1, C is also read as an operand)
-        return None
-    if cand.kind in ("init", "assign") and _is_zero(cand.rhs):
-        beta: E.Expr | None = E.Const(0.0)
-    elif cand.kind == "update" and cand.op == "*":
-        factors = _factors(cand.rhs)
-        beta = _product(factors) if all(_is_scalar(f) for f in factors) else None
-    elif cand.kind == "assign" and cand.op == "=":
-        beta = _self_scale(cand)
-    else:
-        return None
-    if beta is None or _tensors(beta) & ({m.c, m.a, m.b, m.bias} | _tensors(m.alpha) | {
-            x for t in m.terms for x in (t.a, t.b, *_tensors(t.alpha))}):
-        return None
-    return beta if _each_called_once(program, m, cand) else None
 
 
 def register(name: str, description: str, implementations: dict, *, config=None):
