@@ -305,7 +305,10 @@ def wavefront(s, loop):
         raise ScheduleError(f"wavefront: loop {lp.name} must be the first of a band of at "
                             f"least two loops")
     if not band.band_get_permutable():
+        # the flag is only a claim: bands merged by tile (a source-order
+        # chain) or rebuilt without flags may be permutable all the same
         _refuse_wavefront(s, band, lp.name)
+        band = band.band_set_permutable(1)
     names = band_names(band, s.program)
     if band.has_parent() and is_names_mark(band.parent()):
         band = band.parent().delete()
@@ -317,9 +320,10 @@ def wavefront(s, loop):
 
 
 def _refuse_wavefront(s, band: isl.ScheduleNode, name: str) -> None:
-    """Raises :class:`IllegalScheduleError` for a band that is not
-    permutable, naming a dependence (by kind) with a negative distance
-    along one of its loops: the reason its tiles cannot run as wavefronts."""
+    """Raises :class:`IllegalScheduleError` when ``band`` is not permutable
+    (exactly: a dependence the outer loops leave unordered has a negative
+    distance along one of its loops), naming that dependence: the reason
+    its tiles cannot run as wavefronts.  Returns when there is none."""
     inner = legality.unordered_within(band, s.validity())
     mupa = band.band_get_partial_schedule()
     for j in range(band.band_n_member()):
@@ -336,8 +340,6 @@ def _refuse_wavefront(s, band: isl.ScheduleNode, name: str) -> None:
                     f"dependence on tensor {tensor} "
                     f"{legality.describe_carried(bad, s.program)}; skew it first",
                     witness=legality.witness(kind, "wavefront", bad, s.program))
-    raise IllegalScheduleError(f"wavefront: the band of {name} is not permutable, so its "
-                               "tiles cannot run as wavefronts")
 
 
 _MARK_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
