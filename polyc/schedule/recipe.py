@@ -26,7 +26,7 @@ from pathlib import Path
 from ..errors import RecipeMismatchError, ScheduleError
 from ..ir import Program
 from .parts import as_updates, updates_read
-from .registry import METHODS, lookup
+from .registry import METHODS, did_you_mean, lookup
 from .tree import Loop
 
 FORMAT = "polyc-recipe-1"
@@ -122,7 +122,8 @@ def replay_step(schedule, step: dict):
     if op == "with_reassociation":
         return schedule.with_reassociation(*args)
     if op not in METHODS:
-        raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}")
+        raise ScheduleError(f"recipe step {step!r}: unknown transformation {op!r}"
+                            f"{did_you_mean(op, METHODS)}")
     try:
         # (a step is data: arguments that do not fit are the recipe's error,
         # not a TypeError of the caller)

@@ -12,8 +12,9 @@ transformation module: the import graph of the package stays acyclic.
 
 from __future__ import annotations
 
+import difflib
 import importlib
-from typing import Callable
+from typing import Callable, Iterable
 
 from ..errors import ScheduleError
 
@@ -64,6 +65,19 @@ def lookup(name: str) -> Callable:
     :class:`~polyc.errors.ScheduleError` listing the known ones otherwise."""
     fn = TRANSFORMS.get(name)
     if fn is None:
-        raise ScheduleError(f"unknown transformation {name!r}; known: "
-                            f"{', '.join(sorted(TRANSFORMS))}")
+        raise ScheduleError(f"unknown transformation {name!r}{did_you_mean(name, TRANSFORMS)}; "
+                            f"known: {', '.join(sorted(TRANSFORMS))}")
     return fn
+
+
+def did_you_mean(name, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to a misspelt
+    ``name`` (ignoring case, difflib's ratio at least 0.5: ``SO`` for
+    ``S0``, ``m_tiel`` for ``m_tile``), else ``""``: the hint of the
+    schedule language's errors for a typo in a loop, statement or
+    transformation name."""
+    if not isinstance(name, str):
+        return ""
+    folded = {c.casefold(): c for c in reversed(list(dict.fromkeys(choices)))}
+    close = difflib.get_close_matches(name.casefold(), list(folded), 1, 0.5)
+    return f" (did you mean {folded[close[0]]!r}?)" if close else ""

@@ -26,6 +26,7 @@ from ..errors import ScheduleError
 from ..ir import LOOP_NAMES_MARK, Program, Statement, loop_names_mark
 from ..isl_util import CTX
 from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
+from .registry import did_you_mean
 
 NAMES = LOOP_NAMES_MARK
 _BAND = isl.schedule_node_type.band
@@ -276,7 +277,8 @@ def target_statements(program: Program, target: str) -> tuple[str, ...]:
         return writers
     tensors = sorted({s.tensor for s in program.statements})
     raise ScheduleError(f"no statement or written tensor named {target!r} in "
-                        f"{program.name}; statements: {', '.join(names)}; "
+                        f"{program.name}{did_you_mean(target, names + tensors)}; "
+                        f"statements: {', '.join(names)}; "
                         f"written tensors: {', '.join(tensors)}")
 
 
@@ -290,7 +292,8 @@ def find_loop(schedule: isl.Schedule, program: Program, target: str, name: str) 
     hits = [lp for lp in mine if lp.matches(name)]
     if not hits:
         have = ", ".join(dict.fromkeys(lp.name for lp in mine)) or "none"
-        raise ScheduleError(f"no loop {name!r} runs {target}; its loops are: {have}")
+        hint = did_you_mean(name, (n for lp in mine for n in lp.name.split("|")))
+        raise ScheduleError(f"no loop {name!r} runs {target}{hint}; its loops are: {have}")
     if len(hits) > 1:
         where = "; ".join(f"{lp.name} at path {list(lp.path)} member {lp.member} "
                           f"({', '.join(lp.statements)})" for lp in hits)

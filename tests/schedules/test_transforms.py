@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from polyc.errors import IllegalScheduleError
+from polyc.errors import IllegalScheduleError, ScheduleError
 from polyc.schedule.language import METHODS, Schedule
 
 from .util import ANTI, MATMUL, PRODUCER_CONSUMER, RECUR, STENCIL, check, refused, start
@@ -253,6 +253,22 @@ def test_unknown_loop_lists_existing_loops():
     assert "its loops are: m, n" in msg, msg
     msg = refused(s, lambda s: s.tile([C_M, ("C", "x")], [2, 2]))
     assert "'x'" in msg and "m, n, k" in msg
+
+
+def test_typos_suggest_the_name_meant():
+    s = start(MATMUL)
+    msg = refused(s.tile([C_M], [4]), lambda s: s.parallel(("C", "m_tiel")))
+    assert "no loop 'm_tiel' runs C (did you mean 'm_tile'?)" in msg, msg
+    msg = refused(s, lambda s: s.parallel(("SO", "m")))
+    assert "named 'SO' in matmul (did you mean 'S0'?)" in msg, msg
+    msg = refused(s, lambda s: s.parallel(("c", "m")))
+    assert "(did you mean 'C'?)" in msg, msg
+    msg = refused(s, lambda s: s.apply("tiel", C_M, 4))
+    assert "unknown transformation 'tiel' (did you mean 'tile'?)" in msg, msg
+    with pytest.raises(ScheduleError, match=r"'paralel' \(did you mean 'parallel'\?\)"):
+        Schedule.replay(s.program, [{"op": "paralel", "args": [["C", "m"]]}])
+    # nothing close: no guess
+    assert "did you mean" not in refused(s, lambda s: s.parallel(("C", "x")))
 
 
 def test_unknown_statement_or_tensor():
