@@ -133,10 +133,14 @@ class Database:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with FileLock(str(self.path) + ".lock", timeout=60):
-                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT
                              | getattr(os, "O_NOFOLLOW", 0), 0o600)
                 try:
-                    os.write(fd, "".join(lines).encode())
+                    # a torn last line (a writer killed mid-line, a hand edit)
+                    # must not swallow the first record appended after it
+                    size = os.fstat(fd).st_size
+                    torn = size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+                    os.write(fd, ("\n" if torn else "").encode() + "".join(lines).encode())
                 finally:
                     os.close(fd)
         except OSError as e:
@@ -181,9 +185,13 @@ class Database:
     # ----------------------------------------------------- export / import
     def export(self, path: str | os.PathLike, keys=None) -> int:
         """Write the records (of ``keys``) to ``path`` as JSON lines;
-        returns how many."""
+        returns how many.  Raises :class:`PolycError` when ``path`` cannot
+        be written."""
         recs = [r for r in self.records() if keys is None or r["key"] in keys]
-        Path(path).write_text("".join(_canonical(r) + "\n" for r in recs))
+        try:
+            Path(path).write_text("".join(_canonical(r) + "\n" for r in recs))
+        except OSError as e:
+            raise PolycError(f"cannot write {path}: {e.strerror or e}") from None
         return len(recs)
 
     def import_(self, path: str | os.PathLike) -> tuple[int, int]:

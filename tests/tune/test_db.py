@@ -85,3 +85,27 @@ def test_export_and_import(tmp_path):
         assert b.import_(tmp_path / "x.jsonl") == (0, 3)    # ids already there
     assert b.best("other-machine") is not None and b.best("k1") is None
     assert json.loads((tmp_path / "b.jsonl").read_text().splitlines()[0])["ratio"] == 0.9
+
+
+def test_append_after_a_torn_last_line_keeps_the_new_record(tmp_path):
+    """A last line without its newline (a writer killed mid-line, an editor)
+    is skipped; the records appended after it start on a line of their own
+    and are read back."""
+    path = tmp_path / "t.jsonl"
+    db = Database(path)
+    db.append([rec(ratio=1.0), rec(ratio=2.0)])
+    path.write_bytes(path.read_bytes()[:-30])        # the second line torn
+    db.append([rec("best", recipe=None, speedup=1.25)])
+    with pytest.warns(TuningWarning, match="line 2: not JSON"):
+        recs = db.records()
+        best = db.best("k1")
+    assert [r["kind"] for r in recs] == ["sample", "best"]
+    assert best["speedup"] == 1.25
+
+
+def test_export_to_an_unwritable_path_is_a_polyc_error(tmp_path):
+    from polyc.errors import PolycError
+    db = Database(tmp_path / "t.jsonl")
+    db.append([rec(ratio=1.0)])
+    with pytest.raises(PolycError, match="cannot write .*no-such-folder"):
+        db.export(tmp_path / "no-such-folder" / "x.jsonl")
