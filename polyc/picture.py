@@ -153,6 +153,33 @@ def _param_set(program: Program, sizes: dict) -> isl.Set:
     return pset
 
 
+def _fill_extents(program: Program, sizes: dict) -> None:
+    """Give each missing size that no domain or access relation involves
+    (a loop program's extent ``A_dim1`` that only bounds an array from
+    below) the least value the parameter domain allows at the given sizes:
+    the picture does not depend on it.  ``sizes`` is updated in place."""
+    def involved(i: int) -> bool:
+        return any(m.involves_dims(isl.dim_type.param, i, 1)
+                   for st in program.statements for m in (st.domain, st.write, *st.reads))
+    free = [i for i, p in enumerate(program.params) if p not in sizes and not involved(i)]
+    if not free:
+        return
+    pd = program.parameter_domain()
+    for i, p in enumerate(program.params):
+        try:
+            if i not in free and p in sizes:      # (a missing one: the caller asks for it)
+                v = isl.Val.int_from_si(CTX, operator.index(sizes[p]))
+                pd = pd.fix_val(isl.dim_type.param, i, v)
+        except TypeError:
+            pd = isl.Set.empty(pd.get_space())      # (the caller names the bad size)
+    n = len(program.params)
+    least = isl.Set.from_params(pd).move_dims(isl.dim_type.set, 0, isl.dim_type.param, 0, n)
+    point = None if least.is_empty() else least.lexmin().sample_point()
+    for i in free:      # 0 where no value fits: the caller says where the program is defined
+        v = 0 if point is None else point.get_coordinate_val(isl.dim_type.set, i).to_python()
+        sizes[program.params[i]] = int(v)
+
+
 def _sizes_text(program: Program, sizes: dict) -> str:
     return ", ".join(f"{p}={sizes[p]}" for p in program.params)
 
@@ -363,6 +390,7 @@ def picture(target, *, sizes: dict | None = None, statement=None, band=None,
     schedule = schedule_of(target)
     program = schedule.program
     sizes, fix = dict(sizes or {}), dict(fix or {})
+    _fill_extents(program, sizes)
     params = _param_set(program, sizes)
     where = "sizes " + _sizes_text(program, sizes)
     time = timeline.time_map(schedule.isl)

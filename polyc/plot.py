@@ -127,7 +127,10 @@ def draw(target, *, sizes: dict | None = None, statement=None, band=None,
     _decorate(fig, ax, pic, mappable, color, title)
     if path is not None:
         extra = {"pil_kwargs": {"optimize": True}} if fmt == "png" else {}
-        fig.savefig(path, format=fmt, dpi=dpi, **extra)
+        try:
+            fig.savefig(path, format=fmt, dpi=dpi, **extra)
+        except OSError as e:
+            raise PlotError(f"cannot write a picture to {path}: {e.strerror or e}") from None
         log.info("wrote %s (%d points, %d arrows, %d tiles)", path, len(pic.points),
                  len(pic.arrows), len(pic.tiles))
     return fig

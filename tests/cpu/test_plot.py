@@ -339,6 +339,37 @@ def test_bad_requests_name_the_culprit():
     assert len(polyc.plot.picture(s, sizes={"N": np.int64(3), "K": 2}).points) == 6
 
 
+def _seidel(tsteps, A):
+    n = A.shape[0]
+    for t in range(tsteps):
+        for i in range(1, n - 1):
+            for j in range(1, n - 1):
+                A[i, j] = (A[i - 1, j] + A[i, j - 1] + A[i, j] + A[i, j + 1] + A[i + 1, j]) / 5
+
+
+def test_loop_program_extents_that_only_bound_arrays_need_no_size(tmp_path):
+    """A loop program's ``A_dim1`` (an extent that only bounds ``A`` from
+    below) does not change the picture: it takes the least value the
+    program admits instead of being asked for."""
+    k = polyc.kernel(_seidel)
+    program = k.specialize(2, np.zeros((5, 5))).program
+    assert "A_dim1" in program.params
+    s = polyc.Schedule.from_program(program)
+    pic = polyc.plot.picture(s, sizes={"n": 5, "tsteps": 2}, fix={"t": 0})
+    assert sorted(p.coords for p in pic.points) == sorted(itertools.product(range(1, 4),
+                                                                            range(1, 4)))
+    assert dict(pic.sizes) == {"n": 5, "tsteps": 2, "A_dim1": 5}
+    with pytest.raises(PlotError, match="give tsteps"):
+        polyc.plot.picture(s, sizes={"n": 5})
+    with pytest.raises(PlotError, match="not defined at n=-1"):
+        polyc.plot.picture(s, sizes={"n": -1, "tsteps": 2})
+    with pytest.raises(PlotError, match="size n must be an integer"):
+        polyc.plot.picture(s, sizes={"n": "5", "tsteps": 2})
+    # a file that cannot be written is a PlotError, not an OSError
+    with pytest.raises(PlotError, match="cannot write a picture to .*No such file"):
+        s.plot(sizes={"n": 4, "tsteps": 1}, fix={"t": 0}, path=tmp_path / "no" / "x.png")
+
+
 def test_missing_matplotlib_names_the_extra(monkeypatch):
     for name in ("matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg"):
         monkeypatch.setitem(sys.modules, name, None)
