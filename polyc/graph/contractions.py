@@ -45,6 +45,30 @@ def matmul(g, a, b) -> Tracer:
     return ops.contraction(g, "matmul", a, b, la, lb, out, sizes)
 
 
+def _sublist_labels(sub) -> str:
+    """numpy's letters for an einsum sublist (``[0, 1, Ellipsis]``): 0-25
+    are ``A-Z``, 26-51 ``a-z``."""
+    out = []
+    for s in sub:
+        if s is Ellipsis:
+            out.append("...")
+        elif isinstance(s, (int, np.integer)) and not isinstance(s, bool) and 0 <= s < 52:
+            out.append(chr(ord("A") + s) if s < 26 else chr(ord("a") + s - 26))
+        else:
+            raise ValueError("subscript is not within the valid range [0, 52)")
+    return "".join(out)
+
+
+def _sublists(first, rest) -> tuple[str, tuple]:
+    """numpy's sublist form ``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as a
+    subscripts string and the operands."""
+    args = (first,) + tuple(rest)
+    ops_, subs = args[0:len(args) - len(args) % 2:2], args[1::2]
+    out = _sublist_labels(args[-1]) if len(args) % 2 else None
+    spec = ",".join(_sublist_labels(s) for s in subs)
+    return spec + (f"->{out}" if out is not None else ""), tuple(ops_)
+
+
 def einsum(g, subscripts, *operands, **kw):
     """``np.einsum`` in traced code.  ``True``, ``'greedy'``, ``'optimal'``
     or an explicit path are pairwise contractions along that path
@@ -62,8 +86,7 @@ def einsum(g, subscripts, *operands, **kw):
         raise UnsupportedError(f"{loc}: np.einsum with {', '.join(kw) or 'out'}= is not "
                                f"supported in traced code")
     if not isinstance(subscripts, str):
-        raise UnsupportedError(f"{loc}: np.einsum's sublist form is not supported in traced "
-                               f"code; pass a subscripts string")
+        subscripts, operands = _sublists(subscripts, operands)
     ops_ = [operand(g, o) for o in operands]
     ts = [o if isinstance(o, Tracer) else ops.materialize(
         g, Tracer(g, o.literal(o.dtype), (), (), o.dtype)) for o in ops_]

@@ -89,6 +89,22 @@ def int_in_range(value: Any, dtype: np.dtype) -> int:
     return v
 
 
+def _user_opname() -> str | None:
+    """The instruction the innermost frame outside polyc.graph and numpy is
+    running (``BINARY_SUBSCR`` for ``table[ids]``), or None."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not (fn.startswith(_HERE) or fn.startswith(_NUMPY) or "<__array_function__" in fn):
+            try:
+                where, ins = _instructions(f.f_code)
+                return ins[where[f.f_lasti]].opname
+            except Exception:       # an unreadable code object
+                return None
+        f = f.f_back
+    return None
+
+
 _STACK_SHUFFLES = frozenset({"SWAP", "COPY", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N",
                              "EXTENDED_ARG", "CACHE", "NOP"})
 
@@ -408,15 +424,23 @@ class Tracer:
         self._refuse("using a traced array as an index")
 
     def __array__(self, dtype=None, copy=None):
+        if _user_opname() == "BINARY_SUBSCR":
+            self._refuse("a numpy array indexed by a traced array (np.eye(n)[labels]): "
+                         "numpy's indexing of it",
+                         "make the indexed array a traced one: create it with like= a traced "
+                         "array (np.eye(n, like=labels)[labels], np.arange(n, like=x)), or "
+                         "pass it as an argument of the jitted function")
         self._refuse("np.asarray() / np.array() of a traced array",
                      "inside a polyc.jit function the arguments already are arrays: drop "
                      "the np.asarray/np.array call (x.astype(dtype) converts, x.copy() "
-                     "copies); a numpy array cannot hold traced values: create an array "
-                     "you assign into with np.zeros_like(x, shape=...) (a traced one), and "
-                     "to index a numpy array by a traced one (table[ids]), pass the table "
-                     "as an argument of the jitted function; a list of traced arrays "
-                     "given to numpy (np.array([a, b]), np.sum([a, b], axis=0)) is "
-                     "converted with np.asarray too: join it with np.stack([a, b]) first")
+                     "copies), or give like= a traced array (np.asarray(x, like=x)); a numpy "
+                     "array cannot hold traced values: create an array you assign into with "
+                     "np.zeros_like(x, shape=...) or np.zeros(shape, like=x) (a traced one), "
+                     "and to index a numpy array by a traced one (np.take(table, ids)), "
+                     "create it with like= or pass the table as an argument of the jitted "
+                     "function; a list of traced arrays given to numpy (np.array([a, b]), "
+                     "np.sum([a, b], axis=0)) is converted with np.asarray too: join it with "
+                     "np.stack([a, b]) first")
 
     def __iter__(self):
         n = len(self)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from . import arrayfns, gather, morefns, numerics, ops, views
+from . import arrayfns, creation, gather, morefns, numerics, ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, subscript_store_follows, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
@@ -426,6 +426,7 @@ FUNCTIONS: dict[str, Callable] = {
 FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, "pad": pad,
                                     "where": where, "split": split}))
 FUNCTIONS.update(numerics.functions(concatenate))
+FUNCTIONS.update(creation.functions())
 
 
 def array_function(self: Tracer, func, types, args, kwargs):
@@ -514,6 +515,8 @@ def _install() -> None:
     for sym, name in (("gt", "greater"), ("ge", "greater_equal"), ("lt", "less"),
                       ("le", "less_equal"), ("eq", "equal"), ("ne", "not_equal")):
         setattr(T, f"__{sym}__", _op(name))
+    T.__divmod__ = _op("divmod")
+    T.__rdivmod__ = _op("divmod", swap=True)
     T.__rshift__ = _op("right_shift")
     T.__lshift__ = _op("left_shift")
     T.__and__ = _op("bitwise_and")

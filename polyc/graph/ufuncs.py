@@ -286,13 +286,27 @@ def _heaviside(g, x, h):
 
 
 def _fmod(g, a, b):
-    """``fmod``: C's remainder with the dividend's sign, on floats."""
+    """``fmod``: the remainder with the dividend's sign.  Floats: C's
+    ``fmod``.  Integers: TC's ``%`` (the divisor's sign, 0 for a zero
+    divisor, as numpy's) less the divisor where a nonzero remainder's sign
+    differs from the dividend's, so a zero divisor gives 0 as numpy's."""
     a, b = operand(g, a), operand(g, b)
-    if ops.result_dtype(a, b).kind != "f":
+    dt = ops.result_dtype(a, b)
+    if dt.kind == "b":
         loc = user_location()
-        raise UnsupportedError(f"{loc}: np.fmod of integers is not supported by polyc.jit "
-                               f"(np.remainder is); cast to a float type\n    {loc.text}")
+        raise UnsupportedError(f"{loc}: np.fmod of booleans is not supported by polyc.jit "
+                               f"(numpy computes it in int8)\n    {loc.text}")
+    if dt.kind in "iu":
+        def text(x, y):
+            m = f"({x} % {y})"
+            return f"((({m} != 0) && (({x} < 0) != ({y} < 0))) ? ({m} - {y}) : {m})"
+        return elementwise(g, "fmod", text, [a, b], dt, compute_dtype=dt)
     return _binary_float("fmod", "fmod")(g, a, b)
+
+
+def _divmod(g, a, b):
+    """``np.divmod``/``divmod()``: ``(a // b, a % b)``, numpy's two results."""
+    return _floor_divide(g, a, b), _remainder(g, a, b)
 
 
 def _logical_xor(g, a, b):
@@ -364,7 +378,7 @@ def _logical_not(g, x):
 UFUNCS: dict[str, Callable] = {
     "add": _binary("+"), "subtract": _binary("-"), "multiply": _binary("*"),
     "divide": _divide, "true_divide": _divide, "power": _power,
-    "floor_divide": _floor_divide, "remainder": _remainder,
+    "floor_divide": _floor_divide, "remainder": _remainder, "divmod": _divmod,
     "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
     "conjugate": lambda g, x: ops.materialize(g, operand(g, x)),    # (real types only)
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),

@@ -129,10 +129,26 @@ def test_float_floor_divide_fmod_copysign_heaviside_bit_for_bit(dtype):
         np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
 
 
-def test_fmod_of_integers_is_refused_by_name():
-    i = np.arange(6, dtype=np.int64)
-    with pytest.raises(UnsupportedError, match="np.fmod of integers"):
-        polyc.jit(lambda a: np.fmod(a, 4))(i)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_fmod_and_divmod(dtype):
+    """``np.fmod`` of integers (the dividend's sign; 0 for a zero divisor,
+    as numpy's) and ``np.divmod``/``divmod()`` (``(a // b, a % b)``): both
+    were refused."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(-30, 30, 200).astype(dtype)
+    b = rng.integers(-5, 5, 200).astype(dtype)
+
+    def f(x, y):
+        q, r = np.divmod(x, y)
+        q2, r2 = divmod(x, -3)
+        return np.fmod(x, y), np.fmod(x, 4), np.fmod(-7, y), q, r, q2, r2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = f(a, b)
+        actual = polyc.jit(f)(a, b)
+    for got, want in zip(actual, expected):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
 
 
 def test_roll_and_pad_plans_are_reused_only_where_their_guards_hold():

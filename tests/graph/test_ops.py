@@ -435,6 +435,19 @@ def test_einsum_three_operands():
           reduction_length=20)
 
 
+def _einsum_sublists(a, b):
+    return (np.einsum(a, [0, 1, 2], b, [0, 2, 3], [0, 1, 3]), np.einsum(a, [0, 1, 2], [0]),
+            np.einsum(a, [Ellipsis, 30, 2], b, [Ellipsis, 2, 40]),
+            np.einsum(a[0, 0], [5], a[0, 0], [5]))
+
+
+def test_einsum_sublist_form():
+    """``np.einsum(a, [0, 1], b, [1, 2], [0, 2])``: numpy's letters for the
+    integers (it was refused with "pass a subscripts string")."""
+    check(_einsum_sublists, rand((2, 3, 4), F32, 19), rand((2, 4, 5), F32, 20),
+          reduction_length=4)
+
+
 def _einsum3_ellipsis(a, b, c):
     return np.einsum("...ij,...jk,...kl->...il", a, b, c)
 
