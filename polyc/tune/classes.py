@@ -72,8 +72,8 @@ def requested(program, sizes_or_classes, classes) -> dict[str, list[dict]]:
     ``{}``: a dict whose values are size dicts or lists of them, or
     ``classes="lattice"`` with a list of sizes."""
     if classes == "lattice":
-        pts = sizes_or_classes if isinstance(sizes_or_classes, list) else [sizes_or_classes]
-        return lattice(program, pts)
+        # checked first: a missing or non-integer size was a bare KeyError or ValueError
+        return lattice(program, sizes_list(program, sizes_or_classes))
     if classes is not None:
         raise BindingError(f"classes={classes!r}: pass 'lattice', or give a dict from class "
                            f"to sizes as the second argument")
@@ -207,7 +207,9 @@ def _decide(program, sub, cls: ShapeClass, sizes, res, generic, ex, db, config, 
             outcome = ClassOutcome(cls.text, sizes, res, ratio, False,
                                    f"only {1 / ratio:.2f}x the generic version at {sizes} "
                                    f"(a version needs {VERSION_GAIN:.2f}x)")
-    if db is not None:
+    if db is not None and outcome.result is not None and res.trials[0].status == "measured":
+        # (a class whose session measured nothing decided nothing: no record,
+        # which would hide an earlier decision)
         info = key_info(program, config, cls.text)
         best = res.best if res is not None else None
         db.append([{"key": key_of(info), "keyinfo": info, "kind": "best",

@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--dry-run", action="store_true",
                    help="print the ranked candidates and the pruning; compile nothing")
-    p.add_argument("--count", type=int, default=20, help="with --dry-run: how many")
+    p.add_argument("--count", type=_count_arg, default=20, help="with --dry-run: how many")
     p.add_argument("--explain", action="store_true",
                    help="say why each pruned candidate was pruned")
     p.add_argument("--show", action="store_true", help="list the tuning database")
@@ -53,6 +53,18 @@ def add_parser(sub) -> None:
     p.add_argument("--import", dest="import_", metavar="FILE",
                    help="add FILE's records to the database")
     p.set_defaults(func=cmd_tune)
+
+
+def _count_arg(text: str) -> int:
+    """argparse type of ``--count``: an integer >= 1 (0 or less listed nothing)."""
+    import argparse
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
+    return n
 
 
 def cmd_tune(args) -> int:
@@ -71,9 +83,17 @@ def cmd_tune(args) -> int:
     if args.dry_run:
         trials = candidates(program, sizes, budget=args.budget, seed=args.seed,
                             count=args.count)
+        groups = {}
+        if args.classes:        # the classes a session would tune (not ranked per class)
+            from .classes import requested
+            groups = requested(program, sizes, args.classes)
         if args.json:
-            print(json.dumps([vars(t) for t in trials], indent=2, default=str))
+            doc = [vars(t) for t in trials]
+            print(json.dumps({"classes": groups, "candidates": doc} if args.classes else doc,
+                             indent=2, default=str))
             return 0
+        for text, pts in groups.items():
+            print(f"class {text}: sizes {pts}")
         for t in trials:
             why = f"  ({t.reason})" if args.explain and t.reason else ""
             score = f"{t.model:11.4g}" if t.model is not None else f"{'-':>11s}"
@@ -86,7 +106,7 @@ def cmd_tune(args) -> int:
         print(json.dumps(result.to_json(), indent=2, default=str))
     else:
         print(result.report(explain=args.explain))
-        if result.measured or result.classes:
+        if result.measured or result.failed or result.classes:
             print(f"recorded in {result.database}")
         else:
             print("nothing was measured within the budget, so nothing was recorded")

@@ -102,8 +102,8 @@ def budget_of(spec) -> Budget:
         seconds = float(spec)
     except (TypeError, ValueError):
         raise PolycError(f"budget {spec!r}: choose quick, max or a number of seconds") from None
-    if not seconds > 0:
-        raise PolycError(f"budget {spec!r}: the number of seconds must be positive")
+    if not 0 < seconds < math.inf:
+        raise PolycError(f"budget {spec!r}: the number of seconds must be positive and finite")
     b = BUDGETS["max"]
     # a short budget ranks fewer samples: the model's cost of one is about
     # 0.2 ms, and ranking takes at most RANK_SHARE of the seconds anyway
@@ -531,12 +531,15 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
     if best is default and not note:
         note = (f"no candidate beat the default by more than "
                 f"{100 * max(MIN_WIN, 2 * s.noise):.1f}% (the noise threshold)")
-    if db is not None and default.status == "measured" and shape_class == ALL_SIZES:
+    failed = sum(1 for t in s.trials if t.status == "failed")
+    # a best only when a candidate was measured or failed: a session whose budget
+    # ran out before that decided nothing, and its record would hide an earlier best
+    if (db is not None and default.status == "measured" and shape_class == ALL_SIZES
+            and (s.measured or failed)):
         db.append([{"key": s.key, "keyinfo": s.info, "kind": "best", "label": best.label,
                     "recipe": best.recipe, "knobs": best.knobs, "ratio": best.ratio,
                     "speedup": 1.0 / (best.ratio or 1.0), "sizes": sizes,
                     "default_seconds": default.seconds, "seconds": best.seconds}])
-    failed = sum(1 for t in s.trials if t.status == "failed")
     return TuneResult(program.name, s.key, sizes, best, s.trials, dict(s.pruned), s.measured,
                       failed, time.monotonic() - s.t0, s.noise, s.history,
                       str(db.path) if db is not None else "", note)

@@ -54,3 +54,31 @@ def test_closed_stdout_ends_quietly(tmp_path):
     assert "internal error" not in proc.stderr
     assert "Traceback" not in proc.stderr
     assert proc.returncode == 141
+
+
+def test_cli_usage_errors_and_dry_run_classes(tmp_path, capsys, monkeypatch):
+    """``--count 0`` listed nothing with status 0, ``--export`` to a missing
+    folder was an internal error, ``--dry-run --classes lattice`` ignored the
+    classes: now two usage errors and the classes listed before the
+    candidates."""
+    import json
+
+    import pytest
+    monkeypatch.setenv("POLYC_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "tr.tc"
+    src.write_text(TR + "\n")
+    with pytest.raises(SystemExit) as e:
+        main(["tune", str(src), "--sizes", "N=8,M=4", "--dry-run", "--count", "0"])
+    assert e.value.code == 2 and "--count: must be >= 1" in capsys.readouterr().err
+    assert main(["tune", "--export", str(tmp_path / "missing" / "x.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "internal error" not in err
+    assert main(["tune", str(src), "--sizes", "N=1,M=64", "--sizes", "N=64,M=64",
+                 "--dry-run", "--count", "2", "--classes", "lattice"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("class N = 1 and M >= 32") and "{'N': 1, 'M': 64}" in out[0]
+    assert out[1].startswith("class N >= 32") and "{'N': 64, 'M': 64}" in out[1]
+    assert main(["tune", str(src), "--sizes", "N=1,M=64", "--dry-run", "--count", "2",
+                 "--classes", "lattice", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["classes"].values()) == [[{"N": 1, "M": 64}]] and doc["candidates"]

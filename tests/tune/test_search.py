@@ -143,6 +143,8 @@ def test_a_seconds_budget_bounds_ranking_and_the_first_batch(cfg, monkeypatch):
     unmeasured = [t for t in r.trials[1:] if t.status == "unmeasured" and t.reason]
     assert unmeasured and all("budget ran out" in t.reason for t in unmeasured)
     assert r.failed == 0 and r.measured == 0 and "ran out" in r.note
+    # nothing was decided: no best record (it would hide an earlier session's)
+    assert Database(config=cfg).records(kind="best") == []
 
 
 def test_interrupt_keeps_what_was_measured(cfg):
@@ -182,6 +184,14 @@ def test_bad_requests(cfg):
         polyc.tune(TR, {**SIZES, "N": 64.5}, config=cfg)
     with pytest.raises(PolycError, match="budget True"):
         polyc.tune(TR, SIZES, budget=True, config=cfg)
+    # an infinite budget was a bare OverflowError; lattice sizes missing a
+    # parameter or not integers were a bare KeyError or ValueError
+    with pytest.raises(PolycError, match="positive and finite"):
+        polyc.tune(TR, SIZES, budget=float("inf"), config=cfg)
+    with pytest.raises(BindingError, match="lack M"):
+        polyc.tune(TR, [SIZES, {"N": 4}], classes="lattice", config=cfg)
+    with pytest.raises(BindingError, match="size N must be an integer, got 'a'"):
+        polyc.tune(TR, [{**SIZES, "N": "a"}], classes="lattice", config=cfg)
 
 
 def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
