@@ -372,8 +372,28 @@ def _dimension_maps(pairs, s_co, d_co, sigma) -> tuple[list, str | None]:
     return out, None
 
 
-def match(program: Program, stmt: Statement, intr: Intrinsic) -> CustomMatch | str:
-    """Match ``stmt`` onto ``intr`` (module docstring); the reason otherwise."""
+def _outer_iterators(node: isl.ScheduleNode, stmt: Statement) -> set[str]:
+    """The iterators of ``stmt`` that the loops above ``node`` depend on."""
+    own = node.get_prefix_schedule_union_map().intersect_domain(
+        isl.UnionSet.from_set(stmt.domain))
+    out = set()
+    for pos, it in enumerate(stmt.iterators):
+        p = isl.Map.identity(isl.Space.map_from_set(stmt.domain.get_space()))
+        p = p.project_out(isl.dim_type.out, pos, 1).insert_dims(isl.dim_type.out, pos, 1)
+        p = p.set_tuple_name(isl.dim_type.out, stmt.name).intersect_domain(stmt.domain)
+        if not isl.UnionMap.from_map(p.intersect_range(stmt.domain)).apply_range(
+                own).is_subset(own):
+            out.add(it)
+    return out
+
+
+def match(program: Program, stmt: Statement, intr: Intrinsic,
+          above: isl.ScheduleNode | None = None) -> CustomMatch | str:
+    """Match ``stmt`` onto ``intr`` (module docstring); the reason otherwise.
+    ``above``: the node the call goes at; iterator correspondences that
+    scan no iterator the loops above it depend on are tried first (in
+    ``Y(m, l) += X(m, l)`` a one-dimensional intrinsic tensorized at loop
+    ``l`` scans ``l``, not ``m``)."""
     d = intr.statement
     if stmt.kind != d.kind or stmt.op != d.op:
         return f"the statement is {stmt.kind} {stmt.op}, the description {d.kind} {d.op}"
@@ -399,7 +419,10 @@ def match(program: Program, stmt: Statement, intr: Intrinsic) -> CustomMatch | s
     # statement's dimensions the scanned iterators move are the
     # description's, with the same coefficients; the others are offsets
     reasons = []
-    for perm in itertools.permutations(stmt.iterators, len(d.iterators)):
+    outer = _outer_iterators(above, stmt) if above is not None else set()
+    perms = sorted(itertools.permutations(stmt.iterators, len(d.iterators)),
+                   key=lambda perm: bool(outer & set(perm)))        # (stable)
+    for perm in perms:
         sigma = dict(zip(d.iterators, perm))
         dims, bad = _dimension_maps(pairs, s_co, d_co, sigma)
         found = bad or _with_sigma(program, stmt, intr, pairs, s_co, d_co, tmap, sigma, dims)

@@ -368,7 +368,7 @@ def _match_below(program: Program, intrinsic: str, names, parallel: bool,
     if parts and intrinsic not in INTRINSICS:
         raise ScheduleError(_PART_REASON.format(intrinsic, ", ".join(sorted(parts))))
     if intrinsic not in INTRINSICS:
-        return _custom(program, intrinsic, names)
+        return _custom(program, intrinsic, names, node)
     if parts:
         updates = [x for x in names if program.statement(x).kind == "update"
                    and program.statement(x).op == "+"]
@@ -419,12 +419,12 @@ def _marked_match(program: Program, intrinsic: str, main: str, names, parallel: 
                             {main: g.domain}, rows)   # C += cond ? A * B : 0, as auto marks it
         return m if isinstance(m, str) else row_blocked(program, m, rows)
     try:
-        return _custom(program, intrinsic, names)
+        return _custom(program, intrinsic, names, node)
     except ScheduleError as e:
         return str(e)
 
 
-def _custom(program: Program, intrinsic: str, names) -> GemmMatch:
+def _custom(program: Program, intrinsic: str, names, node=None) -> GemmMatch:
     """The match of the one statement below a band onto user intrinsic
     ``intrinsic`` (:mod:`polyc.custom_intrinsics`); raises ScheduleError."""
     from .. import custom_intrinsics
@@ -432,7 +432,7 @@ def _custom(program: Program, intrinsic: str, names) -> GemmMatch:
         raise ScheduleError(f"statements {', '.join(names)} run below the band; {intrinsic} "
                             f"computes one statement (distribute or move the others first)")
     stmt = program.statement(names[0])
-    m = custom_intrinsics.match(program, stmt, custom_intrinsics.get(intrinsic))
+    m = custom_intrinsics.match(program, stmt, custom_intrinsics.get(intrinsic), above=node)
     if isinstance(m, str):
         raise ScheduleError(f"{stmt.name} ({stmt.text.strip()}) does not match {intrinsic}: {m}")
     return m

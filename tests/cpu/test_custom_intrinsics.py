@@ -90,6 +90,31 @@ def test_a_size_of_the_description_takes_the_statements_extent(registered):
     assert "(int64_t)(p_M)" in kernel.source or "p_M" in kernel.source
 
 
+VADD = "def {n}(float(N) x) -> (y) {{ y(i) +=! x(i) }}"
+VADD_C = r"""
+static void {n}(const float *x, int64_t x_s0, float *y, int64_t y_s0, int64_t N)
+{{
+    for (int64_t i = 0; i < N; i++)
+        y[i * y_s0] += x[i * x_s0];
+}}
+"""
+
+
+@pytest.mark.parametrize("shape", [(3, 7), (1, 1), (4, 0)])
+def test_the_intrinsic_scans_the_iterators_of_the_marked_band(registered, shape):
+    """``Y(m, l) += X(m, l)`` onto a one-dimensional intrinsic at loop ``l``:
+    the call scans ``l`` (one per row), not ``m``, which the loop above
+    runs over (its first correspondence)."""
+    intr = registered(VADD, VADD_C)
+    src = "def rows(float(M, L) X) -> (Y) { Y(m, l) +=! X(m, l) }"
+    s = Schedule.from_program(polyc.program(src)).distribute(("Y", "m"))
+    s = s.tensorize(("S0", "l"), intr.name)
+    kernel = compile_schedule(s)
+    X = np.random.default_rng(0).random(shape).astype(np.float32)
+    np.testing.assert_array_equal(kernel(X), X)
+    assert polyc.compile(src, schedule=s.to_recipe()).source == kernel.source
+
+
 def test_recipes_with_a_user_intrinsic_replay(registered):
     intr = registered(OUTER, OUTER_C)
     s = _blocked_schedule(intr.name)
