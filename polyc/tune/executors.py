@@ -51,6 +51,19 @@ def _failed(e: BaseException) -> dict:
     return {"ok": False, "seconds": 0.0, "error": f"the worker failed: {type(e).__name__}: {e}"}
 
 
+def _no_workers() -> str:
+    import sys
+    main = sys.modules.get("__main__")
+    where = (getattr(getattr(main, "__spec__", None), "name", None)
+             or getattr(main, "__file__", None))
+    hint = (f"; a worker is a fresh interpreter that first re-imports the main module "
+            f"({where}), so a script must call polyc.tune under "
+            f"`if __name__ == \"__main__\":` (Python's rule for spawned processes)"
+            if where else "")
+    return (f"executor 'pool': its worker processes died as they started{hint}; "
+            f"or tune with executor='inline'")
+
+
 class PoolExecutor(InlineExecutor):
     """Builds on a local pool of ``workers`` processes (default: the cores),
     measures in this process."""
@@ -64,8 +77,15 @@ class PoolExecutor(InlineExecutor):
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
-            self._pool = ProcessPoolExecutor(
+            from concurrent.futures.process import BrokenProcessPool
+            pool = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("spawn"))
+            try:        # a worker that cannot start fails every task: say why, once
+                pool.submit(os.getpid).result()
+            except BrokenProcessPool:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise PolycError(_no_workers()) from None
+            self._pool = pool
         return self._pool
 
     def build(self, payloads: list[dict]) -> list[dict]:
