@@ -34,6 +34,7 @@ from .ops import (
     s_token,
     where_clause,
 )
+from .outparam import store_out
 from .sizes import Size, SizeInt
 from .ufuncs import UFUNCS
 
@@ -78,7 +79,7 @@ def around(g, a, decimals=0, out=None) -> Tracer:
     """``np.around``/``np.round``: half to even; with ``decimals``, scaled
     by ``10**decimals`` first and back after (numpy's computation)."""
     if out is not None:
-        raise _refuse("np.round with out= is not supported in traced code")
+        return store_out(g, out, around(g, a, decimals), "np.round")
     t = operand(g, a)
     d = int(decimals)
     if t.dtype.kind in "iub":
@@ -312,8 +313,13 @@ def count_nonzero(g, a, axis=None, *, keepdims=False) -> Tracer:
 
 def nan_to_num(g, x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tracer:
     """``np.nan_to_num``: NaN, +inf and -inf replaced (by default with 0 and
-    the type's largest and most negative finite values); integers copied."""
+    the type's largest and most negative finite values); integers copied.
+    ``copy=False`` replaces them in ``x`` itself, as numpy does (refused
+    where ``x`` is an argument or a view, as for ``out=``)."""
     t = operand(g, x)
+    if not copy and isinstance(t, Tracer):
+        return store_out(g, t, nan_to_num(g, t, True, nan, posinf, neginf),
+                         "np.nan_to_num", " with copy=False")
     if isinstance(t, Scalar) or t.dtype.kind != "f":
         return UFUNCS["positive"](g, t)
     fi = np.finfo(t.dtype)

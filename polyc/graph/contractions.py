@@ -14,6 +14,7 @@ from ..errors import UnsupportedError
 from . import ops, views
 from .core import Tracer, user_location
 from .ops import Scalar, operand
+from .outparam import store_out
 from .sizes import Size
 from .ufuncs import UFUNCS
 
@@ -186,7 +187,9 @@ def tensordot(g, a, b, axes=2):
     return ops.contraction(g, "tensordot", a, b, la, lb, out, sizes)
 
 
-def dot(g, a, b):
+def dot(g, a, b, out=None):
+    if out is not None:
+        return store_out(g, out, dot(g, a, b), "np.dot")
     a, b = operand(g, a), operand(g, b)
     if isinstance(a, Scalar) or isinstance(b, Scalar) or a.ndim == 0 or b.ndim == 0:
         return UFUNCS["multiply"](g, a, b)

@@ -334,7 +334,8 @@ class Tracer:
         base._views = [r for r in base._views if r() is not None] + [weakref.ref(self)]
         return self
 
-    def update_inplace(self, op: str, new: Tracer, *, stored_back: bool = False) -> Tracer:
+    def update_inplace(self, op: str, new: Tracer, *, stored_back: bool = False,
+                       what: str | None = None) -> Tracer:
         """``self op= value`` with ``new`` the value of ``self op value``:
         this tracer object becomes ``new`` cast to its dtype (numpy's
         ``same_kind`` casting), so every Python name bound to it sees the
@@ -348,24 +349,30 @@ class Tracer:
         whose result Python assigns to ``base[key]`` next (see
         :func:`subscript_store_follows`).  A view then returns the value
         (checked and cast as above) and changes nothing: the assignment
-        (:func:`polyc.graph.setitem.setitem`) writes it into the base."""
+        (:func:`polyc.graph.setitem.setitem`) writes it into the base.
+
+        ``what``: the operation named in errors instead of ``in-place op=``
+        (``np.clip with out=``: :func:`polyc.graph.outparam.store_out`)."""
         loc = user_location()
+        what = what or f"in-place {op}="
         node = self.node
         why = None
         if self._view_of is not None and stored_back:
-            res = self._inplace_result(loc, op, new)
+            res = self._inplace_result(loc, what, new)
             self._graph.pending_stores[id(res)] = (res, self, loc)
             return res
         if self._view_of is not None:
             why = "it is a view of another array (a slice, transpose or reshape)"
         elif node is not None and node.kind in ("arg", "captured"):
-            what = "an argument" if node.kind == "arg" else "a captured array"
-            why = f"it is {what}, which the caller would see change"
+            kind = "an argument" if node.kind == "arg" else "a captured array"
+            why = f"it is {kind}, which the caller would see change"
         if why is not None:
+            fix = f"x = x {op} value" if what.startswith("in-place") else \
+                "the result to a name instead"
             raise UnsupportedError(
-                f"{loc}: in-place {op}= on a traced array: {why}; polyc's traced arrays "
-                f"are values, so write x = x {op} value (or make a copy first)\n    {loc.text}")
-        new = self._inplace_result(loc, op, new)
+                f"{loc}: {what} on a traced array: {why}; polyc's traced arrays "
+                f"are values, so write {fix} (or make a copy first)\n    {loc.text}")
+        new = self._inplace_result(loc, what, new)
         self._template, self._nodes, self._shape = new._template, new._nodes, new._shape
         self._literal_dtype, self._reshape_base = new._literal_dtype, new._reshape_base
         self._refresh_views()
@@ -381,16 +388,17 @@ class Tracer:
                 v._nodes, v._literal_dtype = self._nodes, self._literal_dtype
                 v._refresh_views()
 
-    def _inplace_result(self, loc: Location, op: str, new: Tracer) -> Tracer:
-        """``new`` checked against this array's shape and cast to its dtype."""
+    def _inplace_result(self, loc: Location, what: str, new: Tracer) -> Tracer:
+        """``new`` checked against this array's shape and cast to its dtype
+        (``what``: the operation, for errors)."""
         if new.ndim != self.ndim or any(a.value != b.value
                                         for a, b in zip(new._shape, self._shape)):
-            raise ShapeError(f"{loc}: in-place {op}=: the result's shape "
+            raise ShapeError(f"{loc}: {what}: the result's shape "
                              f"{tuple(s.value for s in new._shape)} differs from the array's "
                              f"{tuple(s.value for s in self._shape)}")
         if new.dtype != self.dtype:
             if not np.can_cast(new.dtype, self.dtype, "same_kind"):
-                raise DTypeError(f"{loc}: in-place {op}= cannot cast the result from "
+                raise DTypeError(f"{loc}: {what} cannot cast the result from "
                                  f"{new.dtype} to the array's {self.dtype} (numpy's "
                                  "same_kind rule)")
             new = new.astype(self.dtype)

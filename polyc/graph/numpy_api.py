@@ -27,6 +27,7 @@ from . import arrayfns, creation, gather, morefns, numerics, ops, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, subscript_store_follows, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
+from .outparam import store_out
 from .scans import scan
 from .setitem import setitem
 from .sizes import Size, SizeInt
@@ -70,10 +71,7 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
                                axis, bool(keep), dtype)
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.{method} is not supported in "
                                f"traced code\n    {loc.text}")
-    if kwargs.get("out") is not None:
-        raise UnsupportedError(f"{loc}: out= is not supported in traced code (traced arrays "
-                               f"are immutable)\n    {loc.text}")
-    kwargs.pop("out", None)
+    out_arg = kwargs.pop("out", None)
     dtype = kwargs.pop("dtype", None)
     if kwargs:
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__}() with "
@@ -91,6 +89,11 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
     out = located(f"np.{ufunc.__name__}", fn, g, *inputs)
     if dtype is not None and np.dtype(dtype) != out.dtype and out.dtype.kind != "b":
         out = astype(out, dtype)
+    if out_arg is not None:
+        if isinstance(out, tuple):
+            raise UnsupportedError(f"{loc}: out= of np.{ufunc.__name__}, which has two "
+                                   f"results, is not supported in traced code\n    {loc.text}")
+        return store_out(g, out_arg, out, f"np.{ufunc.__name__}")
     return out
 
 
@@ -123,7 +126,9 @@ def where(g, cond, a=None, b=None):
 
 
 def clip(g, a, a_min=None, a_max=None, **kw):
-    kw.pop("out", None)
+    out = kw.pop("out", None)
+    if out is not None:
+        return store_out(g, out, clip(g, a, a_min, a_max, **kw), "np.clip")
     lo = kw.pop("min", a_min)
     hi = kw.pop("max", a_max)
     x = operand(g, a)
@@ -389,7 +394,7 @@ FUNCTIONS: dict[str, Callable] = {
     "dot": dot, "einsum": einsum, "tensordot": tensordot,
     "outer": _outer, **arrayfns.functions(concatenate), "take": gather.take,
     "take_along_axis": gather.take_along_axis,
-    "fix": lambda g, x, out=None: UFUNCS["trunc"](g, x),
+    "fix": lambda g, x, out=None: store_out(g, out, UFUNCS["trunc"](g, x), "np.fix"),
     "cumsum": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumsum", a, axis, dtype,
                                                                  out),
     "cumprod": lambda g, a, axis=None, dtype=None, out=None: scan(g, "cumprod", a, axis, dtype,
@@ -578,7 +583,7 @@ def _install() -> None:
     T.squeeze = lambda self, axis=None: views.squeeze(self, axis)
     T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None, **kw: clip(self._graph, self, lo, hi, **kw)
-    T.dot = lambda self, other: dot(self._graph, self, other)
+    T.dot = lambda self, other, out=None: dot(self._graph, self, other, out)
     def as_method(fn):      # np.fn(a, *args) as a.fn(*args): the same arguments after a
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
     T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)
