@@ -101,7 +101,8 @@ def promote_shared(schedule: isl.Schedule, program: Program,
                 new_sched, new_prog = promote_at(
                     band, program, tensor, name=name,
                     where=f"GPU kernel {k.index}, tensor {tensor}", loop="the k-tile loop",
-                    order=without_extensions(schedule), max_bytes=SHARED_BUDGET)
+                    order=without_extensions(schedule), max_bytes=SHARED_BUDGET,
+                    memory="shared memory (static, per block)")
             except ScheduleError as e:
                 k.promoted[tensor] = f"global ({str(e).split(': ', 1)[-1]})"
                 continue

@@ -117,9 +117,17 @@ def band_below(mark: isl.ScheduleNode) -> isl.ScheduleNode:
     return node
 
 
+class Apart(dict):
+    """The dependences of :func:`threads_apart`, by kind; ``blocks``: the
+    pairs of instances of one launch that run in different blocks (empty
+    for a launch of one block), so that a refusal can say where its
+    witness runs."""
+    blocks: isl.UnionMap
+
+
 def threads_apart(deps: Dependences, kernel: isl.ScheduleNode,
                   blocks: isl.ScheduleNode | None,
-                  threads: isl.ScheduleNode | None) -> dict[str, isl.UnionMap]:
+                  threads: isl.ScheduleNode | None) -> Apart:
     """The dependences, by kind, between two instances of one launch of
     ``kernel`` that run on different threads or blocks: two instances run
     on the same thread when the host loops, the loops mapped to blocks (the
@@ -137,12 +145,14 @@ def threads_apart(deps: Dependences, kernel: isl.ScheduleNode,
         band = band_below(blocks)
         same = same.intersect(_same(
             band.child(0).get_prefix_schedule_union_map().intersect_domain(dom)))
+    across_blocks = same_launch.subtract(same)
     if threads is not None:
         band = band_below(threads)
         same = same.intersect(_same(
             band.band_get_partial_schedule_union_map().intersect_domain(dom)))
     apart = same_launch.subtract(same)
-    out = {}
+    out = Apart()
+    out.blocks = across_blocks
     for kind, dep in deps.by_kind().items():
         bad = dep.intersect_domain(dom).intersect_range(dom).intersect(apart)
         if not bad.is_empty():
@@ -155,13 +165,18 @@ def apart_error(index: int, bad: dict[str, isl.UnionMap],
     """The error of kernel ``index`` whose launch joins two threads by the
     dependences ``bad`` (:func:`threads_apart`), with a witness."""
     kind, rel = next(iter(bad.items()))
+    where = "on different threads of one block"
+    across = getattr(bad, "blocks", None)
+    if across is not None and not rel.intersect(across).is_empty():
+        rel, where = rel.intersect(across), "on different threads, in different blocks"
     m = maps_of(rel)[0]
+    w = witness(kind, "parallel", rel, program)
+    on = f" on tensor {w.tensor}" if w.tensor else ""
     return IllegalScheduleError(
-        f"GPU mapping of kernel {index} is illegal: the {kind} dependence "
+        f"GPU mapping of kernel {index} is illegal: the {kind} dependence{on}, "
         f"{describe_instance_pair(m)} joins two instances of one launch that run "
-        "on different threads (a mapped loop carries it; nothing orders two "
-        "threads of a launch)",
-        witness=witness(kind, "parallel", rel, program))
+        f"{where} (a mapped loop carries it; nothing orders two threads of a launch)",
+        witness=w)
 
 
 def _check_reduction(k: KernelMapping, kernel: isl.ScheduleNode, deps: Dependences,
@@ -304,7 +319,8 @@ def verify(schedule: isl.Schedule, kernels: list[KernelMapping], deps: Dependenc
         if total > MAX_THREADS:
             raise IllegalScheduleError(
                 f"GPU mapping: kernel {k.index} has {total} threads per block "
-                f"(at most {MAX_THREADS})")
+                f"(at most {MAX_THREADS}); pass smaller Config.gpu_block sizes "
+                "(POLYC_GPU_BLOCK) or map_to_threads sizes")
         if not k.tile:
             continue
         if k.intrinsic:

@@ -303,6 +303,21 @@ def test_matmul_reads_its_inputs_from_shared_memory(mode):
     assert "__shared__" not in off.cuda_source and not off.kernels[0].promoted
 
 
+def test_a_box_over_the_shared_budget_says_shared_memory():
+    """A matrix-vector product in float64: A's 256 x 32 box per k-tile
+    (64 KiB) stays in global memory, and the report names the budget it
+    went over, shared memory's (it named the CPU's stack buffers)."""
+    k = polyc.compile("def mv(double(N,M) A, double(M) x) -> (y) { y(i) +=! A(i,j) * x(j) }",
+                      config=emulated(gpu_rows=False, gpu_simt_gemm=False))
+    (m,) = k.kernels
+    assert m.promoted["A"].startswith("global (") and "65536 bytes" in m.promoted["A"]
+    assert "48 KiB of shared memory (static, per block)" in m.promoted["A"]
+    assert "stack" not in k.explain()
+    a = np.random.default_rng(0).standard_normal((300, 40))
+    x = np.random.default_rng(1).standard_normal(40)
+    np.testing.assert_allclose(k(a, x), a @ x, rtol=1e-12, atol=1e-12)
+
+
 def test_an_instance_runs_on_one_thread_in_every_copy_isl_prints():
     """Found by the instrumented emulator: isl printed lu's thread-mapped
     loop several times with different first values (and once not at all, a

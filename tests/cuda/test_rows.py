@@ -405,3 +405,10 @@ def test_phases_map_one_loop_each():
     s = s.map_to_threads([("S0", "c"), ("S0", "d")])
     with pytest.raises(IllegalScheduleError, match="map one loop each to threads"):
         s.map_to_threads([("S1", "d")])
+
+
+def test_a_row_block_over_1024_threads_names_the_setting():
+    """``Config.gpu_block`` of 2000 threads: the row kernel's refusal said
+    only '2000 threads per block (at most 1024)'; it names the setting."""
+    with pytest.raises(IllegalScheduleError, match="2000 threads per block.*Config.gpu_block"):
+        polyc.compile(SOFTMAX, config=emulated(gpu_block=(2000,)))

@@ -118,8 +118,31 @@ def test_a_reduction_loop_mapped_to_threads_is_refused_with_a_witness():
 
 def test_a_time_loop_mapped_to_blocks_is_refused():
     s = polyc.Schedule.from_program(stencil_program())
-    with pytest.raises(IllegalScheduleError, match="different threads"):
+    with pytest.raises(IllegalScheduleError, match="different threads, in different blocks"):
         s.map_to_blocks(("S0", "t"))
+
+
+def _prefix(A, B):
+    n = A.shape[0]
+    for i in range(1, n):
+        B[i] = B[i - 1] + A[i]
+
+
+def test_a_refusal_names_the_tensor_and_where_its_witness_runs():
+    """A recurrence's loop on blocks: the refusal says the pair runs in
+    different blocks; on the threads of one block: of one block.  Both name
+    the tensor, the statement and a witness pair."""
+    k = polyc.kernel(_prefix, config=emulated()).specialize(np.zeros(8), np.zeros(8))
+    s = polyc.Schedule.from_program(k.program)
+    with pytest.raises(IllegalScheduleError) as info:
+        s.tile([("S0", "i")], [4]).map_to_blocks([("S0", "i_tile")])
+    text = str(info.value)
+    assert "on tensor B, S0[i=" in text and "in different blocks" in text
+    w = info.value.witness
+    assert (w.source, w.sink, w.tensor) == ("S0", "S0", "B")
+    assert w.source_point[0] // 4 != w.sink_point[0] // 4        # two tiles: two blocks
+    with pytest.raises(IllegalScheduleError, match="on tensor B, S0.* of one block"):
+        s.map_to_threads([("S0", "i")])
 
 
 def test_structure_errors_say_what_to_do():
