@@ -306,6 +306,36 @@ class Tracer:
             out = out * s
         return out
 
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> SizeInt:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def real(self) -> Tracer:
+        return np.real(self)
+
+    @property
+    def imag(self) -> Tracer:
+        return np.imag(self)
+
+    def conj(self) -> Tracer:
+        return np.conjugate(self)
+
+    conjugate = conj
+
+    def fill(self, value: Any) -> None:
+        """``x.fill(value)``: every element becomes ``value`` (converted to
+        the dtype as numpy converts it); refused on arguments and views as
+        the in-place operators are."""
+        if isinstance(value, Tracer):
+            self[...] = value           # (a 0-d traced value: numpy's assignment)
+        else:
+            self.update_inplace("", np.full_like(self, value), what="x.fill()")
+
     def __len__(self) -> int:
         if not self._shape:
             raise TypeError("len() of unsized object")

@@ -1,8 +1,8 @@
 """``out=`` of elementwise operations under ``@polyc.jit``
 (``polyc/graph/outparam.py``), against numpy: the result is written into
 the traced array ``out`` (every name bound to it sees it), broadcast and
-cast as numpy's ufuncs do; ``np.clip(..., out=)`` and ``np.fix(...,
-out=)`` used to ignore ``out`` and return the right value while ``out``
+cast as numpy's ufuncs do (and ``x.fill``); ``np.clip(..., out=)`` and
+``np.fix(..., out=)`` used to ignore ``out`` and return the right value while ``out``
 kept its old one, and ``np.dot(..., out=)`` failed with a bare TypeError."""
 
 from __future__ import annotations
@@ -60,3 +60,21 @@ def test_out_refusals_name_the_reason():
         polyc.jit(lambda a: np.add(a, 1, out=np.zeros_like(a[0])))(x)
     with pytest.raises(UnsupportedError, match="a numpy array cannot hold traced values"):
         polyc.jit(lambda a: np.clip(a, 0, 1, out=np.zeros((3, 5))))(x)
+
+
+def _array_methods(x):
+    y = x * 2
+    y.fill(3)
+    z = x.astype(np.int32)
+    z.fill(2.7)
+    w = x * 1
+    w.fill(x.sum())
+    return y, z, w, x.conj(), x.conjugate() + 1, x.real * 2, x.imag, x * x.nbytes + x.itemsize
+
+
+@pytest.mark.parametrize("dtype", [F32, F64])
+def test_fill_conj_real_imag_nbytes(dtype):
+    """``x.fill`` (in place, numpy's conversion), ``conj``/``conjugate``,
+    ``real``/``imag``, ``nbytes``/``itemsize``: were refused as ndarray
+    methods polyc does not trace."""
+    check(_array_methods, rand((3, 5), dtype, 6), reduction_length=15)
