@@ -194,7 +194,7 @@ class Schedule:
         dependences when ``reassociate`` is set)."""
         deps = self.deps.all()
         if self.reassociate:
-            deps = deps.subtract(self.deps.reduction)
+            deps = deps.subtract(legality.reassociable(self.deps, self.program))
         return deps
 
     def check(self, what: str = "schedule") -> None:

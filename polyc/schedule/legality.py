@@ -345,6 +345,54 @@ def without_extensions(schedule: isl.Schedule) -> isl.Schedule:
     return schedule
 
 
+_INTERLEAVED: dict[str, frozenset[str]] = {}
+
+
+def interleaved_reductions(program: Program) -> frozenset[str]:
+    """The reduction updates whose accumulator another statement accesses
+    between two updates of one element in the source order (a running sum
+    read inside its loop: ``B[i, j] = s[i]`` after ``s[i] += A[i, j]``).
+    Their partial values are observed, so their updates keep their order
+    even when reassociation is allowed."""
+    key = program.fingerprint()
+    if key in _INTERLEAVED:
+        return _INTERLEAVED[key]
+    ctx = program.parameter_domain()
+    order = program.original_schedule().get_map().intersect_params(ctx)
+    out = set()
+    for s in program.statements:
+        if s.kind != "update" or not s.reduction_iterators:
+            continue
+        acc = [isl.UnionMap.from_map(m) for t in program.statements
+               if t.name != s.name and t.kind != "copy" for m in (t.write, *t.reads)
+               if m.get_tuple_name(isl.dim_type.out) == s.tensor]
+        if not acc:
+            continue
+        others = acc[0]
+        for m in acc[1:]:
+            others = others.union(m)
+        same = isl.UnionMap.from_map(s.write).apply_range(others.reverse())  # S[u] -> X[x]
+        mine = order.intersect_domain(same.domain().union(same.range()))
+        before = mine.lex_lt_union_map(mine)
+        after_one = same.intersect(before).range()
+        before_one = same.reverse().intersect(before).domain()
+        if not after_one.intersect(before_one).is_empty():
+            out.add(s.name)
+    _INTERLEAVED[key] = frozenset(out)
+    return _INTERLEAVED[key]
+
+
+def reassociable(deps: Dependences, program: Program | None) -> isl.UnionMap:
+    """The reduction dependences that reassociation releases: those of
+    ``deps.reduction`` but of :func:`interleaved_reductions`."""
+    red = deps.reduction
+    if program is not None:
+        for name in interleaved_reductions(program):
+            red = red.subtract(red.intersect_domain(
+                isl.UnionSet.from_set(program.statement(name).domain)))
+    return red
+
+
 def reassociated(deps: Dependences, program: Program | None) -> Dependences:
     """The order constraints when a reduction's updates may run in any order.
 
@@ -357,11 +405,12 @@ def reassociated(deps: Dependences, program: Program | None) -> Dependences:
     update of the element.  "Same element" is ``W . W^-1`` of the update's
     write access relation (isl ``apply_range``), exact, no transitive
     closure needed."""
-    red = deps.reduction
+    red = reassociable(deps, program)
     kinds = {k: d.subtract(red) for k, d in deps.by_kind().items()}
     if program is not None:
+        keep = interleaved_reductions(program)
         for s in program.statements:
-            if s.kind != "update" or not s.reduction_iterators:
+            if s.kind != "update" or not s.reduction_iterators or s.name in keep:
                 continue
             same = isl.UnionMap.from_map(s.write.apply_range(s.write.reverse()))
             own = isl.UnionSet.from_set(s.domain)

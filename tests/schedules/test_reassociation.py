@@ -1,0 +1,70 @@
+"""``with_reassociation`` on loop programs: the updates of a reduction may
+run in any order only when nothing observes its partial values.  A running
+sum read inside its own loop (``B[i, j] = s[i]`` after ``s[i] += A[i, j]``)
+keeps the order of its updates; a sum read once it is complete is released.
+Each schedule is compared with the Python function run as plain Python."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import IllegalScheduleError
+
+
+def running(A, s, B):
+    n, m = A.shape
+    for i in range(n):
+        s[i] = 0.0
+        for j in range(m):
+            s[i] += A[i, j]
+            B[i, j] = s[i]
+
+
+def closed(A, s, B):
+    n, m = A.shape
+    for i in range(n):
+        s[i] = 0.0
+        for j in range(m):
+            s[i] += A[i, j]
+        for j in range(m):
+            B[i, j] = s[i] * A[i, j]
+
+
+def _run(fn, schedule, shape):
+    A = np.random.default_rng(sum(shape)).random(shape)
+    got = (A, np.zeros(shape[0]), np.zeros(shape))
+    want = (A.copy(), np.zeros(shape[0]), np.zeros(shape))
+    polyc.kernel(fn).with_schedule(schedule)(*got)
+    fn(*want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def _start(fn):
+    k = polyc.kernel(fn)
+    program = k.specialize(np.zeros((2, 3)), np.zeros(2), np.zeros((2, 3))).program
+    return polyc.Schedule.from_program(program, reassociate=True)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 6), (3, 0)])
+def test_a_running_sum_read_inside_its_loop_keeps_its_order(shape):
+    s = _start(running)
+    s.check()                               # the source order is legal, as without it
+    _run(running, s.parallel(("S1", "i")).unroll_and_jam(("S1", "i"), 2), shape)
+    with pytest.raises(IllegalScheduleError, match="flow dependence on tensor s from "
+                                                   "statement S1 to statement S1") as e:
+        s.reverse(("S1", "j"))
+    w = e.value.witness
+    assert (w.source, w.sink) == ("S1", "S1")
+    assert w.source_point[0] == w.sink_point[0] and w.source_point[1] < w.sink_point[1]
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (4, 6), (3, 0)])
+def test_a_sum_read_once_complete_is_reassociated(shape):
+    s = _start(closed)
+    r = s.reverse(("S1", "j"))              # legal only with reassociation
+    with pytest.raises(IllegalScheduleError):
+        polyc.Schedule.from_program(s.program).reverse(("S1", "j"))
+    _run(closed, r, shape)
