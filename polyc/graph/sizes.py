@@ -89,6 +89,12 @@ class SymbolTable:
         if sa is not None and sb is not None:
             self.union(sa, sb)
             return
+        d = a - b
+        if d.const == 0 and len(d.terms) == 2 and d.terms[0][1] == -d.terms[1][1]:
+            # c*(s - t) == 0: the two symbols are equal (two inputs' extents
+            # that meet as ``L + 1``, a KV cache and its value twin)
+            self.union(d.terms[0][0], d.terms[1][0])
+            return
         for s, _ in a.terms + b.terms:
             self.fix(s, why)
 

@@ -24,7 +24,7 @@ from ..errors import UnsupportedError
 from . import ops as _ops
 from .core import Tracer
 from .setitem import assigned
-from .torch_values import full, full_like, var
+from .torch_values import full, full_like, is_int, var
 
 _BIG = 2 ** 62
 
@@ -47,9 +47,9 @@ def _assign(x, key: tuple, src):
 
 
 def _norm_slice(start, end, step):
-    if start is not None and not isinstance(start, Tracer) and start == 0:
+    if is_int(start, 0):
         start = None
-    if end is not None and not isinstance(end, Tracer) and end >= _BIG:
+    if isinstance(end, (int, np.integer)) and end >= _BIG:
         end = None
     return slice(start, end, step)
 

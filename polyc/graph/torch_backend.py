@@ -58,6 +58,8 @@ from .torch_values import _DTYPES
 from .torch_values import axes as _axes
 from .torch_values import full as _full
 from .torch_values import full_like as _full_like
+from .torch_values import is_int as _is_int
+from .torch_values import is_one as _is_one
 from .torch_values import np_dtype as _np_dtype
 from .torch_values import var as _var
 
@@ -168,16 +170,16 @@ def _any(x, dim=None, keepdim=False):
 
 def _expand(x, sizes, implicit: bool = False):
     off = len(sizes) - x.ndim
-    shape = tuple(x.shape[i - off] if s == -1 else s for i, s in enumerate(sizes))
+    shape = tuple(x.shape[i - off] if _is_int(s, -1) else s for i, s in enumerate(sizes))
     return np.broadcast_to(x, shape)
 
 
 def _squeeze(x, dim=None):
     if dim is None:
-        dims = [d for d in range(x.ndim) if x.shape[d] == 1]
+        dims = [d for d in range(x.ndim) if _is_one(x.shape[d])]
     else:
         dims = [d % max(x.ndim, 1) for d in ((dim,) if isinstance(dim, int) else dim)]
-        dims = [d for d in dims if x.ndim and x.shape[d] == 1]   # torch: no-op otherwise
+        dims = [d for d in dims if x.ndim and _is_one(x.shape[d])]   # torch: no-op otherwise
     return np.squeeze(x, axis=tuple(dims)) if dims else x
 
 
@@ -185,9 +187,9 @@ _BIG = 2 ** 62
 
 
 def _slice(x, dim=0, start=None, end=None, step=1):
-    if start is not None and start == 0:
+    if _is_int(start, 0):
         start = None
-    if end is not None and end >= _BIG:
+    if isinstance(end, (int, np.integer)) and end >= _BIG:
         end = None
     key = (slice(None),) * (dim % x.ndim) + (slice(start, end, step),)
     return x[key]

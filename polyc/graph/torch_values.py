@@ -12,6 +12,7 @@ import torch
 from ..errors import UnsupportedError
 from . import torch_nn as nn_ops
 from .core import Tracer
+from .sizes import SizeInt
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64,
            torch.float16: np.float16, torch.int32: np.int32, torch.int64: np.int64}
@@ -26,6 +27,24 @@ def np_dtype(dtype: torch.dtype | None, default=None):
         raise UnsupportedError(f"torch dtype {dtype} is not supported by polyc "
                                f"(supported: {', '.join(str(d) for d in _DTYPES)})")
     return _DTYPES[dtype]
+
+
+def is_int(v, k: int) -> bool:
+    """Whether ``v`` is the plain integer ``k``.  A traced extent (a
+    :class:`~polyc.graph.sizes.SizeInt`, a symbolic size of a dynamic-shape
+    graph) is never compared: comparing one reads its value, which
+    specialises the plan to that size (a new trace for every other size)."""
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v == k
+
+
+def is_one(s) -> bool:
+    """Whether the extent ``s`` is 1 (``squeeze``).  A symbolic extent of
+    another value is not, without a guard: torch's dynamic shapes never
+    make a symbol 1 (they specialise 0 and 1), and polyc's shape classes
+    key the input extents of 1."""
+    if isinstance(s, SizeInt) and not s.size.is_constant and s.size.value != 1:
+        return False
+    return s == 1
 
 
 def axes(dim, ndim: int) -> tuple[int, ...] | None:

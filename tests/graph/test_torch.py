@@ -426,3 +426,46 @@ def test_a_float16_model_compiles_and_matches_its_float32_self():
         y = torch.compile(m, backend="polyc")(x.half())
     assert y.dtype == torch.float16
     assert_close(y.numpy(), ref.numpy().astype(np.float16), reduction_length=64)
+
+
+def test_kv_cache_decode_steps_share_one_trace(monkeypatch):
+    """A decoder step with its key and value caches passed in and grown by
+    ``torch.cat``: from the dynamic recompile on, one polyc trace serves
+    every cache length.  Two defects specialised the length (a new trace
+    and plan, seconds, per step): ``expand`` compared the symbolic size
+    ``L + 1`` with -1, and the two caches' lengths (two symbols, equal in
+    torch) met as ``L_k + 1 == L_v + 1`` in a matmul, which fixed both."""
+    torch._dynamo.reset()
+    made = []
+    compile_aten = tb._compile_aten
+    monkeypatch.setattr(tb, "_compile_aten",
+                        lambda gm, ex: made.append(compile_aten(gm, ex)) or made[-1])
+
+    class Step(nn.Module):
+        def __init__(self, d=16, h=2):
+            super().__init__()
+            self.qkv, self.o, self.h = nn.Linear(d, 3 * d), nn.Linear(d, d), h
+
+        def forward(self, x, kc, vc):
+            b, t, d = x.shape
+            q, k, v = (z.view(b, t, self.h, d // self.h).transpose(1, 2)
+                       for z in self.qkv(x).split(d, dim=-1))
+            k, v = torch.cat([kc, k], dim=2), torch.cat([vc, v], dim=2)
+            att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // self.h), -1)
+            return self.o((att @ v).transpose(1, 2).reshape(b, t, d)), k, v
+
+    torch.manual_seed(7)
+    m = Step().eval()
+    kc, vc = torch.randn(2, 2, 3, 8), torch.randn(2, 2, 3, 8)
+    kr, vr = kc, vc
+    with torch.no_grad():
+        c = torch.compile(m, backend="polyc")
+        for _ in range(5):
+            x = torch.randn(2, 1, 16)
+            y, kc, vc = c(x, kc, vc)
+            yr, kr, vr = m(x, kr, vr)
+            assert_close(y.numpy(), yr.numpy(), reduction_length=16)
+            assert_close(kc.numpy(), kr.numpy(), reduction_length=16)
+            assert_close(vc.numpy(), vr.numpy(), reduction_length=16)
+    assert len(made) == 2                      # static, then dynamic
+    assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
