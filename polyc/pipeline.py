@@ -418,7 +418,14 @@ def _compile_tuned(programs: list[Program], config: Config) -> list:
     for p in programs:
         if p.preconditions is None:
             p = p.replace(preconditions=bounds.preconditions(p))
-        found.append((p, *tuned(p, config)))
+        got = tuned(p, config)
+        if got == (None, [], ""):
+            # polyc.tune(kernel) tunes the program as compiled (kernel.program):
+            # prepared, with an accumulator expanded for GEMM calls (doitgen)
+            q = prepared(p, plain)
+            if q is not p and (again := tuned(q, config)) != (None, [], ""):
+                p, got = q, again
+        found.append((p, *got))
     rest = [p for p, s, vs, _ in found if s is None and not vs]
     kernels = iter(compile_programs(rest, plain) if rest else [])
     out = []
