@@ -329,7 +329,10 @@ def _explain_graph(args) -> int:
 
 def _plot(args, schedule, sizes: dict) -> dict:
     """Draw ``schedule`` for ``--plot``; a summary of what was drawn."""
+    from .picture import fill_extents
     from .plot import draw
+    sizes = dict(sizes)
+    fill_extents(schedule.program, sizes)       # (extents that only bound an array)
     missing = [p for p in schedule.program.params if p not in sizes]
     if missing:
         raise UsageError(f"--plot draws at fixed sizes: give {', '.join(missing)} with "

@@ -153,7 +153,7 @@ def _param_set(program: Program, sizes: dict) -> isl.Set:
     return pset
 
 
-def _fill_extents(program: Program, sizes: dict) -> None:
+def fill_extents(program: Program, sizes: dict) -> None:
     """Give each missing size that no domain or access relation involves
     (a loop program's extent ``A_dim1`` that only bounds an array from
     below) the least value the parameter domain allows at the given sizes:
@@ -390,7 +390,7 @@ def picture(target, *, sizes: dict | None = None, statement=None, band=None,
     schedule = schedule_of(target)
     program = schedule.program
     sizes, fix = dict(sizes or {}), dict(fix or {})
-    _fill_extents(program, sizes)
+    fill_extents(program, sizes)
     params = _param_set(program, sizes)
     where = "sizes " + _sizes_text(program, sizes)
     time = timeline.time_map(schedule.isl)

@@ -406,6 +406,18 @@ def test_cli_explain_plot(tmp_path, capsys):
     bad = tmp_path / "no" / "such" / "mv.png"
     assert main(["explain", str(tc), "--sizes", "N=8,K=6", "--plot", str(bad)]) == 2
     assert f"cannot write {bad}" in capsys.readouterr().err
+    # a loop program: its extent B_dim0 (it only bounds B) needs no --sizes
+    py = tmp_path / "jac.py"
+    py.write_text("import polyc\n\n\n@polyc.kernel\ndef jac(tsteps, A, B):\n"
+                  "    n = A.shape[0]\n    for t in range(tsteps):\n"
+                  "        for i in range(1, n - 1):\n"
+                  "            B[i] = A[i - 1] + A[i] + A[i + 1]\n"
+                  "        for i in range(1, n - 1):\n            A[i] = B[i]\n")
+    assert main(["explain", str(py), "--def", "jac", "--sizes", "n=6,tsteps=2",
+                 "--plot", str(out)]) == 0
+    assert f"picture: {out} (S0, S1: 16 points" in capsys.readouterr().out
+    assert main(["explain", str(py), "--def", "jac", "--sizes", "n=6", "--plot", str(out)]) == 2
+    assert "give tsteps with --sizes" in capsys.readouterr().err
 
 
 def _pictures_section() -> str:
