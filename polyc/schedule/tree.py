@@ -297,8 +297,9 @@ def find_loop(schedule: isl.Schedule, program: Program, target: str, name: str) 
     if len(hits) > 1:
         where = "; ".join(f"{lp.name} at path {list(lp.path)} member {lp.member} "
                           f"({', '.join(lp.statements)})" for lp in hits)
-        raise ScheduleError(f"loop {name!r} of {target} is ambiguous: {where}; name one "
-                            f"statement, or use loop(path=..., member=...)")
+        one = "" if len({lp.statements for lp in hits}) == 1 else "name one statement, or "
+        raise ScheduleError(f"loop {name!r} of {target} is ambiguous: {where}; "
+                            f"{one}use loop(path=..., member=...)")
     return Loop(hits[0].path, hits[0].member, hits[0].name, hits[0].statements,
                 spec=(target, name))
 

@@ -241,6 +241,10 @@ def test_tensorize_with_split_on_the_source_order():
     # the recipe replays to the same code
     again = Schedule.replay(kern.program, s.to_recipe())
     assert compile_schedule(again).source == k.source
+    # both copies of i run S0 and S1: naming a statement cannot choose one, a path can
+    with pytest.raises(polyc.ScheduleError, match=r"ambiguous: .*; use loop\(path=") as e:
+        s.parallel(("C", "i"))
+    assert "name one statement" not in str(e.value)
 
 
 @pytest.mark.parametrize("rows", [8, 40])
