@@ -273,6 +273,9 @@ class Config:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise PolycError(f"Config.{name} must be a positive number, got {v!r}")
+        if self.schedule not in ("isl", "identity"):      # a typo ran isl's scheduler
+            raise PolycError(f"Config.schedule must be 'isl' or 'identity', got "
+                             f"{self.schedule!r}")
         if self.fusion not in FUSION_STRATEGIES:
             raise PolycError(f"Config.fusion must be one of {', '.join(FUSION_STRATEGIES)}, "
                              f"got {self.fusion!r} (e.g. POLYC_FUSION=smart or "

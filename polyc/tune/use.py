@@ -66,6 +66,9 @@ def _replayed(program, rec, path):
         speed, (int, float)) else ""
     if rec.get("recipe") is None:
         return None, f"tuned: the automatic schedule is the best recorded in {where}"
+    if not isinstance(rec["recipe"], dict):     # (a string would be read as a file's path)
+        return None, (f"tuned recipe in {where} ignored: a {type(rec['recipe']).__name__}, "
+                      f"not a recipe object")
     if "auto" in rec["recipe"]:
         from ..config import Config
         from .space import auto_config

@@ -221,6 +221,9 @@ def test_unsupported_element_type_and_cast():
 def test_unsupported_options():
     with pytest.raises(polyc.PolycError, match="target must be one of c, cuda"):
         polyc.compile(MM, target="opencl")
+    # a misspelt schedule silently ran isl's scheduler
+    with pytest.raises(polyc.PolycError, match="schedule must be 'isl' or 'identity'"):
+        polyc.Config(schedule="identiy")
     with pytest.raises(UnsupportedError, match="int8"):
         polyc.compile(MM, dtype="int8")
     assert polyc.compile(MM, dtype="float16").program.tensor("A").dtype == "float16"

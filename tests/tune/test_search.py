@@ -86,6 +86,20 @@ def test_recipe_that_no_longer_applies_is_ignored(cfg):
     np.testing.assert_allclose(k(a), a.T + 1)
 
 
+def test_a_record_whose_recipe_is_no_object_is_ignored(cfg):
+    """A best record whose recipe is a number was a bare TypeError in
+    polyc.compile, and a string was read as the path of a recipe file."""
+    program = polyc.program(TR)
+    info = key_info(program, cfg, ALL_SIZES)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for recipe in (5, "/etc/hostname", [1, 2]):
+        Database(config=cfg).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                                      "recipe": recipe, "label": "odd", "speedup": 1.2}])
+        k = polyc.compile(TR, config=cfg)
+        assert "ignored" in k.tuning and "not a recipe object" in k.tuning
+        np.testing.assert_allclose(k(a), a.T + 1)
+
+
 def test_budget_too_small_keeps_the_default(cfg):
     r = polyc.tune(TR, SIZES, budget=1e-6, config=cfg, progress=False)
     assert r.best.label.startswith("default") and r.measured == 0
