@@ -119,7 +119,19 @@ class Schedule:
         band optimisation.  ``reassociate=True`` lets later transformations
         reorder the terms of a reduction (``+=!`` and friends): reduction
         dependences then constrain only parallelism, not order.
+        ``program``: a ``polyc.program(...)``, TC source of one definition,
+        or a compiled kernel (its program); anything else is a
+        :class:`ScheduleError`.
         """
+        if isinstance(program, str):
+            from ..api import program as parse
+            program = parse(program)
+        elif not isinstance(program, Program) and isinstance(
+                getattr(program, "program", None), Program):
+            program = program.program
+        if not isinstance(program, Program):
+            raise ScheduleError(f"from_program: expected a program (polyc.program(source)), "
+                                f"TC source or a compiled kernel, got {type(program).__name__}")
         if program.preconditions is None:
             program = program.replace(preconditions=bounds.preconditions(program))
         deps = dependence.compute(program)
@@ -334,8 +346,10 @@ class Schedule:
 
     def _apply(self, op: str, args, kwargs, checked: bool) -> "Schedule":
         fn = lookup(op)
-        shown = [_describe(a) for a in args]
-        shown += [f"{k}={_describe(v)}" for k, v in kwargs.items()]
+        # (distribute's groups are lists of statement names, not (target, loop) pairs)
+        shown = [repr(a) if op == "distribute" and i else _describe(a)
+                 for i, a in enumerate(args)]
+        shown += [f"{k}={repr(v) if k == 'names' else _describe(v)}" for k, v in kwargs.items()]
         what = f"{op}({', '.join(shown)})"
         try:
             result = fn(self, *args, **kwargs)

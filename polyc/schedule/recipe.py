@@ -53,6 +53,8 @@ def encode_value(v):
         import numpy as np
         if isinstance(v, np.integer):
             return int(v)
+        if isinstance(v, np.ndarray) and v.dtype.kind in "iu":
+            return [int(x) for x in v.reshape(-1)] if v.ndim == 1 else v.tolist()
     except ImportError:  # pragma: no cover
         pass
     raise ScheduleError(f"cannot record argument {v!r} ({type(v).__name__}) in a recipe; "

@@ -58,6 +58,8 @@ def _names(names, n: int, default, what: str) -> list[str]:
     names = list(names)
     if len(names) != n or not all(isinstance(x, str) and x.isidentifier() for x in names):
         raise ScheduleError(f"{what}: names must be {n} identifier(s), got {names!r}")
+    if len(set(names)) != n:
+        raise ScheduleError(f"{what}: names must be distinct, got {names!r}")
     return names
 
 

@@ -271,6 +271,23 @@ def test_typos_suggest_the_name_meant():
     assert "did you mean" not in refused(s, lambda s: s.parallel(("C", "x")))
 
 
+def test_numpy_sizes_tc_source_and_message_arguments():
+    s = start(MATMUL)
+    t = s.tile([C_M, C_N], np.array([4, 8]))            # numpy sizes record as integers
+    assert t.to_recipe()["steps"][0]["args"][1] == [4, 8]
+    assert Schedule.replay(s.program, t.to_json()).to_text() == t.to_text()
+    check(t, dict(M=9, N=10, K=3))
+    # TC source and compiled kernels are accepted where a program is
+    assert Schedule.from_program(MATMUL).to_text() == s.to_text()
+    assert "from_program: expected a program" in refused(s, lambda _: Schedule.from_program(3))
+    # duplicate names are refused, and lists of names are shown as lists
+    msg = refused(s, lambda s: s.tile([C_M, C_N], [4, 4], names=["x", "x"]))
+    assert "names=['x', 'x']): tile: names must be distinct" in msg, msg
+    pc = start(PRODUCER_CONSUMER).fuse("T", "B")
+    msg = refused(pc, lambda s: s.distribute(("B", "i"), ["S0", "S1"], ["S1"]))
+    assert msg.startswith("distribute(B.i, ['S0', 'S1'], ['S1']): "), msg
+
+
 def test_unknown_statement_or_tensor():
     s = start(MATMUL)
     msg = refused(s, lambda s: s.parallel(("Z", "m")))
