@@ -78,6 +78,10 @@ def did_you_mean(name, choices: Iterable[str]) -> str:
     transformation name."""
     if not isinstance(name, str):
         return ""
-    folded = {c.casefold(): c for c in reversed(list(dict.fromkeys(choices)))}
-    close = difflib.get_close_matches(name.casefold(), list(folded), 1, 0.5)
-    return f" (did you mean {folded[close[0]]!r}?)" if close else ""
+    choices = list(dict.fromkeys(choices))
+    close = difflib.get_close_matches(name, choices, 1, 0.5)     # the case as written first
+    if not close:
+        folded = {c.casefold(): c for c in reversed(choices)}
+        close = [folded[c] for c in difflib.get_close_matches(name.casefold(), list(folded),
+                                                             1, 0.5)]
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -269,6 +269,9 @@ def test_typos_suggest_the_name_meant():
         Schedule.replay(s.program, [{"op": "paralel", "args": [["C", "m"]]}])
     # nothing close: no guess
     assert "did you mean" not in refused(s, lambda s: s.parallel(("C", "x")))
+    # the case as written counts first: S4 is closer to S0 than to a tensor s
+    from polyc.schedule.registry import did_you_mean
+    assert did_you_mean("S4", ["s", "S0_init", "S0"]) == " (did you mean 'S0'?)"
 
 
 def test_numpy_sizes_tc_source_and_message_arguments():
