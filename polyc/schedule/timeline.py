@@ -34,8 +34,11 @@ _SEQ = (isl.schedule_node_type.sequence, isl.schedule_node_type.set)
 
 
 def time_map(schedule: isl.Schedule) -> isl.UnionMap:
-    """``{ S[i] -> [t0, t1, ...] }``: each instance's time vector."""
-    return without_extensions(schedule).get_map()
+    """``{ S[i] -> [t0, t1, ...] }``: each instance's time vector (on the
+    schedule's domain: the bands of a loop program's source order are
+    defined on every point of the statements' spaces)."""
+    schedule = without_extensions(schedule)
+    return schedule.get_map().intersect_domain(schedule.get_domain())
 
 
 def nodes_above(node: isl.ScheduleNode) -> list[isl.ScheduleNode]:

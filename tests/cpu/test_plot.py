@@ -365,6 +365,11 @@ def test_loop_program_extents_that_only_bound_arrays_need_no_size(tmp_path):
         polyc.plot.picture(s, sizes={"n": -1, "tsteps": 2})
     with pytest.raises(PlotError, match="size n must be an integer"):
         polyc.plot.picture(s, sizes={"n": "5", "tsteps": 2})
+    # the band view of a tiled loop program: one point per tile
+    tiled = s.tile([("S0", "i"), ("S0", "j")], [2, 2])
+    pic = polyc.plot.picture(tiled, sizes={"n": 6, "tsteps": 2}, band=("S0", "i_tile"))
+    assert sorted(p.coords for p in pic.points) == sorted(itertools.product((0, 2, 4),
+                                                                            (0, 2, 4)))
     # a file that cannot be written is a PlotError, not an OSError
     with pytest.raises(PlotError, match="cannot write a picture to .*No such file"):
         s.plot(sizes={"n": 4, "tsteps": 1}, fix={"t": 0}, path=tmp_path / "no" / "x.png")
