@@ -154,13 +154,15 @@ def _param_set(program: Program, sizes: dict) -> isl.Set:
 
 
 def fill_extents(program: Program, sizes: dict) -> None:
-    """Give each missing size that no domain or access relation involves
-    (a loop program's extent ``A_dim1`` that only bounds an array from
-    below) the least value the parameter domain allows at the given sizes:
-    the picture does not depend on it.  ``sizes`` is updated in place."""
+    """Give each missing size that no domain or access relation of the
+    program's own statements involves (a loop program's extent ``A_dim1``
+    that only bounds an array from below; a promotion's copies may clip to
+    it) the least value the parameter domain allows at the given sizes: an
+    array just as large as the loops need.  ``sizes`` is updated in place."""
     def involved(i: int) -> bool:
         return any(m.involves_dims(isl.dim_type.param, i, 1)
-                   for st in program.statements for m in (st.domain, st.write, *st.reads))
+                   for st in program.statements if st.kind != "copy"
+                   for m in (st.domain, st.write, *st.reads))
     free = [i for i, p in enumerate(program.params) if p not in sizes and not involved(i)]
     if not free:
         return

@@ -365,6 +365,11 @@ def test_loop_program_extents_that_only_bound_arrays_need_no_size(tmp_path):
         polyc.plot.picture(s, sizes={"n": -1, "tsteps": 2})
     with pytest.raises(PlotError, match="size n must be an integer"):
         polyc.plot.picture(s, sizes={"n": "5", "tsteps": 2})
+    # a promotion's copies clip to A_dim1: still no size to give
+    promoted = s.tile([("S0", "i"), ("S0", "j")], [2, 2]).promote("A", ("S0", "j_tile"))
+    assert dict(polyc.plot.picture(promoted, sizes={"n": 6, "tsteps": 2}, fix={"t": 0},
+                                   statement="S0").sizes)["A_dim1"] == 6
+    assert polyc.PlotError is PlotError
     # the band view of a tiled loop program: one point per tile
     tiled = s.tile([("S0", "i"), ("S0", "j")], [2, 2])
     pic = polyc.plot.picture(tiled, sizes={"n": 6, "tsteps": 2}, band=("S0", "i_tile"))
