@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, UnsupportedError
+from .accumulate import accumulated, count, sum_dtype
 from .core import Graph, Node, Tracer, compose, int_in_range, user_location
 from .sizes import Size, SizeInt
 
@@ -269,13 +270,6 @@ def _float_literals(text: str) -> bool:
                for m in _FLOAT_LITERAL.findall(text))
 
 
-def count(shape: Sequence[Size]) -> int:
-    n = 1
-    for s in shape:
-        n *= max(0, s.value)
-    return n
-
-
 def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequence[Any],
                 dtype: np.dtype | None = None, *, lazy: bool = False,
                 compute_dtype: np.dtype | None = None) -> Tracer:
@@ -425,13 +419,14 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     if kind in ("sum", "prod"):
         dt = np.dtype(dtype) if dtype is not None else (
             np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
-        op = "+=!" if kind == "sum" else "*=!"
-        return done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
-            f"{lhs(name, out_idx)} {op} {elem}{wc}"], flops=flops, reduction=True))
+        op, acc = ("+=!", sum_dtype(dt, n, x)) if kind == "sum" else ("*=!", dt)
+        return done(new_node(graph, kind, node_shape, dt, [x], lambda name: accumulated(
+            lhs(name, out_idx), lhs(name + "_s", out_idx), f"{op} {elem}{wc}", wo, acc != dt),
+            helpers=[("s", acc)] * (acc != dt), flops=flops, reduction=True))
     fdt = np.dtype(dtype) if dtype is not None else (
         np.dtype("float64") if x_dtype.kind in "iub" else x_dtype)
     if kind == "mean":      # float16's sum in float32, as numpy's _mean does
-        sdt = np.dtype("float32") if fdt == np.float16 else fdt
+        sdt = np.dtype("float32") if fdt == np.float16 else sum_dtype(fdt, n, x)
         return done(new_node(graph, "mean", node_shape, fdt, [x], lambda name: [
             f"{lhs(name + '_s', out_idx)} +=! {elem}{wc}",
             f"{lhs(name, out_idx)} = {lhs(name + '_s', out_idx)} / {cnt}{wo}"],
@@ -448,7 +443,7 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
                     f"{q} +=! {dev} * {dev}{wc}",
                     f"{lhs(name, out_idx)} = {final}{wo}"]
         return done(new_node(graph, kind, node_shape, fdt, [x], stmts,
-                             helpers=[("s", fdt), ("m", fdt), ("q", fdt)], flops=3 * flops,
+                             helpers=[(h, sum_dtype(fdt, n, x)) for h in "smq"], flops=3 * flops,
                              reduction=True))
     raise UnsupportedError(f"reduction {kind}")
 

@@ -1,0 +1,59 @@
+"""The type a traced sum accumulates in.
+
+A float32 sum adds each element to a float32 accumulator (a few SIMD lanes
+of them).  Over a long reduction the accumulator grows until each addition
+rounds away a large part of the element: ``x.sum()`` of 4M values near 100
+was 0.17% off, and ``x.var()`` of the same values 33% off, where numpy's
+pairwise summation is within 1e-7.  A float32 ``sum``, ``mean``, ``var``
+or ``std`` of at least :data:`WIDE_FROM` elements (at the traced sizes: a
+plan traced shorter keeps float32 for its shape class) therefore
+accumulates in float64 and rounds once to float32: within one float32
+rounding of the exact value, closer than numpy's own, still about twice as
+fast as numpy's on 4M elements.  Shorter reductions (a softmax or layer
+norm row) keep float32, and so does a sum of the products of two arrays
+(``(a[:, :, None] * b[None]).sum(1)``): that is a contraction, which
+numpy's matmul and BLAS accumulate in float32 too, and which may run on the
+GEMM micro-kernel."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from .sizes import Size
+
+#: the shortest float32 reduction (elements, at the traced sizes) that
+#: accumulates in float64
+WIDE_FROM = 1 << 14
+
+
+def sum_dtype(dtype: Any, n: int, x: Any) -> np.dtype:
+    """The accumulator type of a sum into ``dtype`` of ``n`` elements of
+    tracer ``x``: float64 for a long float32 sum (see the module), else
+    ``dtype``."""
+    dtype = np.dtype(dtype)
+    if dtype != np.float32 or n < WIDE_FROM:
+        return dtype
+    nodes = getattr(x, "_nodes", ())
+    if len(nodes) == 1 and nodes[0].op == "multiply" and len(nodes[0].inputs) >= 2:
+        return dtype            # a contraction written as a product and a sum
+    return np.dtype("float64")
+
+
+def accumulated(out: str, acc: str, update: str, where: str, wide: bool) -> list[str]:
+    """The TC statements of a reduction ``out update`` (``update``: the
+    operator, the value and its ``where`` clause); ``wide``: into the
+    helper tensor ``acc`` (element ``acc`` of the float64 helper), then
+    ``out = acc`` over ``where`` (the output's ranges)."""
+    if not wide:
+        return [f"{out} {update}"]
+    return [f"{acc} {update}", f"{out} = {acc}{where}"]
+
+
+def count(shape: Sequence[Size]) -> int:
+    """The number of elements of ``shape`` at the traced sizes."""
+    n = 1
+    for s in shape:
+        n *= max(0, s.value)
+    return n
