@@ -251,8 +251,10 @@ def reduction_length(program: Program, sizes: Mapping[str, int]) -> int:
 def call_args(program: Program, inputs: Mapping[str, np.ndarray],
               sizes: Mapping[str, int]) -> list:
     """The arguments of a kernel call in signature order: input arrays, and
-    scalar size arguments from ``sizes``."""
-    return [inputs[n] if n in inputs else sizes[n] for n in program.signature]
+    scalar size arguments from ``sizes`` (or the program's fixed sizes: the
+    stride ``S`` of a kernel specialised per value of ``S``)."""
+    values = {**program.fixed_sizes, **sizes}
+    return [inputs[n] if n in inputs else values[n] for n in program.signature]
 
 
 def median_time(fn, min_time: float = 0.5, min_reps: int = 5,

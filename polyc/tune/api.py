@@ -8,7 +8,7 @@ import math
 import random
 
 from ..config import Config, config_or_env
-from ..errors import PolycError
+from ..errors import BindingError, PolycError
 from . import autorecipe
 from . import classes as cl
 from .db import Database
@@ -19,6 +19,7 @@ from .search import (
     TuneResult,
     _automatic_recipe,
     _Session,
+    _size_value,
     budget_of,
     resolve_program,
     run_session,
@@ -68,7 +69,7 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     if config.target != "c":
         raise PolycError("polyc.tune tunes C kernels for now; the CUDA mapping options are "
                          "not in the search space yet")
-    program = resolve_program(kernel_or_source, name)
+    program = _program(kernel_or_source, name, sizes_or_classes)
     by_class = cl.requested(program, sizes_or_classes, classes)
     sizes = sizes_list(program, [x for v in by_class.values() for x in v]
                         if by_class else sizes_or_classes)
@@ -100,7 +101,7 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     the automatic schedule's recipe (:mod:`polyc.tune.autorecipe`; no
     score).  Nothing is compiled or recorded."""
     config = (config or Config.from_env()).replace(use_tuned=False)
-    program = resolve_program(kernel_or_source, name)
+    program = _program(kernel_or_source, name, sizes_or_classes)
     sizes = sizes_list(program, sizes_or_classes)
     b = budget_of(budget)
     s = _Session(program, sizes, Budget(math.inf, b.measured, b.sampled, b.first,
@@ -116,3 +117,37 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     for t in kept:
         t.status = "legal"
     return s.trials
+
+
+def _program(target, name, sizes_or_classes):
+    """:func:`resolve_program`; a TC definition whose indices scale by a size
+    (``h*S + kh``, which ``polyc.compile`` specialises per value of ``S``) is
+    lowered with the value the tuning sizes give that size, as the kernel
+    lowers it for that value.  Raises :class:`BindingError` when the sizes
+    lack it or give it several values (tune each value on its own)."""
+    if not isinstance(target, str):
+        return resolve_program(target, name)
+    from ..api import program
+    from ..frontend import tc
+    module = tc.require_definitions(tc.parse(target, "<tc>"))
+    defs = [d for d in module.defs if name is None or d.name == name]
+    needs = tc.needs_specialization(defs[0]) if len(defs) == 1 else frozenset()
+    if not needs:
+        return resolve_program(target, name)
+    points = sizes_or_classes if isinstance(sizes_or_classes, (list, tuple)) else [
+        sizes_or_classes]
+    if (isinstance(sizes_or_classes, dict) and sizes_or_classes
+            and all(isinstance(v, (dict, list)) for v in sizes_or_classes.values())):
+        points = [q for v in sizes_or_classes.values()     # shape classes: their sizes
+                  for q in ([v] if isinstance(v, dict) else v)]
+    fixed = {}
+    for n in sorted(needs):
+        values = {q.get(n) for q in points if isinstance(q, dict)}
+        if None in values or not values:
+            raise BindingError(f"polyc.tune: {defs[0].name} scales an index by size {n} "
+                               f"(a kernel per value of {n}): give {n} in the sizes")
+        if len(values) > 1:
+            raise BindingError(f"polyc.tune: {defs[0].name} is compiled once per value of "
+                               f"{n}; tune each value on its own, not {sorted(values)}")
+        fixed[n] = _size_value(n, values.pop())
+    return program(target, defs[0].name, sizes=fixed)

@@ -319,3 +319,31 @@ def test_report_counts_pruned_kinds_without_an_empty_list():
 
     assert "(1 measured, 0 failed, 0 pruned; 2.0 s; noise 10.0%)" in line({})
     assert "3 pruned: 1 duplicate, 2 illegal; 2.0 s" in line({"illegal": 2, "duplicate": 1})
+
+
+def test_a_definition_specialised_per_stride_is_tuned_at_that_stride(cfg):
+    """``I(h*S + kh)``: polyc.compile specialises per value of S; polyc.tune
+    refused the source with an UnsupportedError telling to pass fixed_sizes
+    (which it does not take), and the check could not call the kernel with
+    S.  It tunes the kernel of the S the sizes give, and the compiled kernel
+    of that S uses the record."""
+    src = ("def strided(float(H) I, float(KH) W, int64 S) -> (O) {\n"
+           "    O(h) +=! I(h*S + kh) * W(kh)\n}")
+    budget = Budget(seconds=120, measured=2, sampled=100, first=1, neighbours=1, batch=2)
+    with pytest.raises(BindingError, match="give S in the sizes"):
+        polyc.tune(src, {"H": 90, "KH": 3}, config=cfg, budget=budget)
+    with pytest.raises(BindingError, match="each value on its own"):
+        polyc.tune(src, [{"H": 90, "KH": 3, "S": 2}, {"H": 90, "KH": 3, "S": 3}],
+                   config=cfg, budget=budget)
+    r = polyc.tune(src, {"H": 90, "KH": 3, "S": 2}, config=cfg, budget=budget,
+                   progress=False)
+    assert r.trials[0].status == "measured" and r.failed == 0, r.report(explain=True)
+    k = polyc.compile(src, config=cfg)
+    rng = np.random.default_rng(3)
+    for h, kh, s in [(90, 3, 2), (7, 3, 2), (31, 4, 3)]:
+        i, w = rng.random(h, dtype=np.float32), rng.random(kh, dtype=np.float32)
+        n = (h - kh) // s + 1
+        want = np.array([np.dot(i[x * s:x * s + kh].astype(np.float64), w) for x in range(n)])
+        np.testing.assert_allclose(k(i, w, s), want, rtol=1e-5)
+    assert k.specialize(S=2).tuning.startswith("tuned:")
+    assert k.specialize(S=3).tuning is None
