@@ -101,7 +101,9 @@ class Knobs:
                 bits.append(f"u{b.unroll}")
             parts.append(" ".join(bits))
         re_ = " reassoc" if self.reassociate else ""
-        return f"{self.start}{re_}: " + " | ".join(parts)
+        # no tuned band (a source order whose loops carry no coincidence flags): the
+        # starting tree as it is (the label read "source: ")
+        return f"{self.start}{re_}: " + (" | ".join(parts) or "untransformed")
 
 
 # ------------------------------------------------------------------ analysis

@@ -140,3 +140,11 @@ def test_model_prefers_tiled_transpose():
     untiled = model.cost(space.Knobs("isl", (B((0, 1), (0, 0)),)), infos, cores=1)
     tiled = model.cost(space.Knobs("isl", (B((0, 1), (32, 32)),)), infos, cores=1)
     assert tiled < untiled
+
+
+def test_knobs_without_a_tuned_band_are_labelled():
+    """A start with no tuned band (the source order of one loop: no
+    coincidence flags) gave the label ``"source: "``."""
+    from polyc.tune.space import Knobs
+    assert Knobs("source", ()).label() == "source: untransformed"
+    assert Knobs("source", (), True).label() == "source reassoc: untransformed"
