@@ -54,8 +54,12 @@ def _divide(g, a, b):
 def _power(g, a, b):
     """``a ** b``; a scalar exponent of 2, 1, 0, -1 or 0.5 on a float array
     takes numpy's fast paths (``x * x``, ``x``, ``1``, ``1 / x``,
-    ``sqrt(x)``), which give the same values; other exponents call ``pow``."""
+    ``sqrt(x)``), which give the same values; other exponents call ``pow``.
+    An integer power with a negative literal exponent is numpy's
+    ``ValueError`` (a :class:`~polyc.errors.ShapeError` at the user's line)."""
     a, b = operand(g, a), operand(g, b)
+    if isinstance(b, Scalar) and b.dtype.kind in "iu" and a.dtype.kind in "iu" and b.value < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
     if isinstance(b, Scalar) and not isinstance(a, Scalar) and b.dtype.kind in "iuf":
         e = float(b.value)
         fast = {2.0: lambda x, y: f"({x} * {x})", 1.0: lambda x, y: f"(1 * {x})"}

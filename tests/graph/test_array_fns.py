@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import UnsupportedError
+from polyc.errors import ShapeError, UnsupportedError
 
 from .test_ops import F32, F64, check, rand
 
@@ -149,6 +149,18 @@ def test_integer_fmod_and_divmod(dtype):
     for got, want in zip(actual, expected):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+def test_integer_power_with_a_negative_literal_exponent_is_numpys_value_error():
+    """numpy raises ValueError for ``int_array ** -1``; polyc computed
+    ``pow`` of the integers (0 ** -1 gave -2**31)."""
+    i = np.arange(-2, 4, dtype=np.int32)
+    for f in (lambda a: a ** -1, lambda a: np.power(a, -2)):
+        with pytest.raises(ValueError, match="Integers to negative integer powers"):
+            f(i)
+        with pytest.raises(ShapeError, match="Integers to negative integer powers"):
+            polyc.jit(f)(i)
+    check(lambda a: (a ** 2, a.astype(np.float64) ** -1, np.power(a, 3)), i)
 
 
 def test_roll_and_pad_plans_are_reused_only_where_their_guards_hold():
