@@ -4,8 +4,9 @@ compile together into one kernel, decided from polyhedral feedback.
 Every operation starts as its own group.  Candidates are producer→consumer
 pairs of groups (a group reads a tensor the other writes) whose merge
 creates no cycle, ordered by the bytes of the intermediate tensors that
-would stay inside the group (computed at the traced sizes).  For each
-candidate the merged group is lowered through the real pipeline
+would stay inside the group (computed at the traced sizes), then by the
+merged group's operations, fewest first (cheap lowerings that repeat).
+For each candidate the merged group is lowered through the real pipeline
 (:func:`polyc.pipeline.lower`: exact dependences, isl's scheduler, row
 fusion, tiling, tensorization, parallel marks) and the verdict is read off
 the result, never off an op-pattern list:
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import json as _json
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import cached_property, reduce
 from operator import or_
 from typing import Any
 
@@ -96,9 +97,9 @@ class Decision:
 
 @dataclass
 class Group:
-    nodes: list[Node]
+    nodes: list[Node]         # never changed: a merge makes a new group
 
-    @property
+    @cached_property
     def key(self) -> frozenset[int]:
         return frozenset(n.id for n in self.nodes)
 
@@ -243,10 +244,8 @@ class Plan:
         lines.append("decisions (largest intermediate first):")
         for rec in self.decisions:
             arrow = " & " if rec.kind == "sibling" else " -> "
-            pred = ""
-            if rec.predicted_s:
-                pred = (f"; roofline {rec.predicted_s['apart'] * 1e6:.1f} -> "
-                        f"{rec.predicted_s['fused'] * 1e6:.1f} us")
+            pred = (f"; roofline {rec.predicted_s['apart'] * 1e6:.1f} -> "
+                    f"{rec.predicted_s['fused'] * 1e6:.1f} us") if rec.predicted_s else ""
             lines.append(f"  {'+'.join(rec.producer)}{arrow}{'+'.join(rec.consumer)}: "
                          f"{rec.verdict} ({rec.rule}; {rec.bytes_kept} bytes{pred})")
         if d["specialised_sizes"]:
@@ -300,7 +299,8 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                  if (groups[p].key, groups[c].key) not in refused
                  and not reaches(p, c, True)]
         cands += _siblings(groups, owner, refused, reaches)
-        cands.sort(key=lambda t: (-t[0], t[1], t[2]))
+        cands.sort(key=lambda t: (-t[0], len(groups[t[1]].nodes + groups[t[2]].nodes),
+                                  t[1], t[2]))
         merged = False
         for nbytes, p, c, kind in cands:
             P, C = groups[p], groups[c]
