@@ -467,7 +467,7 @@ class Tracer:
                          "numpy's indexing of it",
                          "make the indexed array a traced one: create it with like= a traced "
                          "array (np.eye(n, like=labels)[labels], np.arange(n, like=x)), or "
-                         "pass it as an argument of the jitted function")
+                         "pass the table as an argument of the jitted function")
         self._refuse("np.asarray() / np.array() of a traced array",
                      "inside a polyc.jit function the arguments already are arrays: drop "
                      "the np.asarray/np.array call (x.astype(dtype) converts, x.copy() "
