@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import islpy as isl
 
+from .. import expr as E
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, Witness
 from ..ir import Program
@@ -130,6 +131,32 @@ def _tensor_of(program: Program | None, src: str, dst: str, kind: str) -> str:
     return ", ".join(sorted(cands)) or "?"
 
 
+def order_note(program: Program | None, src: str, dst: str) -> str:
+    """Why the updates of ``src`` keep their order when a dependence of
+    ``src`` on itself is refused (the end of the message), or ``""``: an
+    accumulation written as an assignment (``x[i] = x[i] + e``), or a
+    reduction whose partial values are read inside its loop."""
+    if program is None or src != dst or src not in {s.name for s in program.statements}:
+        return ""
+    st = program.statement(src)
+    rhs, text = st.rhs, st.text.strip() or src
+    acc = text.split("=")[0].strip() or E.to_text(st.lhs)
+    if st.kind == "assign" and isinstance(rhs, E.Binary) and rhs.op in ("+", "*") \
+            and st.lhs in (rhs.lhs, rhs.rhs):
+        return (f" ({src} is the assignment {text}, whose steps keep their order; written "
+                f"{acc} {rhs.op}= ... it is a reduction update, which with_reassociation() "
+                f"may reorder)")
+    if st.kind == "assign" and isinstance(rhs, E.Call) and rhs.fn in (
+            "fmax", "fmin", "max", "min") and st.lhs in rhs.args:
+        return (f" ({src} is the assignment {text}, whose steps keep their order; with "
+                f"np.maximum / np.minimum it is a max / min reduction update, which "
+                f"with_reassociation() may reorder)")
+    if st.kind == "update" and src in interleaved_reductions(program):
+        return (f" (other statements read the partial values of {src} inside its loop, so "
+                f"its updates keep their order even with reassociation)")
+    return ""
+
+
 def check(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
           what: str = "schedule") -> None:
     """Raise :class:`IllegalScheduleError` if ``schedule`` violates a dependence.
@@ -148,7 +175,8 @@ def check(schedule: isl.Schedule, deps: Dependences, program: Program | None = N
     raise IllegalScheduleError(
         f"{what} is illegal: it violates the {kind} dependence on tensor {tensor} "
         f"from statement {src} to statement {dst}; for example instance "
-        f"{describe_instance_pair(m)} would run in the wrong order.\n"
+        f"{describe_instance_pair(m)} would run in the wrong order"
+        f"{order_note(program, src, dst)}.\n"
         f"violated dependences: {bad[kind]}",
         witness=witness(kind, "order", bad[kind], program))
 
@@ -316,7 +344,8 @@ def check_marks(schedule: isl.Schedule, deps: Dependences, program: Program | No
                 problems.append(
                     f"{what} is illegal: loop {loop} cannot run {label}: it carries the "
                     f"{dep_kind} dependence on tensor {dependence_tensor(program, m, dep_kind)} "
-                    f"{describe_carried(c, program)}")
+                    f"{describe_carried(c, program)}"
+                    f"{order_note(program, *(m.get_tuple_name(t) for t in _ENDS))}")
                 witnesses.append(witness(dep_kind, label, c, program))
                 return False
         return True
@@ -346,6 +375,7 @@ def without_extensions(schedule: isl.Schedule) -> isl.Schedule:
 
 
 _INTERLEAVED: dict[str, frozenset[str]] = {}
+_ENDS = (isl.dim_type.in_, isl.dim_type.out)
 
 
 def interleaved_reductions(program: Program) -> frozenset[str]:

@@ -56,6 +56,7 @@ def test_a_running_sum_read_inside_its_loop_keeps_its_order(shape):
     with pytest.raises(IllegalScheduleError, match="flow dependence on tensor s from "
                                                    "statement S1 to statement S1") as e:
         s.reverse(("S1", "j"))
+    assert "other statements read the partial values of S1 inside its loop" in str(e.value)
     w = e.value.witness
     assert (w.source, w.sink) == ("S1", "S1")
     assert w.source_point[0] == w.sink_point[0] and w.source_point[1] < w.sink_point[1]
@@ -68,3 +69,21 @@ def test_a_sum_read_once_complete_is_reassociated(shape):
     with pytest.raises(IllegalScheduleError):
         polyc.Schedule.from_program(s.program).reverse(("S1", "j"))
     _run(closed, r, shape)
+
+
+def assigned(A, x, w):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            w[i] = w[i] + A[i, j] * x[j]
+
+
+def test_an_accumulation_written_as_an_assignment_says_how_to_make_it_a_reduction():
+    k = polyc.kernel(assigned)
+    program = k.specialize(np.zeros((2, 3)), np.zeros(3), np.zeros(2)).program
+    s = polyc.Schedule.from_program(program, reassociate=True)
+    with pytest.raises(IllegalScheduleError, match=r"S0 is the assignment w\[i\] = w\[i\] \+ "
+                       r".*written w\[i\] \+= \.\.\. it is a reduction update"):
+        s.vectorize(("S0", "j"))
+    with pytest.raises(IllegalScheduleError, match=r"written w\[i\] \+= \.\.\."):
+        s.reverse(("S0", "j"))
