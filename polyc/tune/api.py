@@ -8,7 +8,7 @@ import math
 import random
 
 from ..config import Config, config_or_env
-from ..errors import BindingError, PolycError
+from ..errors import PolycError
 from . import autorecipe
 from . import classes as cl
 from .db import Database
@@ -19,12 +19,11 @@ from .search import (
     TuneResult,
     _automatic_recipe,
     _Session,
-    _size_value,
     budget_of,
-    resolve_program,
     run_session,
     sizes_list,
 )
+from .sources import tuned_program
 
 __all__ = ["tune", "candidates"]
 
@@ -32,11 +31,15 @@ __all__ = ["tune", "candidates"]
 def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, db=None,
          config: Config | None = None, name: str | None = None, seed: int = 0,
          progress: bool | None = None, record: bool = True, classes=None,
-         _faults=None) -> TuneResult:
+         dtype=None, _faults=None) -> TuneResult:
     """Search schedule recipes of a program for the fastest at the given sizes.
 
-    ``kernel_or_source``: TC source (``name`` picks the definition), a
-    compiled kernel or an ``ir.Program``.  ``sizes_or_classes``: a dict of
+    ``kernel_or_source``: TC source (``name`` picks the definition), an
+    einsum string (``"ij,jk->ik"``: the kernel ``polyc.einsum`` compiles;
+    sizes per label, ``{"i": 512, ...}``), a compiled kernel or an
+    ``ir.Program``.  ``dtype``: the element type of the source's floating
+    arguments, as ``polyc.compile(dtype=)``, or an einsum's computation type
+    (default float64, numpy's).  ``sizes_or_classes``: a dict of
     size parameters, or a list of them (each candidate is timed at every
     one; ratios are combined by geometric mean): the result holds for every
     size (shape class ``"all"``).  Or a dict from shape class (isl
@@ -69,7 +72,7 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     if config.target != "c":
         raise PolycError("polyc.tune tunes C kernels for now; the CUDA mapping options are "
                          "not in the search space yet")
-    program = _program(kernel_or_source, name, sizes_or_classes)
+    program, sizes_or_classes = tuned_program(kernel_or_source, name, sizes_or_classes, dtype)
     by_class = cl.requested(program, sizes_or_classes, classes)
     sizes = sizes_list(program, [x for v in by_class.values() for x in v]
                         if by_class else sizes_or_classes)
@@ -94,14 +97,15 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
 
 
 def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str | None = None,
-               seed: int = 0, count: int = 20, config: Config | None = None) -> list[Trial]:
+               seed: int = 0, count: int = 20, config: Config | None = None,
+               dtype=None) -> list[Trial]:
     """The dry run of :func:`tune`: the first ``count`` candidates of the
     model's ranking, each built as a checked schedule (status ``"legal"``,
     or why it was pruned), with its model score, then the perturbations of
     the automatic schedule's recipe (:mod:`polyc.tune.autorecipe`; no
     score).  Nothing is compiled or recorded."""
     config = (config or Config.from_env()).replace(use_tuned=False)
-    program = _program(kernel_or_source, name, sizes_or_classes)
+    program, sizes_or_classes = tuned_program(kernel_or_source, name, sizes_or_classes, dtype)
     sizes = sizes_list(program, sizes_or_classes)
     b = budget_of(budget)
     s = _Session(program, sizes, Budget(math.inf, b.measured, b.sampled, b.first,
@@ -118,36 +122,3 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
         t.status = "legal"
     return s.trials
 
-
-def _program(target, name, sizes_or_classes):
-    """:func:`resolve_program`; a TC definition whose indices scale by a size
-    (``h*S + kh``, which ``polyc.compile`` specialises per value of ``S``) is
-    lowered with the value the tuning sizes give that size, as the kernel
-    lowers it for that value.  Raises :class:`BindingError` when the sizes
-    lack it or give it several values (tune each value on its own)."""
-    if not isinstance(target, str):
-        return resolve_program(target, name)
-    from ..api import program
-    from ..frontend import tc
-    module = tc.require_definitions(tc.parse(target, "<tc>"))
-    defs = [d for d in module.defs if name is None or d.name == name]
-    needs = tc.needs_specialization(defs[0]) if len(defs) == 1 else frozenset()
-    if not needs:
-        return resolve_program(target, name)
-    points = sizes_or_classes if isinstance(sizes_or_classes, (list, tuple)) else [
-        sizes_or_classes]
-    if (isinstance(sizes_or_classes, dict) and sizes_or_classes
-            and all(isinstance(v, (dict, list)) for v in sizes_or_classes.values())):
-        points = [q for v in sizes_or_classes.values()     # shape classes: their sizes
-                  for q in ([v] if isinstance(v, dict) else v)]
-    fixed = {}
-    for n in sorted(needs):
-        values = {q.get(n) for q in points if isinstance(q, dict)}
-        if None in values or not values:
-            raise BindingError(f"polyc.tune: {defs[0].name} scales an index by size {n} "
-                               f"(a kernel per value of {n}): give {n} in the sizes")
-        if len(values) > 1:
-            raise BindingError(f"polyc.tune: {defs[0].name} is compiled once per value of "
-                               f"{n}; tune each value on its own, not {sorted(values)}")
-        fixed[n] = _size_value(n, values.pop())
-    return program(target, defs[0].name, sizes=fixed)

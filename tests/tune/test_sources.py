@@ -1,0 +1,61 @@
+"""What polyc.tune accepts besides TC source of float arguments: an einsum
+string (it was a ParseError "expected 'def'") and TC source at another
+dtype (tune had no dtype=, so ``polyc.compile(src, dtype="float64")`` never
+found a record).  The record is the one ``polyc.einsum`` / ``polyc.compile``
+looks up, and their results stay numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import BindingError, EinsumError
+from polyc.tune import Budget
+
+TINY = Budget(seconds=120, measured=1, sampled=100, first=1, neighbours=1, batch=1)
+
+
+@pytest.fixture
+def cfg(tmp_path):
+    return polyc.Config.from_env().replace(cache_dir=str(tmp_path / "cache"))
+
+
+def test_an_einsum_string_is_tuned_and_polyc_einsum_uses_the_record(cfg):
+    from polyc.einsum_call import clear_kernels
+    r = polyc.tune("ij,jk->ik", {"i": 40, "j": 24, "k": 32}, budget=TINY, config=cfg,
+                   progress=False, dtype="float32")
+    assert r.trials[0].status == "measured" and r.failed == 0, r.report(explain=True)
+    assert r.sizes == [{"d_i": 40, "d_j": 24, "d_k": 32}]
+    clear_kernels()
+    rng = np.random.default_rng(0)
+    a, b = rng.random((9, 5), dtype=np.float32), rng.random((5, 13), dtype=np.float32)
+    np.testing.assert_allclose(polyc.einsum("ij,jk->ik", a, b, config=cfg), a @ b, rtol=1e-5)
+    from polyc.einsum_call import _KERNELS
+    (kernel,) = [k for (spec, c), k in _KERNELS.items() if c == cfg]
+    assert kernel.tuning and kernel.tuning.startswith("tuned:")
+    clear_kernels()
+
+
+def test_einsum_requests_that_cannot_be_tuned(cfg):
+    with pytest.raises(BindingError, match="give a size per label.*missing j, k"):
+        polyc.tune("ij,jk->ik", {"i": 4}, config=cfg)
+    with pytest.raises(BindingError, match="'...'"):
+        polyc.tune("...ij->ij", {"i": 3, "j": 3}, config=cfg)
+    with pytest.raises(EinsumError, match="never appeared"):
+        polyc.tune("ij,jk->iq", {"i": 2, "j": 2, "k": 2, "q": 2}, config=cfg)
+    with pytest.raises(BindingError, match="dtype= applies"):
+        polyc.tune(polyc.program("def f(float(N) x) -> (y) { y(i) = x(i) }"), {"N": 4},
+                   config=cfg, dtype="float64")
+
+
+def test_tc_source_at_another_dtype(cfg):
+    src = "def tr(float(N,M) A) -> (B) { B(j,i) = A(i,j) + 1.0 }"
+    r = polyc.tune(src, {"N": 60, "M": 40}, budget=TINY, config=cfg, progress=False,
+                   dtype="float64")
+    assert r.trials[0].status == "measured", r.report(explain=True)
+    k = polyc.compile(src, config=cfg, dtype="float64")
+    assert k.tuning and k.tuning.startswith("tuned:")
+    assert polyc.compile(src, config=cfg).tuning is None     # float32: not tuned
+    a = np.random.default_rng(1).random((7, 3))
+    np.testing.assert_allclose(k(a), a.T + 1, rtol=1e-15)
