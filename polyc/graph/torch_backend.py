@@ -54,6 +54,7 @@ from . import torch_assign
 from . import torch_nn as nn_ops
 from .core import Tracer
 from .jit import Jitted
+from .torch_fold import fold_leading_merges, linear_nd
 from .torch_values import _DTYPES
 from .torch_values import axes as _axes
 from .torch_values import full as _full
@@ -355,7 +356,7 @@ _PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,
 
 
 def _lowering(target) -> Callable | None:
-    if target in _PY_TARGETS:
+    if target in _PY_TARGETS or target is linear_nd:   # (linear_nd: torch_fold.py)
         return target
     packet = getattr(target, "overloadpacket", target)
     return LOWERINGS.get(packet)
@@ -490,6 +491,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     for k, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
             _np_dtype(x.dtype)       # (a torch.bool mask enters as polyc.jit's masks do)
+    fold_leading_merges(gm)
     sizes = _size_sources(gm, example_inputs)
     jitted = Jitted(interpreter(gm, sizes))
     shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]

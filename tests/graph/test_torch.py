@@ -469,3 +469,39 @@ def test_kv_cache_decode_steps_share_one_trace(monkeypatch):
             assert_close(vc.numpy(), vr.numpy(), reduction_length=16)
     assert len(made) == 2                      # static, then dynamic
     assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
+
+
+def test_sequence_lengths_share_one_trace(monkeypatch):
+    """``nn.Linear`` on ``(B, T, D)`` arrives as ``view(B*T, D)``, ``addmm``
+    and ``view(B, T, N)``; polyc's reshape that merges ``B`` and ``T``
+    specialised ``T``, so every new sequence length traced and planned the
+    block again.  The merge is folded away (``torch_fold.py``): from the
+    dynamic recompile on, one trace serves every length and batch."""
+    torch._dynamo.reset()
+    made = []
+    compile_aten = tb._compile_aten
+    monkeypatch.setattr(tb, "_compile_aten",
+                        lambda gm, ex: made.append(compile_aten(gm, ex)) or made[-1])
+
+    class Block(nn.Module):
+        def __init__(self, d=8):
+            super().__init__()
+            self.ln, self.up, self.down = nn.LayerNorm(d), nn.Linear(d, 16), nn.Linear(16, d)
+            self.w = nn.Parameter(torch.randn(d, 3))
+
+        def forward(self, x):
+            x = x + self.down(torch.tanh(self.up(self.ln(x))))
+            b, t, d = x.shape
+            return x, torch.addmm(self.down.bias[:3], x.reshape(-1, d), self.w,
+                                  beta=0.5, alpha=2.0).view(b, t, 3)
+
+    torch.manual_seed(8)
+    m = Block().eval()
+    with torch.no_grad():
+        c = torch.compile(m, backend="polyc")
+        for shape in ((2, 5, 8), (3, 7, 8), (4, 9, 8), (2, 16, 8), (5, 3, 8)):
+            x = torch.randn(*shape)
+            for g, r in zip(c(x), m(x)):
+                assert_close(g.numpy(), r.numpy(), reduction_length=16)
+    assert len(made) == 2                      # static, then dynamic
+    assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
