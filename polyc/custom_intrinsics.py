@@ -387,13 +387,17 @@ def _outer_iterators(node: isl.ScheduleNode, stmt: Statement) -> set[str]:
     return out
 
 
-def match(program: Program, stmt: Statement, intr: Intrinsic,
+def match(program: Program, stmt: Statement, intr: Intrinsic | None,
           above: isl.ScheduleNode | None = None) -> CustomMatch | str:
     """Match ``stmt`` onto ``intr`` (module docstring); the reason otherwise.
     ``above``: the node the call goes at; iterator correspondences that
     scan no iterator the loops above it depend on are tried first (in
     ``Y(m, l) += X(m, l)`` a one-dimensional intrinsic tensorized at loop
-    ``l`` scans ``l``, not ``m``)."""
+    ``l`` scans ``l``, not ``m``).  ``intr`` ``None``: a mark naming an
+    intrinsic that is no longer registered."""
+    if intr is None:
+        return ("no such intrinsic is registered now (unregistered after the schedule "
+                "was made?): register it again with polyc.intrinsics.register")
     d = intr.statement
     if stmt.kind != d.kind or stmt.op != d.op:
         return f"the statement is {stmt.kind} {stmt.op}, the description {d.kind} {d.op}"

@@ -115,6 +115,17 @@ def test_the_intrinsic_scans_the_iterators_of_the_marked_band(registered, shape)
     assert polyc.compile(src, schedule=s.to_recipe()).source == kernel.source
 
 
+def test_a_schedule_whose_intrinsic_was_unregistered_is_refused(registered):
+    intr = registered(VADD, VADD_C)
+    src = "def rows(float(M, L) X) -> (Y) { Y(m, l) +=! X(m, l) }"
+    s = Schedule.from_program(polyc.program(src)).distribute(("Y", "m"))
+    s = s.tensorize(("S0", "l"), intr.name)
+    custom_intrinsics.unregister(intr.name)
+    with pytest.raises(ScheduleError, match=f"does not match {intr.name}: no such intrinsic "
+                                            f"is registered now"):
+        compile_schedule(s)
+
+
 def test_recipes_with_a_user_intrinsic_replay(registered):
     intr = registered(OUTER, OUTER_C)
     s = _blocked_schedule(intr.name)
