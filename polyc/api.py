@@ -174,6 +174,11 @@ def _schedules_by_def(schedule, names: list[str]) -> dict:
     if len(names) != 1:
         if isinstance(schedule, Schedule) and schedule.program.name in names:
             return {schedule.program.name: schedule}
+        if not isinstance(schedule, Schedule):
+            from .schedule.recipe import load
+            data = load(schedule)           # a recipe names the definition it was made for
+            if data.get("program") in names:
+                return {data["program"]: data}
         raise ScheduleError(f"the source has {len(names)} definitions; pass schedule= as a "
                             f"dict from definition name to schedule or recipe")
     return {names[0]: schedule}

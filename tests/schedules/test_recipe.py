@@ -459,9 +459,10 @@ def test_multi_definition_source_with_schedule_dict():
     with pytest.raises(ScheduleError, match="'nope'"):
         polyc.compile(src, schedule={"nope": s.to_recipe()})
     with pytest.raises(ScheduleError, match="2 definitions"):
-        polyc.compile(src, schedule=s.to_recipe())
-    # a Schedule names its own definition
+        polyc.compile(src, schedule=s.to_recipe()["steps"])     # steps name no definition
+    # a Schedule, and a recipe (its "program"), name their own definition
     assert polyc.compile(src, schedule=s)["matmul"].source == ks["matmul"].source
+    assert polyc.compile(src, schedule=s.to_json())["matmul"].source == ks["matmul"].source
 
 
 def test_marks_written_into_a_tree_are_checked():
