@@ -5,15 +5,16 @@ of them).  Over a long reduction the accumulator grows until each addition
 rounds away a large part of the element: ``x.sum()`` of 4M values near 100
 was 0.17% off, and ``x.var()`` of the same values 33% off, where numpy's
 pairwise summation is within 1e-7.  A float32 ``sum``, ``mean``, ``var``
-or ``std`` of at least :data:`WIDE_FROM` elements (at the traced sizes: a
-plan traced shorter keeps float32 for its shape class) therefore
-accumulates in float64 and rounds once to float32: within one float32
-rounding of the exact value, closer than numpy's own, still about twice as
-fast as numpy's on 4M elements.  Shorter reductions (a softmax or layer
-norm row) keep float32, and so does a sum of the products of two arrays
-(``(a[:, :, None] * b[None]).sum(1)``): that is a contraction, which
-numpy's matmul and BLAS accumulate in float32 too, and which may run on the
-GEMM micro-kernel."""
+or ``std`` of at least :data:`WIDE_FROM` elements therefore accumulates in
+float64 and rounds once to float32: within one float32 rounding of the
+exact value, closer than numpy's own, still about twice as fast as numpy's
+on 4M elements.  Shorter reductions (a softmax or layer norm row) keep
+float32, and their plan is guarded to extents that keep them short (a
+plan traced on a small array is not reused for a large one: that call
+traces again, and accumulates in float64).  A sum of the products of two
+arrays (``(a[:, :, None] * b[None]).sum(1)``) keeps float32: that is a
+contraction, which numpy's matmul and BLAS accumulate in float32 too, and
+which may run on the GEMM micro-kernel."""
 
 from __future__ import annotations
 
@@ -28,17 +29,29 @@ from .sizes import Size
 WIDE_FROM = 1 << 14
 
 
-def sum_dtype(dtype: Any, n: int, x: Any) -> np.dtype:
-    """The accumulator type of a sum into ``dtype`` of ``n`` elements of
-    tracer ``x``: float64 for a long float32 sum (see the module), else
-    ``dtype``."""
+def sum_dtype(dtype: Any, sizes: Sequence[Size], x: Any) -> np.dtype:
+    """The accumulator type of a sum into ``dtype`` over the reduced extents
+    ``sizes`` of tracer ``x``: float64 for a long float32 sum (see the
+    module), else ``dtype``.  A short float32 sum guards its plan (on its
+    symbol table) to extents at most ``(WIDE_FROM / n) ** (1 / k)`` times
+    the traced ones (``n`` elements over ``k`` symbolic extents), so that a
+    reused plan never sums more than ``WIDE_FROM`` elements in float32."""
     dtype = np.dtype(dtype)
-    if dtype != np.float32 or n < WIDE_FROM:
+    if dtype != np.float32:
         return dtype
     nodes = getattr(x, "_nodes", ())
     if len(nodes) == 1 and nodes[0].op == "multiply" and len(nodes[0].inputs) >= 2:
         return dtype            # a contraction written as a product and a sum
-    return np.dtype("float64")
+    n = count(sizes)
+    if n >= WIDE_FROM:
+        return np.dtype("float64")
+    free = [s for s in sizes if not s.is_constant]
+    if free and n > 0:
+        m = max(1, int((WIDE_FROM / n) ** (1.0 / len(free)) + 1e-9))
+        for s in free:
+            s.table.require(Size.constant(s.table, s.value * m) - s,
+                            f"a float32 sum of {n} elements stays shorter than {WIDE_FROM}")
+    return dtype
 
 
 def accumulated(out: str, acc: str, update: str, where: str, wide: bool) -> list[str]:

@@ -419,14 +419,14 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     if kind in ("sum", "prod"):
         dt = np.dtype(dtype) if dtype is not None else (
             np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
-        op, acc = ("+=!", sum_dtype(dt, n, x)) if kind == "sum" else ("*=!", dt)
+        op, acc = ("+=!", sum_dtype(dt, red_sizes, x)) if kind == "sum" else ("*=!", dt)
         return done(new_node(graph, kind, node_shape, dt, [x], lambda name: accumulated(
             lhs(name, out_idx), lhs(name + "_s", out_idx), f"{op} {elem}{wc}", wo, acc != dt),
             helpers=[("s", acc)] * (acc != dt), flops=flops, reduction=True))
     fdt = np.dtype(dtype) if dtype is not None else (
         np.dtype("float64") if x_dtype.kind in "iub" else x_dtype)
     if kind == "mean":      # float16's sum in float32, as numpy's _mean does
-        sdt = np.dtype("float32") if fdt == np.float16 else sum_dtype(fdt, n, x)
+        sdt = np.dtype("float32") if fdt == np.float16 else sum_dtype(fdt, red_sizes, x)
         return done(new_node(graph, "mean", node_shape, fdt, [x], lambda name: [
             f"{lhs(name + '_s', out_idx)} +=! {elem}{wc}",
             f"{lhs(name, out_idx)} = {lhs(name + '_s', out_idx)} / {cnt}{wo}"],
@@ -442,9 +442,9 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
                     f"{m} = {lhs(name + '_s', out_idx)} / {cnt}{wo}",
                     f"{q} +=! {dev} * {dev}{wc}",
                     f"{lhs(name, out_idx)} = {final}{wo}"]
-        return done(new_node(graph, kind, node_shape, fdt, [x], stmts,
-                             helpers=[(h, sum_dtype(fdt, n, x)) for h in "smq"], flops=3 * flops,
-                             reduction=True))
+        w = sum_dtype(fdt, red_sizes, x)
+        return done(new_node(graph, kind, node_shape, fdt, [x], stmts, flops=3 * flops,
+                             helpers=[(h, w) for h in "smq"], reduction=True))
     raise UnsupportedError(f"reduction {kind}")
 
 

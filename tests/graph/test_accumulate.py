@@ -39,3 +39,24 @@ def test_a_long_sum_of_products_stays_on_the_gemm_micro_kernel():
     f = polyc.jit(lambda p, q: (p[:, :, None] * q[None]).sum(1))
     np.testing.assert_allclose(f(a, b), a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
     assert "GEMM micro-kernel" in f.explain(a, b)
+
+
+def test_a_plan_traced_short_is_not_reused_for_a_long_reduction():
+    """The plan of a short float32 reduction is guarded: traced on 100
+    values, a call on 2M traces again and accumulates in float64 (it
+    reused the float32 plan: x.var() 3.6% off); a short call after the
+    long one is still right, and rows within the guard reuse the plan."""
+    rng = np.random.default_rng(7)
+    f = polyc.jit(lambda x: (x.mean(), x.var(), x.sum(axis=(0, 1))))
+    for shape in [(100, 1, 2), (1_000_000, 1, 2), (50, 1, 2), (3, 200, 4), (2000, 500, 1)]:
+        x = (rng.random(shape) + 100).astype(np.float32)
+        exact = (x.astype(np.float64).mean(), x.astype(np.float64).var(),
+                 x.astype(np.float64).sum(axis=(0, 1)))
+        for g, e in zip(f(x), exact):
+            np.testing.assert_allclose(g, e, rtol=3e-7)
+    g = polyc.jit(lambda x: np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True))
+    for n in (512, 1024):
+        y = rng.standard_normal((4, n)).astype(np.float32)
+        np.testing.assert_allclose(g(y), np.exp(y) / np.exp(y).sum(-1, keepdims=True),
+                                   rtol=1e-5)
+    assert sum(len(p) for p in g._plans.values()) == 1
