@@ -137,7 +137,15 @@ class DaskExecutor:
                                  f"--executor pool") from None
             self._own = True
         self.client = client
-        workers = client.scheduler_info().get("workers", {})
+        if getattr(client, "status", "running") in ("closed", "closing"):
+            raise PolycError("the dask Client given as executor is closed; pass an open "
+                             "Client or its scheduler's address (dask://HOST:PORT)")
+        try:
+            workers = client.scheduler_info().get("workers", {})
+        except (OSError, RuntimeError, TimeoutError) as e:     # the scheduler went away
+            self.close()
+            raise PolycError(f"cannot reach the dask scheduler of {client}: "
+                             f"{type(e).__name__}: {e}") from None
         if not any((w.get("resources") or {}).get("MEASURE") for w in workers.values()):
             self.close()
             raise PolycError("no dask worker holds a MEASURE resource: start the "

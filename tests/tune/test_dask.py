@@ -51,3 +51,6 @@ def test_cluster_without_measure_resource():
         with distributed.Client(c) as client:
             with pytest.raises(PolycError, match="MEASURE"):
                 DaskExecutor(client)
+    # a closed Client was a bare RuntimeError ("IOLoop is closed")
+    with pytest.raises(PolycError, match="Client given as executor is closed"):
+        DaskExecutor(client)
