@@ -59,6 +59,12 @@ TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion, tensori
                           gpu_schedule)
 
 
+#: Words isl's parser reads as keywords: an iterator or size named so is
+#: printed in a tree's text but not read back.
+_ISL_WORDS = frozenset({"mod", "floor", "ceil", "min", "max", "exists", "and", "or", "not",
+                        "implies", "infty", "true", "false", "rat"})
+
+
 def _describe(value) -> str:
     if isinstance(value, Loop):
         return value.name
@@ -278,7 +284,12 @@ class Schedule:
         try:
             sched = isl.Schedule.read_from_str(self.isl.get_ctx(), text)
         except isl.Error as e:
-            raise ScheduleError(f"not an isl schedule tree: {e}") from None
+            clash = sorted({it for st in self.program.statements for it in st.iterators
+                            if it in _ISL_WORDS} | set(self.program.params) & _ISL_WORDS)
+            hint = (f" (isl reads {', '.join(clash)} as keywords, so it cannot read back a "
+                    f"tree of this program: rename those loop variables or sizes)"
+                    if clash else "")
+            raise ScheduleError(f"not an isl schedule tree: {e}{hint}") from None
         sched = current_names(sched)            # texts saved with omp_* mark names
         # equal for every parameter value the program admits (a compiled
         # kernel's tree carries the preconditions in its domain)

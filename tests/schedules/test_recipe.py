@@ -482,3 +482,25 @@ def test_marks_written_into_a_tree_are_checked():
     collapse = band_k.insert_mark(isl.Id("omp_parallel_collapse2"))  # one-member band k
     with pytest.raises(IllegalScheduleError, match="2 collapsed loops"):
         mm.from_text(collapse.get_schedule().to_str())
+
+
+def _isl_words(A, B):
+    n, m = A.shape
+    for mod in range(n):
+        for floor in range(m):
+            B[mod, floor] = A[mod, floor] * 2.0
+
+
+def test_a_tree_isl_cannot_read_back_names_the_culprits():
+    """isl prints iterators named like its keywords (``mod``, ``floor``) but
+    cannot read them back: a recipe carrying such a tree says so."""
+    import numpy as np
+    k = polyc.kernel(_isl_words)
+    k(np.ones((2, 3)), np.zeros((2, 3)))
+    s = Schedule.from_program(k.program)
+    with pytest.raises(ScheduleError, match=r"isl reads floor, mod as keywords.*rename those "
+                                            r"loop variables"):
+        s.from_text(s.to_text())
+    # recipes without a tree still replay
+    t = s.tile([("S0", "mod")], [2])
+    assert Schedule.replay(k.program, t.to_json()).to_text() == t.to_text()
