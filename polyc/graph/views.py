@@ -123,7 +123,10 @@ def expand_key(key: tuple, ndim: int) -> list:
     """``key`` (an index tuple) with its ``...`` replaced by full slices and
     full slices added for the dimensions it does not name, so that it names
     all ``ndim`` dimensions (``None`` entries kept, naming none).  Raises
-    numpy's ``IndexError`` for two ellipses or too many indices."""
+    numpy's ``IndexError`` for two ellipses, too many indices or a float."""
+    if any(isinstance(k, (float, np.floating)) for k in key):
+        raise IndexError("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis "
+                         "(`None`) and integer or boolean arrays are valid indices")
     n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
     if sum(1 for k in key if k is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")

@@ -131,3 +131,15 @@ def test_torch_embedding_gather_index_select_and_index():
     for g, r in zip(got, ref):
         assert g.shape == r.shape
         np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("fn", [lambda a: a[1.5], lambda a: a[1, np.float64(2)],
+                                lambda a: a[np.float32(1)], lambda a: a.copy().__setitem__(1.0, 0)])
+def test_a_float_index_is_numpys_index_error(fn):
+    """numpy refuses a float index (``IndexError``); polyc truncated it
+    (``x[1.5]`` gave ``x[1]``, ``y[1.5] = 0`` assigned row 1)."""
+    x = rand((4, 5), F32, 3)
+    with pytest.raises(IndexError, match="only integers, slices"):
+        fn(x)
+    with pytest.raises(IndexError, match="only integers, slices"):
+        polyc.jit(fn)(x)
