@@ -388,7 +388,7 @@ def cmd_explain(args) -> int:
         if args.json:
             result["tuning"] = tuning
         else:
-            result = f"{result}\n{tuning}"
+            result = f"{result}\n{tuning}\n"
     if args.json:
         if drawn is not None:
             result["plot"] = drawn

@@ -91,6 +91,13 @@ def _replayed(program, rec, path):
 
 
 def tuned_schedule(program, config):
-    """``(schedule, note)`` of :func:`tuned` for the class ``"all"`` only."""
-    generic, _, note = tuned(program, config)
+    """``(schedule, note)`` of :func:`tuned` for the class ``"all"`` (what
+    ``polyc explain`` describes); the note also lists the recorded versions
+    by shape class, which ``polyc.compile`` builds into the kernel besides."""
+    generic, versions, note = tuned(program, config)
+    if versions:
+        lines = [f"versions by shape class ({len(versions)}, compiled into the kernel before "
+                 f"the generic version explained above):"]
+        lines += [f"  {v.cls.text}" + (f" — {v.why}" if v.why else "") for v in versions]
+        note = "\n".join(x for x in (note, *lines) if x)
     return generic, note

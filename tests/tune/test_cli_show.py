@@ -82,3 +82,22 @@ def test_cli_usage_errors_and_dry_run_classes(tmp_path, capsys, monkeypatch):
                  "--classes", "lattice", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["classes"].values()) == [[{"N": 1, "M": 64}]] and doc["candidates"]
+
+
+def test_explain_lists_the_recorded_versions(tmp_path, capsys, monkeypatch):
+    """``polyc explain`` of a program with versions by shape class recorded
+    said nothing of them (polyc.compile builds them into the kernel), and
+    its tuning note ended without a newline."""
+    monkeypatch.setenv("POLYC_CACHE_DIR", str(tmp_path / "cache"))
+    cfg = polyc.Config.from_env()
+    p = polyc.program(TR)
+    info = key_info(p, cfg, "N = 1")
+    Database(config=cfg).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                                  "recipe": None, "label": "default", "version": True,
+                                  "why": "1.30x the generic version"}])
+    src = tmp_path / "tr.tc"
+    src.write_text(TR + "\n")
+    assert main(["explain", str(src), "--sizes", "N=8,M=4"]) == 0
+    out = capsys.readouterr().out
+    assert "versions by shape class (1" in out and "N = 1 — 1.30x the generic version" in out
+    assert out.endswith("\n")
