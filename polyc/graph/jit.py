@@ -38,6 +38,7 @@ import functools
 import inspect
 import logging
 import types
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from ..config import Config
 from ..dlpack import as_numpy, to_torch
-from ..errors import BindingError, UnsupportedError
+from ..errors import BindingError, PolycWarning, UnsupportedError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
 from .gather import check_indices
@@ -108,7 +109,14 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
     names = _param_names(fn, len(args))
     targs = [bind_args(a, n in static_argnames, bind) for a, n in zip(args, names)]
     tkw = {k: bind_args(v, k in static_argnames, bind) for k, v in kwargs.items()}
+    before = _global_rng_state()
     result = fn(*targs, **tkw)
+    if _global_rng_state() != before:
+        warnings.warn_explicit(PolycWarning(
+            f"{graph.name} drew from numpy's global random generator (np.random.rand, "
+            f"np.random.normal, ...) while polyc traced it: the draws are constants of the "
+            f"compiled plan, the same at every call, where numpy draws anew; pass random "
+            f"arrays as arguments"), PolycWarning, loc.filename, loc.line)
     for _, _, where in graph.pending_stores.values():
         raise UnsupportedError(
             f"{where}: in-place operator on a view whose result went into a list, dict or "
@@ -144,6 +152,12 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
     graph.leaves = outs
     _drop_dead(graph)
     return graph
+
+
+def _global_rng_state() -> tuple:
+    """numpy's legacy global random state, comparable (a draw moves it)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    return name, keys.tobytes(), pos, has_gauss, gauss
 
 
 def _drop_dead(graph: Graph) -> None:

@@ -8,6 +8,7 @@ inputs: polyc.testing.assert_close at the dtype's default tolerance
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 from collections import namedtuple
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import BindingError, DTypeError, TraceError
+from polyc.errors import BindingError, DTypeError, PolycWarning, TraceError
 from polyc.testing import assert_close
 
 RNG = np.random.default_rng(21)
@@ -395,3 +396,18 @@ def test_byte_swapped_arguments_compute_as_numpy():
     assert _n_plans(f) == 1
     np.testing.assert_array_equal(polyc.jit(lambda i: i + 1)(np.arange(5, dtype=">i4")),
                                   np.arange(1, 6))
+
+
+def test_a_draw_from_numpys_global_random_generator_while_tracing_warns():
+    """``np.random.rand`` inside a jitted function runs once, at the
+    trace: its values are constants of the plan, the same at every call,
+    where numpy draws anew (silently so before).  A PolycWarning at the
+    function says so; a function that draws nothing does not warn."""
+    x = rand(2, 3)
+    f = polyc.jit(lambda a: a + np.random.rand(*a.shape))
+    with pytest.warns(PolycWarning, match="global random generator"):
+        first = f(x)
+    np.testing.assert_array_equal(f(x), first)          # (the frozen draws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PolycWarning)
+        polyc.jit(lambda a: a * 2)(x)
