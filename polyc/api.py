@@ -79,6 +79,12 @@ def program(source: str, name: str | None = None, *, dtype: str | None = None,
         name = next(iter(defs))
     if name not in defs:
         raise BindingError(f"no definition {name!r}; the source defines {', '.join(defs)}")
+    missing = sorted(tc.needs_specialization(defs[name]) - set(sizes or {}))
+    if missing:
+        raise UnsupportedError(
+            f"{name}: its indices multiply by (or divide by) size(s) {', '.join(missing)}, "
+            f"which isl needs as constants: pass polyc.program(source, sizes="
+            f"{{{', '.join(repr(m) + ': ...' for m in missing)}}})")
     return lower_def(defs[name], sizes, dtype=dtype, source=source)
 
 
@@ -243,8 +249,9 @@ def compile(source: str, *, target: str | None = None, schedule: Any = None,  # 
             if defn.name in schedules:
                 raise UnsupportedError(
                     f"{defn.name}: a user schedule needs a definition without size-scaled "
-                    f"indices ({', '.join(sorted(needs))}); specialise the sizes in the "
-                    f"source first")
+                    f"indices ({', '.join(sorted(needs))}); write those sizes as constants in "
+                    f"the source, or build the schedule on polyc.program(source, sizes="
+                    f"{{...}}) and compile it with polyc.pipeline.compile_schedule")
             kernels[defn.name] = SpecializingKernel(defn, needs, source, config, dtype)
         elif defn.name in schedules:
             program = lower_def(defn, dtype=dtype, source=source)

@@ -504,3 +504,25 @@ def test_a_tree_isl_cannot_read_back_names_the_culprits():
     # recipes without a tree still replay
     t = s.tile([("S0", "mod")], [2])
     assert Schedule.replay(k.program, t.to_json()).to_text() == t.to_text()
+
+
+STRIDED = """
+def down(float(N, H) X, int64 S) -> (Y) {
+    Y(n, h) +=! X(n, h * S + k) where h in 0:H / S, k in 0:S
+}
+"""
+
+
+def test_a_size_scaled_index_says_how_to_schedule_it():
+    """``h * S``: isl needs S as a constant; ``polyc.program`` says which
+    keyword gives it, and a schedule of that program compiles and runs."""
+    import numpy as np
+    with pytest.raises(polyc.UnsupportedError, match=r"pass polyc.program\(source, "
+                                                     r"sizes=\{'S': \.\.\.\}\)"):
+        polyc.program(STRIDED)
+    with pytest.raises(polyc.UnsupportedError, match=r"sizes=\{\.\.\.\}\) and compile it"):
+        polyc.compile(STRIDED, schedule=[{"op": "parallel", "args": [["Y", "n"]]}])
+    s = Schedule.from_program(polyc.program(STRIDED, sizes={"S": 2})).parallel(("Y", "n"))
+    X = np.random.default_rng(0).random((3, 8)).astype(np.float32)
+    got = pipeline.compile_schedule(s)(X, 2)
+    np.testing.assert_allclose(got, X.reshape(3, 4, 2).sum(-1), rtol=1e-5)
