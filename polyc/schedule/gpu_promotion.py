@@ -131,8 +131,12 @@ def promote_shared(schedule: isl.Schedule, program: Program,
 
 def mark_copies(schedule: isl.Schedule, program: Program,
                  copies: dict[str, KernelMapping]) -> isl.Schedule:
-    """A ``gpu_copy`` mark above each copy band: its innermost members (as
-    many as the kernel has thread axes) map to the thread indices."""
+    """A ``gpu_copy`` mark above each innermost copy band: its innermost
+    members (as many as the kernel has thread axes) map to the thread
+    indices.  A copy band with another copy band below it (a user's
+    ``tile`` of the copy loops) runs in every thread: marking both put
+    two nested loops on ``threadIdx.x``, and most elements were copied by
+    no thread."""
     def fn(node: isl.ScheduleNode) -> isl.ScheduleNode:
         if node.get_type() != _T.band:
             return node
@@ -141,9 +145,18 @@ def mark_copies(schedule: isl.Schedule, program: Program,
             lambda s: names.append(s.get_tuple_name()))
         if not names or any(nm not in copies for nm in names):
             return node
+        if _copy_mark_below(node.child(0)):
+            return node
         k = copies[names[0]]
         n = node.band_n_member()
         na = min(n, len(k.tile))
         depth = node.get_schedule_depth() + n - na
         return node.insert_mark(M.Copy(depth, na).id())
     return schedule.map_schedule_node_bottom_up(fn)
+
+
+def _copy_mark_below(node: isl.ScheduleNode) -> bool:
+    """Whether the subtree at ``node`` holds a ``gpu_copy`` mark."""
+    if node.get_type() == _T.mark and isinstance(M.of(node), M.Copy):
+        return True
+    return any(_copy_mark_below(node.child(i)) for i in range(node.n_children()))

@@ -78,7 +78,7 @@ from .gpu_mapping import (
     fill_selectors,
 )
 from .gpu_promotion import mark_copies
-from .gpu_verify import apart_error, band_below, threads_apart
+from .gpu_verify import apart_error, band_below, check_mapped_band, threads_apart
 from .legality import without_extensions
 from .promotion import LOCAL_MARK, promote_loop
 from .registry import transform
@@ -352,6 +352,7 @@ def _kernels(tree: isl.Schedule) -> list[_Kernel]:
         m = user_mark(node)
         if m is not None:
             kind, sizes = m
+            check_mapped_band(node, kind, sizes)
             if kernel is None:
                 kernel = _Kernel(node)
                 out.append(kernel)

@@ -45,7 +45,7 @@ from __future__ import annotations
 import islpy as isl
 
 from ..dependence import Dependences
-from ..errors import IllegalScheduleError
+from ..errors import IllegalScheduleError, ScheduleError
 from ..ir import Program
 from ..isl_util import maps_of
 from . import gpu_marks as M
@@ -123,6 +123,23 @@ class Apart(dict):
     for a launch of one block), so that a refusal can say where its
     witness runs."""
     blocks: isl.UnionMap
+
+
+def check_mapped_band(mark: isl.ScheduleNode, kind: str, sizes: tuple[int, ...]) -> None:
+    """The band below a schedule-language mapping mark (``kind``
+    ``"blocks"`` or ``"threads"``, ``map_to_threads``' ``sizes``) still has
+    loops the mark can map.  A ``tile`` or ``split`` of mapped loops after
+    the mapping splits the band below the mark, which then maps fewer loops
+    than it has sizes for (compiling failed inside isl).  Raises
+    :class:`~polyc.errors.ScheduleError`."""
+    n = band_below(mark).band_n_member()
+    most = 2 if kind == "blocks" else 3
+    if n > most or (sizes and n != len(sizes)):
+        want = f"{len(sizes)} (one per size)" if sizes and n != len(sizes) else f"at most {most}"
+        raise ScheduleError(
+            f"GPU mapping: the band mapped to {kind} now has {n} loop(s), not {want}: a "
+            f"transformation after map_to_{kind} (tile, split, ...) changed the mapped loops; "
+            "transform the loops first, then map them")
 
 
 def threads_apart(deps: Dependences, kernel: isl.ScheduleNode,

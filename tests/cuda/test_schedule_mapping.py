@@ -363,3 +363,36 @@ def test_a_one_dimensional_stencil_promotes_its_tile_and_halo():
             a = rng.standard_normal(n).astype(np.float32)
             want = (a[:-2] + a[1:-1] + a[2:]) / np.float32(3.0)
             np.testing.assert_allclose(k(a), want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_tiled_copy_loop_maps_only_its_point_loop_to_threads():
+    """A user tile of the copy statement's loop (``A_shared_in``'s ``x0``)
+    after ``promote_shared``: each copy band got a ``gpu_copy`` mark, so the
+    tile loop and its point loop both strided over ``threadIdx.x`` and most
+    of A's tile was copied by no thread (NaN from the poisoned buffer, wrong
+    values otherwise).  Only the innermost copy band maps to threads now."""
+    s = polyc.Schedule.from_program(polyc.program(BLUR), start="isl")
+    s = s.tile([("B", "i")], [13]).map_to_blocks([("B", "i_tile")])
+    s = s.map_to_threads([("B", "i")], sizes=[32])
+    s = s.promote_shared("A", ("B", "i_tile")).tile([("A_shared_in", "x0")], [4])
+    rng = np.random.default_rng(6)
+    for mode in MODES.values():
+        k = compile_schedule(s, emulated(**mode))
+        assert k.cuda_source.count("threadIdx.x") == 2       # the copy's point loop, B's i
+        for n in (3, 4, 17, 65):
+            a = rng.standard_normal(n).astype(np.float32)
+            want = (a[:-2] + a[1:-1] + a[2:]) / np.float32(3.0)
+            np.testing.assert_allclose(k(a), want, rtol=1e-6, atol=1e-6)
+
+
+def test_tiling_mapped_loops_after_the_mapping_is_refused():
+    """``map_to_threads`` of two loops, then a tile of one of them: the band
+    below the mark kept one loop for two sizes, and compiling failed inside
+    isl (a bare ``islpy.Error``).  The tile is refused, the schedule kept."""
+    s = polyc.Schedule.from_program(polyc.program(MATMUL), start="isl")
+    t = s.map_to_threads([("C", "m"), ("C", "n")], sizes=[4, 8])
+    with pytest.raises(ScheduleError, match="now has 1 loop.*transform the loops first"):
+        t.tile([("C", "n")], [4])
+    check_matmul(compile_schedule(t, emulated(emulate_checks=True)))
+    with pytest.raises(ScheduleError, match="now has 1 loop"):
+        t.split(("C", "m"), 2)
