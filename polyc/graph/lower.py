@@ -19,6 +19,7 @@ from .. import api
 from .. import expr as E
 from ..config import Config
 from ..errors import PolycError
+from ..frontend.tc import linewise
 from .core import Graph, Node, tc_type
 from .sizes import Size
 
@@ -365,9 +366,12 @@ def _root(alias: dict[str, str], name: str) -> str:
 
 
 def group_program(gs: GroupSource):
-    """The ``ir.Program`` of a group: its TC lowered, temporaries marked."""
+    """The ``ir.Program`` of a group: its TC lowered, temporaries marked
+    (parsed a statement at a time, :mod:`polyc.frontend.tc.linewise`: the
+    planner lowers many groups that share most of their lines)."""
     try:
-        prog = api.program(gs.text, filename=f"<polyc.graph {gs.name}>")
+        module = linewise.parse_lines(gs.text, f"<polyc.graph {gs.name}>")
+        prog = api.lower_def(module.defs[0], source=gs.text)
     except PolycError as e:
         raise type(e)(f"{e}\n(in the TC that polyc.graph generated for group {gs.name}:\n"
                       f"{gs.text})") if type(e).__init__ is PolycError.__init__ else e
