@@ -171,7 +171,8 @@ def _schedules_by_def(schedule, names: list[str]) -> dict:
     if schedule is None:
         return {}
     from .schedule.language import Schedule
-    if isinstance(schedule, dict) and "steps" not in schedule and "format" not in schedule:
+    if (isinstance(schedule, dict) and "steps" not in schedule and "format" not in schedule
+            and not ("auto" in schedule and "auto" not in names)):
         unknown = sorted(set(schedule) - set(names))
         if unknown:
             raise ScheduleError(f"schedule given for {unknown[0]!r}, which is not a "
@@ -193,10 +194,16 @@ def _schedules_by_def(schedule, names: list[str]) -> dict:
 def compile_with_schedule(program, schedule, config: Config):
     """Compile ``program`` under ``schedule``: a :class:`polyc.Schedule` of
     the same program, or a recipe (dict, list of steps, JSON text or file
-    path) replayed on it."""
+    path) replayed on it, or an automatic-schedule recipe of
+    :func:`polyc.tune` (``{"auto": {option: value}}``: the automatic
+    schedule with those ``Config`` options)."""
     from .pipeline import compile_schedule
     from .schedule.language import Schedule
     from .schedule.recipe import program_fingerprint
+    if isinstance(schedule, dict) and "auto" in schedule and "steps" not in schedule:
+        # polyc.tune's automatic-schedule recipe (TuneResult.recipe): Config options
+        from .tune.space import auto_config
+        return compile_program(program, auto_config(schedule, config).replace(use_tuned=False))
     if isinstance(schedule, Schedule):
         if program_fingerprint(schedule.base) != program_fingerprint(program):
             raise RecipeMismatchError(f"the schedule was made for program "

@@ -253,6 +253,12 @@ def test_automatic_schedule_variants_are_recipes_too(cfg):
     assert k.source == want.source
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     np.testing.assert_allclose(k(a), a.T + 1)
+    # TuneResult.recipe of such a best compiles as given: it was a ScheduleError
+    # "schedule given for 'auto', which is not a definition of this source"
+    k = polyc.compile(TR, schedule={"auto": {"schedule": "identity"}},
+                      config=cfg.replace(use_tuned=False))
+    assert k.source == want.source
+    np.testing.assert_allclose(k(a), a.T + 1)
     # an option the tuner does not own is refused, the automatic schedule kept
     Database(config=cfg).append([{"key": key_of(info), "keyinfo": info, "kind": "best",
                                   "recipe": {"auto": {"cc": "evil"}}, "label": "x"}])
