@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import replace
 
 from lark import Lark
 
@@ -36,6 +36,9 @@ CACHE_SIZE = 8192
 
 _statements: OrderedDict[tuple[str, str], S.Statement] = OrderedDict()
 _headers: OrderedDict[tuple[str, str], S.Def] = OrderedDict()
+#: the statements moved to their line (a group lowered again with a few
+#: more operations keeps most of its lines where they were)
+_placed: OrderedDict[tuple[str, str, int], S.Statement] = OrderedDict()
 
 
 def _remember(cache: OrderedDict, key, make):
@@ -50,16 +53,22 @@ def _remember(cache: OrderedDict, key, make):
 
 
 def _shift(obj, lines: int):
-    """``obj`` (a syntax node, a span, or a tuple of them) moved down ``lines``."""
-    if isinstance(obj, Span):
+    """``obj`` (a syntax node, a span, or a tuple of them) moved down
+    ``lines``.  The syntax nodes are frozen dataclasses without
+    ``__post_init__``: a copy is their fields, set as ``__init__`` would."""
+    kind = type(obj)
+    if kind is Span:
         return Span(obj.line + lines, obj.column, obj.end_line + lines, obj.end_column,
                     obj.filename)
-    if isinstance(obj, tuple):
+    if kind is tuple:
         return tuple(_shift(x, lines) for x in obj)
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return replace(obj, **{f.name: _shift(getattr(obj, f.name), lines)
-                               for f in fields(obj) if f.init})
-    return obj
+    names = getattr(kind, "__dataclass_fields__", None)
+    if names is None:
+        return obj
+    new = object.__new__(kind)
+    for name in names:
+        object.__setattr__(new, name, _shift(getattr(obj, name), lines))
+    return new
 
 
 @functools.lru_cache(maxsize=1)
@@ -93,9 +102,9 @@ def parse_lines(text: str, filename: str = "<tc>") -> S.Module:
     try:
         empty = _remember(_headers, (filename, head),
                           lambda: parser.parse(head + "}", filename).defs[0])
-        stmts = tuple(_shift(_remember(_statements, (filename, line),
-                                       lambda: _statement(line, filename)), k)
-                      for k, line in enumerate(lines[1:close], 1))
+        stmts = tuple(_remember(_placed, (filename, line, k), lambda: _shift(
+            _remember(_statements, (filename, line), lambda: _statement(line, filename)), k))
+            for k, line in enumerate(lines[1:close], 1))
     except Exception:            # noqa: BLE001 - the whole parse reports it, or succeeds
         return parser.parse(text, filename)
     span = Span(1, 1, close + 1, 2, filename)

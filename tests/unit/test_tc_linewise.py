@@ -51,7 +51,8 @@ def test_each_distinct_statement_is_parsed_once(monkeypatch):
         calls.append(line)
         return real(line, filename)
     monkeypatch.setattr(linewise, "_statement", counting)
-    monkeypatch.setattr(linewise, "_statements", type(linewise._statements)())
+    for cache in ("_statements", "_placed", "_headers"):
+        monkeypatch.setattr(linewise, cache, type(linewise._statements)())
     head = "def f(float(N) a) -> (b, c, d) {"
     lines = ["    b(i) = a(i) * 2.0 where i in 0:N", "    c(i) = b(i) + a(i)",
              "    d(i) = exp(c(i))"]
