@@ -52,11 +52,14 @@ def _capacity_from_env() -> int:
     if not text:
         return 512 << 20
     try:
-        return max(0, int(text)) << 20
+        mib = int(text)
     except ValueError:
-        log.warning("POLYC_OUTPUT_POOL_MIB=%r is not an integer: the default 512 MiB is used",
-                    text)
+        mib = -1
+    if mib < 0:
+        log.warning("POLYC_OUTPUT_POOL_MIB=%r is not a non-negative integer (MiB; 0 turns "
+                    "the pool off): the default 512 MiB is used", text)
         return 512 << 20
+    return mib << 20
 
 
 class _Pool:

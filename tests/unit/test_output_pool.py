@@ -84,9 +84,13 @@ def test_capacity_zero_turns_the_pool_off(monkeypatch):
 def test_environment_capacity(monkeypatch, caplog):
     monkeypatch.setenv("POLYC_OUTPUT_POOL_MIB", "3")
     assert P._capacity_from_env() == 3 << 20
-    monkeypatch.setenv("POLYC_OUTPUT_POOL_MIB", "lots")
-    assert P._capacity_from_env() == 512 << 20
-    assert "not an integer" in caplog.text
+    monkeypatch.setenv("POLYC_OUTPUT_POOL_MIB", "0")
+    assert P._capacity_from_env() == 0
+    for bad in ("lots", "-3"):           # -3 turned the pool off silently
+        caplog.clear()
+        monkeypatch.setenv("POLYC_OUTPUT_POOL_MIB", bad)
+        assert P._capacity_from_env() == 512 << 20
+        assert f"POLYC_OUTPUT_POOL_MIB={bad!r} is not a non-negative integer" in caplog.text
 
 
 SOFTMAX = """def softmax(float(N, C) I) -> (O, expDist) {
