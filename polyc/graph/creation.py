@@ -38,12 +38,22 @@ def _dtype(dtype: Any, default: Any, what: str) -> np.dtype:
     return ops.check_dtype(default if dtype is None else dtype, what)
 
 
+def made(g, name: str, shape: Any, dtype: np.dtype, rhs: Callable) -> Tracer:
+    """:func:`polyc.graph.ops.creation`; a boolean array is made as int32
+    0/1 and read as a mask (the kernels have no boolean element type)."""
+    if np.dtype(dtype).kind != "b":
+        return ops.creation(g, name, shape, dtype, rhs)
+    t = ops.creation(g, name, shape, np.dtype("int32"), rhs)
+    return ops.elementwise(g, "astype", lambda a: f"({a} != 0)", [t], np.dtype(bool),
+                           lazy=True, compute_dtype=t.dtype)
+
+
 def _filled(g, name: str, shape: Any, value: Any, dtype: np.dtype) -> Tracer:
     if isinstance(value, Tracer):
         raise _refuse(f"np.{name} with a traced fill value is not supported; use "
                       f"np.zeros_like(x, shape=...) + value, or broadcasting")
     text = literal(value, dtype)
-    return ops.creation(g, name, ops.shape_arg(shape), dtype, lambda its: text)
+    return made(g, name, ops.shape_arg(shape), dtype, lambda its: text)
 
 
 def _check_order(name: str, kw: dict) -> None:
@@ -79,8 +89,8 @@ def eye(g, N, M=None, k=0, dtype=float, order="C", **kw):
     one, zero = literal(1, dt), literal(0, dt)
     k = int(k)
     shape = (N, N if M is None else M)
-    return ops.creation(g, "eye", shape, dt,
-                        lambda its: f"(({its[1]} - {its[0]} == {k}) ? {one} : {zero})")
+    return made(g, "eye", shape, dt,
+                lambda its: f"(({its[1]} - {its[0]} == {k}) ? {one} : {zero})")
 
 
 def identity(g, n, dtype=None, **kw):

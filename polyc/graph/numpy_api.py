@@ -303,7 +303,7 @@ def _like(value):
         dt = np.dtype(dtype) if dtype is not None else t.dtype
         sh = t.shape if shape is None else ops.shape_arg(shape)
         text = literal(fill, dt)
-        return ops.creation(g, "full_like", sh, dt, lambda its: text)
+        return creation.made(g, "full_like", sh, dt, lambda its: text)
     return run
 
 

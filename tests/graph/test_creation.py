@@ -82,3 +82,17 @@ def test_numpy_array_indexed_by_a_traced_array_names_like():
     labels = np.arange(4) % 3
     with pytest.raises(TraceError, match=r"np.eye\(n, like=labels\)\[labels\]"):
         polyc.jit(lambda ids: np.eye(3)[ids])(labels)
+
+
+def _boolean(x):
+    m = np.zeros(x.shape, dtype=bool, like=x) | (x > 0)
+    return (m, np.full(x.shape, True, like=x), np.ones_like(x, dtype=bool),
+            np.eye(3, dtype=bool, like=x), np.zeros_like(x, dtype=bool).sum(),
+            np.where(np.ones_like(x, dtype=bool), x, 0))
+
+
+def test_boolean_creation_makes_masks():
+    """Boolean arrays made by ``zeros_like ones_like full_like`` and the
+    ``like=`` functions are masks (int32 0/1 in the kernels); they were
+    refused ("would materialise a boolean array")."""
+    check(_boolean, rand((4, 3), F32, 8))
