@@ -4,7 +4,8 @@ values are numpy's: ``gradient`` (second-order central differences inside,
 one-sided ones of ``edge_order`` 1 or 2 at the ends; spacings as scalars or
 coordinate arrays) and ``nanvar nanstd`` (NaNs left out of the mean, the
 squares and the count); the grid builders ``meshgrid broadcast_arrays``
-(views) and ``append``; numpy 2's ``linalg.vector_norm matrix_norm``.
+(views) and ``append``; numpy 2's ``linalg.vector_norm matrix_norm``;
+``interp`` at constant points (:mod:`polyc.graph.interp`).
 Each takes traced arrays and returns traced arrays;
 :data:`polyc.graph.numpy_api.FUNCTIONS` lists them by numpy name.
 """
@@ -18,6 +19,7 @@ import numpy as np
 from ..errors import UnsupportedError
 from . import morefns, views
 from .core import Tracer, user_location
+from .interp import interp
 from .ops import Scalar, broadcast, capture, materialize, normalize_axis, operand, reduce
 from .sizes import SizeInt
 from .ufuncs import UFUNCS
@@ -252,4 +254,5 @@ def functions(concatenate: Callable) -> dict[str, Callable]:
             "matrix_norm": lambda g, x, *, keepdims=False, ord="fro":
                 morefns.norm(g, x, ord=ord, axis=(-2, -1), keepdims=keepdims),
             "append": lambda g, arr, values, axis=None: append(g, arr, values, axis,
-                                                               concatenate)}
+                                                               concatenate),
+            "interp": interp}

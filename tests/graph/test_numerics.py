@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import polyc
+from polyc.errors import UnsupportedError
 
 from .test_ops import F32, F64, check, rand
 
@@ -106,3 +107,28 @@ def test_vector_norm_and_matrix_norm():
     """numpy 2's linalg.vector_norm (every axis as one vector for None or a
     tuple) and matrix_norm (the last two axes); they were refused."""
     check(_norms, rand((2, 3, 4), F32, seed=101), reduction_length=24)
+
+
+def _tone_curves(x):
+    return (np.interp(x, [0, 0.5, 1], [0, 0.8, 1]),
+            np.interp(x, np.array([0.0, 0.25, 0.25, 1.0]), [1.0, 2.0, 3.0, 4.0], left=-1, right=9),
+            np.interp(x.astype(np.int32), [0, 1], [10, 20]), np.interp(x, [0.3], [7.0]),
+            np.interp(x, [0.0, 1.0], [0.0, np.inf]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_interp_at_constant_points_is_numpys(dtype):
+    """``np.interp`` of a traced array at constant points (a tone curve):
+    numpy's values bit for bit, NaN, infinities, the sample points
+    themselves, ``left``/``right``, a repeated point and one point; it
+    was refused as a function polyc does not cover."""
+    x = (np.random.default_rng(21).random((6, 7)) * 1.4 - 0.2).astype(dtype)
+    x[0, :6] = [0, 0.5, 1, np.nan, -np.inf, np.inf]
+    with np.errstate(invalid="ignore"):
+        want = _tone_curves(x)
+        got = polyc.jit(_tone_curves)(x)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(UnsupportedError, match="traced xp"):
+        polyc.jit(lambda a, p: np.interp(a, p, p))(x[0], np.array([0.0, 1.0]))
