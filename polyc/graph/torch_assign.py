@@ -170,9 +170,9 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
     return np.where(hit > 0, contrib, x)
 
 
-def empty(size, *, dtype=None, **kw):
+def empty(size, *, dtype=None, like=None, **kw):
     """``aten.empty``: zeros (its values are undefined; polyc fills them)."""
-    return full(size, 0.0, dtype=dtype)
+    return full(size, 0.0, dtype=dtype, like=like)
 
 
 def empty_like(x, *, dtype=None, **kw):

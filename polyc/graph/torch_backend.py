@@ -54,6 +54,7 @@ from . import torch_assign
 from . import torch_nn as nn_ops
 from .core import Tracer
 from .jit import Jitted
+from .sizes import SizeInt
 from .torch_fold import fold_leading_merges, linear_nd
 from .torch_values import _DTYPES
 from .torch_values import axes as _axes
@@ -62,6 +63,7 @@ from .torch_values import full_like as _full_like
 from .torch_values import is_int as _is_int
 from .torch_values import is_one as _is_one
 from .torch_values import np_dtype as _np_dtype
+from .torch_values import symbolic as _symbolic
 from .torch_values import var as _var
 
 aten = torch.ops.aten
@@ -217,9 +219,21 @@ def _to(x, dtype=None, **kw):
     return x if dtype is None else x.astype(_np_dtype(dtype))
 
 
-def _arange(*args, dtype=None, **kw):
-    default = np.int64 if all(isinstance(a, int) for a in args) else np.float32
+def _arange(*args, dtype=None, like=None, **kw):
+    default = np.int64 if all(isinstance(a, (int, SizeInt)) for a in args) else np.float32
+    if like is not None and any(_symbolic(a) for a in args):
+        # torch.arange(x.shape[1]) of a dynamic size: traced, the size kept symbolic
+        return np.arange(*args, dtype=_np_dtype(dtype, default), like=like)
     return np.arange(*args, dtype=_np_dtype(dtype, default))
+
+
+def _on_mask(fn: Callable, x, *args):
+    """``fn(x, *args)``; a traced mask (a causal mask built from ``ones`` of
+    a symbolic size) goes through 0/1 integers, since polyc keeps masks as
+    comparisons and does not store them."""
+    if isinstance(x, Tracer) and x.dtype == np.bool_:
+        return fn(np.where(x, 1, 0).astype(np.int32), *args) != 0
+    return fn(x, *args)
 
 
 def _identity(x, *args, **kw):
@@ -321,8 +335,8 @@ LOWERINGS: dict[Any, Callable] = {
     aten.clone: _identity, aten.contiguous: _identity, aten.alias: _identity,
     aten.detach: _identity, aten.lift_fresh_copy: _identity,
     aten._to_copy: _to, torch.ops.prims.convert_element_type: _to,
-    aten.triu: lambda x, diagonal=0: np.triu(x, diagonal),
-    aten.tril: lambda x, diagonal=0: np.tril(x, diagonal),
+    aten.triu: lambda x, diagonal=0: _on_mask(np.triu, x, diagonal),
+    aten.tril: lambda x, diagonal=0: _on_mask(np.tril, x, diagonal),
     # creation (concrete arrays, captured when a traced value uses them)
     aten.full: _full,
     aten.zeros: lambda size, **kw: _full(size, 0.0, **kw),
@@ -339,6 +353,10 @@ LOWERINGS: dict[Any, Callable] = {
 }
 # assignment (slice_scatter, index_put...), isnan, var_mean (polyc/graph/torch_assign.py)
 LOWERINGS.update({getattr(aten, k): fn for k, fn in torch_assign.LOWERINGS.items()})
+
+
+#: creation operators whose sizes may be symbolic (see ``torch_values.full``)
+_LIKE = (aten.full, aten.zeros, aten.ones, aten.empty, aten.arange)
 
 
 def _constant(t: torch.Tensor) -> np.ndarray:
@@ -399,6 +417,8 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
 
     def run(*args):
         env: dict = {}
+        # creation operators of a symbolic size are made like= a traced argument
+        like = next((a for a in args if isinstance(a, Tracer)), None)
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         given = iter(args)
         for k, node in enumerate(placeholders):
@@ -424,6 +444,8 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                 kwargs = {k: v for k, v in kwargs.items()
                           if k not in ("device", "layout", "pin_memory", "memory_format",
                                        "non_blocking")}
+                if like is not None and getattr(node.target, "overloadpacket", None) in _LIKE:
+                    kwargs["like"] = like
                 try:
                     env[node] = _torch_dtype(_lowering(node.target)(*args_, **kwargs),
                                              node.meta.get("val"))

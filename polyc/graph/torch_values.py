@@ -69,10 +69,26 @@ def var(std: bool) -> Callable:
     return run
 
 
-def full(size, value, *, dtype=None, **kw):
+def symbolic(v) -> bool:
+    """Whether ``v`` is a traced extent that is not a constant (a dynamic
+    shape's size)."""
+    return isinstance(v, SizeInt) and not v.size.is_constant
+
+
+def full(size, value, *, dtype=None, like=None, **kw):
+    """``aten.full``: a concrete array, or where a size is symbolic (``torch.zeros(x.shape[0],
+    8)`` in a dynamic-shape graph) a traced one made ``like=`` a traced
+    value of the graph, so the size stays symbolic (a concrete array would
+    read it and specialise the plan to it)."""
     default = (np.bool_ if isinstance(value, bool) else
                np.int64 if isinstance(value, int) else np.float32)
-    return np.full(tuple(size), value, dtype=np_dtype(dtype, default))
+    dt = np_dtype(dtype, default)
+    size = tuple(size)
+    if like is not None and any(symbolic(s) for s in size):
+        if dt == np.bool_:                 # a mask, as a comparison
+            return np.full(size, 1 if value else 0, dtype=np.int32, like=like) != 0
+        return np.full(size, value, dtype=dt, like=like)
+    return np.full(size, value, dtype=dt)
 
 
 def full_like(x, value, *, dtype=None, **kw):

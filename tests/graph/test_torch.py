@@ -505,3 +505,51 @@ def test_sequence_lengths_share_one_trace(monkeypatch):
                 assert_close(g.numpy(), r.numpy(), reduction_length=16)
     assert len(made) == 2                      # static, then dynamic
     assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
+
+
+class _GRUFromZeros(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 8)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], 8)
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+        return h
+
+
+class _PositionsAndCausalMask(nn.Module):
+    def forward(self, x):
+        t, d = x.shape[1], x.shape[2]
+        pos = torch.arange(t, dtype=torch.float32)[:, None]
+        pe = torch.sin(pos * torch.exp(torch.arange(0, d).float() * -0.5))
+        x = x + pe
+        mask = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
+        att = (x @ x.transpose(1, 2)).masked_fill(mask, float("-inf"))
+        return torch.softmax(att, -1) @ x
+
+
+@pytest.mark.parametrize("model, shapes", [
+    (_GRUFromZeros, [(2, 3, 4), (3, 3, 4), (6, 3, 4), (9, 3, 4)]),
+    (_PositionsAndCausalMask, [(2, 5, 8), (2, 7, 8), (2, 9, 8), (2, 12, 8)])])
+def test_tensors_made_of_symbolic_sizes_share_one_trace(monkeypatch, model, shapes):
+    """``torch.zeros(x.shape[0], 8)`` (an RNN's first state), ``torch.arange(T)``
+    and ``torch.ones(T, T, dtype=torch.bool).triu(1)`` of a dynamic size
+    were made as numpy arrays, which read the size and specialised the plan
+    to it: every batch size or sequence length traced again.  They are
+    traced (``like=`` an argument), the size symbolic: one trace."""
+    torch._dynamo.reset()
+    made = []
+    compile_aten = tb._compile_aten
+    monkeypatch.setattr(tb, "_compile_aten",
+                        lambda gm, ex: made.append(compile_aten(gm, ex)) or made[-1])
+    torch.manual_seed(9)
+    m = model().eval()
+    with torch.no_grad():
+        c = torch.compile(m, backend="polyc")
+        for shape in shapes:
+            x = torch.randn(*shape)
+            assert_close(c(x).numpy(), m(x).numpy(), reduction_length=16)
+    assert len(made) == 2                      # static, then dynamic
+    assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
