@@ -277,12 +277,16 @@ def ptp(g, a, axis=None, out=None, keepdims=False) -> Tracer:
 def average(g, a, axis=None, weights=None, returned=False, *, keepdims=False) -> Tracer:
     """``np.average``: the mean, or ``sum(a * w) / sum(w)`` along ``axis``
     with ``weights`` of ``a``'s shape or, with one axis, 1-D along it
-    (numpy's computation and result type)."""
-    if returned:
-        raise _refuse("np.average(returned=True) is not supported in traced code")
+    (numpy's computation and result type).  ``returned=True``: also the
+    sum of the weights (the count without weights), of the average's shape
+    and dtype."""
     t = operand(g, a)
     if weights is None:
-        return reduce(g, "mean", t, axis, bool(keepdims))
+        avg = reduce(g, "mean", t, axis, bool(keepdims))
+        if not returned:
+            return avg
+        n = " * ".join(["1.0"] + [s_token(t._shape[d]) for d in _axes(axis, t.ndim)])
+        return avg, creation(g, "full", avg.shape, avg.dtype, lambda its: f"({n})")
     w = operand(g, weights)
     if isinstance(w, Scalar) or isinstance(t, Scalar):
         raise _refuse("np.average with scalar weights is not supported")
@@ -300,7 +304,8 @@ def average(g, a, axis=None, weights=None, returned=False, *, keepdims=False) ->
     num = reduce(g, "sum", tw, axis, bool(keepdims), dtype=dt if tw.dtype != dt else None)
     wt = views.broadcast_to(w, tuple(t.shape)) if tuple(w.shape) != tuple(t.shape) else w
     den = reduce(g, "sum", wt, axis, bool(keepdims), dtype=dt)
-    return UFUNCS["divide"](g, num, den)
+    avg = UFUNCS["divide"](g, num, den)
+    return (avg, den) if returned else avg
 
 
 def count_nonzero(g, a, axis=None, *, keepdims=False) -> Tracer:

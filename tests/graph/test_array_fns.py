@@ -68,6 +68,21 @@ def test_weighted_average():
         polyc.jit(lambda a, c: np.average(a, weights=c))(x, w1)
 
 
+def _average_returned(a, w):
+    return (np.average(a, axis=1, weights=w, returned=True)
+            + np.average(a, axis=(0, 2), returned=True) + np.average(a, returned=True)
+            + np.average(a, axis=1, weights=np.ones_like(a), returned=True, keepdims=True))
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 5), (2, 4, 7)])
+def test_average_returned(shape):
+    """``np.average(..., returned=True)``: the average and the sum of the
+    weights (the count without weights, symbolic: one plan for both
+    shapes); it was refused."""
+    check(_average_returned, rand(shape, F32, seed=7), rand((4,), F32, seed=8, lo=0.1),
+          reduction_length=35)
+
+
 def test_nan_to_num():
     x = rand((3, 8), F32, seed=7)
     x[0, :4] = [np.nan, np.inf, -np.inf, -0.0]
