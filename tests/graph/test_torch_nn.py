@@ -357,3 +357,17 @@ def test_float16_reductions_accumulate_past_the_half_range():
     for g, r in zip(got[:2] + got[2] + got[3:], ref[:2] + ref[2] + ref[3:]):
         assert g.dtype == torch.float16 and torch.isfinite(g).all()
         np.testing.assert_allclose(g.float().numpy(), r.float().numpy(), rtol=2e-3)
+
+
+def test_adaptive_pooling_3d():
+    """``nn.AdaptiveAvgPool3d``/``AdaptiveMaxPool3d`` (a video or volume
+    model's global pooling) were refused as operators polyc does not lower;
+    they are the 2-d lowering with three spatial axes."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(60)
+    model = nn.Sequential(nn.Conv3d(2, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1),
+                          nn.Flatten(), nn.Linear(4, 3)).eval()
+    _compile_matches(model, torch.randn(2, 2, 4, 6, 6))
+    _compile_matches(nn.AdaptiveAvgPool3d((None, 2, 4)), torch.randn(2, 3, 4, 4, 6))
+    _compile_matches(nn.AdaptiveMaxPool3d((2, 3, 2)), torch.randn(1, 2, 4, 5, 6))
