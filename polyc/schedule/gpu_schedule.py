@@ -469,7 +469,8 @@ def _mapping(index: int, kernel: _Kernel, program, config_block) -> KernelMappin
     if kernel.threads is None:
         raise ScheduleError(
             f"GPU kernel {index} ({', '.join(k.statements)}) maps loops to blocks but none to "
-            "threads; map_to_threads a loop inside it")
+            "threads; map_to_threads a loop inside it (with none inside, split a block loop "
+            "and map its inner loop to threads)")
     if kernel.threads is not None:
         band = band_below(kernel.threads)
         n = band.band_n_member()

@@ -163,6 +163,14 @@ def test_structure_errors_say_what_to_do():
     b = s.map_to_blocks([("C", "m_tile"), ("C", "n_tile")])
     with pytest.raises(ScheduleError, match="maps loops to blocks but none to threads"):
         compile_schedule(b, emulated())
+    # a loop with none inside: the message says how to get a thread loop, which works
+    sc = polyc.Schedule.from_program(polyc.program("def sc(float(N) A) -> (B) { B(i) = A(i) * 2.0 }"))
+    with pytest.raises(ScheduleError, match="with none inside, split a block loop"):
+        compile_schedule(sc.map_to_blocks([("B", "i")]), emulated())
+    k = compile_schedule(sc.split(("B", "i"), 32).map_to_blocks([("B", "i_outer")])
+                         .map_to_threads([("B", "i")]), emulated())
+    a = np.arange(100, dtype=np.float32)
+    np.testing.assert_array_equal(k(a), 2 * a)
     with pytest.raises(ScheduleError, match="use promote_registers|promote_registers"):
         t.promote_shared("A", ("C", "n"))
     with pytest.raises(ScheduleError, match="not inside loops mapped to threads"):
