@@ -164,7 +164,7 @@ def test_structure_errors_say_what_to_do():
     with pytest.raises(ScheduleError, match="maps loops to blocks but none to threads"):
         compile_schedule(b, emulated())
     # a loop with none inside: the message says how to get a thread loop, which works
-    sc = polyc.Schedule.from_program(polyc.program("def sc(float(N) A) -> (B) { B(i) = A(i) * 2.0 }"))
+    sc = polyc.Schedule.from_program("def sc(float(N) A) -> (B) { B(i) = A(i) * 2.0 }")
     with pytest.raises(ScheduleError, match="with none inside, split a block loop"):
         compile_schedule(sc.map_to_blocks([("B", "i")]), emulated())
     k = compile_schedule(sc.split(("B", "i"), 32).map_to_blocks([("B", "i_outer")])
