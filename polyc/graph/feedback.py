@@ -93,26 +93,41 @@ def feedback(graph: core.Graph, nodes: list[Node], config: Config, keep=frozense
 
 def source_feedback(src, config: Config) -> Feedback:
     """:func:`feedback` of a group's generated source
-    (:class:`polyc.graph.lower.GroupSource`)."""
+    (:class:`polyc.graph.lower.GroupSource`).  For ``target="cuda"`` the
+    group goes through the CUDA pipeline's lowering instead
+    (:func:`polyc.gpu_pipeline.lower_gpu`: tensor-core calls, the mapping
+    to blocks and threads): ``parallel`` counts the loops mapped to blocks
+    and threads around the hottest statements, ``tensorized`` the
+    tensor-core GEMM calls, and nothing is contracted (that pass is the C
+    backend's)."""
     from ..pipeline import lower
     try:
-        low = lower(group_program(src), config, probe=True)
+        if config.target == "cuda":
+            from ..gpu_pipeline import lower_gpu
+            low = lower_gpu(group_program(src), config)
+        else:
+            low = lower(group_program(src), config, probe=True)
     except PolycError as e:
         return Feedback(0, 0, {}, {}, 0, error=str(e).splitlines()[0])
     bands, par_of = _schedule_paths(low.schedule)
+    program = low.program
+    if config.target == "cuda":     # (the program before promotion's copy statements)
+        program = low.view[0]
+        par_of = {st: len(k.tile) for k in low.kernels for st in k.statements}
+
     def node_of(stmt) -> str:
         m = re.match(r"S(\d+)", stmt.name)
         k = int(m.group(1)) if m else -1
         return src.line_nodes[k] if 0 <= k < len(src.line_nodes) else stmt.tensor
-    writers = {s.name: node_of(s) for s in low.program.statements}
-    depth = {s.name: len(s.iterators) for s in low.program.statements}
+    writers = {s.name: node_of(s) for s in program.statements}
+    depth = {s.name: len(s.iterators) for s in program.statements}
     hot_depth = max(depth.values(), default=0)
     hot = [s for s, d in depth.items() if d == hot_depth and s in par_of]
     par = min((par_of[s] for s in hot), default=0)
-    calls = [s for s in low.program.statements if s.kind == "intrinsic"]
+    calls = [s for s in program.statements if s.kind == "intrinsic"]
     tiled = sum(len(getattr(s.intrinsic, "tile", ())) for s in calls)
     return Feedback(par, len(calls), {s: tuple(b) for s, b in bands.items()}, writers, 0,
-                    len(low.program.statements), src.inlined,
+                    len(program.statements), src.inlined,
                     {c.tensor: c for c in low.contracted}, tiled=tiled)
 
 

@@ -17,9 +17,11 @@ the result, never off an op-pattern list:
   statements are at least those of the poorer part (fusion never turns a
   parallel nest sequential);
 * **tensorization**: every contraction that reached the GEMM micro-kernel
-  in a part still does in the merged group.
+  (for CUDA: a GEMM call) in a part still does in the merged group.
 
-What a candidate group is lowered to is read by :mod:`polyc.graph.feedback`.
+What a candidate group is lowered to is read by :mod:`polyc.graph.feedback`
+(for ``target="cuda"`` through the CUDA pipeline: loops mapped to blocks
+and threads count as parallel).
 The first accepted candidate merges; candidates are recomputed and the
 search repeats until none is accepted.  Every decision is a record of
 :class:`Decision` (``Plan.explain()``, ``Plan.to_dict()``).  The schedule
@@ -120,10 +122,8 @@ class Plan:
         self.extra_keep = set(keep)
         #: the planner's feedback per group (node ids), reused by explain
         self._feedback = dict(feedback or {}) if not keep else {}
-        self.sources = [group_source(graph, g.nodes,
-                                     kept(graph, g.nodes) | (self.extra_keep & g.key),
-                                     f"{graph.name}_g{k}")
-                        for k, g in enumerate(groups)]
+        self.sources = [group_source(graph, g.nodes, kept(graph, g.nodes) | (
+            self.extra_keep & g.key), f"{graph.name}_g{k}") for k, g in enumerate(groups)]
         self.kernels: list[Any] | None = None
         self._workspace: Workspace | None = None
 
@@ -270,11 +270,10 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
     cache: dict[frozenset, Feedback] = {}
     refused: set[tuple[frozenset, frozenset]] = set()
     memo = FeedbackMemo(lambda src: source_feedback(src, config))
-
+    gemm = "GEMM call" if config.target == "cuda" else "GEMM micro-kernel"
     def fb(g: Group) -> Feedback:
-        if g.key not in cache:
-            cache[g.key] = feedback(graph, g.nodes, config, memo=memo)
-        return cache[g.key]
+        return cache.get(g.key) or cache.setdefault(
+            g.key, feedback(graph, g.nodes, config, memo=memo))
 
     while fuse:
         owner = {n.id: k for k, g in enumerate(groups) for n in g.nodes}
@@ -339,7 +338,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             elif fm.tensorized and \
                     fm.statements + len(inlined_now) < fp.statements + fc.statements:
                 rec.verdict = "fused"
-                rec.rule = "epilogue folded into the GEMM micro-kernel's store"
+                rec.rule = f"epilogue folded into the {gemm}'s store"
             elif (_tensors(P.nodes) | _tensors(C.nodes)) & set(fm.inlined) - \
                     set(fp.inlined) - set(fc.inlined) and fm.parallel >= min(
                         fp.parallel, fc.parallel):
@@ -362,7 +361,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 rec.rule = (f"fusion would lose parallel loops ({fm.parallel} < "
                             f"{min(fp.parallel, fc.parallel)})")
             elif fm.tensorized < fp.tensorized + fc.tensorized:
-                rec.rule = "a contraction would leave the GEMM micro-kernel"
+                rec.rule = f"a contraction would leave the {gemm}"
             elif rec.predicted_s["fused"] > rec.predicted_s["apart"] * 1.0001:
                 rec.rule = "the roofline predicts the fused group slower"
             else:

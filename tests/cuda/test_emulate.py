@@ -247,6 +247,33 @@ def test_a_numpy_program_compiles_to_cuda_through_the_graph_layer():
     np.testing.assert_allclose(f(q, k, v), _attention(q, k, v), rtol=1e-4, atol=1e-5)
 
 
+def test_the_fusion_plan_for_cuda_reads_the_cuda_pipeline():
+    """The planner lowers candidate groups through the CUDA pipeline for
+    ``target="cuda"``: the parallel loops it counts are those mapped to
+    blocks and threads (the C pipeline's OpenMP marks are absent there: it
+    counted 0), and its rules name the GEMM call (float32: the SIMT GEMM,
+    which stores the bias add), not the C micro-kernel.  A float16 product
+    runs on tensor cores in a launch of its own, so the
+    bias and ReLU after it are a separate nest (no common loop)."""
+    def mlp(x, w, b):
+        return np.maximum(x @ w + b, 0.0)
+    rng = np.random.default_rng(2)
+    for dt in (np.float32, np.float16):
+        x, w = rng.standard_normal((64, 32)).astype(dt), rng.standard_normal((32, 48)).astype(dt)
+        b = rng.standard_normal(48).astype(dt)
+        f = polyc.jit(mlp, config=emulated(gpu_simt_gemm=True))
+        text = f.explain(x, w, b)
+        assert "micro-kernel" not in text and " 0 parallel loop" not in text, text
+        assert "2 parallel loop(s) kept" in text, text
+        if dt == np.float32:
+            assert "epilogue folded into the GEMM call's store" in text, text
+        else:
+            assert "nests in sequence (no common loop)" in text, text
+        ref = mlp(*(a.astype(np.float64) for a in (x, w, b)))
+        np.testing.assert_allclose(f(x, w, b).astype(np.float64), ref,
+                                   rtol=2e-2 if dt == np.float16 else 1e-4, atol=2e-2)
+
+
 def test_jit_takes_target_as_kernel_does(monkeypatch):
     """``@polyc.jit(target="cuda")``, as ``@polyc.kernel(target="cuda")``:
     ``target`` over ``config``'s (a TypeError before); the rest of the
