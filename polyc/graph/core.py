@@ -25,6 +25,7 @@ import dis
 import functools
 import linecache
 import os
+import re
 import sys
 import weakref
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ class Location:
 
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_SIZE_TOKEN = re.compile(r"\$(\d+)")
 _NUMPY = os.path.dirname(np.__file__)
 
 
@@ -224,6 +226,12 @@ class Graph:
             self._consumers = out
         return self._consumers
 
+    def _size_text(self, m: re.Match) -> str:
+        """A size token ``$k`` of a statement as its symbol's name (or value
+        where the trace specialised it)."""
+        r = self.symbols.find(int(m.group(1)))
+        return str(self.symbols.values[r]) if r in self.symbols.fixed else self.symbols.name(r)
+
     def __repr__(self) -> str:
         lines = [f"graph {self.name}:"]
         for n in self.nodes:
@@ -231,6 +239,8 @@ class Graph:
             ins = ", ".join(i.name for i in dict.fromkeys(n.inputs))
             lines.append(f"  {n.name} = {n.op}({ins}) : {n.dtype} "
                          f"{tuple(s.text() for s in n.shape)}{src}")
+            # its TC, where the scalars (x * 0.5) and index offsets show
+            lines.extend(f"      {_SIZE_TOKEN.sub(self._size_text, st)}" for st in n.stmts)
         lines.append("  return " + ", ".join(o.name for o in self.outputs))
         return "\n".join(lines)
 

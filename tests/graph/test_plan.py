@@ -411,3 +411,14 @@ def test_a_statement_reading_another_element_is_not_computed_in_place(fn, nargs)
         RNG.standard_normal((5, 4)).astype(np.float32)
     args = (x, w)[:nargs]
     assert_close(polyc.jit(fn)(*args), fn(*args), reduction_length=5)
+
+
+def test_the_graph_printout_shows_each_operations_tc():
+    """``print(polyc.graph.trace(...))`` lists each operation with its TC,
+    so scalar operands and index offsets show (``multiply(x0)`` alone hid
+    the 0.5); size tokens print as the sizes' names."""
+    def f(x):
+        return np.tanh(x * 0.5)[1:] + 3.0
+    text = str(trace(f, RNG.standard_normal((5, 4)).astype(np.float32)))
+    assert "t1(i0, i1) = (x0(i0, i1) * 0.5) where i0 in 0:N0, i1 in 0:N1" in text, text
+    assert "+ 3.0)" in text and "(1 + i0)" in text and "$" not in text, text
