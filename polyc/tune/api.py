@@ -23,7 +23,7 @@ from .search import (
     run_session,
     sizes_list,
 )
-from .sources import tuned_program
+from .sources import check_memory, tuned_program
 
 __all__ = ["tune", "candidates"]
 
@@ -63,6 +63,8 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     Returns a :class:`TuneResult` (``classes``: one
     :class:`~polyc.tune.classes.ClassOutcome` per class).  Raises
     :class:`~polyc.errors.BindingError` for sizes that miss a parameter,
+    :class:`~polyc.errors.ShapeError` for sizes whose tensors do not fit in
+    memory twice,
     :class:`~polyc.errors.ScheduleError` for a class isl cannot read,
     :class:`~polyc.errors.PolycError` for a bad budget or executor, or when
     the default schedule itself fails its check.  Ctrl-C stops the session;
@@ -77,6 +79,7 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
     sizes = sizes_list(program, [x for v in by_class.values() for x in v]
                         if by_class else sizes_or_classes)
     b = budget_of(budget)
+    check_memory(program, sizes)
     if db is None and record:
         db = Database(config=config)
     elif db is not None and not isinstance(db, Database):

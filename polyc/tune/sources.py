@@ -5,9 +5,10 @@ record it writes is the one their compile looks up."""
 
 from __future__ import annotations
 
+import os
 import re
 
-from ..errors import BindingError
+from ..errors import BindingError, ShapeError
 from .search import _size_value, resolve_program
 
 #: An einsum subscript string (numpy's grammar): labels, ',', '...', '->'.
@@ -101,3 +102,22 @@ def _einsum(subscripts: str, sizes_or_classes, dtype):
         return program, [renamed(q) if isinstance(q, dict) else q for q in sizes_or_classes]
     return program, renamed(sizes_or_classes) if isinstance(sizes_or_classes, dict) \
         else sizes_or_classes
+
+
+def check_memory(program, sizes: list[dict]) -> None:
+    """Raise :class:`ShapeError` when the tensors of ``program`` at one of the
+    tuning ``sizes`` cannot be held twice (the seeded inputs and the
+    reference's outputs, besides each candidate's own) in this machine's
+    memory: numpy's bare MemoryError came out of the first check."""
+    from .classes import footprint
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):       # not a POSIX system
+        return
+    for s in sizes:
+        need = footprint(program, {**program.fixed_sizes, **s})
+        if 2 * need > total:
+            raise ShapeError(f"polyc.tune: the tensors of {program.name} at {s} take "
+                             f"{need / 2**30:.1f} GiB; a session holds them at least twice, "
+                             f"more than this machine's {total / 2**30:.1f} GiB: tune at "
+                             f"smaller sizes")

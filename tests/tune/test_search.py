@@ -206,6 +206,9 @@ def test_bad_requests(cfg):
         polyc.tune(TR, [SIZES, {"N": 4}], classes="lattice", config=cfg)
     with pytest.raises(BindingError, match="size N must be an integer, got 'a'"):
         polyc.tune(TR, [{**SIZES, "N": "a"}], classes="lattice", config=cfg)
+    # sizes whose tensors cannot be allocated were numpy's bare MemoryError
+    with pytest.raises(ShapeError, match="GiB.*tune at smaller sizes"):
+        polyc.tune(TR, {"N": 2**31, "M": 2**31}, config=cfg)
 
 
 def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
