@@ -308,6 +308,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.convolution: nn_ops.convolution,
     aten._native_batch_norm_legit_no_training: nn_ops.batch_norm_inference,
     aten._native_batch_norm_legit: nn_ops.batch_norm_batch_stats,
+    aten._native_batch_norm_legit_functional: nn_ops.batch_norm_training,
     aten.native_group_norm: nn_ops.group_norm,
     aten.constant_pad_nd: nn_ops.constant_pad, aten.repeat: nn_ops.repeat,
     aten.leaky_relu: nn_ops.leaky_relu, aten.elu: nn_ops.elu, aten.hardtanh: nn_ops.hardtanh,

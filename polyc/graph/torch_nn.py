@@ -149,6 +149,26 @@ def batch_norm_batch_stats(x, weight, bias, *rest):
     return out, mean, invstd
 
 
+def batch_norm_training(x, weight, bias, running_mean, running_var, training, momentum,
+                        eps):
+    """``aten._native_batch_norm_legit_functional`` (a batch norm in training
+    mode, called under ``no_grad``: the model was not put in ``eval()``):
+    normalised by the batch's statistics, as eager torch does, and the
+    running statistics updated with ``momentum`` (the variance unbiased);
+    returns the output, the batch mean and 1/std, and the new running mean
+    and variance, which AOTAutograd copies into the module's buffers."""
+    if not training:
+        return batch_norm_inference(x, weight, bias, running_mean, running_var, momentum,
+                                    eps) + (running_mean, running_var)
+    out, mean, invstd = batch_norm_batch_stats(x, weight, bias, eps)
+    n = int(np.prod([int(s) for k, s in enumerate(x.shape) if k != 1]))
+    d = wide(x) - mean.reshape((1, -1) + (1,) * (x.ndim - 2))
+    var = (d * d).sum(axis=(0,) + tuple(range(2, x.ndim))) / max(n - 1, 1)
+    new_mean = running_mean * (1.0 - momentum) + mean * momentum
+    new_var = running_var * (1.0 - momentum) + var * momentum
+    return out, mean, invstd, new_mean, new_var
+
+
 def group_norm(x, weight, bias, n, c, hw, groups, eps):
     """``aten.native_group_norm``: each sample's channels in ``groups``
     groups, normalised by the group's mean and biased variance, then the

@@ -371,3 +371,26 @@ def test_adaptive_pooling_3d():
     _compile_matches(model, torch.randn(2, 2, 4, 6, 6))
     _compile_matches(nn.AdaptiveAvgPool3d((None, 2, 4)), torch.randn(2, 3, 4, 4, 6))
     _compile_matches(nn.AdaptiveMaxPool3d((2, 3, 2)), torch.randn(1, 2, 4, 5, 6))
+
+
+def test_batch_norm_left_in_training_mode():
+    """A model compiled under ``no_grad`` without ``eval()``: its batch
+    norms normalise by the batch's statistics and update their running
+    statistics, as eager torch does (``_native_batch_norm_legit_functional``
+    was refused as an operator polyc does not lower)."""
+    import copy
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch._dynamo.reset()
+    torch.manual_seed(61)
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4, momentum=0.3), nn.ReLU()).train()
+    ref = copy.deepcopy(model)
+    x = torch.randn(4, 3, 5, 5)
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="polyc")
+        for _ in range(2):
+            np.testing.assert_allclose(compiled(x).numpy(), ref(x).numpy(), rtol=1e-4,
+                                       atol=1e-5)
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        np.testing.assert_allclose(getattr(model[1], name).numpy(),
+                                   getattr(ref[1], name).numpy(), rtol=1e-5, atol=1e-6)
