@@ -61,10 +61,11 @@ from . import legality, tree
 from .explain_deps import _BAND, _MARK, MAX_DISTANCES, _carried, _dep_phrase, _vec, distances
 from .explain_fusion import _fusion as _fusion_groups
 from .language import Schedule
-from .marks import SIMD, SIMD_REDUCTION, has_band_below, parse_parallel_mark
+from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .recipe import step_text
 from .tensorize import parse_mark
 from .tile import _is_pure_reduction_band
+from .unroll import loop_below, member_unrolled
 
 # ------------------------------------------------------------ isl helpers
 
@@ -153,7 +154,8 @@ def _loop_record(lp: tree.Loop, schedule) -> dict:
     other = [mk for mk in marks if not parse_parallel_mark(mk)
              and mk not in (SIMD, SIMD_REDUCTION)] if lp.member == 0 else []
     carried = _carried(band, lp.member, schedule)
-    innermost = lp.member == n - 1 and not has_band_below(band)
+    innermost = all(member_unrolled(band, k) for k in range(lp.member + 1, n)) \
+        and not loop_below(band)
 
     parallel = not carried
     why_not_parallel = None if parallel else "it carries " + _dep_phrase(carried[0])

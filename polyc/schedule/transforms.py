@@ -39,6 +39,7 @@ from .tree import (
     set_band_names,
     walk,
 )
+from .unroll import loop_below, member_unrolled
 
 _BAND = isl.schedule_node_type.band
 
@@ -222,7 +223,8 @@ def vectorize(s, loop):
     """
     lp = s.resolve(loop)
     band = surgery.band_node(s.isl, lp)
-    if lp.member != band.band_n_member() - 1 or has_band_below(band):
+    if any(not member_unrolled(band, k) for k in range(lp.member + 1, band.band_n_member())) \
+            or loop_below(band):
         raise ScheduleError(f"vectorize: loop {lp.name} is not innermost; make it the "
                             f"innermost loop first (reorder / interchange)")
     band = _own_band(s, lp)

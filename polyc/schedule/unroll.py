@@ -64,6 +64,37 @@ def _add_options(band: isl.ScheduleNode, text: str | isl.UnionSet) -> isl.Schedu
     return band.band_set_ast_build_options(opt)
 
 
+def fully_unrolled(band: isl.ScheduleNode) -> bool:
+    """Whether isl unrolls every member of ``band`` completely (``{ unroll[k]
+    }`` on each, also for an isolated part): no loop of it is left in the
+    code."""
+    return all(member_unrolled(band, k) for k in range(band.band_n_member()))
+
+
+def member_unrolled(band: isl.ScheduleNode, k: int) -> bool:
+    """Whether isl unrolls member ``k`` of ``band`` completely."""
+    opts = band.band_get_ast_build_options()
+    if opts.is_empty():
+        return False
+    isolated = any(st.get_tuple_name() == "isolate" for st in sets_of(opts))
+    want = [f"{{ unroll[{k}] }}"] + ([f"{{ [isolate[] -> unroll[{k}]] }}"] if isolated else [])
+    return all(isl.UnionSet.read_from_str(CTX, w).is_subset(opts) for w in want)
+
+
+def loop_below(node: isl.ScheduleNode) -> bool:
+    """Whether a band strictly below ``node`` leaves a loop in the code (a
+    band :func:`fully_unrolled` leaves none, so the loop above is innermost)."""
+    found = [False]
+
+    def visit(n):
+        if n.get_type() == isl.schedule_node_type.band and not fully_unrolled(n):
+            found[0] = True
+        return not found[0]
+    for i in range(node.n_children()):
+        node.child(i).foreach_descendant_top_down(visit)
+    return found[0]
+
+
 def trip_count_bound(band: isl.ScheduleNode, member: int) -> int | None:
     """The most iterations member ``member`` of ``band`` runs for one value of
     the outer loops, over all parameter values; ``None`` when that is not

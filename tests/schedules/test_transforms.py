@@ -291,6 +291,20 @@ def test_numpy_sizes_tc_source_and_message_arguments():
     assert msg.startswith("distribute(B.i, ['S0', 'S1'], ['S1']): "), msg
 
 
+SCALE4 = "def scale(float(N, 4) A) -> (B) { B(i, j) = A(i, j) * 2.0 + A(i, 3 - j) }"
+
+
+def test_a_loop_above_a_completely_unrolled_one_is_innermost():
+    s = start(SCALE4)
+    v = s.unroll(("B", "j")).vectorize(("B", "i"))     # j leaves no loop in the code
+    assert "#pragma omp simd\nfor (i = 0; i < N; i++)" in v.loop_nest()
+    for n in (0, 1, 7, 33):
+        check(v, dict(N=n))
+    # unrolled by a factor, j stays a loop: i is not innermost
+    msg = refused(s, lambda s: s.unroll(("B", "j"), 2).vectorize(("B", "i")))
+    assert "loop i is not innermost" in msg
+
+
 def test_unknown_statement_or_tensor():
     s = start(MATMUL)
     msg = refused(s, lambda s: s.parallel(("Z", "m")))
