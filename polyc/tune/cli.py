@@ -68,6 +68,20 @@ def _count_arg(text: str) -> int:
 
 
 def cmd_tune(args) -> int:
+    import warnings
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        return _cmd_tune(args)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr (``polyc: warning: ...``), without the
+    library's file and source line (a skipped database line is the user's
+    business, not polyc's code)."""
+    print(f"polyc: warning: {message}", file=sys.stderr)
+
+
+def _cmd_tune(args) -> int:
     from .db import Database
     if args.show or args.export or args.import_:
         return _database(args, Database())

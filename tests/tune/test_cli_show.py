@@ -101,3 +101,15 @@ def test_explain_lists_the_recorded_versions(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "versions by shape class (1" in out and "N = 1 — 1.30x the generic version" in out
     assert out.endswith("\n")
+
+
+def test_show_reports_a_skipped_line_as_one_warning_line(tmp_path, capsys, monkeypatch):
+    """A corrupt database line was printed as a Python warning with polyc's
+    file, line number and source line."""
+    monkeypatch.setenv("POLYC_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "tuning.jsonl").write_text("garbage\n")
+    assert main(["tune", "--show"]) == 0
+    err = capsys.readouterr().err
+    assert "polyc: warning: tuning database" in err and "line 1: not JSON" in err
+    assert "cli.py" not in err and "recs = " not in err
