@@ -220,7 +220,9 @@ def _read(path: str, mtime_ns: int, size: int) -> tuple[list[dict], list[tuple[i
             text = f.read().decode("utf-8", "replace")
     except OSError:
         return [], []
-    return _parse(text)
+    # a last line without its newline is being appended right now (readers take
+    # no lock): not a bad line; once a later append follows it, it is judged
+    return _parse(text[:text.rfind("\n") + 1])
 
 
 _REQUIRED = {"format": str, "id": str, "key": str, "keyinfo": dict, "kind": str,

@@ -109,3 +109,17 @@ def test_export_to_an_unwritable_path_is_a_polyc_error(tmp_path):
     db.append([rec(ratio=1.0)])
     with pytest.raises(PolycError, match="cannot write .*no-such-folder"):
         db.export(tmp_path / "no-such-folder" / "x.jsonl")
+
+
+def test_a_line_being_appended_is_not_reported(tmp_path):
+    """Readers take no lock: a compile reading the database while a session
+    appends saw the unfinished last line and warned it was corrupt."""
+    import warnings
+    path = tmp_path / "t.jsonl"
+    db = Database(path)
+    db.append([rec(ratio=1.0), rec("best", recipe=None)])
+    whole = path.read_bytes()
+    path.write_bytes(whole + whole.splitlines(keepends=True)[0][:50])   # mid-append
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [r["kind"] for r in db.records()] == ["sample", "best"]
