@@ -96,7 +96,10 @@ def _einsum(subscripts: str, sizes_or_classes, dtype):
         return {(f"d_{k}" if k in labels else k): v for k, v in q.items()}
     if isinstance(sizes_or_classes, dict) and sizes_or_classes and all(
             isinstance(v, (dict, list)) for v in sizes_or_classes.values()):
-        return program, {t: renamed(v) if isinstance(v, dict) else [renamed(q) for q in v]
+        def text(t):        # a class over the labels ("i = 1") is over their parameters
+            return re.sub(r"\b([A-Za-z])\b",
+                          lambda m: f"d_{m[1]}" if m[1] in labels else m[1], t)
+        return program, {text(t): renamed(v) if isinstance(v, dict) else [renamed(q) for q in v]
                          for t, v in sizes_or_classes.items()}
     if isinstance(sizes_or_classes, (list, tuple)):
         return program, [renamed(q) if isinstance(q, dict) else q for q in sizes_or_classes]

@@ -59,3 +59,12 @@ def test_tc_source_at_another_dtype(cfg):
     assert polyc.compile(src, config=cfg).tuning is None     # float32: not tuned
     a = np.random.default_rng(1).random((7, 3))
     np.testing.assert_allclose(k(a), a.T + 1, rtol=1e-15)
+
+
+def test_einsum_classes_over_labels_are_over_their_parameters():
+    from polyc.tune.sources import tuned_program
+    program, got = tuned_program("ij,jk->ik", None, {"i = 1": {"i": 1, "j": 8, "k": 8},
+                                                     "all": [{"i": 9, "j": 8, "k": 8}]})
+    assert program.params == ("d_i", "d_j", "d_k")
+    assert got == {"d_i = 1": {"d_i": 1, "d_j": 8, "d_k": 8},
+                   "all": [{"d_i": 9, "d_j": 8, "d_k": 8}]}
