@@ -90,7 +90,7 @@ def _cmd_tune(args) -> int:
     size_texts = args.sizes or []
     program, header = _load(_Args(args, size_texts[0] if size_texts else None))
     sizes = [{**header, **_parse_sizes(t)} for t in size_texts] or [header]
-    if not sizes[0]:
+    if not sizes[0] and any(p not in program.fixed_sizes for p in program.params):
         raise UsageError("polyc tune: give the tuning sizes with --sizes M=512,N=512,... "
                          "(or a '# sizes:' line in the file)")
     from .api import candidates, tune

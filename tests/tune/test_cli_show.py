@@ -113,3 +113,13 @@ def test_show_reports_a_skipped_line_as_one_warning_line(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert "polyc: warning: tuning database" in err and "line 1: not JSON" in err
     assert "cli.py" not in err and "recs = " not in err
+
+
+def test_a_program_without_size_parameters_needs_no_sizes(tmp_path, capsys, monkeypatch):
+    """``def f(float(4, 8) x)`` has no size to give: polyc tune asked for --sizes
+    anyway, and nothing could satisfy it."""
+    monkeypatch.setenv("POLYC_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "f.tc"
+    src.write_text("def f(float(4, 8) x) -> (y) { y(i, j) = x(i, j) * 2.0 }\n")
+    assert main(["tune", str(src), "--dry-run", "--count", "1"]) == 0
+    assert "legal" in capsys.readouterr().out
