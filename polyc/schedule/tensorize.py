@@ -12,7 +12,8 @@ A band may be marked when (isl decides every point):
 * the statements below it are one update that matches the intrinsic
   (:func:`polyc.intrinsics.match_gemm`: access relations equal by isl map
   equality, the domain a box in the scanned iterators) and what the call
-  folds: the ``+=!`` initialisation or ``C *= beta``, a bias/ReLU epilogue;
+  folds: the ``+=!`` initialisation (also where it absorbs it as beta 0: a
+  triangle's band) or ``C *= beta``, a bias/ReLU epilogue;
 * the loops above the mark do not depend on the iterators the intrinsic
   scans: the prefix schedule of every statement below, composed with the
   projection onto the call's loops (``{ S[b, m, n, k] -> call[b] }``), is a
@@ -25,14 +26,13 @@ A band may be marked when (isl decides every point):
     for m: for n: { S0_init; for k: S0 }   ->   mark tensorize:gemm:S0 (same loops)
     generated:  polyc_gemm_f32(M, N, K, A, ..., C, ..., beta = 0, ...)
 
-The automatic pipeline (:mod:`polyc.schedule.tensorize_auto`) schedules
-with each matched group contracted to its calls, expands them back and
-marks each group with :func:`mark_band`, as ``Schedule.tensorize`` does.
+The automatic pipeline (:mod:`polyc.schedule.tensorize_auto`) schedules with each
+matched group contracted to its calls, expands them back and marks each group with
+:func:`mark_band`, as ``Schedule.tensorize`` does.
 
-Source: TVM's ``tensorize`` primitive; the polyhedral matching of
-Bondhugula et al., "High-performance GPU/CPU tensor contraction via
-polyhedral tensorization" (:mod:`polyc.intrinsics`); the grouping follows
-isl's ``isl_schedule_node_group``.
+Source: TVM's ``tensorize`` primitive; the polyhedral matching of Bondhugula et al.,
+"High-performance GPU/CPU tensor contraction via polyhedral tensorization"
+(:mod:`polyc.intrinsics`); the grouping follows isl's ``isl_schedule_node_group``.
 """
 
 from __future__ import annotations
@@ -225,8 +225,7 @@ def fold(program: Program, main: str, others, parallel: bool = True,
                              tile=False)
     m = replace(m, init=None, parallel=parallel)
     for name in others:
-        st = program.statement(name)
-        if name == init:
+        if (st := program.statement(name)) and name == init:
             m = replace(m, init=name)
         elif name == epi.epilogue:
             m = replace(m, epilogue=epi.epilogue, bias=epi.bias, relu=epi.relu, alpha=epi.alpha,
@@ -235,7 +234,8 @@ def fold(program: Program, main: str, others, parallel: bool = True,
             pass                                   # (below)
         elif m.scale is None and order.index(name) < order.index(main) and (
                 beta := match_scale(program, m, st)) is not None:
-            m = replace(m, scale=name, beta=beta)
+            zero = st.kind == "init" and isinstance(beta, E.Const) and beta.value == 0
+            m = replace(m, init=name) if zero else replace(m, scale=name, beta=beta)
         else:
             return (f"statement {name} ({st.text.strip()}) also runs below the band; gemm "
                     f"computes only {main} with its initialisation, a scaling of "

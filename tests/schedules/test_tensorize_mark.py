@@ -309,3 +309,22 @@ def test_the_automatic_row_blocked_schedule_replays():
     assert "tensorize:gemm:S0:" in str(kern.schedule)
     replayed = Schedule.replay(program(src), kern.schedule.to_json())
     assert compile_schedule(replayed).source == kern.source
+
+
+def test_a_causal_products_recipe_replays_byte_identically():
+    """A guarded (causal) product is one call over its band with the ``+=!``
+    initialisation folded; replayed, the call absorbed the initialisation as
+    beta 0 and described it so, and the source differed in that comment."""
+    src = ("def att(float(M, D) Q, float(M, D) K, float(M, E) V) -> (S, O) {\n"
+           "  S(i, j) +=! j <= i ? Q(i, d) * K(j, d) : 0.0\n"
+           "  O(i, e) +=! S(i, j) * V(j, e)\n}")
+    kern = polyc.compile(src)
+    assert "polyc_gemmt_f32" in kern.source
+    again = polyc.compile(src, schedule=kern.schedule.to_recipe())
+    assert again.source == kern.source
+    assert compile_schedule(Schedule.replay(program(src), kern.schedule.to_json())).source \
+        == kern.source
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((13, 5)).astype(np.float32) for _ in range(3))
+    s = np.tril(q.astype(np.float64) @ k.T.astype(np.float64))
+    np.testing.assert_allclose(again(q, k, v)[1], s @ v, rtol=1e-4, atol=1e-4)
