@@ -155,18 +155,25 @@ def _database(args, db) -> int:
             else:
                 k["best"] = {"label": r.get("label"), "speedup": r.get("speedup"),
                              "sizes": r.get("sizes"), "id": r["id"]}
+                if "version" in r:          # a shape class's decision
+                    k["best"]["version"] = r["version"]
         if args.json:
             print(json.dumps({"database": str(db.path), "keys": keys}, indent=2))
             return 0
         print(f"{db.path}: {len(recs)} record(s), {len(keys)} key(s)")
         for key, k in keys.items():
             info, best = k["keyinfo"], k["best"]
-            line = (f"  {key[:12]} {info.get('name', '?')} on {info['machine'].get('cpu')} "
+            cls = info.get("class", "all")
+            where = f" [{cls}]" if cls != "all" else ""      # classes were told apart by key
+            line = (f"  {key[:12]} {info.get('name', '?')}{where} on "
+                    f"{info['machine'].get('cpu')} "
                     f"({k['samples']} samples, {k['failures']} failures)")
             if best:
                 speedup = best.get("speedup")
                 ratio = f"{speedup:.2f}x" if speedup is not None else "not measured"
                 line += f": best {best['label']} ({ratio}) at {best['sizes']}"
+                if "version" in best:
+                    line += "; a version" if best["version"] else "; no version"
             print(line)
     sys.stdout.flush()
     return 0

@@ -101,6 +101,10 @@ def test_explain_lists_the_recorded_versions(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "versions by shape class (1" in out and "N = 1 — 1.30x the generic version" in out
     assert out.endswith("\n")
+    # --show told the classes of one program apart by their key hash only
+    assert main(["tune", "--show"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if " tr " in x)
+    assert " tr [N = 1] on " in line and line.endswith("; a version")
 
 
 def test_show_reports_a_skipped_line_as_one_warning_line(tmp_path, capsys, monkeypatch):
