@@ -554,8 +554,16 @@ def polyc_backend(gm: torch.fx.GraphModule, example_inputs, **options) -> Callab
         if x.device.type != "cpu":
             raise UnsupportedError(f"torch.compile(backend='polyc') runs on the CPU; got "
                                    f"a tensor on {x.device}")
-    return aot_autograd(fw_compiler=_compile_aten,
-                        decompositions=_decompositions())(gm, example_inputs)
+    # without oneDNN, torch decomposes nn.LSTM into its cell's ATen operators
+    # (with it, into aten.mkldnn_rnn_layer, which polyc does not lower)
+    # (torch.backends.mkldnn.flags warns about TF32 on Intel GPUs: set the one flag)
+    enabled = torch._C._get_mkldnn_enabled()
+    torch._C._set_mkldnn_enabled(False)
+    try:
+        return aot_autograd(fw_compiler=_compile_aten,
+                            decompositions=_decompositions())(gm, example_inputs)
+    finally:
+        torch._C._set_mkldnn_enabled(enabled)
 
 
 def _decompositions() -> dict:

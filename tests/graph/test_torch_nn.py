@@ -394,3 +394,36 @@ def test_batch_norm_left_in_training_mode():
     for name in ("running_mean", "running_var", "num_batches_tracked"):
         np.testing.assert_allclose(getattr(model[1], name).numpy(),
                                    getattr(ref[1], name).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_lstm_module_with_allow_rnn(monkeypatch):
+    """``nn.LSTM`` (TorchDynamo captures RNN modules with ``allow_rnn``)
+    arrived as ``aten.mkldnn_rnn_layer`` where torch has oneDNN, refused as an
+    operator polyc does not lower; AOTAutograd traces with oneDNN off, so it
+    decomposes into the cell's matmuls, sigmoids and tanhs."""
+    torch = pytest.importorskip("torch")
+    import polyc.graph.torch_backend as tb
+    nn = torch.nn
+    torch._dynamo.reset()
+    made = []
+    compile_aten = tb._compile_aten
+    monkeypatch.setattr(tb, "_compile_aten",
+                        lambda gm, ex: made.append(compile_aten(gm, ex)) or made[-1])
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = nn.LSTM(4, 8, num_layers=2, bidirectional=True, batch_first=True)
+            self.fc = nn.Linear(16, 3)
+
+        def forward(self, x, h0, c0):
+            y, (h, c) = self.rnn(x, (h0, c0))
+            return self.fc(y), h, c
+
+    torch.manual_seed(62)
+    args = (torch.randn(2, 5, 4), torch.randn(4, 2, 8), torch.randn(4, 2, 8))
+    enabled = torch._C._get_mkldnn_enabled()
+    with torch._dynamo.config.patch(allow_rnn=True):
+        _compile_matches(Tagger().eval(), *args)
+    assert made, "polyc did not compile the LSTM"
+    assert torch._C._get_mkldnn_enabled() == enabled
