@@ -362,6 +362,8 @@ class Schedule:
                  for i, a in enumerate(args)]
         shown += [f"{k}={repr(v) if k == 'names' else _describe(v)}" for k, v in kwargs.items()]
         what = f"{op}({', '.join(shown)})"
+        if checked and op in _INSIDE_LOOPS:
+            self._refuse_below_tensorize(what, args)
         try:
             result = fn(self, *args, **kwargs)
         except PolycError as e:
@@ -389,6 +391,34 @@ class Schedule:
             new.check(what)
         return new
 
+    def _refuse_below_tensorize(self, what: str, args) -> None:
+        """Raise :class:`ScheduleError` when a loop named in ``args`` is the
+        band a tensorize mark marks or a loop below it: the intrinsic's call
+        computes that subtree, so a step there would change nothing in the
+        generated code (it was accepted silently)."""
+        found = tensorize.marks(self.isl)
+        if not found:
+            return
+        for a in args:
+            if isinstance(a, (list, tuple)) and not (
+                    len(a) == 2 and all(isinstance(x, str) for x in a)):
+                specs = list(a)
+            else:
+                specs = [a]
+            for spec in specs:
+                try:
+                    lp = self.resolve(spec)
+                except (PolycError, TypeError, ValueError):
+                    continue                   # (not a loop: the step reports it)
+                for path, intrinsic, stmt, _ in found:
+                    if lp.path[:len(path)] == tuple(path):
+                        raise ScheduleError(
+                            f"{what}: loop {lp.name} is computed by the {intrinsic} call "
+                            f"of {stmt} (the tensorize mark at path {list(path)}), so this "
+                            "step would change nothing; transform the loops before "
+                            "tensorize (tile, then tensorize the point loops), or the "
+                            "loops above the mark")
+
     def with_reassociation(self, allow: bool = True) -> "Schedule":
         """This schedule with reduction reordering allowed (or not): reduction
         dependences (an update through its own accumulator) then only forbid
@@ -400,6 +430,14 @@ class Schedule:
                                               "args": [bool(allow)], "kwargs": {}},))
         new.check(f"with_reassociation({bool(allow)})")
         return new
+
+
+#: the steps that transform loops themselves (a distribute or fuse of a
+#: marked band moves statements in or out of the call: it is checked by the
+#: mark's own check instead)
+_INSIDE_LOOPS = frozenset({"tile", "split", "reorder", "interchange", "skew", "shift", "reverse",
+                           "parallel", "vectorize", "unroll", "unroll_and_jam",
+                           "isolate_full_tiles", "sink", "wavefront"})
 
 
 def _method(op: str):

@@ -328,3 +328,22 @@ def test_a_causal_products_recipe_replays_byte_identically():
     q, k, v = (rng.standard_normal((13, 5)).astype(np.float32) for _ in range(3))
     s = np.tril(q.astype(np.float64) @ k.T.astype(np.float64))
     np.testing.assert_allclose(again(q, k, v)[1], s @ v, rtol=1e-4, atol=1e-4)
+
+
+def test_steps_on_the_loops_a_call_computes_are_refused():
+    """The loops of a tensorized band are the call's: a tile or parallel
+    there changed nothing in the code and was accepted silently; the loops
+    above the mark still transform."""
+    bmm = ("def bmm(float(B, M, K) A, float(B, K, N) Bm) -> (C) "
+           "{ C(b, m, n) +=! A(b, m, k) * Bm(b, k, n) }")
+    s = polyc.compile(bmm).schedule
+    for step in (lambda s: s.parallel(("C", "m")), lambda s: s.unroll(("C", "k"), 2),
+                 lambda s: s.tile([("C", "m"), ("C", "n")], [8, 8])):
+        with pytest.raises(polyc.ScheduleError, match="computed by the gemm call of S0"):
+            step(s)
+    t = s.tile([("C", "b")], [2])
+    kern = compile_schedule(t)
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((5, 6, 7)), rng.standard_normal((5, 7, 3))
+    np.testing.assert_allclose(kern(a.astype(np.float32), b.astype(np.float32)), a @ b,
+                               rtol=1e-4, atol=1e-4)
