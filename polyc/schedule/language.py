@@ -130,8 +130,13 @@ class Schedule:
         :class:`ScheduleError`.
         """
         if isinstance(program, str):
-            from ..api import program as parse
-            program = parse(program)
+            from ..frontend import tc          # (not polyc.api: a later stage)
+            defs = tc.require_definitions(tc.parse(program)).defs
+            if len(defs) != 1:
+                raise ScheduleError(f"from_program: the source has {len(defs)} definitions "
+                                    f"({', '.join(d.name for d in defs)}); pass "
+                                    "polyc.program(source, name) of one")
+            program = tc.lower(defs[0], {}, source=program)
         elif not isinstance(program, Program) and isinstance(
                 getattr(program, "program", None), Program):
             program = program.program
