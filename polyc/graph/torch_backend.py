@@ -377,9 +377,19 @@ _PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,
                operator.floordiv, operator.mod, operator.neg, operator.truediv)
 
 
+#: symbolic-size functions of dynamic-shape graphs (``F.interpolate``'s output
+#: size ``trunc(sym_float(h) * 0.5)``) as the Python ones: a size in float
+#: arithmetic is specialised, a plan for each size
+_SYM_FUNCS = {torch.sym_float: float, torch.sym_int: int, torch.sym_max: max,
+              torch.sym_min: min, math.trunc: math.trunc, math.floor: math.floor,
+              math.ceil: math.ceil}
+
+
 def _lowering(target) -> Callable | None:
     if target in _PY_TARGETS or target is linear_nd:   # (linear_nd: torch_fold.py)
         return target
+    if target in _SYM_FUNCS:
+        return _SYM_FUNCS[target]
     packet = getattr(target, "overloadpacket", target)
     return LOWERINGS.get(packet)
 

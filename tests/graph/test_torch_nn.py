@@ -427,3 +427,31 @@ def test_lstm_module_with_allow_rnn(monkeypatch):
         _compile_matches(Tagger().eval(), *args)
     assert made, "polyc did not compile the LSTM"
     assert torch._C._get_mkldnn_enabled() == enabled
+
+
+def test_interpolate_with_changing_image_sizes():
+    """``F.interpolate(scale_factor=...)`` at a second image size: TorchDynamo's
+    dynamic graph computes the output size with ``sym_float`` and
+    ``math.trunc``, which the backend refused as operators polyc does not
+    lower (the second call failed); they are Python's float and trunc
+    (the size specialised, one plan per size)."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch._dynamo.reset()
+    torch.manual_seed(63)
+
+    class Up(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = nn.Conv2d(3, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = nn.functional.interpolate(self.c(x), scale_factor=1.5, mode="bilinear")
+            return nn.functional.interpolate(y, scale_factor=0.5, mode="nearest")
+
+    m = Up().eval()
+    with torch.no_grad():
+        c = torch.compile(m, backend="polyc")
+        for h in (6, 8, 10):
+            x = torch.randn(2, 3, h, h + 1)
+            np.testing.assert_allclose(c(x).numpy(), m(x).numpy(), rtol=1e-4, atol=1e-5)
