@@ -338,10 +338,14 @@ class _Lowering:
         # an integer x += v of a float v stores int(x + v) at every step, as
         # Python does: no reduction, whose terms would be summed first
         truncating = int_target and not self.exprs._int_valued(rhs)
+        # a half array's x += v rounds to half at every step, as numpy does
+        # (a reduction would add the terms in float32 and round once)
+        rounding = spec is not None and np.dtype(spec.dtype).name in ("float16", "bfloat16")
         ext = self._extremum(st.value, target, loops, int_target) if op == "=" else None
         if ext and lhs.tensor not in {a.tensor for a in E.accesses(ext[1])}:
             op, rhs, truncating = *ext, False
         if (op in ("+", "-", "*", "max", "min") and not truncating
+                and not (rounding and op in "+-*")
                 and lhs.tensor not in {a.tensor for a in E.accesses(rhs)}):
             # a reduction update (`acc += term`, the accumulator read nowhere
             # else in the statement): its terms may be reassociated, which

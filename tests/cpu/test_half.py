@@ -201,6 +201,41 @@ def test_a_loop_program_over_half_arrays():
     assert y.dtype == np.float16 and np.array_equal(y, want)
 
 
+@pytest.mark.parametrize("target", ["c", "cuda"])
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_an_in_place_half_sum_rounds_at_every_step_on_every_target(dt, target):
+    """``s[i] += A[i, j]`` on half arrays rounds to half at every step, as the
+    Python function does (3000 ones stop at 2048 in float16); the C backend
+    kept the sum in a float32 register (3000) while CUDA's row kernels
+    rounded.  A max update is order-free and stays a reduction."""
+    import ml_dtypes  # noqa: F401  (bfloat16's numpy dtype)
+    dtype = np.dtype(dt)
+
+    def rows(A, s, m):
+        for i in range(A.shape[0]):
+            for j in range(A.shape[1]):
+                s[i] += A[i, j]
+                m[i] = np.maximum(m[i], A[i, j])
+
+    def total(A, s):
+        for i in range(A.shape[0]):
+            s[0] += A[i] * 0.5
+
+    config = polyc.Config.from_env(target=target, emulate=target == "cuda")
+    a = np.ones((3, 3000), dtype) * np.array([[1], [0.1], [3]]).astype(dtype)
+    got = [np.zeros(3, dtype), np.full(3, -np.inf, dtype)]
+    want = [x.copy() for x in got]
+    polyc.kernel(rows, config=config)(a, *got)
+    rows(a, *want)
+    for g, w in zip(got, want):
+        assert np.array_equal(g, w), (g, w)
+    b = np.full(5000, 0.1, dtype)
+    got, want = np.zeros(1, dtype), np.zeros(1, dtype)
+    polyc.kernel(total, config=config)(b, got)
+    total(b, want)
+    assert np.array_equal(got, want), (got, want)
+
+
 def test_cli_dtype_options(capsys):
     from pathlib import Path
 
