@@ -21,6 +21,8 @@ uses them.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dis
 import functools
 import linecache
@@ -62,8 +64,27 @@ _SIZE_TOKEN = re.compile(r"\$(\d+)")
 _NUMPY = os.path.dirname(np.__file__)
 
 
+#: where the operation being traced was written, when the caller knows better
+#: than the stack (the model line of an ATen node: polyc.graph.torch_backend)
+_LOCATION: contextvars.ContextVar[Location | None] = contextvars.ContextVar(
+    "polyc_graph_location", default=None)
+
+
+@contextlib.contextmanager
+def located(loc: Location | None):
+    """Within the block, :func:`user_location` is ``loc`` (if not None)."""
+    token = _LOCATION.set(loc)
+    try:
+        yield
+    finally:
+        _LOCATION.reset(token)
+
+
 def user_location() -> Location:
-    """The innermost stack frame outside polyc.graph and numpy."""
+    """The innermost stack frame outside polyc.graph and numpy (or the
+    location set by :func:`located`)."""
+    if (loc := _LOCATION.get()) is not None:
+        return loc
     f = sys._getframe(1)
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)

@@ -60,9 +60,12 @@ def getitem(t: Tracer, key: Any) -> Tracer:
     return gather(t, k)
 
 
-def take(g, a, indices, axis=None, out=None, mode="raise") -> Tracer:
+def take(g, a, indices, axis=None, out=None, mode="raise", *,
+         negative: bool = True) -> Tracer:
     """``np.take``: ``a[..., indices, ...]`` along ``axis`` (None: of the
-    flattened array)."""
+    flattened array).  ``negative=False``: an index array from outside the
+    trace may not hold negative values (torch's ``embedding`` and
+    ``index_select``: an ``IndexBoundsError`` at the call, as torch raises)."""
     if out is not None or mode != "raise":
         loc = user_location()
         raise UnsupportedError(f"{loc}: np.take with out= or mode={mode!r} is not supported "
@@ -72,10 +75,10 @@ def take(g, a, indices, axis=None, out=None, mode="raise") -> Tracer:
         t, axis = views.reshape(t, (-1,)), 0
     ax = normalize_axis(int(axis), t.ndim)
     idx = indices if _is_array(indices) else np.asarray(indices)
-    return gather(t, tuple([slice(None)] * ax + [idx]))
+    return gather(t, tuple([slice(None)] * ax + [idx]), negative=negative)
 
 
-def take_along_axis(g, arr, indices, axis) -> Tracer:
+def take_along_axis(g, arr, indices, axis, *, negative: bool = True) -> Tracer:
     """``np.take_along_axis``: ``out[..., j, ...] = arr[..., indices[..., j,
     ...], ...]`` along ``axis`` (the other axes broadcast; ATen's
     ``gather``)."""
@@ -95,7 +98,7 @@ def take_along_axis(g, arr, indices, axis) -> Tracer:
     for d in range(t.ndim):            # a unit axis of arr broadcasts: index 0
         if d != ax and t._shape[d].value == 1 and shape[d].value != 1:
             coords[d] = "0"
-    _check_later(g, x, t._shape[ax], str(user_location()))
+    _check_later(g, x, t._shape[ax], str(user_location()), negative)
     elem = t.read(coords)
     return new_node(g, "gather", tuple(shape), t.dtype, [t, x], lambda name: [
         f"{lhs(name, its)} = {elem}{where_clause(its, shape)}"])
@@ -107,11 +110,12 @@ def _wrapped(v: str, size: str) -> str:
     return f"max(0, min({size} - 1, (({v}) < 0) ? ({v}) + {size} : ({v})))"
 
 
-def _check_later(g, x: Tracer, size: Size, where: str) -> None:
+def _check_later(g, x: Tracer, size: Size, where: str, negative: bool = True) -> None:
     """Record index array ``x`` for the per-call bounds check when it comes
-    from outside the trace (an argument or a captured array)."""
+    from outside the trace (an argument or a captured array); ``negative``:
+    whether numpy's indices from the end are allowed."""
     if x.node is not None and x.node.kind in ("arg", "captured"):
-        g.index_checks.append((x.node, size, where))
+        g.index_checks.append((x.node, size, where, negative))
 
 
 def _index_operand(g, k: Any) -> Tracer | Scalar:
@@ -122,9 +126,10 @@ def _index_operand(g, k: Any) -> Tracer | Scalar:
     return x
 
 
-def gather(t: Tracer, key: tuple) -> Tracer:
+def gather(t: Tracer, key: tuple, negative: bool = True) -> Tracer:
     """``t[key]`` for a ``key`` with integer arrays (see the module
-    docstring); ``None`` in such a key is not supported."""
+    docstring); ``None`` in such a key is not supported.  ``negative``: see
+    :func:`take`."""
     g = t._graph
     loc = user_location()
     if any(k is None for k in key):
@@ -171,7 +176,7 @@ def gather(t: Tracer, key: tuple) -> Tracer:
         v = broadcast_read(x, bits, np.dtype(np.int64), tuple(bshape))
         size = s_token(n)
         coords[d] = _wrapped(v, size)
-        _check_later(g, x, n, str(loc))
+        _check_later(g, x, n, str(loc), negative)
     elem = t.read(coords)
     reads = [t] + arrays
     return new_node(g, "gather", tuple(shape), t.dtype, reads, lambda name: [
@@ -182,14 +187,17 @@ def check_indices(checks, env: dict, extent) -> None:
     """Raise :class:`~polyc.errors.IndexBoundsError` where an index array of
     ``checks`` (``Graph.index_checks``) holds a value outside its axis at
     this call; ``extent(size)``: the axis's extent at this call."""
-    for node, size, where in checks:
+    for node, size, where, negative in checks:
         a = env.get(node.name)
         if a is None or not np.size(a):
             continue
         n = int(extent(size))
         lo, hi = int(np.min(a)), int(np.max(a))
-        bad = lo if lo < -n else hi if hi >= n else None
+        bad = lo if lo < (-n if negative else 0) else hi if hi >= n else None
         if bad is not None:
-            raise IndexBoundsError(f"{where}: index {bad} is out of bounds for an axis of "
-                                   f"size {n} (argument or captured array {node.name})")
+            raise IndexBoundsError(
+                f"{where}: index {bad} is out of bounds for an axis of size {n} (argument or "
+                f"captured array {node.name}"
+                + ("" if negative or bad >= 0 else "; indices from the end are not allowed "
+                   "here, as in torch's embedding, index_select and gather") + ")")
 

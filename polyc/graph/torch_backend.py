@@ -52,11 +52,11 @@ from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
 from . import torch_assign
 from . import torch_nn as nn_ops
-from .core import Tracer
+from .core import Tracer, located
 from .jit import Jitted
 from .sizes import SizeInt
 from .torch_fold import fold_leading_merges, linear_nd
-from .torch_values import _DTYPES
+from .torch_values import _DTYPES, model_location
 from .torch_values import axes as _axes
 from .torch_values import full as _full
 from .torch_values import full_like as _full_like
@@ -64,6 +64,7 @@ from .torch_values import is_int as _is_int
 from .torch_values import is_one as _is_one
 from .torch_values import np_dtype as _np_dtype
 from .torch_values import symbolic as _symbolic
+from .torch_values import take as _take
 from .torch_values import var as _var
 
 aten = torch.ops.aten
@@ -329,10 +330,10 @@ LOWERINGS: dict[Any, Callable] = {
     aten._transformer_encoder_layer_fwd: lambda *a, **k: nn_ops.transformer_encoder_layer(
         *a, **k, gelu=_gelu),
     # gathers (indices in bounds are checked at each call where they are inputs)
-    aten.embedding: lambda w, i, *rest: np.take(w, i, axis=0),
+    aten.embedding: lambda w, i, *rest: _take(w, i, 0),
     aten._embedding_bag: nn_ops.embedding_bag,
-    aten.index_select: lambda x, dim, i: np.take(x, i, axis=dim),
-    aten.gather: lambda x, dim, i, sparse_grad=False: np.take_along_axis(x, i, dim),
+    aten.index_select: lambda x, dim, i: _take(x, i, dim),
+    aten.gather: lambda x, dim, i, sparse_grad=False: _take(x, i, dim, along=True),
     aten.index: lambda x, idx: x[tuple(slice(None) if i is None else i for i in idx)],
     aten.roll: lambda x, shifts, dims=(): np.roll(x, tuple(shifts), tuple(dims) or None),
     aten.stack: lambda ts, dim=0: np.stack(list(ts), axis=dim),
@@ -461,8 +462,9 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                 if like is not None and getattr(node.target, "overloadpacket", None) in _LIKE:
                     kwargs["like"] = like
                 try:
-                    env[node] = _torch_dtype(_lowering(node.target)(*args_, **kwargs),
-                                             node.meta.get("val"))
+                    with located(model_location(node)):
+                        env[node] = _torch_dtype(_lowering(node.target)(*args_, **kwargs),
+                                                 node.meta.get("val"))
                 except PolycError as e:
                     raise type(e)(f"lowering {node.target}{_where_in_model(node)}: {e}") \
                         from None

@@ -96,3 +96,35 @@ def full_like(x, value, *, dtype=None, **kw):
     if isinstance(x, Tracer) and (dt or x.dtype) == np.bool_:     # a mask, as a comparison
         return np.full_like(x, 1 if value else 0, dtype=np.int32) != 0
     return np.full_like(x, value, dtype=dt)
+
+
+def take(x, i, dim: int, along: bool = False):
+    """``aten.embedding`` / ``index_select`` (``np.take``) and ``gather``
+    (``np.take_along_axis``, ``along``) with torch's indices: a negative
+    index is an error (numpy counts it from the end), checked at each call
+    where the indices come from outside the model
+    (:class:`~polyc.errors.IndexBoundsError`)."""
+    from . import gather
+    traced = next((a for a in (x, i) if isinstance(a, Tracer)), None)
+    if traced is None:
+        return np.take_along_axis(x, i, dim) if along else np.take(x, i, axis=dim)
+    if along:
+        return gather.take_along_axis(traced._graph, x, i, dim, negative=False)
+    return gather.take(traced._graph, x, i, axis=dim, negative=False)
+
+
+def model_location(node):
+    """The :class:`~polyc.graph.core.Location` of the model code that made
+    the ATen ``node`` (its innermost frame in ``node.meta["stack_trace"]``),
+    or ``None``: what errors and ``explain`` name instead of torch's
+    internals."""
+    import re
+
+    from .core import Location
+    lines = (node.meta.get("stack_trace") or "").rstrip().splitlines()
+    for k in range(len(lines) - 1, -1, -1):
+        m = re.match(r'\s*File "(.*)", line (\d+)', lines[k])
+        if m:
+            code = lines[k + 1].strip() if k + 1 < len(lines) else ""
+            return Location(m.group(1), int(m.group(2)), code)
+    return None

@@ -553,3 +553,41 @@ def test_tensors_made_of_symbolic_sizes_share_one_trace(monkeypatch, model, shap
             assert_close(c(x).numpy(), m(x).numpy(), reduction_length=16)
     assert len(made) == 2                      # static, then dynamic
     assert sum(len(v) for v in made[-1].jitted._plans.values()) == 1
+
+
+def test_negative_indices_of_torch_gathers_raise_at_the_model_line():
+    """torch raises for a negative index of ``embedding``/``index_select``/
+    ``gather``; polyc counted it from the end, as numpy does, and returned
+    values.  The IndexBoundsError names the model's line where the graph
+    records it (not torch's internals)."""
+    from polyc.errors import IndexBoundsError
+
+    class Pick(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(10, 4))
+
+        def forward(self, i, j):
+            rows = torch.index_select(self.w, 0, i) * 2
+            return rows + torch.gather(self.w[:3], 1, j).sum()
+
+    m = Pick().eval()
+    emb = torch.nn.Embedding(10, 4).eval()
+    with torch.no_grad():
+        c, ce = torch.compile(m, backend="polyc"), torch.compile(emb, backend="polyc")
+        i, j = torch.tensor([1, 9, 0]), torch.tensor([[0, 3], [1, 2], [3, 3]])
+        assert_close(c(i, j).numpy(), m(i, j).numpy())
+        assert_close(ce(i[None]).numpy(), emb(i[None]).numpy())
+        for bad_i, bad_j in ((torch.tensor([1, -2, 0]), j), (i, torch.tensor([[0, -1]] * 3))):
+            with pytest.raises(IndexBoundsError, match="indices from the end are not allowed") \
+                    as err:
+                c(bad_i, bad_j)
+            assert "test_torch.py" in str(err.value), err.value
+        with pytest.raises(IndexBoundsError, match="index -1 is out of bounds"):
+            ce(torch.tensor([[1, -1]]))
+        with pytest.raises(IndexBoundsError, match="index 10 is out of bounds"):
+            ce(torch.tensor([[1, 10]]))
+    # numpy's gathers still count a negative index from the end
+    x = np.arange(20.0).reshape(5, 4)
+    np.testing.assert_array_equal(polyc.jit(lambda x, k: x[k])(x, np.array([-1, 2])),
+                                  x[[-1, 2]])
