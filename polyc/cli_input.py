@@ -16,16 +16,22 @@ class UsageError(PolycError):
     """A bad command line (sizes, file, definition name)."""
 
 
-def seed_arg(text: str) -> int:
-    """argparse type of ``--seed``: an integer >= 0 (numpy's generators
-    refuse negative seeds)."""
-    try:
-        seed = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if seed < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {seed}")
-    return seed
+def int_at_least(low: int):
+    """An argparse type: an integer ``>= low``, else argparse's usage error
+    (``must be >= 1, got 0``)."""
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if n < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {n}")
+        return n
+    return parse
+
+
+#: argparse type of ``--seed`` (numpy's generators refuse negative seeds)
+seed_arg = int_at_least(0)
 
 
 def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cli_input import UsageError, _load, _parse_sizes, seed_arg
+from ..cli_input import UsageError, _load, _parse_sizes, int_at_least, seed_arg
 
 
 def add_parser(sub) -> None:
@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--dry-run", action="store_true",
                    help="print the ranked candidates and the pruning; compile nothing")
-    p.add_argument("--count", type=_count_arg, default=20, help="with --dry-run: how many")
+    p.add_argument("--count", type=int_at_least(1), default=20, help="with --dry-run: how many")
     p.add_argument("--explain", action="store_true",
                    help="say why each pruned candidate was pruned")
     p.add_argument("--show", action="store_true", help="list the tuning database")
@@ -53,18 +53,6 @@ def add_parser(sub) -> None:
     p.add_argument("--import", dest="import_", metavar="FILE",
                    help="add FILE's records to the database")
     p.set_defaults(func=cmd_tune)
-
-
-def _count_arg(text: str) -> int:
-    """argparse type of ``--count``: an integer >= 1 (0 or less listed nothing)."""
-    import argparse
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {n}")
-    return n
 
 
 def cmd_tune(args) -> int:
