@@ -136,11 +136,10 @@ def asarray(name: str, copy_default: bool) -> Callable:
         if args or kw or ndmin:
             raise _refuse(f"np.{name} with these arguments is not supported in traced code")
         obj = _nested(g, obj)
-        if isinstance(obj, Tracer):
-            from .numpy_api import astype
+        if isinstance(obj, Tracer):          # (Tracer.astype: polyc.graph.numpy_api)
             if dtype is not None and np.dtype(dtype) != obj.dtype:
-                return astype(obj, dtype)
-            return astype(obj, obj.dtype, copy=True) if (copy or copy_default and copy is None) \
+                return obj.astype(dtype)
+            return obj.astype(obj.dtype, copy=True) if (copy or copy_default and copy is None) \
                 else obj
         value = np.array(obj, dtype=dtype)
         ops.check_dtype(value.dtype, f"np.{name}'s value")
