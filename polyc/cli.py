@@ -64,7 +64,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli_input import UsageError, _load, _load_python, _parse_sizes, _select_def, seed_arg  # noqa: F401
+from .cli_input import (  # noqa: F401
+    UsageError,
+    _load,
+    _load_python,
+    _parse_shapes,
+    _parse_sizes,
+    _select_def,
+    seed_arg,
+)
 from .errors import PolycError
 
 
@@ -400,23 +408,6 @@ def cmd_explain(args) -> int:
                   f"{drawn['points']} points, {drawn['arrows']} dependence arrows, "
                   f"{drawn['tiles']} tile(s))")
     return 0
-
-
-def _parse_shapes(text: str) -> list[tuple[int, ...]]:
-    shapes = []
-    for item in text.split(","):
-        item = item.strip()
-        if item in ("", "()", "scalar"):
-            shapes.append(())
-            continue
-        try:
-            shape = tuple(int(x) for x in item.lower().split("x"))
-        except ValueError:
-            raise UsageError(f"--shapes: expected e.g. 128x64,64x32, got {item!r}") from None
-        if any(x < 0 for x in shape):
-            raise UsageError(f"--shapes: extents must be >= 0, got {item!r}")
-        shapes.append(shape)
-    return shapes
 
 
 def cmd_einsum(args) -> int:

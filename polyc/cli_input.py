@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 from pathlib import Path
 
 from .errors import PolycError
@@ -55,6 +56,31 @@ def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:
         if out[name] > 2**63 - 1:
             raise UsageError(f"{option}: {name}={out[name]} does not fit in 64 bits")
     return out
+
+
+def _parse_shapes(text: str) -> list[tuple[int, ...]]:
+    """``--shapes 128x64,64x32`` (``()`` or an empty item: a scalar).  A shape
+    whose bytes (at 8 per element) pass the 64-bit address space is a usage
+    error: numpy's "array is too big" / "Maximum allowed dimension exceeded"
+    came out as an internal error."""
+    shapes = []
+    for item in text.split(","):
+        item = item.strip()
+        if item in ("", "()", "scalar"):
+            shapes.append(())
+            continue
+        try:
+            shape = tuple(int(x) for x in item.lower().split("x"))
+        except ValueError:
+            raise UsageError(f"--shapes: expected e.g. 128x64,64x32, got {item!r}") from None
+        if any(x < 0 for x in shape):
+            raise UsageError(f"--shapes: extents must be >= 0, got {item!r}")
+        big = math.prod(max(x, 1) for x in shape)      # numpy refuses it even with a 0
+        if big * 8 > 2**63 - 1:
+            raise UsageError(f"--shapes: {item} has {big:.3g} elements, more "
+                             "than a 64-bit machine can address; use smaller shapes")
+        shapes.append(shape)
+    return shapes
 
 
 def _select_def(module, name: str | None):

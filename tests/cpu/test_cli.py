@@ -324,6 +324,22 @@ def test_einsum_negative_extent_is_a_usage_error(capsys):
     assert "--shapes" in err and "3x-4" in err
 
 
+
+@pytest.mark.parametrize("shape", ["99999999999x99999999999", "0x99999999999x99999999999",
+                                   "99999999999999999999999x2"])
+def test_einsum_shapes_past_the_address_space_are_a_usage_error(capsys, shape):
+    # numpy's "array is too big" / "Maximum allowed dimension exceeded"
+    # ValueError allocating the operands was reported as an internal error
+    rc, out, err = run_main(capsys, ["einsum", "ijk->" if shape.count("x") == 2 else "ij->",
+                                     "--shapes", shape])
+    assert_user_error(rc, out, err)
+    assert "--shapes" in err and shape in err
+
+
+def test_einsum_zero_extent_shapes_match_numpy(capsys):
+    rc, out, err = run_main(capsys, ["einsum", "ijk->", "--shapes", "0x4x5", "--check"])
+    assert rc == 0 and "ok" in out, (out, err)
+
 # --- real processes: exit statuses -------------------------------------------------
 
 def polyc_cmd() -> list[str]:
