@@ -310,7 +310,7 @@ def _like(value):
 def _reduction(kind: str):
     def run(g, a, axis=None, dtype=None, out=None, keepdims=False, ddof=0, **kw):
         if out is not None:
-            raise UnsupportedError("out= is not supported in traced code")
+            raise UnsupportedError(f"{user_location()}: np.{kind} with out= is not supported")
         if kind in ("var", "std") and kw.get("correction") is not None:
             if ddof:
                 raise ValueError("ddof and correction can't be provided simultaneously.")
@@ -365,7 +365,7 @@ def _at_least_2d(t: Tracer) -> Tracer:
 def _outer(g, a, b, out=None):
     """``np.outer``: both operands flattened, their products ``a[i] * b[j]``."""
     if out is not None:
-        raise UnsupportedError("out= is not supported in traced code")
+        raise UnsupportedError(f"{user_location()}: np.outer with out= is not supported")
     a = views.reshape(operand(g, a), (-1, 1))
     b = views.reshape(operand(g, b), (1, -1))
     return UFUNCS["multiply"](g, a, b)

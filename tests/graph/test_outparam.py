@@ -78,3 +78,20 @@ def test_fill_conj_real_imag_nbytes(dtype):
     ``real``/``imag``, ``nbytes``/``itemsize``: were refused as ndarray
     methods polyc does not trace."""
     check(_array_methods, rand((3, 5), dtype, 6), reduction_length=15)
+
+
+def _reduce_into(a):
+    y = a * 1
+    np.sum(a, axis=0, out=y[0])
+    return y
+
+
+@pytest.mark.parametrize("fn, name", [
+    (_reduce_into, "np.sum"),
+    (lambda a: a.max(axis=0, out=(a * 1)[0]), "np.max"),
+    (lambda a: np.outer(a[0], a[0], out=np.zeros_like(a, shape=(5, 5))), "np.outer")])
+def test_reductions_refuse_out_at_the_users_line(fn, name):
+    """A reduction's (and ``np.outer``'s) ``out=`` refusal named neither the
+    function nor the user's line, unlike every other refusal of ``out=``."""
+    with pytest.raises(UnsupportedError, match=rf"test_outparam.py:\d+: {name} with out= "):
+        polyc.jit(fn)(rand((3, 5), F64, 2))
