@@ -291,12 +291,19 @@ class _Session:
         return sorted(scored, key=lambda x: x[0])
 
     def cost(self, k: space.Knobs) -> float:
+        """The model's time of ``k`` summed over the sizes; ``inf`` for a
+        start with no tunable band (the source order of a single loop):
+        the model costs only the statements of tuned bands, so such a
+        candidate would cost 0 and rank first; it is listed unscored, last."""
+        if not any(self.infos[k.start]):
+            return math.inf
         return sum(model.cost(k, infos) for infos in self.infos[k.start])
 
     def legal(self, ranked, want: int, share: float = 1.0) -> list[Trial]:
         """The first ``want`` legal, distinct candidates of ``ranked``, as
         many as are found within ``share`` of the budget's seconds."""
-        return self._admit(((Trial(k.label(), k.to_json(), None, score),
+        return self._admit(((Trial(k.label(), k.to_json(), None,
+                                   None if math.isinf(score) else score),
                              lambda k=k: space.build(self.program, k, self.infos[k.start][0],
                                                      base=self.bases[k.start]))
                             for score, k in ranked), want, share)
