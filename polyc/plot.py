@@ -33,6 +33,7 @@ What is drawn (one, two or three axes, one per loop):
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -106,6 +107,7 @@ def draw(target, *, sizes: dict | None = None, statement=None, band=None,
     fmt = _format(path)
     if color not in ("order", "wavefront"):
         raise PlotError(f"color={color!r}: choose 'order' or 'wavefront'")
+    _check_size(dpi, figsize)
     figure_class, canvas_class = _matplotlib()
     pic = target if isinstance(target, Picture) else picture(
         target, sizes=sizes, statement=statement, band=band, fix=fix, witness=witness)
@@ -134,6 +136,24 @@ def draw(target, *, sizes: dict | None = None, statement=None, band=None,
         log.info("wrote %s (%d points, %d arrows, %d tiles)", path, len(pic.points),
                  len(pic.arrows), len(pic.tiles))
     return fig
+
+
+def _check_size(dpi, figsize) -> None:
+    """A :class:`PlotError` for a ``dpi`` or ``figsize`` matplotlib refuses
+    with a bare ValueError (``dpi must be positive``, ``Image size of ...
+    pixels is too large``) or a MemoryError (the layout measures text on a
+    raster canvas, an SVG's too): positive, finite, under 2**16 pixels a side."""
+    try:
+        w, h = (float(x) for x in figsize)
+        ok = all(math.isfinite(v) and v > 0 for v in (float(dpi), w, h))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise PlotError(f"dpi={dpi!r}, figsize={figsize!r}: the resolution and the two "
+                        "sides (inches) must be positive finite numbers")
+    if max(w, h) * dpi >= 2**16:
+        raise PlotError(f"dpi={dpi!r}: a figure of {w * dpi:.0f} by {h * dpi:.0f} pixels; "
+                        f"matplotlib draws under {2**16} a side: use a smaller dpi")
 
 
 # ----------------------------------------------------------------- geometry

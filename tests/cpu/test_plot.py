@@ -110,6 +110,26 @@ def test_unknown_suffix_is_refused(tmp_path):
         polyc.plot.draw(source(MV), sizes={"N": 5, "K": 4}, path=tmp_path / "x.jpg")
 
 
+
+@pytest.mark.parametrize("dpi, figsize, suffix", [(-5, (6.4, 4.8), "png"), (0, (6.4, 4.8), "svg"),
+                                                  (float("nan"), (6.4, 4.8), "png"),
+                                                  (100, (0, 4), "png"), (1e6, (6.4, 4.8), "svg"),
+                                                  (1e6, (6.4, 4.8), "png")])
+def test_a_bad_dpi_or_figsize_is_a_plot_error(tmp_path, capsys, dpi, figsize, suffix):
+    # matplotlib's bare ValueError (dpi must be positive, Image size ... too
+    # large) or MemoryError came out: polyc explain --plot --dpi -5 was an
+    # internal error, --dpi 1e6 with an .svg "out of memory ... --sizes"
+    with pytest.raises(PlotError, match="dpi="):
+        polyc.plot.draw(source(MV), sizes={"N": 5, "K": 4}, dpi=dpi, figsize=figsize,
+                        path=tmp_path / f"x.{suffix}")
+    from polyc.cli import main
+    tc = tmp_path / "mv.tc"
+    tc.write_text(MV)
+    if figsize == (6.4, 4.8):
+        assert main(["explain", str(tc), "--sizes", "N=5,K=4", "--plot",
+                     str(tmp_path / f"x.{suffix}"), "--dpi", str(dpi)]) == 2
+        assert "polyc: error: dpi=" in capsys.readouterr().err
+
 # ----------------------------------------------------------------- points and arrows
 
 def test_points_and_reduction_arrows_of_a_matrix_vector_product():
