@@ -4,8 +4,10 @@ a lookup table, a piecewise-linear activation (``np.interp(x, [0, 0.5, 1],
 
 The points ``xp`` and values ``fp`` must be numbers known while tracing
 (lists, numpy arrays, at most :data:`MAX_POINTS`); the traced ``x`` is
-read once per element, and each element picks its segment by a chain of
-comparisons (numpy's binary search gives the same segment) and computes
+read once per element, and each element picks its segment by a binary
+search unrolled into nested comparisons (numpy's binary search gives the
+same segment; a chain of one comparison per point nested too deeply for
+polyc's parser from about 128 points) and computes
 numpy's value in float64: ``NaN`` stays ``NaN`` (with one sample point
 it gets ``fp[0]``, as numpy's), below ``xp[0]`` is
 ``left`` (``fp[0]``), above ``xp[-1]`` is ``right`` (``fp[-1]``), a sample
@@ -79,11 +81,17 @@ def interp(g, x, xp, fp, left=None, right=None, period=None) -> Tracer:
         if n == 1:              # (numpy's one-point rule: a NaN gets fp[0] too)
             return f"(({v} < {c[0]}) ? {literal(lo, _F64)} : (({v} > {c[0]}) ? " \
                    f"{literal(hi, _F64)} : {f[0]}))"
-        out = f"(({v} > {c[-1]}) ? {literal(hi, _F64)} : {f[-1]})"
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for j in range(n - 2, -1, -1):
+        def seg(j):             # segment j, or above the last point for j = n - 1
+            if j == n - 1:
+                return f"(({v} > {c[-1]}) ? {literal(hi, _F64)} : {f[-1]})"
+            with np.errstate(divide="ignore", invalid="ignore"):
                 slope = literal((py[j + 1] - py[j]) / (px[j + 1] - px[j]), _F64)
-                seg = f"(({v} == {c[j]}) ? {f[j]} : ({slope} * ({v} - {c[j]}) + {f[j]}))"
-                out = f"(({v} < {c[j + 1]}) ? {seg} : {out})"
-        return f"(({v} != {v}) ? {v} : (({v} < {c[0]}) ? {literal(lo, _F64)} : {out}))"
+            return f"(({v} == {c[j]}) ? {f[j]} : ({slope} * ({v} - {c[j]}) + {f[j]}))"
+
+        def pick(a, b):         # the first j in [a, b] with v < xp[j + 1], else b
+            if a == b:
+                return seg(a)
+            m = (a + b) // 2
+            return f"(({v} < {c[m + 1]}) ? {pick(a, m)} : {pick(m + 1, b)})"
+        return f"(({v} != {v}) ? {v} : (({v} < {c[0]}) ? {literal(lo, _F64)} : {pick(0, n - 1)}))"
     return elementwise(g, "interp", text, [t], _F64, compute_dtype=_F64)

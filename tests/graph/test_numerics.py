@@ -132,3 +132,19 @@ def test_interp_at_constant_points_is_numpys(dtype):
         np.testing.assert_array_equal(g, w)
     with pytest.raises(UnsupportedError, match="traced xp"):
         polyc.jit(lambda a, p: np.interp(a, p, p))(x[0], np.array([0.0, 1.0]))
+
+
+def test_interp_at_the_most_points_compiles():
+    """``np.interp`` at 256 points (the documented limit): the chain of one
+    comparison per point nested deeper than polyc's parser allows (a
+    ParseError from about 128 points); the segment is now found by an
+    unrolled binary search."""
+    xp = np.sort(np.random.default_rng(22).random(256))
+    xp[10] = xp[11]                                  # a repeated point
+    fp = np.cos(7 * xp)
+    x = np.random.default_rng(23).random((5, 9)) * 1.2 - 0.1
+    x[0, :4] = [xp[0], xp[10], xp[-1], np.nan]
+    fn = lambda a: np.interp(a, xp, fp, left=-2.0)  # noqa: E731
+    np.testing.assert_array_equal(polyc.jit(fn)(x), fn(x))
+    with pytest.raises(UnsupportedError, match="more than 256 sample points"):
+        polyc.jit(lambda a: np.interp(a, np.arange(257.0), np.arange(257.0)))(x)
