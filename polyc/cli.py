@@ -316,6 +316,9 @@ def _explain_graph(args) -> int:
     fn = getattr(module, args.def_name, None)
     if fn is None:
         raise UsageError(f"{path} defines no {args.def_name}")
+    if not callable(fn):
+        raise UsageError(f"{args.def_name} in {path} is a {type(fn).__name__}, not a "
+                         "function: --def names the numpy function to trace")
     if not isinstance(fn, Jitted):
         fn = jit(fn)
     from .ir import numpy_dtype

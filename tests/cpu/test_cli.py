@@ -409,6 +409,8 @@ def branchy(x):
     if x.sum() > 0:
         return x
     return -x
+
+SCALE = 2.0
 """
 
 
@@ -430,6 +432,10 @@ def test_explain_numpy_function_plan(capsys, tmp_path):
     rc, _, err = run_main(capsys, ["explain", str(path), "--def", "softmax",
                                    "--shapes", "4x4,4x4"])
     assert rc == 2 and "2 array(s) for softmax(x)" in err and "internal error" not in err
+    # --def naming a module constant: inspect's TypeError was an internal error
+    rc, out, err = run_main(capsys, ["explain", str(path), "--def", "SCALE", "--shapes", "4"])
+    assert_user_error(rc, out, err)
+    assert "SCALE" in err and "not a function" in err
 
 
 def test_sizes_given_twice_or_unknown_to_a_loop_program_are_usage_errors(capsys, tcfile,
