@@ -60,6 +60,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -71,6 +72,7 @@ from .cli_input import (  # noqa: F401
     _parse_shapes,
     _parse_sizes,
     _select_def,
+    _show_warning,
     seed_arg,
 )
 from .errors import PolycError
@@ -568,7 +570,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            return args.func(args)
     except PolycError as e:
         print(f"polyc: error: {e}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import sys
 from pathlib import Path
 
 from .errors import PolycError
@@ -33,6 +34,15 @@ def int_at_least(low: int):
 
 #: argparse type of ``--seed`` (numpy's generators refuse negative seeds)
 seed_arg = int_at_least(0)
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr (``polyc: warning: ...``), without the
+    library's file and source line (a skipped database line or an unusable
+    cache directory is the user's business, not polyc's code)."""
+    text = str(message)
+    text = text[len("polyc: "):] if text.startswith("polyc: ") else text
+    print(f"polyc: warning: {text}", file=sys.stderr)
 
 
 def _parse_sizes(text: str | None, option: str = "--sizes") -> dict[str, int]:

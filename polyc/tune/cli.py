@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..cli_input import UsageError, _load, _parse_sizes, int_at_least, seed_arg
+from ..cli_input import UsageError, _load, _parse_sizes, _show_warning, int_at_least, seed_arg
 
 
 def add_parser(sub) -> None:
@@ -60,13 +60,6 @@ def cmd_tune(args) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         return _cmd_tune(args)
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A warning as one line on stderr (``polyc: warning: ...``), without the
-    library's file and source line (a skipped database line is the user's
-    business, not polyc's code)."""
-    print(f"polyc: warning: {message}", file=sys.stderr)
 
 
 def _cmd_tune(args) -> int:

@@ -340,6 +340,21 @@ def test_einsum_zero_extent_shapes_match_numpy(capsys):
     rc, out, err = run_main(capsys, ["einsum", "ijk->", "--shapes", "0x4x5", "--check"])
     assert rc == 0 and "ok" in out, (out, err)
 
+
+def test_a_warning_is_one_polyc_line_on_every_command(capsys, tcfile, tmp_path, monkeypatch):
+    # polyc run with POLYC_CACHE_DIR naming a file printed Python's warning
+    # format: "/.../polyc/pipeline.py:268: CacheWarning: polyc: ..." and the
+    # library's source line (only polyc tune had the one-line form)
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    monkeypatch.setenv("POLYC_CACHE_DIR", str(blocker))
+    # a program of its own: no earlier test's kernel in memory, so the cache is consulted
+    src = "def warned_once(float(N) A) -> (B) { B(i) = A(i) * 3.0 }\n"
+    rc, out, err = run_main(capsys, ["run", tcfile(src), "--sizes", "N=5", "--check"])
+    assert rc == 0 and "ok" in out, (out, err)
+    assert err.startswith("polyc: warning: cache directory"), err
+    assert "pipeline.py" not in err and "CacheWarning" not in err and len(err.splitlines()) == 1
+
 # --- real processes: exit statuses -------------------------------------------------
 
 def polyc_cmd() -> list[str]:
