@@ -67,6 +67,7 @@ import numpy as np
 
 from .cli_input import (  # noqa: F401
     UsageError,
+    _arrow_subscripts,
     _load,
     _load_python,
     _parse_shapes,
@@ -427,7 +428,7 @@ def cmd_einsum(args) -> int:
     t0 = time.perf_counter()
     got = einsum(args.subscripts, *ops, config=config)
     compile_s = time.perf_counter() - t0
-    report: dict = {"subscripts": args.subscripts, "shapes": [list(s) for s in shapes],
+    report: dict = {"subscripts": args.subscripts.strip(), "shapes": [list(s) for s in shapes],
                     "def": "einsum", "sizes": {}, "threads": _threads(),
                     "compile_s": compile_s}
     status = 0
@@ -568,7 +569,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_arrow_subscripts(argv))
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning

@@ -36,6 +36,17 @@ def int_at_least(low: int):
 seed_arg = int_at_least(0)
 
 
+def _arrow_subscripts(argv: list[str] | None) -> list[str]:
+    """``polyc einsum '->' --shapes ...`` (a scalar's subscripts): argparse
+    takes a word starting with ``-`` for an option, so ``->`` was "the
+    following arguments are required: subscripts".  No option starts with
+    ``->``: such a word gets a leading space, which einsum ignores."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["einsum"]:
+        argv = [" " + a if a.startswith("->") else a for a in argv]
+    return argv
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning as one line on stderr (``polyc: warning: ...``), without the
     library's file and source line (a skipped database line or an unusable

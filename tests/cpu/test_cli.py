@@ -355,6 +355,17 @@ def test_a_warning_is_one_polyc_line_on_every_command(capsys, tcfile, tmp_path, 
     assert err.startswith("polyc: warning: cache directory"), err
     assert "pipeline.py" not in err and "CacheWarning" not in err and len(err.splitlines()) == 1
 
+
+@pytest.mark.parametrize("subscripts, shapes", [("->", "()"), ("->...", "()"), ("->", "")])
+def test_einsum_subscripts_starting_with_an_arrow(capsys, subscripts, shapes):
+    # argparse took '->' (a scalar's subscripts) for an option: "the
+    # following arguments are required: subscripts"
+    rc, out, err = run_main(capsys, ["einsum", subscripts, "--shapes", shapes, "--check",
+                                     "--json"])
+    assert rc == 0, (out, err)
+    report = json.loads(out)
+    assert report["subscripts"] == subscripts and report["check"]["passed"]
+
 # --- real processes: exit statuses -------------------------------------------------
 
 def polyc_cmd() -> list[str]:
