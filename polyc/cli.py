@@ -68,6 +68,7 @@ import numpy as np
 from .cli_input import (  # noqa: F401
     UsageError,
     _arrow_subscripts,
+    _check_plot_options,
     _load,
     _load_python,
     _parse_shapes,
@@ -369,9 +370,8 @@ def _plot(args, schedule, sizes: dict) -> dict:
 
 def cmd_explain(args) -> int:
     from .schedule.explain import explain
+    _check_plot_options(args)
     if getattr(args, "shapes", None):
-        if args.plot:
-            raise UsageError("--plot draws a .tc or @polyc.kernel program, not a fusion plan")
         return _explain_graph(args)
     program, sizes = _load(args)
     config = _config(args)

@@ -47,6 +47,22 @@ def _arrow_subscripts(argv: list[str] | None) -> list[str]:
     return argv
 
 
+def _check_plot_options(args) -> None:
+    """``polyc explain``: ``--plot`` with ``--shapes`` (a fusion plan) is
+    refused, and so are the picture's options without ``--plot``, which were
+    silently ignored (``--statement S0`` drew nothing and said nothing)."""
+    if getattr(args, "shapes", None) and args.plot:
+        raise UsageError("--plot draws a .tc or @polyc.kernel program, not a fusion plan")
+    if args.plot:
+        return
+    given = [f"--{name}" for name in ("statement", "band", "fix")
+             if getattr(args, name) is not None]
+    given += ["--color"] * (args.color != "order") + ["--dpi"] * (args.dpi != 100)
+    if given:
+        raise UsageError(f"{', '.join(given)}: options of the picture; add --plot OUT.png "
+                         "(or drop them)")
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning as one line on stderr (``polyc: warning: ...``), without the
     library's file and source line (a skipped database line or an unusable

@@ -418,6 +418,19 @@ def test_importing_polyc_plot_does_not_import_matplotlib():
 
 # ----------------------------------------------------------------- CLI and docs
 
+@pytest.mark.parametrize("options", [["--statement", "S0"], ["--dpi", "50"], ["--band", "y.i"],
+                                     ["--fix", "i=0", "--color", "wavefront"]])
+def test_cli_picture_options_without_plot_are_a_usage_error(tmp_path, capsys, options):
+    # they were silently ignored: the explanation printed, no picture, no word
+    from polyc.cli import main
+    tc = tmp_path / "mv.tc"
+    tc.write_text(MV + "\n")
+    assert main(["explain", str(tc), "--sizes", "N=8,K=6", *options]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("polyc: error: " + options[0]) and "add --plot OUT.png" in err
+    assert main(["explain", str(tc), "--sizes", "N=8,K=6", "--dpi", "100"]) == 0
+
+
 def test_cli_explain_plot(tmp_path, capsys):
     from polyc.cli import main
     tc = tmp_path / "mv.tc"
