@@ -69,6 +69,8 @@ from .cli_input import (  # noqa: F401
     UsageError,
     _arrow_subscripts,
     _check_plot_options,
+    _checked_gpu,
+    _gpu_overrides,
     _load,
     _load_python,
     _parse_shapes,
@@ -121,18 +123,8 @@ def _config(args):
             flag = "--" + dest.replace("_", "-")
             raise UsageError(f"{flag}: this polyc has no Config.{name}")
         overrides[name] = value if dest in ("fusion", "row_block", "triangle_rows") else False
-    if getattr(args, "target", None):
-        overrides["target"] = args.target
-    if getattr(args, "emulate", False):
-        overrides["target"] = "cuda"
-        overrides["emulate"] = True
-    if getattr(args, "gpu_block", None):
-        try:
-            overrides["gpu_block"] = tuple(int(x) for x in args.gpu_block.split(","))
-        except ValueError:
-            raise UsageError(f"--gpu-block: expected thread counts such as 8,32, got "
-                             f"{args.gpu_block!r}") from None
-    return Config.from_env(**overrides)
+    overrides.update(_gpu_overrides(args))
+    return _checked_gpu(Config.from_env(**overrides), args)
 
 
 def _gpu_lowered(program, config, user):

@@ -63,6 +63,37 @@ def _check_plot_options(args) -> None:
                          "(or drop them)")
 
 
+def _gpu_overrides(args) -> dict:
+    """The Config fields of ``--target``, ``--emulate`` (the CUDA target, on
+    the CPU emulator) and ``--gpu-block``.  ``--target c --emulate`` is
+    refused: it ran the CUDA emulation, the --target silently overridden."""
+    out: dict = {}
+    target = getattr(args, "target", None)
+    if target:
+        out["target"] = target
+    if getattr(args, "emulate", False):
+        if target == "c":
+            raise UsageError("--emulate runs the CUDA target on the CPU; it contradicts "
+                             "--target c (drop one)")
+        out.update(target="cuda", emulate=True)
+    if getattr(args, "gpu_block", None):
+        try:
+            out["gpu_block"] = tuple(int(x) for x in args.gpu_block.split(","))
+        except ValueError:
+            raise UsageError(f"--gpu-block: expected thread counts such as 8,32, got "
+                             f"{args.gpu_block!r}") from None
+    return out
+
+
+def _checked_gpu(config, args):
+    """``config``, unless ``--gpu-block`` was given for the C target, where it
+    was silently ignored."""
+    if getattr(args, "gpu_block", None) and config.target != "cuda":
+        raise UsageError("--gpu-block sizes the CUDA target's thread blocks; add "
+                         "--target cuda (or --emulate), or drop it")
+    return config
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning as one line on stderr (``polyc: warning: ...``), without the
     library's file and source line (a skipped database line or an unusable

@@ -60,6 +60,16 @@ def test_usage_errors(mm_file, capsys):
     assert "--gpu-block" in capsys.readouterr().err
     assert main(["run", mm_file, "--emulate", "--gpu-block", "64,64"]) == 2
     assert "1024" in capsys.readouterr().err
+    # contradictory flags were silently resolved: --target c --emulate ran the
+    # CUDA emulation, --gpu-block on the C target was ignored
+    assert main(["run", mm_file, "--target", "c", "--emulate", "--check"]) == 2
+    assert "contradicts --target c" in capsys.readouterr().err
+    for argv in (["run", mm_file, "--gpu-block", "8,8"],
+                 ["compile", mm_file, "--target", "c", "--gpu-block", "8,8"],
+                 ["einsum", "ij,jk->ik", "--shapes", "3x4,4x5", "--gpu-block", "4,4"]):
+        assert main(argv) == 2
+        assert "--gpu-block sizes the CUDA target" in capsys.readouterr().err
+    assert main(["run", mm_file, "--emulate", "--gpu-block", "4,4", "--check"]) == 0
 
 
 def test_a_half_matmul_runs_on_emulated_tensor_cores_from_the_cli(mm_file, capsys):
