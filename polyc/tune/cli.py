@@ -45,7 +45,7 @@ def add_parser(sub) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--dry-run", action="store_true",
                    help="print the ranked candidates and the pruning; compile nothing")
-    p.add_argument("--count", type=int_at_least(1), default=20, help="with --dry-run: how many")
+    p.add_argument("--count", type=int_at_least(1), help="with --dry-run: how many (20)")
     p.add_argument("--explain", action="store_true",
                    help="say why each pruned candidate was pruned")
     p.add_argument("--show", action="store_true", help="list the tuning database")
@@ -75,9 +75,12 @@ def _cmd_tune(args) -> int:
         raise UsageError("polyc tune: give the tuning sizes with --sizes M=512,N=512,... "
                          "(or a '# sizes:' line in the file)")
     from .api import candidates, tune
+    if args.count is not None and not args.dry_run:    # was ignored: a full session ran
+        raise UsageError("polyc tune: --count says how many candidates --dry-run prints; "
+                         "add --dry-run (the budget bounds a session: --budget)")
     if args.dry_run:
         trials = candidates(program, sizes, budget=args.budget, seed=args.seed,
-                            count=args.count)
+                            count=args.count or 20)
         groups = {}
         if args.classes:        # the classes a session would tune (not ranked per class)
             from .classes import requested

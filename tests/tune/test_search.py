@@ -259,6 +259,16 @@ def test_dry_run_and_cli(cfg, tmp_path, capsys, monkeypatch):
     assert "--sizes" in capsys.readouterr().err
 
 
+def test_count_without_dry_run_is_a_usage_error(cfg, tmp_path, capsys, monkeypatch):
+    # it was ignored: a full session ran (and recorded) instead of a listing
+    from polyc.cli import main
+    src = tmp_path / "tr.tc"
+    src.write_text(TR + "\n")
+    monkeypatch.setenv("POLYC_CACHE_DIR", cfg.cache_dir)
+    assert main(["tune", str(src), "--sizes", "N=12,M=8", "--budget", "1", "--count", "2"]) == 2
+    assert "add --dry-run" in capsys.readouterr().err
+
+
 def test_automatic_schedule_variants_are_recipes_too(cfg):
     program = polyc.program(TR)
     info = key_info(program, cfg, ALL_SIZES)
