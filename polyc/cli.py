@@ -73,6 +73,7 @@ from .cli_input import (  # noqa: F401
     _gpu_overrides,
     _load,
     _load_python,
+    _output_failed,
     _parse_shapes,
     _parse_sizes,
     _select_def,
@@ -565,7 +566,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
-            return args.func(args)
+            status = args.func(args)
+            sys.stdout.flush()      # a full disk under > FILE fails here, or at exit
+            return status
     except PolycError as e:
         print(f"polyc: error: {e}", file=sys.stderr)
         return 2
@@ -579,6 +582,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as e:  # an internal error: say so, briefly
+        if _output_failed(e):
+            return 2
         if os.environ.get("POLYC_DEBUG") == "1":
             raise
         print(f"polyc: internal error: {type(e).__name__}: {e}\n"

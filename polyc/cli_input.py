@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import errno
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -92,6 +94,23 @@ def _checked_gpu(config, args):
         raise UsageError("--gpu-block sizes the CUDA target's thread blocks; add "
                          "--target cuda (or --emulate), or drop it")
     return config
+
+
+def _output_failed(e: Exception) -> bool:
+    """Whether ``e`` is a failed write for want of room or a working device
+    (``polyc compile ... > FILE`` on a full disk was an internal error, "this
+    is a polyc bug"): then say so on stderr, and point stdout at /dev/null so
+    that the exit's flush of what is left cannot fail again."""
+    if not (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO,
+                                                   errno.EFBIG, errno.EROFS)):
+        return False
+    print(f"polyc: error: cannot write {e.filename or 'the output'}: {e.strerror}",
+          file=sys.stderr)
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):   # no file descriptor (captured)
+        pass
+    return True
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -406,6 +406,19 @@ def test_process_bad_command_line_is_exit_2():
     assert p.returncode == 2
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full")
+@pytest.mark.parametrize("args", [["compile", "{tc}", "--emit", "c"],
+                                  ["run", "{tc}", "--json"], ["einsum", "ij", "--shapes", "2x2"]])
+def test_process_output_to_a_full_disk_is_a_user_error(tcfile, args):
+    # ENOSPC writing stdout was "polyc: internal error: OSError ... (this is a polyc bug)"
+    path = tcfile(MM)
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([*polyc_cmd(), *[a.format(tc=path) for a in args]], stdout=full,
+                           stderr=subprocess.PIPE, text=True, timeout=300, cwd=ROOT)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == "polyc: error: cannot write the output: No space left on device\n"
+
+
 @pytest.mark.skipif(shutil.which("polyc") is None, reason="polyc script not installed")
 def test_console_script(tcfile):
     p = run_process(["run", tcfile(MM), "--check"], cmd=[shutil.which("polyc")])
