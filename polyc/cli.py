@@ -300,6 +300,9 @@ def _explain_graph(args) -> int:
     path = Path(args.file)
     if not path.is_file():
         raise UsageError(f"cannot read {path}")
+    if path.suffix != ".py":    # importing it failed: "'NoneType' object has no attribute 'loader'"
+        raise UsageError(f"--shapes traces a numpy function of a .py file, not {path}: "
+                         "explain a TC definition at --sizes")
     if not args.def_name:
         raise UsageError("name the function with --def")
     spec = importlib.util.spec_from_file_location(f"_polyc_explain_{path.stem}", path)

@@ -477,6 +477,15 @@ def test_explain_numpy_function_plan(capsys, tmp_path):
     assert "SCALE" in err and "not a function" in err
 
 
+
+def test_explain_shapes_of_a_tc_file_is_a_usage_error(capsys, tcfile):
+    # importing the .tc file as Python failed: "internal error: AttributeError:
+    # 'NoneType' object has no attribute 'loader'"
+    rc, out, err = run_main(capsys, ["explain", tcfile(MM), "--def", "mm", "--shapes", "3x4"])
+    assert_user_error(rc, out, err)
+    assert "--shapes traces a numpy function of a .py file" in err
+
+
 def test_sizes_given_twice_or_unknown_to_a_loop_program_are_usage_errors(capsys, tcfile,
                                                                           tmp_path):
     rc, out, err = run_main(capsys, ["run", tcfile(MM), "--sizes", "M=3,M=4"])
