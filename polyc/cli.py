@@ -68,7 +68,7 @@ import numpy as np
 from .cli_input import (  # noqa: F401
     UsageError,
     _arrow_subscripts,
-    _check_plot_options,
+    _check_explain_options,
     _checked_gpu,
     _gpu_overrides,
     _load,
@@ -366,7 +366,7 @@ def _plot(args, schedule, sizes: dict) -> dict:
 
 def cmd_explain(args) -> int:
     from .schedule.explain import explain
-    _check_plot_options(args)
+    _check_explain_options(args)
     if getattr(args, "shapes", None):
         return _explain_graph(args)
     program, sizes = _load(args)

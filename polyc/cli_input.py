@@ -49,12 +49,17 @@ def _arrow_subscripts(argv: list[str] | None) -> list[str]:
     return argv
 
 
-def _check_plot_options(args) -> None:
+def _check_explain_options(args) -> None:
     """``polyc explain``: ``--plot`` with ``--shapes`` (a fusion plan) is
     refused, and so are the picture's options without ``--plot``, which were
-    silently ignored (``--statement S0`` drew nothing and said nothing)."""
+    silently ignored (``--statement S0`` drew nothing and said nothing), and
+    ``--shapes`` with ``--dtype bfloat16``, which polyc.jit refuses at the
+    call, a location in polyc/cli.py given as the user's."""
     if getattr(args, "shapes", None) and args.plot:
         raise UsageError("--plot draws a .tc or @polyc.kernel program, not a fusion plan")
+    if getattr(args, "shapes", None) and args.dtype == "bfloat16":
+        raise UsageError("--shapes traces a numpy function, and numpy has no bfloat16: "
+                         "choose --dtype float32, float64 or float16")
     if args.plot:
         return
     given = [f"--{name}" for name in ("statement", "band", "fix")

@@ -486,6 +486,17 @@ def test_explain_shapes_of_a_tc_file_is_a_usage_error(capsys, tcfile):
     assert "--shapes traces a numpy function of a .py file" in err
 
 
+
+def test_explain_shapes_in_bfloat16_is_a_usage_error(capsys, tmp_path):
+    # polyc.jit's refusal named polyc/cli.py as the user's line
+    path = tmp_path / "prog.py"
+    path.write_text(GRAPH_PY)
+    rc, out, err = run_main(capsys, ["explain", str(path), "--def", "softmax", "--shapes",
+                                     "4x8", "--dtype", "bfloat16"])
+    assert_user_error(rc, out, err)
+    assert "numpy has no bfloat16" in err and "cli.py" not in err
+
+
 def test_sizes_given_twice_or_unknown_to_a_loop_program_are_usage_errors(capsys, tcfile,
                                                                           tmp_path):
     rc, out, err = run_main(capsys, ["run", tcfile(MM), "--sizes", "M=3,M=4"])
