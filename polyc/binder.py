@@ -239,9 +239,10 @@ class Binder:
             lo, hi = int(arr.min()), int(arr.max())
             if lo < 0 or hi >= extent:
                 bad = lo if lo < 0 else hi
+                valid = f"0..{extent - 1}" if extent else "none: its extent is 0"
                 raise BindingError(f"argument {index}: holds index {bad}, but it indexes "
                                    f"dimension {d} of {target}, whose valid indices are "
-                                   f"0..{extent - 1}")
+                                   f"{valid}")
 
     def _count(self, args: tuple) -> None:
         p = self.program

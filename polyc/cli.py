@@ -32,25 +32,26 @@ Scheduler options (the automatic schedule; ``Config`` fields)::
     --row-block N                                    Config.row_block (1: off)
     --triangle-rows N                                Config.triangle_rows (1: off)
 
-``--schedule RECIPE.json`` compiles (runs, explains) under a recipe saved
-with ``polyc.Schedule.to_json`` / ``polyc compile --emit recipe`` instead of
-the automatic schedule; a recipe of another program, or one whose
-transformations break a dependence, is a user error naming the program or
-the dependence.  ``--emit schedule`` prints the schedule tree with loop
-names, ``--emit loopnest`` the loop nest it produces, ``--emit recipe`` the
-recipe as JSON (``--schedule`` takes it back: the automatic schedule's recipe
-carries isl's tree and lists its steps, ``tensorize`` among them).  ``explain`` prints, for
+``--schedule RECIPE.json`` compiles (runs, explains) under a recipe saved with
+``polyc.Schedule.to_json`` / ``polyc compile --emit recipe`` instead of the
+automatic schedule; a recipe of another program, or one whose transformations
+break a dependence, is a user error naming the program or the dependence.
+``--emit schedule`` prints the schedule tree with loop names, ``--emit
+loopnest`` the loop nest it produces, ``--emit recipe`` the recipe as JSON
+(``--schedule`` takes it back: the automatic schedule's recipe carries isl's
+tree and lists its steps, ``tensorize`` among them). ``explain`` prints, for
 each loop, the dependences it carries and whether it is parallel or
 vectorizable and why not, the fusion groups and tile footprints
-(:mod:`polyc.schedule.explain`); ``--json`` prints the same as one JSON
-object.  ``--plot OUT.png`` also draws the schedule at the sizes
-(``--sizes`` or the file's ``# sizes:`` line) with :func:`polyc.plot.draw`:
-the instances of ``--statement`` (default: the statements with the most
-loops) or the points of ``--band``, with ``--fix`` loops held at a value,
-coloured by execution order or ``--color wavefront``.
+(:mod:`polyc.schedule.explain`); ``--json`` prints the same as one JSON object.
+``--plot OUT.png`` also draws the schedule at the sizes (``--sizes`` or the
+file's ``# sizes:`` line) with :func:`polyc.plot.draw`: the instances of
+``--statement`` (default: the statements with the most loops) or the points of
+``--band``, with ``--fix`` loops held at a value, coloured by execution order
+or ``--color wavefront``.
 
-Exit status: 0 on success, 1 when ``--check`` finds a mismatch, 2 on a user
-error (message on stderr, no traceback), 3 on an internal error.
+``polyc --version`` prints the version.  Exit status: 0 on success, 1 when
+``--check`` finds a mismatch, 2 on a user error (message on stderr, no
+traceback), 3 on an internal error.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import __version__
 from .cli_input import (  # noqa: F401
     UsageError,
     _arrow_subscripts,
@@ -80,6 +82,7 @@ from .cli_input import (  # noqa: F401
     _show_warning,
     seed_arg,
 )
+from .config import FUSION_STRATEGIES
 from .errors import PolycError
 
 
@@ -103,10 +106,6 @@ _SCHEDULER_FIELDS = {"fusion": "fusion", "no_skewing": "allow_skewing",
                      "no_outer_coincidence": "outer_coincidence",
                      "no_tensorize": "tensorize", "row_block": "row_block",
                      "triangle_rows": "triangle_rows"}
-try:
-    from .config import FUSION_STRATEGIES
-except ImportError:  # a Config without fusion strategies
-    FUSION_STRATEGIES = ("max", "min", "smart", "preserve_coincident")
 
 
 def _config(args):
@@ -463,7 +462,8 @@ def cmd_einsum(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="polyc", description="polyc: a polyhedral compiler for tensor programs "
-        "(Tensor Comprehensions, einsum) to OpenMP C.")
+        "(Tensor Comprehensions, einsum, Python loop nests) to OpenMP C and CUDA.")
+    ap.add_argument("--version", action="version", version=f"polyc {__version__}")
     sub = ap.add_subparsers(dest="command", required=True)
 
     def common(p):

@@ -555,3 +555,10 @@ def test_a_jit_function_without_shapes_says_how_to_explain_it(capsys, tcfile, co
     assert "a kernel may call" not in err
     rc, out, err = run_main(capsys, ["explain", path, "--def", "softmax", "--shapes", "4x8"])
     assert rc == 0 and out.startswith("graph softmax: 1 kernel(s)"), (out, err)
+
+
+def test_version_prints_the_package_version(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"polyc {polyc.__version__}"

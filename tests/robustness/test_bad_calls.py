@@ -335,6 +335,9 @@ for label, bad in (("negative", -1), ("too-large", 5), ("huge", 2 ** 31 - 1),
         return a
     error_case(f"gather-index-{label}", bad_call("gather", replace(1, make)),
                "BindingError", "argument I", f"holds index {bad}", "valid indices are 0..4")
+error_case("gather-into-empty-table", bad_call("gather", replace(0, lambda a: a[:0])),
+           "BindingError", "argument I", "holds index 4",
+           "valid indices are none: its extent is 0")
 
 # ------------------------------------------------------------- bad out=
 for kname, (oname, shape, dtype) in OUTPUTS.items():

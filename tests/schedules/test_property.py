@@ -405,7 +405,7 @@ def _run(kernel, base, sizes: dict, seed: int) -> str | None:
     except ShapeError as e:
         return None if want is None else f"the kernel refused sizes numpy accepts: {e}"
     except polyc.BindingError as e:
-        if "valid indices are 0..-1" in str(e):
+        if "its extent is 0" in str(e):
             return None     # a gather into an empty dimension (as the fuzzer)
         return f"the kernel call raised {type(e).__name__}: {e}"
     except Exception as e:  # noqa: BLE001
