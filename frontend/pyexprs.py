@@ -48,11 +48,20 @@ CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
 
 @dataclass
 class Loop:
-    """A ``for var in range(lower, upper, step)`` loop around the code read."""
+    """A ``for var in range(lower, upper, step)`` loop around the code read.
+    ``var`` is the iterator's name in the IR: the source's ``source``, or
+    ``floor_`` for a loop variable that isl reads as a keyword (``floor``,
+    ``max``, ``NaN``: :func:`polyc.isl_util.isl_safe_name`)."""
     var: str
     lower: E.Expr
     upper: E.Expr
     step: int
+    source: str = ""
+
+    @property
+    def name(self) -> str:
+        """The loop variable as the source spells it."""
+        return self.source or self.var
 
 
 class Names(Protocol):
@@ -94,17 +103,18 @@ class Expressions:
         raise self.fail(node, "expected an integer literal")
 
     # ---------------------------------------------------------- expressions
-    def _loop_or_size(self, name: str, vars_: set[str], sp: Span) -> E.Expr | None:
-        """A loop variable or a size parameter named ``name``, else ``None``."""
+    def _loop_or_size(self, name: str, vars_: dict[str, str], sp: Span) -> E.Expr | None:
+        """A loop variable or a size parameter named ``name``, else ``None``
+        (``vars_``: each enclosing loop's source name -> its IR name)."""
         if name in vars_:
-            return E.Index(name, sp)
+            return E.Index(vars_[name], sp)
         if name in self.names.params:
             return E.Param(name, sp)
         return None
 
     def index_expr(self, node: ast.AST, loops: list[Loop]) -> E.Expr:
         """An integer affine expression: loop variables, sizes, literals."""
-        vars_ = {lp.var for lp in loops}
+        vars_ = {lp.name: lp.var for lp in loops}
         sp = self.span(node)
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int):
@@ -210,7 +220,7 @@ class Expressions:
     def value_expr(self, node: ast.AST, loops: list[Loop]) -> E.Expr:
         """A value: literals, array elements, scalars, arithmetic, selects, calls."""
         sp = self.span(node)
-        vars_ = {lp.var for lp in loops}
+        vars_ = {lp.name: lp.var for lp in loops}
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise self.fail(node, f"the constant {node.value!r}",

@@ -39,7 +39,8 @@ from polyc import expr as E
 from polyc.access import make_statement
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
 from polyc.ir import Program, Tensor, is_float, loop_names_mark
-from polyc.isl_util import CTX, NonAffineError, aff_from_expr, param_space, set_space
+from polyc.isl_util import (CTX, NonAffineError, aff_from_expr, isl_safe_name, param_space,
+                             set_space)
 
 from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
 from .pysource import ArgSpec, index_names, int_scalars, is_shape_read
@@ -78,6 +79,8 @@ class _Lowering:
         self.written: set[str] = set()
         self.paths: dict[str, list[int]] = {}   # statement -> enclosing loops
         self.assigned_later: set[str] = set()
+        # every name the body spells: what a renamed iterator must avoid
+        self.taken = {n.id for n in ast.walk(fn_ast) if isinstance(n, ast.Name)} | set(specs)
         self.exprs = Expressions(self)
         dts = sorted({s.dtype for s in self.arrays.values()})
         floats = [d for d in dts if is_float(d)]
@@ -233,7 +236,7 @@ class _Lowering:
                             "loop with `for v in range(lo, hi[, step])`")
         if st.orelse:
             raise self.fail(st, "a for ... else loop")
-        if var in {lp.var for lp in loops}:
+        if var in {lp.name for lp in loops}:
             raise self.fail(st.target, f"loop variable {var} reused inside a loop over {var}")
         if var in self.specs or var in self.params or var in self.scalars:
             raise self.fail(st.target, f"loop variable {var} has the name of an argument, "
@@ -244,7 +247,7 @@ class _Lowering:
         step = self.exprs.const_int(args[2]) if len(args) == 3 else 1
         if step == 0:
             raise self.fail(args[2], "a loop step of 0")
-        lp = Loop(var, lo, hi, step)
+        lp = Loop(isl_safe_name(var, self.taken), lo, hi, step, source=var)
         child = _Node(loop=lp)
         parent.items.append(child)
         self.block(st.body, loops + [lp], conds, child)
@@ -317,7 +320,7 @@ class _Lowering:
             self.written.add(lhs.tensor)
         elif isinstance(target, ast.Name):
             nm = target.id
-            if nm in self.specs or nm in self.params or nm in {lp.var for lp in loops}:
+            if nm in self.specs or nm in self.params or nm in {lp.name for lp in loops}:
                 raise self.fail(target, f"assignment to {nm}, which is an argument, size "
                                         "or loop variable",
                                 "assign to array elements or to new local scalars")

@@ -30,6 +30,31 @@ class NonAffineError(Exception):
         self.expr, self.reason = expr, reason
 
 
+#: Words isl's parser reads as keywords or values (compared in lower case:
+#: isl reads ``INFTY`` and ``NaN`` too).  A name spelled so prints in isl's
+#: text but does not read back, or reads back as another set (``S[NaN]``).
+ISL_WORDS = frozenset({"mod", "floor", "ceil", "floord", "ceild", "min", "max", "exists",
+                       "and", "or", "not", "implies", "infty", "infinity", "nan", "true",
+                       "false", "rat"})
+
+
+def is_isl_word(name: str) -> bool:
+    """Whether isl's parser would not read ``name`` back as an identifier."""
+    return name.lower() in ISL_WORDS
+
+
+def isl_safe_name(name: str, taken=()) -> str:
+    """``name``, or ``name_`` (``name__``, ...: the first not in ``taken``)
+    when isl reads ``name`` as a keyword (:func:`is_isl_word`): the name a
+    frontend gives an iterator that the user spelled ``floor`` or ``max``."""
+    if not is_isl_word(name):
+        return name
+    out = name + "_"
+    while out in taken:
+        out += "_"
+    return out
+
+
 def param_space(params: Sequence[str]) -> isl.Space:
     return isl.Space.create_from_names(CTX, set=[], params=list(params))
 

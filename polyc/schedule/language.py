@@ -33,6 +33,7 @@ from .. import bounds, dependence
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, PolycError, RecipeMismatchError, ScheduleError
 from ..ir import Program
+from ..isl_util import is_isl_word
 from . import (
     affine,
     fusion,
@@ -59,10 +60,6 @@ TRANSFORMATION_MODULES = (transforms, fusion, affine, unroll, promotion, tensori
                           gpu_schedule)
 
 
-#: Words isl's parser reads as keywords: an iterator or size named so is
-#: printed in a tree's text but not read back.
-_ISL_WORDS = frozenset({"mod", "floor", "ceil", "min", "max", "exists", "and", "or", "not",
-                        "implies", "infty", "true", "false", "rat"})
 
 
 def _describe(value) -> str:
@@ -290,7 +287,8 @@ class Schedule:
             sched = isl.Schedule.read_from_str(self.isl.get_ctx(), text)
         except isl.Error as e:
             clash = sorted({it for st in self.program.statements for it in st.iterators
-                            if it in _ISL_WORDS} | set(self.program.params) & _ISL_WORDS)
+                            if is_isl_word(it)} | {p for p in self.program.params
+                                                   if is_isl_word(p)})
             hint = (f" (isl reads {', '.join(clash)} as keywords, so it cannot read back a "
                     f"tree of this program: rename those loop variables or sizes)"
                     if clash else "")

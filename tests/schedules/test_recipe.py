@@ -485,15 +485,16 @@ def test_marks_written_into_a_tree_are_checked():
 
 
 def _isl_words(A, B):
-    n, m = A.shape
-    for mod in range(n):
-        for floor in range(m):
-            B[mod, floor] = A[mod, floor] * 2.0
+    mod, floor = A.shape
+    for i in range(mod):
+        for j in range(floor):
+            B[i, j] = A[i, j] * 2.0
 
 
 def test_a_tree_isl_cannot_read_back_names_the_culprits():
-    """isl prints iterators named like its keywords (``mod``, ``floor``) but
-    cannot read them back: a recipe carrying such a tree says so."""
+    """isl prints sizes named like its keywords (``mod``, ``floor``) but
+    cannot read them back: a recipe carrying such a tree says so (loop
+    variables so named are renamed by the frontend: tests/pyloops/test_isl_names.py)."""
     import numpy as np
     k = polyc.kernel(_isl_words)
     k(np.ones((2, 3)), np.zeros((2, 3)))
@@ -502,7 +503,7 @@ def test_a_tree_isl_cannot_read_back_names_the_culprits():
                                             r"loop variables"):
         s.from_text(s.to_text())
     # recipes without a tree still replay
-    t = s.tile([("S0", "mod")], [2])
+    t = s.tile([("S0", "i")], [2])
     assert Schedule.replay(k.program, t.to_json()).to_text() == t.to_text()
 
 
