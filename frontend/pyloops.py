@@ -39,8 +39,7 @@ from polyc import expr as E
 from polyc.access import make_statement
 from polyc.errors import DTypeError, ShapeError, UnsupportedError
 from polyc.ir import Program, Tensor, is_float, loop_names_mark
-from polyc.isl_util import (CTX, NonAffineError, aff_from_expr, isl_safe_name, param_space,
-                             set_space)
+from polyc.isl_util import CTX, NonAffineError, aff_from_expr, isl_safe_name, param_space, set_space
 
 from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
 from .pysource import ArgSpec, index_names, int_scalars, is_shape_read

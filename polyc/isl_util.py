@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import re
 from typing import Sequence
 
 import islpy as isl
@@ -53,6 +54,15 @@ def isl_safe_name(name: str, taken=()) -> str:
     while out in taken:
         out += "_"
     return out
+
+
+_RENAMED = re.compile(r"^((?i:" + "|".join(sorted(ISL_WORDS)) + r"))_(?=_|$)")
+
+
+def source_spelling(name: str) -> str:
+    """A loop name as the source spells it: ``floor`` for the renamed
+    ``floor_`` (:func:`isl_safe_name`), ``floor_tile`` for ``floor__tile``."""
+    return _RENAMED.sub(r"\1", name)
 
 
 def param_space(params: Sequence[str]) -> isl.Space:

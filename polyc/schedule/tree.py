@@ -24,7 +24,7 @@ import islpy as isl
 
 from ..errors import ScheduleError
 from ..ir import LOOP_NAMES_MARK, Program, Statement, loop_names_mark
-from ..isl_util import CTX, ISL_WORDS
+from ..isl_util import CTX, source_spelling
 from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .registry import did_you_mean
 
@@ -235,14 +235,8 @@ class Loop:
 
     def matches(self, name: str) -> bool:
         names = self.name.split("|")
-        return (name == self.name or name in names
-                or name in {_UNMANGLE.sub(r"\1", n) for n in names})
-
-
-#: a loop named after an iterator a frontend renamed (``floor`` is ``floor_``
-#: in the IR: :func:`polyc.isl_util.isl_safe_name`) also answers to the
-#: source's spelling: ``floor``, ``floor_tile``
-_UNMANGLE = re.compile(r"^((?i:" + "|".join(sorted(ISL_WORDS)) + r"))_(?=_|$)")
+        # a renamed iterator (floor_) answers to the source's floor, floor_tile
+        return name == self.name or name in names or name in map(source_spelling, names)
 
 
 def all_loops(schedule: isl.Schedule, program: Program) -> list[Loop]:
