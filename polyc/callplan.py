@@ -46,8 +46,9 @@ class CallPlan:
     the parameter array, the outputs' and temporaries' shapes, where each
     buffer comes from, the thread count.  A later call with the same
     signature (the same shapes, dtypes and sizes; C-contiguous, aligned
-    arrays; no ``out=``) skips :meth:`polyc.runtime.Binder.bind`'s checks, which depend
-    on nothing else, and pays only for the allocation and the C call.
+    arrays; ``out=`` arrays that :meth:`plain_outs` accepts) skips
+    :meth:`polyc.runtime.Binder.bind`'s checks, which depend on nothing
+    else, and pays only for the allocation and the C call.
 
     Kernels whose checks depend on the data (gathers through index tensors,
     in-place arguments that may share memory) have no plans."""
@@ -166,6 +167,28 @@ class CallPlan:
         if not results:
             return None
         return results[0] if self.single else tuple(results)
+
+    def plain_outs(self, out, args: tuple) -> list | None:
+        """The arrays of a caller's ``out=`` (one array, or a tuple or list
+        of one per output) when the fast path can write into them as the
+        checked path would: each of its output's exact shape and dtype,
+        C-contiguous, aligned and writeable, sharing no memory with an
+        argument or another output (bounds only: ``np.may_share_memory``);
+        else ``None`` (the checked path copies overlapping inputs, or
+        raises the error a wrong ``out`` deserves)."""
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        if len(outs) != len(self.allocs):
+            return None
+        for k, (o, (_, shape, dt)) in enumerate(zip(outs, self.allocs)):
+            if not (type(o) is np.ndarray and o.shape == shape and o.dtype == dt):
+                return None
+            flags = o.flags
+            if not (flags.c_contiguous and flags.aligned and flags.writeable):
+                return None
+            if any(type(a) is np.ndarray and np.may_share_memory(a, o) for a in args) or any(
+                    np.may_share_memory(p, o) for p in outs[:k]):
+                return None
+        return outs
 
     @staticmethod
     def _reuse(o, alloc, shape, dt):

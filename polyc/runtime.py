@@ -151,11 +151,15 @@ class Kernel:
     def __call__(self, *args, out=None, **kwargs):
         plans = self._plans
         key = None
-        if plans is not None and out is None and not kwargs:
+        if plans is not None and not kwargs:
             key = CallPlan.key(self.binder, args, self._shim)
             plan = plans.get(key) if key is not None else None
             if plan is not None:
-                return plan.run(self._fn, args)
+                if out is None:
+                    return plan.run(self._fn, args)
+                outs = plan.plain_outs(out, args)
+                if outs is not None:
+                    return plan.run(self._fn, args, outs)
         if any(is_foreign(a) for a in args) or is_foreign(out) or (
                 isinstance(out, (tuple, list)) and any(is_foreign(o) for o in out)):
             return _from_dlpack_call(self, args, out, kwargs)

@@ -91,6 +91,51 @@ def test_out_of_a_partly_written_output_is_zero_filled_like_a_fresh_one():
     np.testing.assert_array_equal(big[1::2], 9.0)
 
 
+def test_out_takes_the_fast_path_and_keeps_the_checked_paths_semantics(monkeypatch):
+    """A contiguous ``out=`` of the right shape and dtype that shares no
+    memory with an argument takes the plan (no ``Binder.bind``); an ``out``
+    that overlaps an input, a wrong one, or a view takes the checked path:
+    the result is computed from the inputs as they were, errors as before."""
+    k = polyc.compile(MM)
+    A, B = RNG.standard_normal((4, 4), np.float32), RNG.standard_normal((4, 4), np.float32)
+    out = np.empty((4, 4), np.float32)
+    assert k(A, B, out=out) is out                  # the first call makes the plan
+    assert len(k._plans) == 1
+    binds = []
+    real_bind = type(k.binder).bind
+    monkeypatch.setattr(type(k.binder), "bind",
+                        lambda self, *a: binds.append(1) or real_bind(self, *a))
+    for _ in range(3):
+        A[...] = RNG.standard_normal(A.shape)
+        assert k(A, B, out=out) is out
+        np.testing.assert_allclose(out, A @ B, rtol=1e-5)
+    assert binds == []
+    for aliased in (A, B):                          # out is an input: read as it was
+        want = A @ B
+        assert k(A, B, out=aliased) is aliased
+        np.testing.assert_allclose(aliased, want, rtol=1e-5)
+    assert len(binds) == 2
+    with pytest.raises(ShapeError):
+        k(A, B, out=np.empty((4, 5), np.float32))
+    with pytest.raises(DTypeError):
+        k(A, B, out=np.empty((4, 4), np.float64))
+    ro = np.empty((4, 4), np.float32)
+    ro.setflags(write=False)
+    with pytest.raises(BindingError, match="read-only"):
+        k(A, B, out=ro)
+    two = polyc.compile(TWO)
+    x = RNG.standard_normal(7).astype(np.float32)
+    b, c = np.empty(7, np.float32), np.empty(7, np.float32)
+    two(x)
+    got = two(x, out=(b, c))
+    assert got[0] is b and got[1] is c
+    np.testing.assert_allclose(b, x * 2)
+    np.testing.assert_allclose(c, x + 1)
+    buf = np.empty(8, np.float32)
+    with pytest.raises(BindingError, match="share memory"):
+        two(x, out=(buf[:7], buf[1:]))
+
+
 def test_plans_are_bounded():
     k = polyc.compile(TWO)
     for n in range(CallPlan.MAX_PLANS + 10):
