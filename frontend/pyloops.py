@@ -42,7 +42,7 @@ from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, isl_safe_name, param_space, set_space
 
 from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
-from .pysource import ArgSpec, index_names, int_scalars, is_shape_read
+from .pysource import ArgSpec, augmented_form, index_names, int_scalars, is_shape_read
 from .source import Span
 
 _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
@@ -303,6 +303,19 @@ class _Lowering:
                             "variables and sizes") from None
 
     def assignment(self, st, loops, conds, node: _Node) -> None:
+        # `x = x + e` is `x += e` when that is a reduction update (so the
+        # reduction loop vectorises and a GEMM is matched as for `+=`)
+        aug = augmented_form(st) if isinstance(st, ast.Assign) else None
+        if aug is not None and (isinstance(aug.target, ast.Subscript)
+                                or aug.target.id in self.scalars):
+            lhs, rhs, op, kind, red = self._lower_assignment(aug, loops)
+            if kind == "update":
+                return self._statement(st, lhs, rhs, loops, conds, node, op, kind, red)
+        lhs, rhs, op, kind, red = self._lower_assignment(st, loops)
+        self._statement(st, lhs, rhs, loops, conds, node, op, kind, red)
+
+    def _lower_assignment(self, st, loops) -> tuple:
+        """``(lhs, rhs, op, kind, reduction iterators)`` of an assignment."""
         if isinstance(st, ast.Assign):
             if len(st.targets) != 1:
                 raise self.fail(st, "a chained assignment")
@@ -364,7 +377,7 @@ class _Lowering:
             # value path spells those out
             value = ast.copy_location(ast.BinOp(left=target, op=st.op, right=st.value), st)
             rhs, op = self.exprs.value_expr(value, loops), "="
-        self._statement(st, lhs, rhs, loops, conds, node, op, kind, red)
+        return lhs, rhs, op, kind, red
 
     def _extremum(self, value: ast.AST, target: ast.AST, loops,
                   int_target: bool) -> tuple[str, E.Expr] | None:

@@ -247,3 +247,46 @@ def int_scalars(fdef: ast.FunctionDef, specs: dict[str, ArgSpec]) -> set[str]:
                 ints.discard(nm)
                 changed = True
     return ints
+
+
+def augmented_form(st: ast.Assign) -> ast.AugAssign | None:
+    """``x = x + e`` as ``x += e`` (``e + x``, ``x - e``, ``x * e``, ``e * x``;
+    a chain ``x + e1 - e2`` as ``x += e1 - e2``, ``x - e1 + e2`` as
+    ``x -= e1 - e2``, ``x * e1 * e2`` as ``x *= e1 * e2``), the target
+    spelled alike on both sides; ``None`` for any other assignment.  The
+    lowering reads the result as a reduction update when ``+=`` would be one
+    (its terms then may be reassociated, as ``+=``'s are), and the
+    assignment as written otherwise."""
+    if len(st.targets) != 1 or not isinstance(st.targets[0], (ast.Name, ast.Subscript)):
+        return None
+    target, value = st.targets[0], st.value
+    same = ast.unparse(target)
+    kinds = (ast.Add, ast.Sub) if isinstance(value, ast.BinOp) and isinstance(
+        value.op, (ast.Add, ast.Sub)) else (ast.Mult,)
+    if not isinstance(value, ast.BinOp) or not isinstance(value.op, kinds):
+        return None
+    if (ast.unparse(value.right) == same and not isinstance(value.op, ast.Sub)
+            and not _is_chain(value.left, kinds, same)):
+        op, rhs = value.op, value.left                   # e + x, e * x
+    else:
+        terms = []                                       # x op1 e1 op2 e2 ...: [(op, e)]
+        node = value
+        while isinstance(node, ast.BinOp) and isinstance(node.op, kinds):
+            terms.append((node.op, node.right))
+            node = node.left
+        if ast.unparse(node) != same or any(ast.unparse(e) == same for _, e in terms):
+            return None
+        terms.reverse()
+        op, rhs = terms[0]
+        for k_op, e in terms[1:]:
+            if isinstance(op, ast.Sub):                  # x - e1 + e2 = x - (e1 - e2)
+                k_op = ast.Sub() if isinstance(k_op, ast.Add) else ast.Add()
+            rhs = ast.copy_location(ast.BinOp(left=rhs, op=k_op, right=e), e)
+    return ast.copy_location(ast.AugAssign(target=target, op=op, value=rhs), st)
+
+
+def _is_chain(node: ast.AST, kinds, same: str) -> bool:
+    """Whether the target ``same`` heads the chain ``node`` (``x + e``)."""
+    while isinstance(node, ast.BinOp) and isinstance(node.op, kinds):
+        node = node.left
+    return ast.unparse(node) == same

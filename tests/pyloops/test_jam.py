@@ -1,9 +1,10 @@
 """Row recurrences of loop programs unrolled and jammed (the automatic
-schedule's step 2c', polyc/schedule/auto.py ``jam``): ``tmp[i] = tmp[i] +
-A[i, j] * x[j]`` is summed in source order (a loop program's sums are not
-reassociated), so the rows advance together, eight recurrences per
-iteration of ``j``, instead of a vector loop over ``i`` whose every load of
-``A`` is a gather.  The results are bit for bit those of the source order
+schedule's step 2c', polyc/schedule/auto.py ``jam``): ``tmp[i] = 0.5 *
+tmp[i] + A[i, j] * x[j]`` is a recurrence, not a reduction update (``tmp[i]
+= tmp[i] + e`` is one, as ``+=``: tests/pyloops/test_spelled_updates.py), so
+it runs in source order, and the rows advance together, eight recurrences
+per iteration of ``j``, instead of a vector loop over ``i`` whose every load
+of ``A`` is a gather.  The results are bit for bit those of the source order
 (``Config(schedule="identity")``) at sizes around the jam factor and the
 tile size."""
 
@@ -24,7 +25,7 @@ def row_dots(A, x, tmp):
     for i in range(m):
         tmp[i] = 0.0
         for j in range(n):
-            tmp[i] = tmp[i] + A[i, j] * x[j]
+            tmp[i] = 0.5 * tmp[i] + A[i, j] * x[j]
 
 
 @polyc.kernel
@@ -60,8 +61,8 @@ def test_the_schedule_unrolls_and_jams_the_rows():
     assert "unroll_and_jam" in steps and "distribute" in steps
     # the recurrence's loop is innermost and sequential: no vector loop over
     # the rows of A (a gather per element)
-    update = k.source.index("tmp[i] = tmp[i] + A[i, j] * x[j]")
-    assert k.source.count("tmp[i] = tmp[i] + A[i, j] * x[j]") >= JAM_FACTOR
+    update = k.source.index("tmp[i] = 0.5 * tmp[i] + A[i, j] * x[j]")
+    assert k.source.count("tmp[i] = 0.5 * tmp[i] + A[i, j] * x[j]") >= JAM_FACTOR
     assert "omp simd" not in k.source[k.source.rindex("for (", 0, update) - 200:update]
     replayed = compile_with_schedule(k.program, k.schedule.to_recipe(), polyc.Config())
     assert replayed.source == k.source
@@ -69,15 +70,16 @@ def test_the_schedule_unrolls_and_jams_the_rows():
 
 @pytest.mark.parametrize("m,n", [(1, 1), (9, 7), (66, 40)])
 def test_atax_matches_the_source_order(m, n):
-    """PolyBench's atax: the jammed ``tmp = A x``, then ``y = A^T tmp``."""
+    """PolyBench's atax: ``tmp = A x`` (a reduction along the rows: summed in
+    another order, rel 1e-13), then ``y = A^T tmp``."""
     atax = BENCHMARKS["atax"].kernel
     A, x = _inputs(m, n, np.float64, seed=3)
     got = (np.zeros(n), np.zeros(m))
     want = (np.zeros(n), np.zeros(m))
     atax(A, x, *got)
     atax.with_config(polyc.Config(schedule="identity"))(A, x, *want)
-    np.testing.assert_array_equal(got[0], want[0])
-    np.testing.assert_array_equal(got[1], want[1])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-13 * max(np.abs(w).max(), 1.0))
 
 
 def test_a_stride_one_coincident_member_still_vectorises():
