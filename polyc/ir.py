@@ -31,8 +31,9 @@ from .isl_util import CTX, canonical_tree, param_space
 #: Element types polyc compiles, by numpy name, with their C spelling (the
 #: half-precision types are typedefs of each backend's prelude: ``_Float16``
 #: and ``uint16_t`` bits in C, ``__half`` and ``__nv_bfloat16`` in CUDA).
-C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t",
-           "int64": "int64_t", "float16": "polyc_float16", "bfloat16": "polyc_bfloat16"}
+C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t",
+           "int8": "int8_t", "int16": "int16_t", "uint8": "uint8_t", "uint16": "uint16_t",
+           "uint32": "uint32_t", "float16": "polyc_float16", "bfloat16": "polyc_bfloat16"}
 
 #: Storage-only floating types: loaded into float32, computed in float32 (or
 #: wider), rounded to nearest-even when stored (:func:`widen_half_reductions`).
@@ -72,11 +73,10 @@ REDUCTION_OPS = ("+", "*", "max", "min")
 def identity(op: str, dtype: str) -> int | float:
     """The identity of reduction ``op`` for ``dtype`` (0, 1, -inf, +inf;
     integer types use their extreme values)."""
-    if op == "+":
-        return 0 if dtype.startswith("int") else 0.0
-    if op == "*":
-        return 1 if dtype.startswith("int") else 1.0
-    if dtype.startswith("int"):
+    integer = dtype in C_TYPES and not is_float(dtype)
+    if op in ("+", "*"):
+        return (int if integer else float)(op == "*")
+    if integer:
         info = np.iinfo(dtype)
         return int(info.min) if op == "max" else int(info.max)
     return float("-inf") if op == "max" else float("inf")

@@ -62,11 +62,13 @@ def dtype_of(v) -> np.dtype:
 
 def promote_dtype(dtypes) -> np.dtype:
     """C's usual arithmetic conversions: any float wins (the widest float),
-    else the widest integer (bools count as int64)."""
+    else the widest integer (bools count as int64; the integers narrower than
+    32 bits as int32, as C promotes them to ``int``, and uint32 as int64)."""
     floats = [d for d in dtypes if d.kind == "f"]
     if floats:
         return np.result_type(*floats)
-    ints = [d for d in dtypes if d.kind in "iu"]
+    ints = [np.dtype(np.int32) if d.itemsize < 4 else np.dtype(np.int64) if d.name == "uint32"
+            else d for d in dtypes if d.kind in "iu"]
     return np.result_type(*ints) if ints else np.dtype(np.int64)
 
 

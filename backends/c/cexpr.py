@@ -124,11 +124,16 @@ def int_literal(value: int) -> str:
 def promote(*dtypes: str) -> str:
     """C's usual arithmetic conversions on polyc dtypes (``refeval.promote_dtype``):
     the widest float if any, else the widest integer; ``bool`` (a comparison's
-    0/1) counts as ``int64``."""
+    0/1) counts as ``int64``; the narrow integers (int8, int16, uint8, uint16)
+    as ``int32``, as C promotes them to ``int``; ``uint32`` as ``int64``."""
     floats = [d for d in dtypes if is_float(d)]
     if floats:
         return "float64" if "float64" in floats else "float32"
-    return "int32" if dtypes and all(d == "int32" for d in dtypes) else "int64"
+    return "int32" if dtypes and all(d in _INT32_COMPUTED for d in dtypes) else "int64"
+
+
+#: the integer types whose values compute in ``int32`` (C's integer promotion)
+_INT32_COMPUTED = ("int8", "int16", "uint8", "uint16", "int32")
 
 
 def convert(text: str, frm: str, to: str) -> str:
@@ -338,6 +343,12 @@ class CExprPrinter:
             if e.fn == "pow" and _small_power(e.args[1]) is not None:
                 (a, ta), (_, tb) = self.typed(e.args[0], ft), self.typed(e.args[1], ft)
                 t = promote(_numeric(ta), _numeric(tb))
+                if not is_float(t):     # integers: wrapping products, as numpy's
+                    a = convert(a, ta, t)
+                    p = a
+                    for _ in range(_small_power(e.args[1]) - 1):
+                        p = arith("*", p, a, t)
+                    return p, t
                 t = t if t.startswith("float") else ft
                 return f"polyc_pow{_small_power(e.args[1])}_{C_TYPES[t]}({convert(a, ta, t)})", t
             return self._call(e.fn, [self.typed(a, ft) for a in e.args], ft)
@@ -385,8 +396,10 @@ class CExprPrinter:
 
 
 def _numeric(t: str) -> str:
-    """Comparisons' 0/1 count as int64 in arithmetic (numpy's ``numeric``)."""
-    return "int64" if t == "bool" else t
+    """Comparisons' 0/1 count as int64 in arithmetic (numpy's ``numeric``);
+    the integers narrower than 32 bits compute in int32 (C's promotion to
+    ``int``), uint32 in int64."""
+    return "int64" if t in ("bool", "uint32") else "int32" if t in _INT32_COMPUTED else t
 
 
 def float_type_of(dtype: str) -> str:

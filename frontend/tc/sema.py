@@ -48,8 +48,10 @@ from .ranges import (
 
 #: TC type keyword -> numpy dtype name, for the types polyc compiles.
 DTYPES = {"float": "float32", "float32": "float32", "double": "float64",
-          "float64": "float64", "int32": "int32", "int64": "int64",
-          "half": "float16", "float16": "float16", "bfloat16": "bfloat16"}
+          "float64": "float64", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
+          **{t: t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}
+_WIDER = dict(zip(("int8", "uint8", "int16", "uint16", "int32", "uint32"),
+                  ("int16", "uint16", "int32", "int32", "int64", "int64")))
 #: Rank-0 arguments of these types are scalar size arguments (polyc).
 SIZE_ARG_TYPES = ("int32", "int64")
 #: Assignment operator as written -> (operator, has '!').
@@ -134,8 +136,7 @@ class Signature:
 def _check_type(t: S.TensorType, name: str, rep: Reporter) -> None:
     if t.scalar not in DTYPES:
         raise rep.unsupported(t.span, f"type '{t.scalar}' of '{name}' is not supported "
-                              "(polyc compiles float, float32, double, float64, half, "
-                              "float16, bfloat16, int32 and int64)")
+                              f"(polyc compiles {', '.join(DTYPES)})")
     if DTYPES[t.scalar] == "bfloat16":
         ir.numpy_dtype("bfloat16")  # ml_dtypes registers its numpy dtype, or a clear error
 
@@ -359,7 +360,7 @@ class _Lowering:
         fractional ``1.5`` in an integer one).  Index positions are 64-bit;
         the parser already bounds literals to that."""
         dtype = ir.compute_dtype(dtype)   # half types compute in float32
-        info = np.iinfo(dtype) if dtype.startswith("int") else np.finfo(dtype)
+        info = np.iinfo(dtype) if (integer := np.dtype(dtype).kind in "iu") else np.finfo(dtype)
 
         def visit(e: E.Expr, negated: bool) -> None:
             if isinstance(e, E.Access):
@@ -372,7 +373,7 @@ class _Lowering:
                 shown = f"{'-' if negated else ''}{_text(self.source, e.span)}" \
                     if e.span is not None else repr(value)
                 bad = None
-                if dtype.startswith("int"):
+                if integer:
                     if isinstance(value, float) and not value.is_integer():
                         bad = "it has a fractional part"
                     elif not info.min <= value <= info.max:
@@ -382,11 +383,10 @@ class _Lowering:
                           f"{float(info.max):.4g})"
                 if bad is not None:
                     span = e.span or self.defn.span
-                    wider = {"float32": "double", "int32": "int64"}.get(dtype)
+                    wider = dict(_WIDER, float32="double").get(dtype)
                     hint = (f"; declare a wider output type, e.g. '-> ({wider} {T})'"
-                            if wider and not (isinstance(value, float) and
-                                              not value.is_integer() and
-                                              dtype.startswith("int")) else "")
+                            if wider and not (isinstance(value, float) and integer
+                                              and not value.is_integer()) else "")
                     raise self.rep.semantic(span, f"the literal {shown} cannot be represented "
                                             f"in {dtype}, the element type of '{T}' in which "
                                             f"this statement computes: {bad}{hint}")
@@ -518,10 +518,10 @@ class _Lowering:
         if n != rank:
             raise self.rep.semantic(span, f"'{name}' has rank {rank} but is read with {n} "
                                     f"ind{'ex' if n == 1 else 'ices'}")
-        if where == "index" and not self.dtypes[name].startswith("int"):
+        if where == "index" and np.dtype(self.dtypes[name]).kind not in "iu":
             raise self.rep.semantic(span, f"'{name}' is read inside an index (a gather) but "
                                     f"holds {self.dtypes[name]} values; index tensors must "
-                                    "be int32 or int64")
+                                    "be integers (int8 ... int64, uint8 ... uint32)")
 
     def _dim_of(self, e: S.DimOf) -> E.Expr:
         shape = self._dim_pw_aff(e)

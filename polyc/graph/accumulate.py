@@ -29,6 +29,21 @@ from .sizes import Size
 WIDE_FROM = 1 << 14
 
 
+def integer_total(dtype: Any, what: str) -> np.dtype:
+    """numpy's default result type of a ``sum``/``prod``/``cumsum`` of
+    integers or booleans of ``dtype``: int64, except for the unsigned types,
+    whose totals numpy gives as uint64, which polyc does not compute in:
+    a :class:`~polyc.errors.DTypeError` at the user's line asking for a
+    ``dtype=``."""
+    from ..errors import DTypeError
+    from .core import user_location
+    if np.dtype(dtype).kind == "u":
+        raise DTypeError(f"{user_location()}: numpy's {what} of {np.dtype(dtype).name} values "
+                         "is uint64, which polyc does not compute in; pass dtype=np.int64 "
+                         "(the same values) or convert first, e.g. x.astype(np.int64)")
+    return np.dtype("int64")
+
+
 def sum_dtype(dtype: Any, sizes: Sequence[Size], x: Any) -> np.dtype:
     """The accumulator type of a sum into ``dtype`` over the reduced extents
     ``sizes`` of tracer ``x``: float64 for a long float32 sum (see the

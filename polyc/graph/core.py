@@ -39,9 +39,10 @@ from ..errors import DTypeError, ShapeError, TraceError, UnsupportedError
 from .sizes import Size, SizeInt, SymbolTable
 
 #: dtypes a traced value may have (polyc's element types) and bool masks
-_DTYPES = ("float32", "float64", "int32", "int64", "float16", "bfloat16")
-_TC_TYPE = {"float32": "float", "float64": "double", "int32": "int32", "int64": "int64",
-            "float16": "half", "bfloat16": "bfloat16"}
+_INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+_DTYPES = ("float32", "float64", "float16", "bfloat16") + _INTS
+_TC_TYPE = {"float32": "float", "float64": "double", "float16": "half", "bfloat16": "bfloat16",
+            **{t: t for t in _INTS}}
 
 
 def tc_type(dtype: np.dtype) -> str:

@@ -224,6 +224,11 @@ def _cheap(rhs: str) -> bool:
         sum(rhs.count(op) for op in "+-*?") <= 4
 
 
+#: integer types C computes in a wider type (int, int64_t): numpy's value of
+#: ``(a + b) // 2`` in uint8 wraps ``a + b`` first, which only a store does
+_WRAPPED_WHEN_STORED = ("int8", "int16", "uint8", "uint16", "uint32")
+
+
 def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],
                        alias: dict[str, str]) -> set[str]:
     """Array contraction to scalars: an elementwise result that the group
@@ -244,8 +249,10 @@ def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep:
             if (n.name in inlined or n.id in keep or n.reduction or n.helpers
                     or len(texts[n.name]) != 1 or n.name in alias
                     or n.name in alias.values() or n.kind != "op"
-                    or any(i.dtype != n.dtype for i in n.inputs)):
-                # (a conversion happens where a value is stored: keep those stores)
+                    or any(i.dtype != n.dtype for i in n.inputs)
+                    or n.dtype.name in _WRAPPED_WHEN_STORED):
+                # (a conversion happens where a value is stored: keep those stores;
+                # C computes int8...uint32 values wider, so only a store wraps them)
                 continue
             m = re.fullmatch(rf"{n.name}(?:\(([^()]*)\))? = (.*?)(?: where .*)?",
                              texts[n.name][0])

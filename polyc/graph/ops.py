@@ -18,11 +18,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DTypeError, ShapeError, UnsupportedError
-from .accumulate import accumulated, count, sum_dtype
+from .accumulate import accumulated, count, integer_total, sum_dtype
 from .core import Graph, Node, Tracer, compose, int_in_range, user_location
 from .sizes import Size, SizeInt
 
-_ALLOWED = ("float32", "float64", "int32", "int64", "bool", "float16")
+_ALLOWED = ("float32", "float64", "int32", "int64", "bool", "float16", "int8", "int16", "uint8",
+            "uint16", "uint32")
 
 
 class Scalar:
@@ -63,7 +64,8 @@ def check_dtype(dtype: Any, what: str) -> np.dtype:
         hint = (" (bfloat16 compiles from TC and polyc.einsum; numpy's promotions for it "
                 "come from ml_dtypes and are not traced yet)" if d.name == "bfloat16" else "")
         raise DTypeError(f"{user_location()}: {what} has dtype {d.name}; polyc.jit computes "
-                         f"in float32, float64, float16, int32, int64 and bool (convert it "
+                         f"in float32, float64, float16, bool and the integers int8 ... int64, "
+                         f"uint8 ... uint32 (convert it "
                          f"first, e.g. x.astype(np.int32) or np.float32){hint}")
     return d
 
@@ -418,7 +420,7 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
             graph, "compare", lambda a: f"({a} != 0)", [r], np.dtype(bool), lazy=True)
     if kind in ("sum", "prod"):
         dt = np.dtype(dtype) if dtype is not None else (
-            np.dtype("int64") if x_dtype.kind in "iub" else x_dtype)
+            integer_total(x.dtype, kind) if x_dtype.kind in "iub" else x_dtype)
         op, acc = ("+=!", sum_dtype(dt, red_sizes, x)) if kind == "sum" else ("*=!", dt)
         return done(new_node(graph, kind, node_shape, dt, [x], lambda name: accumulated(
             lhs(name, out_idx), lhs(name + "_s", out_idx), f"{op} {elem}{wc}", wo, acc != dt),

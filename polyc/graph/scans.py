@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import views
+from .accumulate import integer_total
 from .core import Tracer, user_location
 from .ops import (
     Scalar,
@@ -80,7 +81,7 @@ def scan(graph, kind: str, x: Any, axis=None, dtype=None, out=None) -> Tracer:
         dt = np.dtype(dtype) if dtype is not None else x.dtype
     else:
         dt = np.dtype(dtype) if dtype is not None else (
-            np.dtype("int64") if x.dtype.kind in "iub" else x.dtype)
+            integer_total(x.dtype, f"np.{kind}") if x.dtype.kind in "iub" else x.dtype)
     shape = x._shape
     prev = [f"{it} - 1" if d == ax else it for d, it in enumerate(its)]
     rest = " where " + ", ".join(f"{it} in {1 if d == ax else 0}:{s_token(s)}"

@@ -20,8 +20,11 @@ from .ops import Scalar, elementwise, literal, operand
 
 
 def _float_dtype(*ops_: Any) -> np.dtype:
+    """The float type numpy's float ufuncs (``sqrt``, ``arctan2``...) give:
+    the operands' float type, else the smallest float holding their integers
+    (float16 for uint8, int8 and bool, float32 for int16 and uint16)."""
     dt = ops.result_dtype(*ops_)
-    return dt if dt.kind == "f" else np.dtype("float64")
+    return dt if dt.kind == "f" else np.result_type(dt, np.float16)
 
 
 def _unary_float(fn: str) -> Callable:
@@ -45,7 +48,8 @@ def _binary(sym: str) -> Callable:
 
 def _divide(g, a, b):
     a, b = operand(g, a), operand(g, b)
-    dt = _float_dtype(a, b)
+    dt = ops.result_dtype(a, b)
+    dt = dt if dt.kind == "f" else np.dtype(np.float64)      # (numpy's true_divide)
     both_int = all(o.dtype.kind in "iub" for o in (a, b))
     return elementwise(g, "divide", lambda x, y: f"((1.0 * {x}) / {y})" if both_int
                        else f"({x} / {y})", [a, b], dt, compute_dtype=dt)
@@ -108,7 +112,7 @@ def _compare(sym: str) -> Callable:
         ops_ = [operand(g, a), operand(g, b)]
         dt = ops.result_dtype(*ops_)
         big = [o for o in ops_ if isinstance(o, Scalar) and o.weak and o.dtype.kind == "i"
-               and dt.kind == "i" and not np.iinfo(dt).min <= o.value <= np.iinfo(dt).max]
+               and dt.kind in "iu" and not np.iinfo(dt).min <= o.value <= np.iinfo(dt).max]
         arrays = [o for o in ops_ if isinstance(o, Tracer)]
         if big and len(arrays) == 1:
             # numpy 2 compares a Python int beyond the array's type exactly: the

@@ -99,3 +99,17 @@ def test_power_helpers_compile_as_device_functions():
                       config=emulated())
     assert "polyc_pow0_float" in k.cuda_source
     check_build(k, ARCHS[0])
+
+
+@pytest.mark.parametrize("src", [
+    "def a(uint8(M,N) A, uint8(M,N) B) -> (uint8(M,N) C) { C(i,j) = (A(i,j) + B(i,j)) / 2 }",
+    "def q(int8(M,K) A, int8(K,N) B) -> (int32(M,N) C) { C(m,n) +=! A(m,k) * B(k,n) }",
+    "def s(uint16(N) A, int16(N) B, uint32(N) U) -> (R) { R(i) = -A(i) * B(i) + U(i) }",
+    "def m(uint8(N,M) A) -> (s) { s max=! A(i,j) }",
+])
+def test_small_integer_kernels_compile(src):
+    """int8 ... uint32 spell as <stdint.h> types in kernels and in a block
+    reduction's accumulator, and compute through the int32/int64 helpers."""
+    k = polyc.compile(src, config=emulated())
+    for arch in ARCHS:
+        check_build(k, arch)
