@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import views
-from .contractions import einsum
+from . import gather, views
+from .contractions import einsum, multi_dot
 from .core import Tracer, user_location
 from .ops import (
     Scalar,
@@ -66,13 +66,32 @@ def diff(g, a, n=1, axis=-1, prepend=None, append=None, concatenate=None) -> Tra
         parts = [slab(prepend)] if prepend is not None else []
         parts += [t] + ([slab(append)] if append is not None else [])
         t = concatenate(g, parts, axis=ax)
-    if t.dtype.kind == "b":
-        raise _refuse("np.diff of booleans (numpy computes not_equal) is not supported")
     for _ in range(int(n)):
         hi = tuple(slice(1, None) if d == ax else slice(None) for d in range(t.ndim))
         lo = tuple(slice(None, -1) if d == ax else slice(None) for d in range(t.ndim))
-        t = UFUNCS["subtract"](g, views.getitem(t, hi), views.getitem(t, lo))
+        # numpy's diff of booleans is not_equal (a mask), of anything else subtract
+        op = "not_equal" if t.dtype.kind == "b" else "subtract"
+        t = UFUNCS[op](g, views.getitem(t, hi), views.getitem(t, lo))
     return t
+
+
+def _repeat_counts(g, t: Tracer, counts: np.ndarray, ax: int) -> Tracer:
+    """``np.repeat`` with a count per element of axis ``ax`` (constants):
+    the gather ``take(t, np.repeat(arange(n), counts), ax)``; the extent is
+    specialised to the number of counts (``ValueError`` if they differ)."""
+    if (counts < 0).any():
+        raise ValueError("repeats may not contain negative values.")
+    n = int(SizeInt(t._shape[ax], "np.repeat's counts are one per element"))
+    if counts.size == 1:
+        counts = np.full(n, counts[0])
+    if counts.size != n:
+        raise ValueError(f"operands could not be broadcast together with shape ({n},) "
+                         f"({counts.size},)")
+    idx = np.repeat(np.arange(n, dtype=np.int64), counts)
+    if idx.size == 0:
+        shape = [0 if d == ax else s for d, s in enumerate(t.shape)]
+        return creation(g, "zeros", shape, t.dtype, lambda its: literal(0, t.dtype))
+    return gather.take(g, t, idx, axis=ax)
 
 
 def around(g, a, decimals=0, out=None) -> Tracer:
@@ -85,13 +104,34 @@ def around(g, a, decimals=0, out=None) -> Tracer:
     if t.dtype.kind in "iub":
         if d >= 0:
             return UFUNCS["positive"](g, t)
-        raise _refuse("np.round of integers with negative decimals is not supported")
+        if t.dtype.kind == "b":
+            raise _refuse("np.round of booleans with negative decimals is not supported")
+        # numpy's: divided by 10**-d in float64, rounded half to even,
+        # multiplied back and cast to the integer type (15 -> 20, 25 -> 20)
+        scale = 10.0 ** -d
+        f = materialize(g, t, "astype", np.dtype(np.float64))
+        r = UFUNCS["multiply"](g, UFUNCS["rint"](g, UFUNCS["divide"](g, f, scale)), scale)
+        return materialize(g, r, "astype", t.dtype)
     if d == 0:
         return UFUNCS["rint"](g, t)
     scale = t.dtype.type(10.0 ** abs(d))
     if d > 0:
         return UFUNCS["divide"](g, UFUNCS["rint"](g, UFUNCS["multiply"](g, t, scale)), scale)
     return UFUNCS["multiply"](g, UFUNCS["rint"](g, UFUNCS["divide"](g, t, scale)), scale)
+
+
+def round_builtin(t: Tracer, ndigits=None):
+    """Python's ``round()`` of a traced array: of a 0-d one with ``ndigits``
+    numpy's ``np.round`` (a numpy scalar); without ``ndigits`` it is a
+    Python int of the value (``TraceError``); numpy's arrays of one or more
+    dimensions have no ``round()`` (``UnsupportedError`` naming ``np.round``)."""
+    if ndigits is None:
+        t._refuse("round() of a traced value (a Python int)",
+                  "np.round(x) or np.rint(x) rounds half to even and keeps a traced array")
+    if t.ndim:
+        raise _refuse(f"round(x, {ndigits!r}) of an array: numpy's arrays have no round(); "
+                      f"write np.round(x, {ndigits!r})")
+    return around(t._graph, t, ndigits)
 
 
 def tile(g, a, reps, concatenate) -> Tracer:
@@ -118,12 +158,23 @@ def repeat(g, a, repeats, axis=None) -> Tracer:
     t = operand(g, a)
     if isinstance(repeats, SizeInt):
         repeats = int(repeats)               # specialised: the count is a value
-    if not isinstance(repeats, (int, np.integer)) or isinstance(repeats, bool) or repeats < 1:
-        raise _refuse("np.repeat is supported with one positive int count")
+    if isinstance(repeats, Tracer):
+        raise _refuse("np.repeat with traced counts (a result whose size depends on the "
+                      "values) is not supported; pass the counts as a list or numpy array")
     if axis is None:
         t = views.reshape(t, (-1,))
         axis = 0
     ax = normalize_axis(int(axis), t.ndim)
+    if not isinstance(repeats, (int, np.integer)) or isinstance(repeats, bool):
+        counts = np.asarray([int(r) for r in np.ravel(np.asarray(repeats, dtype=object))])
+        if counts.size == 1:
+            repeats = int(counts[0])
+        else:
+            return _repeat_counts(g, t, counts, ax)
+    if repeats < 0:
+        raise ValueError("repeats may not contain negative values.")
+    if repeats == 0:
+        return _repeat_counts(g, t, np.zeros(1, np.int64), ax)
     r = int(repeats)
     coords = [f"(({views.ph(d)}) / {r})" if d == ax else views.ph(d) for d in range(t.ndim)]
     shape = [s.scale(r) if d == ax else s for d, s in enumerate(t._shape)]
@@ -391,4 +442,20 @@ def functions(concatenate) -> dict[str, Any]:
             "fliplr": lambda g, m: flip(g, m, 1), "flipud": lambda g, m: flip(g, m, 0),
             "roll": lambda g, a, shift, axis=None: roll(g, a, shift, axis, concatenate),
             "inner": inner, "vdot": vdot, "kron": kron, "ptp": ptp, "average": average,
-            "count_nonzero": count_nonzero, "nan_to_num": nan_to_num}
+            "count_nonzero": count_nonzero, "nan_to_num": nan_to_num,
+            "multi_dot": multi_dot,
+            "isposinf": lambda g, x, out=None: _isinf_signed(g, x, out, False),
+            "isneginf": lambda g, x, out=None: _isinf_signed(g, x, out, True)}
+
+
+def _isinf_signed(g, x, out, negative: bool) -> Tracer:
+    """``np.isposinf``/``np.isneginf``: ``isinf(x) & (signbit(x) == negative)``
+    as numpy computes them (a boolean mask; False for integers)."""
+    if out is not None:
+        return store_out(g, out, _isinf_signed(g, x, None, negative),
+                         "np.isneginf" if negative else "np.isposinf")
+    t = operand(g, x)
+    sign = UFUNCS["signbit"](g, t)
+    if not negative:
+        sign = UFUNCS["logical_not"](g, sign)
+    return UFUNCS["logical_and"](g, UFUNCS["isinf"](g, t), sign)

@@ -192,6 +192,10 @@ def dot(g, a, b, out=None):
         return store_out(g, out, dot(g, a, b), "np.dot")
     a, b = operand(g, a), operand(g, b)
     if isinstance(a, Scalar) or isinstance(b, Scalar) or a.ndim == 0 or b.ndim == 0:
+        # np.dot converts a Python scalar to an array: its dtype is not weak
+        # (np.dot(float32 x, 2.0) is float64, np.dot(int32 x, 2) int64)
+        a, b = (Scalar(np.asarray(v.value)[()]) if isinstance(v, Scalar) and v.weak else v
+                for v in (a, b))
         return UFUNCS["multiply"](g, a, b)
     if b.ndim <= 2:
         return matmul(g, a, b)
@@ -199,3 +203,54 @@ def dot(g, a, b, out=None):
 
 
 # -- other functions ----------------------------------------------------------------
+
+
+def multi_dot(g, arrays, *, out=None):
+    """``np.linalg.multi_dot``: the chain of ``np.dot`` products in numpy's
+    order (the cheapest parenthesisation at the traced extents: numpy's cost
+    for three operands, its dynamic programme for more).  A 1-D first
+    operand is a row, a 1-D last one a column, as numpy treats them; every
+    other operand must be 2-D (``ValueError``).  A shape class whose later
+    extents favour another order keeps the traced one (sums associated
+    differently from numpy's, within rounding)."""
+    if out is not None:
+        return store_out(g, out, multi_dot(g, arrays), "np.linalg.multi_dot")
+    ts = [operand(g, a) for a in arrays]
+    n = len(ts)
+    if n < 2:
+        raise ValueError("Expecting at least two arrays.")
+    if n == 2:
+        return dot(g, ts[0], ts[1])
+    if any(isinstance(t, Scalar) for t in ts):
+        raise ValueError("0-dimensional array given. Array must be two-dimensional")
+    first, last = ts[0].ndim, ts[-1].ndim
+    if first == 1:
+        ts[0] = views.expand_dims(ts[0], 0)
+    if last == 1:
+        ts[-1] = views.expand_dims(ts[-1], 1)
+    for t in ts:
+        if t.ndim != 2:
+            raise ValueError(f"{t.ndim}-dimensional array given. Array must be two-dimensional")
+    p = [t._shape[0].value for t in ts] + [ts[-1]._shape[1].value]
+    cost = {(i, i): 0 for i in range(n)}
+    split = {}
+    for span in range(1, n):
+        for i in range(n - span):
+            j = i + span
+            cost[i, j] = float("inf")
+            for k in range(i, j):
+                q = cost[i, k] + cost[k + 1, j] + p[i] * p[k + 1] * p[j + 1]
+                if q < cost[i, j]:
+                    cost[i, j], split[i, j] = q, k
+    if n == 3:      # numpy's own test for three (ties go right, as its strict '<')
+        left = p[0] * p[2] * (p[1] + p[3]) < p[1] * p[3] * (p[0] + p[2])
+        split[0, 2] = 1 if left else 0
+
+    def chain(i, j):
+        return ts[i] if i == j else dot(g, chain(i, split[i, j]), chain(split[i, j] + 1, j))
+    r = chain(0, n - 1)
+    if first == 1 and last == 1:
+        return views.getitem(r, (0, 0))
+    if first == 1 or last == 1:
+        return views.reshape(r, (-1,))
+    return r

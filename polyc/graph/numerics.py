@@ -3,7 +3,8 @@ with the traced operations numpy's own implementations use, so that the
 values are numpy's: ``gradient`` (second-order central differences inside,
 one-sided ones of ``edge_order`` 1 or 2 at the ends; spacings as scalars or
 coordinate arrays) and ``nanvar nanstd`` (NaNs left out of the mean, the
-squares and the count); the grid builders ``meshgrid broadcast_arrays``
+squares and the count), ``nanprod nancumsum nancumprod nanargmax
+nanargmin`` (NaNs replaced, as numpy does); the grid builders ``meshgrid broadcast_arrays``
 (views) and ``append``; numpy 2's ``linalg.vector_norm matrix_norm``;
 ``interp`` at constant points (:mod:`polyc.graph.interp`).
 Each takes traced arrays and returns traced arrays;
@@ -17,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import morefns, views
+from . import morefns, search, views
 from .core import Tracer, user_location
 from .interp import interp
 from .ops import Scalar, broadcast, capture, materialize, normalize_axis, operand, reduce
@@ -180,6 +181,26 @@ def nan_moment(kind: str) -> Callable:
     return run
 
 
+def nan_filled(kind: str) -> Callable:
+    """``np.nanprod nancumsum nancumprod nanargmax nanargmin``: numpy's
+    ``_replace_nan``: NaNs replaced by 1 (products), 0 (sums) or -inf/+inf
+    (arg maxima/minima), then the plain function; integer arrays go straight
+    to it.  numpy raises ``ValueError`` for a slice of NaNs only in
+    ``nanargmax``/``nanargmin``, which needs the values: here such a slice
+    gives index 0."""
+    fill = {"prod": 1, "cumsum": 0, "cumprod": 1, "argmax": -np.inf, "argmin": np.inf}[kind]
+    plain = getattr(np, kind)
+
+    def run(g, a, *args, **kw):
+        if kw.get("out") is not None or len(args) > (1 if kind.startswith("arg") else 2):
+            raise _refuse(f"np.nan{kind} with out= is not supported")
+        t = operand(g, a)
+        if isinstance(t, Tracer) and t.dtype.kind == "f":
+            t = np.where(UFUNCS["isnan"](g, t), fill, t)
+        return plain(t, *args, **kw)
+    return run
+
+
 def _array(g, x: Any) -> Tracer:
     """``x`` traced, a scalar as numpy's 0-d array of it (its dtype, not weak)."""
     t = operand(g, x)
@@ -249,10 +270,12 @@ def functions(concatenate: Callable) -> dict[str, Callable]:
             gradient(g, f, *varargs, axis=axis, edge_order=edge_order,
                      concatenate=concatenate),
             "nanvar": nan_moment("var"), "nanstd": nan_moment("std"),
+            **{f"nan{k}": nan_filled(k) for k in ("prod", "cumsum", "cumprod", "argmax",
+                                                   "argmin")},
             "broadcast_arrays": broadcast_arrays, "meshgrid": meshgrid,
             "vector_norm": vector_norm,
             "matrix_norm": lambda g, x, *, keepdims=False, ord="fro":
                 morefns.norm(g, x, ord=ord, axis=(-2, -1), keepdims=keepdims),
             "append": lambda g, arr, values, axis=None: append(g, arr, values, axis,
                                                                concatenate),
-            "interp": interp}
+            "interp": interp, **search.functions()}

@@ -10,9 +10,8 @@ and ``add/maximum/minimum.reduce``; the functions of :data:`FUNCTIONS`
 ``where clip concatenate stack hstack vstack split pad triu tril *_like``).
 Comparisons are masks (templates inlined into ``np.where`` and arithmetic);
 a returned mask is an int32 0/1 tensor converted to bool on the way out.
-Anything else raises
-:class:`~polyc.errors.UnsupportedError` naming the function: nothing falls
-back to numpy.
+Anything else raises :class:`~polyc.errors.UnsupportedError` naming the
+function: nothing falls back to numpy.
 """
 
 from __future__ import annotations
@@ -117,12 +116,12 @@ def where(g, cond, a=None, b=None):
     if a is None or b is None:
         raise UnsupportedError(f"{user_location()}: np.where(cond) (indices) has a "
                                "data-dependent shape; use np.where(cond, a, b)")
-    c = operand(g, cond)
-    x, y = operand(g, a), operand(g, b)
+    c, x, y = operand(g, cond), operand(g, a), operand(g, b)
     dt = ops.result_dtype(x, y)
-    cond_bool = c.dtype.kind == "b"
-    return elementwise(g, "where", lambda cc, p, q: f"({cc} ? {p} : {q})" if cond_bool
-                       else f"(({cc} != 0) ? {p} : {q})", [c, x, y], dt, compute_dtype=dt)
+    cb = c.dtype.kind == "b"
+    return elementwise(g, "where", lambda cc, p, q: f"({cc} ? {p} : {q})" if cb else
+                       f"(({cc} != 0) ? {p} : {q})", [c, x, y], dt, compute_dtype=dt,
+                       lazy=dt.kind == "b")             # of masks: a mask
 
 
 def clip(g, a, a_min=None, a_max=None, **kw):
@@ -564,8 +563,8 @@ def _install() -> None:
             return _reduction(k)(self._graph, self, axis, dtype, out, keepdims, ddof, **kw)
         return method
     for kind, make in (("sum", _sum_like), ("prod", _sum_like), ("mean", _sum_like),
-                       ("max", _max_like),
-                       ("min", _max_like), ("var", _var_like), ("std", _var_like)):
+                       ("max", _max_like), ("min", _max_like), ("var", _var_like),
+                       ("std", _var_like)):
         setattr(T, kind, make(kind))
 
     def reshape_method(self, *shape, order="C", copy=None):
@@ -584,6 +583,7 @@ def _install() -> None:
     T.copy = lambda self, order="C": _copy(self._graph, self)
     T.clip = lambda self, lo=None, hi=None, **kw: clip(self._graph, self, lo, hi, **kw)
     T.dot = lambda self, other, out=None: dot(self._graph, self, other, out)
+    T.__round__ = arrayfns.round_builtin
     def as_method(fn):      # np.fn(a, *args) as a.fn(*args): the same arguments after a
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
     T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)

@@ -1,0 +1,115 @@
+"""numpy idioms of ``@polyc.jit`` that used to be refused or to differ from
+numpy: ``np.dot`` with a Python scalar (numpy converts it to an array, so
+its dtype is not weak), ``isposinf``/``isneginf``, ``diff`` of booleans
+(``not_equal``), ``round`` of integers to negative decimals, ``where``
+between masks (a mask), ``linalg.multi_dot`` (numpy's parenthesisation) and
+``repeat`` with a count per element.  Each against plain numpy
+(``check``: structure, shapes, dtypes, values)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import ShapeError, UnsupportedError
+
+from .test_ops import F32, check, rand
+
+
+def test_dot_with_a_python_scalar_has_numpys_dtype():
+    x = rand((3, 4), F32, seed=1)
+    check(lambda a: (np.dot(a, 2.0), np.dot(3, a), np.dot(a, True), np.dot(a, np.float32(2))), x)
+    check(lambda a: np.dot(2, a), np.arange(-6, 6, dtype=np.int32).reshape(3, 4))
+
+
+def test_isposinf_isneginf():
+    x = np.array([[1.0, np.nan, -np.inf], [np.inf, -0.0, 2.5]], dtype=np.float32)
+    check(lambda a: (np.isposinf(a), np.isneginf(a), np.where(np.isposinf(a), 0, a)), x)
+    check(lambda a: (np.isposinf(a), np.isneginf(a)), np.array([-3, 0, 4], dtype=np.int64))
+
+
+def test_diff_of_booleans_is_not_equal():
+    x = rand((7, 3), F32, seed=2)
+    check(lambda a: (np.diff(a > 0, axis=0), np.diff(a[:, 0] > 0), np.diff(a > 0, n=2),
+                     np.diff(a > 0).sum(axis=1)), x)
+
+
+def test_round_integers_to_negative_decimals():
+    x = np.array([15, 25, -35, 44, -45, 5, 0, 150, 249], dtype=np.int64)
+    check(lambda a: (np.round(a, -1), np.round(a, -2), a.round(-1), np.around(a, 1)), x)
+    check(lambda a: np.round(a, -1), x.astype(np.int32))
+
+
+def test_where_between_masks_is_a_mask():
+    x = rand((3, 4), F32, seed=3)
+    check(lambda a: (np.where(a > 0, True, a < -1), np.where(a > 0, False, True),
+                     np.where(np.where(a > 0, a < 1, False), a, 0),
+                     np.where(a > 0, a < 1, False).sum(axis=1)), x)
+
+
+@pytest.mark.parametrize("shapes", [
+    [(10, 3), (3, 8), (8, 2)], [(2, 30), (30, 3), (3, 40)],
+    [(10, 3), (3, 8), (8, 2), (2, 9)], [(3,), (3, 8), (8,)], [(3,), (3, 8), (8, 4)],
+    [(5, 3), (3, 8), (8, 4), (4,)], [(5, 3), (3,)]])
+def test_multi_dot(shapes):
+    arrays = [rand(s, F32, seed=k) for k, s in enumerate(shapes)]
+    check(lambda *a: np.linalg.multi_dot(list(a)), *arrays, reduction_length=30)
+
+
+def test_multi_dot_needs_matrices():
+    f = polyc.jit(lambda a, b, c: np.linalg.multi_dot([a, b, c]))
+    with pytest.raises(ShapeError, match="two-dimensional"):
+        f(rand((2, 5, 3), F32), rand((3, 8), F32), rand((8,), F32))
+
+
+def test_repeat_with_a_count_per_element():
+    x = rand((2, 3), F32, seed=4)
+    check(lambda a: (np.repeat(a, [1, 2], axis=0), np.repeat(a, [0, 2, 3], axis=1),
+                     np.repeat(a, np.array([1, 0, 2, 1, 1, 3])), np.repeat(a, [2], axis=1),
+                     np.repeat(a, 0, axis=1), a.repeat([3, 1], axis=0) * 2), x)
+    check(lambda a: np.repeat(a, [2, 1, 1]), np.array([4, 5, 6]))
+
+
+def test_repeat_refusals():
+    x = rand((2, 3), F32)
+    with pytest.raises(ShapeError, match="negative"):
+        polyc.jit(lambda a: np.repeat(a, [1, -1], axis=0))(x)
+    with pytest.raises(ShapeError, match="broadcast"):
+        polyc.jit(lambda a: np.repeat(a, [1, 2, 3], axis=0))(x)
+    with pytest.raises(UnsupportedError, match="traced counts"):
+        polyc.jit(lambda a, r: np.repeat(a, r))(x[0], np.array([1, 2, 3]))
+
+
+def test_nan_functions_replace_nans_as_numpy():
+    x = np.array([[np.nan, 1, 3], [2, np.nan, -1], [0.5, 4, np.nan]], np.float32)
+    check(lambda a: (np.nanprod(a), np.nanprod(a, axis=0, keepdims=True), np.nancumsum(a),
+                     np.nancumsum(a, axis=1), np.nancumsum(a, 0, np.float64),
+                     np.nancumprod(a, axis=0), np.nanargmax(a, axis=0), np.nanargmin(a, axis=1),
+                     np.nanargmax(a), np.nanargmax(a, axis=1, keepdims=True)), x)
+    check(lambda a: (np.nanprod(a, axis=1), np.nanargmax(a, axis=1), np.nancumsum(a)),
+          np.array([[1, 2], [4, 3]]))
+
+
+def test_round_builtin():
+    x = rand((3, 4), F32, seed=5)
+    check(lambda a: round(a.sum(), 2), x)
+    with pytest.raises(polyc.TraceError, match=r"round\(\) of a traced value"):
+        polyc.jit(lambda a: round(a.sum()))(x)
+    with pytest.raises(UnsupportedError, match=r"np.round\(x, 2\)"):
+        polyc.jit(lambda a: round(a, 2))(x)
+
+
+def test_searchsorted_and_digitize():
+    a = np.array([0.0, 0.5, 0.5, 1.0, np.nan])
+    v = np.array([[-1, 0, 0.25, 0.5, 0.7], [1.0, 2.0, np.nan, 0.5, -0.0]], np.float32)
+    check(lambda x: (np.searchsorted(a, x), np.searchsorted(a, x, side="right"),
+                     np.searchsorted([0, 1, 2], x), np.digitize(x, [0.0, 0.5, 1.0]),
+                     np.digitize(x, np.array([0.0, 0.5, 1.0]), right=True),
+                     np.digitize(x, [1.0, 0.5, 0.0]), np.digitize(x, [1.0, 0.5, 0.0], True)), v)
+    check(lambda s, x: (np.searchsorted(s, x), np.searchsorted(s, x, "right"),
+                        np.searchsorted(s, 0.5), np.digitize(x, s), np.digitize(x, s[3::-1]),
+                        np.digitize(x, s[:4], right=True)), a, v)
+    check(lambda s, x: np.searchsorted(s, x), np.array([1, 3, 3, 7]), np.array([0, 3, 4, 8, 7]))
+    with pytest.raises(ShapeError, match="monotonically"):
+        polyc.jit(lambda x: np.digitize(x, [1.0, 0.5, 2.0]))(v)
