@@ -74,9 +74,7 @@ def _shift(obj, lines: int):
 @functools.lru_cache(maxsize=1)
 def _statement_parser() -> Lark:
     """:func:`.parser._lark` with the start symbol ``statement``."""
-    return Lark(parser._GRAMMAR.read_text(), parser="lalr", lexer="contextual",
-                start="statement", propagate_positions=True, maybe_placeholders=True,
-                postlex=parser._AcceptNames())
+    return parser.cached_lark("statement")
 
 
 def _statement(line: str, filename: str) -> S.Statement:

@@ -100,9 +100,56 @@ def _check_number(tok: Token) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _lark() -> Lark:
-    return Lark(_GRAMMAR.read_text(), parser="lalr", lexer="contextual",
+    return cached_lark("start")
+
+
+def _build_lark(start: str) -> Lark:
+    return Lark(_GRAMMAR.read_text(), parser="lalr", lexer="contextual", start=start,
                 propagate_positions=True, maybe_placeholders=True,
                 postlex=_AcceptNames())
+
+
+def cached_lark(start: str) -> Lark:
+    """The LALR parser of the TC grammar with start symbol ``start``.  lark's
+    analysis of the grammar (0.13 s, at the first parse of every process)
+    is kept in polyc's cache directory with ``Lark.save`` and read back with
+    ``Lark.load`` (0.01 s), keyed by the grammar, the start symbol, lark's
+    and Python's versions; an entry that does not load is rebuilt
+    (:func:`polyc.cache.get_or_build`).  Without a disk cache
+    (``POLYC_NO_DISK_CACHE=1``) or a usable cache directory, lark builds it
+    in memory."""
+    import hashlib
+    import sys
+
+    from ...cache import get_or_build
+    from ...config import Config
+    from ...errors import PolycError
+    ident = f"{lark.__version__}|{sys.version_info[:2]}|{start}|{_GRAMMAR.read_text()}"
+    key = "tcgrammar-" + hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+    def build(directory: Path, out: Path) -> dict:
+        with open(out, "wb") as f:
+            _build_lark(start).save(f)
+        return {}
+
+    def load(path: Path, meta: dict) -> Lark:
+        try:
+            with open(path, "rb") as f:
+                parser = Lark.load(f)
+        except Exception as e:  # noqa: BLE001 - a damaged entry: the cache rebuilds it
+            raise OSError(f"lark cannot load it: {type(e).__name__}: {e}") from e
+        if parser.options.start != [start]:
+            raise OSError(f"it parses from {parser.options.start}, not {start!r}")
+        return parser
+
+    config = Config.from_env()
+    if not config.disk_cache:
+        return _build_lark(start)
+    try:
+        return get_or_build(key, directory=config.resolved_cache_dir(), suffix=".lark",
+                            build=build, load=load)
+    except (OSError, PolycError):
+        return _build_lark(start)
 
 
 def parse(text: str, filename: str = "<tc>") -> S.Module:
@@ -218,8 +265,9 @@ _WORDS = {
     "NAME": "a name", "NUMBER": "a number", "$END": "the end of the input",
     "ASSIGN_OP": "an assignment operator (=, +=, +=!, max=!, ...)",
 }
-_EXPR_START = {"NAME", "NUMBER", "LPAR", "MINUS", "BANG"}
-_OPERATORS = {"OR", "AND", "CMP_OP", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "QMARK"}
+_EXPR_START = {"NAME", "NUMBER", "LPAR", "MINUS", "BANG", "TILDE"}
+_OPERATORS = {"OR", "AND", "CMP_OP", "PLUS", "MINUS", "STAR", "SLASH", "PERCENT", "QMARK",
+              "PIPE", "CARET", "AMP", "SHIFT_OP"}
 _TYPE_WORDS = frozenset({"float", "double", "half", "float16", "bfloat16", "float32",
                          "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
                          "uint32", "uint64", "byte", "bool"})

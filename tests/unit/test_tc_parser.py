@@ -310,3 +310,36 @@ def test_source_without_definitions(text):
     assert str(info.value).startswith("x.tc holds no TC definition")
     ok = tc.parse("def f(float(N) A) -> (B) { B(i) = A(i) }")
     assert tc.require_definitions(ok) is ok
+
+
+# ------------------------------------------------------------------ grammar cache
+@pytest.mark.parametrize("start", ["start", "statement"])
+def test_grammar_tables_come_from_the_cache_and_a_damaged_entry_is_rebuilt(
+        tmp_path, monkeypatch, start):
+    """lark's LALR tables are built once per cache directory and loaded by
+    the next process (here: after forgetting the in-memory memo); a damaged
+    entry is rebuilt; without a disk cache lark builds them in memory.  The
+    parser parses as one built by lark directly."""
+    from polyc import cache
+    from polyc.frontend.tc import parser as P
+    monkeypatch.setenv("POLYC_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("POLYC_NO_DISK_CACHE", raising=False)
+    text = PROGRAMS["matmul"] if start == "start" else "C(m, n) +=! A(m, k) * B(k, n)"
+    want = P._build_lark(start).parse(text)
+    cache.reset_stats()
+    assert P.cached_lark(start).parse(text) == want
+    entries = list(tmp_path.glob("tcgrammar-*.lark"))
+    assert len(entries) == 1 and cache.stats().builds == 1
+    cache.clear_memory()
+    assert P.cached_lark(start).parse(text) == want
+    assert cache.stats().disk_hits == 1 and cache.stats().builds == 1
+    cache.clear_memory()
+    entries[0].chmod(0o600)
+    entries[0].write_bytes(b"not a pickle")
+    with pytest.warns(Warning):
+        assert P.cached_lark(start).parse(text) == want      # reported, rebuilt
+    assert cache.stats().builds == 2
+    cache.clear_memory()
+    monkeypatch.setenv("POLYC_NO_DISK_CACHE", "1")
+    assert P.cached_lark(start).parse(text) == want
+    assert cache.stats().builds == 2
