@@ -92,7 +92,24 @@ def compute(program: Program) -> Dependences:
     the in-bounds preconditions) are kept.
 
     Source: isl manual, "Dependence Analysis" (``isl_union_access_info``).
+
+    Equal programs (equal :meth:`~polyc.ir.Program.fingerprint`) share one
+    result (:data:`_COMPUTED`, the last few): the tuner rebuilds each
+    candidate's schedule from the same program.
     """
+    key = program.fingerprint()
+    if key not in _COMPUTED:
+        if len(_COMPUTED) >= 16:
+            _COMPUTED.pop(next(iter(_COMPUTED)))
+        _COMPUTED[key] = _compute(program)
+    return _COMPUTED[key]
+
+
+#: fingerprint -> the :class:`Dependences` of that program (immutable).
+_COMPUTED: dict[str, Dependences] = {}
+
+
+def _compute(program: Program) -> Dependences:
     sched = program.original_schedule()
     reads, writes = program.reads(), program.writes()
 

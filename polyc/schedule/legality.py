@@ -17,6 +17,7 @@ from ..dependence import Dependences
 from ..errors import IllegalScheduleError, Witness
 from ..ir import Program
 from ..isl_util import maps_of
+from .legality_time import carries_in_time, order_key, respects, union
 from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .tree import band_names
 
@@ -29,39 +30,37 @@ def schedule_order(schedule: isl.Schedule) -> isl.UnionMap:
     return smap.lex_lt_union_map(smap)
 
 
-def _respects(smap: isl.UnionMap, dep: isl.UnionMap) -> bool | None:
-    """Whether every pair of ``dep`` runs source before sink under the
-    flattened schedule ``smap``, decided on the dependence pairs alone: each
-    pair mapped to its (source time, sink time) must be lexicographically
-    increasing (``isl_map_lex_lt`` of the time space).  ``None`` when the
-    times do not share one space (the exact, quadratic test decides)."""
-    timed = dep.apply_domain(smap).apply_range(smap)
-    for m in maps_of(timed):
-        space = m.get_space()
-        n = space.dim(isl.dim_type.in_)
-        if n != space.dim(isl.dim_type.out):
-            return None
-        lt = isl.Map.lex_lt(isl.Space.set_alloc(m.get_ctx(), 0, n))
-        lt = lt.set_tuple_id(isl.dim_type.in_, space.get_tuple_id(isl.dim_type.in_)) \
-            if space.has_tuple_id(isl.dim_type.in_) else lt
-        lt = lt.set_tuple_id(isl.dim_type.out, space.get_tuple_id(isl.dim_type.out)) \
-            if space.has_tuple_id(isl.dim_type.out) else lt
-        if not m.subtract(lt).is_empty():
-            return False
-    return True
-
-
 def violations(schedule: isl.Schedule, deps: Dependences) -> dict[str, isl.UnionMap]:
     """The dependences, by kind, whose source does not run before its sink.
 
     The common case, a legal schedule, is decided on the dependence pairs
-    mapped into schedule time (:func:`_respects`, linear in the
+    mapped into schedule time (:func:`.legality_time.respects`, linear in the
     dependences); only an illegal one pays for the full order of every pair
     of instances (:func:`schedule_order`), which names the violated pairs."""
+    key = (order_key(schedule), id(deps))
+    hit = _ORDERED.get(key)
+    if hit is not None and hit[0] is deps:      # (deps kept alive: its id is not reused)
+        return dict(hit[1])
+    out = _violations(schedule, deps)
+    if len(_ORDERED) >= _ORDERED_MAX:
+        _ORDERED.clear()
+    _ORDERED[key] = (deps, out)
+    return dict(out)
+
+
+#: (the tree without its marks, id of the dependences) -> (dependences,
+#: :func:`violations`): marks do not change the order, and a recipe's
+#: ``mark``/``vectorize`` steps, and candidates that share steps, check
+#: the same order again.
+_ORDERED: dict[tuple[bytes, int], tuple[Dependences, dict]] = {}
+_ORDERED_MAX = 2000
+
+
+def _violations(schedule: isl.Schedule, deps: Dependences) -> dict[str, isl.UnionMap]:
     by_kind = {k: d for k, d in deps.by_kind().items() if not d.is_empty()}
     smap = schedule.get_map()
-    if all(_respects(smap, d) for d in by_kind.values()):
-        return {}
+    if not by_kind or respects(smap, union(by_kind.values())):
+        return {}           # (one test of every kind together: the legal case)
     before = smap.lex_lt_union_map(smap)
     out = {}
     for kind, dep in by_kind.items():
@@ -242,6 +241,26 @@ def carried_by_member(node: isl.ScheduleNode, member: int,
     return same_outer.subtract(this.apply_range(this.reverse()))
 
 
+def carries(node: isl.ScheduleNode, member: int, deps: isl.UnionMap) -> bool:
+    """Whether band member ``member`` of band ``node`` carries a dependence
+    of ``deps``: :func:`carried_by_member` is not empty.  Decided on the
+    dependence pairs mapped into schedule time (outer dimensions, then the
+    member), linear in the dependences, where :func:`carried_by_member`
+    relates every pair of instances with equal outer schedule (quadratic in
+    the band's statements); it is the fallback when the times do not share
+    one space."""
+    domain = node.get_domain()
+    within = deps.intersect_domain(domain).intersect_range(domain)
+    if within.is_empty():
+        return False
+    outer, this = member_maps(node, member)
+    time = outer.flat_range_product(this)
+    found = carries_in_time(within, time)
+    if found is None:
+        return not carried_by_member(node, member, deps).is_empty()
+    return found
+
+
 def carried_at(schedule_prefix: isl.UnionMap, deps: isl.UnionMap) -> isl.UnionMap:
     """The dependences not already ordered by ``schedule_prefix`` (a partial
     schedule as a union map): those equal on the prefix."""
@@ -269,10 +288,13 @@ def carried_dependences(node: isl.ScheduleNode, member: int, deps: Dependences,
                         exclude: isl.UnionMap | None = None) -> dict[str, isl.UnionMap]:
     """The dependences band member ``member`` of ``node`` carries, by kind
     (``flow``/``anti``/``output``), empty kinds left out."""
+    by_kind = deps.by_kind()
+    if exclude is not None:
+        by_kind = {kind: dep.subtract(exclude) for kind, dep in by_kind.items()}
+    if not carries(node, member, union(by_kind.values())):
+        return {}           # the common case, decided without the pairs
     out = {}
-    for kind, dep in deps.by_kind().items():
-        if exclude is not None:
-            dep = dep.subtract(exclude)
+    for kind, dep in by_kind.items():
         c = carried_by_member(node, member, dep)
         if not c.is_empty():
             out[kind] = c
@@ -456,6 +478,11 @@ def reassociated(deps: Dependences, program: Program | None) -> Dependences:
                        reduction=red)
 
 
+#: id of the dependences -> (them, the program, :func:`reassociated`): one
+#: object per program, so that :func:`violations` remembers its answers.
+_REASSOCIATED: dict[int, tuple] = {}
+
+
 def check_tree(schedule: isl.Schedule, deps: Dependences, program: Program | None = None,
                what: str = "schedule", reassociate: bool = False) -> None:
     """:func:`check` (the order; reduction dependences left out when
@@ -464,6 +491,11 @@ def check_tree(schedule: isl.Schedule, deps: Dependences, program: Program | Non
     schedule = without_extensions(schedule)
     full = deps
     if reassociate:
-        deps = reassociated(deps, program)
+        hit = _REASSOCIATED.get(id(deps))
+        if hit is None or hit[0] is not deps or hit[1] is not program:
+            if len(_REASSOCIATED) >= 64:
+                _REASSOCIATED.clear()
+            hit = _REASSOCIATED[id(deps)] = (deps, program, reassociated(deps, program))
+        deps = hit[2]
     check(schedule, deps, program, what)
     check_marks(schedule, full, program, what)

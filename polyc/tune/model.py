@@ -144,12 +144,18 @@ def _footprint(st: StatementInfo, ext: dict[str, int]) -> float:
     return sum(per_tensor.values())
 
 
-def _traffic(st: StatementInfo, loops, capacity: float) -> float:
-    """Bytes moved into a cache of ``capacity`` bytes (reuse distance)."""
+def _traffic(st: StatementInfo, loops, capacity: float,
+             footprints: dict[int, float] | None = None) -> float:
+    """Bytes moved into a cache of ``capacity`` bytes (reuse distance).
+    ``footprints``: the footprint inside each depth of ``loops``, filled in
+    as computed (shared by the cache levels)."""
+    footprints = {} if footprints is None else footprints
     best = math.inf
     outer = 1.0
     for d in range(len(loops) + 1):
-        fp = _footprint(st, _iterator_extents(st, loops[d:]))
+        if d not in footprints:
+            footprints[d] = _footprint(st, _iterator_extents(st, loops[d:]))
+        fp = footprints[d]
         if fp <= FILL * capacity:
             best = min(best, outer * fp)
             break           # the deepest depth that fits is reached first from outside
@@ -203,8 +209,9 @@ def _statement_time(info: BandInfo, b: BandKnobs, knobs: Knobs, st: StatementInf
     overhead = entries * LOOP_ENTRY + st.instances / (lanes * b.unroll) * LOOP_ITERATION
     if b.unroll > 1 and b.unroll > trip:
         overhead *= 1.5          # an unroll longer than the loop only adds guards
-    memory = {lvl: _traffic(st, loops, cap) / BANDWIDTH[lvl] for lvl, cap in caches.items()
-              if lvl in BANDWIDTH}
+    fps: dict[int, float] = {}
+    memory = {lvl: _traffic(st, loops, cap, fps) / BANDWIDTH[lvl]
+              for lvl, cap in caches.items() if lvl in BANDWIDTH}
     speed = shared = 1.0
     fork = 0.0
     if b.parallel and cores > 1:
@@ -237,16 +244,26 @@ def _tensorized_time(info: BandInfo, cores: int) -> float:
 
 
 def cost(knobs: Knobs, infos: list[BandInfo], *, caches: dict[int, int] | None = None,
-         cores: int | None = None) -> float:
+         cores: int | None = None, memo: dict | None = None) -> float:
     """The modelled time of ``knobs`` (seconds, relative) with ``infos``
-    analysed at one set of sizes (:func:`polyc.tune.space.analyse`)."""
+    analysed at one set of sizes (:func:`polyc.tune.space.analyse`).
+    ``memo``: a dict kept by the caller for one ``infos`` (and machine), in
+    which each band's time is remembered by its knobs: the samples of a
+    ranking share most of their bands' knobs."""
     caches = caches or cache_sizes()
     cores = cores or _cores()
     total = 0.0
-    for info, b in zip(infos, knobs.bands):
-        if b.tensorize:
-            total += _tensorized_time(info, cores)
+    for i, (info, b) in enumerate(zip(infos, knobs.bands)):
+        key = (i, b, knobs.reassociate)
+        if memo is not None and key in memo:
+            total += memo[key]
             continue
-        for st in info.statements:
-            total += _statement_time(info, b, knobs, st, caches, cores)
+        if b.tensorize:
+            t = _tensorized_time(info, cores)
+        else:
+            t = sum(_statement_time(info, b, knobs, st, caches, cores)
+                    for st in info.statements)
+        if memo is not None:
+            memo[key] = t
+        total += t
     return total

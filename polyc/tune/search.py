@@ -265,6 +265,7 @@ class _Session:
     def analyse(self):
         from ..schedule.language import Schedule
         self.bases, self.infos, self.choices = {}, {}, {}
+        self._cost_memo: dict[str, list[dict]] = {}     # model.cost's, per start and sizes
         for start in ("isl", "source"):
             try:
                 base = Schedule.from_program(self.program, start=start)
@@ -297,7 +298,8 @@ class _Session:
         candidate would cost 0 and rank first; it is listed unscored, last."""
         if not any(self.infos[k.start]):
             return math.inf
-        return sum(model.cost(k, infos) for infos in self.infos[k.start])
+        memo = self._cost_memo.setdefault(k.start, [{} for _ in self.infos[k.start]])
+        return sum(model.cost(k, infos, memo=m) for infos, m in zip(self.infos[k.start], memo))
 
     def legal(self, ranked, want: int, share: float = 1.0) -> list[Trial]:
         """The first ``want`` legal, distinct candidates of ``ranked``, as
