@@ -40,8 +40,11 @@ SCALAR_FUNCTIONS2 = ("copysign", "fmod")
 ARITH_OPS = ("+", "-", "*", "/", "%")
 COMPARE_OPS = ("==", "!=", "<", "<=", ">", ">=")
 LOGIC_OPS = ("&&", "||")
-BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS
-UNARY_OPS = ("-", "!")
+#: bitwise operators of integers (C's; shifts by a count outside 0..width-1
+#: give numpy's values)
+BITWISE_OPS = ("&", "|", "^", "<<", ">>")
+BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGIC_OPS + BITWISE_OPS
+UNARY_OPS = ("-", "!", "~")
 
 
 @dataclass(frozen=True)
@@ -227,9 +230,10 @@ def canonical(e: Expr) -> list:
     raise AssertionError(type(e))
 
 
-# TC's precedence: all comparisons share one level (left-associative)
-_PREC = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
-         "+": 5, "-": 5, "*": 6, "/": 6, "%": 6}
+# TC's precedence: all comparisons share one level (left-associative); the
+# bitwise operators sit where C puts them
+_PREC = {"||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6, "<": 6, "<=": 6, ">": 6,
+         ">=": 6, "<<": 7, ">>": 7, "+": 8, "-": 8, "*": 9, "/": 9, "%": 9}
 
 
 def to_text(e: Expr, prec: int = 0) -> str:
@@ -241,7 +245,7 @@ def to_text(e: Expr, prec: int = 0) -> str:
     if isinstance(e, Access):
         return f"{e.tensor}({', '.join(to_text(i) for i in e.indices)})"
     if isinstance(e, Unary):
-        return f"{e.op}{to_text(e.operand, 7)}"
+        return f"{e.op}{to_text(e.operand, 10)}"
     if isinstance(e, Binary):
         p = _PREC[e.op]
         s = f"{to_text(e.lhs, p)} {e.op} {to_text(e.rhs, p + 1)}"

@@ -16,7 +16,8 @@ from .errors import ShapeError
 _COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
             ">": np.greater, ">=": np.greater_equal}
 _ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
-          "%": np.remainder}
+          "%": np.remainder, "&": np.bitwise_and, "|": np.bitwise_or, "^": np.bitwise_xor,
+          "<<": np.left_shift, ">>": np.right_shift}
 _UNARY_FLOAT = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
                 "erf": lambda x: _erf(x),
                 "fabs": np.abs, "rsqrt": lambda x: x.dtype.type(1) / np.sqrt(x),
@@ -112,6 +113,8 @@ def eval_expr(e: E.Expr, env: Env, active):
         v = eval_expr(e.operand, env, active)
         if e.op == "!":
             return np.logical_not(_truth(v))
+        if e.op == "~":
+            return np.invert(numeric(v)[0])
         return np.negative(numeric(v)[0])
     if isinstance(e, E.Binary):
         if e.op in ("&&", "||"):

@@ -313,6 +313,8 @@ class CExprPrinter:
             if e.op == "!":
                 return f"(!{a})", "bool"
             a, t = convert(a, t, _numeric(t)), _numeric(t)
+            if e.op == "~":
+                return f"(~{_integer(a, t, e)})", t
             if t.startswith("float"):
                 return f"(-{a})", t
             return f"polyc_neg_{C_TYPES[t]}({a})", t
@@ -327,6 +329,11 @@ class CExprPrinter:
                 return f"({a} {e.op} {b})", "bool"
             if e.op in ("+", "-", "*"):
                 return arith(e.op, a, b, t), t
+            if e.op in E.BITWISE_OPS:
+                a, b = _integer(a, t, e), _integer(b, t, e)
+                if e.op in ("<<", ">>"):
+                    return f"polyc_sh{'l' if e.op == '<<' else 'r'}_{C_TYPES[t]}({a}, {b})", t
+                return f"({a} {e.op} {b})", t
             if t.startswith("float"):
                 if e.op == "/":
                     return f"({a} / {b})", t
@@ -393,6 +400,15 @@ class CExprPrinter:
             a, b = convert(a, ta, t), convert(b, tb, t)
             return f"polyc_{fn}_{C_TYPES[t]}({a}, {b})", t
         raise UnsupportedError(f"builtin {fn!r} is not supported by the C backend")
+
+
+def _integer(text: str, t: str, e: E.Expr) -> str:
+    """``text`` (of computation type ``t``), an operand of the bitwise
+    operator of ``e``: integers only."""
+    if is_float(t):
+        raise UnsupportedError(f"{e.span or E.to_text(e)}: the bitwise operator "
+                               f"'{getattr(e, 'op', '')}' needs integer operands, not {t}")
+    return text
 
 
 def _numeric(t: str) -> str:

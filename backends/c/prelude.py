@@ -127,6 +127,16 @@ static inline int64_t polyc_div_int64_t(int64_t a, int64_t b)
 { return b == 0 ? 0 : b == -1 ? polyc_neg_int64_t(a) : polyc_floord(a, b); }
 static inline int64_t polyc_mod_int64_t(int64_t a, int64_t b)
 { return (b == 0 || b == -1) ? 0 : polyc_mod(a, b); }
+/* << and >> on values: numpy's results for a count outside 0..width-1 (0, or -1
+   for a negative value shifted right), the left shift in unsigned arithmetic */
+static inline int32_t polyc_shl_int32_t(int32_t a, int32_t b)
+{ return (uint32_t)b < 32u ? (int32_t)((uint32_t)a << b) : 0; }
+static inline int32_t polyc_shr_int32_t(int32_t a, int32_t b)
+{ return (uint32_t)b < 32u ? a >> b : (a < 0 ? -1 : 0); }
+static inline int64_t polyc_shl_int64_t(int64_t a, int64_t b)
+{ return (uint64_t)b < 64u ? (int64_t)((uint64_t)a << b) : 0; }
+static inline int64_t polyc_shr_int64_t(int64_t a, int64_t b)
+{ return (uint64_t)b < 64u ? a >> b : (a < 0 ? -1 : 0); }
 static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }

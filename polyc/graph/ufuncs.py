@@ -141,39 +141,43 @@ def _truth(text: str) -> str:
 
 def _bitwise(name: str, sym: str) -> Callable:
     """``&``, ``|`` (``bitwise_and``, ``bitwise_or``): logical on boolean
-    masks, as numpy's; bitwise on integers, which polyc does not compute;
-    a TypeError on floats, as numpy's."""
+    masks, as numpy's; bitwise on integers (numpy's result type); a
+    TypeError on floats, as numpy's."""
     def run(g, a, b):
         ops_ = [operand(g, a), operand(g, b)]
-        _check_bool(name, ops_)
+        if not _all_bool(name, ops_):
+            return elementwise(g, name, lambda x, y: f"({x} {sym[0]} {y})", ops_)
         return elementwise(g, "logical", lambda x, y: f"({x} {sym} {y})", ops_,
                            np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
     return run
 
 
 def _bitwise_xor(g, a, b):
-    """``^`` (``bitwise_xor``): logical on boolean masks, as numpy's."""
+    """``^`` (``bitwise_xor``): logical on boolean masks, as numpy's;
+    bitwise on integers."""
     ops_ = [operand(g, a), operand(g, b)]
-    _check_bool("bitwise_xor", ops_)
+    if not _all_bool("bitwise_xor", ops_):
+        return elementwise(g, "bitwise_xor", lambda x, y: f"({x} ^ {y})", ops_)
     return elementwise(g, "logical", lambda x, y: f"(({x} != 0) != ({y} != 0))", ops_,
                        np.dtype(bool), lazy=True, compute_dtype=np.dtype(bool))
 
 
-def _check_bool(name: str, ops_) -> None:
+def _all_bool(name: str, ops_) -> bool:
+    """Whether the operands of bitwise ufunc ``name`` are all booleans
+    (else integers, possibly with booleans); numpy's TypeError for floats."""
     kinds = {o.dtype.kind for o in ops_}
-    if kinds <= {"b"}:
-        return
-    loc = user_location()
     if kinds & {"f"}:
+        loc = user_location()
         raise TypeError(f"{loc}: ufunc '{name}' not supported for float inputs (numpy "
                         f"raises too)\n    {loc.text}")
-    raise UnsupportedError(f"{loc}: np.{name} of integer arrays (bitwise) is not supported "
-                           f"by polyc.jit; it is supported on boolean masks\n    {loc.text}")
+    return kinds <= {"b"}
 
 
 def _invert(g, x):
+    """``~`` (``invert``): logical not of a mask, bitwise not of integers."""
     x = operand(g, x)
-    _check_bool("invert", [x])
+    if not _all_bool("invert", [x]):
+        return elementwise(g, "invert", lambda a: f"(~{a})", [x])
     return elementwise(g, "logical_not", lambda a: f"(!{a})", [x], np.dtype(bool), lazy=True,
                        compute_dtype=x.dtype)
 
@@ -355,19 +359,19 @@ def _float_power(g, a, b):
 
 
 def _shift(name: str) -> Callable:
-    """``right_shift``/``left_shift`` of integers by a constant ``k``: a
-    floor division (an arithmetic shift) or a wrapping product by ``2**k``."""
+    """``right_shift``/``left_shift`` (``>>``, ``<<``) of integers, in numpy's
+    result type: a count outside 0..width-1 of the type C computes in (int32
+    for the types up to 16 bits, wrapped to them when stored) gives 0, or -1
+    for a negative value shifted right, as numpy's."""
     def run(g, a, b):
-        a = operand(g, a)
-        if isinstance(b, Tracer) or not isinstance(b, (int, np.integer)) or \
-                isinstance(b, bool) or a.dtype.kind not in "iu" or \
-                not 0 <= int(b) < 8 * a.dtype.itemsize - 1:
+        ops_ = [operand(g, a), operand(g, b)]
+        if any(o.dtype.kind not in "iu" for o in ops_):
             loc = user_location()
-            raise UnsupportedError(f"{loc}: np.{name} is supported on integer arrays by a "
-                                   f"constant shift below the width only\n    {loc.text}")
-        k = 1 << int(b)
-        sym = "/" if name == "right_shift" else "*"
-        return elementwise(g, name, lambda x: f"({x} {sym} {k})", [a], a.dtype)
+            raise TypeError(f"{loc}: ufunc '{name}' not supported for "
+                            f"{'/'.join(sorted({o.dtype.name for o in ops_}))} inputs (numpy "
+                            f"raises too: integers only)\n    {loc.text}")
+        sym = ">>" if name == "right_shift" else "<<"
+        return elementwise(g, name, lambda x, y: f"({x} {sym} {y})", ops_)
     return run
 
 

@@ -113,3 +113,11 @@ def test_small_integer_kernels_compile(src):
     k = polyc.compile(src, config=emulated())
     for arch in ARCHS:
         check_build(k, arch)
+
+
+def test_bitwise_operators_compile():
+    k = polyc.compile("def b(uint8(N) A, int32(N) S) -> (R) "
+                      "{ R(i) = ((A(i) << S(i)) | ~A(i)) ^ (A(i) >> 2) & S(i) }", config=emulated())
+    assert "polyc_shl_int32_t" in k.cuda_source
+    for arch in ARCHS:
+        check_build(k, arch)

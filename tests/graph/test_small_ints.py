@@ -80,3 +80,60 @@ def neg(int16(M) A) -> (int16(M) R) { R(i) = -A(i) * A(i) }
     _same(ks["qmm"](x, y), x.astype(np.int32) @ y.astype(np.int32))
     z = _ext(np.int16, (40,))
     _same(ks["neg"](z), -z * z)
+
+
+def _shifts(dt, seed=5):
+    return np.random.default_rng(seed).integers(-3, 70, (5, 9)).astype(dt)
+
+
+BITWISE = {
+    "and_or_u8": (lambda a, b: (a & b) | (a & 0x0F), ["uint8", "uint8"]),
+    "xor_mixed": (lambda a, b: a ^ b, ["uint8", "int8"]),
+    "invert": (lambda a, b, c: (~a, np.invert(b), ~c), ["uint8", "int8", "uint32"]),
+    "shift_consts": (lambda a, b: (a << 3, b >> 2, a >> 9, b << 7), ["uint8", "int8"]),
+    "shift_wide_counts": (lambda a: (a << _shifts(np.int32), a >> _shifts(np.int32)),
+                          ["int32"]),
+    "shift_wide_counts64": (lambda a: (np.left_shift(a, _shifts(np.int64)),
+                                       np.right_shift(a, _shifts(np.int64))), ["int64"]),
+    "pack_rgb": (lambda r, g, b: (r.astype(np.uint32) << 16) | (g.astype(np.uint32) << 8) | b,
+                 ["uint8", "uint8", "uint8"]),
+    "unpack": (lambda p: ((p >> 8) & 0xFF).astype(np.uint8), ["uint32"]),
+    "mask_and_int": (lambda a, b: (a > 3) & b, ["uint8", "uint8"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BITWISE))
+def test_jit_bitwise_match_numpy(name):
+    fn, dts = BITWISE[name]
+    args = [_ext(np.dtype(d), seed=k) for k, d in enumerate(dts)]
+    want, got = fn(*args), polyc.jit(fn)(*args)
+    for g, w in zip(got if isinstance(want, tuple) else [got],
+                    want if isinstance(want, tuple) else [want]):
+        _same(g, w)
+
+
+def test_jit_bitwise_of_floats_is_numpys_type_error():
+    x = np.ones(4, np.float32)
+    with pytest.raises(TypeError, match="bitwise_and"):
+        polyc.jit(lambda a: a & a)(x)
+
+
+def test_tc_bitwise_operators_and_precedence():
+    ks = polyc.compile("""
+def bits(int32(N) A, int32(N) B) -> (R) { R(i) = (A(i) & B(i)) | A(i) ^ ~B(i) }
+def sh(uint8(N) A, int8(N) S) -> (uint8(N) L, uint8(N) R) {
+    L(i) = A(i) << S(i)
+    R(i) = A(i) >> S(i) }
+def prec(int64(N) A) -> (R) { R(i) = A(i) & 3 == 1 }
+""")
+    a, b = _ext(np.int32, (50,)), _ext(np.int32, (50,), seed=1)
+    _same(ks["bits"](a, b), (a & b) | (a ^ ~b))
+    u, s = _ext(np.uint8, (50,)), np.random.default_rng(3).integers(-3, 40, 50).astype(np.int8)
+    w = u.astype(np.int32), s.astype(np.int32)
+    left, right = ks["sh"](u, s)
+    _same(left, np.left_shift(*w).astype(np.uint8))
+    _same(right, np.right_shift(*w).astype(np.uint8))
+    x = np.arange(10, dtype=np.int64)
+    _same(ks["prec"](x), x & 0)           # C's precedence: A & (3 == 1)
+    with pytest.raises(polyc.errors.UnsupportedError, match="integer operands"):
+        polyc.compile("def f(float(N) A) -> (R) { R(i) = A(i) & A(i) }")
