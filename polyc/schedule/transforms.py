@@ -24,7 +24,7 @@ import re
 import islpy as isl
 
 from ..errors import IllegalScheduleError, ScheduleError
-from ..isl_util import CTX
+from ..isl_util import CTX, is_isl_word
 from . import legality, surgery
 from .marks import PARALLEL, SIMD, SIMD_REDUCTION, current_name, has_band_below
 from .registry import transform
@@ -51,7 +51,10 @@ def _identifier(text: str) -> str:
     return "c" + out if out[0].isdigit() else out
 
 
-def _names(names, n: int, default, what: str) -> list[str]:
+def _names(names, n: int, default, what: str, taken=(), sizes=()) -> list[str]:
+    """``names`` checked (``n`` distinct identifiers, none the name of a loop
+    in ``taken`` or of a size in ``sizes``, none a word isl reads as a
+    keyword), or ``default`` when ``None``."""
     if names is None:
         return [_identifier(d) for d in default]
     if not isinstance(names, (list, tuple)):
@@ -61,6 +64,14 @@ def _names(names, n: int, default, what: str) -> list[str]:
         raise ScheduleError(f"{what}: names must be {n} identifier(s), got {names!r}")
     if len(set(names)) != n:
         raise ScheduleError(f"{what}: names must be distinct, got {names!r}")
+    for x in names:
+        why = ("already names a loop of these statements (its loops: "
+               f"{', '.join(sorted(taken))})" if x in taken else
+               "is a size of the program" if x in sizes else
+               "is a word isl reads as a keyword" if is_isl_word(x) else "")
+        if why:
+            raise ScheduleError(f"{what}: the name {x!r} {why}; name the new loop(s) "
+                                f"otherwise (default: {', '.join(map(_identifier, default))})")
     return names
 
 
@@ -93,7 +104,7 @@ def tile(s, loops, sizes, names=None):
     old = band_names(band, s.program)[idx[0]:idx[0] + len(idx)]
     taken = loop_names_near(s.isl, s.program, lps[0].statements)
     tnames = _names(names, len(idx), [fresh_name(f"{n.split('|')[0]}_tile", taken)
-                                      for n in old], "tile")
+                                      for n in old], "tile", taken, s.program.params)
     band = surgery.isolate(band, idx[0], len(idx), s.program)
     mv = isl.MultiVal.zero(band.band_get_space())
     for i, v in enumerate(sizes):
@@ -118,7 +129,9 @@ def split(s, loop, factor, names=None):
     lp = s.resolve(loop)
     factor = surgery.positive_int(factor, "split factor")
     nm = lp.name.split("|")[0]
-    outer = _names(names, 1, [f"{nm}_outer"], "split")
+    taken = loop_names_near(s.isl, s.program, lp.statements)
+    outer = _names(names, 1, [fresh_name(f"{nm}_outer", taken)], "split", taken,
+                   s.program.params)
     return tile(s, [lp], [factor], names=outer)
 
 

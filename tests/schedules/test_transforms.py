@@ -434,6 +434,18 @@ def test_bad_tile_names():
     t = s.tile([C_M, C_N], [2, 2], names=["mm", "nn"])
     assert "band (mm, nn)" in str(t)
     assert t.loop("C", "mm").name == "mm"
+    # a name a loop of these statements has, a size's, or an isl keyword:
+    # refused (the tree would hold two loops answering to one name)
+    msg = refused(s, lambda s: s.tile([C_M], [2], names=["n"]))
+    assert "the name 'n' already names a loop of these statements (its loops: k, m, n)" in msg
+    assert "default: m_tile" in msg, msg
+    assert "already names a loop" in refused(t, lambda t: t.split(C_K, 2, names=["mm"]))
+    assert "the name 'K' is a size" in refused(s, lambda s: s.split(C_K, 2, names=["K"]))
+    assert "isl reads as a keyword" in refused(s, lambda s: s.tile([C_M], [2], names=["min"]))
+    # split twice: the second outer loop gets a fresh name
+    twice = s.split(C_K, 4).split(C_K, 2)
+    assert [lp.name for lp in twice.loops() if lp.name.startswith("k_")] == ["k_outer",
+                                                                            "k_outer2"]
 
 
 def test_bad_loop_specs():
