@@ -113,20 +113,29 @@ def int_in_range(value: Any, dtype: np.dtype) -> int:
     return v
 
 
-def _user_opname() -> str | None:
+def _user_opname(back: int = 0) -> str | None:
     """The instruction the innermost frame outside polyc.graph and numpy is
-    running (``BINARY_SUBSCR`` for ``table[ids]``), or None."""
+    running (``BINARY_SUBSCR`` for ``table[ids]``), or the one ``back``
+    instructions before it, or None."""
     f = sys._getframe(1)
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
         if not (fn.startswith(_HERE) or fn.startswith(_NUMPY) or "<__array_function__" in fn):
             try:
                 where, ins = _instructions(f.f_code)
-                return ins[where[f.f_lasti]].opname
+                k = where[f.f_lasti] - back
+                return ins[k].opname if k >= 0 else None
             except Exception:       # an unreadable code object
                 return None
         f = f.f_back
     return None
+
+
+def augmented_subscript_read() -> bool:
+    """Whether the user's code is reading ``base[key]`` for Python's
+    ``base[key] op= value`` (``COPY 2; COPY 2; BINARY_SUBSCR``), whose
+    result the in-place operator updates and assigns back to ``base[key]``."""
+    return _user_opname() == "BINARY_SUBSCR" and _user_opname(1) == _user_opname(2) == "COPY"
 
 
 _STACK_SHUFFLES = frozenset({"SWAP", "COPY", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N",

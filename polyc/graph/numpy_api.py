@@ -22,13 +22,13 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ShapeError, UnsupportedError
-from . import arrayfns, creation, gather, morefns, numerics, ops, views
+from . import arrayfns, creation, gather, morefns, numerics, ops, outparam, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, subscript_store_follows, user_location
 from .ops import Scalar, elementwise, literal, operand, reduce
 from .outparam import store_out
 from .scans import scan
-from .setitem import setitem
+from .setitem import selection_operand, setitem
 from .sizes import Size, SizeInt
 from .ufuncs import UFUNCS, _abs, _invert, _negative, _square
 
@@ -429,8 +429,8 @@ FUNCTIONS: dict[str, Callable] = {
 
 FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, "pad": pad,
                                     "where": where, "split": split}))
-FUNCTIONS.update(numerics.functions(concatenate))
-FUNCTIONS.update(creation.functions())
+FUNCTIONS.update(**numerics.functions(concatenate), **creation.functions(),
+                 **outparam.functions())
 
 
 def array_function(self: Tracer, func, types, args, kwargs):
@@ -498,7 +498,7 @@ def _inplace(name: str, sym: str):
     binary = _op(name)
 
     def method(self, other):
-        new = binary(self, other)
+        new = binary(self, selection_operand(self, other))
         if new is NotImplemented:
             return new
         return self.update_inplace(_SYMBOLS[sym], new,

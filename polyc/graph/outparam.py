@@ -1,7 +1,10 @@
 """numpy's ``out=`` argument of elementwise operations in traced code:
 ``np.maximum(y, 0, out=y)``, ``np.clip(y, lo, hi, out=y)``,
 ``np.exp(x, out=(y,))``, ``np.fix``, ``np.round`` and ``np.dot``; and
-``np.nan_to_num(y, copy=False)``.
+``np.nan_to_num(y, copy=False)``; ``np.copyto(y, src, where=mask)``,
+``np.putmask(y, mask, v)`` and ``np.place(y, mask, v)`` (``v`` a scalar, or
+for ``putmask`` an array of ``y``'s shape: values placed in order at the
+True positions depend on the values) as ``np.where(mask, src, y)`` stored.
 
 The result is written into ``out`` as an in-place operator writes
 (:meth:`polyc.graph.core.Tracer.update_inplace`): broadcast to ``out``'s
@@ -17,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ShapeError, UnsupportedError
+import numpy as np
+
+from ..errors import DTypeError, ShapeError, UnsupportedError
 from . import ops, views
 from .core import Tracer, user_location
 
@@ -55,3 +60,55 @@ def store_out(g, out: Any, value: Any, what: str, how: str = " with out=") -> An
                              f"{shape} doesn't match the broadcast shape "
                              f"{tuple(s.value for s in v._shape)}\n    {loc.text}") from None
     return out.update_inplace("", v, what=f"{what}{how}")
+
+
+def copyto(g, dst, src, casting="same_kind", where=True) -> None:
+    """``np.copyto``: ``src`` (broadcast to ``dst``) written into the traced
+    ``dst`` where ``where`` holds; ``casting`` as numpy's (``DTypeError``
+    where it refuses the conversion; a Python scalar counts as ``dst``'s
+    kind, as numpy 2's weak scalars)."""
+    if not isinstance(dst, Tracer):
+        store_out(g, dst, src, "np.copyto", how=" into")      # (raises: a numpy array)
+    v = ops.operand(g, src)
+    if isinstance(dst, Tracer):
+        weak = isinstance(v, ops.Scalar) and v.weak
+        sdt = np.result_type(dst.dtype, v.value) if weak else v.dtype
+        if casting == "unsafe":
+            v = ops.Scalar(dst.dtype.type(v.value)) if isinstance(v, ops.Scalar) else \
+                v if v.dtype == dst.dtype else ops.materialize(g, v, "astype", dst.dtype)
+        elif not np.can_cast(sdt, dst.dtype, casting):
+            loc = user_location()
+            raise DTypeError(f"{loc}: np.copyto: cannot cast from {sdt} to {dst.dtype} "
+                             f"according to the rule {casting!r}\n    {loc.text}")
+    v = v.value if isinstance(v, ops.Scalar) else v
+    store_out(g, dst, v if where is True else np.where(where, v, dst), "np.copyto", how="")
+
+
+def _mask_store(g, name: str, a, mask, values, in_order: bool) -> None:
+    """``np.putmask``/``np.place``: ``values`` converted to ``a``'s dtype (as
+    numpy's assignment) at the True positions of ``mask``."""
+    if not isinstance(a, Tracer):
+        store_out(g, a, values, f"np.{name}", how=" into")      # (raises: a numpy array)
+    v = ops.operand(g, values)
+    if isinstance(v, Tracer):
+        if all(s.value == 1 for s in v._shape):
+            v = views.reshape(v, ())        # numpy repeats the one value
+        elif in_order or tuple(v.shape) != tuple(a.shape):
+            loc = user_location()
+            why = "they go to the True positions in order, a placement that depends on " \
+                "the values" if in_order else "values of another shape than the array's " \
+                "repeat over its flat positions"
+            raise UnsupportedError(f"{loc}: np.{name} with an array of values: {why}; use "
+                                   f"np.where(mask, values, a)\n    {loc.text}")
+        v = v if v.dtype == a.dtype else ops.materialize(g, v, "astype", a.dtype)
+    else:
+        v = a.dtype.type(v.value)
+    store_out(g, a, np.where(mask, v, a), f"np.{name}", how="")
+
+
+def functions() -> dict:
+    """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`)."""
+    return {"copyto": copyto,
+            "putmask": lambda g, a, mask, values: _mask_store(g, "putmask", a, mask, values,
+                                                              False),
+            "place": lambda g, arr, mask, vals: _mask_store(g, "place", arr, mask, vals, True)}

@@ -5,7 +5,8 @@ tracer, so every Python name bound to ``x`` sees the new value, as with an
 ndarray).
 
 Covered keys: a boolean mask over ``x``'s leading dimensions with a scalar
-value (``x[x < 0] = 0``), and basic indices (ints, slices with any step,
+value (``x[x < 0] = 0``; ``x[mask] op= v`` with a scalar ``v``: ``x op v``
+stored under the mask), and basic indices (ints, slices with any step,
 ``...``) with a value that broadcasts to the region (``out[:, :n] = a``,
 ``y[0] = 1``, ``u[1::2] = v``); the value is converted to ``x``'s dtype, as
 numpy's unsafe assignment casting does.  ``x[key] op= value`` is this
@@ -58,13 +59,15 @@ def setitem(t: Tracer, key: Any, value: Any) -> None:
     ``ValueError`` as numpy does."""
     g = t._graph
     pending = g.pending_stores.get(id(value))
+    selected = False
     if pending is not None and pending[0] is value and pending[1]._view_of is t:
         del g.pending_stores[id(value)]     # base[key] op= v, stored into the base
+        selected = getattr(pending[1], "_selected_by", None) is key
     _check_target(t)
     keys = key if isinstance(key, tuple) else (key,)
     if len(keys) == 1 and isinstance(keys[0], (Tracer, np.ndarray)) and \
             keys[0].dtype.kind == "b":
-        new = _masked(t, operand(g, keys[0]), value)
+        new = _masked(t, operand(g, keys[0]), value, selected)
     elif any(isinstance(k, (Tracer, np.ndarray, list, bool, np.bool_)) for k in keys):
         raise _refuse(t, "integer-array or boolean keys among others (a scatter) are not "
                          "supported; use np.where with a mask")
@@ -96,7 +99,32 @@ def _where(t: Tracer, cond: Tracer, v: Tracer | Scalar) -> Tracer:
                        [cond, v, t], t.dtype, compute_dtype=t.dtype)
 
 
-def _masked(t: Tracer, mask: Tracer, value: Any) -> Tracer:
+def selection_operand(t: Tracer, other: Any) -> Any:
+    """``other`` of ``x[mask] op= other`` (``t`` the selection
+    :func:`polyc.graph.views.getitem` made of the whole of ``x``): numpy
+    applies it to the selected elements, a 1-D array whose length depends on
+    the values (with ``x``'s dimensions after the mask's), so it must
+    broadcast to those trailing dimensions alone."""
+    mask = getattr(t, "_selected_by", None)
+    if mask is None or not isinstance(other, (Tracer, np.ndarray)):
+        return other
+    shape = [int(getattr(s, "value", s)) for s in other.shape]
+    while shape and shape[0] == 1:
+        shape.pop(0)
+    if len(shape) <= t.ndim - mask.ndim:
+        return other
+    loc = user_location()
+    raise UnsupportedError(f"{loc}: x[mask] op= value with an array value of shape "
+                           f"{tuple(other.shape)}: numpy applies it to the selected elements, "
+                           f"whose number depends on the values; use a scalar (or a value "
+                           f"for the dimensions after the mask's), or x = np.where(mask, "
+                           f"x op value, x)\n    {loc.text}")
+
+
+def _masked(t: Tracer, mask: Tracer, value: Any, selected: bool = False) -> Tracer:
+    """``t[mask] = value``; ``selected``: ``value`` is ``t[mask] op v``
+    computed over the whole of ``t`` (:func:`selection_operand`), of which
+    the elements under the mask are stored."""
     if mask.ndim > t.ndim or any(a.value != b.value for a, b in zip(mask._shape, t._shape)):
         raise IndexError(f"boolean index of shape {tuple(s.value for s in mask._shape)} "
                          f"does not match the indexed array's leading dimensions "
@@ -104,14 +132,16 @@ def _masked(t: Tracer, mask: Tracer, value: Any) -> Tracer:
     for a, b in zip(mask._shape, t._shape):
         t._graph.symbols.unify(a, b, "a boolean index")
     v = _value(t, value)
+    if mask.ndim < t.ndim:
+        mask = views.reshape(mask, tuple(mask.shape) + (1,) * (t.ndim - mask.ndim))
+    if selected:
+        return _where(t, mask, v)
     if isinstance(v, Tracer) and any(s.value != 1 for s in v._shape):
         raise _refuse(t, "an array assigned under a boolean mask fills the True positions "
                          "in order, a placement that depends on the values; write "
                          "x = np.where(mask, values, x)")
     if isinstance(v, Tracer):
         v = views.reshape(v, ())
-    if mask.ndim < t.ndim:
-        mask = views.reshape(mask, tuple(mask.shape) + (1,) * (t.ndim - mask.ndim))
     return _where(t, mask, v)
 
 

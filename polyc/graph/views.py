@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import UnsupportedError
-from .core import Graph, Tracer, compose, user_location
+from .core import Graph, Tracer, augmented_subscript_read, compose, user_location
 from .ops import digit_coords, normalize_axis, s_token, to_size
 from .sizes import Size, SizeInt
 
@@ -147,6 +147,13 @@ def getitem(t: Tracer, key: Any) -> Tracer:
         key = (key,)
     if any(isinstance(k, (bool, np.bool_)) or (
             isinstance(k, (Tracer, np.ndarray)) and k.dtype.kind == "b") for k in key):
+        if len(key) == 1 and not isinstance(key[0], (bool, np.bool_)) and \
+                augmented_subscript_read():
+            # x[mask] op= v: the whole of x, its update stored back under the
+            # mask (polyc.graph.setitem.selection_operand and _masked)
+            sel = _view(t, [ph(d) for d in range(t.ndim)], t._shape)
+            sel._selected_by = key[0]
+            return sel
         loc = user_location()
         raise UnsupportedError(f"{loc}: boolean indexing (a result whose size depends on "
                                f"the values) is not supported in traced code; use np.where"

@@ -95,3 +95,42 @@ def test_reductions_refuse_out_at_the_users_line(fn, name):
     function nor the user's line, unlike every other refusal of ``out=``."""
     with pytest.raises(UnsupportedError, match=rf"test_outparam.py:\d+: {name} with out= "):
         polyc.jit(fn)(rand((3, 5), F64, 2))
+
+
+def _copies(x, s, i):
+    y = x.copy()
+    assert np.copyto(y, 1.0, where=y > 0) is None
+    np.copyto(y, s[0])                              # broadcast
+    z = x * 3
+    np.copyto(z, s, where=s > 0)
+    np.copyto(z, z.astype(np.float64) / 7)          # same_kind: float64 into float32
+    j = i.copy()
+    np.copyto(j, x * 3, casting="unsafe")
+    k = i.copy()
+    np.copyto(k, 1.7, casting="unsafe")
+    np.copyto(y, 3, casting="safe")                 # a Python int is weak
+    p = x.copy()
+    np.putmask(p, p > 0, 0.0)
+    np.putmask(z, x < 0, x)                         # values of the array's shape
+    q = i.copy()
+    np.putmask(q, q > 1, 7.9)
+    np.place(p, p < -0.5, [9.0])
+    return y, z, j, k, p, q
+
+
+def test_copyto_putmask_place():
+    check(_copies, rand((4, 5), F32, seed=60), rand((4, 5), F32, seed=61),
+          np.arange(20).reshape(4, 5))
+
+
+@pytest.mark.parametrize("fn,error,match", [
+    (lambda x: np.copyto(x.copy(), x.astype(np.float64), casting="safe"), DTypeError, "safe"),
+    (lambda x: np.copyto(x.astype(np.int64), x), DTypeError, "same_kind"),
+    (lambda x: np.copyto(x.copy(), x[0, :3]), ShapeError, "broadcast"),
+    (lambda x: np.copyto(x, 1.0), UnsupportedError, "argument"),
+    (lambda x: np.copyto(np.zeros(5, np.float32), x[0]), UnsupportedError, "numpy array"),
+    (lambda x: np.putmask(x.copy(), x > 0, x[0]), UnsupportedError, "repeat over"),
+    (lambda x: np.place(x.copy(), x > 0, x[0]), UnsupportedError, "in order")])
+def test_copyto_putmask_place_refusals(fn, error, match):
+    with pytest.raises(error, match=match):
+        polyc.jit(fn)(rand((4, 5), F32, seed=62))

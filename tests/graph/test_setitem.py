@@ -229,3 +229,50 @@ def test_assigning_traced_values_into_a_numpy_array_names_zeros_like():
         return out
     with pytest.raises(TraceError, match="zeros_like"):
         polyc.jit(fn)(rand((4, 5), F32, seed=54))
+
+
+_ROWS = np.array([True, False, True, True])
+
+
+def _augmented_under_masks(x):
+    y = x.copy()
+    y[y > 0] += 1                       # numpy: the selected elements updated in place
+    y[y < 0] *= -0.5
+    y[y > 1.5] **= 2
+    y[x[:, 0] > 0] -= 10                # a mask over the leading dimension: whole rows
+    y[_ROWS] /= 4                       # a numpy mask
+    y[np.isnan(y)] += 1
+    y[y.sum(1) > 0] += x[0]             # a value for the dimensions after the mask's
+    y[y > 0] -= y.max()                 # a 0-d value
+    return y
+
+
+def _augmented_ints_under_a_mask(x):
+    y = (x * 10).astype(np.int64)
+    y[y > 3] //= 2
+    y[y < 0] %= 3
+    return y
+
+
+def test_augmented_assignment_under_a_mask():
+    x = rand((4, 5), F32, seed=55)
+    check(_augmented_under_masks, x)
+    check(_augmented_ints_under_a_mask, x)
+
+
+def _augmented_array_under_mask(x):
+    y = x.copy()
+    y[y > 0] += x                       # numpy: x must match the number of selected elements
+    return y
+
+
+def _augmented_mask_of_argument(x):
+    x[x > 0] += 1
+    return x
+
+
+@pytest.mark.parametrize("fn,match", [(_augmented_array_under_mask, "selected elements"),
+                                      (_augmented_mask_of_argument, "it is an argument")])
+def test_refused_augmented_assignments_under_a_mask(fn, match):
+    with pytest.raises(UnsupportedError, match=match):
+        polyc.jit(fn)(rand((4, 5), F32, seed=56))
