@@ -63,6 +63,8 @@ from .torch_values import full_like as _full_like
 from .torch_values import is_int as _is_int
 from .torch_values import is_one as _is_one
 from .torch_values import np_dtype as _np_dtype
+from .torch_values import reduction as _reduction
+from .torch_values import scan as _scan
 from .torch_values import symbolic as _symbolic
 from .torch_values import take as _take
 from .torch_values import var as _var
@@ -156,14 +158,6 @@ def _div(a, b, rounding_mode=None):
 
 def _nan_to_num(x, nan=None, posinf=None, neginf=None):
     return np.nan_to_num(x, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
-
-
-def _reduction(fn: Callable) -> Callable:
-    def run(x, dim=None, keepdim=False, *, dtype=None):
-        if dtype is not None:              # torch converts first, then reduces
-            x = x.astype(_np_dtype(dtype))
-        return fn(nn_ops.wide(x), axis=_axes(dim, x.ndim), keepdims=keepdim)
-    return run
 
 
 def _any(x, dim=None, keepdim=False):
@@ -288,12 +282,12 @@ LOWERINGS: dict[Any, Callable] = {
     aten._log_softmax: nn_ops.log_softmax,
     aten.native_layer_norm: nn_ops.layer_norm,
     # reductions
-    aten.sum: _reduction(np.sum), aten.mean: _reduction(np.mean),
-    aten.prod: _reduction(np.prod),
-    aten.cumsum: lambda x, dim, *, dtype=None: np.cumsum(x, axis=dim, dtype=_np_dtype(dtype)),
+    aten.sum: _reduction(np.sum, True), aten.mean: _reduction(np.mean),
+    aten.prod: _reduction(np.prod, True),
+    aten.cumsum: _scan(np.cumsum),
     aten.argmax: lambda x, dim=None, keepdim=False: np.argmax(x, axis=dim, keepdims=keepdim),
     aten.argmin: lambda x, dim=None, keepdim=False: np.argmin(x, axis=dim, keepdims=keepdim),
-    aten.cumprod: lambda x, dim, *, dtype=None: np.cumprod(x, axis=dim, dtype=_np_dtype(dtype)),
+    aten.cumprod: _scan(np.cumprod),
     aten.amax: _reduction(np.max), aten.amin: _reduction(np.min),
     aten.var: _var(False), aten.std: _var(True),
     # views and copies

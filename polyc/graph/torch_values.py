@@ -15,7 +15,8 @@ from .core import Tracer
 from .sizes import SizeInt
 
 _DTYPES = {torch.float32: np.float32, torch.float64: np.float64,
-           torch.float16: np.float16, torch.int32: np.int32, torch.int64: np.int64}
+           torch.float16: np.float16, torch.int32: np.int32, torch.int64: np.int64,
+           torch.int16: np.int16, torch.int8: np.int8, torch.uint8: np.uint8}
 
 
 def np_dtype(dtype: torch.dtype | None, default=None):
@@ -66,6 +67,33 @@ def var(std: bool) -> Callable:
         ddof = 1 if ddof is None else ddof
         f = np.std if std else np.var
         return f(nn_ops.wide(x), axis=axes(dim, x.ndim), ddof=ddof, keepdims=keepdim)
+    return run
+
+
+def reduction(fn: Callable, integers_to_int64: bool = False) -> Callable:
+    """``aten.sum``-like reductions as ``fn`` (``np.sum``, ...): a ``dtype=``
+    converts first; with ``integers_to_int64`` (sum, prod) integers
+    reduce in int64 as torch's do."""
+    def run(x, dim=None, keepdim=False, *, dtype=None):
+        if dtype is not None:              # torch converts first, then reduces
+            x = x.astype(np_dtype(dtype))
+        elif integers_to_int64:
+            x = int64_total(x)
+        return fn(nn_ops.wide(x), axis=axes(dim, x.ndim), keepdims=keepdim)
+    return run
+
+
+def int64_total(x):
+    """``x`` as int64 where it holds integers: torch sums and
+    multiplies those in int64 (numpy in uint64 for an unsigned type, which
+    polyc does not compute in)."""
+    return x.astype(np.int64) if np.dtype(x.dtype).kind in "ui" else x
+
+
+def scan(fn: Callable) -> Callable:
+    """``aten.cumsum``/``cumprod`` as ``fn`` (integers in int64)."""
+    def run(x, dim, *, dtype=None):
+        return fn(x if dtype is not None else int64_total(x), axis=dim, dtype=np_dtype(dtype))
     return run
 
 
