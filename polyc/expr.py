@@ -23,6 +23,9 @@ BUILTINS: dict[str, int] = {
     "log1p": 1, "expm1": 1, "exp2": 1, "log2": 1, "log10": 1, "cbrt": 1,
     "floor": 1, "ceil": 1, "trunc": 1, "rint": 1, "atan2": 2, "hypot": 2,
     "copysign": 2, "fmod": 2,
+    # integer power (numpy's ``power`` of integers: wrapping products; a
+    # negative exponent gives the truncated value: 1 for 1, +-1 for -1, else 0)
+    "ipow": 2,
 }
 
 #: the builtins that are C99 functions of one float of the same name

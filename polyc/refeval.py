@@ -151,6 +151,11 @@ def _call(e: E.Call, env: Env, args):
         return np.maximum(a, b) if fn == "max" else np.minimum(a, b)
     if fn == "pow":
         return np.power(_to_float(env, a), _to_float(env, b))
+    if fn == "ipow":
+        with np.errstate(over="ignore"):
+            p = np.power(a, np.maximum(b, 0))
+        neg = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+        return np.where(b < 0, neg.astype(p.dtype), p)
     if fn in E.MATH_FUNCTIONS2:
         f = {"atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
              "fmod": np.fmod}[fn]

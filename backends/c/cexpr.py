@@ -387,6 +387,10 @@ class CExprPrinter:
             return f"polyc_abs_{C_TYPES[t]}({a})", t
         (a, ta), (b, tb) = args
         t = promote(_numeric(ta), _numeric(tb))
+        if fn == "ipow":
+            if is_float(t):
+                raise UnsupportedError(f"ipow needs integer operands, not {t} (use pow)")
+            return f"polyc_ipow_{C_TYPES[t]}({convert(a, ta, t)}, {convert(b, tb, t)})", t
         if fn in ("fmax", "fmin", "pow", *E.MATH_FUNCTIONS2) or (
                 fn in ("max", "min") and t.startswith("float")):
             if not t.startswith("float"):

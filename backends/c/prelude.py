@@ -137,6 +137,16 @@ static inline int64_t polyc_shl_int64_t(int64_t a, int64_t b)
 { return (uint64_t)b < 64u ? (int64_t)((uint64_t)a << b) : 0; }
 static inline int64_t polyc_shr_int64_t(int64_t a, int64_t b)
 { return (uint64_t)b < 64u ? a >> b : (a < 0 ? -1 : 0); }
+/* ipow: numpy's integer power (square and multiply, wrapping); a negative
+   exponent, which numpy refuses, gives the truncated value: 1, +-1 or 0 */
+static inline int32_t polyc_ipow_int32_t(int32_t a, int32_t b)
+{ uint32_t r = 1u, x = (uint32_t)a;
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  for (; b; b >>= 1) { if (b & 1) r *= x; x *= x; } return (int32_t)r; }
+static inline int64_t polyc_ipow_int64_t(int64_t a, int64_t b)
+{ uint64_t r = 1u, x = (uint64_t)a;
+  if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  for (; b; b >>= 1) { if (b & 1) r *= x; x *= x; } return (int64_t)r; }
 static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }

@@ -74,6 +74,10 @@ def _power(g, a, b):
             fast[0.0] = lambda x, y: "1"
         if e in fast:
             return elementwise(g, "power", fast[e], [a, b])
+    if ops.result_dtype(a, b).kind in "iu":
+        # numpy's integer power, wrapping; a negative exponent in an array, numpy's
+        # ValueError, gives the truncated value (1 for 1, +-1 for -1, else 0)
+        return elementwise(g, "power", lambda x, y: f"ipow({x}, {y})", [a, b])
     return elementwise(g, "power", lambda x, y: f"pow({x}, {y})", [a, b])
 
 

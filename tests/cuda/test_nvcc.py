@@ -121,3 +121,10 @@ def test_bitwise_operators_compile():
     assert "polyc_shl_int32_t" in k.cuda_source
     for arch in ARCHS:
         check_build(k, arch)
+
+
+def test_integer_power_compiles():
+    k = polyc.compile("def p(int16(N) A, int64(N) B) -> (R) { R(i) = ipow(A(i), B(i)) }",
+                      config=emulated())
+    assert "polyc_ipow_int64_t" in k.cuda_source
+    check_build(k, ARCHS[0])

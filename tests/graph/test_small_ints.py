@@ -137,3 +137,29 @@ def prec(int64(N) A) -> (R) { R(i) = A(i) & 3 == 1 }
     _same(ks["prec"](x), x & 0)           # C's precedence: A & (3 == 1)
     with pytest.raises(polyc.errors.UnsupportedError, match="integer operands"):
         polyc.compile("def f(float(N) A) -> (R) { R(i) = A(i) & A(i) }")
+
+
+@pytest.mark.parametrize("dt", ["int8", "uint8", "int16", "int32", "int64", "uint32"])
+def test_integer_power_wraps_as_numpys(dt):
+    """``a ** b`` of integers is numpy's wrapping square-and-multiply (it was
+    C's double ``pow`` converted back: wrong beyond 2**53, undefined on
+    overflow)."""
+    rng = np.random.default_rng(4)
+    lo = -5 if np.dtype(dt).kind == "i" else 0
+    a, b = rng.integers(lo, 40, 60).astype(dt), rng.integers(0, 40, 60).astype(dt)
+    _same(polyc.jit(lambda a, b: a ** b)(a, b), a ** b)
+    _same(polyc.jit(lambda a: a ** 5)(a), a ** 5)
+    _same(polyc.jit(lambda a: np.power(a, np.int64(7)))(a), np.power(a, np.int64(7)))
+
+
+def test_negative_integer_exponents_in_an_array_truncate():
+    """numpy raises for them; a kernel cannot, so the value is the exact
+    power truncated toward zero (documented in docs/graph.md)."""
+    a = np.array([1, -1, -1, 2, 0, 3], np.int32)
+    b = np.array([-3, -3, -2, -1, -1, 0], np.int32)
+    _same(polyc.jit(lambda a, b: a ** b)(a, b), np.array([1, -1, 1, 0, 0, 1], np.int32))
+    with pytest.raises(ValueError, match="negative integer powers"):
+        polyc.jit(lambda a: a ** -1)(a)
+    k = polyc.compile("def p(int16(N) A, int16(N) B) -> (R) { R(i) = ipow(A(i), B(i)) }")
+    x, y = _ext(np.int16, (30,)), np.arange(30, dtype=np.int16) % 20
+    _same(k(x, y), x ** y)
