@@ -286,11 +286,16 @@ class Expressions:
                 out = E.Binary("&&", out, p, sp)
             return out
         if isinstance(node, ast.BoolOp):
+            # Python's `a and b` is `b if a else a`, `a or b` is `a if a else b`
+            # (2.0 and 3.0 is 3.0); of truth values that is C's && and ||
             op = "&&" if isinstance(node.op, ast.And) else "||"
             vals = [self.value_expr(v, loops) for v in node.values]
             out = vals[0]
             for v in vals[1:]:
-                out = E.Binary(op, out, v, sp)
+                if _is_truth(out) and _is_truth(v):
+                    out = E.Binary(op, out, v, sp)
+                else:
+                    out = E.Select(out, v, out, sp) if op == "&&" else E.Select(out, out, v, sp)
             return out
         if isinstance(node, ast.IfExp):
             return E.Select(self.value_expr(node.test, loops),
@@ -409,3 +414,10 @@ def _integral(e: E.Expr) -> bool:
     if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%"):
         return _integral(e.lhs) and _integral(e.rhs)
     return False
+
+
+def _is_truth(e: E.Expr) -> bool:
+    """Whether ``e`` is a truth value (a comparison, ``not``, ``and``/``or``
+    of truth values): 0 or 1, as C's ``&&`` gives."""
+    return ((isinstance(e, E.Binary) and e.op in ("<", "<=", ">", ">=", "==", "!=", "&&", "||"))
+            or (isinstance(e, E.Unary) and e.op == "!"))

@@ -348,6 +348,32 @@ def test_division_operators_and_negative_literal_indices_as_python(dtype):
         np.testing.assert_array_equal(g, w)
 
 
+@polyc.kernel
+def and_or_values(A, B, C, I, J):
+    for i in range(A.shape[0]):
+        C[i, 0] = A[i] and B[i]
+        C[i, 1] = A[i] or B[i] or 2.5
+        C[i, 2] = (A[i] > 0.0) and B[i]
+        C[i, 3] = A[i] > 0.0 and B[i] > 0.0 or not A[i]
+        J[i] = I[i] and I[i] - 1 or -7
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_and_or_of_values_are_pythons(dtype):
+    """``a and b`` is ``b if a else a``, ``a or b`` ``a if a else b``
+    (``2.0 and 3.0`` is 3.0; it was C's ``&&``, 1.0), on floats and ints."""
+    A = np.array([0.0, 1.0, 2.0, 0.0, -1.5, np.nan], dtype)
+    B = np.array([5.0, 0.0, 3.0, 0.0, 7.0, 0.5], dtype)
+    I = np.array([0, 1, 2, 5, -3, 1], np.int64)
+    args = (A, B, np.zeros((6, 4), dtype), I, np.zeros(6, np.int64))
+    got = [a.copy() for a in args]
+    want = [a.copy() for a in args]
+    and_or_values(*got)
+    and_or_values.py_func(*want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
