@@ -19,10 +19,24 @@ from .sizes import Size
 from .ufuncs import UFUNCS
 
 
+def _of_masks(a, b) -> bool:
+    return isinstance(a, Tracer) and isinstance(b, Tracer) and \
+        a.dtype.kind == "b" and b.dtype.kind == "b"
+
+
+def _any_of(g, t: Tracer) -> Tracer:
+    """A product of two masks as numpy's boolean one: ``t`` (their int32
+    counts of true pairs) ``!= 0``."""
+    return ops.elementwise(g, "matmul", lambda x: f"({x} != 0)", [t], np.dtype(bool),
+                           lazy=True, compute_dtype=t.dtype)
+
+
 def matmul(g, a, b) -> Tracer:
     a, b = operand(g, a), operand(g, b)
     if isinstance(a, Scalar) or isinstance(b, Scalar):
         raise ValueError("matmul: Input operand does not have enough dimensions")
+    if _of_masks(a, b):     # numpy's logical or of ands: a count of true pairs, != 0
+        return _any_of(g, matmul(g, ops.materialize(g, a, "astype", np.int32), b))
     a_vec, b_vec = a.ndim == 1, b.ndim == 1
     if a_vec:
         a = views.expand_dims(a, 0)
@@ -91,6 +105,10 @@ def einsum(g, subscripts, *operands, **kw):
     ops_ = [operand(g, o) for o in operands]
     ts = [o if isinstance(o, Tracer) else ops.materialize(
         g, Tracer(g, o.literal(o.dtype), (), (), o.dtype)) for o in ops_]
+    if dtype is None and all(t.dtype.kind == "b" for t in ts):
+        # numpy's einsum of booleans is boolean (sums are or): count, then != 0
+        ts[0] = ops.materialize(g, ts[0], "astype", np.int32)
+        return _any_of(g, einsum(g, subscripts, *ts, optimize=optimize))
     spec = fe.parse(subscripts, [tuple(s.value for s in t._shape) for t in ts])
     sizes: dict[str, Size] = {}
     for t, labels, bc in zip(ts, spec.input_labels, spec.broadcast):
@@ -163,6 +181,8 @@ def _einsum_path(g, spec, ts, sizes, steps):
 
 def tensordot(g, a, b, axes=2):
     a, b = operand(g, a), operand(g, b)
+    if _of_masks(a, b):
+        return _any_of(g, tensordot(g, ops.materialize(g, a, "astype", np.int32), b, axes))
     if isinstance(axes, int):
         ax_a = list(range(a.ndim - axes, a.ndim))
         ax_b = list(range(axes))

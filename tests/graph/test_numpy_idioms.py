@@ -113,3 +113,14 @@ def test_searchsorted_and_digitize():
     check(lambda s, x: np.searchsorted(s, x), np.array([1, 3, 3, 7]), np.array([0, 3, 4, 8, 7]))
     with pytest.raises(ShapeError, match="monotonically"):
         polyc.jit(lambda x: np.digitize(x, [1.0, 0.5, 2.0]))(v)
+
+
+def test_products_of_masks_are_boolean():
+    a, b, c = rand((3, 4), F32, seed=6), rand((4, 5), F32, seed=7), rand((5, 2), F32, seed=8)
+    check(lambda x, y, z: ((x > 0) @ (y > 0), np.dot(x[0] > 0, y[:, 0] > 0),
+                           np.tensordot(x > 0, y > 0, 1), np.inner(x > 0, x > 0),
+                           np.einsum('ij,jk->ik', x > 0, y > 0), np.einsum('ij->i', x > 0),
+                           np.einsum('ij,jk,kl->il', x > 0, y > 0, z > 0),
+                           np.vdot(x > 0, x > 1), np.kron(x[0] > 0, y[0] > 0),
+                           np.where((x > 0) @ (y > 0), 1.0, -1.0), ((x > 0) @ (y > 0)).sum(),
+                           np.einsum('ij,jk->ik', x > 0, y > 0, dtype=np.float32)), a, b, c)
