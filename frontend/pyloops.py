@@ -42,6 +42,7 @@ from polyc.ir import Program, Tensor, is_float, loop_names_mark
 from polyc.isl_util import CTX, NonAffineError, aff_from_expr, isl_safe_name, param_space, set_space
 
 from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
+from .pynarrow import wrap_narrow
 from .pysource import ArgSpec, augmented_form, index_names, int_scalars, is_shape_read
 from .source import Span
 
@@ -403,6 +404,18 @@ class _Lowering:
             return None
         return ("max" if fn in ("maximum", "max") else "min"), e
 
+    def _numpy_dtype(self, tensor: str) -> str | None:
+        """The numpy type of a tensor's values as ``py_func`` sees them (an
+        array's dtype, a local scalar's), ``None`` for a Python scalar."""
+        spec = self.arrays.get(tensor)
+        if spec is not None:
+            return spec.dtype
+        for nm, t in self.scalars.items():
+            if t == tensor:
+                return self.value_dtype if is_float(self.value_dtype) or \
+                    nm in self.int_scalars else "float64"
+        return None
+
     def _statement(self, st, lhs, rhs, loops, conds, node: _Node, op: str = "=",
                    kind: str = "assign", red: tuple = ()) -> None:
         name = f"S{len(self.statements)}"
@@ -428,6 +441,7 @@ class _Lowering:
         dom = dom.coalesce()
         shapes = self.shapes()
         text = ast.unparse(st)
+        rhs = wrap_narrow(rhs, self._numpy_dtype)
         try:
             s = make_statement(name=name, iterators=iters, domain=dom, lhs=lhs, op=op,
                                rhs=rhs, shapes=shapes, kind=kind, reduction_iterators=red,

@@ -26,6 +26,8 @@ BUILTINS: dict[str, int] = {
     # integer power (numpy's ``power`` of integers: wrapping products; a
     # negative exponent gives the truncated value: 1 for 1, +-1 for -1, else 0)
     "ipow": 2,
+    # conversions to the small integer types, wrapping around (numpy's astype)
+    "cast_int8": 1, "cast_int16": 1, "cast_uint8": 1, "cast_uint16": 1, "cast_uint32": 1,
 }
 
 #: the builtins that are C99 functions of one float of the same name

@@ -143,6 +143,8 @@ def _call(e: E.Call, env: Env, args):
         return _UNARY_FLOAT[fn](_to_float(env, args[0]))
     if fn == "abs":
         return np.abs(numeric(args[0])[0])
+    if fn.startswith("cast_"):
+        return np.asarray(args[0]).astype(fn[5:])
     a, b = numeric(*args)
     if fn in ("fmax", "fmin") or (fn in ("max", "min") and dtype_of(a).kind == "f"):
         a, b = _to_float(env, a), _to_float(env, b)

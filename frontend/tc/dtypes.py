@@ -23,6 +23,8 @@ def promote(rhs: E.Expr, dtypes: Mapping[str, str]) -> str:
             return [np.dtype(dtypes[e.tensor])]
         if isinstance(e, E.Const):
             return [e.value] if isinstance(e.value, float) else []
+        if isinstance(e, E.Call) and e.fn.startswith("cast_"):
+            return [np.dtype(e.fn[5:])]       # a conversion's type is its own
         inner = [r for c in e.children() for r in reads_of(c)]
         if (isinstance(e, E.Call) and e.fn in _FLOAT_VALUED and inner
                 and all(isinstance(r, np.dtype) and r.kind in "iub" for r in inner)):

@@ -128,3 +128,9 @@ def test_integer_power_compiles():
                       config=emulated())
     assert "polyc_ipow_int64_t" in k.cuda_source
     check_build(k, ARCHS[0])
+
+
+def test_small_integer_casts_compile():
+    k = polyc.compile("def c(int32(N) A) -> (R) { R(i) = cast_uint8(A(i) * 3) / 2 }",
+                      config=emulated())
+    check_build(k, ARCHS[0])

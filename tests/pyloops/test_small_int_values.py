@@ -1,0 +1,54 @@
+"""@polyc.kernel on int8 ... uint32 arrays computes what ``py_func`` does on
+numpy scalars: every small-integer value wraps to its numpy type before the
+next operation (``(A[i] + B[i]) // 2`` of uint8 wraps the sum), Python ints
+stay weak (NEP 50)."""
+
+import numpy as np
+import pytest
+
+import polyc
+
+
+def _blur(A, B):
+    n, m = A.shape
+    for i in range(1, n - 1):
+        for j in range(m):
+            B[i, j] = (A[i - 1, j] + A[i, j] + A[i + 1, j]) // 3
+
+
+def _mix(A, B, C):
+    n, = A.shape
+    for i in range(n):
+        C[i] = (A[i] + B[i]) // 3 - A[i] * 2 + (-A[i] % 7)
+
+
+def _select(A, C):
+    n, = A.shape
+    for i in range(n):
+        C[i] = A[i] + 100 if A[i] > 100 else max(A[i] - 100, A[i] * 3) // 2
+
+
+def _ints(dt, shape, seed):
+    info = np.iinfo(dt)
+    a = np.random.default_rng(seed).integers(info.min, int(info.max) + 1, shape, dtype=dt)
+    a.reshape(-1)[:3] = [info.min, info.max, 0]
+    return a
+
+
+@pytest.mark.parametrize("fn,dts", [
+    (_blur, ["uint8", "uint8"]),
+    (_mix, ["uint8", "uint8", "uint8"]),
+    (_mix, ["uint8", "int8", "int16"]),
+    (_mix, ["uint16", "uint16", "uint16"]),
+    (_mix, ["uint32", "uint32", "uint32"]),
+    (_select, ["int8", "int8"]),
+], ids=lambda v: getattr(v, "__name__", None) or "-".join(v))
+def test_small_integers_wrap_as_py_func(fn, dts):
+    shape = (6, 7) if fn is _blur else (40,)
+    args = [_ints(np.dtype(d), shape, k) for k, d in enumerate(dts)]
+    want = [a.copy() for a in args]
+    with np.errstate(over="ignore"):
+        fn(*want)
+    polyc.kernel(fn)(*args)
+    for got, w in zip(args, want):
+        np.testing.assert_array_equal(got, w)
