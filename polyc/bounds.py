@@ -35,12 +35,16 @@ def tensor_box(program: Program, name: str) -> isl.Set:
 
 def out_of_bounds(program: Program) -> list[OutOfBounds]:
     """Every access that is out of bounds for some parameter values in the
-    context, with those values."""
+    context, with those values.  A tensor the program does not list (a
+    temporary that array contraction made a buffer of the generated code,
+    sized by polyc: ``runtime._as_called``) is skipped."""
     result = []
     boxes = {t.name: tensor_box(program, t.name) for t in program.tensors}
     for s in program.statements:
         for acc in (s.write,) + s.reads:
             name = acc.get_tuple_name(isl.dim_type.out)
+            if name not in boxes:
+                continue
             outside = acc.range().subtract(boxes[name])
             bad = acc.intersect_range(outside).domain().params().intersect_params(
                 program.context.params())
