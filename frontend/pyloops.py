@@ -204,6 +204,9 @@ class _Lowering:
                 self.block(st.body, loops, conds + [(cond, True)], node)
                 if st.orelse:
                     self.block(st.orelse, loops, conds + [(cond, False)], node)
+            elif isinstance(st, ast.Assign) and isinstance(st.targets[-1], (ast.Tuple, ast.List)):
+                for one in self.unpack_assignment(st, loops):
+                    self.assignment(one, loops, conds, node)
             elif isinstance(st, (ast.Assign, ast.AugAssign)):
                 self.assignment(st, loops, conds, node)
             elif isinstance(st, ast.Pass) or (
@@ -302,6 +305,46 @@ class _Lowering:
             raise self.fail(node, f"a non-affine expression ({err.reason})",
                             "indices, bounds and conditions must be affine in loop "
                             "variables and sizes") from None
+
+    def unpack_assignment(self, st: ast.Assign, loops) -> list[ast.Assign]:
+        """``a, b = x, y`` (``A[i], A[j] = A[j], A[i]``) as single assignments:
+        Python evaluates every value before it assigns, so each value goes
+        to a fresh local scalar first when a value reads a target."""
+        target, value = st.targets[-1], st.value
+        if len(st.targets) != 1 or not isinstance(value, (ast.Tuple, ast.List)) or len(
+                value.elts) != len(target.elts):
+            raise self.fail(st, "an unpacking assignment whose value is not a tuple of as "
+                                "many values", "assign one value per target: "
+                                "`a, b = x, y`, or one statement each")
+        bases = set()
+        for t in target.elts:
+            base = t.value if isinstance(t, ast.Subscript) else t
+            if not isinstance(base, ast.Name):
+                raise self.fail(t, "an unpacking target that is neither an array element "
+                                   "nor a scalar name")
+            bases.add(base.id)
+        reads = {n.id for v in value.elts for n in ast.walk(v) if isinstance(n, ast.Name)}
+        if not bases & reads:
+            pairs = list(zip(target.elts, value.elts))
+        else:
+            pairs, temps = [], []
+            for v in value.elts:
+                tmp = self._fresh_local("_unpacked")
+                if not is_float(self.value_dtype) and self.exprs._int_valued(
+                        self.exprs.value_expr(v, loops)):
+                    self.int_scalars.add(tmp)
+                temps.append(ast.copy_location(ast.Name(id=tmp, ctx=ast.Store()), v))
+                pairs.append((temps[-1], v))
+            pairs += [(t, ast.copy_location(ast.Name(id=tmp.id, ctx=ast.Load()), t))
+                      for t, tmp in zip(target.elts, temps)]
+        return [ast.copy_location(ast.Assign(targets=[t], value=v), st) for t, v in pairs]
+
+    def _fresh_local(self, base: str) -> str:
+        name, k = base, 0
+        while name in self.taken or name in self.scalars or name in self.params:
+            name, k = f"{base}{k}", k + 1
+        self.taken.add(name)
+        return name
 
     def assignment(self, st, loops, conds, node: _Node) -> None:
         # `x = x + e` is `x += e` when that is a reduction update (so the

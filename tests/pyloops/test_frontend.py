@@ -374,6 +374,57 @@ def test_and_or_of_values_are_pythons(dtype):
         np.testing.assert_array_equal(g, w)
 
 
+@polyc.kernel
+def unpacking(A, T, F, B, C):
+    n = A.shape[0]
+    for i in range(n // 2):
+        A[i], A[n - 1 - i] = A[n - 1 - i], A[i]
+    for i in range(T.shape[0]):
+        for j in range(i + 1, T.shape[0]):
+            T[i, j], T[j, i] = T[j, i], T[i, j]
+    a, b = 0, 1
+    for i in range(F.shape[0]):
+        F[i] = a
+        a, b = b, a + b
+    for i in range(n):
+        B[i], C[i] = C[i] * 2, B[i] + C[i]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+def test_unpacking_assignments_evaluate_every_value_first(dtype):
+    """``A[i], A[j] = A[j], A[i]`` swaps (every value is read before any
+    target is written, as Python does; it was refused); integers stay exact
+    (above 2**53)."""
+    base = 2**60 if dtype == np.int64 else 0.5
+    args = (np.arange(11, dtype=dtype) + base, RNG.integers(0, 100, (6, 6)).astype(dtype),
+            np.zeros(40, dtype), np.arange(11, dtype=dtype), np.arange(11, dtype=dtype) + base)
+    got = [a.copy() for a in args]
+    want = [a.copy() for a in args]
+    unpacking(*got)
+    unpacking.py_func(*want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+@polyc.kernel
+def prefix_sum(A, B):
+    a = 0.0
+    for i in range(A.shape[0]):
+        a = a + A[i]
+        B[i] = a
+
+
+def test_too_small_array_next_to_a_contracted_scalar_is_a_shape_error():
+    """The binder's program lacks the temporaries the C code allocates (the
+    carried scalar ``a``): the out-of-bounds message skipped them (it was a
+    bare KeyError: 'a')."""
+    with pytest.raises(ShapeError, match=r"A_dim0=5 \(A.shape\[0\]\), B_dim0=3 .*'B\[i\] = a'"):
+        prefix_sum(np.arange(5.0), np.zeros(3))
+    B = np.zeros(5)
+    prefix_sum(np.arange(5.0), B)
+    np.testing.assert_array_equal(B, np.cumsum(np.arange(5.0)))
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
