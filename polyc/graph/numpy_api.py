@@ -131,7 +131,7 @@ def clip(g, a, a_min=None, a_max=None, **kw):
     lo = kw.pop("min", a_min)
     hi = kw.pop("max", a_max)
     x = operand(g, a)
-    if x.dtype.kind == "i":         # numpy 2 clips to a Python int bound beyond the type's range
+    if x.dtype.kind in "iu":        # numpy 2 clips to a Python int bound beyond the type's range
         info = np.iinfo(x.dtype)
         lo, hi = (min(max(v, info.min), info.max) if type(v) is int else v for v in (lo, hi))
     args = [x] + [v for v in (lo, hi) if v is not None]

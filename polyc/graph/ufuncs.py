@@ -210,7 +210,9 @@ def _reciprocal(g, x):
     x = operand(g, x)
     if x.dtype.kind == "f":
         return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})", [x])
-    # numpy's integer 1 / x truncates toward zero (TC's / floors)
+    # numpy's integer 1 / x truncates toward zero (TC's / floors); no -1 in unsigned types
+    if x.dtype.kind == "u":
+        return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : 0)", [x])
     return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : ({a} == -1 ? -1 : 0))",
                        [x])
 

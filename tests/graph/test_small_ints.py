@@ -163,3 +163,16 @@ def test_negative_integer_exponents_in_an_array_truncate():
     k = polyc.compile("def p(int16(N) A, int16(N) B) -> (R) { R(i) = ipow(A(i), B(i)) }")
     x, y = _ext(np.int16, (30,)), np.arange(30, dtype=np.int16) % 20
     _same(k(x, y), x ** y)
+
+
+def test_clip_of_unsigned_to_python_ints_beyond_the_type():
+    """numpy 2 clips uint8 to 300 or -5 (bounds beyond the type's range);
+    polyc refused them as out-of-range literals."""
+    a = _ext(np.uint8)
+    _same(polyc.jit(lambda a: np.clip(a, 10, 300))(a), np.clip(a, 10, 300))
+    _same(polyc.jit(lambda a: np.clip(a, -5, 200))(a), np.clip(a, -5, 200))
+
+
+def test_reciprocal_of_unsigned_integers():
+    a = _ext(np.uint8)
+    _same(polyc.jit(lambda a: np.reciprocal(np.maximum(a, 1)))(a), np.reciprocal(np.maximum(a, 1)))
