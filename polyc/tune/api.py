@@ -9,7 +9,7 @@ import random
 
 from ..config import Config, config_or_env
 from ..errors import PolycError
-from . import autorecipe
+from . import autorecipe, space
 from . import classes as cl
 from .db import Database
 from .executors import make_executor
@@ -101,12 +101,14 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
 
 def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str | None = None,
                seed: int = 0, count: int = 20, config: Config | None = None,
-               dtype=None) -> list[Trial]:
+               dtype=None, notes: list | None = None) -> list[Trial]:
     """The dry run of :func:`tune`: the first ``count`` candidates of the
     model's ranking, each built as a checked schedule (status ``"legal"``,
     or why it was pruned), with its model score, then the perturbations of
     the automatic schedule's recipe (:mod:`polyc.tune.autorecipe`; no
-    score).  Nothing is compiled or recorded."""
+    score).  Nothing is compiled or recorded.  ``notes``: a list to which
+    the knobs not proposed, and why, are appended as lines
+    (:func:`polyc.tune.space.notes`: simd on a band with loops below it)."""
     config = (config or Config.from_env()).replace(use_tuned=False)
     program, sizes_or_classes = tuned_program(kernel_or_source, name, sizes_or_classes, dtype)
     sizes = sizes_list(program, sizes_or_classes)
@@ -114,6 +116,8 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     s = _Session(program, sizes, Budget(math.inf, b.measured, b.sampled, b.first,
                                         b.neighbours), None, None, config, seed, None, None)
     s.analyse()
+    if notes is not None:
+        notes.extend(space.notes({st: i[0] for st, i in s.infos.items() if i}))
     ranked = s.ranked(random.Random(seed))[:count]
     kept = s.legal(ranked, count)
     # the automatic recipe's perturbations (no model score)

@@ -79,8 +79,9 @@ def _cmd_tune(args) -> int:
         raise UsageError("polyc tune: --count says how many candidates --dry-run prints; "
                          "add --dry-run (the budget bounds a session: --budget)")
     if args.dry_run:
+        notes: list[str] = []
         trials = candidates(program, sizes, budget=args.budget, seed=args.seed,
-                            count=args.count or 20)
+                            count=args.count or 20, notes=notes)
         groups = {}
         if args.classes:        # the classes a session would tune (not ranked per class)
             from .classes import requested
@@ -96,6 +97,8 @@ def _cmd_tune(args) -> int:
             why = f"  ({t.reason})" if args.explain and t.reason else ""
             score = f"{t.model:11.4g}" if t.model is not None else f"{'-':>11s}"
             print(f"{score}  {t.status:12s} {t.label}{why}")
+        for line in notes if args.explain else ():
+            print(f"not proposed: {line}")
         return 0
     result = tune(program, sizes, budget=args.budget, executor=args.executor,
                   seed=args.seed, progress=None if not args.json else False,

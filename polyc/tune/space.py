@@ -150,6 +150,10 @@ class BandInfo:
     statements: list[StatementInfo] = field(default_factory=list)
     #: names of the reduction updates below the band (tensorize candidates)
     updates: tuple[str, ...] = ()
+    #: loops that run below the band's innermost member (``S1.k``): then no
+    #: member is innermost, and no simd knob is proposed (``vectorize``
+    #: refuses a loop that is not innermost)
+    below: tuple[str, ...] = ()
 
 
 def _aff_coefficients(aff: isl.Aff, names: tuple[str, ...]) -> dict[str, int]:
@@ -262,7 +266,39 @@ def analyse(schedule, sizes: dict) -> list[BandInfo]:
             coincident=[bool(b.band_member_get_coincident(j)) for b in chain
                         for j in range(b.band_n_member())],
             trips=trips, statements=infos,
-            updates=tuple(x for x in stmts if program.statement(x).kind == "update")))
+            updates=tuple(x for x in stmts if program.statement(x).kind == "update"),
+            below=_loops_below(chain[-1], program)))
+    return out
+
+
+def _loops_below(band: isl.ScheduleNode, program: Program) -> tuple[str, ...]:
+    """``S.loop`` of each band strictly below ``band`` that leaves a loop in
+    the code (:func:`polyc.schedule.unroll.loop_below`'s test)."""
+    from ..schedule.unroll import fully_unrolled
+    out: list[str] = []
+
+    def visit(n):
+        if n.get_type() == isl.schedule_node_type.band and not fully_unrolled(n):
+            st = tree.statements_of(n)[0]
+            out.extend(f"{st}.{nm.split('|')[0]}" for nm in tree.band_names(n, program))
+        return True
+    for i in range(band.n_children()):
+        band.child(i).foreach_descendant_top_down(visit)
+    return tuple(dict.fromkeys(out))
+
+
+def notes(infos: dict[str, list[BandInfo]]) -> list[str]:
+    """Why knobs were not proposed, one line per band (``infos``: start ->
+    its bands): simd on a band with loops below it."""
+    out = []
+    for start, bands in infos.items():
+        for info in bands:
+            if info.below:
+                out.append(f"{start}: band ({', '.join(info.names)}): no simd candidates: "
+                           f"its innermost member {info.specs[-1][0]}.{info.names[-1]} is "
+                           f"not an innermost loop ({', '.join(info.below)} "
+                           f"run{'s' if len(info.below) == 1 else ''} below it), and "
+                           f"vectorize applies to innermost loops")
     return out
 
 
@@ -332,7 +368,7 @@ def band_choices(info: BandInfo) -> list[BandKnobs]:
     for order in orders:
         for tiles in _tilings(info.trips, order):
             for par in pars:
-                for vec in (False, True):
+                for vec in (False, True) if not info.below else (False,):
                     for u in UNROLL_FACTORS:
                         out.append(BandKnobs(order, tiles, par, vec, u))
     if any(len(st.iterators) >= 3 and st.name in info.updates for st in info.statements):
@@ -423,7 +459,8 @@ def neighbours(k: Knobs, infos: dict, reductions: bool = False) -> list[Knobs]:
                 o[p], o[p + 1] = o[p + 1], o[p]
                 alts.append(replace(b, order=tuple(o)))
         alts.append(replace(b, parallel=not b.parallel))
-        alts.append(replace(b, vectorize=not b.vectorize))
+        if not info.below or b.vectorize:
+            alts.append(replace(b, vectorize=not b.vectorize))
         for u in UNROLL_FACTORS:
             if u != b.unroll:
                 alts.append(replace(b, unroll=u))

@@ -148,3 +148,48 @@ def test_knobs_without_a_tuned_band_are_labelled():
     from polyc.tune.space import Knobs
     assert Knobs("source", ()).label() == "source: untransformed"
     assert Knobs("source", (), True).label() == "source reassoc: untransformed"
+
+
+#: the source order's tuned band is the chain (i, j); the k loop of the
+#: update runs below it, so no member of the band is an innermost loop
+IMPERFECT = """
+import polyc
+
+
+@polyc.kernel
+def matmul_scaled(A, B, C):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            C[i, j] = 0.0
+            for k in range(m):
+                C[i, j] += A[i, k] * B[k, j]
+            C[i, j] = C[i, j] * 0.5
+"""
+
+
+def test_no_simd_knob_on_a_band_with_loops_below(tmp_path, monkeypatch):
+    import importlib
+
+    import numpy as np
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "imperfect_mm.py").write_text(IMPERFECT)
+    k = importlib.import_module("imperfect_mm").matmul_scaled
+    rng = np.random.default_rng(0)
+    A, B = rng.random((5, 7)), rng.random((7, 7))
+    C = np.zeros((5, 7))
+    k(A, B, C)
+    np.testing.assert_allclose(C, 0.5 * (A @ B), rtol=1e-12)
+    p = k.program
+    base = Schedule.from_program(p, start="source")
+    (band,) = space.analyse(base, {q: 64 for q in p.params})
+    assert band.names == ["i", "j"] and band.below == ("S1.k",)
+    assert not any(c.vectorize for c in space.band_choices(band))
+    knobs = space.Knobs("source", (space.BandKnobs((0, 1), (0, 0), parallel=True),))
+    assert not any(n.bands[0].vectorize for n in space.neighbours(knobs, {"source": [band]}))
+    notes: list[str] = []
+    trials = polyc.tune.candidates(k, {q: 64 for q in p.params}, count=60, notes=notes)
+    assert not [t for t in trials if "vectorize" in (t.reason or "")
+                and "not innermost" in t.reason]
+    assert any("source: band (i, j): no simd candidates" in n and "S1.k runs below" in n
+               for n in notes)
