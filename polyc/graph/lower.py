@@ -225,7 +225,8 @@ def _cheap(rhs: str) -> bool:
 
 
 #: integer types C computes in a wider type (int, int64_t): numpy's value of
-#: ``(a + b) // 2`` in uint8 wraps ``a + b`` first, which only a store does
+#: ``(a + b) // 2`` in uint8 wraps ``a + b`` first, as a store would; an
+#: inlined value of these types is converted (``cast_uint8(...)``)
 _WRAPPED_WHEN_STORED = ("int8", "int16", "uint8", "uint16", "uint32")
 
 
@@ -249,10 +250,8 @@ def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep:
             if (n.name in inlined or n.id in keep or n.reduction or n.helpers
                     or len(texts[n.name]) != 1 or n.name in alias
                     or n.name in alias.values() or n.kind != "op"
-                    or any(i.dtype != n.dtype for i in n.inputs)
-                    or n.dtype.name in _WRAPPED_WHEN_STORED):
-                # (a conversion happens where a value is stored: keep those stores;
-                # C computes int8...uint32 values wider, so only a store wraps them)
+                    or any(i.dtype != n.dtype for i in n.inputs)):
+                # (a conversion happens where a value is stored: keep those stores)
                 continue
             m = re.fullmatch(rf"{n.name}(?:\(([^()]*)\))? = (.*?)(?: where .*)?",
                              texts[n.name][0])
@@ -281,6 +280,9 @@ def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep:
             if len(arg_sets) != 1 or (its and not _injective(spans[0][2], st)):
                 continue
             rhs = m.group(2)
+            if n.dtype.name in _WRAPPED_WHEN_STORED:
+                # C computes int8...uint32 values wider: wrap as the store would
+                rhs = f"cast_{n.dtype.name}({rhs})"
             if len(spans) > 1 and not _cheap(rhs):
                 continue       # written once per read: only a few additions or products
             if its:

@@ -176,3 +176,12 @@ def test_clip_of_unsigned_to_python_ints_beyond_the_type():
 def test_reciprocal_of_unsigned_integers():
     a = _ext(np.uint8)
     _same(polyc.jit(lambda a: np.reciprocal(np.maximum(a, 1)))(a), np.reciprocal(np.maximum(a, 1)))
+
+
+def test_small_integer_intermediates_are_contracted_and_wrapped():
+    """``(a + b) // 2`` of uint8 computes the sum inside the division's
+    statement (no stored intermediate), converted to uint8 first."""
+    a, b = _ext(np.uint8), _ext(np.uint8, seed=1)
+    f = polyc.jit(lambda a, b: (a + b) // 2)
+    _same(f(a, b), (a + b) // 2)
+    assert "contracted to scalars" in f.explain(a, b)
