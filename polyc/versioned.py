@@ -78,6 +78,23 @@ def shape_class(program: Program, text: str) -> ShapeClass:
     return ShapeClass(text, s)
 
 
+def canonical_text(program: Program, text: str) -> str:
+    """The class ``text`` as isl prints its set (coalesced, redundant
+    constraints removed): ``"M=1"``, ``" M = 1 "`` and ``"1 = M"`` are all
+    ``"M = 1"``, ``"M >= 2 and M < 32"`` is ``"2 <= M <= 31"``.  The tuning
+    database keys a class's records by it, so equivalent spellings share
+    them; :func:`shape_class` reads it back.  ``"all"`` stays ``"all"``; a
+    set isl prints without constraints keeps ``text`` (stripped).  Raises
+    :class:`ScheduleError` as :func:`shape_class` does."""
+    cls = shape_class(program, text)
+    if cls.text == ALL:
+        return ALL
+    printed = cls.set.coalesce().remove_redundancies().to_str()
+    body = printed[printed.index("{") + 1:printed.rindex("}")].strip()
+    body = body[1:].strip() if body.startswith(":") else ""
+    return body or cls.text
+
+
 def narrowed(program: Program, cls: ShapeClass) -> Program:
     """``program`` with its preconditions (:func:`polyc.bounds.preconditions`
     when it has none) intersected with ``cls``: the program a class's

@@ -32,7 +32,15 @@ import math
 from dataclasses import dataclass
 
 from ..errors import BindingError
-from ..versioned import ALL, MAX_VERSIONS, ShapeClass, narrowed, ordered, shape_class
+from ..versioned import (
+    ALL,
+    MAX_VERSIONS,
+    ShapeClass,
+    canonical_text,
+    narrowed,
+    ordered,
+    shape_class,
+)
 from .db import key_info, key_of
 from .search import knobs_from_json, run_session, sizes_list
 
@@ -89,6 +97,11 @@ def requested(program, sizes_or_classes, classes) -> dict[str, list[dict]]:
             for p in pts:
                 if not cls.contains(p):
                     raise BindingError(f"sizes {p} are not in class {text!r}")
+            same = [t for t in out if canonical_text(program, t) == canonical_text(program,
+                                                                                 text)]
+            if same:
+                raise BindingError(f"classes {same[0]!r} and {text!r} are the same class "
+                                   f"({canonical_text(program, text)}); give its sizes once")
             out[text] = pts
         specific = [t for t in out if t != ALL]
         if len(specific) > MAX_VERSIONS:
@@ -210,9 +223,12 @@ def _decide(program, sub, cls: ShapeClass, sizes, res, generic, ex, db, config, 
     if db is not None and outcome.result is not None and res.trials[0].status == "measured":
         # (a class whose session measured nothing decided nothing: no record,
         # which would hide an earlier decision)
-        info = key_info(program, config, cls.text)
+        info = key_info(program, config, canonical_text(program, cls.text))
         best = res.best if res is not None else None
+        # keyed by the class's canonical text, so that its spellings share the
+        # records; the text as given is kept to be shown
         db.append([{"key": key_of(info), "keyinfo": info, "kind": "best",
+                    "class_text": cls.text,
                     "label": best.label if best else None,
                     "recipe": best.recipe if best else None,
                     "knobs": best.knobs if best else None, "sizes": sizes,

@@ -169,13 +169,18 @@ class Database:
         found = self.records(key, "best")
         return found[-1] if found else None
 
-    def class_bests(self, family: str) -> dict[str, dict]:
+    def class_bests(self, family: str, canon=None) -> dict[str, dict]:
         """The newest ``best`` record of each shape class of ``family``
-        (:func:`family_of`), by class text."""
+        (:func:`family_of`), by class text.  ``canon``: a function from a
+        recorded class text to the class's key (its canonical text,
+        :func:`polyc.versioned.canonical_text`), so that the records of one
+        class written in several spellings (older databases keyed classes
+        by the text as given) count as one class."""
         out: dict[str, dict] = {}
         for r in self.records(kind="best"):
             if family_of(r["keyinfo"]) == family:
-                out[r["keyinfo"].get("class", ALL_SIZES)] = r
+                text = r["keyinfo"].get("class", ALL_SIZES)
+                out[canon(text) if canon is not None else text] = r
         return out
 
     def keys(self) -> dict[str, dict]:

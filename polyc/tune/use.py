@@ -29,7 +29,8 @@ def tuned(program, config):
     if not path.is_file():
         return None, [], ""
     try:
-        bests = Database(path).class_bests(family_of(key_info(program, config, ALL_SIZES)))
+        bests = Database(path).class_bests(family_of(key_info(program, config, ALL_SIZES)),
+                                           canon=lambda text: _canonical(program, text))
     except (PolycError, OSError) as e:
         log.warning("tuning database %s not read: %s", path, e)
         return None, [], ""
@@ -39,9 +40,12 @@ def tuned(program, config):
         generic, note = _replayed(program, rec, path)
     from ..versioned import MAX_VERSIONS, Version, narrowed, shape_class
     versions = []
-    for text, r in bests.items():
-        if text == ALL_SIZES or not r.get("version"):
+    for key, r in bests.items():
+        if key == ALL_SIZES or not r.get("version"):
             continue
+        # shown as written when tuned (records before canonical keys: their key)
+        text = r.get("class_text", r["keyinfo"].get("class", key))
+        text = text if isinstance(text, str) else key
         try:
             cls = shape_class(program, text)
         except PolycError as e:
@@ -57,6 +61,16 @@ def tuned(program, config):
                 continue
         versions.append(Version(cls, r.get("recipe"), str(r.get("why", ""))))
     return generic, versions[:MAX_VERSIONS], note.strip()
+
+
+def _canonical(program, text: str) -> str:
+    """The class key of a recorded class ``text`` (the text itself when the
+    program no longer reads it: the record is then ignored with the reason)."""
+    from ..versioned import canonical_text
+    try:
+        return canonical_text(program, text)
+    except PolycError:
+        return text
 
 
 def _replayed(program, rec, path):

@@ -199,3 +199,44 @@ def test_a_class_recipe_is_replayed_on_the_narrowed_program(tmp_path, monkeypatc
     for shape in [(1, 300), (1, 7), (5, 9)]:
         a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
         np.testing.assert_allclose(k(a), a.T + 1)
+
+
+def test_spellings_of_one_class_share_a_key():
+    from polyc.versioned import canonical_text
+    p = polyc.program(MM)
+    for texts in (("M=1", " M = 1 ", "1 = M"),
+                  ("2 <= M < 32", "M >= 2 and M < 32", "M < 32 and 2 <= M"),
+                  ("M >= 32 and M mod 16 = 0", "M mod 16 = 0 and M >= 32"),
+                  ("M = 1 and N = 1", "N = 1 and M = 1")):
+        keys = {canonical_text(p, t) for t in texts}
+        assert len(keys) == 1, texts
+        (key,) = keys
+        assert shape_class(p, key).set.is_equal(shape_class(p, texts[0]).set)
+    assert canonical_text(p, "all") == ALL
+    assert canonical_text(p, "M = 1") != canonical_text(p, "M = 2")
+    with pytest.raises(BindingError, match="the same class"):
+        requested(p, {"M=1": {"M": 1, "N": 4, "K": 4}, "M = 1": {"M": 1, "N": 5, "K": 4}},
+                  None)
+
+
+def test_records_of_a_class_in_two_spellings_are_one_class(tmp_path):
+    """An older database keyed classes by the text as given: "N=1" and
+    "N = 1" were two classes, two versions with one guard, the older
+    decision never superseded.  The newest record of the class decides."""
+    cfg = polyc.Config.from_env().replace(cache_dir=str(tmp_path))
+    p = polyc.program(TR)
+    db = Database(config=cfg)
+
+    def rec(text, version):
+        info = key_info(p, cfg, text)          # (keyed by the text as written, as before)
+        return {"key": key_of(info), "keyinfo": info, "kind": "best", "recipe": None,
+                "label": text, "version": version, "why": f"test {text}", "speedup": 1.5}
+    db.append([rec("N=1", True), rec("N = 1", True)])
+    k = polyc.compile(TR, config=cfg)
+    assert [v["class"] for v in k.versions] == ["N = 1", ALL]
+    db.append([rec("1 = N", False)])           # the newest decision: no version
+    k = polyc.compile(TR, config=cfg)
+    assert k.versions is None
+    for n, m in ((1, 7), (2, 3)):
+        a = np.random.default_rng(n).random((n, m), dtype=np.float32)
+        np.testing.assert_allclose(k(a), a.T + 1, rtol=0)
