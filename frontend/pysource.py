@@ -61,10 +61,10 @@ def parse_function(fn):
 
 def check_signature(fdef: ast.FunctionDef, filename: str, line0: int) -> list[str]:
     a = fdef.args
-    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs or a.defaults:
+    if a.vararg or a.kwarg or a.kwonlyargs or a.posonlyargs:
         raise UnsupportedError(f"{filename}:{line0}: kernel {fdef.name}: parameters must be "
-                               "plain positional names (no defaults, *args, **kwargs or "
-                               "keyword-only parameters)")
+                               "plain names, with or without defaults (no *args, **kwargs, "
+                               "keyword-only or positional-only parameters)")
     return [x.arg for x in a.args]
 
 

@@ -70,17 +70,36 @@ class PyKernel:
                      as_numpy(a) if is_foreign(a) and not hasattr(a, "__cuda_array_interface__")
                      else a for a in args)
 
-    def specialize(self, *args):
+    def _bind(self, args: tuple, kwargs: dict) -> tuple:
+        """The call's arguments in parameter order: keyword arguments by
+        name, defaults where none is passed (as Python binds them); a
+        ``BindingError`` for a missing, extra or unknown argument."""
+        if not kwargs and len(args) == self.py_func.__code__.co_argcount:
+            return args
+        import inspect
+
+        from .errors import BindingError
+        try:
+            bound = inspect.signature(self.py_func).bind(*args, **kwargs)
+        except TypeError as e:
+            names = list(inspect.signature(self.py_func).parameters)
+            raise BindingError(f"{self.__name__}() takes {len(names)} argument(s) "
+                               f"({', '.join(names)}): {e}") from None
+        bound.apply_defaults()
+        return tuple(bound.args)
+
+    def specialize(self, *args, **kwargs):
         """The compiled :class:`polyc.Kernel` for arguments like ``args``
-        (kinds, dtypes, ranks); compiles on first use.  Raises
+        (kinds, dtypes, ranks; keyword arguments and defaults bound as
+        Python binds them); compiles on first use.  Raises
         :class:`~polyc.errors.UnsupportedError` (with file and line) for a
         construct outside the accepted subset, ``DTypeError``,
         ``ShapeError``, ``BindingError``."""
         from .frontend.pyconsts import FunctionEnv, constants
         from .frontend.pysource import arg_spec, check_signature
-        args = self._normalise(args)
         fdef, filename, line0, lines = self._parsed
         names = check_signature(fdef, filename, line0)
+        args = self._normalise(self._bind(args, kwargs))
         if len(args) != len(names):
             from .errors import BindingError
             raise BindingError(f"{self.__name__}() takes {len(names)} argument(s) "
@@ -125,8 +144,8 @@ class PyKernel:
         from .frontend.pysource import parse_function
         return parse_function(self.py_func)
 
-    def __call__(self, *args) -> None:
-        args = self._normalise(args)
+    def __call__(self, *args, **kwargs) -> None:
+        args = self._normalise(self._bind(args, kwargs))
         self.specialize(*args)(*args)
 
     def _only(self):

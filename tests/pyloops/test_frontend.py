@@ -425,6 +425,30 @@ def test_too_small_array_next_to_a_contracted_scalar_is_a_shape_error():
     np.testing.assert_array_equal(B, np.cumsum(np.arange(5.0)))
 
 
+@polyc.kernel
+def scaled_add(x, y, alpha=2.0, shift=1):
+    for i in range(x.shape[0]):
+        y[i] += alpha * x[i] + shift
+
+
+def test_keyword_arguments_and_defaults_bind_as_in_python():
+    """``k(x=..., y=...)`` and parameters with defaults (a bare TypeError
+    and an UnsupportedError before); a wrong binding is a BindingError."""
+    x = np.arange(5.0)
+    for call, want in ((lambda y: scaled_add(x, y), 2 * x + 1),
+                       (lambda y: scaled_add(y=y, x=x, shift=-3), 2 * x - 3),
+                       (lambda y: scaled_add(x, y, 0.5), 0.5 * x + 1),
+                       (lambda y: scaled_add.specialize(x, y=y)(x, y, 2.0, 1), 2 * x + 1)):
+        y = np.zeros(5)
+        call(y)
+        np.testing.assert_array_equal(y, want)
+    with pytest.raises(BindingError, match="unexpected keyword argument 'beta'"):
+        scaled_add(x, np.zeros(5), beta=1.0)
+    with pytest.raises(BindingError, match=r"scaled_add\(\) takes 4 argument\(s\) \(x, y, "
+                                           r"alpha, shift\): missing a required argument: 'y'"):
+        scaled_add(x)
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
