@@ -41,7 +41,8 @@ MODULES = ("math", "np", "numpy")
 #: (``//`` is TC's flooring ``/`` on integers, :func:`_float_floordiv` on
 #: floats; ``%`` is TC's, which takes the divisor's sign as Python's does)
 BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-          ast.Mod: "%"}
+          ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+          ast.RShift: ">>"}
 CMP = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
         ast.NotEq: "!="}
 
@@ -69,6 +70,7 @@ class Names(Protocol):
     the names in scope, which grow as the lowering reads the function, and
     how to report a construct outside the accepted subset."""
     params: list[str]               # size parameters
+    size_alias: dict[str, str]      # a size the source spells like an isl keyword -> its name
     specs: dict[str, ArgSpec]       # the arguments
     arrays: dict[str, ArgSpec]      # array arguments
     floats: list[str]               # scalar arguments (float, and int values)
@@ -108,6 +110,7 @@ class Expressions:
         (``vars_``: each enclosing loop's source name -> its IR name)."""
         if name in vars_:
             return E.Index(vars_[name], sp)
+        name = self.names.size_alias.get(name, name)
         if name in self.names.params:
             return E.Param(name, sp)
         return None
@@ -186,11 +189,11 @@ class Expressions:
                 return True
             spec = self.names.arrays.get(e.tensor)
             return spec is not None and np.dtype(spec.dtype).kind in "iub"
-        if isinstance(e, E.Unary) and e.op == "-":
+        if isinstance(e, E.Unary) and e.op in ("-", "~"):
             return self._int_valued(e.operand)
-        if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%", "/"):
+        if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "%", "/") + E.BITWISE_OPS:
             return self._int_valued(e.lhs) and self._int_valued(e.rhs)
-        if isinstance(e, E.Call) and e.fn in ("abs", "min", "max"):
+        if isinstance(e, E.Call) and e.fn in ("abs", "min", "max", "ipow"):
             return all(self._int_valued(a) for a in e.args)
         return False
 
@@ -257,14 +260,19 @@ class Expressions:
                 return E.Unary("-", self.value_expr(node.operand, loops), sp)
             if isinstance(node.op, ast.Not):
                 return E.Unary("!", self.value_expr(node.operand, loops), sp)
+            if isinstance(node.op, ast.Invert):
+                return E.Unary("~", self.value_expr(node.operand, loops), sp)
         if isinstance(node, ast.BinOp):
             if isinstance(node.op, ast.Pow):
-                return E.Call("pow", (self.value_expr(node.left, loops),
-                                      self.value_expr(node.right, loops)), sp)
+                args = (self.value_expr(node.left, loops), self.value_expr(node.right, loops))
+                # integers: numpy's wrapping integer power (polyc.expr's ipow)
+                ints = all(self._int_valued(a) for a in args) and not all(
+                    isinstance(a, E.Const) for a in args)
+                return E.Call("ipow" if ints else "pow", args, sp)
             op = BINOPS.get(type(node.op))
             if op is None:
                 raise self.fail(node, f"the operator {type(node.op).__name__} on values",
-                                "values use + - * / // % ** and the functions "
+                                "values use + - * / // % ** & | ^ << >> and the functions "
                                 + ", ".join(sorted(set(FUNCTIONS))))
             lhs, rhs = self.value_expr(node.left, loops), self.value_expr(node.right, loops)
             ints = self._int_valued(lhs) and self._int_valued(rhs)

@@ -52,3 +52,37 @@ def test_small_integers_wrap_as_py_func(fn, dts):
     polyc.kernel(fn)(*args)
     for got, w in zip(args, want):
         np.testing.assert_array_equal(got, w)
+
+
+def _bits(A, B, C):
+    n, = A.shape
+    for i in range(n):
+        C[i] = ((A[i] >> 2) & 7 | (A[i] << 1)) ^ ~B[i]
+
+
+def _shifts_and_powers(A, S, C):
+    n, = A.shape
+    for i in range(n):
+        C[i] = (A[i] << S[i]) + (A[i] >> S[i]) + A[i] ** S[i]
+        C[i] &= A[i] | 1
+
+
+@pytest.mark.parametrize("fn,dts", [
+    (_bits, ["uint8", "uint8", "uint8"]),
+    (_bits, ["int8", "uint8", "int16"]),
+    (_shifts_and_powers, ["int32", "int32", "int32"]),
+    (_shifts_and_powers, ["uint8", "uint8", "uint8"]),
+    (_shifts_and_powers, ["int64", "int64", "int64"]),
+], ids=lambda v: getattr(v, "__name__", None) or "-".join(v))
+def test_bitwise_operators_and_integer_powers_as_py_func(fn, dts):
+    """& | ^ ~ << >> (and &= ...) of integers were refused in kernels; A ** S
+    of integers is numpy's wrapping power (it was C's double pow)."""
+    a = _ints(np.dtype(dts[0]), (40,), 0)
+    s = np.random.default_rng(1).integers(0, 8 * np.dtype(dts[1]).itemsize, 40).astype(dts[1])
+    args = [a, s, np.zeros(40, dts[2])]
+    want = [x.copy() for x in args]
+    with np.errstate(over="ignore"):
+        fn(*want)
+    polyc.kernel(fn)(*args)
+    for got, w in zip(args, want):
+        np.testing.assert_array_equal(got, w)
