@@ -120,8 +120,11 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _addmm(bias, a, b, beta=1, alpha=1):
-    out = np.matmul(a, b)
+def _addmm(bias, a, b, beta=1, alpha=1, *, product=np.matmul):
+    """``addmm`` (``addmv``, and ``addbmm`` with ``product`` the batch's summed
+    matmuls): ``beta * bias + alpha * product(a, b)``, the bias not read where
+    ``beta`` is 0 (torch ignores its NaNs then)."""
+    out = product(a, b)
     if alpha != 1:
         out = out * alpha
     if beta == 0:
@@ -244,7 +247,8 @@ def _cmp(fn: Callable) -> Callable:
 LOWERINGS: dict[Any, Callable] = {
     # contractions
     aten.mm: np.matmul, aten.bmm: np.matmul, aten.matmul: np.matmul,
-    aten.addmm: _addmm, aten.linear: _linear,
+    aten.addmm: _addmm, aten.linear: _linear, aten.addmv: _addmm,
+    aten.addbmm: lambda *a, **kw: _addmm(*a, **kw, product=lambda x, y: np.einsum("bij,bjk->ik", x, y)),
     # elementwise
     aten.add: lambda a, b, alpha=1: a + _scaled(b, alpha),
     aten.sub: lambda a, b, alpha=1: a - _scaled(b, alpha),
@@ -298,6 +302,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.slice: _slice, aten.select: _select,
     aten.split: _split, aten.split_with_sizes: _split_sizes,
     aten.cat: lambda ts, dim=0: np.concatenate(list(ts), axis=dim),
+    aten.unfold: nn_ops.unfold,
     aten.flip: lambda x, dims: np.flip(x, tuple(dims)),
     # neural-network operators (polyc/graph/torch_nn.py)
     aten.convolution: nn_ops.convolution,

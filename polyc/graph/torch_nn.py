@@ -37,6 +37,17 @@ def _windows(x, window: Sequence[int], stride: Sequence[int], dilation: Sequence
     return win
 
 
+def unfold(x, dim: int, size: int, step: int):
+    """``aten.unfold`` (``Tensor.unfold``: audio frames, image patches): the
+    windows of ``size`` every ``step`` along ``dim``, which becomes their
+    count, with a new last axis of ``size``; a view, as in torch."""
+    if x.ndim == 0:
+        raise UnsupportedError("Tensor.unfold of a 0-d tensor is not supported by polyc")
+    dim %= x.ndim
+    win = sliding_window_view(x, size, axis=dim)
+    return win if step == 1 else win[(slice(None),) * dim + (slice(None, None, step),)]
+
+
 def convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups,
                 right=None):
     """``aten.convolution`` (1-D to 3-D, groups, stride, padding, dilation):

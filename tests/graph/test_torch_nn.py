@@ -455,3 +455,40 @@ def test_interpolate_with_changing_image_sizes():
         for h in (6, 8, 10):
             x = torch.randn(2, 3, h, h + 1)
             np.testing.assert_allclose(c(x).numpy(), m(x).numpy(), rtol=1e-4, atol=1e-5)
+
+
+def _fn(fn):
+    """``fn`` as a module."""
+    torch = pytest.importorskip("torch")
+
+    class Fn(torch.nn.Module):
+        def forward(self, *args):
+            return fn(*args)
+    return Fn()
+
+
+def test_tensor_unfold_frames_and_patches():
+    """``Tensor.unfold`` (audio frames, image patches) was refused
+    (``aten.unfold`` not lowered)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(60)
+    r = torch.randn
+    _compile_matches(_fn(lambda x: x.unfold(-1, 8, 4) * torch.hann_window(8)), r(2, 40))
+    _compile_matches(_fn(lambda x: x.unfold(2, 4, 4).unfold(3, 4, 4)
+                         .permute(0, 2, 3, 1, 4, 5).reshape(2, 4, -1)), r(2, 3, 8, 8))
+    _compile_matches(_fn(lambda x: x.unfold(0, 3, 2).sum(-1)), r(7, 5))
+    _compile_matches(_fn(lambda x: x.unfold(1, 3, 3)), r(2, 10))
+
+
+def test_addmv_and_addbmm():
+    """``torch.addmv`` and ``torch.addbmm`` were refused (not lowered); with
+    ``beta=0`` the bias is not read (its NaNs ignored, as in torch)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(61)
+    r = torch.randn
+    _compile_matches(_fn(lambda c, a, b: torch.addmv(c, a, b, beta=0.5, alpha=3)),
+                     r(1), r(3, 4), r(4))
+    _compile_matches(_fn(lambda c, a, b: torch.addbmm(c, a, b, beta=2)),
+                     r(5), r(2, 3, 4), r(2, 4, 5))
+    _compile_matches(_fn(lambda c, a, b: torch.addbmm(c, a, b, beta=0, alpha=0.5)),
+                     torch.full((3, 5), float("nan")), r(2, 3, 4), r(2, 4, 5))
