@@ -248,7 +248,8 @@ LOWERINGS: dict[Any, Callable] = {
     # contractions
     aten.mm: np.matmul, aten.bmm: np.matmul, aten.matmul: np.matmul,
     aten.addmm: _addmm, aten.linear: _linear, aten.addmv: _addmm,
-    aten.addbmm: lambda *a, **kw: _addmm(*a, **kw, product=lambda x, y: np.einsum("bij,bjk->ik", x, y)),
+    aten.addbmm: lambda *a, **kw: _addmm(*a, **kw,
+                                         product=lambda x, y: np.einsum("bij,bjk->ik", x, y)),
     # elementwise
     aten.add: lambda a, b, alpha=1: a + _scaled(b, alpha),
     aten.sub: lambda a, b, alpha=1: a - _scaled(b, alpha),
