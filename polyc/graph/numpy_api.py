@@ -489,7 +489,8 @@ def _op(name: str, swap: bool = False):
 
 
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "pow": "**", "matmul": "@",
-            "floordiv": "//", "mod": "%"}
+            "floordiv": "//", "mod": "%", "and": "&", "or": "|", "xor": "^", "lshift": "<<",
+            "rshift": ">>"}
 
 
 def _inplace(name: str, sym: str):
@@ -512,7 +513,9 @@ def _install() -> None:
     T.__array_function__ = array_function
     for sym, name in (("add", "add"), ("sub", "subtract"), ("mul", "multiply"),
                       ("truediv", "divide"), ("pow", "power"), ("matmul", "matmul"),
-                      ("floordiv", "floor_divide"), ("mod", "remainder")):
+                      ("floordiv", "floor_divide"), ("mod", "remainder"), ("and", "bitwise_and"),
+                      ("or", "bitwise_or"), ("xor", "bitwise_xor"), ("lshift", "left_shift"),
+                      ("rshift", "right_shift")):
         setattr(T, f"__{sym}__", _op(name))
         setattr(T, f"__r{sym}__", _op(name, swap=True))
         setattr(T, f"__i{sym}__", _inplace(name, sym))
@@ -521,14 +524,6 @@ def _install() -> None:
         setattr(T, f"__{sym}__", _op(name))
     T.__divmod__ = _op("divmod")
     T.__rdivmod__ = _op("divmod", swap=True)
-    T.__rshift__ = _op("right_shift")
-    T.__lshift__ = _op("left_shift")
-    T.__and__ = _op("bitwise_and")
-    T.__rand__ = _op("bitwise_and", swap=True)
-    T.__or__ = _op("bitwise_or")
-    T.__ror__ = _op("bitwise_or", swap=True)
-    T.__xor__ = _op("bitwise_xor")
-    T.__rxor__ = _op("bitwise_xor", swap=True)
     T.__invert__ = lambda self: _invert(self._graph, self)
     T.__hash__ = object.__hash__
     T.__neg__ = lambda self: _negative(self._graph, self)

@@ -185,3 +185,18 @@ def test_small_integer_intermediates_are_contracted_and_wrapped():
     f = polyc.jit(lambda a, b: (a + b) // 2)
     _same(f(a, b), (a + b) // 2)
     assert "contracted to scalars" in f.explain(a, b)
+
+
+def test_reflected_and_in_place_bitwise_operators():
+    """``1 << a``, ``1024 >> a`` were Python TypeErrors (no __rlshift__) and
+    ``b ^= 3`` on a traced intermediate an AttributeError."""
+    a = np.array([0, 1, 3, 7], np.int32)
+
+    def inplace(a):
+        b = a + 0
+        b ^= 3
+        b &= 6
+        b <<= 1
+        return b
+    for fn in (lambda a: 1 << a, lambda a: 1024 >> a, inplace):
+        _same(polyc.jit(fn)(a), fn(a.copy()))
