@@ -70,6 +70,7 @@ class Names(Protocol):
     the names in scope, which grow as the lowering reads the function, and
     how to report a construct outside the accepted subset."""
     params: list[str]               # size parameters
+    size_alias: dict[str, str]      # a size the source spells like an isl keyword -> its name
     specs: dict[str, ArgSpec]       # the arguments
     arrays: dict[str, ArgSpec]      # array arguments
     floats: list[str]               # scalar arguments (float, and int values)
@@ -109,6 +110,7 @@ class Expressions:
         (``vars_``: each enclosing loop's source name -> its IR name)."""
         if name in vars_:
             return E.Index(vars_[name], sp)
+        name = self.names.size_alias.get(name, name)
         if name in self.names.params:
             return E.Param(name, sp)
         return None

@@ -44,6 +44,7 @@ from polyc.isl_util import CTX, NonAffineError, aff_from_expr, isl_safe_name, pa
 from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
 from .pynarrow import wrap_narrow
 from .pysource import ArgSpec, augmented_form, index_names, int_scalars, is_shape_read
+from .pyunpack import unpack_assignment
 from .source import Span
 
 _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
@@ -67,6 +68,7 @@ class _Lowering:
         self.fn, self.filename, self.line0, self.name = fn_ast, filename, line0, name
         self.specs, self.lines = specs, lines
         self.params: list[str] = []            # size parameters, in order
+        self.size_alias: dict[str, str] = {}   # floor = A.shape[0] is the size floor_
         self.bindings: dict[str, tuple | None] = {}
         self.arrays = {a: s for a, s in specs.items() if s.kind == "array"}
         # int arguments read only as values: int64 scalars, not sizes
@@ -191,7 +193,11 @@ class _Lowering:
                 raise self.fail(t, f"size {t.id} has the name of an argument")
             if (arr, d) in self.shape_param:
                 raise self.fail(t, f"{arr}.shape[{d}] is unpacked twice")
-            self._new_param(t.id, (arr, d), t)
+            name = isl_safe_name(t.id, self.taken)     # isl reads `floor` as a keyword
+            if name != t.id:
+                self.size_alias[t.id] = name
+                self.taken.add(name)
+            self._new_param(name, (arr, d), t)
 
     # ----------------------------------------------------------- statements
     def block(self, stmts: list[ast.stmt], loops: list[Loop], conds: list,
@@ -205,7 +211,7 @@ class _Lowering:
                 if st.orelse:
                     self.block(st.orelse, loops, conds + [(cond, False)], node)
             elif isinstance(st, ast.Assign) and isinstance(st.targets[-1], (ast.Tuple, ast.List)):
-                for one in self.unpack_assignment(st, loops):
+                for one in unpack_assignment(self, st, loops):
                     self.assignment(one, loops, conds, node)
             elif isinstance(st, (ast.Assign, ast.AugAssign)):
                 self.assignment(st, loops, conds, node)
@@ -241,7 +247,7 @@ class _Lowering:
             raise self.fail(st, "a for ... else loop")
         if var in {lp.name for lp in loops}:
             raise self.fail(st.target, f"loop variable {var} reused inside a loop over {var}")
-        if var in self.specs or var in self.params or var in self.scalars:
+        if var in self.specs or var in self.params or var in self.scalars or var in self.size_alias:
             raise self.fail(st.target, f"loop variable {var} has the name of an argument, "
                                        "size or scalar")
         args = it.args
@@ -306,46 +312,6 @@ class _Lowering:
                             "indices, bounds and conditions must be affine in loop "
                             "variables and sizes") from None
 
-    def unpack_assignment(self, st: ast.Assign, loops) -> list[ast.Assign]:
-        """``a, b = x, y`` (``A[i], A[j] = A[j], A[i]``) as single assignments:
-        Python evaluates every value before it assigns, so each value goes
-        to a fresh local scalar first when a value reads a target."""
-        target, value = st.targets[-1], st.value
-        if len(st.targets) != 1 or not isinstance(value, (ast.Tuple, ast.List)) or len(
-                value.elts) != len(target.elts):
-            raise self.fail(st, "an unpacking assignment whose value is not a tuple of as "
-                                "many values", "assign one value per target: "
-                                "`a, b = x, y`, or one statement each")
-        bases = set()
-        for t in target.elts:
-            base = t.value if isinstance(t, ast.Subscript) else t
-            if not isinstance(base, ast.Name):
-                raise self.fail(t, "an unpacking target that is neither an array element "
-                                   "nor a scalar name")
-            bases.add(base.id)
-        reads = {n.id for v in value.elts for n in ast.walk(v) if isinstance(n, ast.Name)}
-        if not bases & reads:
-            pairs = list(zip(target.elts, value.elts))
-        else:
-            pairs, temps = [], []
-            for v in value.elts:
-                tmp = self._fresh_local("_unpacked")
-                if not is_float(self.value_dtype) and self.exprs._int_valued(
-                        self.exprs.value_expr(v, loops)):
-                    self.int_scalars.add(tmp)
-                temps.append(ast.copy_location(ast.Name(id=tmp, ctx=ast.Store()), v))
-                pairs.append((temps[-1], v))
-            pairs += [(t, ast.copy_location(ast.Name(id=tmp.id, ctx=ast.Load()), t))
-                      for t, tmp in zip(target.elts, temps)]
-        return [ast.copy_location(ast.Assign(targets=[t], value=v), st) for t, v in pairs]
-
-    def _fresh_local(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.taken or name in self.scalars or name in self.params:
-            name, k = f"{base}{k}", k + 1
-        self.taken.add(name)
-        return name
-
     def assignment(self, st, loops, conds, node: _Node) -> None:
         # `x = x + e` is `x += e` when that is a reduction update (so the
         # reduction loop vectorises and a GEMM is matched as for `+=`)
@@ -376,7 +342,8 @@ class _Lowering:
             self.written.add(lhs.tensor)
         elif isinstance(target, ast.Name):
             nm = target.id
-            if nm in self.specs or nm in self.params or nm in {lp.name for lp in loops}:
+            if nm in self.specs or nm in self.params or nm in self.size_alias or nm in {
+                    lp.name for lp in loops}:
                 raise self.fail(target, f"assignment to {nm}, which is an argument, size "
                                         "or loop variable",
                                 "assign to array elements or to new local scalars")

@@ -1,6 +1,6 @@
 """Loop variables spelled like isl's keywords (``floor``, ``max``, ``NaN``):
-the frontend renames them in the IR (``floor_``), so isl reads back every
-tree it prints.  Before, ``for NaN in range(n)`` compiled to a kernel that
+the frontend renames them in the IR (``floor_``), as it does sizes so
+named (``floor, NaN = A.shape``), so isl reads back every tree it prints.  Before, ``for NaN in range(n)`` compiled to a kernel that
 ran nothing (isl read ``S0[NaN, j]`` back as an empty set) and a recipe of
 ``for floor in ...`` did not replay.  The schedule language still answers to
 the source's spelling (``("S0", "floor")``, ``"floor_tile"``).
@@ -67,3 +67,24 @@ def test_keyword_loops_tile_and_replay_from_a_recipe(loop):
     _close(B2, want[1])
     text = polyc.Schedule.from_program(keyword_loops.program).to_text()
     assert polyc.Schedule.from_program(keyword_loops.program).from_text(text).to_text() == text
+
+
+@polyc.kernel
+def keyword_sizes(A, B):
+    floor, NaN = A.shape
+    for i in range(floor):
+        for j in range(NaN):
+            if i + j < floor:
+                B[i] += A[i, j] * floor
+
+
+def test_sizes_named_like_isl_keywords_replay():
+    A, B = RNG.random((6, 5)), np.zeros(6)
+    want = _reference(keyword_sizes, A, B)
+    keyword_sizes(A, B)
+    _close(B, want[1])
+    B2 = np.zeros(6)
+    keyword_sizes.with_schedule(keyword_sizes.schedule.tile([("S0", "i")], [4]).to_recipe())(A, B2)
+    _close(B2, want[1])
+    s = polyc.Schedule.from_program(keyword_sizes.program)
+    assert s.from_text(s.to_text()).to_text() == s.to_text()

@@ -484,20 +484,20 @@ def test_marks_written_into_a_tree_are_checked():
         mm.from_text(collapse.get_schedule().to_str())
 
 
-def _isl_words(A, B):
-    mod, floor = A.shape
+def _isl_words(A, B, mod, floor):
     for i in range(mod):
         for j in range(floor):
             B[i, j] = A[i, j] * 2.0
 
 
 def test_a_tree_isl_cannot_read_back_names_the_culprits():
-    """isl prints sizes named like its keywords (``mod``, ``floor``) but
-    cannot read them back: a recipe carrying such a tree says so (loop
-    variables so named are renamed by the frontend: tests/pyloops/test_isl_names.py)."""
+    """isl prints sizes named like its keywords (``mod``, ``floor``: integer
+    arguments) but cannot read them back: a recipe carrying such a tree says
+    so (loop variables and unpacked sizes so named are renamed by the
+    frontend: tests/pyloops/test_isl_names.py)."""
     import numpy as np
     k = polyc.kernel(_isl_words)
-    k(np.ones((2, 3)), np.zeros((2, 3)))
+    k(np.ones((2, 3)), np.zeros((2, 3)), 2, 3)
     s = Schedule.from_program(k.program)
     with pytest.raises(ScheduleError, match=r"isl reads floor, mod as keywords.*rename those "
                                             r"loop variables"):
