@@ -1,7 +1,8 @@
 """Loop variables spelled like isl's keywords (``floor``, ``max``, ``NaN``):
 the frontend renames them in the IR (``floor_``), as it does sizes so
-named (``floor, NaN = A.shape``), so isl reads back every tree it prints.  Before, ``for NaN in range(n)`` compiled to a kernel that
-ran nothing (isl read ``S0[NaN, j]`` back as an empty set) and a recipe of
+named (``floor, NaN = A.shape``), so isl reads back every tree it prints.
+Before, ``for NaN in range(n)`` compiled to a kernel that ran nothing
+(isl read ``S0[NaN, j]`` back as an empty set) and a recipe of
 ``for floor in ...`` did not replay.  The schedule language still answers to
 the source's spelling (``("S0", "floor")``, ``"floor_tile"``).
 
