@@ -34,7 +34,18 @@ FORMAT = "polyc-recipe-1"
 
 def program_fingerprint(program: Program) -> str:
     """:meth:`Program.fingerprint` without the preconditions polyc derives
-    (its statements, domains and access relations)."""
+    and without the program's name (its statements, domains and access
+    relations): a recipe names statements and loops, never the definition,
+    so it replays on the same definition renamed, and tuning records (keyed
+    by it, :mod:`polyc.tune.db`) survive the rename.  Tensors are part of
+    the access relations: renaming one is another program."""
+    return program.replace(preconditions=None, name="").fingerprint()
+
+
+def legacy_fingerprint(program: Program) -> str:
+    """:func:`program_fingerprint` with the program's name, as recipes and
+    tuning records written before the name was left out carry it; replay
+    and the tuning database's reader still accept it."""
     return program.replace(preconditions=None).fingerprint()
 
 
@@ -182,7 +193,8 @@ def replay(cls, program: Program, recipe):
             raise ScheduleError("recipe: 'updates' must be a list of statement names")
         program = as_updates(program, set(updates))
     fp = data.get("fingerprint")
-    if fp is not None and fp != program_fingerprint(program):
+    if fp is not None and fp != program_fingerprint(program) \
+            and fp != legacy_fingerprint(program):
         raise RecipeMismatchError(
             f"the recipe was made for program {data.get('program', '?')!r} "
             f"(fingerprint {str(fp)[:12]}), not for {program.name!r} "

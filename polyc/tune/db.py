@@ -79,12 +79,16 @@ def machine() -> dict:
     return {"cpu": model, "features": feats, "cores": cores}
 
 
-def key_info(program, config, shape_class: str = ALL_SIZES) -> dict:
-    """What a record of ``program`` tuned under ``config`` is valid for."""
+def key_info(program, config, shape_class: str = ALL_SIZES, legacy: bool = False) -> dict:
+    """What a record of ``program`` tuned under ``config`` is valid for.
+    ``legacy``: keyed by the program's fingerprint with its name, as
+    records were before a renamed definition kept its records
+    (:func:`polyc.schedule.recipe.legacy_fingerprint`)."""
     from .. import __version__
     from ..cache import compiler_version
-    from ..schedule.recipe import program_fingerprint
-    return {"program": program_fingerprint(program), "name": program.name,
+    from ..schedule.recipe import legacy_fingerprint, program_fingerprint
+    fp = legacy_fingerprint(program) if legacy else program_fingerprint(program)
+    return {"program": fp, "name": program.name,
             "class": shape_class, "machine": machine(),
             "toolchain": compiler_version(config.cc), "target": config.target,
             "polyc": __version__}

@@ -29,8 +29,12 @@ def tuned(program, config):
     if not path.is_file():
         return None, [], ""
     try:
-        bests = Database(path).class_bests(family_of(key_info(program, config, ALL_SIZES)),
-                                           canon=lambda text: _canonical(program, text))
+        db = Database(path)
+        bests = db.class_bests(family_of(key_info(program, config, ALL_SIZES)),
+                               canon=lambda text: _canonical(program, text))
+        if not bests:       # records written before the key left out the def's name
+            bests = db.class_bests(family_of(key_info(program, config, ALL_SIZES, legacy=True)),
+                                   canon=lambda text: _canonical(program, text))
     except (PolycError, OSError) as e:
         log.warning("tuning database %s not read: %s", path, e)
         return None, [], ""

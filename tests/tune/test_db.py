@@ -123,3 +123,51 @@ def test_a_line_being_appended_is_not_reported(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert [r["kind"] for r in db.records()] == ["sample", "best"]
+
+
+MM = "def mm(float(M,K) A, float(K,N) B) -> (C) { C(m,n) +=! A(m,k) * B(k,n) }"
+
+
+def _tuned_record(program, cfg, legacy=False):
+    import polyc
+    from polyc.schedule.recipe import legacy_fingerprint
+    from polyc.tune.db import key_info, key_of
+    recipe = polyc.Schedule.from_program(program, start="isl").tile(
+        [("C", "m"), ("C", "n")], [16, 8]).to_recipe()
+    if legacy:          # as recipes were written: the fingerprint with the def's name
+        recipe["fingerprint"] = legacy_fingerprint(program)
+    info = key_info(program, cfg, "all", legacy=legacy)
+    return {"key": key_of(info), "keyinfo": info, "kind": "best", "recipe": recipe,
+            "label": "t16x8", "speedup": 1.5}
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_a_renamed_definition_keeps_its_tuning(tmp_path, legacy):
+    """The key and the recipe's fingerprint left out nothing but the derived
+    preconditions: renaming ``def mm`` to ``def matmul`` (same body) lost
+    its records, and its recipe was refused as another program's."""
+    import numpy as np
+
+    import polyc
+    cfg = polyc.Config.from_env().replace(cache_dir=str(tmp_path))
+    Database(config=cfg).append([_tuned_record(polyc.program(MM), cfg, legacy)])
+    srcs = [MM] if legacy else [MM, MM.replace("def mm(", "def matmul(")]
+    for src in srcs:
+        k = polyc.compile(src, config=cfg)
+        assert "tuned: schedule recipe from" in (k.tuning or ""), k.tuning
+        assert "16" in k.source and "ignored" not in k.tuning
+        rng = np.random.default_rng(1)
+        for m, kk, n in ((1, 1, 1), (17, 9, 15), (16, 8, 8)):
+            a = rng.random((m, kk), dtype=np.float32)
+            b = rng.random((kk, n), dtype=np.float32)
+            np.testing.assert_allclose(k(a, b), a.astype(np.float64) @ b, rtol=1e-5)
+
+
+def test_a_renamed_tensor_is_another_program():
+    import polyc
+    from polyc.schedule.recipe import program_fingerprint
+    a = polyc.program(MM)
+    assert program_fingerprint(a) == program_fingerprint(
+        polyc.program(MM.replace("def mm(", "def other(")))
+    assert program_fingerprint(a) != program_fingerprint(
+        polyc.program(MM.replace("A", "X")))
