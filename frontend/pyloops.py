@@ -239,10 +239,15 @@ class _Lowering:
             raise self.fail(st.target, "a loop target that is not a single name")
         var = st.target.id
         it = st.iter
+        backwards = (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                     and it.func.id == "reversed" and len(it.args) == 1 and not it.keywords)
+        if backwards:
+            it = it.args[0]
         if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
                 and it.func.id == "range" and 1 <= len(it.args) <= 3 and not it.keywords):
             raise self.fail(it, "a loop over something other than range(...)",
-                            "loop with `for v in range(lo, hi[, step])`")
+                            "loop with `for v in range(lo, hi[, step])` or "
+                            "`reversed(range(...))`")
         if st.orelse:
             raise self.fail(st, "a for ... else loop")
         if var in {lp.name for lp in loops}:
@@ -256,6 +261,8 @@ class _Lowering:
         step = self.exprs.const_int(args[2]) if len(args) == 3 else 1
         if step == 0:
             raise self.fail(args[2], "a loop step of 0")
+        if backwards:
+            lo, hi, step = _reversed_range(lo, hi, step)
         lp = Loop(isl_safe_name(var, self.taken), lo, hi, step, source=var)
         child = _Node(loop=lp)
         parent.items.append(child)
@@ -519,6 +526,19 @@ class _Lowering:
         prog = prog.replace(order=_order_tree(prog, root))
         from polyc.expansion import expand_scalars
         return expand_scalars(prog, list(self.scalars.values()), self.paths)
+
+
+def _reversed_range(lo: E.Expr, hi: E.Expr, step: int) -> tuple[E.Expr, E.Expr, int]:
+    """``reversed(range(lo, hi, step))`` as ``range(last, lo -+ 1, -step)``:
+    ``last = lo + step * ((hi - lo - 1) // step)`` for a positive step (``hi -
+    1`` for 1), its mirror for a negative one; empty when the range is."""
+    a, sign = abs(step), (1 if step > 0 else -1)
+    one = E.Const(1)
+    # the distance from lo to the range's last element, rounded down to a step
+    span = E.Binary("-", E.Binary("-", hi, lo) if step > 0 else E.Binary("-", lo, hi), one)
+    far = span if a == 1 else E.Binary("*", E.Const(a), E.Binary("/", span, E.Const(a)))
+    last = E.Binary("+" if step > 0 else "-", lo, far)
+    return last, E.Binary("-" if step > 0 else "+", lo, one), -sign * a
 
 
 def _assigned_names(fn: ast.FunctionDef) -> set[str]:

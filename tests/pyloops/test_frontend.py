@@ -449,6 +449,28 @@ def test_keyword_arguments_and_defaults_bind_as_in_python():
         scaled_add(x)
 
 
+@polyc.kernel
+def reversed_loops(U, b, x, B, lo, hi):
+    n = U.shape[0]
+    for i in reversed(range(n)):                  # back substitution
+        s = b[i]
+        for j in range(i + 1, n):
+            s -= U[i, j] * x[j]
+        x[i] = s / U[i, i]
+    for i in reversed(range(lo, hi, 3)):
+        B[i] = B[i] + B[i + 1] * 0.5
+    for i in reversed(range(hi, lo, -2)):
+        B[i] = B[i] * 2.0 + i
+
+
+@pytest.mark.parametrize("lo,hi", [(0, 10), (2, 11), (3, 3), (5, 2), (4, 12)])
+def test_reversed_range_runs_backwards(lo, hi):
+    """``for i in reversed(range(lo, hi, step))`` (it was refused), in
+    Python's order: the recurrences read what the earlier iterations wrote."""
+    U = np.triu(RNG.random((9, 9))) + 3 * np.eye(9)
+    run_both(reversed_loops, U, RNG.random(9), np.zeros(9), RNG.random(14), lo, hi)
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
