@@ -324,6 +324,9 @@ class Expressions:
         elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
               and f.value.id in MODULES):
             name = f.attr
+        if isinstance(f, ast.Name) and name in ("float", "int", "round") and len(
+                node.args) == 1 and not node.keywords:
+            return self._conversion(name, self.value_expr(node.args[0], loops), node)
         if name not in FUNCTIONS or node.keywords:
             raise self.fail(node, f"a call to {ast.unparse(f)}",
                             "a kernel may call " + ", ".join(sorted(set(FUNCTIONS)))
@@ -348,6 +351,16 @@ class Expressions:
         if len(args) != want:
             raise self.fail(node, f"{name}() takes {want} argument(s), got {len(args)}")
         return E.Call(fn, tuple(args), self.span(node))
+
+    def _conversion(self, name: str, x: E.Expr, node: ast.Call) -> E.Expr:
+        """Python's ``float(x)``, ``int(x)`` (truncates toward zero) and
+        ``round(x)`` (half to even: C's ``rint``) of one value."""
+        sp = self.span(node)
+        if self._int_valued(x):
+            return E.Binary("*", E.Const(1.0), x, sp) if name == "float" else x
+        if name == "float":
+            return x
+        return E.Call("trunc" if name == "int" else "rint", (x,), sp)
 
     def access(self, node: ast.Subscript, loops: list[Loop]) -> E.Access:
         base = node.value
