@@ -55,8 +55,9 @@ from . import torch_nn as nn_ops
 from .core import Tracer, located
 from .jit import Jitted
 from .sizes import SizeInt
+from .torch_checks import split_input_checks
 from .torch_fold import fold_leading_merges, linear_nd
-from .torch_values import _DTYPES, model_location
+from .torch_values import _DTYPES, model_location, nan_to_num
 from .torch_values import axes as _axes
 from .torch_values import full as _full
 from .torch_values import full_like as _full_like
@@ -121,9 +122,8 @@ def _sigmoid(x):
 
 
 def _addmm(bias, a, b, beta=1, alpha=1, *, product=np.matmul):
-    """``addmm`` (``addmv``, and ``addbmm`` with ``product`` the batch's summed
-    matmuls): ``beta * bias + alpha * product(a, b)``, the bias not read where
-    ``beta`` is 0 (torch ignores its NaNs then)."""
+    """``beta * bias + alpha * product(a, b)`` (``addmm addmv addbmm``); with
+    ``beta`` 0 the bias is not read (torch ignores its NaNs then)."""
     out = product(a, b)
     if alpha != 1:
         out = out * alpha
@@ -157,10 +157,6 @@ def _div(a, b, rounding_mode=None):
         raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} is not "
                                "supported by polyc")
     return np.divide(a, b)
-
-
-def _nan_to_num(x, nan=None, posinf=None, neginf=None):
-    return np.nan_to_num(x, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
 
 
 def _any(x, dim=None, keepdim=False):
@@ -266,7 +262,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.round: np.rint, aten.sign: np.sign, aten.atan2: np.arctan2, aten.hypot: np.hypot,
     aten.logaddexp: np.logaddexp,
     aten.floor_divide: np.floor_divide, aten.remainder: np.remainder, aten.fmod: np.fmod,
-    aten.copysign: np.copysign, aten.heaviside: np.heaviside, aten.nan_to_num: _nan_to_num,
+    aten.copysign: np.copysign, aten.heaviside: np.heaviside, aten.nan_to_num: nan_to_num,
     aten.pow: np.power,
     aten.relu: lambda x: np.maximum(x, 0), aten.gelu: _gelu, aten.sigmoid: _sigmoid,
     aten.silu: lambda x: x * _sigmoid(x),
@@ -530,6 +526,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
         if isinstance(x, torch.Tensor):
             _np_dtype(x.dtype)       # (a torch.bool mask enters as polyc.jit's masks do)
     fold_leading_merges(gm)
+    check = split_input_checks(gm) or (lambda args: None)
     sizes = _size_sources(gm, example_inputs)
     jitted = Jitted(interpreter(gm, sizes))
     shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]
@@ -541,6 +538,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
         jitted.plan(*dummies)
 
     def compiled(*args):
+        check(args)
         # parameters require grad even under no_grad; DLPack refuses those
         return jitted(*[a.detach() if isinstance(a, torch.Tensor) and a.requires_grad
                         else a for k, a in enumerate(args) if k not in sizes])

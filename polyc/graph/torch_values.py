@@ -97,6 +97,11 @@ def scan(fn: Callable) -> Callable:
     return run
 
 
+def nan_to_num(x, nan=None, posinf=None, neginf=None):
+    """``aten.nan_to_num`` (torch's ``nan`` default is 0)."""
+    return np.nan_to_num(x, nan=0.0 if nan is None else nan, posinf=posinf, neginf=neginf)
+
+
 def symbolic(v) -> bool:
     """Whether ``v`` is a traced extent that is not a constant (a dynamic
     shape's size)."""
