@@ -166,7 +166,10 @@ class Schedule:
         # ``exists`` or ``min``): such a tree is kept as it is, and its recipe
         # does not replay
         try:
-            named = isl.Schedule.read_from_str(schedule.get_ctx(), text)
+            back = isl.Schedule.read_from_str(schedule.get_ctx(), text)
+            # (a name isl reads as a value, `S0[NaN]`, reads back as another set)
+            if back.get_domain().is_equal(named.get_domain()):
+                named = back
         except isl.Error:
             pass
         return cls(program, deps, named, start="isl", origin=text)

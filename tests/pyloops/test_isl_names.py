@@ -89,3 +89,13 @@ def test_sizes_named_like_isl_keywords_replay():
     _close(B2, want[1])
     s = polyc.Schedule.from_program(keyword_sizes.program)
     assert s.from_text(s.to_text()).to_text() == s.to_text()
+
+
+def test_a_tc_index_named_nan_runs():
+    """The TC frontend keeps its index names: ``Schedule.from_isl`` read the
+    tree's text back as another domain (``S0[NaN]``: empty) and compiled a
+    kernel that wrote nothing; a tree that does not read back as itself is
+    kept as it is."""
+    k = polyc.compile("def f(float(N, M) A) -> (B) { B(NaN) +=! A(NaN, j) }")
+    A = RNG.random((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(k(A), A.sum(axis=1), rtol=1e-6)
