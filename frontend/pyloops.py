@@ -464,7 +464,10 @@ class _Lowering:
                                rhs=rhs, shapes=shapes, kind=kind, reduction_iterators=red,
                                text=text, span=self.span(st))
         except NonAffineError as err:
-            raise self.fail(st, f"a non-affine subscript ({err.reason})",
+            sp = getattr(err.expr, "span", None)    # the caret at the culprit (k % n)
+            at = next((n for n in ast.walk(st) if sp is not None and hasattr(n, "lineno")
+                       and self.span(n) == sp), st)
+            raise self.fail(at, f"a non-affine subscript ({err.reason})",
                             "subscripts must be affine in loop variables and sizes") from None
         self.statements.append(s)
         self.paths[name] = [id(lp) for lp in loops]

@@ -497,6 +497,23 @@ def test_float_int_round_conversions_are_pythons(dtype):
     np.testing.assert_array_equal(got[2], want[2])
 
 
+def k_mod_by_size(A, B):
+    n = A.shape[0]
+    for i in range(n):
+        B[i] = A[0] + A[i % n]
+
+
+def test_a_non_affine_subscript_points_at_its_culprit():
+    """The caret is under ``i % n`` (it was under the statement's start)."""
+    with pytest.raises(UnsupportedError) as info:
+        polyc.kernel(k_mod_by_size)(np.ones(4), np.zeros(4))
+    msg = str(info.value)
+    line = "        B[i] = A[0] + A[i % n]"
+    assert f":{line.index('i % n') + 1}: a non-affine subscript" in msg, msg
+    assert "positive integer constant): i % n;" in msg, msg
+    assert msg.endswith("\n" + " " * (4 + line.index("i % n")) + "^"), msg
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
