@@ -24,7 +24,7 @@ import re
 import islpy as isl
 
 from ..errors import IllegalScheduleError, ScheduleError
-from ..isl_util import CTX, is_isl_word
+from ..isl_util import CTX, is_isl_word, source_spelling
 from . import legality, surgery
 from .marks import PARALLEL, SIMD, SIMD_REDUCTION, current_name, has_band_below
 from .registry import transform
@@ -103,7 +103,8 @@ def tile(s, loops, sizes, names=None):
                             f"consecutive and outermost first; reorder them first")
     old = band_names(band, s.program)[idx[0]:idx[0] + len(idx)]
     taken = loop_names_near(s.isl, s.program, lps[0].statements)
-    tnames = _names(names, len(idx), [fresh_name(f"{n.split('|')[0]}_tile", taken)
+    tnames = _names(names, len(idx), [fresh_name(f"{source_spelling(n.split('|')[0])}_tile",
+                                                 taken)
                                       for n in old], "tile", taken, s.program.params)
     band = surgery.isolate(band, idx[0], len(idx), s.program)
     mv = isl.MultiVal.zero(band.band_get_space())
@@ -128,7 +129,7 @@ def split(s, loop, factor, names=None):
     """
     lp = s.resolve(loop)
     factor = surgery.positive_int(factor, "split factor")
-    nm = lp.name.split("|")[0]
+    nm = source_spelling(lp.name.split("|")[0])
     taken = loop_names_near(s.isl, s.program, lp.statements)
     outer = _names(names, 1, [fresh_name(f"{nm}_outer", taken)], "split", taken,
                    s.program.params)

@@ -62,6 +62,7 @@ def test_keyword_loops_tile_and_replay_from_a_recipe(loop):
     keyword_loops(A, B)
     _close(B, want[1])
     s = keyword_loops.schedule.tile([("S0", loop)], [4]).tile([("S0", f"{loop}_tile")], [2])
+    assert f"band ({loop}_tile_tile)" in str(s)          # named as the source spells it
     recipe = s.to_recipe()
     B2 = np.zeros((7, 6))
     keyword_loops.with_schedule(recipe)(A, B2)
