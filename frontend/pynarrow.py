@@ -17,8 +17,9 @@ import numpy as np
 
 from polyc import expr as E
 
-#: the integer types C computes wider than themselves
-NARROW = ("int8", "int16", "uint8", "uint16", "uint32")
+#: the integer types C may compute wider than themselves (int32: next to a
+#: Python int, which C's value arithmetic types as int64)
+NARROW = ("int8", "int16", "uint8", "uint16", "uint32", "int32")
 _WEAK_INT, _WEAK_FLOAT = "int", "float"
 _FLOAT_CALLS = frozenset(E.BUILTINS) - {"abs", "max", "min", "ipow",
                                         *(f"cast_{t}" for t in NARROW)}

@@ -28,6 +28,7 @@ BUILTINS: dict[str, int] = {
     "ipow": 2,
     # conversions to the small integer types, wrapping around (numpy's astype)
     "cast_int8": 1, "cast_int16": 1, "cast_uint8": 1, "cast_uint16": 1, "cast_uint32": 1,
+    "cast_int32": 1,
 }
 
 #: the builtins that are C99 functions of one float of the same name

@@ -227,7 +227,9 @@ def _cheap(rhs: str) -> bool:
 #: integer types C computes in a wider type (int, int64_t): numpy's value of
 #: ``(a + b) // 2`` in uint8 wraps ``a + b`` first, as a store would; an
 #: inlined value of these types is converted (``cast_uint8(...)``)
-_WRAPPED_WHEN_STORED = ("int8", "int16", "uint8", "uint16", "uint32")
+#: (int32 too: a Python int literal is an int64 in C's value arithmetic, so
+#: ``3 * a`` of int32 compared inside ``np.where`` would not wrap)
+_WRAPPED_WHEN_STORED = ("int8", "int16", "uint8", "uint16", "uint32", "int32")
 
 
 def _inline_single_use(nodes: Sequence[Node], texts: dict[str, list[str]], keep: set[int],

@@ -200,3 +200,13 @@ def test_reflected_and_in_place_bitwise_operators():
         return b
     for fn in (lambda a: 1 << a, lambda a: 1024 >> a, inplace):
         _same(polyc.jit(fn)(a), fn(a.copy()))
+
+
+def test_int32_product_with_a_python_int_wraps_inside_a_comparison():
+    """``3 * a`` of int32 wraps in numpy; computed inside np.where's
+    statement (contracted), C's int64 literal kept it unwrapped and the
+    comparison chose the other branch."""
+    a = np.array([-906825472, 941137610, 5], np.int32)
+    b = np.array([-457121767, 618078233, 1], np.int32)
+    fn = lambda a, b: np.where((3 * a) > (~b), (3 * a), (~b))  # noqa: E731
+    _same(polyc.jit(fn)(a, b), fn(a, b))

@@ -86,3 +86,19 @@ def test_bitwise_operators_and_integer_powers_as_py_func(fn, dts):
     polyc.kernel(fn)(*args)
     for got, w in zip(args, want):
         np.testing.assert_array_equal(got, w)
+
+
+def _compare_product(A, B, C):
+    n, = A.shape
+    for i in range(n):
+        C[i] = 1 if A[i] * 3 > B[i] else 0
+
+
+def test_int32_product_with_a_python_int_wraps_as_py_func():
+    a = np.array([-906825472, 941137610, 5], np.int32)
+    b = np.array([-457121767, 618078233, 1], np.int32)
+    got, want = np.zeros(3, np.int32), np.zeros(3, np.int32)
+    polyc.kernel(_compare_product)(a, b, got)
+    with np.errstate(over="ignore"):
+        _compare_product(a, b, want)
+    np.testing.assert_array_equal(got, want)
