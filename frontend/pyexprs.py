@@ -343,9 +343,14 @@ class Expressions:
         if fn in ("min", "max"):
             if len(args) < 2:
                 raise self.fail(node, f"{name}() needs at least two values")
-            out = args[0]
+            out, sp = args[0], self.span(node)
+            exact = all(self._int_valued(a) for a in args)
             for a in args[1:]:
-                out = E.Call(fn, (out, a), self.span(node))
+                # Python's: the later value where it compares greater (less),
+                # so max(nan, 1.0) is nan and max(1.0, nan) 1.0 (C's fmax
+                # drops the NaN either way); integers as C's max
+                out = E.Call(fn, (out, a), sp) if exact else E.Select(
+                    E.Binary(">" if fn == "max" else "<", a, out, sp), a, out, sp)
             return out
         want = E.BUILTINS[fn]
         if len(args) != want:

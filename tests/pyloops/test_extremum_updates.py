@@ -45,7 +45,8 @@ def scalar_max(A, out):
 
 
 def float_builtin_max(A, out):
-    # Python's max of floats drops a NaN (fmax): stays an assignment
+    # Python's max of floats keeps its first operand when the second is NaN
+    # (max(nan, 1.0) is nan, max(1.0, nan) 1.0): no update, an assignment
     for j in range(A.shape[0]):
         out[0] = max(out[0], A[j])
 
@@ -122,3 +123,23 @@ def test_global_minimum_is_a_grid_reduction_on_the_cuda_emulator(mode):
     out = np.empty(33, np.float32)
     _run(rowmax, A, out, config=config)
     np.testing.assert_array_equal(out, A.max(axis=1))
+
+
+def builtin_extrema(A, B):
+    for i in range(A.shape[0]):
+        B[i, 0] = max(A[i], 0.0)
+        B[i, 1] = max(0.0, A[i])
+        B[i, 2] = min(1.0, A[i], 0.5 * A[i])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_builtin_max_and_min_of_floats_are_pythons(dtype):
+    """``max(a, b)`` is ``b if b > a else a`` (``min`` with ``<``), as
+    Python's builtins: a NaN first operand is kept (C's fmax, which polyc
+    used, dropped it: ``max(nan, 0.0)`` gave 0.0), a NaN second one not."""
+    A = np.array([np.nan, -1.0, 2.0, -0.0, 0.0, np.inf, -np.inf, 0.3], dtype)
+    got, want = np.zeros((8, 3), dtype), np.zeros((8, 3), dtype)
+    _run(builtin_extrema, A, got)
+    builtin_extrema(A, want)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
