@@ -94,7 +94,7 @@ def budget_of(spec) -> Budget:
     otherwise).  Raises :class:`PolycError` for anything else."""
     if isinstance(spec, Budget):
         return spec
-    if spec in BUDGETS:
+    if isinstance(spec, str) and spec in BUDGETS:      # (a list is not hashable)
         return BUDGETS[spec]
     try:
         if isinstance(spec, (bool, np.bool_)):      # True is not one second

@@ -198,6 +198,10 @@ def test_bad_requests(cfg):
         polyc.tune(TR, {**SIZES, "N": 64.5}, config=cfg)
     with pytest.raises(PolycError, match="budget True"):
         polyc.tune(TR, SIZES, budget=True, config=cfg)
+    # a list or dict budget was a bare TypeError (unhashable, looked up by name)
+    for bad in ([60], {"seconds": 60}):
+        with pytest.raises(PolycError, match="choose quick, max or a number of seconds"):
+            polyc.tune(TR, SIZES, budget=bad, config=cfg)
     # an infinite budget was a bare OverflowError; lattice sizes missing a
     # parameter or not integers were a bare KeyError or ValueError
     with pytest.raises(PolycError, match="positive and finite"):
