@@ -195,6 +195,8 @@ class Expressions:
             return self._int_valued(e.lhs) and self._int_valued(e.rhs)
         if isinstance(e, E.Call) and e.fn in ("abs", "min", "max", "ipow"):
             return all(self._int_valued(a) for a in e.args)
+        if isinstance(e, E.Select):     # `a if c else b` of integers
+            return self._int_valued(e.then) and self._int_valued(e.otherwise)
         return False
 
     def _shape_read(self, node: ast.AST) -> str | None:

@@ -3,8 +3,8 @@
 Python runs a loop body on numpy scalars: ``A[i] + B[i]`` of two uint8
 elements is a uint8 that wraps modulo 256 before ``// 2`` divides it.  C
 promotes both to ``int`` and would not wrap.  :func:`wrap_narrow` gives
-every arithmetic value whose numpy type is int8, int16, uint8, uint16 or
-uint32 the conversion to that type (the builtin ``cast_<type>``), so the
+every arithmetic value whose numpy type is int8, int16, int32, uint8,
+uint16 or uint32 the conversion to that type (the builtin ``cast_<type>``), so the
 compiled program computes what ``py_func`` does.  Python ints (literals,
 loop variables, sizes, scalar arguments) are weak, as in numpy 2 (NEP 50):
 ``A[i] + 1`` stays uint8."""
@@ -20,7 +20,13 @@ from polyc import expr as E
 #: the integer types C may compute wider than themselves (int32: next to a
 #: Python int, which C's value arithmetic types as int64)
 NARROW = ("int8", "int16", "uint8", "uint16", "uint32", "int32")
-_WEAK_INT, _WEAK_FLOAT = "int", "float"
+class _Weak:
+    """A Python scalar's type (a sentinel: numpy compares dtypes with strings)."""
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+_WEAK_INT, _WEAK_FLOAT = _Weak("int"), _Weak("float")
 _FLOAT_CALLS = frozenset(E.BUILTINS) - {"abs", "max", "min", "ipow",
                                         *(f"cast_{t}" for t in NARROW)}
 
@@ -35,13 +41,13 @@ def wrap_narrow(e: E.Expr, dtype_of: Callable[[str], str | None]) -> E.Expr:
 
 
 def _promote(a, b):
-    if a in (_WEAK_INT, _WEAK_FLOAT) and b in (_WEAK_INT, _WEAK_FLOAT):
+    if isinstance(a, _Weak) and isinstance(b, _Weak):
         return _WEAK_FLOAT if _WEAK_FLOAT in (a, b) else _WEAK_INT
-    if a in (_WEAK_INT, _WEAK_FLOAT):
+    if isinstance(a, _Weak):
         a, b = b, a
-    if b == _WEAK_INT:
+    if b is _WEAK_INT:
         return a
-    if b == _WEAK_FLOAT:
+    if b is _WEAK_FLOAT:
         return a if a.kind == "f" else np.dtype(np.float64)
     return np.result_type(a, b)
 

@@ -102,3 +102,33 @@ def test_int32_product_with_a_python_int_wraps_as_py_func():
     with np.errstate(over="ignore"):
         _compare_product(a, b, want)
     np.testing.assert_array_equal(got, want)
+
+
+def _select_then_floordiv(A, B, C):
+    n, = A.shape
+    for i in range(n):
+        C[i] = ((A[i] if A[i] > i else i) // B[i]) | 1
+
+
+def test_weak_python_ints_and_integer_selects():
+    """A Python int next to an int64 read was taken for a dtype (numpy
+    compares dtypes with the string 'int'), so ``abs(-C[i]) & A[i]`` of an
+    int64 and an int8 wrapped to int8; ``(a if c else i) // b`` of integers
+    was a float division, and ``| 1`` of it refused."""
+    a = np.array([-95, 5, 7], np.int8)
+    c = np.array([8869846436000548159, 3, -9], np.int64)
+    got, want = np.zeros(3, np.uint16), np.zeros(3, np.uint16)
+    polyc.kernel(_abs_and)(a, c, got)
+    _abs_and(a, c, want)
+    np.testing.assert_array_equal(got, want)
+    x, y = np.array([9, -3, 50], np.int32), np.array([2, 4, -7], np.int32)
+    got, want = np.zeros(3, np.int32), np.zeros(3, np.int32)
+    polyc.kernel(_select_then_floordiv)(x, y, got)
+    _select_then_floordiv(x, y, want)
+    np.testing.assert_array_equal(got, want)
+
+
+def _abs_and(A, C, R):
+    n, = A.shape
+    for i in range(n):
+        R[i] = abs(-C[i]) & A[i]
