@@ -10,7 +10,7 @@ does for the tuner's own knobs:
 - one tile size of a ``tile`` step halved or doubled (within
   :data:`polyc.tune.space.TILE_LADDER`), or every size of the step at once;
 - a ``tile`` step dropped (the band untiled; later steps that name its tile
-  loops are then refused and the candidate pruned);
+  loops name the loops it tiled instead);
 - a ``vectorize`` step dropped;
 - the parallel mark moved off the outer loops (a ``mark`` step dropped);
 - of a tensorized kernel (:mod:`polyc.schedule.tensorize_recipe`): the rows
@@ -103,7 +103,7 @@ def neighbours(recipe: dict) -> list[tuple[str, dict]]:
                 s2[i]["args"][1][j] = w
                 variant(f"{name} {'x'.join(map(str, sizes))} -> "
                         f"{'x'.join(map(str, s2[i]['args'][1]))}", s2)
-        variant(f"{name} dropped", steps[:i] + steps[i + 1:])
+        variant(f"{name} dropped", steps[:i] + _untiled(st, steps[i + 1:]))
     for i, st in enumerate(steps):
         if st.get("op") == "tensorize":
             variant(f"tensorize({_loop_text(st['args'][0])}) dropped",
@@ -114,6 +114,35 @@ def neighbours(recipe: dict) -> list[tuple[str, dict]]:
             variant(f"parallel mark on {_loop_text(st['args'][0])} dropped",
                     steps[:i] + steps[i + 1:])
     return out[:MAX_NEIGHBOURS]
+
+
+def _untiled(tile_step: dict, later: list) -> list:
+    """``later`` steps with the tile loops of ``tile_step`` (``m_tile``, or
+    its ``names=``) named as the loops it tiled (``m``): once the tile step
+    is dropped, a parallel mark on the outer tile loop goes to the outer
+    loop itself (it was refused: no loop ``m_tile``)."""
+    loops = tile_step["args"][0] if tile_step.get("args") else []
+    tiled = [a["loop"] if isinstance(a, dict) and "loop" in a else a for a in loops]
+    names = tile_step.get("kwargs", {}).get("names") or []
+    rename: dict[str, str] = {}
+    for j, lp in enumerate(tiled):
+        if not (isinstance(lp, (list, tuple)) and len(lp) == 2 and isinstance(lp[1], str)):
+            continue
+        n = lp[1]
+        for t in (f"{n}_tile", f"{n.split('|')[0].lstrip('-')}_tile",
+                  names[j] if j < len(names) and isinstance(names[j], str) else None):
+            if t:
+                rename.setdefault(t, n)
+
+    def fix(v):
+        if isinstance(v, list) and len(v) == 2 and all(isinstance(x, str) for x in v):
+            return [v[0], rename.get(v[1], v[1])]
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        if isinstance(v, dict):
+            return {k: fix(x) for k, x in v.items()}
+        return v
+    return [fix(copy.deepcopy(s)) for s in later] if rename else later
 
 
 def _loop_text(arg) -> str:

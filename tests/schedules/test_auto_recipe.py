@@ -177,3 +177,21 @@ def test_transforming_a_member_of_a_collapsed_parallel_band(step):
     s2 = step(s)
     assert "collapse(2)" not in s2.loop_nest()
     check(s2, dict(N=70, M=90))
+
+
+def test_a_dropped_tile_step_moves_the_parallel_mark_to_the_loop_it_tiled():
+    """Without its tile step, the recipe's ``mark(S0.m_tile, "parallel")``
+    named a loop that no longer exists, so the "tile dropped" neighbour was
+    always refused as inapplicable; the mark now goes to ``m``."""
+    k = polyc.compile(MATMUL, config=NT)
+    rec = k.schedule.to_recipe()
+    assert any(st["op"] == "mark" and "_tile" in st["args"][0][1] for st in rec["steps"])
+    ((label, r),) = [(lb, r) for lb, r in autorecipe.neighbours(rec)
+                     if lb.startswith("auto recipe: tile(") and lb.endswith("dropped")]
+    assert not any(st["op"] == "tile" for st in r["steps"])
+    marks = [st for st in r["steps"] if st["op"] == "mark"]
+    assert marks and all("_tile" not in st["args"][0][1] for st in marks)
+    s = autorecipe.build(program(MATMUL), r)         # (was Refused: no loop 'm_tile')
+    assert "parallel" in s.loop_nest()
+    for sizes in (dict(M=1, N=1, K=1), dict(M=33, N=17, K=31), dict(M=64, N=65, K=63)):
+        check(s, sizes)
