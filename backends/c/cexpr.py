@@ -362,10 +362,8 @@ class CExprPrinter:
         raise AssertionError(type(e))
 
     def _call(self, fn: str, args: list[tuple[str, str]], ft: str) -> tuple[str, str]:
-        if fn.startswith("cast_"):
+        if fn.startswith("cast_"):      # (a float truncates, as numpy's astype)
             (a, t), to = args[0], fn[5:]
-            if is_float(t):
-                raise UnsupportedError(f"{fn} converts integers, not {t}")
             return convert(a, t, to), to
         if fn in _UNARY_FLOAT:
             a, t = args[0]

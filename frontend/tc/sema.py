@@ -50,8 +50,7 @@ from .ranges import (
 DTYPES = {"float": "float32", "float32": "float32", "double": "float64",
           "float64": "float64", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           **{t: t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}
-_WIDER = dict(zip(("int8", "uint8", "int16", "uint16", "int32", "uint32"),
-                  ("int16", "uint16", "int32", "int32", "int64", "int64")))
+_WIDER = dict(int8="int16", uint8="uint16", int16="int32", uint16="int32", uint32="int64")
 #: Rank-0 arguments of these types are scalar size arguments (polyc).
 SIZE_ARG_TYPES = ("int32", "int64")
 #: Assignment operator as written -> (operator, has '!').
@@ -383,7 +382,7 @@ class _Lowering:
                           f"{float(info.max):.4g})"
                 if bad is not None:
                     span = e.span or self.defn.span
-                    wider = dict(_WIDER, float32="double").get(dtype)
+                    wider = dict(_WIDER, float32="double", int32="int64").get(dtype)
                     hint = (f"; declare a wider output type, e.g. '-> ({wider} {T})'"
                             if wider and not (isinstance(value, float) and integer
                                               and not value.is_integer()) else "")
@@ -508,8 +507,9 @@ class _Lowering:
             return E.Select(self._expr(e.cond, where), self._expr(e.then, where),
                             self._expr(e.otherwise, where), e.span)
         assert isinstance(e, S.Cast), e
-        raise rep.unsupported(e.span, f"the cast '{_text(self.source, e.span)}' is not "
-                              "supported yet; polyc converts values to the output type itself")
+        if (fn := f"cast_{DTYPES.get(e.type)}") in E.BUILTINS:   # int8(x) ... uint32(x)
+            return E.Call(fn, (self._expr(e.operand, where),), e.span)
+        raise rep.unsupported(e.span, f"the cast '{_text(self.source, e.span)}' is not supported")
 
     def _check_read(self, name: str, n: int, span: Span, where: str) -> None:
         if name in self.sig.outputs and name not in self.defined:

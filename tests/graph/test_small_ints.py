@@ -210,3 +210,16 @@ def test_int32_product_with_a_python_int_wraps_inside_a_comparison():
     b = np.array([-457121767, 618078233, 1], np.int32)
     fn = lambda a, b: np.where((3 * a) > (~b), (3 * a), (~b))  # noqa: E731
     _same(polyc.jit(fn)(a, b), fn(a, b))
+
+
+def test_tc_integer_casts_wrap_as_astype():
+    """TC's ``uint8(x)`` ... ``uint32(x)`` (parsed, refused before) convert as
+    numpy's astype: wrapping integers, truncating floats."""
+    ks = polyc.compile("""
+def a(float(N) A) -> (R) { R(i) = uint8(A(i) * 255.0) }
+def b(int32(N) A) -> (R) { R(i) = int8(A(i)) / 2 + int16(A(i) * 1000) }
+""")
+    x = np.random.default_rng(0).random(50).astype(np.float32)
+    _same(ks["a"](x), (x * np.float32(255.0)).astype(np.uint8))
+    y = np.arange(-300, 300, 13, dtype=np.int32)
+    _same(ks["b"](y), y.astype(np.int8) // 2 + (y * 1000).astype(np.int16))
