@@ -30,7 +30,8 @@ def tuned_program(target, name, sizes_or_classes, dtype=None):
         if dtype is not None:
             raise BindingError("polyc.tune: dtype= applies to TC source or an einsum "
                                "string; a kernel or program has its types")
-        return resolve_program(target, name), sizes_or_classes
+        program = resolve_program(target, name)
+        return program, _with_extents(program, sizes_or_classes)
     if "(" not in target and _EINSUM.fullmatch(target):
         return _einsum(target, sizes_or_classes, dtype)
     from ..api import program
@@ -53,6 +54,58 @@ def tuned_program(target, name, sizes_or_classes, dtype=None):
                                f"{n}; tune each value on its own, not {sorted(values)}")
         fixed[n] = _size_value(n, values.pop())
     return program(target, defs[0].name, sizes=fixed, dtype=dtype), sizes_or_classes
+
+
+def _with_extents(program, sizes_or_classes):
+    """``sizes_or_classes`` with each size dict completed by
+    :func:`fill_extents` (the same structure; other values as given)."""
+    def fill(q):
+        return fill_extents(program, q) if isinstance(q, dict) else q
+    if isinstance(sizes_or_classes, dict) and sizes_or_classes and all(
+            isinstance(v, (dict, list)) for v in sizes_or_classes.values()):
+        return {k: fill(v) if isinstance(v, dict) else [fill(q) for q in v]
+                for k, v in sizes_or_classes.items()}
+    if isinstance(sizes_or_classes, (list, tuple)):
+        return [fill(q) for q in sizes_or_classes]
+    return fill(sizes_or_classes)
+
+
+def fill_extents(program, sizes: dict) -> dict:
+    """``sizes`` with the extents a loop program names after its arrays
+    (``B_dim0``: ``B.shape[0]``, where the function never unpacks it) that
+    it lacks set to the smallest the program accepts with the other sizes:
+    arrays as large as the loops access.  ``polyc.tune(kernel, {"n": 512,
+    "m": 512})`` of ``C[i, j] = A[i, j] + B[i, j]`` with ``n, m = A.shape``
+    was refused for lacking ``B_dim0, B_dim1, C_dim0, C_dim1``.  Sizes that
+    are not integers, or a program that accepts no such values, are left to
+    :func:`polyc.tune.search.sizes_list` to refuse."""
+    import islpy as isl
+    auto = [p for p, b in program.param_bindings.items()
+            if p not in sizes and p not in program.fixed_sizes and b is not None
+            and p == f"{b[0]}_dim{b[1]}"]
+    if not auto or any(p not in sizes and p not in auto for p in program.params if
+                       p not in program.fixed_sizes):
+        return sizes
+    given = {**program.fixed_sizes, **sizes}
+    import numpy as np
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
+               for p, v in given.items() if p in program.params):
+        return sizes
+    dom = program.parameter_domain()
+    for p, v in given.items():
+        i = dom.find_dim_by_name(isl.dim_type.param, p)
+        if i >= 0:
+            dom = dom.fix_val(isl.dim_type.param, i,
+                              isl.Val.int_from_si(dom.get_ctx(), int(v)))
+    for p in auto:
+        i = dom.find_dim_by_name(isl.dim_type.param, p)
+        dom = dom.move_dims(isl.dim_type.set, dom.dim(isl.dim_type.set), isl.dim_type.param, i, 1)
+    least = dom.lexmin()
+    if least.is_empty():
+        return sizes
+    pt = least.sample_point()
+    return {**sizes, **{p: int(pt.get_coordinate_val(isl.dim_type.set, j).to_python())
+                        for j, p in enumerate(auto)}}
 
 
 def _points(sizes_or_classes) -> list[dict]:

@@ -68,3 +68,44 @@ def test_einsum_classes_over_labels_are_over_their_parameters():
     assert program.params == ("d_i", "d_j", "d_k")
     assert got == {"d_i = 1": {"d_i": 1, "d_j": 8, "d_k": 8},
                    "all": [{"d_i": 9, "d_j": 8, "d_k": 8}]}
+
+
+ADD = """
+import polyc
+
+
+@polyc.kernel
+def add_shifted(A, B, C):
+    n, m = A.shape
+    for i in range(n):
+        for j in range(m):
+            C[i, j] = A[i, j] + B[i + 1, j]
+"""
+
+
+def test_a_loop_program_is_tuned_at_the_sizes_it_unpacks(cfg, tmp_path, monkeypatch):
+    """``n, m = A.shape``: the other arrays' extents are sizes B_dim0...
+    the user never named; ``polyc.tune(add, {"n": .., "m": ..})`` was
+    refused for lacking them.  They default to the smallest the loops
+    access (B: (n + 1) x m), and the session's check runs at them."""
+    import importlib
+
+    from polyc.tune.sources import fill_extents
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "add_shifted_mod.py").write_text(ADD)
+    add = importlib.import_module("add_shifted_mod").add_shifted
+    rng = np.random.default_rng(0)
+    A, B = rng.random((3, 4)), rng.random((4, 4))
+    C = np.zeros((3, 4))
+    add(A, B, C)
+    np.testing.assert_allclose(C, A + B[1:], rtol=1e-12)
+    p = add.program
+    filled = fill_extents(p, {"n": 5, "m": 7})
+    assert filled == {"n": 5, "m": 7, "B_dim0": 6, "B_dim1": 7, "C_dim0": 5, "C_dim1": 7}
+    assert fill_extents(p, {"n": 5}) == {"n": 5}          # a named size missing: refused later
+    assert fill_extents(p, {"n": 5, "m": 7, "B_dim0": 9})["B_dim0"] == 9
+    with pytest.raises(BindingError, match="lack m"):
+        polyc.tune(add, {"n": 5}, budget=TINY, config=cfg, record=False)
+    r = polyc.tune(add, {"n": 40, "m": 33}, budget=TINY, config=cfg, progress=False)
+    assert r.trials[0].status == "measured", r.report()
+    assert polyc.tune.candidates(add, [{"n": 1, "m": 8}, {"n": 9, "m": 8}], count=2)
