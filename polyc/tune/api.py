@@ -111,7 +111,11 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     (:func:`polyc.tune.space.notes`: simd on a band with loops below it)."""
     config = (config or Config.from_env()).replace(use_tuned=False)
     program, sizes_or_classes = tuned_program(kernel_or_source, name, sizes_or_classes, dtype)
-    sizes = sizes_list(program, sizes_or_classes)
+    # shape classes: ranked as the generic session is, on every class's sizes
+    # (their sizes were refused as lacking every parameter)
+    by_class = cl.requested(program, sizes_or_classes, None)
+    sizes = sizes_list(program, [x for v in by_class.values() for x in v]
+                       if by_class else sizes_or_classes)
     b = budget_of(budget)
     s = _Session(program, sizes, Budget(math.inf, b.measured, b.sampled, b.first,
                                         b.neighbours), None, None, config, seed, None, None)

@@ -109,3 +109,13 @@ def test_a_loop_program_is_tuned_at_the_sizes_it_unpacks(cfg, tmp_path, monkeypa
     r = polyc.tune(add, {"n": 40, "m": 33}, budget=TINY, config=cfg, progress=False)
     assert r.trials[0].status == "measured", r.report()
     assert polyc.tune.candidates(add, [{"n": 1, "m": 8}, {"n": 9, "m": 8}], count=2)
+
+
+def test_the_dry_run_takes_shape_classes_as_tune_does():
+    src = "def tr(float(N,M) A) -> (B) { B(j,i) = A(i,j) + 1.0 }"
+    classes = {"N = 1": {"N": 1, "M": 64}, "all": {"N": 64, "M": 64}}
+    # (was "sizes {'N = 1': ...} lack N, M")
+    trials = polyc.tune.candidates(src, classes, count=2)
+    assert trials and trials[0].status in ("legal", "duplicate", "illegal", "inapplicable")
+    with pytest.raises(BindingError, match="not in class"):
+        polyc.tune.candidates(src, {"N = 1": {"N": 2, "M": 64}}, count=2)
