@@ -132,19 +132,14 @@ def _tensor_of(program: Program | None, src: str, dst: str, kind: str) -> str:
 
 def order_note(program: Program | None, src: str, dst: str) -> str:
     """Why the updates of ``src`` keep their order when a dependence of
-    ``src`` on itself is refused (the end of the message), or ``""``: an
-    accumulation written as an assignment (``x[i] = x[i] + e``), or a
-    reduction whose partial values are read inside its loop."""
+    ``src`` on itself is refused (the end of the message), or ``""``: a
+    max/min written with a builtin (``x = max(x, e)``), or a reduction whose
+    partial values are read inside its loop.  (``x[i] = x[i] + e`` is the
+    update ``x[i] += e`` already when it can be one: ``pysource.augmented_form``.)"""
     if program is None or src != dst or src not in {s.name for s in program.statements}:
         return ""
     st = program.statement(src)
     rhs, text = st.rhs, st.text.strip() or src
-    acc = text.split("=")[0].strip() or E.to_text(st.lhs)
-    if st.kind == "assign" and isinstance(rhs, E.Binary) and rhs.op in ("+", "*") \
-            and st.lhs in (rhs.lhs, rhs.rhs):
-        return (f" ({src} is the assignment {text}, whose steps keep their order; written "
-                f"{acc} {rhs.op}= ... it is a reduction update, which with_reassociation() "
-                f"may reorder)")
     if st.kind == "assign" and isinstance(rhs, E.Call) and rhs.fn in (
             "fmax", "fmin", "max", "min") and st.lhs in rhs.args:
         return (f" ({src} is the assignment {text}, whose steps keep their order; with "
