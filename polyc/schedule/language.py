@@ -149,7 +149,11 @@ class Schedule:
             sched = tree.name_all_bands(initial.auto_schedule(program, deps), program)
         else:
             raise ScheduleError(f"start={start!r}: choose 'source' or 'isl'")
-        return cls(program, deps, sched, start=start, reassociate=bool(reassociate))
+        # recorded as a step, so that the recipe replays with it
+        steps = ({"op": "with_reassociation", "args": [True], "kwargs": {}},) \
+            if reassociate else ()
+        return cls(program, deps, sched, start=start, reassociate=bool(reassociate),
+                   recipe=steps)
 
     @classmethod
     def from_isl(cls, program: Program, schedule: isl.Schedule,
