@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 class PolycError(Exception):
     """Base class of every error polyc raises on purpose."""
@@ -88,6 +90,15 @@ class IncompletePathError(EinsumPathError, RuntimeError):
 
 class ShapeError(PolycError, ValueError):
     """Array shapes contradict each other or the kernel's signature."""
+
+
+class AxisError(ShapeError, np.exceptions.AxisError):
+    """An ``axis`` argument outside the array's dimensions, in traced code;
+    also numpy's ``AxisError`` (a ``ValueError`` and an ``IndexError``), so
+    code written for numpy keeps catching it.  Built from the message."""
+
+    def __init__(self, message: str):
+        np.exceptions.AxisError.__init__(self, message)
 
 
 class IndexBoundsError(PolycError, IndexError):

@@ -19,6 +19,7 @@ from ..errors import UnsupportedError
 from . import gather, views
 from .contractions import einsum, multi_dot
 from .core import Tracer, user_location
+from .creation import made
 from .ops import (
     Scalar,
     creation,
@@ -61,7 +62,7 @@ def diff(g, a, n=1, axis=-1, prepend=None, append=None, concatenate=None) -> Tra
             if isinstance(v, Tracer):
                 return views.broadcast_to(v, shape)
             arr = np.asarray(v.value)           # (numpy's dtype: a 0-d array's, not weak)
-            return creation(g, "full", shape, arr.dtype, lambda its: literal(arr.item(),
+            return made(g, "full", shape, arr.dtype, lambda its: literal(arr.item(),
                                                                               arr.dtype))
         parts = [slab(prepend)] if prepend is not None else []
         parts += [t] + ([slab(append)] if append is not None else [])
@@ -199,6 +200,7 @@ def arg_reduce(g, kind: str, a, axis=None, out=None, *, keepdims=False) -> Trace
     ax = normalize_axis(int(axis), t.ndim)
     if t._shape[ax].value == 0:
         raise ValueError(f"attempt to get {kind} of an empty sequence")
+    g.symbols.require(t._shape[ax] - 1, f"np.{kind} along it (numpy raises for no elements)")
     its = iters(t.ndim - 1)
     coords = its[:ax] + ["r0"] + its[ax:]
     elem = t.read(coords)

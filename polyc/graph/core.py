@@ -117,14 +117,21 @@ def _user_opname(back: int = 0) -> str | None:
     """The instruction the innermost frame outside polyc.graph and numpy is
     running (``BINARY_SUBSCR`` for ``table[ids]``), or the one ``back``
     instructions before it, or None."""
+    ins = user_instruction(-back)
+    return ins.opname if ins is not None else None
+
+
+def user_instruction(delta: int = 0) -> dis.Instruction | None:
+    """The instruction ``delta`` places after the one the innermost frame
+    outside polyc.graph and numpy is running, or None."""
     f = sys._getframe(1)
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
         if not (fn.startswith(_HERE) or fn.startswith(_NUMPY) or "<__array_function__" in fn):
             try:
                 where, ins = _instructions(f.f_code)
-                k = where[f.f_lasti] - back
-                return ins[k].opname if k >= 0 else None
+                k = where[f.f_lasti] + delta
+                return ins[k] if 0 <= k < len(ins) else None
             except Exception:       # an unreadable code object
                 return None
         f = f.f_back

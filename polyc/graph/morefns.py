@@ -1,6 +1,6 @@
 """More numpy functions of :func:`polyc.jit`, each written with the traced
 operations numpy's own implementation uses, so that the values are numpy's:
-``any all`` (a ``max=`` of the mask), ``diag diagonal`` (a guarded read, a
+``any all`` (a count of the mask), ``diag diagonal`` (a guarded read, a
 view), ``convolve correlate`` (numpy's zero padding, windows and sums),
 ``cross`` (the three products numpy forms), ``isclose``, ``nansum nanmean
 nanmax nanmin``, ``atleast_1d atleast_2d atleast_3d column_stack dstack
@@ -50,17 +50,19 @@ def _mask(g, a) -> Tracer:
 
 
 def any_all(kind: str) -> Callable:
-    """``np.any``/``np.all`` (and the ndarray methods): a ``max=`` (``min=``)
-    reduction of the 0/1 mask along ``axis``, as bool."""
+    """``np.any``/``np.all`` (and the ndarray methods): the count of true
+    (``any``) or false (``all``) elements along ``axis`` compared with 0, as
+    bool (so an empty slice gives False and True, as numpy's)."""
     def run(g, a, axis=None, out=None, keepdims=False, *, where=True):
         if out is not None or where is not True:
             raise _refuse(f"np.{kind} with out= or where= is not supported in traced code")
         m = _mask(g, a)
         if isinstance(m, Scalar):
             raise _refuse(f"np.{kind} of a Python scalar is not supported")
-        i = materialize(g, m, dtype=np.int32)
-        r = reduce(g, "max" if kind == "any" else "min", i, axis, bool(keepdims))
-        return UFUNCS["not_equal"](g, r, 0)
+        if kind == "all":
+            m = UFUNCS["logical_not"](g, m)
+        r = reduce(g, "sum", m, axis, bool(keepdims))
+        return UFUNCS["not_equal" if kind == "any" else "equal"](g, r, 0)
     return run
 
 

@@ -21,15 +21,16 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedError
+from ..errors import AxisError, IndexBoundsError, ShapeError, UnsupportedError
 from . import arrayfns, creation, gather, morefns, numerics, ops, outparam, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, subscript_store_follows, user_location
+from .joins import concatenate, stack
 from .ops import Scalar, elementwise, literal, operand, reduce
 from .outparam import store_out
 from .scans import scan
 from .setitem import selection_operand, setitem
-from .sizes import Size, SizeInt
+from .sizes import SizeInt
 from .ufuncs import UFUNCS, _abs, _invert, _negative, _square
 
 
@@ -145,78 +146,6 @@ def clip(g, a, a_min=None, a_max=None, **kw):
             out = f"({out} > {bounds[k]} ? {bounds[k]} : {out})"
         return out
     return elementwise(g, "clip", fn, args)
-
-
-def _out_dtype_kw(what: str, kw: dict):
-    """The ``dtype=`` of a joining function; ``out=`` and ``casting=`` are
-    refused rather than ignored."""
-    if kw.pop("out", None) is not None:
-        raise UnsupportedError(f"{user_location()}: {what} with out= is not supported")
-    dtype = kw.pop("dtype", None)
-    if kw.pop("casting", "same_kind") != "same_kind" or kw:
-        raise UnsupportedError(f"{user_location()}: {what} with "
-                               f"{', '.join(kw) or 'casting'}= is not supported")
-    return dtype
-
-
-def concatenate(g, arrays, axis=0, out=None, **kw):
-    dtype = _out_dtype_kw("np.concatenate", dict(kw, out=out))
-    if dtype is not None:
-        return astype(concatenate(g, arrays, axis), dtype)
-    ts = [operand(g, a) for a in arrays]
-    if not ts or any(isinstance(t, Scalar) for t in ts):
-        raise ValueError("zero-dimensional arrays cannot be concatenated")
-    if axis is None:
-        ts = [views.reshape(t, (-1,)) for t in ts]
-        axis = 0
-    nd = ts[0].ndim
-    axis = ops.normalize_axis(int(axis), nd)
-    dt = ops.result_dtype(*ts)
-    shape = list(ts[0]._shape)
-    for t in ts[1:]:
-        if t.ndim != nd:
-            raise ValueError("all the input array dimensions except for the concatenation "
-                             "axis must match exactly")
-        for d in range(nd):
-            if d != axis:
-                if t._shape[d].value != shape[d].value:
-                    raise ValueError("all the input array dimensions except for the "
-                                     "concatenation axis must match exactly, but along "
-                                     f"dimension {d}, the array at index 1 has size "
-                                     f"{t._shape[d].value} and the array at index 0 has "
-                                     f"size {shape[d].value}")
-                g.symbols.unify(shape[d], t._shape[d], "concatenate")
-    its = ops.iters(nd)
-    offsets = []
-    total = Size.constant(g.symbols, 0)
-    for t in ts:
-        offsets.append(total)
-        total = total + t._shape[axis]
-    shape[axis] = total
-    ia = its[axis]
-    expr = None
-    for t, off in reversed(list(zip(ts, offsets))):
-        co = list(its)
-        o = ops.s_token(off)
-        co[axis] = ia if o == "0" else f"{ia} - {o}"
-        rd = t.read(co)
-        if expr is None:
-            expr = rd
-        else:
-            end = ops.s_token(off + t._shape[axis])
-            expr = f"({ia} < {end} ? {rd} : {expr})"
-    return ops.new_node(g, "concatenate", tuple(shape), dt, ts, lambda name: [
-        f"{ops.lhs(name, its)} = {expr}{ops.where_clause(its, shape)}"])
-
-
-def stack(g, arrays, axis=0, out=None, **kw):
-    dtype = _out_dtype_kw("np.stack", dict(kw, out=out))
-    if dtype is not None:
-        return astype(stack(g, arrays, axis), dtype)
-    ts = [operand(g, a) for a in arrays]
-    nd = ts[0].ndim + 1
-    axis = ops.normalize_axis(int(axis), nd)
-    return concatenate(g, [views.expand_dims(t, axis) for t in ts], axis)
 
 
 def split(g, ary, indices_or_sections, axis=0):
@@ -342,7 +271,7 @@ def _masked_reduction(g, kind, a, axis, dtype, keepdims, ddof, mask, initial):
             cdt = total.dtype if total.dtype.kind == "f" else None
             return UFUNCS["divide"](g, total, reduce(g, "sum", ones, axis, keepdims, cdt))
         a = where(g, mask, t, fill)
-    out = reduce(g, kind, a, axis, keepdims, dtype, ddof)
+    out = reduce(g, kind, a, axis, keepdims, dtype, ddof, empty_ok=initial is not None)
     if initial is not None:
         name = {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}[kind]
         out = UFUNCS[name](g, out, initial)
@@ -460,9 +389,11 @@ def located(what: str, fn: Callable, *args, **kwargs):
             raise
         text = f"{loc}: {what}: {msg}\n    {loc.text}"
         if isinstance(e, np.exceptions.AxisError):
-            raise np.exceptions.AxisError(text) from None
+            raise AxisError(text) from None
         if type(e) in (ValueError, ShapeError):
             raise ShapeError(text) from None
+        if type(e) is IndexError:       # (numpy's class, and polyc's)
+            raise IndexBoundsError(text) from None
         raise type(e)(text) from None
 
 

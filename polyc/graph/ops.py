@@ -350,9 +350,12 @@ def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer
 
 
 def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
-           dtype=None, ddof: int = 0, where_loc: str = "") -> Tracer:
+           dtype=None, ddof: int = 0, where_loc: str = "", empty_ok: bool = False) -> Tracer:
     """``sum prod max min mean var std`` over ``axis`` (None, an int or a tuple;
-    negative allowed) with ``keepdims``."""
+    negative allowed) with ``keepdims``.  A ``max``/``min`` over no elements
+    raises ``ValueError`` as numpy's (the plan is guarded to non-empty
+    extents), unless ``empty_ok`` (an ``initial=`` follows: it gives the
+    identity, -inf/+inf or the integer type's bound)."""
     x = operand(graph, x)
     if isinstance(x, Scalar):
         x = materialize(graph, Tracer(graph, x.literal(x.dtype), (), (), x.dtype))
@@ -410,9 +413,11 @@ def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
     flops = count(x._shape)
     cnt = _count_text(red_sizes)
     if kind in ("max", "min"):      # (of a mask: its 0/1 reduced in int32, a mask)
-        if n == 0:
+        if n == 0 and not empty_ok:
             raise ValueError(f"zero-size array to reduction operation {kind}imum which has "
                              "no identity")
+        for s in red_sizes if not empty_ok else ():     # an empty call traces again
+            graph.symbols.require(s - 1, f"np.{kind} over it (numpy raises for no elements)")
         dt = np.dtype("int32") if x.dtype.kind == "b" else x_dtype
         r = done(new_node(graph, kind, node_shape, dt, [x], lambda name: [
             f"{lhs(name, out_idx)} {kind}=! {elem}{wc}"], flops=flops, reduction=True))

@@ -124,3 +124,70 @@ def test_products_of_masks_are_boolean():
                            np.vdot(x > 0, x > 1), np.kron(x[0] > 0, y[0] > 0),
                            np.where((x > 0) @ (y > 0), 1.0, -1.0), ((x > 0) @ (y > 0)).sum(),
                            np.einsum('ij,jk->ik', x > 0, y > 0, dtype=np.float32)), a, b, c)
+
+
+def test_empty_extents_in_reductions_as_numpy():
+    """A plan traced at a non-empty extent was reused for an empty one: any
+    gave True, max -inf and argmax 2**63 - 1 where numpy gives False or
+    raises; the plan is guarded and the call traces again."""
+    f = polyc.jit(lambda a: (np.any(a > 0, axis=0), np.all(a > 0, axis=0), a.any(),
+                             np.all(a, axis=1), np.max(a, axis=0, initial=0.5),
+                             np.min(a, axis=1, initial=2.0)))
+    for shape in [(3, 3), (0, 3), (3, 0), (2, 2)]:
+        x = np.ones(shape, np.float32)
+        got = f(x)
+        want = (np.any(x > 0, axis=0), np.all(x > 0, axis=0), x.any(), np.all(x, axis=1),
+                np.max(x, axis=0, initial=0.5), np.min(x, axis=1, initial=2.0))
+        for a, b in zip(got, want):
+            assert np.asarray(a).dtype == np.asarray(b).dtype
+            np.testing.assert_array_equal(a, b)
+    g = polyc.jit(lambda a: (a.max(axis=0), np.argmax(a, axis=1)))
+    g(np.ones((3, 3), np.float32))
+    with pytest.raises(ShapeError, match="zero-size array"):
+        g(np.ones((0, 3), np.float32))
+    with pytest.raises(ShapeError, match="empty sequence"):
+        g(np.ones((3, 0), np.float32))
+
+
+def test_masks_join_into_masks():
+    a, b = rand((3, 4), F32, seed=9), rand((3, 4), F32, seed=10)
+    check(lambda x, y: (np.concatenate([x > 0, y > 0]), np.concatenate([x > 0, y[:2] > 0], None),
+                        np.stack([x > 0, y > 0], axis=-1), np.hstack([x[0] > 0, y[0] > 0]),
+                        np.vstack([x[0] > 0, y[0] > 0]), np.tile(x[0] > 0, 2),
+                        np.roll(x > 0, 1), np.append(x > 0, y < 0),
+                        np.diff(x[0] > 0, prepend=False), np.column_stack([x[0] > 0, y[0] > 0]),
+                        np.where(np.concatenate([x > 0, y > 0]), 1, 2),
+                        np.concatenate([x > 0, y > 0]).sum(axis=0),
+                        np.concatenate([x > 0, y]), np.concatenate([x > 0, y > 0],
+                                                                   dtype=np.float32)), a, b)
+    check(lambda x, m: np.concatenate([x[0] > 0, m]), a, np.array([True, False]))
+
+
+@pytest.mark.parametrize("fn,numpy_error", [
+    (lambda a: np.concatenate([a, a], axis=2), np.exceptions.AxisError),
+    (lambda a: np.stack([a, a], axis=3), np.exceptions.AxisError),
+    (lambda a: a.sum(axis=-3), np.exceptions.AxisError),
+    (lambda a: a[5] + 1, IndexError)])
+def test_axis_and_index_errors_are_polyc_errors_and_numpys(fn, numpy_error):
+    with pytest.raises(polyc.PolycError, match="test_numpy_idioms.py") as info:
+        polyc.jit(fn)(rand((3, 4), F32))
+    assert isinstance(info.value, numpy_error)
+
+
+def test_reductions_of_a_boolean_selection():
+    """``x[mask].sum()`` and the like were refused as boolean indexing; they
+    are numpy's reductions with ``where=mask``."""
+    x, y = rand((6, 5), F32, seed=11), rand((6, 5), F32, seed=12)
+    keep = np.array([True, False, True, True, False, True])
+    check(lambda a, b: (a[a > 0].sum(), (a - b)[np.abs(b) > 0.5].mean(), a[a < 1].max(),
+                        a[a > -1].min(), a[np.abs(a) < 1].prod(), a[a > 0].any(),
+                        (a > -5)[a > 0].all(), a[a[:, 0] > 0].sum(axis=0),
+                        a[a[:, 0] > 0].max(0), a[a[:, 0] > 0].mean(), a[keep].sum(axis=0),
+                        a[a > 0].sum(dtype=np.float64), a[a > 100].sum()), x, y,
+          reduction_length=30)
+    i = np.arange(-15, 15, dtype=np.int32).reshape(6, 5)
+    check(lambda a: (a[a > 0].sum(), a[a > 3].max(), a[a % 2 == 0].mean()), i)
+    with pytest.raises(UnsupportedError, match="axis=1"):
+        polyc.jit(lambda a: a[a[:, 0] > 0].sum(axis=1))(x)
+    with pytest.raises(UnsupportedError, match="boolean indexing"):
+        polyc.jit(lambda a: a[a > 0] * 2)(x)
