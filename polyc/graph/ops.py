@@ -352,10 +352,9 @@ def materialize(graph: Graph, t: Tracer, op: str = "copy", dtype=None) -> Tracer
 def reduce(graph: Graph, kind: str, x: Any, axis=None, keepdims: bool = False,
            dtype=None, ddof: int = 0, where_loc: str = "", empty_ok: bool = False) -> Tracer:
     """``sum prod max min mean var std`` over ``axis`` (None, an int or a tuple;
-    negative allowed) with ``keepdims``.  A ``max``/``min`` over no elements
-    raises ``ValueError`` as numpy's (the plan is guarded to non-empty
-    extents), unless ``empty_ok`` (an ``initial=`` follows: it gives the
-    identity, -inf/+inf or the integer type's bound)."""
+    negative allowed) with ``keepdims``.  A ``max``/``min`` of no elements is
+    numpy's ``ValueError`` (plans guarded to non-empty extents) unless
+    ``empty_ok`` (an ``initial=`` follows the identity, -inf/+inf)."""
     x = operand(graph, x)
     if isinstance(x, Scalar):
         x = materialize(graph, Tracer(graph, x.literal(x.dtype), (), (), x.dtype))
