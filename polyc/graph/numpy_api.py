@@ -119,10 +119,18 @@ def where(g, cond, a=None, b=None):
                                "data-dependent shape; use np.where(cond, a, b)")
     c, x, y = operand(g, cond), operand(g, a), operand(g, b)
     dt = ops.result_dtype(x, y)
+    if dt.kind in "iu":     # a Python int beyond the type wraps, as numpy's np.where does
+        x, y = (_wrapped(o, dt) if isinstance(o, ops.Scalar) and o.weak else o for o in (x, y))
     cb = c.dtype.kind == "b"
     return elementwise(g, "where", lambda cc, p, q: f"({cc} ? {p} : {q})" if cb else
                        f"(({cc} != 0) ? {p} : {q})", [c, x, y], dt, compute_dtype=dt,
                        lazy=dt.kind == "b")             # of masks: a mask
+
+
+def _wrapped(s: ops.Scalar, dt: np.dtype) -> ops.Scalar:
+    bits = 8 * dt.itemsize
+    v = int(s.value) % (1 << bits)
+    return ops.Scalar(v - (1 << bits) if dt.kind == "i" and v >> (bits - 1) else v)
 
 
 def clip(g, a, a_min=None, a_max=None, **kw):

@@ -223,3 +223,12 @@ def b(int32(N) A) -> (R) { R(i) = int8(A(i)) / 2 + int16(A(i) * 1000) }
     _same(ks["a"](x), (x * np.float32(255.0)).astype(np.uint8))
     y = np.arange(-300, 300, 13, dtype=np.int32)
     _same(ks["b"](y), y.astype(np.int8) // 2 + (y * 1000).astype(np.int16))
+
+
+def test_where_wraps_python_ints_beyond_the_type_as_numpy():
+    """np.where(c, uint8_array, -1) is 255 where c is false in numpy (no
+    OverflowError, unlike arithmetic); polyc refused it."""
+    a, i = _ext(np.uint8), _ext(np.int32)
+    for fn, x in ((lambda a: np.where(a > 5, a, -1), a), (lambda a: np.where(a > 5, 300, a), a),
+                  (lambda a: np.where(a > 5, a, 2 ** 40 + 3), i)):
+        _same(polyc.jit(fn)(x), fn(x))
