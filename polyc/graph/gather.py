@@ -35,6 +35,7 @@ from .ops import (
     Scalar,
     broadcast,
     broadcast_read,
+    elementwise,
     iters,
     lhs,
     new_node,
@@ -99,9 +100,7 @@ def take_along_axis(g, arr, indices, axis, *, negative: bool = True) -> Tracer:
         if d != ax and t._shape[d].value == 1 and shape[d].value != 1:
             coords[d] = "0"
     _check_later(g, x, t._shape[ax], str(user_location()), negative)
-    elem = t.read(coords)
-    return new_node(g, "gather", tuple(shape), t.dtype, [t, x], lambda name: [
-        f"{lhs(name, its)} = {elem}{where_clause(its, shape)}"])
+    return _gathered(g, t, [t, x], its, tuple(shape), t.read(coords))
 
 
 def _wrapped(v: str, size: str) -> str:
@@ -177,9 +176,18 @@ def gather(t: Tracer, key: tuple, negative: bool = True) -> Tracer:
         size = s_token(n)
         coords[d] = _wrapped(v, size)
         _check_later(g, x, n, str(loc), negative)
-    elem = t.read(coords)
-    reads = [t] + arrays
-    return new_node(g, "gather", tuple(shape), t.dtype, reads, lambda name: [
+    return _gathered(g, t, [t] + arrays, its, tuple(shape), t.read(coords))
+
+
+def _gathered(g, t: Tracer, reads: list, its: list, shape: tuple, elem: str) -> Tracer:
+    """The gather node ``[its] = elem`` of ``t``'s elements; of a mask, an
+    int32 0/1 node read back as a mask (numpy's boolean result)."""
+    if t.dtype.kind == "b":
+        n = new_node(g, "gather", shape, np.dtype(np.int32), reads, lambda name: [
+            f"{lhs(name, its)} = ({elem}) ? 1 : 0{where_clause(its, shape)}"])
+        return elementwise(g, "gather", lambda a: f"({a} != 0)", [n], np.dtype(bool),
+                           lazy=True, compute_dtype=n.dtype)
+    return new_node(g, "gather", shape, t.dtype, reads, lambda name: [
         f"{lhs(name, its)} = {elem}{where_clause(its, shape)}"])
 
 

@@ -191,3 +191,13 @@ def test_reductions_of_a_boolean_selection():
         polyc.jit(lambda a: a[a[:, 0] > 0].sum(axis=1))(x)
     with pytest.raises(UnsupportedError, match="boolean indexing"):
         polyc.jit(lambda a: a[a > 0] * 2)(x)
+
+
+def test_gathers_of_masks_are_masks():
+    x = rand((5, 3), F32, seed=13)
+    idx = np.array([4, 0, -1])
+    check(lambda a, i: ((a > 0)[i], np.take(a[:, 0] > 0, [0, 2]), (a > 0)[i, 1:],
+                        np.take_along_axis(a > 0, np.array([[0], [2], [1], [0], [2]]), axis=1),
+                        np.where((a[:, 0] > 0)[i], 1.0, 0.0), np.repeat(a[:3, 0] > 0, [1, 2, 0])),
+          x, idx)
+    check(lambda m, i: m[i], np.array([True, False, True]), np.array([2, 2, 0]))
