@@ -44,7 +44,7 @@ from polyc.isl_util import CTX, NonAffineError, aff_from_expr, isl_safe_name, pa
 from .pyexprs import BINOPS, CMP, FUNCTIONS, MODULES, Expressions, Loop
 from .pynarrow import wrap_narrow
 from .pysource import ArgSpec, augmented_form, index_names, int_scalars, is_shape_read
-from .pyunpack import unpack_assignment
+from .pyunpack import shape_tuple, unpack_assignment
 from .source import Span
 
 _ALLOWED_STATEMENTS = ("for loops over range(...), if statements with affine conditions, "
@@ -129,6 +129,10 @@ class _Lowering:
                 continue
             if isinstance(st, ast.Assign) and is_shape_read(st.value):
                 self._unpack(st)
+                continue
+            if isinstance(st, ast.Assign) and shape_tuple(st):  # n, m = A.shape[0], B.shape[1]
+                for one in unpack_assignment(self, st, []):
+                    self._unpack(one)
                 continue
             rest.append(st)
         for a, spec in self.specs.items():

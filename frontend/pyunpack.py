@@ -8,6 +8,17 @@ import ast
 
 from polyc.ir import is_float
 
+from .pysource import is_shape_read
+
+
+def shape_tuple(st: ast.Assign) -> bool:
+    """Whether ``st`` unpacks sizes one by one: ``n, m = A.shape[0], B.shape[1]``
+    (each pair is then a size read, as ``n = A.shape[0]``)."""
+    t, v = st.targets[-1], st.value
+    return (len(st.targets) == 1 and isinstance(t, (ast.Tuple, ast.List))
+            and isinstance(v, (ast.Tuple, ast.List)) and len(t.elts) == len(v.elts)
+            and all(isinstance(x, ast.Subscript) and is_shape_read(x) for x in v.elts))
+
 
 def unpack_assignment(low, st: ast.Assign, loops) -> list[ast.Assign]:
     """``a, b = x, y`` (``A[i], A[j] = A[j], A[i]``) as single assignments:

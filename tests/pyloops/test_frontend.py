@@ -514,6 +514,20 @@ def test_a_non_affine_subscript_points_at_its_culprit():
     assert msg.endswith("\n" + " " * (4 + line.index("i % n")) + "^"), msg
 
 
+@polyc.kernel
+def sizes_in_a_tuple(A, B):
+    n, m = A.shape[0], B.shape[1]
+    for i in range(n):
+        for j in range(m):
+            B[i, j] = A[i] * j
+
+
+def test_sizes_unpacked_from_a_tuple_of_shape_reads():
+    """``n, m = A.shape[0], B.shape[1]`` reads two sizes, as two
+    ``n = A.shape[0]`` lines do (not two local scalars)."""
+    run_both(sizes_in_a_tuple, RNG.random(4), np.zeros((4, 5)))
+
+
 def k_missing_dim(A):
     for i in range(A.shape[2]):
         A[i, i] = 1.0
