@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import gather, views
+from . import arrayapi, gather, views
 from .contractions import einsum, multi_dot
 from .core import Tracer, user_location
 from .creation import made
@@ -445,7 +445,7 @@ def functions(concatenate) -> dict[str, Any]:
             "roll": lambda g, a, shift, axis=None: roll(g, a, shift, axis, concatenate),
             "inner": inner, "vdot": vdot, "kron": kron, "ptp": ptp, "average": average,
             "count_nonzero": count_nonzero, "nan_to_num": nan_to_num,
-            "multi_dot": multi_dot,
+            "multi_dot": multi_dot, **arrayapi.functions(),
             "isposinf": lambda g, x, out=None: _isinf_signed(g, x, out, False),
             "isneginf": lambda g, x, out=None: _isinf_signed(g, x, out, True)}
 

@@ -14,7 +14,7 @@ import pytest
 import polyc
 from polyc.errors import ShapeError, UnsupportedError
 
-from .test_ops import F32, check, rand
+from .test_ops import F32, F64, check, rand
 
 
 def test_dot_with_a_python_scalar_has_numpys_dtype():
@@ -201,3 +201,16 @@ def test_gathers_of_masks_are_masks():
                         np.where((a[:, 0] > 0)[i], 1.0, 0.0), np.repeat(a[:3, 0] > 0, [1, 2, 0])),
           x, idx)
     check(lambda m, i: m[i], np.array([True, False, True]), np.array([2, 2, 0]))
+
+
+def test_array_api_names_and_metadata():
+    x, y = rand((2, 3), F32, seed=14), rand((2, 3), F64, seed=15)
+    check(lambda a, b: (a * np.ones(1, np.result_type(a, b)),
+                        np.zeros_like(a, dtype=np.result_type(a, 2.0)) + a,
+                        a * np.isrealobj(a), a.real if np.iscomplexobj(a) else a * 1,
+                        a / np.size(a), a / np.size(a, 1), a.reshape(np.size(a)),
+                        np.cumulative_sum(a, axis=1, include_initial=True),
+                        np.cumulative_prod(a, axis=0, include_initial=True),
+                        np.cumulative_sum(a[0]), np.unstack(a)[1], np.unstack(a, axis=1)[2],
+                        np.linalg.vecdot(a, b), np.linalg.vecdot(a, a[:1], axis=-1)), x, y)
+    check(lambda a: np.cumulative_sum(a), np.arange(5, dtype=np.int32))
