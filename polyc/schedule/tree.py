@@ -292,6 +292,8 @@ def find_loop(schedule: isl.Schedule, program: Program, target: str, name: str) 
     loops = all_loops(schedule, program)
     mine = [lp for lp in loops if stmts & set(lp.statements)]
     hits = [lp for lp in mine if lp.matches(name)]
+    if len(hits) > 1 and sum(lp.name == name for lp in hits) == 1:     # "j" over "k|j"
+        hits = [lp for lp in hits if lp.name == name]
     if not hits:
         have = ", ".join(dict.fromkeys(lp.name for lp in mine)) or "none"
         hint = did_you_mean(name, (n for lp in mine for n in lp.name.split("|")))

@@ -193,3 +193,21 @@ def test_no_simd_knob_on_a_band_with_loops_below(tmp_path, monkeypatch):
                 and "not innermost" in t.reason]
     assert any("source: band (i, j): no simd candidates" in n and "S1.k runs below" in n
                for n in notes)
+
+
+def test_an_exact_loop_name_wins_over_a_merged_one():
+    """PolyBench lu from isl's scheduler: S0 runs below a member named
+    ``k|j`` and one named ``j``; ``vectorize(("S0", "j"))`` was refused as
+    ambiguous, so every simd candidate of that band was 'inapplicable' for
+    a reason that was not the real one (j carries a dependence)."""
+    from benchmarks.polybench import BENCHMARKS
+    b = BENCHMARKS["lu"]
+    p = b.kernel.specialize(*b.init(b.sizes["MINI"])).program
+    from polyc.tune.sources import fill_extents
+    base = Schedule.from_program(p, start="isl")
+    (info,) = space.analyse(base, fill_extents(p, {"n": 120}))
+    knobs = space.Knobs("isl", (space.BandKnobs((0, 1, 2), (16, 16, 0), True, True, 8),))
+    with pytest.raises(space.Refused) as e:
+        space.build(p, knobs, [info], base=base)
+    assert "ambiguous" not in e.value.reason
+    assert e.value.kind == "illegal" and "cannot run vectorized" in e.value.reason
