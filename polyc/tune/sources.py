@@ -91,6 +91,9 @@ def fill_extents(program, sizes: dict) -> dict:
     if not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0
                for p, v in given.items() if p in program.params):
         return sizes
+    if program.preconditions is None:       # (a program lowered from a file has none yet)
+        from ..bounds import preconditions
+        program = program.replace(preconditions=preconditions(program))
     dom = program.parameter_domain()
     for p, v in given.items():
         i = dom.find_dim_by_name(isl.dim_type.param, p)

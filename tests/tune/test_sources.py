@@ -102,6 +102,9 @@ def test_a_loop_program_is_tuned_at_the_sizes_it_unpacks(cfg, tmp_path, monkeypa
     p = add.program
     filled = fill_extents(p, {"n": 5, "m": 7})
     assert filled == {"n": 5, "m": 7, "B_dim0": 6, "B_dim1": 7, "C_dim0": 5, "C_dim1": 7}
+    # a program as polyc tune FILE.py lowers it, without preconditions yet:
+    # the extents were filled with 0 (then "out of bounds" at the first check)
+    assert fill_extents(p.replace(preconditions=None), {"n": 5, "m": 7}) == filled
     assert fill_extents(p, {"n": 5}) == {"n": 5}          # a named size missing: refused later
     assert fill_extents(p, {"n": 5, "m": 7, "B_dim0": 9})["B_dim0"] == 9
     with pytest.raises(BindingError, match="lack m"):
