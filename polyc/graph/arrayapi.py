@@ -3,8 +3,10 @@
 ``iscomplexobj isrealobj`` (from the dtype), ``size`` (the extents' product,
 symbolic), ``cumulative_sum cumulative_prod`` (the scans of ``cumsum`` /
 ``cumprod``; ``include_initial`` puts the identity first), ``unstack`` (views
-along ``axis``) and ``linalg.vecdot`` (``sum(x1 * x2, axis)`` as an einsum
-over the broadcast operands).  Each returns what numpy returns: numbers and
+along ``axis``), ``diag_indices_from tril_indices_from triu_indices_from``
+(numpy's constant index arrays, the extents specialised) and
+``linalg.vecdot`` (``sum(x1 * x2, axis)`` as an einsum over the broadcast
+operands).  Each returns what numpy returns: numbers and
 dtypes as Python values, arrays as traced arrays."""
 
 from __future__ import annotations
@@ -91,9 +93,31 @@ def vecdot(g, x1, x2, *, axis=-1) -> Tracer:
     return einsum(g, "...i,...i->...", a, b)
 
 
+def _square_n(t: Tracer, what: str) -> int:
+    n = [int(s) for s in t.shape]
+    if t.ndim < 2 or len(set(n)) != 1:
+        raise ValueError(f"{what}: all dimensions of input must be of equal length")
+    return n[0]
+
+
+def indices_from(kind: str):
+    """``np.diag_indices_from tril_indices_from triu_indices_from``: numpy's
+    index arrays for the traced array's extents (specialised)."""
+    def run(g, arr, k=0):
+        t = operand(g, arr)
+        if kind == "diag":
+            return np.diag_indices(_square_n(t, "diag_indices_from"), t.ndim)
+        if t.ndim != 2:
+            raise ValueError("input array must be 2-d")
+        n, m = int(t.shape[0]), int(t.shape[1])
+        return (np.tril_indices if kind == "tril" else np.triu_indices)(n, k=k, m=m)
+    return run
+
+
 def functions() -> dict:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`)."""
     return {"result_type": result_type, "size": size, "unstack": unstack, "vecdot": vecdot,
             "iscomplexobj": lambda g, x: operand(g, x).dtype.kind == "c",
             "isrealobj": lambda g, x: operand(g, x).dtype.kind != "c",
-            "cumulative_sum": cumulative("sum"), "cumulative_prod": cumulative("prod")}
+            "cumulative_sum": cumulative("sum"), "cumulative_prod": cumulative("prod"),
+            **{f"{k}_indices_from": indices_from(k) for k in ("diag", "tril", "triu")}}

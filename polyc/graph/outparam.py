@@ -106,9 +106,29 @@ def _mask_store(g, name: str, a, mask, values, in_order: bool) -> None:
     store_out(g, a, np.where(mask, v, a), f"np.{name}", how="")
 
 
+def fill_diagonal(g, a, val, wrap=False) -> None:
+    """``np.fill_diagonal`` of a traced array with a scalar ``val``: the
+    positions ``(i, i, ...)`` for ``i`` below the smallest extent (2-D
+    arrays with ``wrap=False``, or every extent equal), set in place."""
+    from .setitem import setitem  # (setitem imports views, as this module does)
+    t = a if isinstance(a, Tracer) else None
+    if t is None:
+        store_out(g, a, val, "np.fill_diagonal", how=" into")     # (raises: a numpy array)
+    n = [int(s) for s in t.shape]
+    if t.ndim < 2 or (t.ndim > 2 and len(set(n)) != 1):
+        raise ValueError("array must be at least 2-d" if t.ndim < 2 else
+                         "All dimensions of input must be of equal length")
+    if wrap or np.ndim(val) or isinstance(val, Tracer):
+        loc = user_location()
+        raise UnsupportedError(f"{loc}: np.fill_diagonal with wrap=True or an array of "
+                               f"values is not supported in traced code\n    {loc.text}")
+    i = np.arange(min(n))
+    setitem(t, (i,) * t.ndim, val)
+
+
 def functions() -> dict:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`)."""
-    return {"copyto": copyto,
+    return {"copyto": copyto, "fill_diagonal": fill_diagonal,
             "putmask": lambda g, a, mask, values: _mask_store(g, "putmask", a, mask, values,
                                                               False),
             "place": lambda g, arr, mask, vals: _mask_store(g, "place", arr, mask, vals, True)}

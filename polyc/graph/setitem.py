@@ -66,11 +66,16 @@ def setitem(t: Tracer, key: Any, value: Any) -> None:
     _check_target(t)
     keys = key if isinstance(key, tuple) else (key,)
     if len(keys) == 1 and isinstance(keys[0], (Tracer, np.ndarray)) and \
-            keys[0].dtype.kind == "b":
+            keys[0].dtype.kind == "b" and (selected or not (
+                isinstance(keys[0], np.ndarray) and np.size(getattr(value, "shape", ())) and
+                int(np.prod(getattr(value, "shape", ()))) != 1)):
         new = _masked(t, operand(g, keys[0]), value, selected)
-    elif any(isinstance(k, (Tracer, np.ndarray, list, bool, np.bool_)) for k in keys):
-        raise _refuse(t, "integer-array or boolean keys among others (a scatter) are not "
-                         "supported; use np.where with a mask")
+    elif any(isinstance(k, Tracer) for k in keys) and \
+            any(isinstance(k, (Tracer, np.ndarray, list, bool, np.bool_)) for k in keys):
+        raise _refuse(t, "traced integer-array or boolean keys among others (a scatter) "
+                         "are not supported; use np.where with a mask")
+    elif any(isinstance(k, (np.ndarray, list, bool, np.bool_)) for k in keys):
+        new = _scattered(t, keys, value)
     else:
         new = _basic(t, keys, value)
     t.update_inplace("[]", new)
@@ -143,6 +148,36 @@ def _masked(t: Tracer, mask: Tracer, value: Any, selected: bool = False) -> Trac
     if isinstance(v, Tracer):
         v = views.reshape(v, ())
     return _where(t, mask, v)
+
+
+def _scattered(t: Tracer, keys: tuple, value: Any) -> Tracer:
+    """``t[keys] = value`` with index arrays known while tracing (numpy
+    arrays, lists: ``b[np.triu_indices(n, 1)] = 0``, ``b[[0, 2]] += v``):
+    numpy applies ``keys`` to the flat positions of ``t`` (its extents
+    specialised), giving a constant mask of the positions written and, for
+    an array value, the element of the value each one takes (the last of
+    repeated positions, as numpy's assignment); then ``np.where``."""
+    if any(k is None for k in keys):
+        raise _refuse(t, "None (np.newaxis) in the key is not supported")
+    shape = tuple(int(SizeInt(s, "an assignment through constant index arrays"))
+                  for s in t._shape)
+    n = int(np.prod(shape))
+    picked = np.asarray(np.arange(n).reshape(shape)[keys if len(keys) > 1 else keys[0]])
+    sel = picked.ravel()
+    mask = np.zeros(n, dtype=bool)
+    mask[sel] = True
+    g = t._graph
+    cond = operand(g, mask.reshape(shape))
+    v = _value(t, value)
+    if isinstance(v, Tracer) and any(s.value != 1 for s in v._shape):
+        src = np.zeros(n, dtype=np.int64)
+        src[sel] = np.arange(sel.size)
+        flat = views.reshape(views.broadcast_to(v, list(picked.shape)), (-1,))
+        from .gather import take  # (gather imports views, as this module does)
+        v = take(g, flat, src.reshape(shape))
+    elif isinstance(v, Tracer):
+        v = views.reshape(v, ())
+    return _where(t, cond, v)
 
 
 def _basic(t: Tracer, keys: tuple, value: Any) -> Tracer:

@@ -90,7 +90,7 @@ def _into_view(x):
 
 def _scatter(x):
     y = x.copy()
-    y[np.array([0, 2])] = 1.0
+    y[x[:2, 0].astype(np.int64)] = 1.0      # traced indices: a scatter
     return y
 
 
@@ -276,3 +276,27 @@ def _augmented_mask_of_argument(x):
 def test_refused_augmented_assignments_under_a_mask(fn, match):
     with pytest.raises(UnsupportedError, match=match):
         polyc.jit(fn)(rand((4, 5), F32, seed=56))
+
+
+def _constant_scatters(x, v):
+    y = x.copy()
+    y[np.array([0, 2])] = 1.0               # index arrays known while tracing
+    y[[1, 3]] = v[:2]
+    y[[0, 0, 1]] += 1                       # numpy: repeated positions once
+    y[:, [1, 3]] = v[:4, :2]
+    y[np.array([2, 0]), np.array([1, 3])] = v[0, :2]
+    y[[-1]] *= 2
+    y[np.ix_([0, 2], [1, 3])] = v[:2, :2]
+    y[[0, 1], 1:] += y[[1, 2], :-1]
+    y[np.array([True, False, True, False])] = v[:2]     # a numpy mask, an array value
+    z = x[:4, :4].copy()
+    z[np.diag_indices(4)] = 0
+    z[np.tril_indices(4, -1)] = z[np.triu_indices(4, 1)]
+    np.fill_diagonal(z, -1.5)
+    w = x[:3, :3].copy()
+    w[np.diag_indices_from(w)] = 1.0
+    return y, z, w, x[np.tril_indices_from(x[:3, :3])], x[np.triu_indices_from(x, k=1)]
+
+
+def test_assignment_through_constant_index_arrays():
+    check(_constant_scatters, rand((4, 5), F32, seed=57), rand((4, 5), F32, seed=58))
