@@ -181,6 +181,31 @@ def nan_moment(kind: str) -> Callable:
     return run
 
 
+def masked_moment(g, kind: str, a, axis, dtype, keepdims: bool, ddof, where) -> Tracer:
+    """``np.var``/``np.std`` with ``where=``: numpy's ``_var``: the mean of
+    the selected elements (their sum over their count, in the sum's type),
+    the squared deviations of the selected ones summed and divided by
+    ``max(count - ddof, 0)``; integers in float64, as numpy's."""
+    t = operand(g, a)
+    if isinstance(t, Scalar):
+        t = _array(g, t)
+    if t.dtype.kind in "iub":
+        t = materialize(g, t, "astype", np.dtype(np.float64))
+    w = views.broadcast_to(operand(g, np.where(where, True, False) if not isinstance(
+        where, Tracer) else where), t.shape)
+    s = np.sum(t, axis=axis, dtype=dtype, keepdims=True, where=w)
+    cnt = reduce(g, "sum", w, axis, True, np.int64)
+    avg = s / cnt
+    avg = avg if avg.dtype == s.dtype else materialize(g, avg, "astype", s.dtype)
+    dev = t - avg
+    var = np.sum(dev * dev, axis=axis, dtype=dtype, keepdims=keepdims, where=w)
+    dof = np.maximum((cnt if keepdims else reduce(g, "sum", cnt, axis, False, np.int64)) - ddof,
+                     0)
+    q = var / dof
+    q = q if q.dtype == var.dtype else materialize(g, q, "astype", var.dtype)
+    return np.sqrt(q) if kind == "std" else q
+
+
 def nan_filled(kind: str) -> Callable:
     """``np.nanprod nancumsum nancumprod nanargmax nanargmin``: numpy's
     ``_replace_nan``: NaNs replaced by 1 (products), 0 (sums) or -inf/+inf

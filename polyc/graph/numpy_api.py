@@ -253,10 +253,12 @@ def _reduction(kind: str):
             ddof = kw.pop("correction")
         mask = kw.pop("where", True)
         initial = kw.pop("initial", None)
-        if kw or (kind in ("var", "std") and mask is not True) or (
+        if kw or (
                 initial is not None and kind not in ("sum", "prod", "max", "min")):
             raise UnsupportedError(f"{user_location()}: np.{kind} with "
                                    f"{', '.join(kw) or 'where or initial'}= is not supported")
+        if kind in ("var", "std") and mask is not True:
+            return numerics.masked_moment(g, kind, a, axis, dtype, bool(keepdims), ddof, mask)
         return _masked_reduction(g, kind, a, axis, dtype, bool(keepdims), ddof, mask,
                                  initial)
     return run

@@ -214,3 +214,13 @@ def test_array_api_names_and_metadata():
                         np.cumulative_sum(a[0]), np.unstack(a)[1], np.unstack(a, axis=1)[2],
                         np.linalg.vecdot(a, b), np.linalg.vecdot(a, a[:1], axis=-1)), x, y)
     check(lambda a: np.cumulative_sum(a), np.arange(5, dtype=np.int32))
+
+
+def test_var_std_with_where():
+    x = rand((5, 4), F32, seed=16)
+    check(lambda a: (np.std(a, where=a > 0), np.var(a, axis=1, where=a > -0.5),
+                     np.var(a, axis=0, ddof=1, keepdims=True, where=a > -0.5),
+                     a.std(axis=1, where=np.array([True, False, True, True])),
+                     np.std(a, dtype=np.float64, where=a > 0), a.var(where=a > 0)), x,
+          reduction_length=20)
+    check(lambda a: np.var(a, where=a > 2), np.arange(12).reshape(3, 4))
