@@ -692,7 +692,7 @@ def test_shape_errors_name_line(fn, marker, error):
     (lambda x: np.subtract.accumulate(x), "accumulate"),
     (lambda x: np.unique(x), "np.unique"),
     (lambda x: np.concatenate([x, x], casting="unsafe"), "casting"),
-    (lambda x: np.var(x, where=x > 0), "where"),
+    (lambda x: np.any(x, where=x > 0), "where"),          # (np.var(where=) is numpy's)
     (lambda x: x.argsort(), "ndarray.argsort"),
 ])
 def test_no_silent_fallback(fn, match):
