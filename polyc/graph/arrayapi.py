@@ -4,7 +4,8 @@
 symbolic), ``cumulative_sum cumulative_prod`` (the scans of ``cumsum`` /
 ``cumprod``; ``include_initial`` puts the identity first), ``unstack`` (views
 along ``axis``), ``diag_indices_from tril_indices_from triu_indices_from``
-(numpy's constant index arrays, the extents specialised) and
+(numpy's constant index arrays, the extents specialised), ``block``
+(:func:`polyc.graph.joins.block`) and
 ``linalg.vecdot`` (``sum(x1 * x2, axis)`` as an einsum over the broadcast
 operands).  Each returns what numpy returns: numbers and
 dtypes as Python values, arrays as traced arrays."""
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from . import views
+from . import joins, views
 from .contractions import einsum
 from .core import Tracer
 from .ops import Scalar, broadcast, normalize_axis, operand
@@ -119,5 +120,6 @@ def functions() -> dict:
     return {"result_type": result_type, "size": size, "unstack": unstack, "vecdot": vecdot,
             "iscomplexobj": lambda g, x: operand(g, x).dtype.kind == "c",
             "isrealobj": lambda g, x: operand(g, x).dtype.kind != "c",
-            "cumulative_sum": cumulative("sum"), "cumulative_prod": cumulative("prod"),
+            "block": joins.block, "cumulative_sum": cumulative("sum"),
+            "cumulative_prod": cumulative("prod"),
             **{f"{k}_indices_from": indices_from(k) for k in ("diag", "tril", "triu")}}

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from . import ops, views
-from .core import user_location
+from .core import Tracer, user_location
 from .ops import Scalar, operand
 from .sizes import Size
 from .ufuncs import UFUNCS
@@ -97,3 +97,35 @@ def stack(g, arrays, axis=0, out=None, **kw):
     nd = ts[0].ndim + 1
     axis = ops.normalize_axis(int(axis), nd)
     return concatenate(g, [views.expand_dims(t, axis) for t in ts], axis)
+
+
+def block(g, arrays) -> Tracer:
+    """``np.block``: nested lists of arrays joined from the innermost list
+    outwards (along axis -1, then -2, ...), every array first given
+    ``max(list depth, its ndim)`` dimensions by leading ones, as numpy's."""
+    def depth(x) -> int:
+        if isinstance(x, tuple):
+            raise TypeError("np.block does not allow implicit conversion from tuple to "
+                            "ndarray; use a list")
+        return 1 + depth(x[0]) if isinstance(x, list) and x else 0
+
+    def leaves(x):
+        return [y for e in x for y in leaves(e)] if isinstance(x, list) else [operand(g, x)]
+    d = depth(arrays)
+    if d == 0:
+        return ops.materialize(g, operand(g, arrays)) if not isinstance(
+            operand(g, arrays), Scalar) else operand(g, arrays)
+    nd = max([d] + [getattr(t, "ndim", 0) for t in leaves(arrays)])
+
+    def rec(x, level: int):
+        if isinstance(x, list):
+            if depth(x) != d - level:
+                raise ValueError("List depths are mismatched in np.block")
+            return concatenate(g, [rec(e, level + 1) for e in x], axis=level - d)
+        if level != d:
+            raise ValueError("List depths are mismatched in np.block")
+        t = operand(g, x)
+        if isinstance(t, Scalar):
+            t = ops.materialize(g, Tracer(g, t.literal(t.dtype), (), (), t.dtype))
+        return views.reshape(t, (1,) * (nd - t.ndim) + tuple(t.shape)) if t.ndim < nd else t
+    return rec(arrays, 0)

@@ -224,3 +224,14 @@ def test_var_std_with_where():
                      np.std(a, dtype=np.float64, where=a > 0), a.var(where=a > 0)), x,
           reduction_length=20)
     check(lambda a: np.var(a, where=a > 2), np.arange(12).reshape(3, 4))
+
+
+def test_block():
+    a, b = rand((2, 2), F32, seed=17), rand((2, 3), F32, seed=18)
+    check(lambda x, y: (np.block([[x, x], [x, x]]), np.block([x, y]), np.block([x[0], y[0]]),
+                        np.block([[y[0]], [y]]), np.block([[[x, x]], [[x, x]]]),
+                        np.block([[x, np.zeros((2, 1), np.float32)],
+                                  [np.ones((1, 3), np.float32)]]), np.block([x > 0, x < 0])),
+          a, b)
+    with pytest.raises(ShapeError, match="depths"):
+        polyc.jit(lambda x: np.block([[x], x]))(a)
