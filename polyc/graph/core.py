@@ -510,6 +510,14 @@ class Tracer:
         self._refuse("using a traced array as an index")
 
     def __array__(self, dtype=None, copy=None):
+        f = sys._getframe(1)
+        while f is not None and not f.f_code.co_filename.endswith(
+                ("index_tricks_impl.py", "index_tricks.py")):
+            f = f.f_back if f.f_code.co_filename.startswith(_NUMPY) else None
+        if f is not None:           # np.r_[a, b] / np.c_[...] converts with np.array
+            self._refuse("np.r_[...] / np.c_[...] of traced arrays (numpy converts them with "
+                         "np.array)", "join them with np.concatenate([a, b]), "
+                         "np.column_stack([a, b]) or np.stack")
         if _user_opname() == "BINARY_SUBSCR":
             self._refuse("a numpy array indexed by a traced array (np.eye(n)[labels]): "
                          "numpy's indexing of it",

@@ -235,3 +235,12 @@ def test_block():
           a, b)
     with pytest.raises(ShapeError, match="depths"):
         polyc.jit(lambda x: np.block([[x], x]))(a)
+
+
+def test_r_and_c_name_concatenate():
+    """np.r_[a, b] was refused with the hint for a numpy array indexed by a
+    traced one (np.eye(n)[labels]), which it is not."""
+    x = rand((3,), F32)
+    for fn in (lambda a: np.r_[a, a], lambda a: np.c_[a, a]):
+        with pytest.raises(polyc.TraceError, match=r"np.r_\[...\].*\n.*\n.*np.concatenate"):
+            polyc.jit(fn)(x)
