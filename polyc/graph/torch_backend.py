@@ -275,6 +275,8 @@ LOWERINGS: dict[Any, Callable] = {
     aten.logical_not: np.logical_not, aten.logical_and: np.logical_and,
     aten.logical_or: np.logical_or, aten.any: _any,
     aten.bitwise_not: np.invert, aten.bitwise_and: np.bitwise_and, aten.bitwise_or: np.bitwise_or,
+    aten.bitwise_xor: np.bitwise_xor, aten.__lshift__: np.left_shift, aten.bitwise_left_shift:
+    np.left_shift, aten.__rshift__: np.right_shift, aten.bitwise_right_shift: np.right_shift,
     aten.where: _where,
     aten.masked_fill: lambda x, mask, value: _where(mask, value, x),
     # normalisations

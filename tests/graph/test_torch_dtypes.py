@@ -68,3 +68,16 @@ def test_small_integer_arithmetic_and_int64_totals():
 def test_uint8_output():
     x = torch.randn(2, 5)
     _compile_matches(lambda x: (x.clamp(0, 1) * 255).round().to(torch.uint8), x)
+
+
+def test_bitwise_xor_and_shifts():
+    """``^``, ``<<`` and ``>>`` of integer tensors (and ``^`` of masks) were
+    refused as unlowered operators."""
+    torch.manual_seed(2)
+    a = torch.randint(-100, 100, (3, 4))
+    b = torch.randint(0, 5, (3, 4))
+    _compile_matches(lambda a, b: ((a << 2) + (a >> 1) + (a ^ 5), a << b, a >> b, a ^ b,
+                                   torch.bitwise_left_shift(a, b), ((a > 0) ^ (b < 2)).float()),
+                     a, b)
+    u8 = torch.randint(0, 256, (3, 4), dtype=torch.uint8)
+    _compile_matches(lambda a: (a << 1, a >> 3, a ^ 255), u8)
