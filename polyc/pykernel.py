@@ -33,6 +33,10 @@ class PyKernel:
     """
 
     def __init__(self, fn, config: Config | None = None, schedule=None):
+        if isinstance(fn, PyKernel):     # polyc.kernel(a @polyc.kernel function)
+            config = fn.config if config is None else config
+            schedule = fn.user_schedule if schedule is None else schedule
+            fn = fn.py_func
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.config = config

@@ -46,6 +46,21 @@ def steps(A, B):
         B[i] -= 1.0
 
 
+def test_kernel_of_a_kernel_wraps_its_python_function():
+    """``polyc.kernel(k)`` of an ``@polyc.kernel`` function (a benchmark
+    re-wrapping a decorated kernel with another config) compiles the same
+    Python function (it was an AttributeError, before that an
+    UnsupportedError asking for the source of a PyKernel)."""
+    again = polyc.kernel(steps, config=Config(parallel=False))
+    assert again.py_func is steps.py_func and again.config.parallel is False
+    assert polyc.kernel(steps).py_func is steps.py_func
+    A = RNG.random(9)
+    B, want = np.zeros(10), np.zeros(10)
+    again(A, B)
+    steps.py_func(A, want)
+    np.testing.assert_allclose(B, want, rtol=1e-12)
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 7, 30])
 def test_steps(n):
     A = RNG.random(n)
