@@ -365,7 +365,10 @@ class _Auto:
         coinc = coinc if coinc is not None else coincident_members(node)
         scores = scores if scores is not None else member_scores(node, self.program)
         par = [j for j in range(n) if coinc[j] and scores[j] is not None]
-        if not par or reduction_members(node, self.program):
+        # a band of one reduction takes step 2a's register accumulator or 2c;
+        # several (gesummv's tmp[i] and y[i] along j) are jammed as recurrences
+        if not par or (reduction_members(node, self.program)
+                       and len(hot_statements(band_statements(node, self.program))) < 2):
             return None
         c = max(par, key=lambda j: (scores[j], j))
         seq = [j for j in range(n) if not coinc[j] and scores[j] is not None
