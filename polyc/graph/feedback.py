@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 import islpy as isl
+import numpy as np
 
 from ..config import Config
 from ..errors import PolycError
@@ -20,7 +21,7 @@ from ..isl_util import sets_of
 from ..schedule.marks import parse_parallel_mark
 from . import core
 from .core import Node
-from .lower import group_program, group_source
+from .lower import compile_group, group_program, group_source
 
 
 @dataclass
@@ -40,6 +41,10 @@ class Feedback:
     #: (:class:`polyc.schedule.contraction.Contraction`)
     contracted: dict = field(default_factory=dict)
     error: str = ""
+    #: isl's scheduler gave up on the group within the probe's limit
+    #: (:func:`polyc.schedule.isl_worker.probing`): it, and every group
+    #: holding it, is kept apart unlowered
+    abandoned: bool = False
     #: statements the GEMM calls run as their tile functions
     #: (``GemmMatch.tile``: an elementwise chain on each finished block of C)
     tiled: int = 0
@@ -101,14 +106,20 @@ def source_feedback(src, config: Config) -> Feedback:
     tensor-core GEMM calls, and nothing is contracted (that pass is the C
     backend's)."""
     from ..pipeline import lower
+    from ..schedule import isl_worker
     try:
-        if config.target == "cuda":
-            from ..gpu_pipeline import lower_gpu
-            low = lower_gpu(group_program(src), config)
-        else:
-            low = lower(group_program(src), config, probe=True)
+        with isl_worker.probing() as probe:
+            if config.target == "cuda":
+                from ..gpu_pipeline import lower_gpu
+                low = lower_gpu(group_program(src), config)
+            else:
+                low = lower(group_program(src), config, probe=True)
     except PolycError as e:
         return Feedback(0, 0, {}, {}, 0, error=str(e).splitlines()[0])
+    if probe["abandoned"]:
+        return Feedback(0, 0, {}, {}, 0, abandoned=True, error=(
+            f"isl's scheduler did not finish within {isl_worker.PROBE_LIMIT_S:g} s of CPU "
+            "on it (the planner's limit, POLYC_ISL_PROBE_TIMEOUT)"))
     bands, par_of = _schedule_paths(low.schedule)
     program = low.program
     if config.target == "cuda":     # (the program before promotion's copy statements)
@@ -157,3 +168,17 @@ def shares_loop(fb: Feedback, a: set[str], b: set[str]) -> bool:
     la = {f for s, fs in fb.loops.items() if fb.writers.get(s, "") in a for f in fs}
     lb = {f for s, fs in fb.loops.items() if fb.writers.get(s, "") in b for f in fs}
     return bool(la & lb)
+
+
+def measured_seconds(graph: core.Graph, nodes: list[Node], config: Config) -> float:
+    """The median time (seconds) of the group's kernel on seeded random
+    inputs at the traced sizes (``Config.plan == "measure"``;
+    :func:`polyc.testing.median_time`: a warm-up call, then 0.2 s or 5 calls)."""
+    from ..testing import median_time
+    src = group_source(graph, nodes, kept(graph, nodes), f"{graph.name}_measure")
+    kernel = compile_group(src, config)
+    rng = np.random.default_rng(0)
+    args = [rng.random(tuple(s.value for s in n.shape)).astype(n.dtype) + 0.5
+            if n.kind != "captured" else core.mask_input(n.value) for n in src.inputs]
+    sizes = [graph.symbols.values[graph.symbols.find(s)] for s in src.size_args]
+    return median_time(lambda: kernel(*args, *sizes), min_time=0.2, max_reps=200)[0]

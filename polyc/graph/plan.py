@@ -43,9 +43,17 @@ from ..config import Config
 from . import core
 from . import roofline as roof
 from .core import Node, mask_input
-from .feedback import Feedback, contracted_record, feedback, kept, shares_loop, source_feedback
+from .feedback import (
+    Feedback,
+    contracted_record,
+    feedback,
+    kept,
+    measured_seconds,
+    shares_loop,
+    source_feedback,
+)
 from .feedback_memo import FeedbackMemo
-from .lower import compile_group, compile_groups, group_program, group_source
+from .lower import compile_groups, group_program, group_source
 from .workspace import Workspace
 
 #: The most operations one fusion group may hold.  Every candidate merge is
@@ -272,8 +280,10 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
     memo = FeedbackMemo(lambda src: source_feedback(src, config))
     gemm = "GEMM call" if config.target == "cuda" else "GEMM micro-kernel"
     def fb(g: Group) -> Feedback:
-        return cache.get(g.key) or cache.setdefault(
-            g.key, feedback(graph, g.nodes, config, memo=memo))
+        if g.key not in cache:     # (a group holding one isl gave up on: refused unlowered)
+            cache[g.key] = next((f for k, f in cache.items() if f.abandoned and k <= g.key),
+                                None) or feedback(graph, g.nodes, config, memo=memo)
+        return cache[g.key]
 
     while fuse:
         owner = {n.id: k for k, g in enumerate(groups) for n in g.nodes}
@@ -370,9 +380,9 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                             + (", contractions still tensorized" if fm.tensorized else "")
                             + "".join(f", {fm.contracted[t].describe()}" for t in newly))
             if rec.verdict == "fused" and config.plan == "measure":
-                rec.measured_s = {"apart": _measure(graph, P.nodes, config)
-                                  + _measure(graph, C.nodes, config),
-                                  "fused": _measure(graph, M.nodes, config)}
+                rec.measured_s = {"apart": measured_seconds(graph, P.nodes, config)
+                                  + measured_seconds(graph, C.nodes, config),
+                                  "fused": measured_seconds(graph, M.nodes, config)}
                 if rec.measured_s["fused"] > rec.measured_s["apart"]:
                     rec.verdict = "kept apart"
                     rec.rule = "measured slower fused: " + rec.rule
@@ -387,20 +397,6 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
     return Plan(graph, _toposort(order), decisions, config, feedback=cache)
-
-
-def _measure(graph: Graph, nodes: list[Node], config: Config) -> float:
-    """The median time (seconds) of the group's kernel on seeded random
-    inputs at the traced sizes (``Config.plan == "measure"``;
-    :func:`polyc.testing.median_time`: a warm-up call, then 0.2 s or 5 calls)."""
-    from ..testing import median_time
-    src = group_source(graph, nodes, kept(graph, nodes), f"{graph.name}_measure")
-    kernel = compile_group(src, config)
-    rng = np.random.default_rng(0)
-    args = [rng.random(tuple(s.value for s in n.shape)).astype(n.dtype) + 0.5
-            if n.kind != "captured" else mask_input(n.value) for n in src.inputs]
-    sizes = [graph.symbols.values[graph.symbols.find(s)] for s in src.size_args]
-    return median_time(lambda: kernel(*args, *sizes), min_time=0.2, max_reps=200)[0]
 
 
 def _siblings(groups, owner, refused, reaches) -> list[tuple[int, int, int, str]]:

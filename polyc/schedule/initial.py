@@ -209,7 +209,9 @@ def _compute(program: Program, all_deps: isl.UnionMap, opts: dict, stmts=None,
           .set_validity(deps)
           .set_coincidence(deps)
           .set_proximity(_without_splits(deps) if risky else deps))
-    if risky:
+    # (a planner's probe: the same constraints, in the worker under its limit)
+    if risky or (isl_worker.probe_active() and dom.n_set() >= 3
+                 and dom.dim(isl.dim_type.param) == 0):
         sched = isl_worker.compute(sc, options)
         if sched is None and not options.get("schedule_whole_component"):
             # isl's clustering did not finish: the whole component as one

@@ -26,6 +26,8 @@ for a whole-component schedule, then falls back to the source order).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -46,6 +48,36 @@ log = logging.getLogger(__name__)
 #: whole-component schedule of the same group takes under 1 s, so waiting
 #: longer rarely buys a better schedule.
 TIME_LIMIT_S = float(os.environ.get("POLYC_ISL_SCHEDULE_TIMEOUT", "5"))
+
+#: CPU seconds one scheduler call may take while the fusion planner probes a
+#: candidate group (:func:`probing`).  A probe's group is one of hundreds the
+#: planner tries; one whose schedule takes longer is refused, not waited for.
+PROBE_LIMIT_S = float(os.environ.get("POLYC_ISL_PROBE_TIMEOUT", "2"))
+
+_probe: contextvars.ContextVar[dict | None] = contextvars.ContextVar("isl_probe",
+                                                                    default=None)
+
+
+@contextlib.contextmanager
+def probing():
+    """While active, every scheduler call of :func:`polyc.schedule.initial`
+    on three or more statements runs in the worker under
+    :data:`PROBE_LIMIT_S` (isl's clustering can spin on problems
+    :func:`~polyc.schedule.initial._may_spin` does not recognise, and a
+    spinning call in this process cannot be interrupted: a Swin block's
+    candidate group ran for minutes).  Yields a record whose ``abandoned``
+    counts the calls given up on."""
+    record = {"abandoned": 0}
+    token = _probe.set(record)
+    try:
+        yield record
+    finally:
+        _probe.reset(token)
+
+
+def probe_active() -> bool:
+    """Whether a :func:`probing` block is active in this context."""
+    return _probe.get() is not None
 
 
 class _Worker:
@@ -116,12 +148,15 @@ def compute(sc: isl.ScheduleConstraints, options: dict[str, int],
     """``sc.compute_schedule()`` under isl scheduler ``options`` (names
     without ``set_``, e.g. ``schedule_whole_component``; the others as set
     on ``sc``'s context), run in the worker process; ``None`` when it takes
-    longer than ``limit`` CPU seconds (default :data:`TIME_LIMIT_S`) or the
+    longer than ``limit`` CPU seconds (default :data:`TIME_LIMIT_S`,
+    :data:`PROBE_LIMIT_S` inside :func:`probing`) or the
     worker dies.  Where no worker can start, isl runs in this process
     (without a limit).  Raises ``isl.Error``
     when isl itself fails on the constraints, as the in-process call does."""
     global _worker
-    limit = TIME_LIMIT_S if limit is None else limit
+    probe = _probe.get()
+    if limit is None:
+        limit = PROBE_LIMIT_S if probe is not None else TIME_LIMIT_S
     ctx = sc.get_ctx()
     caller = {name: getattr(ctx, f"get_{name}")() for name in _OPTIONS}
     settings = {name: int(options.get(name, caller[name])) for name in _OPTIONS}
@@ -144,7 +179,12 @@ def compute(sc: isl.ScheduleConstraints, options: dict[str, int],
                         getattr(ctx, f"set_{name}")(caller[name])
         reply = _worker.ask(request, limit)
         if reply is None:
-            log.warning("isl's scheduler did not finish within %.0f s; abandoned", limit)
+            if probe is not None:
+                probe["abandoned"] += 1
+                log.info("isl's scheduler did not finish within %g s on a probed group; "
+                         "abandoned", limit)
+            else:
+                log.warning("isl's scheduler did not finish within %.0f s; abandoned", limit)
             _worker.kill()
             _worker = None
             return None

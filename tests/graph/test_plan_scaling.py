@@ -134,3 +134,37 @@ def test_recurrent_cell_plans_step_by_step_not_in_one_growing_group(probe_loweri
     assert counts[8] <= counts[4] * 1.4, counts
     np.testing.assert_allclose(polyc.jit(gru(8))(xs, h, *weights), gru(8)(xs, h, *weights),
                                rtol=1e-9, atol=1e-12)
+
+
+def test_a_group_isl_gives_up_on_is_refused_with_every_group_holding_it(monkeypatch):
+    """A candidate whose probe isl's scheduler abandoned
+    (``Feedback.abandoned``: a Swin block's shifted-window groups spun for
+    minutes) is kept apart with the reason, and no larger group holding it
+    is lowered at all: each would spin again."""
+    from polyc.graph import feedback as fb_mod
+
+    def f(x, w):
+        a = np.tanh(x)                 # the culprit: every group with it and b
+        b = a * 2.0
+        c = b + 1.0
+        d = c @ w
+        return np.exp(d) - 1.0
+    rng = np.random.default_rng(2)
+    g = trace(f, rng.standard_normal((8, 8)), rng.standard_normal((8, 8)))
+    real, probed = plan_mod.feedback, []
+
+    def fake(graph, nodes, config, keep=frozenset(), memo=None):
+        names = {n.name for n in nodes}
+        probed.append(names)
+        if {g.ops[0].name, g.ops[1].name} <= names:
+            return fb_mod.Feedback(0, 0, {}, {}, 0, abandoned=True,
+                                   error="isl's scheduler did not finish within 2 s")
+        return real(graph, nodes, config, keep, memo)
+    monkeypatch.setattr(plan_mod, "feedback", fake)
+    p = make_plan(g)
+    culprit = {g.ops[0].name, g.ops[1].name}
+    assert sum(culprit <= s for s in probed) == 1          # lowered once, never again
+    assert not any(culprit <= {n.name for n in grp.nodes} for grp in p.groups)
+    assert any("did not finish" in d.rule for d in p.decisions)
+    x, w = rng.standard_normal((8, 8)), rng.standard_normal((8, 8))
+    np.testing.assert_allclose(polyc.jit(f)(x, w), f(x, w), rtol=1e-9)

@@ -109,3 +109,29 @@ def test_without_a_worker_isl_runs_in_this_process(monkeypatch):
     assert got is not None and got.get_domain().is_equal(here.get_domain())
     assert isl.DEFAULT_CONTEXT.get_schedule_whole_component() == before
     assert isl_worker.compute(sc, CLUSTERING).plain_is_equal(here)
+
+
+def test_a_probe_runs_isl_in_the_worker_under_the_probe_limit(monkeypatch):
+    """Inside ``probing()`` (the fusion planner's candidate groups) a call
+    is abandoned after ``PROBE_LIMIT_S`` and counted; scheduling three or
+    more statements of constant extents goes to the worker even where
+    ``_may_spin`` does not flag it (isl spun in this process, beyond any
+    limit, on a Swin block's groups)."""
+    monkeypatch.setattr(isl_worker, "PROBE_LIMIT_S", 0.5)
+    monkeypatch.setattr(isl_worker, "TIME_LIMIT_S", 60.0)
+    with isl_worker.probing() as probe:
+        assert isl_worker.probe_active()
+        assert isl_worker.compute(_constraints(*SPINS), CLUSTERING) is None
+    assert probe["abandoned"] == 1 and not isl_worker.probe_active()
+    calls = []
+    real = isl_worker.compute
+    monkeypatch.setattr(isl_worker, "compute",
+                        lambda sc, options, limit=None: calls.append(1) or real(sc, options))
+    k = polyc.compile("def f(float(4, 5) A) -> (B, C, D) {\n B(i, j) = A(i, j) * 2\n"
+                      " C(i, j) = B(i, j) + 1\n D(i, j) = C(i, j) * B(i, j)\n}")
+    from polyc.pipeline import lower
+    lower(k.program, polyc.Config())
+    assert calls == []                         # not a probe: in this process
+    with isl_worker.probing() as probe:
+        lower(k.program, polyc.Config())
+    assert calls and probe["abandoned"] == 0
