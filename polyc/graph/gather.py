@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import IndexBoundsError, UnsupportedError
-from . import views
-from .core import Tracer, user_location
+from . import selection, views
+from .core import Tracer, augmented_subscript_read, user_location
 from .ops import (
     Scalar,
     broadcast,
@@ -55,6 +55,9 @@ def getitem(t: Tracer, key: Any) -> Tracer:
     """``t[key]``: basic indexing (:func:`polyc.graph.views.getitem`), or a
     gather when ``key`` holds an integer array."""
     k = key if isinstance(key, tuple) else (key,)
+    if (len(k) == 1 and isinstance(k[0], (Tracer, np.ndarray)) and k[0].dtype.kind == "b"
+            and not augmented_subscript_read() and selection.reduction_follows()):
+        return selection.MaskedSelection(t, k[0])      # x[mask].sum(): a where= reduction
     if not any(_is_array(x) and not (isinstance(x, (Tracer, np.ndarray)) and
                                      x.dtype.kind == "b") for x in k):
         return views.getitem(t, key)

@@ -16,12 +16,7 @@ from . import ops, views
 from .core import Tracer, user_location
 from .ops import Scalar, operand
 from .sizes import Size
-from .ufuncs import UFUNCS
-
-
-def _astype(t, dtype):
-    from .numpy_api import astype  # (numpy_api imports this module)
-    return astype(t, dtype)
+from .ufuncs import UFUNCS, astype
 
 
 def _out_dtype_kw(what: str, kw: dict):
@@ -39,7 +34,7 @@ def _out_dtype_kw(what: str, kw: dict):
 def concatenate(g, arrays, axis=0, out=None, **kw):
     dtype = _out_dtype_kw("np.concatenate", dict(kw, out=out))
     if dtype is not None:
-        return _astype(concatenate(g, arrays, axis), dtype)
+        return astype(concatenate(g, arrays, axis), dtype)
     ts = [operand(g, a) for a in arrays]
     if not ts or any(isinstance(t, Scalar) for t in ts):
         raise ValueError("zero-dimensional arrays cannot be concatenated")
@@ -92,7 +87,7 @@ def concatenate(g, arrays, axis=0, out=None, **kw):
 def stack(g, arrays, axis=0, out=None, **kw):
     dtype = _out_dtype_kw("np.stack", dict(kw, out=out))
     if dtype is not None:
-        return _astype(stack(g, arrays, axis), dtype)
+        return astype(stack(g, arrays, axis), dtype)
     ts = [operand(g, a) for a in arrays]
     nd = ts[0].ndim + 1
     axis = ops.normalize_axis(int(axis), nd)

@@ -31,7 +31,7 @@ from .outparam import store_out
 from .scans import scan
 from .setitem import selection_operand, setitem
 from .sizes import SizeInt
-from .ufuncs import UFUNCS, _abs, _invert, _negative, _square
+from .ufuncs import UFUNCS, _abs, _invert, _negative, _square, astype
 
 
 def _graph(args) -> Any:
@@ -99,18 +99,6 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
 
 # -- contractions: polyc.graph.contractions ---------------------------------------------
 UFUNCS["matmul"] = lambda g, a, b: matmul(g, a, b)
-
-
-def astype(t: Tracer, dtype, copy: bool = True) -> Tracer:
-    dt = ops.check_dtype(dtype, "astype's target")
-    if dt == t.dtype and not copy:
-        return t
-    if dt.kind == "b":
-        if t.dtype.kind == "b":
-            return t
-        return elementwise(t._graph, "astype", lambda a: f"({a} != 0)", [t], dt, lazy=True,
-                           compute_dtype=t.dtype)
-    return ops.materialize(t._graph, t, "astype", dt)
 
 
 def where(g, cond, a=None, b=None):

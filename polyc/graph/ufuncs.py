@@ -430,3 +430,17 @@ UFUNCS: dict[str, Callable] = {
     "bitwise_xor": _bitwise_xor,
     "invert": _invert,
 }
+
+
+def astype(t: Tracer, dtype, copy: bool = True) -> Tracer:
+    """``t.astype(dtype)``: a converted copy (``copy=False``: ``t`` itself
+    when it already has ``dtype``); to ``bool``, ``t != 0``."""
+    dt = ops.check_dtype(dtype, "astype's target")
+    if dt == t.dtype and not copy:
+        return t
+    if dt.kind == "b":
+        if t.dtype.kind == "b":
+            return t
+        return elementwise(t._graph, "astype", lambda a: f"({a} != 0)", [t], dt, lazy=True,
+                           compute_dtype=t.dtype)
+    return ops.materialize(t._graph, t, "astype", dt)

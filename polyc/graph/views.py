@@ -154,11 +154,8 @@ def getitem(t: Tracer, key: Any) -> Tracer:
             sel = _view(t, [ph(d) for d in range(t.ndim)], t._shape)
             sel._selected_by = key[0]
             return sel
-        if len(key) == 1 and not isinstance(key[0], (bool, np.bool_)):
-            from . import selection  # (it reshapes with this module)
-            if selection.reduction_follows():       # x[mask].sum(): a where= reduction
-                return selection.MaskedSelection(t, key[0])
         loc = user_location()
+        # (x[mask].sum(), a where= reduction: polyc.graph.gather.getitem)
         raise UnsupportedError(f"{loc}: boolean indexing (a result whose size depends on "
                                f"the values) is not supported in traced code; use np.where, "
                                f"or reduce it at once (x[mask].sum(), .mean(), .max(): "
