@@ -279,10 +279,14 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
     refused: set[tuple[frozenset, frozenset]] = set()
     memo = FeedbackMemo(lambda src: source_feedback(src, config))
     gemm = "GEMM call" if config.target == "cuda" else "GEMM micro-kernel"
+    abandoned: list[frozenset] = []      # groups isl's scheduler gave up on
+
     def fb(g: Group) -> Feedback:
-        if g.key not in cache:     # (a group holding one isl gave up on: refused unlowered)
-            cache[g.key] = next((f for k, f in cache.items() if f.abandoned and k <= g.key),
-                                None) or feedback(graph, g.nodes, config, memo=memo)
+        if g.key not in cache:     # (a group holding one of them: refused unlowered)
+            held = next((k for k in abandoned if k <= g.key), None)
+            f = cache[g.key] = cache[held] if held else feedback(graph, g.nodes, config, memo=memo)
+            if f.abandoned and held is None:
+                abandoned.append(g.key)
         return cache[g.key]
 
     while fuse:
