@@ -29,6 +29,9 @@ BUILTINS: dict[str, int] = {
     # conversions to the small integer types, wrapping around (numpy's astype)
     "cast_int8": 1, "cast_int16": 1, "cast_uint8": 1, "cast_uint16": 1, "cast_uint32": 1,
     "cast_int32": 1,
+    # conversions to int64 and to the float types (C's conversions, numpy's astype;
+    # a float converted to an integer is truncated toward zero)
+    "cast_int64": 1, "cast_float32": 1, "cast_float64": 1,
 }
 
 #: the builtins that are C99 functions of one float of the same name

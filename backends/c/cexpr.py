@@ -261,6 +261,11 @@ class CExprPrinter:
             return f"({a} {e.op} {b})"
         if isinstance(e, E.Call) and e.fn in ("min", "max"):
             return f"polyc_{e.fn}({self.index(e.args[0])}, {self.index(e.args[1])})"
+        if isinstance(e, E.Call) and e.fn.startswith("cast_") and "float" not in e.fn:
+            # a gather through a conversion (TC's A(int32(B(i)))): the value
+            # converted as a store would (a float truncates), then widened
+            text, _ = self.typed(e, "float64")
+            return f"((int64_t){text})"
         if isinstance(e, E.Select):
             return f"({self.index(e.cond)} ? {self.index(e.then)} : {self.index(e.otherwise)})"
         raise UnsupportedError(f"cannot use {E.to_text(e)} as an index")

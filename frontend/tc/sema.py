@@ -495,7 +495,8 @@ class _Lowering:
                 if len(e.args) != E.BUILTINS[e.name]:
                     raise rep.semantic(e.span, f"builtin '{e.name}' takes {E.BUILTINS[e.name]} "
                                        f"argument(s), got {len(e.args)}")
-                return E.Call(e.name, tuple(self._expr(a, where) for a in e.args), e.span)
+                inner = "value" if e.name.startswith("cast_") else where  # A(int32(B(i)))
+                return E.Call(e.name, tuple(self._expr(a, inner) for a in e.args), e.span)
             raise rep.semantic(e.name_span, f"unknown tensor or function '{e.name}'")
         if isinstance(e, S.DimOf):
             return self._dim_of(e)
@@ -507,9 +508,11 @@ class _Lowering:
             return E.Select(self._expr(e.cond, where), self._expr(e.then, where),
                             self._expr(e.otherwise, where), e.span)
         assert isinstance(e, S.Cast), e
-        if (fn := f"cast_{DTYPES.get(e.type)}") in E.BUILTINS:   # int8(x) ... uint32(x)
-            return E.Call(fn, (self._expr(e.operand, where),), e.span)
-        raise rep.unsupported(e.span, f"the cast '{_text(self.source, e.span)}' is not supported")
+        if (fn := f"cast_{DTYPES.get(e.type)}") in E.BUILTINS:   # int8(x) ... float64(x)
+            return E.Call(fn, (self._expr(e.operand, "value"),), e.span)
+        raise rep.unsupported(e.span, f"the cast '{_text(self.source, e.span)}' is not supported"
+                              ": polyc converts to float, double, int8 ... int64, uint8 ... "
+                              "uint32 (store half values through a half output type)")
 
     def _check_read(self, name: str, n: int, span: Span, where: str) -> None:
         if name in self.sig.outputs and name not in self.defined:

@@ -1,0 +1,77 @@
+"""TC as Tensor Comprehensions' own tests and examples write it, end to end.
+
+Each definition here is written anew after a construct of TC's corpus
+(``test/cuda/test_corner_cases.cc``, ``test/test_lang.cc``,
+``python/examples/min_distance.py``, ``tc/benchmarks/wavenet.h`` ...) that
+polyc once refused or miscompiled; each is compiled with ``polyc.compile``
+and compared with an independent numpy formula at tiny sizes (exact where the
+result is exact, else ``polyc.testing.assert_close``'s per-dtype tolerance).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import polyc
+from polyc.errors import UnsupportedError
+from polyc.testing import assert_close
+
+F32 = np.float32
+
+
+def test_float_and_double_casts_of_comparisons_and_integers():
+    # TC's corner cases E15/E16 (float(a <= b)), tum.py (1.0 / float(PosCount(k)))
+    # and wavenet (float(0)): a cast converts to that type, as numpy's astype
+    k = polyc.compile("""
+def f(float a, float b, int32(N) c) -> (x, y, z) {
+    x(i) = float(a <= b) + float(!(a < .5) || b > .5) where i in 0:1
+    y(i) = 1.0 / float(c(i)) + float(0)
+    z(i) = double(c(i)) / 3
+}""")
+    a, b = np.array(0.3, F32), np.array(0.6, F32)
+    c = np.array([1, 3, -7], np.int32)
+    x, y, z = k(a, b, c)
+    assert x.dtype == F32 and np.array_equal(x, [2.0])
+    assert y.dtype == F32
+    assert_close(y, 1.0 / c.astype(np.float64), dtype="float32")
+    assert z.dtype == np.float64       # double(c(i)) / 3 computes in double
+    np.testing.assert_array_equal(z, c.astype(np.float64) / 3)
+
+
+def test_integer_casts_truncate_floats_and_int64_is_a_cast():
+    k = polyc.compile("def f(float(N) a) -> (b, c) {\n"
+                      "  b(i) = int64(a(i) * 3)\n  c(i) = int32(a(i)) }")
+    a = np.array([1.5, -1.5, 2.9, -0.4], F32)
+    b, c = k(a)
+    assert b.dtype == np.int64 and c.dtype == np.int32
+    np.testing.assert_array_equal(b, (a * 3).astype(np.int64))
+    np.testing.assert_array_equal(c, a.astype(np.int32))
+
+
+def test_gather_through_integer_cast():
+    # min_distance.py: S(n) +=! L(r_m, int32(Codes(n, r_m))) of uint8 codes (the C
+    # backend could not print the cast as an index), and test_lang.cc's
+    # O max=! A(int32(B(i))) of a float B (refused as a float index tensor)
+    k = polyc.compile("""
+def mindis(float(M, 256) L, uint8(N, M) Codes) -> (S, v, min_idx) {
+          S(n) +=! L(r_m, int32(Codes(n, r_m)))
+          v  min=! S(r_n)
+    min_idx  min=! (S(r_n) == v) ? r_n : N
+}""")
+    rng = np.random.default_rng(3)
+    L = rng.random((3, 256), dtype=F32)
+    codes = rng.integers(0, 256, (5, 3)).astype(np.uint8)
+    S, v, idx = k(L, codes)
+    want = L[np.arange(3)[None, :], codes.astype(np.int64)].astype(np.float64).sum(axis=1)
+    assert_close(S, want, dtype="float32", reduction_length=3)
+    assert v == S.min() and int(idx) == int(np.argmin(S))
+    k = polyc.compile("def fun(float(M) A, float(N) B) -> (O) { O max=! A(int32(B(i))) }")
+    A = np.array([5.0, -1.0, 7.0, 2.0], F32)
+    B = np.array([0.5, 3.9, 1.2], F32)        # truncated: 0, 3, 1
+    assert k(A, B) == A[B.astype(np.int32)].max()
+
+
+def test_half_casts_are_refused_with_the_location():
+    with pytest.raises(UnsupportedError, match=r"<tc>:1:35: the cast 'half\(a\(i\)\)'"):
+        polyc.compile("def f(float(N) a) -> (b) { b(i) = half(a(i)) }")
