@@ -131,15 +131,18 @@ def clip(g, a, a_min=None, a_max=None, **kw):
     if x.dtype.kind in "iu":        # numpy 2 clips to a Python int bound beyond the type's range
         info = np.iinfo(x.dtype)
         lo, hi = (min(max(v, info.min), info.max) if type(v) is int else v for v in (lo, hi))
-    args = [x] + [v for v in (lo, hi) if v is not None]
+    args = [x] + [operand(g, v) for v in (lo, hi) if v is not None]
+    floats = ops.result_dtype(*args).kind == "f"
 
     def fn(v, *bounds):
+        # numpy's min(max(x, lo), hi) with its NaN rule: a NaN value stays, a NaN
+        # bound gives NaN, and of equal values (zeros of two signs) the bound
         out, k = v, 0
-        if lo is not None:
-            out = f"({out} < {bounds[k]} ? {bounds[k]} : {out})"
-            k += 1
-        if hi is not None:
-            out = f"({out} > {bounds[k]} ? {bounds[k]} : {out})"
+        for bound, cmp in ((lo, ">"), (hi, "<")):
+            if bound is not None:
+                nan = f"{out} != {out} || " if floats else ""
+                out = f"(({nan}{out} {cmp} {bounds[k]}) ? {out} : {bounds[k]})"
+                k += 1
         return out
     return elementwise(g, "clip", fn, args)
 

@@ -291,6 +291,8 @@ def _sign(g, x):
     if x.dtype.kind == "f":
         return elementwise(g, "sign", lambda a: f"(({a} > 0) ? 1.0 : (({a} < 0) ? -1.0 : "
                            f"(({a} == {a}) ? 0.0 : {a})))", [x])
+    if x.dtype.kind == "u":         # (no -1 in an unsigned type)
+        return elementwise(g, "sign", lambda a: f"(({a} > 0) ? 1 : 0)", [x])
     return elementwise(g, "sign", lambda a: f"(({a} > 0) ? 1 : (({a} < 0) ? -1 : 0))", [x])
 
 
