@@ -341,13 +341,25 @@ def _translate(err: UnexpectedInput, text: str, filename: str) -> ParseError:
         message = f"expected {expected} but found '{tok}'"
         if last is not None and last.type in _TYPES:
             message += f" ('{last}' is a type name and cannot be used as a name)"
+        elif _TEMPLATE.match(text, tok.start_pos or 0):
+            message += (" ('<name>' and '${name}' are placeholders that TC's Python API and "
+                        "C++ library replace before parsing; write the number, or a size "
+                        "argument such as 'int64 S' with fixed_sizes)")
         return _error(ParseError, text, span, message)
     if isinstance(err, UnexpectedCharacters):
         span = point(err.line, err.column, filename)
         char = text[err.pos_in_stream] if err.pos_in_stream < len(text) else ""
-        return _error(ParseError, text, span, f"unexpected character {_show_char(char)}")
+        hint = ""
+        if _TEMPLATE.match(text, err.pos_in_stream):
+            hint = (" ('${name}' is a placeholder that TC's C++ library replaces before "
+                    "parsing; write the number)")
+        return _error(ParseError, text, span, f"unexpected character {_show_char(char)}{hint}")
     span = _end_position(text, filename)  # UnexpectedEOF (not raised by LALR)
     return _error(ParseError, text, span, "unexpected end of the input")
+
+
+#: a template placeholder of TC's tooling: ``<sh>`` (Python API), ``${sh}`` (C++)
+_TEMPLATE = re.compile(r"<\s*[A-Za-z_]\w*\s*>|\$\{\s*[A-Za-z_]\w*\s*\}")
 
 
 def _last_token(err: UnexpectedToken) -> Token | None:
@@ -464,12 +476,24 @@ class _ToSyntax(Transformer):
 
     # statements
     def statement(self, meta, ch):
-        name, lhs, op, rhs, where = ch
+        name, lhs, op, rhs, equivalent, where = ch
         name_span = self._tok(name)
         lhs_span = name_span if lhs is None else name_span.cover(lhs[1])
         indices = () if lhs is None else lhs[0]
         return S.Statement(str(name), indices, str(op), rhs, tuple(where or ()),
-                           self._span(meta), lhs_span, self._tok(op))
+                           self._span(meta), lhs_span, self._tok(op), equivalent)
+
+    def equivalent(self, meta, ch):
+        _, name, *args = ch
+        return S.Apply(str(name), tuple(a for a in args if a is not None),
+                       self._span(meta), self._tok(name))
+
+    def let_binding(self, meta, ch):
+        var, op, value = ch
+        if str(op) != "=":
+            raise _error(ParseError, self.text, self._tok(op), f"expected '=' or 'in' after "
+                         f"'{var}' in a where clause, found '{op}'")
+        return S.Let(str(var), value, self._span(meta), self._tok(var))
 
     def lhs(self, meta, ch):
         return tuple(c for c in ch if c is not None), self._span(meta)

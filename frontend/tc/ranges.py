@@ -355,3 +355,18 @@ def infer_ranges(variables: Sequence[str], params: Sequence[str], context: isl.S
             raise RangeInferenceError(v, [u for u in mine if u not in alone],
                                       [u for u in alone if u.guards])
     return Inference({v: resolved[v] for v in variables}, tuple(rounds))
+
+
+def empty_at_zero(r: Range, context: isl.Set, params) -> Range:
+    """``r`` with ``[0, 0)`` for the sizes where it is empty, when it starts
+    at 0 for all others (and there are some) (``N >= 1 ? 0 : 1`` from a guarded read at ``N = 0``
+    gives no extent); ``r`` itself otherwise."""
+    if is_zero(r.lo, context, params):
+        return r
+    zero = const_pw_aff(param_space(params), 0)
+    empty = r.lo.ge_set(r.hi)
+    if context.is_subset(empty) or not context.is_subset(r.lo.eq_set(zero).union(empty)):
+        return r
+    hi = r.hi if empty.is_subset(r.hi.le_set(zero)) else r.hi.intersect_domain(
+        context.subtract(empty)).union_add(zero.intersect_domain(empty)).coalesce()
+    return Range(zero, hi)

@@ -32,10 +32,12 @@ from ...isl_util import (
 from ..source import Span, excerpt, span_text
 from . import syntax as S
 from .dtypes import promote
+from .lets import expand_lets
 from .ranges import (
     Range,
     RangeInferenceError,
     domain_box,
+    empty_at_zero,
     guarded_reads,
     infer_ranges,
     is_zero,
@@ -153,6 +155,7 @@ def specialization_sites(defn: S.Def) -> list[tuple[str, Span]]:
     multiplying an index variable (``h*S + kh``) in an index expression, a
     divisor of ``/`` or ``%`` there, or the right factor of a product of two
     sizes in an index or a ``where`` bound."""
+    defn = expand_lets(defn, defn.source)
     params = {p.name: p for p in defn.params}
     sizes = {d.name for p in defn.params for d in p.type.dims if isinstance(d, S.SizeName)}
     sizes |= {p.name for p in defn.params if p.type.rank == 0 and p.type.scalar in SIZE_ARG_TYPES}
@@ -223,7 +226,8 @@ def lower(defn: S.Def, fixed_sizes: Mapping[str, int] | None = None,
     UnsupportedError (also when a size of :func:`needs_specialization` is not
     fixed), or ShapeError for a negative fixed size.
     """
-    return _Lowering(defn, fixed_sizes or {}, source or defn.source).run()
+    source = source or defn.source
+    return _Lowering(expand_lets(defn, source), fixed_sizes or {}, source).run()
 
 
 class _Lowering:
@@ -437,7 +441,7 @@ class _Lowering:
         if T not in self.shapes:
             shape = []
             for v, idx in zip(lhs_vars, st.indices):
-                r = ranges[v] = _empty_at_zero(ranges[v], self.context, self.params)
+                r = ranges[v] = empty_at_zero(ranges[v], self.context, self.params)
                 if not is_zero(r.lo, self.context, self.params):
                     raise self.rep.semantic(idx.span, f"the inferred range of '{v}' starts at "
                                             f"{_pw_text(r.lo, self.context)}, not 0, so it "
@@ -578,21 +582,6 @@ class _Lowering:
         raise rep.semantic(e.span, f"range bound '{_text(self.source, e.span)}' is not a size "
                            "expression (integers, sizes, T.d, + - * / %); index variables and "
                            "tensor reads are not allowed there")
-
-
-def _empty_at_zero(r: Range, context: isl.Set, params) -> Range:
-    """``r`` with ``[0, 0)`` for the sizes where it is empty, when it starts
-    at 0 for all others (and there are some) (``N >= 1 ? 0 : 1`` from a guarded read at ``N = 0``
-    gives no extent); ``r`` itself otherwise."""
-    if is_zero(r.lo, context, params):
-        return r
-    zero = const_pw_aff(param_space(params), 0)
-    empty = r.lo.ge_set(r.hi)
-    if context.is_subset(empty) or not context.is_subset(r.lo.eq_set(zero).union(empty)):
-        return r
-    hi = r.hi if empty.is_subset(r.hi.le_set(zero)) else r.hi.intersect_domain(
-        context.subtract(empty)).union_add(zero.intersect_domain(empty)).coalesce()
-    return Range(zero, hi)
 
 
 def _pw_text(pa, context) -> str:

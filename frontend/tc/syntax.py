@@ -170,7 +170,17 @@ class Exists:
     span: Span
 
 
-WhereClause = RangeConstraint | Exists
+@dataclass(frozen=True)
+class Let:
+    """``where var = expr``: TC's let binding; ``var`` stands for ``expr``
+    in the statement's right-hand side (:mod:`.lets` substitutes it)."""
+    var: str
+    expr: Expr
+    span: Span
+    var_span: Span
+
+
+WhereClause = RangeConstraint | Exists | Let
 
 
 @dataclass(frozen=True)
@@ -184,6 +194,8 @@ class Statement:
     span: Span
     lhs_span: Span
     op_span: Span
+    #: TC's ``<=> name(args)`` annotation (an :class:`Apply`), which computes nothing
+    equivalent: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -273,11 +285,16 @@ def format_syntax(module: Module) -> str:
             for i in s.indices:
                 expr(i, 4)
             expr(s.rhs, 3, "rhs")
+            if s.equivalent is not None:
+                expr(s.equivalent, 3, "equivalent")
             for w in s.where:
                 if isinstance(w, RangeConstraint):
                     emit(3, f"where {w.var} in", w.span)
                     expr(w.lo, 4, "lo")
                     expr(w.hi, 4, "hi")
+                elif isinstance(w, Let):
+                    emit(3, f"where {w.var} =", w.span)
+                    expr(w.expr, 4)
                 else:
                     emit(3, "where exists", w.span)
                     expr(w.expr, 4)

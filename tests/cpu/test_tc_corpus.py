@@ -75,3 +75,19 @@ def mindis(float(M, 256) L, uint8(N, M) Codes) -> (S, v, min_idx) {
 def test_half_casts_are_refused_with_the_location():
     with pytest.raises(UnsupportedError, match=r"<tc>:1:35: the cast 'half\(a\(i\)\)'"):
         polyc.compile("def f(float(N) a) -> (b) { b(i) = half(a(i)) }")
+
+
+def test_let_bindings_and_equivalence_annotations():
+    # corner case E18 (b(i) = 2*foo where foo = a(i)), a binding that uses an earlier
+    # one, and test_lang.cc's "<=> matmul(...)" annotation, which computes nothing
+    k = polyc.compile("""
+def f(float(M, K) A, float(K, N) B, float(M) c) -> (O, P) {
+    O(i, j) +=! A(i, k) * B(k, j) <=> matmul(A(i, k), B(k, j))
+    P(i) = 2 * x + y where x = c(i), y = x * x
+}""")
+    rng = np.random.default_rng(5)
+    A, B, c = rng.random((2, 3), dtype=F32), rng.random((3, 4), dtype=F32), rng.random(2, dtype=F32)
+    O, P = k(A, B, c)
+    assert_close(O, A.astype(np.float64) @ B, dtype="float32", reduction_length=3)
+    c64 = c.astype(np.float64)
+    assert_close(P, 2 * c64 + c64 * c64, dtype="float32")

@@ -166,6 +166,21 @@ def test_statement_fields_and_spans():
     assert d.source == text
 
 
+def test_let_bindings_and_equivalence_annotations():
+    # TC's "where x = expr" and "<=> name(args)" (test/test_lang.cc's annotate.expected)
+    text = "def f(float(N) a) -> (b) { b(i) = x <=> g(a(i)) where x = a(i), i in 0:N }"
+    st = tc.parse(text).defs[0].statements[0]
+    let, rc = st.where
+    assert isinstance(let, S.Let) and (let.var, shape(let.expr)) == ("x", "a(i)")
+    assert span_text(text, let.span) == "x = a(i)" and span_text(text, let.var_span) == "x"
+    assert isinstance(rc, S.RangeConstraint)
+    assert isinstance(st.equivalent, S.Apply) and shape(st.equivalent) == "g(a(i))"
+    assert span_text(text, st.equivalent.span) == "<=> g(a(i))"
+    dump = tc.format_syntax(tc.parse(text))
+    assert "      equivalent: apply g/1 [1:37-1:48]\n" in dump
+    assert "      where x = [1:55-1:63]\n        apply a/1 [1:59-1:63]\n" in dump
+
+
 def test_rank0_lhs_with_and_without_parentheses():
     d = tc.parse("def f(float(N) A) -> (S, T) { S +=! A(i) T() +=! A(i) }").defs[0]
     assert [s.indices for s in d.statements] == [(), ()]
@@ -221,6 +236,12 @@ def caret_column(err: ParseError) -> int:
     ("def f(float(2.5) A) -> (B) { }", 1, 13, "a size must be a non-negative integer"),
     # '=' spelled ':='
     ("def f(float(N) A) -> (B) { B(i) := A(i) }", 1, 33, "expected an assignment operator"),
+    # a where binding with a reduction operator
+    ("def f(float(N) A) -> (B) { B(i) = x where x += A(i) }", 1, 45,
+     "expected '=' or 'in' after 'x' in a where clause, found '+='"),
+    # TC's template placeholders: <sh> (Python API), ${sh} (C++ library)
+    ("def f(float(N) A) -> (B) { B(i) = A(i * <sh>) }", 1, 41, "placeholders that TC's"),
+    ("def f(float(N) A) -> (B) { B(i) = A(${sh} * i) }", 1, 37, "is a placeholder"),
 ])
 def test_syntax_errors_point_at_the_culprit(text, line, column, message):
     err = parse_error(text)
