@@ -162,7 +162,8 @@ def space_best(src, sizes: dict, n: int, seed: int, config: Config, rounds: int,
     s = _Session(program, [sizes], Budget(math.inf, n, n, n, 0), None, None, config, seed,
                  None, None)
     s.analyse()
-    pools = {(st, r): s.choices[st] for st, r in space.starts(program) if st in s.choices}
+    pools = {(st, r): s.choices[(st, r)] for st, r in space.starts(program)
+             if (st, r) in s.choices}
     rng = random.Random(seed)
     cands = space.sample(rng, pools, 20 * n)
     rng.shuffle(cands)

@@ -9,7 +9,7 @@ import random
 
 from ..config import Config, config_or_env
 from ..errors import PolycError
-from . import autorecipe, space
+from . import autorecipe, feasible, space
 from . import classes as cl
 from .db import Database
 from .executors import make_executor
@@ -108,7 +108,9 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     the automatic schedule's recipe (:mod:`polyc.tune.autorecipe`; no
     score).  Nothing is compiled or recorded.  ``notes``: a list to which
     the knobs not proposed, and why, are appended as lines
-    (:func:`polyc.tune.space.notes`: simd on a band with loops below it)."""
+    (:func:`polyc.tune.space.notes`: simd on a band with loops below it;
+    :mod:`polyc.tune.feasible`: a parallel or simd mark, or the GEMM
+    intrinsic, the schedule language refuses on that band)."""
     config = (config or Config.from_env()).replace(use_tuned=False)
     program, sizes_or_classes = tuned_program(kernel_or_source, name, sizes_or_classes, dtype)
     # shape classes: ranked as the generic session is, on every class's sizes
@@ -122,6 +124,10 @@ def candidates(kernel_or_source, sizes_or_classes, *, budget="quick", name: str 
     s.analyse()
     if notes is not None:
         notes.extend(space.notes({st: i[0] for st, i in s.infos.items() if i}))
+        for (st, r), fs in s.feasible.items():
+            notes.extend(line for f in fs for line in f.notes)
+            if r and (st, r) not in s.choices and s.infos[st][0]:
+                notes.append(feasible.REDUNDANT.format(start=st))
     ranked = s.ranked(random.Random(seed))[:count]
     kept = s.legal(ranked, count)
     # the automatic recipe's perturbations (no model score)

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..errors import BindingError, PolycError, ShapeError
 from ..ir import Program
-from . import autorecipe, model, space
+from . import autorecipe, feasible, model, space
 from .db import ALL_SIZES, key_info, key_of
 from .measure import decide
 
@@ -264,7 +264,7 @@ class _Session:
     # ---------------------------------------------------------------- space
     def analyse(self):
         from ..schedule.language import Schedule
-        self.bases, self.infos, self.choices = {}, {}, {}
+        self.bases, self.infos, self.choices, self.feasible = {}, {}, {}, {}
         self._cost_memo: dict[str, list[dict]] = {}     # model.cost's, per start and sizes
         for start in ("isl", "source"):
             try:
@@ -274,11 +274,18 @@ class _Session:
                 continue
             self.bases[start] = base
             self.infos[start] = [space.analyse(base, s) for s in self.sizes]
-            self.choices[start] = [space.band_choices(b) for b in self.infos[start][0]]
+            # the knobs the schedule language can accept at all, per reassociation
+            probed = feasible.probe(self.program, base, self.infos[start][0], start)
+            for r, fs in probed.items():
+                self.feasible[(start, r)] = fs
+                if r and feasible.repeats(self.infos[start][0], probed):
+                    continue            # its candidates would repeat the others
+                self.choices[(start, r)] = [feasible.choices(b, f) for b, f in
+                                            zip(self.infos[start][0], fs)]
 
     def ranked(self, rng: random.Random) -> list[tuple[float, space.Knobs]]:
-        pools = {(st, r): self.choices[st] for st, r in space.starts(self.program)
-                 if st in self.choices}
+        pools = {(st, r): self.choices[(st, r)] for st, r in space.starts(self.program)
+                 if (st, r) in self.choices}
         cands = space.sample(rng, pools, self.budget.sampled)
         # the samples come in random order: those ranked before the ranking's
         # share of the budget runs out are a random subset of them
@@ -505,7 +512,9 @@ def run_session(program, sizes, b: Budget, ex, db, config, seed, progress, fault
                     near = [(s.cost(n), n) for n in space.neighbours(
                         k, {st: i[0] for st, i in s.infos.items()},
                         space.has_reduction(program))
-                        if json.dumps(n.to_json(), sort_keys=True) not in tried]
+                        if json.dumps(n.to_json(), sort_keys=True) not in tried
+                        and (n.start, n.reassociate) in s.choices
+                        and feasible.admitted(n, s.feasible)]
                     for _, n in near:
                         tried.add(json.dumps(n.to_json(), sort_keys=True))
                     near.sort(key=lambda x: x[0])

@@ -7,7 +7,7 @@ bands; below a band of one sequential member, a time loop, the bands under
 it) a
 :class:`BandKnobs` (member order, tile size per member, a parallel mark on
 the outermost loop, a simd mark on the innermost one, an unroll factor of the
-innermost point loop).  :func:`build` turns knobs into a
+innermost point loop).  :func:`build` (:mod:`polyc.tune.apply`) turns knobs into a
 :class:`polyc.Schedule` by calling the schedule language's registered
 transformations (``reorder``, ``tile``, ``parallel``, ``vectorize``,
 ``unroll``), so every candidate *is* a recipe, checked against the exact
@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import itertools
 import random
-import re
 from dataclasses import dataclass, field, replace
 
 import islpy as isl
 
 from .. import expr as E
-from ..errors import IllegalScheduleError, PolycError, ScheduleError
+from ..errors import ScheduleError
 from ..ir import Program, numpy_dtype
 from ..isl_util import dim_range, maps_of
 from ..schedule import tree
+from .apply import Refused, build  # noqa: F401  (knobs -> schedule, re-exported)
 
 #: Tile sizes tried per band member (0: not tiled).
 TILE_LADDER = (8, 16, 32, 64, 128, 256)
@@ -314,18 +314,34 @@ def _band_below(band: isl.ScheduleNode) -> isl.ScheduleNode | None:
     return None
 
 
+def _bands_below(band: isl.ScheduleNode) -> bool:
+    """Whether a band node lies strictly below ``band``."""
+    found = []
+
+    def visit(n):
+        if n.get_type() == isl.schedule_node_type.band:
+            found.append(n)
+        return not found
+    for i in range(band.n_children()):
+        band.child(i).foreach_descendant_top_down(visit)
+    return bool(found)
+
+
 def _tunable_bands(node: isl.ScheduleNode, above: tuple) -> list[tuple]:
     """``(chain, bands above it)`` of the bands the knobs apply to: the
     outermost ones, a chain of perfectly nested bands (the source order's
     one-loop bands) taken as one, as the language's ``tile`` and ``reorder``
     merge them; a band of one sequential member whose child is not a band
     (a time loop around several nests) is kept as is and the bands below it
-    are tuned instead."""
+    are tuned instead, unless no band lies below it (the source order's
+    innermost loop of an imperfect nest: matvec's ``for j`` beside its
+    initialisation)."""
     if node.get_type() == isl.schedule_node_type.band:
         chain = [node]
         while (below := _band_below(chain[-1])) is not None:
             chain.append(below)
-        if len(chain) > 1 or node.band_n_member() > 1 or node.band_member_get_coincident(0):
+        if (len(chain) > 1 or node.band_n_member() > 1 or node.band_member_get_coincident(0)
+                or not _bands_below(chain[-1])):
             return [(chain, above)]
         above = above + (node,)
     out = []
@@ -469,68 +485,6 @@ def neighbours(k: Knobs, infos: dict, reductions: bool = False) -> list[Knobs]:
     if reductions:
         out.append(replace(k, reassociate=not k.reassociate))
     return out
-
-
-# ------------------------------------------------------------------ building
-
-class Refused(Exception):
-    """A candidate the schedule language refused: ``kind`` is ``"illegal"``
-    (it breaks a dependence; :class:`IllegalScheduleError`) or
-    ``"inapplicable"`` (a :class:`ScheduleError`: a loop that is not
-    innermost, names that clash); ``reason`` is the language's message."""
-
-    def __init__(self, kind: str, reason: str, step: str):
-        super().__init__(f"{kind} at {step}: {reason}")
-        self.kind, self.reason, self.step = kind, reason, step
-
-
-def _tile_name(name: str) -> str:
-    return re.sub(r"\W+", "_", name).strip("_") + "_tile"
-
-
-def build(program: Program, knobs: Knobs, infos: list[BandInfo], base=None):
-    """The :class:`polyc.Schedule` of ``knobs``: the registered
-    transformations applied one by one (each checked).  ``base``: the
-    starting schedule when already built.  Raises :class:`Refused`."""
-    from ..schedule.language import Schedule
-    s = base if base is not None else Schedule.from_program(program, start=knobs.start)
-    step = "with_reassociation"
-    try:
-        if knobs.reassociate:
-            s = s.with_reassociation(True)
-        for info, b in zip(infos, knobs.bands):
-            if b.tensorize:
-                step = "tensorize"
-                s = s.tensorize(info.specs[0], "gemm")
-                continue
-            specs = [info.specs[j] for j in b.order]
-            names = [s_[1] for s_ in specs]
-            if list(b.order) != sorted(b.order):
-                step = "reorder"
-                s = s.reorder(specs)
-            tiled = [p for p, t in enumerate(b.tiles) if t]
-            if tiled:
-                step = "tile"
-                s = s.tile([specs[p] for p in tiled], [b.tiles[p] for p in tiled],
-                           names=[_tile_name(names[p]) for p in tiled])
-            inner = specs[-1]
-            if b.vectorize:
-                step = "vectorize"
-                s = s.vectorize(inner)
-            if b.parallel:
-                step = "parallel"
-                outer = specs[0]
-                if tiled and tiled[0] == 0:
-                    outer = (specs[0][0], _tile_name(names[0]))
-                s = s.parallel(outer)
-            if b.unroll > 1:
-                step = "unroll"
-                s = s.unroll(inner, b.unroll)
-    except IllegalScheduleError as e:
-        raise Refused("illegal", str(e).splitlines()[0], step) from None
-    except (ScheduleError, PolycError, isl.Error) as e:
-        raise Refused("inapplicable", str(e).splitlines()[0], step) from None
-    return s
 
 
 # ------------------------------------------------------------ automatic knobs

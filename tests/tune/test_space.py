@@ -58,11 +58,12 @@ def test_pruning_matches_hand_checked_cases(mm):
     }
     got = {k: _kind(p, base, infos, space.Knobs("isl", (k,))) for k in cases}
     assert got == cases
-    # reassociation does not make it legal here: the band also runs the
-    # initialisation, so k does not scan only the reduction
-    with pytest.raises(space.Refused, match="does not scan only the reduction"):
-        space.build(p, space.Knobs("isl", (B((0, 1, 2), (0, 0, 0), vectorize=True),), True),
+    # with reassociation it is legal: the band also runs the initialisation,
+    # which gets its own copy of k first (k then scans only the reduction)
+    s = space.build(p, space.Knobs("isl", (B((0, 1, 2), (0, 0, 0), vectorize=True),), True),
                     infos, base=base)
+    assert [st["op"] for st in s.to_recipe()["steps"]] == [
+        "with_reassociation", "distribute", "vectorize"]
 
 
 def test_refusal_names_the_dependence(mm):
@@ -188,7 +189,7 @@ def test_no_simd_knob_on_a_band_with_loops_below(tmp_path, monkeypatch):
     knobs = space.Knobs("source", (space.BandKnobs((0, 1), (0, 0), parallel=True),))
     assert not any(n.bands[0].vectorize for n in space.neighbours(knobs, {"source": [band]}))
     notes: list[str] = []
-    trials = polyc.tune.candidates(k, {q: 64 for q in p.params}, count=60, notes=notes)
+    trials = polyc.tune.candidates(k, {q: 64 for q in p.params}, count=8, notes=notes)
     assert not [t for t in trials if "vectorize" in (t.reason or "")
                 and "not innermost" in t.reason]
     assert any("source: band (i, j): no simd candidates" in n and "S1.k runs below" in n
@@ -211,3 +212,100 @@ def test_an_exact_loop_name_wins_over_a_merged_one():
         space.build(p, knobs, [info], base=base)
     assert "ambiguous" not in e.value.reason
     assert e.value.kind == "illegal" and "cannot run vectorized" in e.value.reason
+
+
+MV = "def mv(float(N,M) A, float(M) x) -> (y) { y(i) +=! A(i,j) * x(j) }"
+
+
+def test_probes_drop_knobs_that_can_never_apply(mm):
+    """band_choices proposed a parallel mark on the reduction loop k, and simd
+    on k without reassociation: they ranked among the first and were refused
+    one by one.  The probes rule them out before sampling and say why."""
+    from polyc.tune import feasible
+    p, base, infos = mm
+    probed = feasible.probe(p, base, infos, "isl")
+    f = probed[False][0]
+    assert f.parallel == {0, 1} and f.simd == {0, 1} and f.tensorize
+    assert probed[True][0].simd == {0, 1, 2}
+    assert not feasible.repeats(infos, probed)
+    assert any("no parallel candidates with k outermost (illegal" in n for n in f.notes)
+    kept = feasible.choices(infos[0], f)
+    assert kept and all(c.tensorize or (not (c.parallel and c.order[0] == 2)
+                                        and not (c.vectorize and c.order[-1] == 2))
+                        for c in kept)
+    assert any(c.tensorize for c in kept)
+    # the first ranked candidates are legal
+    notes: list[str] = []
+    trials = polyc.tune.candidates(MM, SIZES, count=5, notes=notes)
+    assert {t.status for t in trials if t.knobs} <= {"legal", "duplicate"}
+    assert any("no simd candidates with k innermost without reassociation" in n
+               for n in notes)
+
+
+def test_matvec_simd_reduction_candidates_are_legal_and_correct(tmp_path):
+    """matvec: the model's best candidates (simd on the reduction loop j,
+    with reassociation) were all refused because S0_init shares the band.
+    The initialisation gets its own copy of j (distribute) and the candidate
+    computes A @ x."""
+    import numpy as np
+
+    from polyc.tune import measure
+    notes: list[str] = []
+    trials = polyc.tune.candidates(MV, {"N": 64, "M": 48}, count=8, notes=notes)
+    ranked = [t for t in trials if t.knobs]
+    assert ranked and all(t.status == "legal" for t in ranked), [t.reason for t in ranked]
+    assert "reassoc" in ranked[0].label and "simd" in ranked[0].label
+    # isl's band (i, j) also runs S0_init (the source order's j band does not)
+    top = next(t for t in ranked if t.label.startswith("isl reassoc") and "simd" in t.label)
+    ops = [st["op"] for st in top.recipe["steps"]]
+    assert ops.index("distribute") < ops.index("vectorize")
+    assert any("no simd candidates with j innermost without reassociation" in n
+               for n in notes)
+    cfg = polyc.Config.from_env().replace(use_tuned=False, cache_dir=str(tmp_path))
+    k = measure.compile_candidate(polyc.program(MV), top.recipe, cfg)
+    rng = np.random.default_rng(0)
+    A, x = rng.random((37, 21), dtype=np.float32), rng.random(21, dtype=np.float32)
+    np.testing.assert_allclose(k(A, x), A @ x, rtol=1e-5)
+
+
+def test_tensorize_is_not_proposed_where_the_intrinsic_cannot_match(tmp_path, monkeypatch):
+    """The source order of a @polyc.kernel gemm (``for i: for k: for j``):
+    tensorize(gemm) on the (k, j) band below ``for i`` can never apply (the
+    intrinsic computes whole slices of C), yet it ranked first in
+    --dry-run and was pruned as inapplicable."""
+    import importlib
+
+    import numpy as np
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "loop_gemm.py").write_text(LOOP_GEMM)
+    k = importlib.import_module("loop_gemm").gemm
+    rng = np.random.default_rng(0)
+    C, A, B = rng.random((4, 6)), rng.random((4, 5)), rng.random((5, 6))
+    want = 0.5 * C + 1.5 * A @ B
+    k(C, A, B, 1.5, 0.5)
+    np.testing.assert_allclose(C, want, rtol=1e-12)
+    notes: list[str] = []
+    sizes = {q: 64 for q in k.program.params}
+    trials = polyc.tune.candidates(k, sizes, count=6, notes=notes)
+    assert not [t for t in trials if t.status == "inapplicable"], \
+        [t.reason for t in trials if t.status == "inapplicable"]
+    assert not [t for t in trials if t.label.startswith("source") and "tensorize" in t.label]
+    assert any(n.startswith("source: band (k, j): no tensorize(gemm) candidate") and
+               "depends on i" in n for n in notes)
+
+
+LOOP_GEMM = """
+import polyc
+
+
+@polyc.kernel
+def gemm(C, A, B, alpha, beta):
+    n, m = C.shape
+    q = A.shape[1]
+    for i in range(n):
+        for j in range(m):
+            C[i, j] *= beta
+        for k in range(q):
+            for j in range(m):
+                C[i, j] += alpha * A[i, k] * B[k, j]
+"""

@@ -1,0 +1,174 @@
+"""Which knobs of a tuned band can apply at all: probed once per band on the
+starting tree, before candidates are sampled.
+
+:func:`polyc.tune.space.band_choices` generates knobs by rules that do not
+look at dependences: a ``parallel`` mark on whichever member the order puts
+outermost, a ``simd`` mark on whichever it puts innermost, the GEMM
+``tensorize`` knob on any band with a reduction update of three iterators.
+Many of those can never be legal: a parallel mark on the reduction loop
+``k`` of a matrix product, a simd mark on matvec's ``j`` while the band also
+runs the initialisation ``S0_init`` (``vectorize`` takes a reduction loop
+only when it scans one update and nothing else), ``tensorize`` on a source
+order band below a loop that scans the product's rows.  Proposed anyway,
+they fill the model's ranking (their modelled time is the best) and are
+refused one by one before anything is compiled, crowding out legal ones.
+
+:func:`probe` asks the schedule language itself, once per band and knob:
+the band in its own order with the member in question moved outermost
+(``parallel``) or innermost (``vectorize``), untiled; ``tensorize(band,
+"gemm")`` (the intrinsic matcher's own check).  The legality of a parallel
+mark depends on the set of loops outside it, and that of a simd mark on the
+set of loops outside the innermost one, not on their order or tiling, so a
+refused probe stands for every candidate with that member there.  Every
+candidate is still checked in full when it is built (:func:`polyc.tune.space.build`).
+The refusals are kept as :attr:`Feasibility.notes` (``polyc tune --dry-run
+--explain`` prints them as "not proposed").
+
+Takes a :class:`polyc.Schedule` and the :class:`~polyc.tune.space.BandInfo`
+of its tuned bands; returns one :class:`Feasibility` per band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import space
+
+
+@dataclass(frozen=True)
+class Feasibility:
+    """What the probes of one band found: ``parallel``: the members that may
+    be the outermost loop with a parallel mark; ``simd``: the members that
+    may be the innermost loop with a simd mark; ``tensorize``: whether the
+    band matches the GEMM intrinsic; ``notes``: why the other knobs are not
+    proposed, one line each."""
+    parallel: frozenset
+    simd: frozenset
+    tensorize: bool
+    notes: tuple = ()
+
+
+#: The "not proposed" line of a start whose reassociated candidates would
+#: repeat the others (:func:`repeats`).
+REDUNDANT = ("{start} reassoc: no candidates: every tuned band is permutable or one loop "
+             "and reassociating makes no further simd mark legal, so they would repeat "
+             "the candidates without it")
+
+
+def _orders(info: space.BandInfo) -> list[int]:
+    """The members a candidate's order may put outermost or innermost."""
+    return list(range(len(info.names))) if info.permutable and \
+        1 < len(info.names) <= space.MAX_PERMUTED else []
+
+
+def _try(program, base, infos, i: int, band: space.BandKnobs) -> str:
+    """The refusal of ``band`` as the ``i``-th band (the others untouched),
+    ``""`` when the language accepts it."""
+    bands = tuple(band if j == i else space.BandKnobs(tuple(range(len(x.names))),
+                                                      (0,) * len(x.names))
+                  for j, x in enumerate(infos))
+    try:
+        space.build(program, space.Knobs("unused", bands), infos, base=base)
+    except space.Refused as e:
+        return f"{e.kind}: {e.reason}"
+    return ""
+
+
+def probe(program, base, infos: list, start: str, reassociated=None) -> dict:
+    """``{False: [Feasibility per band], True: [...]}`` of the starting tree
+    ``base`` (a :class:`polyc.Schedule` of ``program``; ``infos``: its tuned
+    bands, :func:`polyc.tune.space.analyse`), without and with reassociating
+    reductions (``reassociated``: ``base.with_reassociation(True)``, built
+    here when ``None``; the ``True`` entry is absent when the program has no
+    reduction).  A parallel mark's and the intrinsic's legality does not
+    depend on reassociation (reduction dependences still forbid running the
+    reduction loop in parallel); a simd mark's does, and one legal without
+    it is legal with it."""
+    out: dict = {}
+    reduction = space.has_reduction(program)
+    if reduction and reassociated is None:
+        reassociated = base.with_reassociation(True)
+    per_band = []
+    for i, info in enumerate(infos):
+        n = len(info.names)
+        members = _orders(info) or [0]
+        ident = tuple(range(n))
+        par, par_notes = set(), []
+        for m in members:
+            order = (m,) + tuple(x for x in ident if x != m)
+            why = _try(program, base, infos, i, space.BandKnobs(order, (0,) * n, parallel=True))
+            if why:
+                par_notes.append(f"no parallel candidates with {info.names[m]} outermost "
+                                 f"({why})")
+            else:
+                par.add(m)
+        simd: dict = {False: set(), True: set()}
+        simd_notes: dict = {False: [], True: []}
+        for m in ([] if info.below else (_orders(info) or [n - 1])):
+            order = tuple(x for x in ident if x != m) + (m,)
+            knobs = space.BandKnobs(order, (0,) * n, vectorize=True)
+            why = _try(program, base, infos, i, knobs)
+            if not why:
+                simd[False].add(m)
+                simd[True].add(m)
+                continue
+            simd_notes[False].append(f"no simd candidates with {info.names[m]} innermost "
+                                     f"without reassociation ({why})")
+            if reduction:
+                why = _try(program, reassociated, infos, i, knobs)
+                if why:
+                    simd_notes[True].append(f"no simd candidates with {info.names[m]} "
+                                            f"innermost with reassociation ({why})")
+                else:
+                    simd[True].add(m)
+        tens, tens_notes = False, []
+        if any(len(st.iterators) >= 3 and st.name in info.updates for st in info.statements):
+            why = _try(program, base, infos, i, space.BandKnobs(ident, (0,) * n,
+                                                                tensorize=True))
+            tens = not why
+            if why:
+                tens_notes.append(f"no tensorize(gemm) candidate ({why})")
+        per_band.append((par, par_notes, simd, simd_notes, tens, tens_notes))
+    for r in ([False, True] if reduction else [False]):
+        out[r] = [Feasibility(frozenset(par), frozenset(simd[r]), tens,
+                              tuple(f"{start}{' reassoc' if r else ''}: band "
+                                    f"({', '.join(info.names)}): {line}"
+                                    for line in (simd_notes[r] if r else
+                                                 par_notes + simd_notes[r] + tens_notes)))
+                  for info, (par, par_notes, simd, simd_notes, tens, tens_notes)
+                  in zip(infos, per_band)]
+    return out
+
+
+def repeats(infos: list, probed: dict) -> bool:
+    """Whether the candidates with reassociation would only repeat the trees
+    of those without it (duplicates): on bands that are permutable (or one
+    loop) tile and reorder are legal either way, so when the probes found
+    the same simd marks (``probed``: :func:`probe`'s), reassociating changes
+    no outcome."""
+    return True in probed and all(
+        info.permutable or len(info.names) == 1 for info in infos) and all(
+        a.simd == b.simd for a, b in zip(probed[False], probed[True]))
+
+
+def admits(band: space.BandKnobs, f: Feasibility) -> bool:
+    """Whether the probes leave ``band``'s knobs possible."""
+    if band.tensorize:
+        return f.tensorize
+    if band.parallel and band.order[0] not in f.parallel:
+        return False
+    return not (band.vectorize and band.order[-1] not in f.simd)
+
+
+def choices(info: space.BandInfo, f: Feasibility) -> list[space.BandKnobs]:
+    """:func:`polyc.tune.space.band_choices` of ``info`` less those the
+    probes ``f`` rule out."""
+    return [c for c in space.band_choices(info) if admits(c, f)]
+
+
+def admitted(k: space.Knobs, feasible: dict) -> bool:
+    """Whether every band of candidate ``k`` passes :func:`admits`
+    (``feasible``: ``(start, reassociate)`` -> Feasibility per band; a
+    start it does not hold is not filtered)."""
+    fs = feasible.get((k.start, k.reassociate))
+    return fs is None or all(admits(b, f) for b, f in zip(k.bands, fs))
