@@ -50,7 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
-from . import torch_assign
+from . import torch_assign, torch_math
 from . import torch_nn as nn_ops
 from .core import Tracer, located
 from .jit import Jitted
@@ -139,24 +139,6 @@ def _linear(x, w, b=None):
 
 def _scaled(b, alpha):
     return b if alpha == 1 else b * alpha
-
-
-def _div(a, b, rounding_mode=None):
-    """``aten.div``: true division; ``rounding_mode="floor"`` numpy's
-    ``floor_divide`` (ATen's ``div_floor`` computes the same, from ``fmod``);
-    ``"trunc"`` the quotient truncated (on integers ``|a| // |b|`` with
-    the sign of ``a * b``)."""
-    if rounding_mode == "floor":
-        return np.floor_divide(a, b)
-    if rounding_mode == "trunc":
-        if any(getattr(x, "dtype", np.dtype("f4")).kind == "f" or isinstance(x, float)
-               for x in (a, b)):
-            return np.trunc(np.divide(a, b))
-        return np.floor_divide(np.abs(a), np.abs(b)) * (np.sign(a) * np.sign(b))
-    if rounding_mode is not None:
-        raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} is not "
-                               "supported by polyc")
-    return np.divide(a, b)
 
 
 def _any(x, dim=None, keepdim=False):
@@ -251,7 +233,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.sub: lambda a, b, alpha=1: a - _scaled(b, alpha),
     aten.rsub: lambda a, b, alpha=1: b - _scaled(a, alpha),
     aten.mul: lambda a, b: a * b,
-    aten.div: _div, aten.true_divide: _div,
+    aten.div: torch_math.div, aten.true_divide: torch_math.div,
     aten.neg: np.negative, aten.exp: np.exp, aten.log: np.log, aten.sqrt: np.sqrt,
     aten.rsqrt: lambda x: 1.0 / np.sqrt(x), aten.tanh: np.tanh, aten.erf: _erf,
     aten.reciprocal: lambda x: 1.0 / x, aten.abs: np.abs,
@@ -259,9 +241,11 @@ LOWERINGS: dict[Any, Callable] = {
     aten.acos: np.arccos, aten.atan: np.arctan, aten.sinh: np.sinh, aten.cosh: np.cosh,
     aten.log1p: np.log1p, aten.expm1: np.expm1, aten.exp2: np.exp2, aten.log2: np.log2,
     aten.log10: np.log10, aten.floor: np.floor, aten.ceil: np.ceil, aten.trunc: np.trunc,
-    aten.round: np.rint, aten.sign: np.sign, aten.atan2: np.arctan2, aten.hypot: np.hypot,
+    aten.round: torch_math.round_, aten.sign: torch_math.sign,
+    aten.sgn: torch_math.sign, aten.fmax: np.fmax, aten.fmin: np.fmin, aten.signbit: np.signbit,
+    aten.atan2: np.arctan2, aten.hypot: np.hypot,
     aten.logaddexp: np.logaddexp,
-    aten.floor_divide: np.floor_divide, aten.remainder: np.remainder, aten.fmod: np.fmod,
+    aten.floor_divide: np.floor_divide, aten.remainder: torch_math.remainder, aten.fmod: np.fmod,
     aten.copysign: np.copysign, aten.heaviside: np.heaviside, aten.nan_to_num: nan_to_num,
     aten.pow: np.power,
     aten.relu: lambda x: np.maximum(x, 0), aten.gelu: _gelu, aten.sigmoid: _sigmoid,

@@ -1,0 +1,78 @@
+"""ATen's elementwise operators whose values differ from numpy's ufunc of the
+same name, written as numpy calls with torch's semantics, for the torch
+backend's lowering table (:data:`polyc.graph.torch_backend.LOWERINGS`).
+numpy values in (tracers or concrete arrays), numpy values out.
+
+Where torch and numpy differ:
+
+* ``sign``/``sgn`` of a NaN is 0 in torch (NaN in numpy);
+* ``remainder`` of floats: a zero remainder takes the dividend's sign in
+  torch (``fmod``'s), the divisor's in numpy;
+* ``div(rounding_mode="trunc")`` of integers truncates toward zero (an
+  exact quotient for every dividend, ``INT64_MIN`` included);
+* ``round(decimals=d)`` scales by ``10**d`` and rounds half to even, as
+  numpy's ``round`` does.
+
+Integer division and remainder by zero, which torch raises on
+(``ZeroDivisionError``), give 0 here as in numpy: a compiled kernel cannot
+raise (``docs/torch.md``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedError
+
+
+def _is_float(x) -> bool:
+    return isinstance(x, float) or getattr(x, "dtype", np.dtype(np.int64)).kind == "f"
+
+
+def sign(x):
+    """``aten.sign``/``aten.sgn`` of a real tensor: -1, 0 or 1 in x's dtype;
+    a NaN gives 0 (torch's ``(0 < x) - (x < 0)``)."""
+    if _is_float(x):
+        return np.where(x != x, np.zeros_like(x), np.sign(x))
+    return np.sign(x)
+
+
+def remainder(a, b):
+    """``aten.remainder``: the remainder with the divisor's sign; of floats
+    ``fmod(a, b)``, plus ``b`` where a nonzero result's sign differs from
+    ``b``'s, so that a zero result keeps the dividend's sign (torch's
+    kernel; numpy's remainder signs it as the divisor)."""
+    if not (_is_float(a) or _is_float(b)):
+        return np.remainder(a, b)
+    m = np.fmod(a, b)
+    return np.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+
+
+def div(a, b, rounding_mode=None):
+    """``aten.div``: true division; ``rounding_mode="floor"`` numpy's
+    ``floor_divide`` (ATen's ``div_floor`` computes the same, from ``fmod``);
+    ``"trunc"`` the quotient truncated toward zero: of floats
+    ``trunc(a / b)``, of integers the floored quotient plus one where the
+    division left a remainder and the operands' signs differ (0 for a zero
+    divisor)."""
+    if rounding_mode == "floor":
+        return np.floor_divide(a, b)
+    if rounding_mode == "trunc":
+        if _is_float(a) or _is_float(b):
+            return np.trunc(np.divide(a, b))
+        q = np.floor_divide(a, b)
+        inexact = (np.remainder(a, b) != 0) & ((np.less(a, 0)) != (np.less(b, 0)))
+        return np.where(inexact, q + 1, q)
+    if rounding_mode is not None:
+        raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} is not "
+                               "supported by polyc (torch has 'floor' and 'trunc')")
+    return np.divide(a, b)
+
+
+def round_(x, decimals: int = 0):
+    """``aten.round`` (``decimals`` too): half to even, as numpy's ``rint``
+    and ``round``; integers stay as they are (numpy's ``rint`` would give
+    floats)."""
+    if not _is_float(x):
+        return x
+    return np.rint(x) if decimals == 0 else np.round(x, decimals)
