@@ -195,6 +195,8 @@ class Expressions:
             return self._int_valued(e.lhs) and self._int_valued(e.rhs)
         if isinstance(e, E.Call) and e.fn in ("abs", "min", "max", "ipow"):
             return all(self._int_valued(a) for a in e.args)
+        if isinstance(e, E.Call) and e.fn.startswith(("cast_int", "cast_uint")):
+            return True
         if isinstance(e, E.Select):     # `a if c else b` of integers
             return self._int_valued(e.then) and self._int_valued(e.otherwise)
         return False
@@ -339,8 +341,9 @@ class Expressions:
             if len(args) != 2:
                 raise self.fail(node, f"{name}() takes 2 argument(s), got {len(args)}")
             a, b, sp = args[0], args[1], self.span(node)
-            cmp = E.Binary(">=" if fn == "maximum" else "<=", a, b, sp)
-            # numpy's: a NaN operand gives NaN (a if a is NaN, else b if b is)
+            cmp = E.Binary(">" if fn == "maximum" else "<", a, b, sp)
+            # numpy's: a NaN operand gives NaN (a if a is NaN, else b if b is),
+            # and of equal values the second (np.maximum(-0.0, 0.0) is 0.0)
             return E.Select(E.Binary("||", cmp, E.Binary("!=", a, a, sp), sp), a, b, sp)
         if fn in ("min", "max"):
             if len(args) < 2:
@@ -361,13 +364,19 @@ class Expressions:
 
     def _conversion(self, name: str, x: E.Expr, node: ast.Call) -> E.Expr:
         """Python's ``float(x)``, ``int(x)`` (truncates toward zero) and
-        ``round(x)`` (half to even: C's ``rint``) of one value."""
+        ``round(x)`` (half to even: C's ``rint``) of one value.  ``int`` and
+        ``round`` of a float give an integer (int64), as Python's do: no
+        negative zero (``int(-0.5)`` is 0), and integer operators apply
+        (``int(x) & 3``); a NaN, an infinity or a value beyond int64, which
+        Python refuses, converts as numpy's ``astype(np.int64)`` does."""
         sp = self.span(node)
         if self._int_valued(x):
             return E.Binary("*", E.Const(1.0), x, sp) if name == "float" else x
         if name == "float":
             return x
-        return E.Call("trunc" if name == "int" else "rint", (x,), sp)
+        if name == "round":
+            x = E.Call("rint", (x,), sp)
+        return E.Call("cast_int64", (x,), sp)
 
     def access(self, node: ast.Subscript, loops: list[Loop]) -> E.Access:
         base = node.value

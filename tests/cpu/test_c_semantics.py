@@ -81,3 +81,31 @@ def test_torch_semantics_where_they_differ_from_numpys():
     names = "sign sgn remainder round fmax fmin signbit trunc floor remainder_int".split()
     for g, w, what in zip(got, want, names):
         assert_same(g.numpy(), w.numpy(), what)
+
+
+# -- @polyc.kernel (Python loops) ------------------------------------------------------
+
+@polyc.kernel
+def _conversions(X, Y, F, I):
+    for i in range(X.shape[0]):
+        F[i, 0] = int(X[i])
+        F[i, 1] = round(X[i])
+        F[i, 2] = np.maximum(X[i], Y[i])
+        F[i, 3] = np.minimum(X[i], Y[i])
+        I[i] = (int(X[i] * 4) & 6) + round(X[i]) // 2
+
+
+def test_kernel_int_round_are_integers_and_maximum_ties():
+    """``int(x)`` and ``round(x)`` of a float are Python ints: no negative
+    zero (``int(-0.5)`` came out as -0.0), and integer operators apply
+    (``int(x) & 6`` was refused: a bitwise operator on a float);
+    ``np.maximum``/``np.minimum`` of equal values give the second, as
+    numpy's (``np.maximum(-0.0, 0.0)`` is 0.0)."""
+    x = np.array([-0.5, -0.0, 0.0, 0.5, 1.5, 2.5, -2.5, -3.7, 7.25, -0.25])
+    y = np.array([0.0, 0.0, -0.0, NAN, -2.0, 2.5, -2.5, NAN, 1.0, -0.0])
+    got = np.zeros((10, 4)), np.zeros(10, np.int64)
+    want = np.zeros((10, 4)), np.zeros(10, np.int64)
+    _conversions(x, y, *got)
+    _conversions.py_func(x, y, *want)
+    assert_same(got[0], want[0], "int round maximum minimum")
+    assert_same(got[1], want[1], "int(x * 4) & 6")
