@@ -140,7 +140,7 @@ class Binder:
         self.temp_shapes = [
             [param_function(pw_aff_to_expr(d, ctx), p.params) for d in t.shape]
             for t in self.temps]
-        self.gathers = self._direct_gathers(p)
+        self.gathers, self.gather_casts = self._direct_gathers(p)
         #: per signature entry: the input's dtype, or None for a size argument
         self.signature_kinds = tuple(
             np.dtype(self.inputs[name].dtype) if name in self.inputs else None
@@ -215,34 +215,47 @@ class Binder:
         return work
 
     @staticmethod
-    def _direct_gathers(p: Program) -> list[tuple[str, str, int]]:
+    def _direct_gathers(p: Program) -> tuple[list[tuple[str, str, int]], dict]:
         """``(index tensor, gathered tensor, dim)`` for every read whose index
-        ``d`` is directly a read of an input index tensor (``LUT(I(b), d)``)."""
-        found = []
+        ``d`` is directly a read of an input index tensor (``LUT(I(b), d)``),
+        or an integer conversion of one (TC's ``L(m, int32(Codes(n, m)))``);
+        and for each, the conversions its values go through (``None``: none)."""
+        found: list[tuple[str, str, int]] = []
+        casts: dict[tuple[str, str, int], set] = {}
         for s in p.statements:
             for acc in E.accesses(s.rhs):
                 for d, idx in enumerate(acc.indices):
+                    cast = None
+                    if isinstance(idx, E.Call) and idx.fn.startswith("cast_") \
+                            and "float" not in idx.fn:
+                        cast, idx = idx.fn[5:], idx.args[0]
                     if isinstance(idx, E.Access) and p.tensor(idx.tensor).role == "input":
                         item = (idx.tensor, acc.tensor, d)
                         if item not in found:
                             found.append(item)
-        return found
+                        casts.setdefault(item, set()).add(cast)
+        return found, casts
 
     def _check_gathers(self, arrays: dict, pvals: list[int], shapes: dict) -> None:
         """Index tensors must hold valid indices: a bad one would make the
         generated code read out of bounds, so it is refused here."""
         for index, target, d in self.gathers:
-            arr = arrays[index]
-            if arr.size == 0:
+            if arrays[index].size == 0:
                 continue
             extent = shapes[target][d]
-            lo, hi = int(arr.min()), int(arr.max())
-            if lo < 0 or hi >= extent:
-                bad = lo if lo < 0 else hi
-                valid = f"0..{extent - 1}" if extent else "none: its extent is 0"
-                raise BindingError(f"argument {index}: holds index {bad}, but it indexes "
-                                   f"dimension {d} of {target}, whose valid indices are "
-                                   f"{valid}")
+            for cast in sorted(self.gather_casts[(index, target, d)], key=str):
+                arr = arrays[index]
+                if cast is not None:
+                    with np.errstate(invalid="ignore"):     # NaN, inf: some integer
+                        arr = arr.astype(cast)
+                lo, hi = int(arr.min()), int(arr.max())
+                if lo < 0 or hi >= extent:
+                    bad = lo if lo < 0 else hi
+                    valid = f"0..{extent - 1}" if extent else "none: its extent is 0"
+                    how = f" (its value converted to {cast})" if cast is not None else ""
+                    raise BindingError(f"argument {index}: holds index {bad}{how}, but it "
+                                       f"indexes dimension {d} of {target}, whose valid "
+                                       f"indices are {valid}")
 
     def _count(self, args: tuple) -> None:
         p = self.program

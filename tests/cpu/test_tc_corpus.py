@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import UnsupportedError
+from polyc.errors import BindingError, UnsupportedError
 from polyc.testing import assert_close
 
 F32 = np.float32
@@ -70,6 +70,11 @@ def mindis(float(M, 256) L, uint8(N, M) Codes) -> (S, v, min_idx) {
     A = np.array([5.0, -1.0, 7.0, 2.0], F32)
     B = np.array([0.5, 3.9, 1.2], F32)        # truncated: 0, 3, 1
     assert k(A, B) == A[B.astype(np.int32)].max()
+    # the converted values are checked at call time, as a plain gather's are
+    for bad, shown in ((4.2, "index 4"), (-1.5, "index -1")):
+        with pytest.raises(BindingError, match=f"argument B: holds {shown} \\(its value "
+                           "converted to int32\\), but it indexes dimension 0 of A"):
+            k(A, np.array([0.0, bad], F32))
 
 
 def test_half_casts_are_refused_with_the_location():
