@@ -62,12 +62,14 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
 
     Returns a :class:`TuneResult` (``classes``: one
     :class:`~polyc.tune.classes.ClassOutcome` per class).  Raises
-    :class:`~polyc.errors.BindingError` for sizes that miss a parameter,
+    :class:`~polyc.errors.BindingError` for sizes that miss a parameter or
+    name one the program does not have,
     :class:`~polyc.errors.ShapeError` for sizes whose tensors do not fit in
     memory twice,
     :class:`~polyc.errors.ScheduleError` for a class isl cannot read,
-    :class:`~polyc.errors.PolycError` for a bad budget or executor, or when
-    the default schedule itself fails its check.  Ctrl-C stops the session;
+    :class:`~polyc.errors.PolycError` for a bad budget or executor, a
+    database that cannot be written (``record=True``), or when the default
+    schedule itself fails its check.  Ctrl-C stops the session;
     what was measured is already recorded.
     """
     config = config_or_env(config, "polyc.tune").replace(use_tuned=False)
@@ -84,6 +86,8 @@ def tune(kernel_or_source, sizes_or_classes, *, budget="quick", executor=None, d
         db = Database(config=config)
     elif db is not None and not isinstance(db, Database):
         db = Database(db)
+    if record:              # before anything is measured (it failed at the first record)
+        db.check_writable()
     ex = make_executor(executor)
     try:
         result = run_session(program, sizes, b, ex, db if record else None, config, seed,

@@ -106,6 +106,11 @@ def family_of(info: dict) -> str:
     return _seal({k: v for k, v in info.items() if k not in ("name", "class")})
 
 
+#: What a user can do about a database that cannot be written.
+WRITABLE_HINT = ("; pass db= a writable file, point POLYC_CACHE_DIR at a writable "
+                 "directory, or tune with record=False")
+
+
 class Database:
     """The records under ``path`` (default: ``tuning.jsonl`` in ``config``'s
     cache directory)."""
@@ -149,9 +154,24 @@ class Database:
                     os.close(fd)
         except OSError as e:
             raise PolycError(f"cannot write the tuning database {self.path}: "
-                             f"{e.strerror or e}") from None
+                             f"{e.strerror or e}{WRITABLE_HINT}") from None
         _read.cache_clear()
         return out
+
+    def check_writable(self) -> None:
+        """Raise :class:`PolycError` unless records can be appended to the
+        file (and its lock file created): :func:`polyc.tune.tune` checks this
+        before it measures anything, so that an unwritable path does not end a
+        session after its first measurements.  Creates the directory and an
+        empty file when they are missing."""
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            for p in (self.path, Path(str(self.path) + ".lock")):
+                os.close(os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT
+                                 | getattr(os, "O_NOFOLLOW", 0), 0o600))
+        except OSError as e:
+            raise PolycError(f"cannot write the tuning database {self.path}: "
+                             f"{e.strerror or e}{WRITABLE_HINT}") from None
 
     # -------------------------------------------------------------- reading
     def records(self, key: str | None = None, kind: str | None = None) -> list[dict]:

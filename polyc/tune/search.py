@@ -222,6 +222,12 @@ def sizes_list(program: Program, sizes) -> list[dict]:
     for s in sizes:
         if not isinstance(s, dict):
             raise BindingError(f"polyc.tune: sizes {s!r} is not a dict")
+        unknown = [k for k in s if k not in program.params and k not in program.fixed_sizes]
+        if unknown:         # (a misspelt size was ignored and the program tuned without it)
+            raise BindingError(f"polyc.tune: {', '.join(map(str, unknown))} "
+                               f"{'is not a size' if len(unknown) == 1 else 'are not sizes'} "
+                               f"of {program.name} (its size parameters are "
+                               f"{', '.join(params)})")
         missing = [p for p in params if p not in s]
         if missing:
             raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(missing)} "

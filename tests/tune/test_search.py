@@ -181,9 +181,18 @@ def test_interrupt_keeps_what_was_measured(cfg):
     assert len(Database(config=cfg).records(kind="sample")) >= 1
 
 
-def test_bad_requests(cfg):
+def test_bad_requests(cfg, tmp_path):
     with pytest.raises(BindingError, match="lack M"):
         polyc.tune(TR, {"N": 4}, config=cfg)
+    # a misspelt size was ignored (the session tuned without it)
+    with pytest.raises(BindingError, match="Q is not a size of tr .*N, M"):
+        polyc.tune(TR, {**SIZES, "Q": 3}, config=cfg)
+    # an unwritable database ended the session at its first record, after the
+    # default and the first batch were built and measured
+    (tmp_path / "file").write_text("")
+    for bad in (tmp_path / "file" / "t.jsonl", tmp_path):
+        with pytest.raises(PolycError, match="cannot write the tuning database.*record=False"):
+            polyc.tune(TR, SIZES, config=cfg, db=bad)
     with pytest.raises(PolycError, match="budget"):
         polyc.tune(TR, SIZES, budget="forever", config=cfg)
     with pytest.raises(PolycError, match="executor"):
