@@ -168,10 +168,11 @@ def _automatic_schedule(program, config):
 
 def cmd_run(args) -> int:
     from . import reference, testing
+    from .cli_input import checked_reference, random_run_inputs
+    from .pipeline import compile_program, compile_schedule
     if Path(args.file).suffix == ".py":
         raise UsageError("polyc run takes .tc files; call a @polyc.kernel function from "
                          "Python, or inspect it with polyc compile / polyc explain")
-    from .pipeline import compile_program, compile_schedule
     program, sizes = _load(args)
     missing = [p for p in program.params if p not in sizes]
     if missing:
@@ -183,7 +184,7 @@ def cmd_run(args) -> int:
     kernel = (compile_program(program, config) if user is None
               else compile_schedule(user, config))
     compile_s = time.perf_counter() - t0
-    inputs = testing.random_inputs(program, sizes, seed=args.seed)
+    inputs, ref = random_run_inputs(program, sizes, args.seed)
     call_args = testing.call_args(program, inputs, sizes)
     outs = kernel(*call_args)
     outs = outs if isinstance(outs, tuple) else (outs,)
@@ -194,7 +195,7 @@ def cmd_run(args) -> int:
         report["schedule"] = args.schedule
     status = 0
     if args.check:
-        ref = reference.evaluate(program, inputs, sizes)
+        ref = ref if ref is not None else checked_reference(program, inputs, sizes)
         red = testing.reduction_length(program, sizes)
         checks = {}
         for t, got in zip(program.outputs, outs):

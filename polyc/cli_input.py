@@ -251,3 +251,39 @@ def _load(args):
         raise UsageError(f"--sizes: def {defn.name} has no size {', '.join(unknown)} "
                          f"(its sizes: {known})")
     return program, sizes
+
+
+def random_run_inputs(program, sizes: dict, seed: int) -> tuple[dict, dict | None]:
+    """Seeded random inputs of ``polyc run`` (:func:`polyc.testing.random_inputs`)
+    and, when an index computes with a read (``LUT(1 + j + I(i, k), j)``), which
+    the call does not check and random index values may take out of bounds,
+    the reference outputs, computed first so that such inputs are a
+    :class:`UsageError` instead of an out-of-bounds read by the kernel
+    (``None`` otherwise)."""
+    from . import expr as E
+    from . import testing
+    inputs = testing.random_inputs(program, sizes, seed=seed)
+
+    def unchecked(idx) -> bool:
+        if isinstance(idx, E.Call) and idx.fn.startswith("cast_") and "float" not in idx.fn:
+            idx = idx.args[0]
+        return not isinstance(idx, E.Access) and any(
+            isinstance(n, E.Access) for n in idx.walk())
+    if any(unchecked(i) for s in program.statements for a in s.rhs.walk()
+           if isinstance(a, E.Access) for i in a.indices):
+        return inputs, checked_reference(program, inputs, sizes)
+    return inputs, None
+
+
+def checked_reference(program, inputs: dict, sizes: dict) -> dict:
+    """:func:`polyc.reference.evaluate`, with an out-of-bounds gather (the
+    random index values do not fit the index expression) as a
+    :class:`UsageError`."""
+    from . import reference
+    try:
+        return reference.evaluate(program, inputs, sizes)
+    except IndexError as e:
+        raise UsageError(f"{e}: polyc run draws the values of an index tensor in [0, extent) "
+                         "of the dimension it indexes, which does not keep an index that "
+                         "computes with them in bounds; call the kernel from Python with "
+                         "index values that do") from None

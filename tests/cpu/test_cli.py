@@ -274,6 +274,32 @@ def test_run_def_with_rank0_input(capsys, tcfile):
     assert json.loads(out)["check"]["passed"] is True
 
 
+SHIFTED_LUT = """\
+# sizes: E=5 D=3 B=2 L=4
+def shifted(float(E, D) LUT, int32(B, L) I) -> (O) {
+    O(i, j) +=! LUT(1 + j + I(i, k), j)
+}
+"""
+
+
+@pytest.mark.parametrize("check", [[], ["--check"]])
+def test_run_random_indices_out_of_bounds_are_a_user_error(capsys, tcfile, check):
+    # TC's shiftedLut: random values of I in [0, E) put 1 + j + I(i, k) past LUT's
+    # end; the reference reads first (the kernel would read out of bounds), and
+    # its IndexError was "internal error" (exit 3)
+    rc, out, err = run_main(capsys, ["run", tcfile(SHIFTED_LUT), *check])
+    assert_user_error(rc, out, err)
+    assert "LUT(1 + j + I(i, k), j) reads index 5 of dimension 0 of LUT (extent 5)" in err
+    assert "call the kernel from Python with index values that do" in err
+
+
+def test_compile_emits_c_for_tc_casts_and_let_bindings(capsys, tcfile):
+    text = "def f(float(N) a) -> (b) {\n  b(i) = float(x > 1) + double(x) where x = a(i)\n}\n"
+    rc, out, err = run_main(capsys, ["compile", tcfile(text), "--emit", "program"])
+    assert rc == 0, err
+    assert "b(i) = cast_float32(a(i) > 1) + cast_float64(a(i))" in out
+
+
 # --- polyc compile ---------------------------------------------------------------
 
 @pytest.mark.parametrize("emit,marker", [
