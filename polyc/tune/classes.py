@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import islpy as isl
+
 from ..errors import BindingError
 from ..versioned import (
     ALL,
@@ -94,6 +96,11 @@ def requested(program, sizes_or_classes, classes) -> dict[str, list[dict]]:
                 raise BindingError(f"class {text!r}: give 1 to {MAX_SIZES} representative "
                                    f"sizes, not {len(pts)}")
             cls = shape_class(program, text)
+            if text != ALL and _is_empty(program, cls.set):
+                # (it was "sizes ... are not in class", as if the sizes were wrong)
+                raise BindingError(f"shape class {text!r} is empty: no sizes of "
+                                   f"{program.name} satisfy it; give a class that some "
+                                   f"sizes satisfy, e.g. 'M = 1' or '2 <= M < 32'")
             for p in pts:
                 if not cls.contains(p):
                     raise BindingError(f"sizes {p} are not in class {text!r}")
@@ -109,6 +116,15 @@ def requested(program, sizes_or_classes, classes) -> dict[str, list[dict]]:
                                f"{MAX_VERSIONS} versions besides the generic one")
         return out
     return {}
+
+
+def _is_empty(program, cls) -> bool:
+    """Whether no sizes the program admits (its preconditions) lie in ``cls``
+    (an isl parameter set)."""
+    try:
+        return cls.intersect_params(program.parameter_domain()).is_empty()
+    except isl.Error:       # spaces isl cannot align: the class alone decides
+        return cls.is_empty()
 
 
 def footprint(program, sizes: dict) -> int:

@@ -157,6 +157,10 @@ def test_requested_classes_are_checked():
     with pytest.raises(BindingError, match="1 to 3"):
         requested(p, {"M = 1": [{"M": 1, "N": 4, "K": 4}] * 4}, None)
     assert requested(p, {"M": 1, "N": 4, "K": 4}, None) == {}
+    # an empty class was reported as sizes outside it
+    for empty in ("M = 1 and M = 2", "M < 0"):
+        with pytest.raises(BindingError, match=f"shape class '{empty}' is empty"):
+            requested(p, {empty: {"M": 1, "N": 4, "K": 4}}, None)
 
 
 def test_tuning_classes_records_each_decision(tmp_path):
