@@ -441,9 +441,13 @@ class Binder:
 
     @staticmethod
     def _size(name: str, arg) -> int:
+        if isinstance(arg, np.ndarray) and arg.ndim == 0 and arg.dtype.kind in "iu":
+            arg = arg[()]                  # a 0-d integer array, as TC's callers pass one
         if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, np.integer)):
-            raise BindingError(f"argument {name}: expected an integer size, "
-                               f"got {type(arg).__name__}")
+            got = (f"a {arg.dtype} array of shape {arg.shape}" if isinstance(arg, np.ndarray)
+                   else type(arg).__name__)
+            raise BindingError(f"argument {name}: expected an integer size (a Python or "
+                               f"numpy integer, or a 0-d integer array), got {got}")
         if int(arg) < 0:
             raise ShapeError(f"argument {name}: size must be >= 0, got {int(arg)}")
         if int(arg) > _INT64_MAX:

@@ -96,3 +96,16 @@ def f(float(M, K) A, float(K, N) B, float(M) c) -> (O, P) {
     assert_close(O, A.astype(np.float64) @ B, dtype="float32", reduction_length=3)
     c64 = c.astype(np.float64)
     assert_close(P, 2 * c64 + c64 * c64, dtype="float32")
+
+
+def test_scalar_size_argument_from_a_0d_integer_array():
+    # corner case E10 passes int32 a as a 0-d integer tensor; a 0-d float array stays refused
+    k = polyc.compile("def f(int32 a, float(N) b) -> (c) {\n"
+                      "  c(i) +=! b(i + j) where j in 0:a, i in 0:3 }")
+    b = np.arange(6, dtype=F32)
+    want = np.array([b[i:i + 2].sum() for i in range(3)], F32)
+    np.testing.assert_array_equal(k(np.array(2, np.int32), b), want)
+    np.testing.assert_array_equal(k(np.int64(2), b), want)
+    with pytest.raises(BindingError, match=r"argument a: expected an integer size .* got a "
+                       r"float64 array of shape \(\)"):
+        k(np.array(2.0), b)

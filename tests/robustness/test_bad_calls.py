@@ -308,7 +308,7 @@ SIZE_BAD = [
     ("bool", lambda s: True, "BindingError", ("argument S", "bool")),
     ("none", lambda s: None, "BindingError", ("argument S", "NoneType")),
     ("str", lambda s: "2", "BindingError", ("argument S", "str")),
-    ("array", lambda s: np.array([2]), "BindingError", ("argument S", "ndarray")),
+    ("array", lambda s: np.array([2]), "BindingError", ("argument S", "array of shape (1,)")),
     ("numpy-float", lambda s: np.float64(2), "BindingError", ("argument S", "float64")),
     ("negative", lambda s: -1, "ShapeError", ("argument S", "size must be >= 0", "-1")),
     ("beyond-int64", lambda s: 2 ** 63, "ShapeError", ("argument S", "does not fit in 64 bits")),
