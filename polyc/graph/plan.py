@@ -277,7 +277,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
     decisions: list[Decision] = []
     cache: dict[frozenset, Feedback] = {}
     refused: set[tuple[frozenset, frozenset]] = set()
-    memo = FeedbackMemo(lambda src: source_feedback(src, config))
+    memo = FeedbackMemo(lambda src: source_feedback(src, config), config)
     gemm = "GEMM call" if config.target == "cuda" else "GEMM micro-kernel"
     abandoned: list[frozenset] = []      # groups isl's scheduler gave up on
 

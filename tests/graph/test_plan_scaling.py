@@ -168,3 +168,27 @@ def test_a_group_isl_gives_up_on_is_refused_with_every_group_holding_it(monkeypa
     assert any("did not finish" in d.rule for d in p.decisions)
     x, w = rng.standard_normal((8, 8)), rng.standard_normal((8, 8))
     np.testing.assert_allclose(polyc.jit(f)(x, w), f(x, w), rtol=1e-9)
+
+
+def test_feedback_persists_across_processes_in_the_disk_cache(tmp_path, probe_lowerings):
+    """A second planner (a new process: nothing in memory) reads every
+    group's verdicts from the cache directory instead of lowering it again,
+    and plans the same; other code-generation options miss."""
+    x = np.random.default_rng(5).random((8, 24))
+    g = trace(softmax_steps, x)
+    cfg = polyc.Config(cache_dir=str(tmp_path))
+    first = make_plan(g, cfg).to_dict()
+    assert probe_lowerings[0] > 0
+    assert list(tmp_path.rglob("*.feedback.json"))
+    probe_lowerings[0] = 0
+    assert make_plan(g, cfg).to_dict() == first
+    assert probe_lowerings[0] == 0
+    make_plan(g, polyc.Config(cache_dir=str(tmp_path), contract=False))
+    assert probe_lowerings[0] > 0
+    # a damaged entry is discarded (a CacheWarning) and the group lowered again
+    entry = sorted(tmp_path.rglob("*.feedback.json"))[0]
+    entry.write_bytes(entry.read_bytes()[:-7] + b"garbage")
+    probe_lowerings[0] = 0
+    with pytest.warns(polyc.errors.CacheWarning):
+        assert make_plan(g, cfg).to_dict() == first
+    assert probe_lowerings[0] >= 1
