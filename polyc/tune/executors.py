@@ -129,6 +129,10 @@ class DaskExecutor:
             address = client.replace("dask://", "tcp://", 1)
             if "://" not in address:
                 address = "tcp://" + address
+            host, _, port = address.split("://", 1)[1].rpartition(":")
+            if not host or not port.isdigit():      # (distributed's bare ValueError)
+                raise PolycError(f"executor {client!r}: give the dask scheduler's address "
+                                 f"as dask://HOST:PORT, e.g. dask://127.0.0.1:8786")
             try:
                 client = distributed.Client(address, timeout=timeout)
             except (OSError, TimeoutError) as e:

@@ -43,6 +43,10 @@ def test_dask_tuning_survives_a_killed_worker(cluster, tmp_path):
 def test_unreachable_scheduler():
     with pytest.raises(PolycError, match="cannot reach the dask scheduler"):
         DaskExecutor("dask://127.0.0.1:9", timeout=2)
+    # an address without a port was distributed's bare ValueError
+    for bad in ("dask://nohost", "dask://", "tcp://host:x"):
+        with pytest.raises(PolycError, match="dask://HOST:PORT, e.g. dask://127.0.0.1:8786"):
+            polyc.tune(TR, {"N": 8, "M": 8}, executor=bad, record=False, progress=False)
 
 
 def test_cluster_without_measure_resource():
