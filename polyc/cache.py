@@ -43,7 +43,8 @@ taken in time, polyc warns (:class:`~polyc.errors.CacheWarning`, naming
 process instead of failing.
 
 The lowered-source entries of ``polyc/pipeline.py`` (``<key>.lowered.json``)
-go through :func:`write_json_entry` / :func:`read_json_entry`: the same
+and the fusion planner's answers (``<key>.feedback.json``,
+:mod:`polyc.graph.feedback_memo`) go through :func:`write_json_entry` / :func:`read_json_entry`: the same
 checksum, canonical-bytes and symlink rules.
 
 Sources: loopy ``loopy/codegen/__init__.py`` (data-model version in the key),
