@@ -28,7 +28,7 @@ class _Weak:
 
 _WEAK_INT, _WEAK_FLOAT = _Weak("int"), _Weak("float")
 _FLOAT_CALLS = frozenset(E.BUILTINS) - {"abs", "max", "min", "ipow",
-                                        *(f"cast_{t}" for t in NARROW)}
+                                        *(f for f in E.BUILTINS if f.startswith("cast_"))}
 
 
 def wrap_narrow(e: E.Expr, dtype_of: Callable[[str], str | None]) -> E.Expr:

@@ -23,6 +23,10 @@ BUILTINS: dict[str, int] = {
     "log1p": 1, "expm1": 1, "exp2": 1, "log2": 1, "log10": 1, "cbrt": 1,
     "floor": 1, "ceil": 1, "trunc": 1, "rint": 1, "atan2": 2, "hypot": 2,
     "copysign": 2, "fmod": 2,
+    # more of C99's <math.h>, for TC's builtins (not numpy's names: numpy's
+    # remainder is fmod's floor variant, its round rounds half to even)
+    "erfc": 1, "lgamma": 1, "tgamma": 1, "round": 1, "logb": 1,
+    "nextafter": 2, "fdim": 2, "remainder": 2,
     # integer power (numpy's ``power`` of integers: wrapping products; a
     # negative exponent gives the truncated value: 1 for 1, +-1 for -1, else 0)
     "ipow": 2,
@@ -41,6 +45,10 @@ MATH_FUNCTIONS = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "
                   "expm1", "exp2", "log2", "log10", "cbrt", "floor", "ceil", "trunc", "rint")
 #: the builtins that are C99 functions of two floats of the same name
 MATH_FUNCTIONS2 = ("atan2", "hypot", "copysign", "fmod")
+#: C99 functions of one and of two floats that only the TC frontend spells
+#: (scalar libm calls, no libmvec variant)
+C99_FUNCTIONS = ("erfc", "lgamma", "tgamma", "round", "logb")
+C99_FUNCTIONS2 = ("nextafter", "fdim", "remainder")
 #: those of them without a libmvec variant: ``copysign`` is a bit operation
 #: gcc inlines, ``fmod`` a scalar libm call (numpy's remainder and
 #: floor_divide of floats start from it)

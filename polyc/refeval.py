@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import expr as E
+from . import refc99 as C99
 from .errors import ShapeError
 
 _COMPARE = {"==": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal,
@@ -27,7 +28,7 @@ _UNARY_FLOAT = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
                 "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
                 "log1p": np.log1p, "expm1": np.expm1, "exp2": np.exp2, "log2": np.log2,
                 "log10": np.log10, "cbrt": np.cbrt, "floor": np.floor, "ceil": np.ceil,
-                "trunc": np.trunc, "rint": np.rint}
+                "trunc": np.trunc, "rint": np.rint, **C99.UNARY}
 
 
 _erf_scalar = np.vectorize(__import__("math").erf, otypes=[np.float64])
@@ -158,6 +159,8 @@ def _call(e: E.Call, env: Env, args):
             p = np.power(a, np.maximum(b, 0))
         neg = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
         return np.where(b < 0, neg.astype(p.dtype), p)
+    if fn in C99.BINARY:
+        return C99.BINARY[fn](_to_float(env, a), _to_float(env, b))
     if fn in E.MATH_FUNCTIONS2:
         f = {"atan2": np.arctan2, "hypot": np.hypot, "copysign": np.copysign,
              "fmod": np.fmod}[fn]

@@ -166,9 +166,10 @@ def arith(op: str, a: str, b: str, dtype: str) -> str:
 _FLOAT_FN = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "erf": "erf",
              "abs": "fabs", "fabs": "fabs", "fmax": "fmax", "fmin": "fmin",
              "max": "fmax", "min": "fmin", "pow": "pow",
-             **{f: f for f in E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2}}
+             **{f: f for f in E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2},
+             **{f: f for f in E.C99_FUNCTIONS + E.C99_FUNCTIONS2}}
 _UNARY_FLOAT = ("exp", "log", "sqrt", "tanh", "erf", "fabs", "rsqrt", "sigmoid",
-                *E.MATH_FUNCTIONS)
+                *E.MATH_FUNCTIONS, *E.C99_FUNCTIONS)
 #: builtins printed as calls of libm functions with libmvec variants (not
 #: ``exp``, which is the prelude's ``polyc_expf`` where it can be)
 _VECTOR_CALLS = (frozenset(("log", "tanh", "erf", "pow", *E.MATH_FUNCTIONS, *E.MATH_FUNCTIONS2))
@@ -399,7 +400,7 @@ class CExprPrinter:
             if is_float(t):
                 raise UnsupportedError(f"ipow needs integer operands, not {t} (use pow)")
             return f"polyc_ipow_{C_TYPES[t]}({convert(a, ta, t)}, {convert(b, tb, t)})", t
-        if fn in ("fmax", "fmin", "pow", *E.MATH_FUNCTIONS2) or (
+        if fn in ("fmax", "fmin", "pow", *E.MATH_FUNCTIONS2, *E.C99_FUNCTIONS2) or (
                 fn in ("max", "min") and t.startswith("float")):
             if not t.startswith("float"):
                 t = ft

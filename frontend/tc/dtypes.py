@@ -50,4 +50,5 @@ def promote(rhs: E.Expr, dtypes: Mapping[str, str]) -> str:
 #: builtins whose value is a float of the argument's float type, and a
 #: ``double`` for integer arguments (C's functions, numpy's ``np.sqrt(int32)``)
 _FLOAT_VALUED = frozenset(("exp", "log", "sqrt", "rsqrt", "tanh", "sigmoid", "erf", "fabs",
-                           "fmax", "fmin", "pow") + E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2)
+                           "fmax", "fmin", "pow") + E.MATH_FUNCTIONS + E.MATH_FUNCTIONS2
+                          + E.C99_FUNCTIONS + E.C99_FUNCTIONS2)

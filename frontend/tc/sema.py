@@ -55,6 +55,10 @@ DTYPES = {"float": "float32", "float32": "float32", "double": "float64",
 _WIDER = dict(int8="int16", uint8="uint16", int16="int32", uint16="int32", uint32="int64")
 #: Rank-0 arguments of these types are scalar size arguments (polyc).
 SIZE_ARG_TYPES = ("int32", "int64")
+#: TC's builtins (tc/lang/builtins.h, CUDA's math functions) polyc lacks: refused by name
+TC_CUDA_BUILTINS = frozenset((
+    "cospi sinpi cyl_bessel_i0 cyl_bessel_i1 erfcinv erfcx erfinv exp10 fdivide fma j0 j1 "
+    "norm3d norm4d normcdf normcdfinv rcbrt rhypot rnorm3d rnorm4d y0 y1").split())
 #: Assignment operator as written -> (operator, has '!').
 OPS = {"=": ("=", False), "+=": ("+", False), "*=": ("*", False), "max=": ("max", False),
        "min=": ("min", False), "+=!": ("+", True), "*=!": ("*", True),
@@ -501,6 +505,9 @@ class _Lowering:
                                        f"argument(s), got {len(e.args)}")
                 inner = "value" if e.name.startswith("cast_") else where  # A(int32(B(i)))
                 return E.Call(e.name, tuple(self._expr(a, inner) for a in e.args), e.span)
+            if e.name in TC_CUDA_BUILTINS:
+                raise rep.unsupported(e.name_span, f"TC's builtin '{e.name}' is not supported "
+                                      "by polyc (its builtins: docs/tc-language.md)")
             raise rep.semantic(e.name_span, f"unknown tensor or function '{e.name}'")
         if isinstance(e, S.DimOf):
             return self._dim_of(e)

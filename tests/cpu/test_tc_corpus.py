@@ -10,6 +10,8 @@ result is exact, else ``polyc.testing.assert_close``'s per-dtype tolerance).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -109,3 +111,36 @@ def test_scalar_size_argument_from_a_0d_integer_array():
     with pytest.raises(BindingError, match=r"argument a: expected an integer size .* got a "
                        r"float64 array of shape \(\)"):
         k(np.array(2.0), b)
+
+
+@pytest.mark.parametrize("dtype", ["float", "double"])
+def test_c99_builtins_of_tc(dtype):
+    # TC's builtin table (tc/lang/builtins.h) has C99's erfc lgamma tgamma round logb
+    # nextafter fdim remainder; test_cuda_mapper.cc uses nextafter(C(n0), exp(...))
+    k = polyc.compile(f"""
+def f({dtype}(N) x, {dtype}(N) y) -> (a, b, c, d, e, g, h, r) {{
+    a(i) = erfc(x(i))
+    b(i) = lgamma(x(i))
+    c(i) = tgamma(x(i))
+    d(i) = round(x(i))
+    e(i) = logb(x(i))
+    g(i) = nextafter(x(i), y(i))
+    h(i) = fdim(x(i), y(i))
+    r(i) = remainder(x(i), y(i))
+}}""")
+    t = F32 if dtype == "float" else np.float64
+    x = np.array([0.5, -2.5, 2.5, 3.75, -0.3, 7.0, 1e-3], t)
+    y = np.array([2.0, 1.0, -1.0, 1.5, -0.3, 2.0, 4.0], t)
+    a, b, c, d, e, g, h, r = k(x, y)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    name = np.dtype(t).name
+    assert_close(a, [math.erfc(v) for v in x64], dtype=name)
+    assert_close(b, [math.lgamma(v) for v in x64], dtype=name)
+    assert_close(c, [math.gamma(v) for v in x64], dtype=name)
+    # exact ones: C's round (half away from zero), exponent, neighbour, IEEE remainder
+    np.testing.assert_array_equal(d, np.trunc(x + np.copysign(t(0.5), x)))
+    np.testing.assert_array_equal(e, np.floor(np.log2(np.abs(x64))).astype(t))
+    np.testing.assert_array_equal(g, np.nextafter(x, y))
+    np.testing.assert_array_equal(h, np.maximum(x - y, 0))
+    np.testing.assert_array_equal(r, [math.remainder(u, v) for u, v in zip(x64, y64)])
+    assert all(o.dtype == t for o in (a, b, c, d, e, g, h, r))
