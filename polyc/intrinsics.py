@@ -134,6 +134,34 @@ def _is_plain_run(lin: list[dict[str, int]], group: list[str], scanned: set[str]
     return names == list(group) and dims == list(range(dims[0], dims[0] + len(dims)))
 
 
+def _unfilled(program: Program, stmt: Statement, tensor: str, lin: list[dict[str, int]],
+              group: list[str]) -> int:
+    """The position in ``group`` of its innermost digit, other than the
+    first, that does not scan the whole dimension of ``tensor`` it indexes
+    (``lin``: the access's coefficients), 0 when every one does.  A run of
+    digits is addressed through the stride of its last one only when each
+    digit after the first runs over ``0 .. extent - 1`` of its dimension
+    (``x[:, :, 0:2]`` summed over its last two axes does not: the digits of
+    ``(r0, r1)`` are ``3 * r0 + r1``, not ``2 * r0 + r1``)."""
+    ctx = program.parameter_domain()
+    dom = stmt.domain.intersect_params(ctx)
+    where = dom.params()            # (the sizes for which the statement runs)
+    shape = program.tensor(tensor).shape
+    for j in range(len(group) - 1, 0, -1):
+        pos = stmt.iterators.index(group[j])
+        d = next(d for d, coeffs in enumerate(lin) if group[j] in coeffs)
+        first = dom.dim_min(pos).intersect_params(where)
+        scan = dom.dim_max(pos).add(const_pw_aff(ctx.get_space(), 1)).intersect_params(where)
+        ext = shape[d]              # (a function of ``{ [] }``: on the parameters, as scan)
+        if not ext.get_domain_space().is_params():
+            ext = ext.project_domain_on_params()
+        ext = ext.align_params(where.get_space()).intersect_params(where)
+        if not (first.is_equal(const_pw_aff(ctx.get_space(), 0).intersect_params(where))
+                and scan.is_equal(ext)):
+            return j
+    return 0
+
+
 def match_gemm(program: Program, stmt: Statement, *,
                tensor_cores: bool = False, rows: int = 0, split: bool = False,
                band: bool = True) -> GemmMatch | str:
@@ -232,6 +260,10 @@ def match_gemm(program: Program, stmt: Statement, *,
         return "no output dimension comes from one operand alone (an outer or inner " \
                "product shape, not a matrix product)"
     m_keep, n_keep = _kept_run(c_idx, m), _kept_run(c_idx, n)
+    # C's rows and columns are addressed through one stride each: digits
+    # before one that leaves part of its dimension unscanned stay loops
+    m_keep = m_keep[_unfilled(program, stmt, stmt.tensor, lc, m_keep):]
+    n_keep = n_keep[_unfilled(program, stmt, stmt.tensor, lc, n_keep):]
     loops = [i for i in stmt.iterators if i in batch or (i in cs and i not in m_keep + n_keep)]
     # (the two tests below are the CPU micro-kernel's, which wants unit strides
     # along its rows; the tensor-core GEMM copies panels through any strides)
@@ -269,8 +301,9 @@ def match_gemm(program: Program, stmt: Statement, *,
                     f"{got.subtract(want).coalesce()} are accessed and not the intrinsic's "
                     f"({want})")
     scanned = set(m_keep + n_keep + k)
-    gather = not all(_is_plain_run(lin, g, scanned)
-                     for lin, groups in ((la, (m_keep, k)), (lb, (k, n_keep)))
+    gather = not all(_is_plain_run(lin, g, scanned) and not _unfilled(program, stmt, t, lin, g)
+                     for t, lin, groups in ((a.tensor, la, (m_keep, k)),
+                                            (b.tensor, lb, (k, n_keep)))
                      for g in groups)
     found = GemmMatch(statement=stmt.name, init=_folded_init(program, stmt), dtype=dtypes.pop(),
                       batch=tuple(loops), m=tuple(m_keep), n=tuple(n_keep), k=tuple(k),

@@ -1,0 +1,72 @@
+"""numpy programs in the style of NPBench's kernels (spcl/npbench: deep
+learning, stencils, physics, PolyBench ports), written small for these
+tests, under ``@polyc.jit`` and compared with plain numpy (``check``:
+structure, shapes, dtypes, values within ``polyc.testing``'s tolerances).
+Each case is an idiom that went wrong or was refused."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+import polyc
+
+from .test_ops import F32, F64, check, rand
+
+# -- a GEMM over a run of digits that leaves part of a dimension unscanned --
+
+def _window_sum(x, w):
+    # npbench's conv2d: one output pixel is the sum over a K x K window and the
+    # channels; the window x[:, i:i + K, j:j + K] leaves the rest of each axis
+    return np.sum(x[:, 0:2, 1:3, :, np.newaxis] * w[np.newaxis, :, :, :], axis=(1, 2, 3))
+
+
+def _last_axis_slice(x, w):
+    return np.sum(x[:, :, 0:2, None] * w[None], axis=(1, 2))
+
+
+def test_gemm_over_a_window_of_two_axes():
+    # the (kh, kw, c) reduction digits were merged into one GEMM k with the
+    # window's extents as if they were the array's: 2 * c * kh + ... instead
+    # of W * c * kh + ...; every output was wrong (err 0.3 on values near 1)
+    check(_window_sum, rand((2, 3, 4, 2), F32), rand((2, 2, 2, 3), F32, seed=1),
+          reduction_length=8)
+    check(_last_axis_slice, rand((3, 2, 3), F64), rand((2, 2, 4), F64, seed=1),
+          reduction_length=4)
+
+
+def test_conv2d_loop_of_window_sums():
+    # npbench's conv2d as written there: a Python loop over the output pixels
+    def conv2d(x, w):
+        k = w.shape[0]
+        out = np.empty((x.shape[0], x.shape[1] - k + 1, x.shape[2] - k + 1, w.shape[3]),
+                       dtype=np.float32, like=x)
+        for i in range(out.shape[1]):
+            for j in range(out.shape[2]):
+                out[:, i, j, :] = np.sum(x[:, i:i + k, j:j + k, :, np.newaxis] *
+                                         w[np.newaxis, :, :, :], axis=(1, 2, 3))
+        return out
+    check(conv2d, rand((1, 3, 3, 2), F32), rand((2, 2, 2, 2), F32, seed=1),
+          reduction_length=8)
+
+
+def test_loop_kernel_gemm_rows_over_part_of_an_axis():
+    # @polyc.kernel: C's rows (i, j) with j over range(nj - 1) of C's nj were
+    # one GEMM row index of stride nj - 1 (wrong rows of C); i stays a loop
+    @polyc.kernel
+    def part_rows(C, A, B):
+        ni, nj, nl = C.shape
+        nk = B.shape[0]
+        for i in range(ni):
+            for j in range(nj - 1):
+                for l in range(nl):
+                    for k in range(nk):
+                        C[i, j, l] += A[i, j, k] * B[k, l]
+    rng = np.random.default_rng(0)
+    C, A, B = rng.random((3, 4, 5)), rng.random((3, 4, 6)), rng.random((6, 5))
+    want = C.copy()
+    part_rows.py_func(want, A, B)
+    part_rows(C, A, B)
+    np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
+    assert re.search(r"polyc_gemm\w*_f64\(", part_rows.source)   # still a GEMM call
