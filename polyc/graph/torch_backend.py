@@ -50,7 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
-from . import torch_assign, torch_math
+from . import torch_assign, torch_layout, torch_math
 from . import torch_nn as nn_ops
 from .core import Tracer, located
 from .jit import Jitted
@@ -287,6 +287,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten.cat: lambda ts, dim=0: np.concatenate(list(ts), axis=dim),
     aten.unfold: nn_ops.unfold,
     aten.flip: lambda x, dims: np.flip(x, tuple(dims)),
+    aten.as_strided: torch_layout.as_strided,
     # neural-network operators (polyc/graph/torch_nn.py)
     aten.convolution: nn_ops.convolution,
     aten._native_batch_norm_legit_no_training: nn_ops.batch_norm_inference,
@@ -443,6 +444,8 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                                        "non_blocking")}
                 if like is not None and getattr(node.target, "overloadpacket", None) in _LIKE:
                     kwargs["like"] = like
+                if getattr(node.target, "overloadpacket", None) is aten.as_strided:
+                    kwargs["base"] = node.args[0].meta["val"]   # (torch_layout: its strides)
                 try:
                     with located(model_location(node)):
                         env[node] = _torch_dtype(_lowering(node.target)(*args_, **kwargs),
