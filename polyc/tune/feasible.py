@@ -41,7 +41,8 @@ class Feasibility:
     be the outermost loop with a parallel mark; ``simd``: the members that
     may be the innermost loop with a simd mark; ``tensorize``: whether the
     band matches the GEMM intrinsic; ``notes``: why the other knobs are not
-    proposed, one line each."""
+    proposed, one line each (with reassociation: only the simd marks, the
+    others do not depend on it)."""
     parallel: frozenset
     simd: frozenset
     tensorize: bool
@@ -68,7 +69,8 @@ def _try(program, base, infos, i: int, band: space.BandKnobs) -> str:
                                                       (0,) * len(x.names))
                   for j, x in enumerate(infos))
     try:
-        space.build(program, space.Knobs("unused", bands), infos, base=base)
+        # (base is given: build reads no start off the knobs)
+        space.build(program, space.Knobs(base.start, bands), infos, base=base)
     except space.Refused as e:
         return f"{e.kind}: {e.reason}"
     return ""
