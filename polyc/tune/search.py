@@ -229,9 +229,15 @@ def sizes_list(program: Program, sizes) -> list[dict]:
                                f"of {program.name} (its size parameters are "
                                f"{', '.join(params)})")
         missing = [p for p in params if p not in s]
+        # an array's extent (B_dim0) defaults once the unpacked sizes are given
+        named = [p for p in missing if program.param_bindings.get(p) is None
+                 or p != f"{program.param_bindings[p][0]}_dim{program.param_bindings[p][1]}"
+                 ] or missing
         if missing:
-            raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(missing)} "
-                               f"(the program's size parameters are {', '.join(params)})")
+            raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(named)} (the program's "
+                               f"size parameters are {', '.join(params)}"
+                               + ("; array extents default to what the loops access"
+                                  if named != missing else "") + ")")
         out.append({p: _size_value(p, s[p]) for p in params})
     return out
 
