@@ -21,8 +21,8 @@ from .search import (
     _Session,
     budget_of,
     run_session,
-    sizes_list,
 )
+from .sizes import sizes_list
 from .sources import check_memory, tuned_program
 
 __all__ = ["tune", "candidates"]

@@ -44,7 +44,8 @@ from ..versioned import (
     shape_class,
 )
 from .db import key_info, key_of
-from .search import knobs_from_json, run_session, sizes_list
+from .search import knobs_from_json, run_session
+from .sizes import sizes_list
 
 #: A class version must be at least this much faster than the generic one.
 VERSION_GAIN = 1.10

@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import BindingError, PolycError, ShapeError
-from ..ir import Program
+from ..errors import PolycError
 from . import autorecipe, feasible, model, space
 from .db import ALL_SIZES, key_info, key_of
 from .measure import decide
+from .sizes import resolve_program, sizes_list  # noqa: F401  (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -193,65 +193,6 @@ class TuneResult:
 
     def __str__(self) -> str:
         return self.report()
-
-
-def resolve_program(target, name: str | None = None) -> Program:
-    """The program to tune from TC source (``name``: which definition), an
-    ``ir.Program``, or a compiled kernel (``polyc.compile``,
-    ``@polyc.kernel`` after a call)."""
-    if isinstance(target, Program):
-        return target
-    if isinstance(target, str):
-        from ..api import program
-        return program(target, name)
-    prog = getattr(target, "program", None)
-    if isinstance(prog, Program):
-        return prog
-    raise BindingError(f"polyc.tune: cannot tune a {type(target).__name__}; pass TC source, "
-                       f"a compiled kernel or an ir.Program")
-
-
-def sizes_list(program: Program, sizes) -> list[dict]:
-    if isinstance(sizes, dict):
-        sizes = [sizes]
-    if not isinstance(sizes, (list, tuple)) or not sizes:
-        raise BindingError("polyc.tune: give sizes as a dict of size parameters "
-                           "(e.g. {'M': 512, 'N': 512, 'K': 512}) or a list of them")
-    params = [p for p in program.params if p not in program.fixed_sizes]
-    out = []
-    for s in sizes:
-        if not isinstance(s, dict):
-            raise BindingError(f"polyc.tune: sizes {s!r} is not a dict")
-        unknown = [k for k in s if k not in program.params and k not in program.fixed_sizes]
-        if unknown:         # (a misspelt size was ignored and the program tuned without it)
-            raise BindingError(f"polyc.tune: {', '.join(map(str, unknown))} "
-                               f"{'is not a size' if len(unknown) == 1 else 'are not sizes'} "
-                               f"of {program.name} (its size parameters are "
-                               f"{', '.join(params)})")
-        missing = [p for p in params if p not in s]
-        # an array's extent (B_dim0) defaults once the unpacked sizes are given
-        named = [p for p in missing if program.param_bindings.get(p) is None
-                 or p != f"{program.param_bindings[p][0]}_dim{program.param_bindings[p][1]}"
-                 ] or missing
-        if missing:
-            raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(named)} (the program's "
-                               f"size parameters are {', '.join(params)}"
-                               + ("; array extents default to what the loops access"
-                                  if named != missing else "") + ")")
-        out.append({p: _size_value(p, s[p]) for p in params})
-    return out
-
-
-def _size_value(name: str, value) -> int:
-    """A size of :func:`sizes_list`: an integer in ``[0, 2**63)``; raises
-    :class:`~polyc.errors.BindingError` for another type (``64.5`` was
-    truncated), :class:`~polyc.errors.ShapeError` for a negative size or
-    one past 64 bits (numpy's ValueError escaped from the inputs)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise BindingError(f"polyc.tune: size {name} must be an integer, got {value!r}")
-    if not 0 <= int(value) < 2**63:
-        raise ShapeError(f"polyc.tune: size {name} must be in 0..2**63-1, got {int(value)}")
-    return int(value)
 
 
 class _Session:

@@ -9,7 +9,7 @@ import os
 import re
 
 from ..errors import BindingError, ShapeError
-from .search import _size_value, resolve_program
+from .sizes import _size_value, resolve_program
 
 #: An einsum subscript string (numpy's grammar): labels, ',', '...', '->'.
 _EINSUM = re.compile(r"[\sA-Za-z.,]*(->[\sA-Za-z.]*)?")
@@ -78,7 +78,7 @@ def fill_extents(program, sizes: dict) -> dict:
     "m": 512})`` of ``C[i, j] = A[i, j] + B[i, j]`` with ``n, m = A.shape``
     was refused for lacking ``B_dim0, B_dim1, C_dim0, C_dim1``.  Sizes that
     are not integers, or a program that accepts no such values, are left to
-    :func:`polyc.tune.search.sizes_list` to refuse."""
+    :func:`polyc.tune.sizes.sizes_list` to refuse."""
     import islpy as isl
     auto = [p for p, b in program.param_bindings.items()
             if p not in sizes and p not in program.fixed_sizes and b is not None
