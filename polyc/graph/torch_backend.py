@@ -50,7 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
-from . import torch_assign, torch_layout, torch_math
+from . import torch_assign, torch_layout, torch_math, torch_pool
 from . import torch_nn as nn_ops
 from .core import Tracer, located
 from .jit import Jitted
@@ -296,17 +296,17 @@ LOWERINGS: dict[Any, Callable] = {
     aten.native_group_norm: nn_ops.group_norm,
     aten.constant_pad_nd: nn_ops.constant_pad, aten.repeat: nn_ops.repeat,
     aten.leaky_relu: nn_ops.leaky_relu, aten.elu: nn_ops.elu, aten.hardtanh: nn_ops.hardtanh,
-    aten.adaptive_max_pool2d: nn_ops.adaptive_max_pool,
-    aten.max_pool2d_with_indices: nn_ops.max_pool_with_indices,
+    aten.adaptive_max_pool2d: torch_pool.adaptive_max_pool_with_indices,
+    aten.max_pool2d_with_indices: torch_pool.max_pool_with_indices,
     aten.max_pool1d: nn_ops.max_pool, aten.max_pool2d: nn_ops.max_pool,
-    aten.max_pool3d_with_indices: nn_ops.max_pool_with_indices,
+    aten.max_pool3d_with_indices: torch_pool.max_pool_with_indices,
     aten.avg_pool1d: nn_ops.avg_pool, aten.avg_pool2d: nn_ops.avg_pool,
     aten.avg_pool3d: nn_ops.avg_pool,
     aten._adaptive_avg_pool2d: nn_ops.adaptive_avg_pool,
     aten.adaptive_avg_pool2d: nn_ops.adaptive_avg_pool,
     aten._adaptive_avg_pool3d: nn_ops.adaptive_avg_pool,
     aten.adaptive_avg_pool3d: nn_ops.adaptive_avg_pool,
-    aten.adaptive_max_pool3d: nn_ops.adaptive_max_pool,
+    aten.adaptive_max_pool3d: torch_pool.adaptive_max_pool_with_indices,
     aten.max: nn_ops.max_any, aten.min: nn_ops.min_any,
     aten.linalg_vector_norm: nn_ops.vector_norm,
     aten._trilinear: nn_ops.trilinear, aten._cdist_forward: nn_ops.cdist,
@@ -454,7 +454,11 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                     raise type(e)(f"lowering {node.target}{_where_in_model(node)}: {e}") \
                         from None
             elif node.op == "output":
-                return tuple(value(node.args[0]))
+                outs = tuple(value(node.args[0]))
+                for o in outs:
+                    if isinstance(o, nn_ops.PoolIndices):
+                        o.refuse()        # (an output polyc does not compute)
+                return outs
             else:
                 raise UnsupportedError(f"FX node {node.op} {node.target} is not supported")
         raise AssertionError("an FX graph without output")

@@ -236,9 +236,24 @@ def hardtanh(x, min_val=-1.0, max_val=1.0):
 
 
 class PoolIndices:
-    """The indices output of ``max_pool*_with_indices``: polyc does not
-    compute them (an inference graph uses the values only); a graph that
-    reads them fails to trace, naming this type."""
+    """An output polyc does not compute (the indices of an uneven
+    ``adaptive_max_pool``, ``_embedding_bag``'s bookkeeping for the
+    backward): any use of it, a graph output included, raises
+    :class:`~polyc.errors.UnsupportedError` naming ``what``."""
+
+    dtype = None
+
+    def __init__(self, what: str = "an output of this operator") -> None:
+        self.what = what
+
+    def refuse(self, *args, **kwargs):
+        raise UnsupportedError(f"{self.what} is not computed by polyc (an inference graph "
+                               "uses the values only); leave it out of the compiled code")
+
+    shape = property(refuse)
+    __array__ = __array_ufunc__ = __getitem__ = reshape = astype = refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __lt__ = __le__ = __gt__ = __ge__ = refuse
 
 
 def _pool_args(x, kernel, stride, padding, dilation=1):
@@ -280,16 +295,6 @@ def _ceil_extra(x, k, s, p, d) -> tuple[int, ...]:
             out -= 1
         extra.append(max((out - 1) * ss + span - (n + 2 * pp), 0))
     return tuple(extra)
-
-
-def adaptive_max_pool(x, output_size):
-    """``aten.adaptive_max_pool2d`` where the output sizes divide the input:
-    the maximum of each equal block (values; the indices are not computed)."""
-    return _adaptive(x, output_size, "max"), PoolIndices()
-
-
-def max_pool_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
-    return max_pool(x, kernel, stride, padding, dilation, ceil_mode), PoolIndices()
 
 
 def avg_pool(x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
@@ -547,4 +552,5 @@ def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sp
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.reshape((offs.size, step, 1))
     red = {0: np.sum, 1: np.mean, 2: np.max}[int(mode)]
-    return red(rows, axis=1), PoolIndices(), PoolIndices(), PoolIndices()
+    unused = PoolIndices("the offsets and counts outputs of aten._embedding_bag")
+    return red(rows, axis=1), unused, unused, unused

@@ -121,16 +121,27 @@ def test_transformer_encoder_layer_fast_path(norm_first, activation):
     _compile_matches(layer.eval(), torch.randn(2, 6, 32))
 
 
-def test_max_pool_indices_are_refused_where_read():
+def test_max_pool_indices():
+    """``return_indices=True`` (and ``max_unpool2d`` of them) once failed with
+    an AttributeError of a placeholder object; the indices are computed as
+    torch's: the first maximum of each window (ties from rounding), padding
+    and ``ceil_mode`` windows, an even adaptive pooling.  The indices of an
+    uneven adaptive pooling are refused with an UnsupportedError."""
     torch = pytest.importorskip("torch")
-
-    class M(torch.nn.Module):
-        def forward(self, x):
-            v, i = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
-            return v + i
+    from polyc.errors import UnsupportedError
+    F = torch.nn.functional
+    torch.manual_seed(3)
+    x = (torch.randn(1, 2, 4, 5) * 2).round()
+    _compile_matches(lambda a: (*F.max_pool2d(a, 3, 2, padding=1, ceil_mode=True,
+                                              return_indices=True),
+                                F.adaptive_max_pool2d(a, (2, 5), return_indices=True)[1],
+                                F.max_unpool2d(*F.max_pool2d(a[..., :4], 2, return_indices=True),
+                                               2)), x)
     torch._dynamo.reset()
-    with torch.no_grad(), pytest.raises(Exception, match="PoolIndices"):
-        torch.compile(M().eval(), backend="polyc")(torch.randn(1, 2, 4, 4))
+    with torch.no_grad(), pytest.raises(Exception, match="adaptive_max_pool") as info:
+        torch.compile(lambda a: F.adaptive_max_pool2d(a, (3, 4), return_indices=True),
+                      backend="polyc")(x)
+    assert isinstance(getattr(info.value, "inner_exception", info.value), UnsupportedError)
 
 
 
