@@ -56,8 +56,8 @@ def getitem(t: Tracer, key: Any) -> Tracer:
     gather when ``key`` holds an integer array."""
     k = key if isinstance(key, tuple) else (key,)
     if (len(k) == 1 and isinstance(k[0], (Tracer, np.ndarray)) and k[0].dtype.kind == "b"
-            and not augmented_subscript_read() and selection.reduction_follows()):
-        return selection.MaskedSelection(t, k[0])      # x[mask].sum(): a where= reduction
+            and not augmented_subscript_read()):
+        return selection.MaskedSelection(t, k[0])      # x[mask]: where= reductions, ufuncs
     if not any(_is_array(x) and not (isinstance(x, (Tracer, np.ndarray)) and
                                      x.dtype.kind == "b") for x in k):
         return views.getitem(t, key)

@@ -53,6 +53,7 @@ from .gather import check_indices
 from .jitcall import InstancePlans, TracedArgument, Watch, bind_args, native, split_args
 from .ops import check_dtype, mask_of, materialize
 from .plan import Graph, Plan, plan
+from .selection import MaskedSelection
 from .sizes import Size, SizeInt
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,12 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
     graph.treedef = _flatten(result, leaves)
     outs: list[Any] = []
     for leaf in leaves:
+        if isinstance(leaf, MaskedSelection):
+            raise UnsupportedError(
+                f"{loc}: {graph.name} returns x[mask], a boolean selection: its number of "
+                "elements depends on the values, which polyc does not know while tracing; "
+                "return np.where(mask, x, fill) (or x and the mask), or reduce it "
+                "(x[mask].sum())")
         if isinstance(leaf, Tracer):
             node = leaf.node
             base = leaf._reshape_base

@@ -29,6 +29,7 @@ from .joins import concatenate, stack
 from .ops import Scalar, elementwise, literal, operand, reduce
 from .outparam import store_out
 from .scans import scan
+from .selection import MaskedSelection
 from .setitem import selection_operand, setitem
 from .sizes import SizeInt
 from .ufuncs import UFUNCS, _abs, _invert, _negative, _square, astype
@@ -46,6 +47,8 @@ def _graph(args) -> Any:
 
 
 def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
+    if any(isinstance(x, MaskedSelection) for x in inputs):
+        return NotImplemented       # (x[mask] ufuncs: MaskedSelection.__array_ufunc__)
     g = self._graph
     loc = user_location()
     if method != "__call__":

@@ -29,6 +29,7 @@ from ..errors import UnsupportedError
 from . import views
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, materialize, operand, s_token
+from .selection import MaskedSelection, same_mask
 from .sizes import Size, SizeInt
 
 
@@ -65,6 +66,14 @@ def setitem(t: Tracer, key: Any, value: Any) -> None:
         selected = getattr(pending[1], "_selected_by", None) is key
     _check_target(t)
     keys = key if isinstance(key, tuple) else (key,)
+    if isinstance(value, MaskedSelection):
+        # y[m] = f(y[m], x[m]): the selection computed over the whole array
+        if len(keys) != 1 or not same_mask(keys[0], value._key):
+            raise _refuse(t, "x[mask] assigned under another key: its elements go to the "
+                             "key's positions in order, a placement that depends on the "
+                             "values; assign under the selection's own mask (y[m] = x[m])")
+        t.update_inplace("[]", _masked(t, operand(g, keys[0]), value.full_value(t), True))
+        return
     if len(keys) == 1 and isinstance(keys[0], (Tracer, np.ndarray)) and \
             keys[0].dtype.kind == "b" and (selected or not (
                 isinstance(keys[0], np.ndarray) and np.size(getattr(value, "shape", ())) and

@@ -64,7 +64,7 @@ def test_out_of_bounds_index_arrays_raise_at_each_call():
 
 def test_boolean_and_float_indices_are_refused():
     x = rand((4, 3), F32)
-    with pytest.raises(UnsupportedError, match="boolean indexing"):
+    with pytest.raises(UnsupportedError, match="boolean selection"):
         polyc.jit(lambda a: a[a > 0])(x)
     with pytest.raises(IndexError, match="integer"):
         polyc.jit(lambda a, i: a[i])(x, np.array([0.5]))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pytest
 
 import polyc
+from polyc.errors import UnsupportedError
 
 from .test_ops import F32, F64, check, rand
 
@@ -70,3 +72,74 @@ def test_loop_kernel_gemm_rows_over_part_of_an_axis():
     part_rows(C, A, B)
     np.testing.assert_allclose(C, want, rtol=1e-12, atol=1e-12)
     assert re.search(r"polyc_gemm\w*_f64\(", part_rows.source)   # still a GEMM call
+
+
+# -- boolean selections computed with, stored back, reduced later -----------
+
+def _nbody_inverse_cube(pos):
+    # npbench's nbody: inv_r3[inv_r3 > 0] = inv_r3[inv_r3 > 0] ** (-1.5)
+    x = pos[:, 0:1]
+    inv_r3 = (x.T - x) ** 2 + 0.0
+    inv_r3[inv_r3 > 0] = inv_r3[inv_r3 > 0] ** (-1.5)
+    return inv_r3
+
+
+def _radial_means(data, radius):
+    # npbench's azimint_naive: the selection bound to a name, reduced later
+    rmax = radius.max()
+    res = np.zeros_like(data, shape=(2,))
+    for i in range(2):
+        mask = np.logical_and(rmax * i / 2 <= radius, radius < rmax * (i + 1) / 2)
+        values = data[mask]
+        res[i] = values.mean()
+    return res
+
+
+def _escape_steps(z, c):
+    # npbench's mandelbrot1 (real-valued here): a mask object reused by
+    # several selections, a scalar and a selection expression stored under it
+    z, n = z.copy(), np.zeros_like(z)
+    for it in range(2):
+        inside = np.less(abs(z), 2.0)
+        n[inside] = it
+        z[inside] = z[inside] ** 2 + c[inside]
+    return z, n
+
+
+def _rows_selected(x, w):
+    y = x.copy()
+    m = x[:, 0] > 0
+    y[m] = np.sqrt(np.abs(x[m])) * w + 2 * x[m]     # w: the dimension after the mask's
+    return y, (x[m] * w).sum(), np.max(x[m] - 1)
+
+
+def test_boolean_selections_in_elementwise_arithmetic():
+    # each was refused ('boolean indexing ... is not supported') unless one
+    # reduction method followed the subscript at once
+    rng = np.random.default_rng(3)
+    check(_nbody_inverse_cube, rng.standard_normal((5, 3)))
+    check(_radial_means, rng.random(24), rng.random(24), reduction_length=24)
+    check(_escape_steps, rng.random(6) * 2, rng.random(6))
+    check(_rows_selected, rand((5, 3), F64, seed=4), rand((3,), F64, seed=5),
+          reduction_length=15)
+
+
+def test_boolean_selections_whose_size_matters_are_refused():
+    x = rand((4, 3), F32, seed=6)
+    cases = [
+        (lambda a: a[a > 0], "returns x\\[mask\\]"),
+        (lambda a: len(a[a > 0]), "len\\(\\) of x\\[mask\\]"),
+        (lambda a: a[a > 0] + a, "np.add of x\\[mask\\] and an array of shape \\(4, 3\\)"),
+        (lambda a: np.concatenate([a[a > 0], a.ravel()]), "np.concatenate of x\\[mask\\]"),
+        (lambda a: a[a > 0] * a[a < 0], "two different masks"),
+    ]
+    for fn, message in cases:
+        with pytest.raises(UnsupportedError, match=message):
+            polyc.jit(fn)(x)
+
+    def other_key(a):
+        y = a.copy()
+        y[a < 0] = a[a > 0]
+        return y
+    with pytest.raises(UnsupportedError, match="assigned under another key"):
+        polyc.jit(other_key)(x)

@@ -189,7 +189,7 @@ def test_reductions_of_a_boolean_selection():
     check(lambda a: (a[a > 0].sum(), a[a > 3].max(), a[a % 2 == 0].mean()), i)
     with pytest.raises(UnsupportedError, match="axis=1"):
         polyc.jit(lambda a: a[a[:, 0] > 0].sum(axis=1))(x)
-    with pytest.raises(UnsupportedError, match="boolean indexing"):
+    with pytest.raises(UnsupportedError, match="boolean selection"):
         polyc.jit(lambda a: a[a > 0] * 2)(x)
 
 
