@@ -140,7 +140,10 @@ def convert(text: str, frm: str, to: str) -> str:
     """``text`` of dtype ``frm`` (or ``"bool"``: a C ``int`` 0/1) converted to
     dtype ``to`` (a C conversion; the half types through the prelude's
     ``polyc_<type>_to_f32`` and ``polyc_f32_to_<type>``, float16 rounded
-    directly from any float type)."""
+    directly from any float type; a float to an integer type through the
+    prelude's ``polyc_<float>_to_int32/int64/uint32``, defined for NaN and
+    out-of-range values as numpy's casts compute them on x86: INT32_MIN /
+    INT64_MIN, wrapped to the narrower types)."""
     if frm == to:
         return text
     if frm in HALF_DTYPES:
@@ -151,6 +154,13 @@ def convert(text: str, frm: str, to: str) -> str:
         return f"polyc_f64_to_float16({text})"
     if to in HALF_DTYPES:
         return f"polyc_f32_to_{to}({convert(text, frm, 'float32')})"
+    if is_float(frm) and not is_float(to):
+        # (the prelude's defined conversions: C's cast of a NaN or an
+        # out-of-range float is undefined behaviour)
+        wide = to if to in ("int64", "uint32") else "int32"
+        text = f"polyc_{C_TYPES[frm]}_to_{wide}({text})"
+        if to == wide:
+            return text
     return f"(({C_TYPES[to]}){text})"
 
 

@@ -147,6 +147,27 @@ static inline int64_t polyc_ipow_int64_t(int64_t a, int64_t b)
 { uint64_t r = 1u, x = (uint64_t)a;
   if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
   for (; b; b >>= 1) { if (b & 1) r *= x; x *= x; } return (int64_t)r; }
+/* float -> integer conversions, defined for every value (C leaves a NaN or an
+   out-of-range value undefined, and gcc folded constant ones to other values
+   than its code computes: int(nan) gave 0, int(1e30) INT64_MAX): such a value
+   gives INT32_MIN / INT64_MIN, the x86 result numpy's astype gives; the
+   narrower types convert through int32 and wrap, uint32 from x - 2^31 where
+   x >= 2^31, as gcc's vector code for numpy's casts does. Written as selects
+   (gcc vectorises them): -2^31 (-2^63) stands for a value out of range */
+static inline int32_t polyc_float_to_int32(float x)
+{ return (int32_t)(fabsf(x) < 2147483648.0f ? x : -2147483648.0f); }
+static inline int32_t polyc_double_to_int32(double x)
+{ return (int32_t)(fabs(x) < 2147483648.0 ? x : -2147483648.0); }
+static inline int64_t polyc_float_to_int64(float x)
+{ return (int64_t)(fabsf(x) < 9223372036854775808.0f ? x : -9223372036854775808.0f); }
+static inline int64_t polyc_double_to_int64(double x)
+{ return (int64_t)(fabs(x) < 9223372036854775808.0 ? x : -9223372036854775808.0); }
+static inline uint32_t polyc_float_to_uint32(float x)
+{ int big = x >= 2147483648.0f;
+  return (uint32_t)polyc_float_to_int32(big ? x - 2147483648.0f : x) ^ (big ? 0x80000000u : 0u); }
+static inline uint32_t polyc_double_to_uint32(double x)
+{ int big = x >= 2147483648.0;
+  return (uint32_t)polyc_double_to_int32(big ? x - 2147483648.0 : x) ^ (big ? 0x80000000u : 0u); }
 static inline int32_t polyc_min_int32_t(int32_t a, int32_t b) { return a < b ? a : b; }
 static inline int32_t polyc_max_int32_t(int32_t a, int32_t b) { return a > b ? a : b; }
 static inline int64_t polyc_min_int64_t(int64_t a, int64_t b) { return a < b ? a : b; }
