@@ -45,7 +45,7 @@ from ..versioned import (
 )
 from .db import key_info, key_of
 from .search import knobs_from_json, run_session
-from .sizes import sizes_list
+from .sizes import is_extent, sizes_list
 
 #: A class version must be at least this much faster than the generic one.
 VERSION_GAIN = 1.10
@@ -155,7 +155,11 @@ def lattice(program, points: list[dict], tile: int = 32, vector: int | None = No
     from .model import vector_bytes
     vector = vector or max(1, vector_bytes() // 4)
     l2 = l2 or cache_sizes().get(2, 1 << 20)
-    params = [p for p in program.params if p not in program.fixed_sizes]
+    every = params = [p for p in program.params if p not in program.fixed_sizes]
+    # a loop program's array extents (B_dim0) follow its unpacked sizes: a
+    # class over them too only narrowed the guards to arrays as large as the
+    # loops access
+    params = [p for p in params if not is_extent(program, p)] or params
     cells: dict[tuple, list[dict]] = {}
     for pt in points:
         key = []
@@ -168,7 +172,7 @@ def lattice(program, points: list[dict], tile: int = 32, vector: int | None = No
         fit = [q for q in pts if footprint(program, q) <= l2]
         if not large or not fit or len(fit) == len(pts):
             continue
-        box = {p: max(int(q[p]) for q in fit) for p in params}
+        box = {p: max(int(q[p]) for q in fit) for p in every}
         if footprint(program, box) > l2:
             continue        # the fitting sizes' bounds do not fit together
         cells[key] = [q for q in pts if q not in fit]

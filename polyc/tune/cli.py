@@ -85,7 +85,8 @@ def _cmd_tune(args) -> int:
         groups = {}
         if args.classes:        # the classes a session would tune (not ranked per class)
             from .classes import requested
-            groups = requested(program, sizes, args.classes)
+            from .sources import fill_extents  # (a .py program's B_dim0...: as tune does)
+            groups = requested(program, [fill_extents(program, q) for q in sizes], args.classes)
         if args.json:
             doc = [vars(t) for t in trials]
             print(json.dumps({"classes": groups, "candidates": doc} if args.classes else doc,

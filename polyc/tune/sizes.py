@@ -48,9 +48,7 @@ def sizes_list(program: Program, sizes) -> list[dict]:
                                f"{', '.join(params)})")
         missing = [p for p in params if p not in s]
         # an array's extent (B_dim0) defaults once the unpacked sizes are given
-        named = [p for p in missing if program.param_bindings.get(p) is None
-                 or p != f"{program.param_bindings[p][0]}_dim{program.param_bindings[p][1]}"
-                 ] or missing
+        named = [p for p in missing if not is_extent(program, p)] or missing
         if missing:
             raise BindingError(f"polyc.tune: sizes {s} lack {', '.join(named)} (the program's "
                                f"size parameters are {', '.join(params)}"
@@ -70,3 +68,11 @@ def _size_value(name: str, value) -> int:
     if not 0 <= int(value) < 2**63:
         raise ShapeError(f"polyc.tune: size {name} must be in 0..2**63-1, got {int(value)}")
     return int(value)
+
+
+def is_extent(program: Program, name: str) -> bool:
+    """Whether size parameter ``name`` is an array extent a loop program
+    names after its array (``B_dim0``: ``B.shape[0]``, never unpacked), which
+    :func:`polyc.tune.sources.fill_extents` fills in."""
+    b = program.param_bindings.get(name)
+    return b is not None and name == f"{b[0]}_dim{b[1]}"

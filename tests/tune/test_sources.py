@@ -124,3 +124,21 @@ def test_the_dry_run_takes_shape_classes_as_tune_does():
     assert trials and trials[0].status in ("legal", "duplicate", "illegal", "inapplicable")
     with pytest.raises(BindingError, match="not in class"):
         polyc.tune.candidates(src, {"N = 1": {"N": 2, "M": 64}}, count=2)
+
+
+def test_lattice_classes_of_a_loop_program(tmp_path, capsys):
+    """``polyc tune add.py --sizes n=1,m=64 ... --classes lattice --dry-run``
+    was refused for lacking B_dim0... (the dry run grouped the sizes before
+    filling in the array extents), and ``polyc.tune(..., classes="lattice")``
+    made the extents lattice parameters too: guards such as ``C_dim0 = 1``
+    that a caller passing larger arrays misses.  Classes are over n, m."""
+    from polyc.cli import main
+    (tmp_path / "add_lattice.py").write_text(ADD)
+    sizes = ["n=1,m=64", "n=7,m=64", "n=64,m=64"]
+    assert main(["tune", str(tmp_path / "add_lattice.py"), *[a for s in sizes
+                 for a in ("--sizes", s)], "--classes", "lattice", "--dry-run",
+                 "--count", "1"]) == 0
+    classes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("class ")]
+    assert len(classes) == 3 and not any("_dim" in ln.split(":")[0] for ln in classes)
+    assert any(ln.startswith("class n = 1 and m >= 32") and "'B_dim0': 2" in ln
+               for ln in classes), classes
