@@ -272,6 +272,12 @@ class Expressions:
                 # integers: numpy's wrapping integer power (polyc.expr's ipow)
                 ints = all(self._int_valued(a) for a in args) and not all(
                     isinstance(a, E.Const) for a in args)
+                if ints and _negative_int(args[1]):
+                    if _integral(args[0]):      # Python's int ** -k is a float
+                        return E.Call("pow", args, sp)
+                    raise self.fail(node, "an integer array element to a negative integer "
+                                    "power (numpy raises ValueError)",
+                                    "write a float exponent (x ** -1.0) for a float result")
                 return E.Call("ipow" if ints else "pow", args, sp)
             op = BINOPS.get(type(node.op))
             if op is None:
@@ -438,6 +444,14 @@ def _float_floordiv(a: E.Expr, b: E.Expr, sp) -> E.Expr:
     q = B("/", a, b)
     return sel(B("==", b, zero), q, sel(B("!=", d, zero), snap,
                                         E.Call("copysign", (zero, q), sp)))
+
+
+def _negative_int(e: E.Expr) -> bool:
+    """Whether ``e`` is a negative integer literal (``-1`` parses as a
+    negation of the literal 1)."""
+    if isinstance(e, E.Unary) and e.op == "-" and isinstance(e.operand, E.Const):
+        e = E.Const(-e.operand.value)
+    return isinstance(e, E.Const) and type(e.value) is int and e.value < 0
 
 
 def _integral(e: E.Expr) -> bool:

@@ -92,6 +92,7 @@ def _conversions(X, Y, F, I):
         F[i, 1] = round(X[i])
         F[i, 2] = np.maximum(X[i], Y[i])
         F[i, 3] = np.minimum(X[i], Y[i])
+        F[i, 4] = 2 ** -1 + (i + 1) ** -2
         I[i] = (int(X[i] * 4) & 6) + round(X[i]) // 2
 
 
@@ -100,15 +101,28 @@ def test_kernel_int_round_are_integers_and_maximum_ties():
     zero (``int(-0.5)`` came out as -0.0), and integer operators apply
     (``int(x) & 6`` was refused: a bitwise operator on a float);
     ``np.maximum``/``np.minimum`` of equal values give the second, as
-    numpy's (``np.maximum(-0.0, 0.0)`` is 0.0)."""
+    numpy's (``np.maximum(-0.0, 0.0)`` is 0.0).  A Python int to a negative
+    literal power is a float (``2 ** -1`` was numpy's integer power, 0)."""
     x = np.array([-0.5, -0.0, 0.0, 0.5, 1.5, 2.5, -2.5, -3.7, 7.25, -0.25])
     y = np.array([0.0, 0.0, -0.0, NAN, -2.0, 2.5, -2.5, NAN, 1.0, -0.0])
-    got = np.zeros((10, 4)), np.zeros(10, np.int64)
-    want = np.zeros((10, 4)), np.zeros(10, np.int64)
+    got = np.zeros((10, 5)), np.zeros(10, np.int64)
+    want = np.zeros((10, 5)), np.zeros(10, np.int64)
     _conversions(x, y, *got)
     _conversions.py_func(x, y, *want)
     assert_same(got[0], want[0], "int round maximum minimum")
     assert_same(got[1], want[1], "int(x * 4) & 6")
+
+
+def test_kernel_integer_element_to_negative_power_is_refused():
+    """numpy raises ValueError for an integer to a negative integer power;
+    ``A[i] ** -1`` of an int64 array computed the truncated power instead."""
+    @polyc.kernel
+    def inverse(A, B):
+        for i in range(A.shape[0]):
+            B[i] = A[i] ** -1
+
+    with pytest.raises(polyc.UnsupportedError, match="negative integer power"):
+        inverse(np.arange(1, 4), np.zeros(3, np.int64))
 
 
 # -- float -> integer conversions ------------------------------------------------------
