@@ -518,6 +518,14 @@ class Tracer:
             self._refuse("np.r_[...] / np.c_[...] of traced arrays (numpy converts them with "
                          "np.array)", "join them with np.concatenate([a, b]), "
                          "np.column_stack([a, b]) or np.stack")
+        if _user_opname() == "STORE_SUBSCR":
+            self._refuse("assigning a traced value into a numpy array (y[...] = value, y made "
+                         "by np.empty, np.zeros, np.ones, np.full or np.ndarray without like=, "
+                         "or closed over)",
+                         "make y a traced array: np.empty(shape, dtype=..., like=x), "
+                         "np.zeros(shape, like=x) or np.zeros_like(x, shape=...) for an "
+                         "argument x (numpy's own creation functions make numpy arrays, "
+                         "which cannot hold traced values)")
         if _user_opname() == "BINARY_SUBSCR":
             self._refuse("a numpy array indexed by a traced array (np.eye(n)[labels]): "
                          "numpy's indexing of it",

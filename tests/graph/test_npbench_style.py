@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import polyc
-from polyc.errors import UnsupportedError
+from polyc.errors import TraceError, UnsupportedError
 
 from .test_ops import F32, F64, check, rand
 
@@ -143,3 +143,15 @@ def test_boolean_selections_whose_size_matters_are_refused():
         return y
     with pytest.raises(UnsupportedError, match="assigned under another key"):
         polyc.jit(other_key)(x)
+
+
+def test_assigning_into_a_numpy_buffer_names_the_traced_way():
+    # npbench creates its outputs with np.empty(shape, dtype) and fills them;
+    # the TraceError spoke of np.asarray() / np.array(), which the code never calls
+    def fill(x):
+        out = np.empty((x.shape[0], 2), dtype=np.float32)
+        out[:, 0] = x.sum(axis=1)
+        return out
+    with pytest.raises(TraceError, match=r"assigning a traced value into a numpy array(.|\n)*"
+                                         r"out\[:, 0\] = x.sum(.|\n)*like=x"):
+        polyc.jit(fill)(rand((3, 4), F32))
