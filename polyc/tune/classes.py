@@ -18,7 +18,8 @@ such, at most :data:`polyc.versioned.MAX_VERSIONS`.
 :func:`lattice` gives the classes a set of observed sizes falls into: per
 size parameter ``P``, one of ``P = 1``, ``2 <= P < T`` or ``P >= T``, and
 ``P mod V = 0`` when the vector width ``V`` divides every observed value of
-the cell. ``T`` is the tile size and ``V`` the vector width in elements.
+the cell. ``T`` is the tile size and ``V`` the vector width in elements (of
+the program's narrowest floating-point type).
 Where some sizes of a cell with a ``P >= T`` parameter have all their
 tensors fit in the L2 cache together and others do not, the fitting ones
 form a class of their own, bounded by their largest values (``P <= 96`` for
@@ -151,9 +152,14 @@ def lattice(program, points: list[dict], tile: int = 32, vector: int | None = No
     the most populated :data:`~polyc.versioned.MAX_VERSIONS` classes.
     ``l2``: the L2 cache size in bytes (default: this machine's,
     :func:`polyc.machine.cache_sizes`)."""
+    from ..ir import numpy_dtype
     from ..machine import cache_sizes
     from .model import vector_bytes
-    vector = vector or max(1, vector_bytes() // 4)
+    # lanes of the program's narrowest element type (a float64 kernel's
+    # are 4 with AVX2, not the 8 of float32 that every program was given)
+    dts = [numpy_dtype(t.dtype) for t in program.tensors if t.role != "local"]
+    widths = [d.itemsize for d in dts if d.kind == "f"] or [d.itemsize for d in dts]
+    vector = vector or max(1, vector_bytes() // min(widths or [4]))
     l2 = l2 or cache_sizes().get(2, 1 << 20)
     every = params = [p for p in program.params if p not in program.fixed_sizes]
     # a loop program's array extents (B_dim0) follow its unpacked sizes: a

@@ -121,6 +121,15 @@ def test_lattice_groups_observed_sizes():
     for text, reps in got.items():
         cls = shape_class(p, text)
         assert 1 <= len(reps) <= 3 and all(cls.contains(r) for r in reps)
+    # the default vector width counts the program's elements: a float64
+    # kernel's was that of float32 (twice the lanes), so sizes divisible by
+    # its own width (36 with AVX2's 4 doubles) got no 'mod' constraint
+    from polyc.tune.model import vector_bytes
+    lanes = vector_bytes() // 8
+    p64 = polyc.program(MM, dtype="float64")
+    (text,) = lattice(p64, [{"M": 36 * lanes // 4, "N": 9 * lanes, "K": 9 * lanes}],
+                      l2=1 << 30)
+    assert f"N mod {lanes} = 0" in text and f"K mod {lanes} = 0" in text, text
 
 
 def test_lattice_splits_off_the_sizes_that_fit_in_l2():
