@@ -370,8 +370,8 @@ class _Lowering:
         info = np.iinfo(dtype) if (integer := np.dtype(dtype).kind in "iu") else np.finfo(dtype)
 
         def visit(e: E.Expr, negated: bool) -> None:
-            if isinstance(e, E.Access):
-                return                     # indices: 64-bit index arithmetic
+            if isinstance(e, E.Access) or (isinstance(e, E.Call) and e.fn.startswith("cast_")):
+                return       # indices: 64-bit index arithmetic; a cast's operand: its own types
             if isinstance(e, E.Unary) and e.op == "-" and isinstance(e.operand, E.Const):
                 visit(e.operand, not negated)
                 return

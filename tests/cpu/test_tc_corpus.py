@@ -27,17 +27,18 @@ def test_casts_convert_as_numpys_astype():
     # and wavenet (float(0)): a cast converts to that type, as numpy's astype (an
     # integer cast of a float truncates toward zero)
     k = polyc.compile("""
-def f(float a, float b, int32(N) c, float(N) d) -> (x, y, z, p, q) {
+def f(float a, float b, int32(N) c, float(N) d) -> (x, y, z, p, q, w) {
     x(i) = float(a <= b) + float(!(a < .5) || b > .5) where i in 0:1
     y(i) = 1.0 / float(c(i)) + float(0)
     z(i) = double(c(i)) / 3
     p(i) = int64(d(i) * 3)
     q(i) = int32(d(i))
+    w(i) = int32(d(i) * 2.5) + int32(1.5)
 }""")
     a, b = np.array(0.3, F32), np.array(0.6, F32)
     c = np.array([1, 3, -7, 2], np.int32)
     d = np.array([1.5, -1.5, 2.9, -0.4], F32)
-    x, y, z, p, q = k(a, b, c, d)
+    x, y, z, p, q, w = k(a, b, c, d)
     assert x.dtype == F32 and np.array_equal(x, [2.0])
     assert y.dtype == F32
     assert_close(y, 1.0 / c.astype(np.float64), dtype="float32")
@@ -46,6 +47,10 @@ def f(float a, float b, int32(N) c, float(N) d) -> (x, y, z, p, q) {
     assert p.dtype == np.int64 and q.dtype == np.int32
     np.testing.assert_array_equal(p, (d * 3).astype(np.int64))
     np.testing.assert_array_equal(q, d.astype(np.int32))
+    # a float literal inside a cast is computed before the conversion (it was refused
+    # as a fractional literal of the int32 statement)
+    assert w.dtype == np.int32
+    np.testing.assert_array_equal(w, (d.astype(np.float64) * 2.5).astype(np.int32) + 1)
 
 
 def test_gather_through_integer_cast():
