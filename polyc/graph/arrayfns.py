@@ -95,6 +95,20 @@ def _repeat_counts(g, t: Tracer, counts: np.ndarray, ax: int) -> Tracer:
     return gather.take(g, t, idx, axis=ax)
 
 
+def _power_of_ten(n: int) -> float:
+    """``10.0 ** n`` (n >= 0) as numpy's ``round`` computes it: exact up to
+    1e8, then 1e9 multiplied by 10 one step at a time (a few ulps from the
+    correctly rounded power beyond 1e22), so that the scaled values agree."""
+    if n < 9:
+        return float(10 ** n)
+    r = 1e9
+    for _ in range(n - 9):
+        r *= 10.0
+        if r == float("inf"):
+            break
+    return r
+
+
 def around(g, a, decimals=0, out=None) -> Tracer:
     """``np.around``/``np.round``: half to even; with ``decimals``, scaled
     by ``10**decimals`` first and back after (numpy's computation)."""
@@ -109,13 +123,14 @@ def around(g, a, decimals=0, out=None) -> Tracer:
             raise _refuse("np.round of booleans with negative decimals is not supported")
         # numpy's: divided by 10**-d in float64, rounded half to even,
         # multiplied back and cast to the integer type (15 -> 20, 25 -> 20)
-        scale = 10.0 ** -d
+        scale = _power_of_ten(-d)
         f = materialize(g, t, "astype", np.dtype(np.float64))
         r = UFUNCS["multiply"](g, UFUNCS["rint"](g, UFUNCS["divide"](g, f, scale)), scale)
         return materialize(g, r, "astype", t.dtype)
     if d == 0:
         return UFUNCS["rint"](g, t)
-    scale = t.dtype.type(10.0 ** abs(d))
+    with np.errstate(over="ignore"):
+        scale = t.dtype.type(_power_of_ten(abs(d)))
     if d > 0:
         return UFUNCS["divide"](g, UFUNCS["rint"](g, UFUNCS["multiply"](g, t, scale)), scale)
     return UFUNCS["multiply"](g, UFUNCS["rint"](g, UFUNCS["divide"](g, t, scale)), scale)

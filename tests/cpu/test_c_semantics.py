@@ -39,17 +39,20 @@ def test_jit_sign_of_unsigned_and_clip_nan_rules():
     """``np.sign`` of an unsigned array was a SemanticError (the literal -1 of
     the signed formula in uint8); ``np.clip`` ignored a NaN bound (numpy's
     ``min(max(x, lo), hi)`` gives NaN) and kept ``x`` where it equals a bound
-    of the other zero sign (numpy gives the bound)."""
+    of the other zero sign (numpy gives the bound); ``np.round(x, -25)``
+    scaled by the correctly rounded 1e25, numpy by its own power of ten (a few
+    ulps apart: results 1 ulp off)."""
     u = np.array([0, 1, 7, 255], np.uint8)
 
     def f(u, x, lo):
-        return np.sign(u), np.clip(x, lo, 2.0), np.clip(x, -1.0, 2.0)
+        return (np.sign(u), np.clip(x, lo, 2.0), np.clip(x, -1.0, 2.0),
+                np.round(x * 7.77e25, -25))
 
     lo = np.where(np.isnan(YF), NAN, np.minimum(YF, 1.0))
     got = polyc.jit(f)(u, XF, lo)
     with np.errstate(invalid="ignore"):
         want = f(u, XF, lo)
-    for g, w, what in zip(got, want, ("sign", "clip(x, lo, 2)", "clip(x, -1, 2)")):
+    for g, w, what in zip(got, want, ("sign", "clip(x, lo, 2)", "clip(x, -1, 2)", "round")):
         assert_same(g, w, what)
 
 
