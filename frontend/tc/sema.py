@@ -584,8 +584,15 @@ class _Lowering:
                 if e.op == "/":
                     return a.div(b).floor()
                 return a.mod_val(isl.Val.int_from_si(a.get_ctx(), div))
+            why = "affine in the sizes"
+            if e.op in ("/", "%"):
+                pieces = b.get_pieces() if b.is_cst() else []
+                why += (f" (its divisor is {pieces[0][1].get_constant_val()}: "
+                        if len(pieces) == 1 else " (")
+                why += ("a division or remainder needs a positive literal divisor or a size "
+                        "fixed to a positive value by specialization)")
             raise rep.unsupported(e.span, f"range bound '{_text(self.source, e.span)}' is not "
-                                  "affine in the sizes")
+                                  + why)
         raise rep.semantic(e.span, f"range bound '{_text(self.source, e.span)}' is not a size "
                            "expression (integers, sizes, T.d, + - * / %); index variables and "
                            "tensor reads are not allowed there")

@@ -258,6 +258,8 @@ ERRORS = [
      SemanticError, (2, 12), "index tensors must be integers"),
     ("where on index var in bound", "def f(float(N) A) -> (B) {\n  B(i) = A(i) where i in 0:j\n}",
      SemanticError, (2, 28), "range bound 'j' is not a size expression"),
+    ("where bound divided by zero", "def f(float(N) A) -> (B) {\n  B(i) = A(i) where i in 0:N/0\n}",
+     UnsupportedError, (2, 28), "range bound 'N/0' is not affine in the sizes (its divisor is 0"),
     ("where tensor read in bound", "def f(float(N) A) -> (B) {\n  B(i) = A(i) where i in 0:A(0)\n}",
      SemanticError, (2, 28), "range bound 'A(0)' is not a size expression"),
     ("where unused", "def f(float(N) A) -> (B) {\n  B(i) = A(i) where k in 0:N\n}",
