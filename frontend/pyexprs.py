@@ -334,6 +334,10 @@ class Expressions:
         elif (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
               and f.value.id in MODULES):
             name = f.attr
+        if (isinstance(f, ast.Name) and name == "float" and len(node.args) == 1
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)):
+            return self._float_text(node.args[0].value, node)
         if isinstance(f, ast.Name) and name in ("float", "int", "round") and len(
                 node.args) == 1 and not node.keywords:
             return self._conversion(name, self.value_expr(node.args[0], loops), node)
@@ -367,6 +371,16 @@ class Expressions:
         if len(args) != want:
             raise self.fail(node, f"{name}() takes {want} argument(s), got {len(args)}")
         return E.Call(fn, tuple(args), self.span(node))
+
+    def _float_text(self, text: str, node: ast.Call) -> E.Expr:
+        """Python's ``float("inf")``, ``float("-inf")``, ``float("nan")``
+        (the idioms for an extremum's start value): the literal."""
+        try:
+            value = float(text)
+        except ValueError:
+            raise self.fail(node, f"float({text!r}), which Python refuses",
+                            "write a number, or 'inf', '-inf', 'nan'") from None
+        return E.Const(value, self.span(node))
 
     def _conversion(self, name: str, x: E.Expr, node: ast.Call) -> E.Expr:
         """Python's ``float(x)``, ``int(x)`` (truncates toward zero) and

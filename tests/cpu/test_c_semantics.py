@@ -96,6 +96,7 @@ def _conversions(X, Y, F, I):
         F[i, 2] = np.maximum(X[i], Y[i])
         F[i, 3] = np.minimum(X[i], Y[i])
         F[i, 4] = 2 ** -1 + (i + 1) ** -2
+        F[i, 5] = float("-inf") if X[i] < 0 else float("nan")
         I[i] = (int(X[i] * 4) & 6) + round(X[i]) // 2
 
 
@@ -105,11 +106,12 @@ def test_kernel_int_round_are_integers_and_maximum_ties():
     (``int(x) & 6`` was refused: a bitwise operator on a float);
     ``np.maximum``/``np.minimum`` of equal values give the second, as
     numpy's (``np.maximum(-0.0, 0.0)`` is 0.0).  A Python int to a negative
-    literal power is a float (``2 ** -1`` was numpy's integer power, 0)."""
+    literal power is a float (``2 ** -1`` was numpy's integer power, 0);
+    ``float("-inf")`` and ``float("nan")`` were refused."""
     x = np.array([-0.5, -0.0, 0.0, 0.5, 1.5, 2.5, -2.5, -3.7, 7.25, -0.25])
     y = np.array([0.0, 0.0, -0.0, NAN, -2.0, 2.5, -2.5, NAN, 1.0, -0.0])
-    got = np.zeros((10, 5)), np.zeros(10, np.int64)
-    want = np.zeros((10, 5)), np.zeros(10, np.int64)
+    got = np.zeros((10, 6)), np.zeros(10, np.int64)
+    want = np.zeros((10, 6)), np.zeros(10, np.int64)
     _conversions(x, y, *got)
     _conversions.py_func(x, y, *want)
     assert_same(got[0], want[0], "int round maximum minimum")
