@@ -50,7 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
-from . import torch_assign, torch_layout, torch_math, torch_pool
+from . import torch_assign, torch_checks, torch_layout, torch_math, torch_pool
 from . import torch_nn as nn_ops
 from .core import Tracer, located
 from .jit import Jitted
@@ -341,6 +341,7 @@ LOWERINGS: dict[Any, Callable] = {
 }
 # assignment (slice_scatter, index_put...), isnan, var_mean (polyc/graph/torch_assign.py)
 LOWERINGS.update({getattr(aten, k): fn for k, fn in torch_assign.LOWERINGS.items()})
+LOWERINGS.update({getattr(aten, k): fn for k, fn in torch_checks.LOWERINGS.items()})
 
 
 #: creation operators whose sizes may be symbolic (see ``torch_values.full``)
@@ -358,7 +359,8 @@ def _constant(t: torch.Tensor) -> np.ndarray:
 
 #: Python-level targets that appear in ATen graphs (tuple outputs, size arithmetic)
 _PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,
-               operator.floordiv, operator.mod, operator.neg, operator.truediv)
+               operator.floordiv, operator.mod, operator.neg, operator.truediv,
+               operator.ge, operator.gt, operator.le, operator.lt, operator.eq, operator.ne)
 
 
 #: symbolic-size functions of dynamic-shape graphs (``F.interpolate``'s output
@@ -366,7 +368,7 @@ _PY_TARGETS = (operator.getitem, operator.add, operator.sub, operator.mul,
 #: arithmetic is specialised, a plan for each size
 _SYM_FUNCS = {torch.sym_float: float, torch.sym_int: int, torch.sym_max: max,
               torch.sym_min: min, math.trunc: math.trunc, math.floor: math.floor,
-              math.ceil: math.ceil}
+              math.ceil: math.ceil, torch.sym_ite: lambda c, a, b: a if c else b}
 
 
 def _lowering(target) -> Callable | None:

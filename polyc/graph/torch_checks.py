@@ -15,14 +15,40 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+import numpy as np
 import torch
 
-from ..errors import IndexBoundsError
+from ..errors import IndexBoundsError, UnsupportedError
 from .torch_values import model_location
 
 log = logging.getLogger(__name__)
 
-_ASSERTS = ("_assert_async",)
+_ASSERTS = ("_assert_async", "_assert_scalar")
+
+
+def local_scalar(x):
+    """``aten._local_scalar_dense`` (``t.item()``, ``bool(t)``, the
+    ``is_causal`` detection of ``nn.TransformerEncoder``): the value of a
+    one-element tensor made from constants, read while tracing.  The value
+    of a computed tensor is data for polyc's kernels, not a Python number:
+    :class:`~polyc.errors.UnsupportedError`."""
+    if isinstance(x, (np.ndarray, np.generic, bool, int, float)):
+        return np.asarray(x).item()
+    raise UnsupportedError("a tensor's value read as a Python number (t.item(), bool(t), "
+                           "`if t:`) of a tensor computed from the model's inputs is not "
+                           "supported by polyc (its kernels cannot return to Python "
+                           "mid-graph); compute it outside the compiled module")
+
+
+def assert_scalar(cond, msg: str = "assertion failed") -> None:
+    """``aten._assert_scalar`` on a value known while tracing: checked then
+    (those on input values are taken out by :func:`split_input_checks`)."""
+    if not bool(cond):
+        raise ValueError(f"torch assertion failed while tracing: {msg}")
+
+
+#: ATen operator name -> lowering (registered by :mod:`polyc.graph.torch_backend`)
+LOWERINGS = {"_local_scalar_dense": local_scalar, "_assert_scalar": assert_scalar}
 
 
 def _is_assert(node) -> bool:
