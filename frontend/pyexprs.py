@@ -122,7 +122,7 @@ class Expressions:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, bool) or not isinstance(node.value, int):
                 raise self.fail(node, "a non-integer constant in an index expression")
-            return E.Const(node.value, sp)
+            return E.Const(self._int64(node), sp)
         if isinstance(node, ast.Name):
             known = self._loop_or_size(node.id, vars_, sp)
             if known is not None:
@@ -232,7 +232,7 @@ class Expressions:
             if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
                 raise self.fail(node, f"the constant {node.value!r}",
                                 "values are int or float literals")
-            return E.Const(node.value, sp)
+            return E.Const(self._int64(node) if isinstance(node.value, int) else node.value, sp)
         if isinstance(node, ast.Name):
             known = self._loop_or_size(node.id, vars_, sp)
             if known is not None:
@@ -371,6 +371,17 @@ class Expressions:
         if len(args) != want:
             raise self.fail(node, f"{name}() takes {want} argument(s), got {len(args)}")
         return E.Call(fn, tuple(args), self.span(node))
+
+    def _int64(self, node: ast.Constant) -> int:
+        """An integer literal's value; beyond int64 (which the generated code
+        computes in, and numpy refuses with OverflowError for int64 arrays) a
+        located UnsupportedError."""
+        v = node.value
+        if not -2 ** 63 <= v < 2 ** 63:
+            raise self.fail(node, f"the integer literal {v}, beyond int64",
+                            "write a float literal (1e20) for a float value; for int64's "
+                            "minimum write -9223372036854775807 - 1")
+        return v
 
     def _float_text(self, text: str, node: ast.Call) -> E.Expr:
         """Python's ``float("inf")``, ``float("-inf")``, ``float("nan")``

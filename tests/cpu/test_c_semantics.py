@@ -182,3 +182,17 @@ def test_float_to_integer_conversions_are_defined():
                          [-1.0 if a < 0 else a for a in v]]
     for got, t, src in zip(outs, types, sources):
         assert_same(got, np.array([_x86_cast(a, t) for a in src], t), t)
+
+
+def test_kernel_integer_literal_beyond_int64_is_located():
+    """An integer literal beyond int64 reached the C printer ('integer
+    constant ... does not fit in 64 bits', no location); it is refused at
+    its line, with what to write instead."""
+    @polyc.kernel
+    def shifted(A, B):
+        for i in range(A.shape[0]):
+            B[i] = A[i] + 100000000000000000000
+
+    with pytest.raises(polyc.UnsupportedError, match=r"test_c_semantics.py:\d+:\d+: the integer "
+                       r"literal 100000000000000000000, beyond int64"):
+        shifted(np.arange(3.0), np.zeros(3))
