@@ -162,10 +162,14 @@ def admits(band: space.BandKnobs, f: Feasibility) -> bool:
     return not (band.vectorize and band.order[-1] not in f.simd)
 
 
-def choices(info: space.BandInfo, f: Feasibility) -> list[space.BandKnobs]:
+def choices(info: space.BandInfo, f: Feasibility, tensorize: bool = True
+            ) -> list[space.BandKnobs]:
     """:func:`polyc.tune.space.band_choices` of ``info`` less those the
-    probes ``f`` rule out."""
-    return [c for c in space.band_choices(info) if admits(c, f)]
+    probes ``f`` rule out (and the tensorize knob unless ``tensorize``: a
+    lone band's tensorized tree is the same with reassociation, so the
+    reassociated pool would only repeat it)."""
+    return [c for c in space.band_choices(info) if admits(c, f)
+            and (tensorize or not c.tensorize)]
 
 
 def admitted(k: space.Knobs, feasible: dict) -> bool:

@@ -309,3 +309,16 @@ def gemm(C, A, B, alpha, beta):
             for j in range(m):
                 C[i, j] += alpha * A[i, k] * B[k, j]
 """
+
+
+def test_each_start_ranks_its_tensorized_candidate():
+    """A batched matmul's isl band has four members: tensorize(gemm) is one
+    of its thousands of knob settings and the random sample missed it, so
+    --dry-run ranked only the source order's.  The reassociated pool of a
+    lone band repeated the tensorized tree (a duplicate)."""
+    src = "def bmm(float(B,M,K) X, float(B,K,N) Y) -> (Z) { Z(b,m,n) +=! X(b,m,k) * Y(b,k,n) }"
+    trials = polyc.tune.candidates(src, {"B": 2, "M": 64, "K": 64, "N": 64}, count=3)
+    gemm = [t for t in trials if "tensorize(gemm)" in t.label]
+    assert {t.label for t in gemm} == {"isl: tensorize(gemm)", "source: tensorize(gemm)"}, \
+        [t.label for t in trials]
+    assert all(t.status == "legal" for t in gemm)
