@@ -33,6 +33,7 @@ from ..source import Span, excerpt, span_text
 from . import syntax as S
 from .dtypes import promote
 from .lets import expand_lets
+from .literals import check_literals
 from .ranges import (
     Range,
     RangeInferenceError,
@@ -52,7 +53,6 @@ from .ranges import (
 DTYPES = {"float": "float32", "float32": "float32", "double": "float64",
           "float64": "float64", "half": "float16", "float16": "float16", "bfloat16": "bfloat16",
           **{t: t for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")}}
-_WIDER = dict(int8="int16", uint8="uint16", int16="int32", uint16="int32", uint32="int64")
 #: Rank-0 arguments of these types are scalar size arguments (polyc).
 SIZE_ARG_TYPES = ("int32", "int64")
 #: TC's builtins (tc/lang/builtins.h, CUDA's math functions) polyc lacks: refused by name
@@ -356,52 +356,9 @@ class _Lowering:
         ranges = self._infer(st, order, uses, where)
         if T not in self.defined:
             self._define(st, lhs_vars, ranges, rhs)
-        self._check_literals(rhs, self.dtypes[T], T)
+        check_literals(rhs, self.dtypes[T], T, self.rep.semantic, self.source,
+                       self.defn.span)
         return self._build(k, st, lhs, op, bang, rhs, lhs_vars, red, ranges)
-
-    def _check_literals(self, rhs: E.Expr, dtype: str, T: str) -> None:
-        """Every literal in a value position is computed in the statement's
-        element type ``dtype`` (the backend converts it): refuse one that
-        type cannot represent instead of letting C wrap or overflow it
-        (``3000000000`` in an int32 statement, ``1e39`` in a float32 one, a
-        fractional ``1.5`` in an integer one).  Index positions are 64-bit;
-        the parser already bounds literals to that."""
-        dtype = ir.compute_dtype(dtype)   # half types compute in float32
-        info = np.iinfo(dtype) if (integer := np.dtype(dtype).kind in "iu") else np.finfo(dtype)
-
-        def visit(e: E.Expr, negated: bool) -> None:
-            if isinstance(e, E.Access) or (isinstance(e, E.Call) and e.fn.startswith("cast_")):
-                return       # indices: 64-bit index arithmetic; a cast's operand: its own types
-            if isinstance(e, E.Unary) and e.op == "-" and isinstance(e.operand, E.Const):
-                visit(e.operand, not negated)
-                return
-            if isinstance(e, E.Const):
-                value = -e.value if negated else e.value
-                shown = f"{'-' if negated else ''}{_text(self.source, e.span)}" \
-                    if e.span is not None else repr(value)
-                bad = None
-                if integer:
-                    if isinstance(value, float) and not value.is_integer():
-                        bad = "it has a fractional part"
-                    elif not info.min <= value <= info.max:
-                        bad = f"{dtype} holds {info.min}..{info.max}"
-                elif abs(value) > float(info.max):
-                    bad = f"it overflows to infinity ({dtype} holds magnitudes up to " \
-                          f"{float(info.max):.4g})"
-                if bad is not None:
-                    span = e.span or self.defn.span
-                    wider = dict(_WIDER, float32="double", int32="int64").get(dtype)
-                    hint = (f"; declare a wider output type, e.g. '-> ({wider} {T})'"
-                            if wider and not (isinstance(value, float) and integer
-                                              and not value.is_integer()) else "")
-                    raise self.rep.semantic(span, f"the literal {shown} cannot be represented "
-                                            f"in {dtype}, the element type of '{T}' in which "
-                                            f"this statement computes: {bad}{hint}")
-                return
-            for c in e.children():
-                visit(c, False)
-
-        visit(rhs, False)
 
     def _lhs_vars(self, st: S.Statement) -> list[str]:
         out: list[str] = []
