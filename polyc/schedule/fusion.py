@@ -33,7 +33,6 @@ from __future__ import annotations
 import islpy as isl
 
 from ..errors import ScheduleError
-from ..isl_util import CTX, sets_of
 from . import legality, surgery
 from .rebuild import _Band, _Children, _filter_list, _kind, describe, replace_subtree
 from .registry import transform
@@ -62,11 +61,7 @@ def nonnegative_member(band: isl.ScheduleNode, j: int, deps: isl.UnionMap) -> bo
     """Whether every dependence of ``deps`` between instances under ``band``
     that the outer schedule (enclosing bands) does not separate has a
     non-negative distance along member ``j``."""
-    within = legality.unordered_within(band, deps)
-    m = legality.member_maps(band, j)[1]
-    dist = within.apply_domain(m).apply_range(m).deltas()
-    return all(s.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(CTX, -1)).is_empty()
-               for s in sets_of(dist))
+    return legality.nonnegative(band, j, deps)
 
 
 def exact_flags(band: isl.ScheduleNode, deps: isl.UnionMap, coincident=None,
@@ -80,7 +75,7 @@ def exact_flags(band: isl.ScheduleNode, deps: isl.UnionMap, coincident=None,
     n = band.band_n_member()
     for j in range(n):
         claim = True if coincident is None else bool(coincident[j])
-        ok = claim and legality.carried_by_member(band, j, deps).is_empty()
+        ok = claim and not legality.carries(band, j, deps)
         band = band.band_member_set_coincident(j, int(ok))
     claim = True if permutable is None else bool(permutable)
     perm = claim and all(nonnegative_member(band, j, deps) for j in range(n))

@@ -16,8 +16,8 @@ from .. import expr as E
 from ..dependence import Dependences
 from ..errors import IllegalScheduleError, Witness
 from ..ir import Program
-from ..isl_util import maps_of
-from .legality_time import carries_in_time, order_key, respects, union
+from ..isl_util import maps_of, sets_of
+from .legality_time import carries_in_time, negative_in_time, order_key, respects, union
 from .marks import SIMD, SIMD_REDUCTION, parse_parallel_mark
 from .tree import band_names
 
@@ -254,6 +254,28 @@ def carries(node: isl.ScheduleNode, member: int, deps: isl.UnionMap) -> bool:
     if found is None:
         return not carried_by_member(node, member, deps).is_empty()
     return found
+
+
+def nonnegative(node: isl.ScheduleNode, member: int, deps: isl.UnionMap) -> bool:
+    """Whether every dependence of ``deps`` between instances band ``node``
+    schedules that the enclosing bands leave unordered has a non-negative
+    distance along member ``member`` (the band may be permuted with it
+    outermost).  Decided on the dependence pairs mapped into schedule time
+    (prefix, then the member), linear in the dependences; the pairs of
+    equal prefix (:func:`unordered_within`, quadratic) are the fallback when
+    the times do not share one space."""
+    domain = node.get_domain()
+    within = deps.intersect_domain(domain).intersect_range(domain)
+    if within.is_empty():
+        return True
+    prefix = node.get_prefix_schedule_union_map().intersect_domain(domain)
+    this = member_maps(node, member)[1]
+    found = negative_in_time(within, prefix.flat_range_product(this))
+    if found is not None:
+        return not found
+    dist = unordered_within(node, deps).apply_domain(this).apply_range(this).deltas()
+    return all(s.upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(s.get_ctx(), -1))
+               .is_empty() for s in sets_of(dist))
 
 
 def carried_at(schedule_prefix: isl.UnionMap, deps: isl.UnionMap) -> isl.UnionMap:

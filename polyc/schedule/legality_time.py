@@ -107,7 +107,12 @@ def carries_in_time(within: isl.UnionMap, time: isl.UnionMap) -> bool | None:
     return _CARRIES[key]
 
 
-def _carries_in_time(within: isl.UnionMap, time: isl.UnionMap) -> bool | None:
+def _carries_in_time(within: isl.UnionMap, time: isl.UnionMap,
+                     backwards: bool = False) -> bool | None:
+    """Whether a pair of ``within``, mapped into ``time``, is equal on every
+    dimension but the last and differs on the last (``backwards``: its sink
+    comes before its source on the last); ``None`` when the times of the
+    pairs do not share one space."""
     for m in maps_of(within.apply_domain(time).apply_range(time)):
         space = m.get_space()
         n = space.dim(isl.dim_type.in_)
@@ -116,10 +121,31 @@ def _carries_in_time(within: isl.UnionMap, time: isl.UnionMap) -> bool | None:
         same = isl.Map.universe(space)
         for i in range(n - 1):
             same = same.equate(isl.dim_type.in_, i, isl.dim_type.out, i)
-        differ = same.subtract(same.equate(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1))
+        if backwards:       # sink - source <= -1 on the last dimension
+            differ = same.order_gt(isl.dim_type.in_, n - 1, isl.dim_type.out, n - 1)
+        else:
+            differ = same.subtract(same.equate(isl.dim_type.in_, n - 1,
+                                               isl.dim_type.out, n - 1))
         if not m.intersect(differ).is_empty():
             return True
     return False
+
+
+def negative_in_time(within: isl.UnionMap, time: isl.UnionMap) -> bool | None:
+    """Whether a pair of ``within`` is equal on every dimension of ``time``
+    but the last and has a negative distance (sink before source) on the
+    last; ``None`` when the times of the pairs do not share one space.
+    Remembered by the isl text of both."""
+    key = (time.to_str(), within.to_str())
+    if key not in _NEGATIVE:
+        if len(_NEGATIVE) >= MEMO_MAX:
+            _NEGATIVE.clear()
+        _NEGATIVE[key] = _carries_in_time(within, time, backwards=True)
+    return _NEGATIVE[key]
+
+
+#: (schedule up to a member, dependences) as isl text -> :func:`negative_in_time`.
+_NEGATIVE: dict[tuple[str, str], bool | None] = {}
 
 
 def union(maps) -> isl.UnionMap:
