@@ -25,8 +25,13 @@ def resolve_program(target, name: str | None = None) -> Program:
     prog = getattr(target, "program", None)
     if isinstance(prog, Program):
         return prog
+    hint = ""
+    if callable(target) and hasattr(target, "__code__"):    # a plain Python function
+        hint = (f"; to tune the loops of {getattr(target, '__name__', 'it')}, decorate it "
+                f"with @polyc.kernel and call it once")
     raise BindingError(f"polyc.tune: cannot tune a {type(target).__name__}; pass TC source, "
-                       f"a compiled kernel or an ir.Program")
+                       f"an einsum string, a compiled kernel, a @polyc.kernel function "
+                       f"after its first call or an ir.Program{hint}")
 
 
 def sizes_list(program: Program, sizes) -> list[dict]:

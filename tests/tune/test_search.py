@@ -199,6 +199,13 @@ def test_bad_requests(cfg, tmp_path):
         polyc.tune(TR, SIZES, executor="carrier-pigeon", config=cfg)
     with pytest.raises(BindingError, match="cannot tune"):
         polyc.tune(3.5, SIZES, config=cfg)
+
+    def loops(a):
+        return a
+    # the message did not mention @polyc.kernel (nor einsum strings)
+    with pytest.raises(BindingError, match="a @polyc.kernel function after its first call.*"
+                                           "decorate it with @polyc.kernel and call it once"):
+        polyc.tune(loops, SIZES, config=cfg)
     # a negative size was numpy's bare ValueError, a fractional one was
     # truncated and budget=True ran for one second
     with pytest.raises(ShapeError, match="size N must be in 0..2"):
