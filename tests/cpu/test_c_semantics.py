@@ -56,36 +56,6 @@ def test_jit_sign_of_unsigned_and_clip_nan_rules():
         assert_same(g, w, what)
 
 
-# -- torch.compile(backend="polyc") ----------------------------------------------------
-
-def test_torch_semantics_where_they_differ_from_numpys():
-    """ATen's values, not numpy's: ``sign``/``sgn`` of NaN is 0 (was NaN);
-    integer ``div(rounding_mode="trunc")`` of INT64_MIN was computed from
-    ``|a|``, which wraps (INT64_MIN / 7 came out positive); a zero float
-    ``remainder`` keeps the dividend's sign; ``round(decimals=1)`` raised a
-    TypeError from inside polyc; ``fmax fmin signbit`` were not lowered."""
-    torch = pytest.importorskip("torch")
-    import polyc.graph.torch_backend  # noqa: F401
-
-    def f(x, y, a, b):
-        return (torch.sign(x), torch.sgn(x), torch.remainder(x, y),
-                torch.round(x * 3.3, decimals=1), torch.fmax(x, y), torch.fmin(x, y),
-                torch.signbit(x), torch.div(a, b, rounding_mode="trunc"),
-                torch.div(a, b, rounding_mode="floor"), torch.remainder(a, b))
-
-    x, y = torch.tensor(XF), torch.tensor(YF)
-    y = torch.where(y == 0, torch.tensor(0.75, dtype=y.dtype), y)    # (no 0/0 remainder)
-    a = torch.tensor([-2**63, -2**63, -7, 7, -7, 7, 0, 2**63 - 1])
-    b = torch.tensor([7, 2, 2, -2, -2, 3, -3, -1])
-    torch._dynamo.reset()
-    with torch.no_grad():
-        got = torch.compile(f, backend="polyc", dynamic=False)(x, y, a, b)
-    want = f(x, y, a, b)
-    names = "sign sgn remainder round fmax fmin signbit trunc floor remainder_int".split()
-    for g, w, what in zip(got, want, names):
-        assert_same(g.numpy(), w.numpy(), what)
-
-
 # -- @polyc.kernel (Python loops) ------------------------------------------------------
 
 @polyc.kernel
