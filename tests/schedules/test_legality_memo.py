@@ -14,6 +14,7 @@ import pytest
 
 from polyc import dependence
 from polyc.errors import IllegalScheduleError
+from polyc.isl_util import sets_of
 from polyc.schedule import legality, tree
 
 from .util import ANTI, MATMUL, PRODUCER_CONSUMER, RECUR, STENCIL, program, start
@@ -29,7 +30,7 @@ def recur(float(N, M) X) -> (A) {
 
 @pytest.mark.parametrize("src", [MATMUL, PRODUCER_CONSUMER, STENCIL, RECUR, ANTI])
 @pytest.mark.parametrize("how", ["source", "isl"])
-def test_carries_agrees_with_the_pairwise_relation(src, how):
+def test_carries_and_nonnegative_agree_with_the_pairwise_relation(src, how):
     s = start(src, start=how)
     bands = [n for n in tree.walk(s.isl.get_root())
              if n.get_type() == isl.schedule_node_type.band]
@@ -39,6 +40,16 @@ def test_carries_agrees_with_the_pairwise_relation(src, how):
             for dep in (*s.deps.by_kind().values(), s.deps.all()):
                 want = not legality.carried_by_member(band, j, dep).is_empty()
                 assert legality.carries(band, j, dep) == want
+                # permutability: no negative distance among the pairs of
+                # equal prefix schedule (the quadratic relation)
+                this = legality.member_maps(band, j)[1]
+                dist = legality.unordered_within(band, dep).apply_domain(this) \
+                    .apply_range(this).deltas()
+                negative = any(
+                    not st.upper_bound_val(isl.dim_type.set, 0,
+                                           isl.Val.int_from_si(st.get_ctx(), -1)).is_empty()
+                    for st in sets_of(dist))
+                assert legality.nonnegative(band, j, dep) == (not negative)
 
 
 def test_equal_programs_share_their_dependences_and_others_do_not():
