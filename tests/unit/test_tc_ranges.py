@@ -329,3 +329,32 @@ def test_random_programs_stay_in_bounds_where_preconditions_hold():
                         hi = touched.dim_max_val(d).to_python()
                         assert 0 <= lo and hi < eval_pw_aff(ext, sizes), (text, sizes, str(rel))
     assert lowered > 50
+
+
+# TC's own expectations (test/test_inference.cc: Scale1D, WeirdConv, TCA), written
+# here as formulas of the sizes; TC's negative extents are empty ranges in polyc
+TC_INFERENCE = [
+    ("def fun(float(I_0) I) -> (O) { O(i) = I(123 * i) }",
+     lambda s: [(s["I_0"] + 122) // 123]),
+    ("def fun(float(B, IP, H, W) input, float(OP, IP, KH, KW) weight) -> (output) {\n"
+     "  output(b, op, h, w) +=! input(b, ip, 2 * h + 3 * w + kh, 2 * w + kw) *\n"
+     "                          weight(op, ip, kh, kw) }",
+     lambda s: [s["B"], s["OP"], (s["H"] - s["KH"] - (s["W"] - s["KW"]) // 2 * 3) // 2 + 1,
+                (s["W"] - s["KW"]) // 2 + 1]),
+    ("def fun(float(I_0, I_1, I_2) I) -> (O) { O(i) +=! I(j, i + j, k) }",
+     lambda s: [s["I_1"] - s["I_0"] + 1]),
+]
+
+
+@pytest.mark.parametrize("text,want", TC_INFERENCE, ids=["scale", "weird-conv", "tca"])
+def test_output_extents_are_tcs(text, want):
+    p = lower(text)
+    out = p.tensors[-1]
+    for k in range(6):
+        sizes = {q: 1 + (k + n) % 4 if q.startswith("K") else 3 + 4 * ((k + 3 * n) % 6)
+                 for n, q in enumerate(p.params)}
+        got, tcs = [eval_pw_aff(d, sizes) for d in out.shape], want(sizes)
+        if min(tcs) > 0:
+            assert got == tcs, sizes
+        else:                      # TC's empty tensor (an extent <= 0): polyc's too
+            assert 0 in got and min(got) >= 0, (sizes, got, tcs)
