@@ -18,7 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import UnsupportedError
-from . import morefns, search, views
+from . import histogram, morefns, search, views
 from .core import Tracer, user_location
 from .interp import interp
 from .ops import Scalar, broadcast, capture, materialize, normalize_axis, operand, reduce
@@ -303,4 +303,4 @@ def functions(concatenate: Callable) -> dict[str, Callable]:
                 morefns.norm(g, x, ord=ord, axis=(-2, -1), keepdims=keepdims),
             "append": lambda g, arr, values, axis=None: append(g, arr, values, axis,
                                                                concatenate),
-            "interp": interp, **search.functions()}
+            "interp": interp, **search.functions(), **histogram.functions()}

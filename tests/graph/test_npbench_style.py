@@ -155,3 +155,21 @@ def test_assigning_into_a_numpy_buffer_names_the_traced_way():
     with pytest.raises(TraceError, match=r"assigning a traced value into a numpy array(.|\n)*"
                                          r"out\[:, 0\] = x.sum(.|\n)*like=x"):
         polyc.jit(fill)(rand((3, 4), F32))
+
+
+# -- np.histogram with a number of equal bins --------------------------------
+
+def _azimint_hist(data, radius, on_edges):
+    # npbench's azimint_hist: the weighted histogram over the plain one
+    return (np.histogram(radius, 5, weights=data)[0] / np.histogram(radius, 5)[0],
+            np.histogram(radius, 3, range=(0.2, 0.7))[1], *np.histogram(on_edges, 4))
+
+
+def test_histogram_of_equal_bins_is_numpys():
+    # was: 'np.histogram is not supported by polyc.jit'; on_edges: elements
+    # on the bins' edges (numpy's corrections of a bin within an ulp)
+    rng = np.random.default_rng(7)
+    check(_azimint_hist, rng.random(40), rng.random(40), np.linspace(0, 1, 41),
+          reduction_length=40)
+    with pytest.raises(UnsupportedError, match="bins='auto'"):
+        polyc.jit(lambda a: np.histogram(a, bins="auto"))(rng.random(8))
