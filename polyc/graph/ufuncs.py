@@ -373,11 +373,17 @@ def _shift(name: str) -> Callable:
     for a negative value shifted right, as numpy's."""
     def run(g, a, b):
         ops_ = [operand(g, a), operand(g, b)]
-        if any(o.dtype.kind not in "iu" for o in ops_):
+        if any(o.dtype.kind not in "iub" for o in ops_):
             loc = user_location()
             raise TypeError(f"{loc}: ufunc '{name}' not supported for "
                             f"{'/'.join(sorted({o.dtype.name for o in ops_}))} inputs (numpy "
-                            f"raises too: integers only)\n    {loc.text}")
+                            f"raises too: integers and booleans only)\n    {loc.text}")
+        if any(o.dtype.kind == "b" for o in ops_):
+            # numpy shifts booleans in their promoted integer type (int8 for two)
+            dt = ops.result_dtype(*ops_)
+            dt = np.dtype(np.int8) if dt.kind == "b" else dt
+            ops_ = [ops.materialize(g, o, dtype=dt) if isinstance(o, Tracer)
+                    and o.dtype.kind == "b" else o for o in ops_]
         sym = ">>" if name == "right_shift" else "<<"
         return elementwise(g, name, lambda x, y: f"({x} {sym} {y})", ops_)
     return run
@@ -419,7 +425,7 @@ UFUNCS: dict[str, Callable] = {
     "rad2deg": _scaled("rad2deg", 180.0 / np.pi), "degrees": _scaled("degrees", 180.0 / np.pi),
     "float_power": _float_power, "right_shift": _shift("right_shift"),
     "left_shift": _shift("left_shift"),
-    "reciprocal": _reciprocal, "absolute": _abs, "fabs": _abs, "square": _square,
+    "reciprocal": _reciprocal, "absolute": _abs, "fabs": _unary_float("fabs"), "square": _square,
     "maximum": _maximum("maximum"), "minimum": _maximum("minimum"),
     "fmax": lambda g, a, b: elementwise(g, "fmax", lambda x, y: f"fmax({x}, {y})", [a, b]),
     "fmin": lambda g, a, b: elementwise(g, "fmin", lambda x, y: f"fmin({x}, {y})", [a, b]),

@@ -41,18 +41,23 @@ def test_jit_sign_of_unsigned_and_clip_nan_rules():
     ``min(max(x, lo), hi)`` gives NaN) and kept ``x`` where it equals a bound
     of the other zero sign (numpy gives the bound); ``np.round(x, -25)``
     scaled by the correctly rounded 1e25, numpy by its own power of ten (a few
-    ulps apart: results 1 ulp off)."""
-    u = np.array([0, 1, 7, 255], np.uint8)
+    ulps apart: results 1 ulp off); ``np.fabs`` of int8 was the wrapping
+    integer ``abs`` (-128 for -128; numpy: 128.0 in float16); ``<<`` of
+    booleans was refused as a TypeError claiming numpy refuses it (numpy
+    shifts them in int8)."""
+    u = np.array([0, 1, 7, 255, 128], np.uint8)
 
     def f(u, x, lo):
         return (np.sign(u), np.clip(x, lo, 2.0), np.clip(x, -1.0, 2.0),
-                np.round(x * 7.77e25, -25))
+                np.round(x * 7.77e25, -25), np.fabs(u.astype(np.int8)),
+                np.left_shift(u > 3, u > 0))
 
     lo = np.where(np.isnan(YF), NAN, np.minimum(YF, 1.0))
     got = polyc.jit(f)(u, XF, lo)
     with np.errstate(invalid="ignore"):
         want = f(u, XF, lo)
-    for g, w, what in zip(got, want, ("sign", "clip(x, lo, 2)", "clip(x, -1, 2)", "round")):
+    for g, w, what in zip(got, want, ("sign", "clip(x, lo, 2)", "clip(x, -1, 2)", "round",
+                                      "fabs", "left_shift")):
         assert_same(g, w, what)
 
 
