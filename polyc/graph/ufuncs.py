@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import DTypeError, UnsupportedError
 from . import ops
 from .core import Tracer, user_location
 from .ops import Scalar, elementwise, literal, operand
@@ -172,7 +172,7 @@ def _all_bool(name: str, ops_) -> bool:
     kinds = {o.dtype.kind for o in ops_}
     if kinds & {"f"}:
         loc = user_location()
-        raise TypeError(f"{loc}: ufunc '{name}' not supported for float inputs (numpy "
+        raise DTypeError(f"{loc}: ufunc '{name}' not supported for float inputs (numpy "
                         f"raises too)\n    {loc.text}")
     return kinds <= {"b"}
 
@@ -375,7 +375,7 @@ def _shift(name: str) -> Callable:
         ops_ = [operand(g, a), operand(g, b)]
         if any(o.dtype.kind not in "iub" for o in ops_):
             loc = user_location()
-            raise TypeError(f"{loc}: ufunc '{name}' not supported for "
+            raise DTypeError(f"{loc}: ufunc '{name}' not supported for "
                             f"{'/'.join(sorted({o.dtype.name for o in ops_}))} inputs (numpy "
                             f"raises too: integers and booleans only)\n    {loc.text}")
         if any(o.dtype.kind == "b" for o in ops_):
