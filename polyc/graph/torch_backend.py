@@ -50,7 +50,7 @@ import torch
 
 from ..errors import PolycError, UnsupportedError
 from . import ops as _ops
-from . import torch_assign, torch_checks, torch_layout, torch_math, torch_pool
+from . import torch_assign, torch_checks, torch_embedding, torch_layout, torch_math, torch_pool
 from . import torch_nn as nn_ops
 from .core import Tracer, located
 from .jit import Jitted
@@ -314,7 +314,7 @@ LOWERINGS: dict[Any, Callable] = {
         *a, **k, gelu=_gelu),
     # gathers (indices in bounds are checked at each call where they are inputs)
     aten.embedding: lambda w, i, *rest: _take(w, i, 0),
-    aten._embedding_bag: nn_ops.embedding_bag,
+    aten._embedding_bag: torch_embedding.embedding_bag,
     aten.index_select: lambda x, dim, i: _take(x, i, dim),
     aten.gather: lambda x, dim, i, sparse_grad=False: _take(x, i, dim, along=True),
     aten.index: lambda x, idx: x[tuple(slice(None) if i is None else i for i in idx)],

@@ -525,32 +525,3 @@ def assert_now(cond, msg: str) -> None:
         return None
     raise UnsupportedError(f"a runtime assertion on computed values ({msg}) is not "
                            "supported by polyc; assert outside the compiled module")
-
-
-def embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, sparse=False,
-                  per_sample_weights=None, include_last_offset=False, padding_idx=-1):
-    """``aten._embedding_bag`` where every bag has the same length (a 2-D
-    input, whose offsets torch makes with ``arange``): the rows of
-    ``weight`` gathered as (bags, length, dim) and summed (mode 0, times
-    ``per_sample_weights``), averaged (1) or maxed (2).  The other three
-    outputs (bag bookkeeping for the backward) are not computed.  Offsets
-    that are an input, or uneven, raise
-    :class:`~polyc.errors.UnsupportedError`."""
-    n = int(indices.shape[0])
-    offs = np.asarray(offsets) if isinstance(offsets, np.ndarray) else None
-    if offs is not None and include_last_offset:
-        offs = offs[:-1]
-    step = int(offs[1] - offs[0]) if offs is not None and offs.size > 1 else n
-    if offs is None or offs.size == 0 or offs[0] != 0 or \
-            not np.array_equal(offs, np.arange(offs.size) * step) or step * offs.size != n:
-        raise UnsupportedError("aten._embedding_bag with offsets that are an input or make "
-                               "bags of different lengths is not supported by polyc; pass a "
-                               "2-D input (bags of one length)")
-    if padding_idx is not None and padding_idx >= 0:
-        raise UnsupportedError("aten._embedding_bag with padding_idx is not supported by polyc")
-    rows = np.take(weight, indices.reshape((offs.size, step)), axis=0)
-    if per_sample_weights is not None:
-        rows = rows * per_sample_weights.reshape((offs.size, step, 1))
-    red = {0: np.sum, 1: np.mean, 2: np.max}[int(mode)]
-    unused = PoolIndices("the offsets and counts outputs of aten._embedding_bag")
-    return red(rows, axis=1), unused, unused, unused

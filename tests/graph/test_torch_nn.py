@@ -324,6 +324,27 @@ def test_embedding_bag_and_truncating_integer_division():
                      torch.randint(-9, 9, (4, 5)))
 
 
+def test_embedding_bag_with_offsets_and_padding():
+    """``bag(indices, offsets)`` with offsets an input (bags of different
+    lengths, an empty one) and ``padding_idx`` were refused; they are a
+    one-hot contraction with each element's bag (sum, mean, max; an empty
+    bag is zeros, the mean counts the elements that are not padding)."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class M(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mean = nn.EmbeddingBag(10, 3, mode="mean", padding_idx=2)
+            self.max = nn.EmbeddingBag(10, 3, mode="max", padding_idx=2)
+
+        def forward(self, i, o):
+            return self.mean(i, o), self.max(i, o)
+    torch.manual_seed(66)
+    _compile_matches(M().eval(), torch.tensor([1, 2, 4, 5, 2, 3, 2, 9]),
+                     torch.tensor([0, 3, 3, 6]))
+
+
 def test_float16_norms_of_large_values():
     """A float16 LayerNorm, GroupNorm and InstanceNorm of values around 100:
     ``(x - mean)^2`` overflowed half (the output was all zeros); ATen
