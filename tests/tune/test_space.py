@@ -234,6 +234,12 @@ def test_probes_drop_knobs_that_can_never_apply(mm):
                                         and not (c.vectorize and c.order[-1] == 2))
                         for c in kept)
     assert any(c.tensorize for c in kept)
+    # the local search's reassociation toggle of a lone tensorized band only
+    # repeats its tree
+    gemm = space.BandKnobs((0, 1, 2), (0, 0, 0), tensorize=True)
+    by_pool = {("isl", r): fs for r, fs in probed.items()}
+    assert feasible.admitted(space.Knobs("isl", (gemm,)), by_pool)
+    assert not feasible.admitted(space.Knobs("isl", (gemm,), True), by_pool)
     # the first ranked candidates are legal
     notes: list[str] = []
     trials = polyc.tune.candidates(MM, SIZES, count=5, notes=notes)
