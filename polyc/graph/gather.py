@@ -57,7 +57,10 @@ def getitem(t: Tracer, key: Any) -> Tracer:
     k = key if isinstance(key, tuple) else (key,)
     if (len(k) == 1 and isinstance(k[0], (Tracer, np.ndarray)) and k[0].dtype.kind == "b"
             and not augmented_subscript_read()):
-        return selection.MaskedSelection(t, k[0])      # x[mask]: where= reductions, ufuncs
+        sel = selection.MaskedSelection(t, k[0])   # (checks the mask's shape, unites extents)
+        if isinstance(k[0], np.ndarray):
+            return gather(t, np.nonzero(k[0]))      # a constant mask: known positions
+        return sel                                  # x[mask]: where= reductions, ufuncs
     if not any(_is_array(x) and not (isinstance(x, (Tracer, np.ndarray)) and
                                      x.dtype.kind == "b") for x in k):
         return views.getitem(t, key)

@@ -173,3 +173,15 @@ def test_histogram_of_equal_bins_is_numpys():
           reduction_length=40)
     with pytest.raises(UnsupportedError, match="bins='auto'"):
         polyc.jit(lambda a: np.histogram(a, bins="auto"))(rng.random(8))
+
+
+def test_selection_by_a_constant_mask_is_a_gather():
+    # a numpy mask's positions are known while tracing: x[keep] is an array of
+    # its count of rows (was refused unless a reduction followed at once)
+    keep = np.array([True, False, True, True, False, True])
+
+    def rows(a):
+        y = a.copy()
+        y[keep] = a[keep] * 2 + 1
+        return a[keep], y
+    check(rows, rand((6, 3), F64, seed=8))
