@@ -414,6 +414,7 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
     ``None``: a symbolic stride nothing in the graph reads, not passed."""
     graph = gm.graph
     sizes = sizes or {}
+    orders = torch_layout.output_orders(gm)     # (torch's layouts of the outputs)
 
     def run(*args):
         env: dict = {}
@@ -460,7 +461,7 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                 for o in outs:
                     if isinstance(o, nn_ops.PoolIndices):
                         o.refuse()        # (an output polyc does not compute)
-                return outs
+                return torch_layout.in_storage_order(outs, orders)
             else:
                 raise UnsupportedError(f"FX node {node.op} {node.target} is not supported")
         raise AssertionError("an FX graph without output")
@@ -523,7 +524,7 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     fold_leading_merges(gm)
     check = split_input_checks(gm) or (lambda args: None)
     sizes = _size_sources(gm, example_inputs)
-    jitted = Jitted(interpreter(gm, sizes))
+    jitted, orders = Jitted(interpreter(gm, sizes)), torch_layout.output_orders(gm)
     shapes = [tuple(x.shape) if isinstance(x, torch.Tensor) else None for x in example_inputs]
     if all(s is None or all(isinstance(d, int) for d in s) for s in shapes):
         # trace now, on zero arrays of the example shapes: an operator polyc
@@ -535,8 +536,9 @@ def _compile_aten(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     def compiled(*args):
         check(args)
         # parameters require grad even under no_grad; DLPack refuses those
-        return jitted(*[a.detach() if isinstance(a, torch.Tensor) and a.requires_grad
-                        else a for k, a in enumerate(args) if k not in sizes])
+        return torch_layout.restride(jitted(*[
+            a.detach() if isinstance(a, torch.Tensor) and a.requires_grad else a
+            for k, a in enumerate(args) if k not in sizes]), orders)
     compiled.jitted = jitted
     return compiled
 

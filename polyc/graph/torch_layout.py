@@ -100,3 +100,55 @@ def as_strided(x, size, stride, storage_offset=None, *, base):
         index = index + (np.arange(s, dtype=np.int64) * t).reshape(
             (1,) * d + (s,) + (1,) * (len(size) - d - 1))
     return np.take(flat, index)
+
+
+def _hint(v) -> int | None:
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    hint = getattr(getattr(v, "node", None), "hint", None)
+    return None if hint is None else int(hint)
+
+
+def output_orders(gm) -> list[list[int] | None]:
+    """For each output of the ATen graph ``gm``, the storage order of its
+    axes (outermost first) where torch gives it a dense layout that is not
+    the contiguous one (a ``channels_last`` convolution's, a transposed
+    result's); ``None`` where it is contiguous, not dense, or not a tensor.
+    A dynamic shape's strides are read at their example values (the order
+    of the axes does not change with the sizes)."""
+    node = next(n for n in gm.graph.nodes if n.op == "output")
+    orders: list[list[int] | None] = []
+    for out in node.args[0]:
+        val = getattr(out, "meta", {}).get("val")
+        order = None
+        if hasattr(val, "stride") and val.ndim > 1:
+            shape = [_hint(s) for s in val.shape]
+            layout = [_hint(s) for s in val.stride()]
+            if None not in shape and None not in layout:
+                order = _storage_order(tuple(shape), tuple(layout))
+        orders.append(None if order is None or order == sorted(order) else order)
+    return orders
+
+
+def in_storage_order(outputs: tuple, orders: list[list[int] | None]) -> tuple:
+    """The graph's ``outputs`` (numpy values), each transposed to the
+    storage order torch gives it (:func:`output_orders`): polyc then writes
+    it in that order, and :func:`restride` views it back."""
+    return tuple(np.transpose(o, order) if order is not None and getattr(o, "ndim", -1) ==
+                 len(order) else o for o, order in zip(outputs, orders))
+
+
+def restride(results, orders: list[list[int] | None]):
+    """The compiled function's results (torch tensors, in storage order,
+    see :func:`in_storage_order`) as views with torch's shapes and strides:
+    a ``channels_last`` model's output is ``channels_last``, no copy."""
+    if not any(orders):
+        return results
+    single = not isinstance(results, (tuple, list))
+    seq = (results,) if single else results
+    out = []
+    for r, order in zip(seq, orders):
+        if order is not None and getattr(r, "ndim", -1) == len(order):
+            r = r.permute(*[order.index(d) for d in range(len(order))])
+        out.append(r)
+    return out[0] if single else type(seq)(out)

@@ -54,3 +54,17 @@ def test_as_strided_windows_and_refusal():
     with torch.no_grad(), pytest.raises(Exception, match="as_strided") as info:
         torch.compile(lambda a: (a + 1).as_strided((6,), (2,)), backend="polyc")(x[:6])
     assert isinstance(getattr(info.value, "inner_exception", info.value), UnsupportedError)
+
+
+def test_outputs_have_torch_strides():
+    """Results torch lays out densely but not contiguously (an elementwise
+    function of a ``channels_last`` input, a transposed result) came back
+    contiguous; polyc writes them in torch's storage order and returns
+    views with torch's strides (the values as before)."""
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    y = torch.randn(3, 4)
+    got = _compile_matches(lambda a, b: (a.relu() + 1, b.t() * 2, b + 1), x, y)
+    ref = ((x.relu() + 1), y.t() * 2, y + 1)
+    assert [g.stride() for g in got] == [r.stride() for r in ref]
+    assert got[0].is_contiguous(memory_format=torch.channels_last)
