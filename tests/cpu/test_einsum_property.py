@@ -74,7 +74,7 @@ def _operands(shapes, dtypes, seed):
             else rng.standard_normal(s).astype(d) for s, d in zip(shapes, dtypes)]
 
 
-@settings(max_examples=40, deadline=None, derandomize=True,
+@settings(max_examples=40, deadline=None, derandomize=True, database=None, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(case=einsum_case(), seed=st.integers(0, 2**16))
 def test_einsum_matches_numpy(case, seed):
