@@ -378,9 +378,12 @@ class _Lowering:
             return infer_ranges(order, self.params, self.context, uses, where).ranges
         except NonAffineError as err:
             span = getattr(err.expr, "span", None) or st.span
+            hint = ("; index arithmetic is already 64-bit integers: drop the cast (a cast in "
+                    "an index is a gather only around a tensor read)") if isinstance(
+                err.expr, E.Call) and err.expr.fn.startswith("cast_") else ""
             raise self.rep.unsupported(span, f"index expression '{E.to_text(err.expr)}' is not "
                                        f"affine ({err.reason}); polyc needs affine indices "
-                                       "or gathers") from None
+                                       f"or gathers{hint}") from None
         except RangeInferenceError as err:
             parts = []
             if err.guarded:

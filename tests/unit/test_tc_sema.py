@@ -294,6 +294,8 @@ ERRORS = [
      SemanticError, (2, 25), "'N' is a size, tensor or argument"),
     ("let of itself", "def f(float(N) A) -> (B) {\n  B(i) = x where x = x + A(i)\n}",
      SemanticError, (2, 18), "the binding of 'x' uses 'x' itself"),
+    ("cast of an index", "def f(float(N) A) -> (B) {\n  B(i) = A(int32(i))\n}",
+     UnsupportedError, (2, 12), "drop the cast (a cast in an index is a gather only"),
     ("CUDA builtin", "def f(float(N) A) -> (B) {\n  B(i) = erfinv(A(i))\n}",
      UnsupportedError, (2, 10), "TC's builtin 'erfinv' is not supported by polyc"),
     ("missing specialisation", "def f(float(H) I, int64 S) -> (O) {\n  O(h) = I(h*S) where h in 0:2\n}",
