@@ -1,4 +1,10 @@
-"""``np.histogram`` of :func:`polyc.jit` with a number of equal bins.
+"""``np.histogram`` of :func:`polyc.jit` with a number of equal bins, and
+``np.linspace`` between traced endpoints.
+
+``linspace`` is numpy's computation: ``arange(num) * step + start`` in the
+endpoints' float type (``arange / div * delta`` where the step is 0), the
+last value ``stop`` when ``endpoint``; endpoints that are arrays (not 0-d)
+are refused.
 
 numpy's own computation for equal bins (``numpy/lib/_histograms_impl.py``,
 the ``bincount`` path), on traced arrays: the outer edges are ``a``'s
@@ -97,6 +103,43 @@ def histogram(g, a, bins=10, range=None, density=None, weights=None):
     return hist, edges
 
 
+def linspace(g, start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """``num`` values from ``start`` to ``stop`` (0-d traced values or
+    scalars; shape ``(num,)``, the endpoints' float type or ``dtype``);
+    with ``retstep`` also the step.  ``ValueError`` as numpy's for a
+    negative ``num``."""
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    ends = [operand(g, x) for x in (start, stop)]
+    if any(isinstance(x, Tracer) and x.ndim for x in ends):
+        raise _refuse("np.linspace between arrays of endpoints is not supported in traced "
+                      "code; give 0-d endpoints (a.min(), a.max()) or scalars")
+    like = next(x for x in ends if isinstance(x, Tracer))
+    dt = np.result_type(*[x if isinstance(x, Tracer) else x.value for x in ends])
+    if dt.kind not in "fc":
+        dt = np.result_type(dt, float)
+    lo, hi = (x.astype(dt) if isinstance(x, Tracer) else dt.type(x.value) for x in ends)
+    div = num - 1 if endpoint else num
+    delta = hi - lo
+    y = np.arange(num, dtype=dt, like=like)
+    if div > 0:
+        step = delta / div
+        y = np.where(step == 0, y / div * delta, y * step)
+    else:
+        step = np.nan
+        y = y * delta
+    y = y + lo
+    if endpoint and num > 1:
+        y = np.where(np.arange(num, like=like) == num - 1, hi, y)
+    if dtype is not None:
+        if np.issubdtype(dtype, np.integer):
+            y = np.floor(y)
+        y = y.astype(dtype)
+    return (y, step) if retstep else y
+
+
 def functions() -> dict:
     """These functions by numpy name (for :data:`polyc.graph.numpy_api.FUNCTIONS`)."""
-    return {"histogram": histogram}
+    return {"histogram": histogram, "linspace": linspace}

@@ -185,3 +185,11 @@ def test_selection_by_a_constant_mask_is_a_gather():
         y[keep] = a[keep] * 2 + 1
         return a[keep], y
     check(rows, rand((6, 3), F64, seed=8))
+
+
+def test_linspace_between_traced_endpoints():
+    # was: 'np.linspace is not supported by polyc.jit'
+    check(lambda a: (np.linspace(a.min(), a.max(), 7), *np.linspace(0, a.max(), 4,
+                                                                      endpoint=False,
+                                                                      retstep=True)),
+          rand((9,), F64, seed=9))
