@@ -187,6 +187,14 @@ class MaskedSelection(NDArrayOperatorsMixin):
                            f"values)")
 
     @property
+    def dtype(self) -> np.dtype:
+        return self._t.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._t.ndim - self._k + 1
+
+    @property
     def shape(self):
         self._value_dependent("the shape")
 

@@ -110,6 +110,7 @@ def _rows_selected(x, w):
     y = x.copy()
     m = x[:, 0] > 0
     y[m] = np.sqrt(np.abs(x[m])) * w + 2 * x[m]     # w: the dimension after the mask's
+    assert (x[m].dtype, x[m].ndim) == (x.dtype, 2)
     return y, (x[m] * w).sum(), np.max(x[m] - 1)
 
 
