@@ -44,8 +44,8 @@ process instead of failing.
 
 The lowered-source entries of ``polyc/pipeline.py`` (``<key>.lowered.json``)
 and the fusion planner's answers (``<key>.feedback.json``,
-:mod:`polyc.graph.feedback_memo`) go through :func:`write_json_entry` / :func:`read_json_entry`: the same
-checksum, canonical-bytes and symlink rules.
+:mod:`polyc.graph.feedback_memo`) go through :func:`write_json_entry` /
+:func:`read_json_entry`: the same checksum, canonical-bytes and symlink rules.
 
 Sources: loopy ``loopy/codegen/__init__.py`` (data-model version in the key),
 jax ``test_util.py::assertCacheMisses`` (counters that tests read); the
