@@ -77,17 +77,41 @@ def index_put(x, indices, values, accumulate: bool = False):
     """``aten.index_put``: a single boolean mask over ``x``'s leading axes
     with one value (``y[y < 0] = 0``, ``masked_fill``'s in-place form),
     or one integer index array on one axis (``y[i] = v``, ``index_add``,
-    ``y[:, i] += v``), the scatter written as a one-hot contraction.
-    Raises :class:`~polyc.errors.UnsupportedError` for several index arrays
-    and for an array of values under a mask (a data-dependent placement)."""
+    ``y[:, i] += v``), the scatter written as a one-hot contraction;
+    integer index arrays on adjacent axes (``y[i, j] = v``, ``F.fold``) as
+    one on those axes merged.  Raises :class:`~polyc.errors.UnsupportedError`
+    for index arrays on axes apart, boolean masks with others, and an array
+    of values under a mask (a data-dependent placement)."""
     idx = [(d, i) for d, i in enumerate(indices) if i is not None]
-    if len(idx) != 1:
-        raise UnsupportedError("aten.index_put with several index tensors (x[i, j] = v) "
-                               "is not supported by polyc; index one axis at a time")
+    if len(idx) > 1:
+        return _put_merged(x, idx, values, accumulate)
     d, i = idx[0]
     if i.dtype == np.bool_:
         return _masked_put(x, d, i, values, accumulate)
     return _scatter(x, d, i, values, accumulate)
+
+
+def _put_merged(x, idx: list, values, accumulate: bool):
+    """``x[..., i, j, ...] = values`` with integer index arrays on the
+    adjacent axes ``d .. d+k-1``: the axes merged into one of their product's
+    extent, indexed by ``i * n_j + j`` (each index from the end where
+    negative, as torch counts it), and split again."""
+    axes = [d for d, _ in idx]
+    if axes != list(range(axes[0], axes[0] + len(axes))) or \
+            any(i.dtype == np.bool_ for _, i in idx):
+        raise UnsupportedError("aten.index_put with index tensors on axes apart (x[i, :, j] "
+                               "= v) or with a boolean mask among them is not supported by "
+                               "polyc; index adjacent axes with integer tensors")
+    d, shape = axes[0], tuple(x.shape)
+    extents = [shape[a] for a in axes]
+    linear = None
+    for (a, i), n in zip(idx, extents):
+        i = np.where(i < 0, i + n, i)
+        linear = i if linear is None else linear * n + i
+    merged = x.reshape(shape[:d] + (int(np.prod([int(n) for n in extents])),)
+                       + shape[d + len(axes):])
+    out = _scatter(merged, d, linear, values, accumulate)
+    return out.reshape(shape)
 
 
 def _masked_put(x, d: int, mask, values, accumulate: bool):
@@ -111,8 +135,9 @@ def _scatter(x, d: int, i, values, accumulate: bool):
     """Positions ``i`` (any shape, negative counted from the end) along axis
     ``d`` of ``x``: ``onehot[k, n] = (i[k] == n)`` and the contribution
     ``sum_k onehot[k, n] * values[..., k, ...]``; without ``accumulate``
-    the positions written take it, the others keep ``x`` (torch leaves the
-    value at a repeated position undefined; here it is the sum)."""
+    the positions written take it, the others keep ``x``, and a position
+    written more than once takes its last value (torch documents it as
+    undefined; its CPU kernel writes in order)."""
     if x.dtype.kind != "f":
         raise UnsupportedError("aten.index_put with integer indices into a non-float "
                                "tensor is not supported by polyc")
@@ -122,6 +147,12 @@ def _scatter(x, d: int, i, values, accumulate: bool):
     flat = np.where(flat < 0, flat + n, flat)
     positions = np.arange(int(n))          # (a symbolic extent is specialised)
     onehot = (flat.reshape((k, 1)) == positions.reshape((1, -1)))
+    if not accumulate:
+        # a position written more than once takes its last value, as torch's
+        # sequential CPU kernel leaves it: keep the last k of each position
+        rank = np.arange(1, int(k) + 1, dtype=np.int64).reshape((k, 1))
+        last = np.max(np.where(onehot, rank, 0), axis=0)
+        onehot = np.logical_and(onehot, rank == last.reshape((1, -1)))
     onehot = np.where(onehot, 1.0, 0.0).astype(x.dtype)
     region = tuple(x.shape[:d]) + tuple(i.shape) + tuple(x.shape[d + 1:])
     v = np.broadcast_to(values, region) if isinstance(values, np.ndarray) or \

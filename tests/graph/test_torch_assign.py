@@ -98,6 +98,32 @@ def test_index_put_with_a_mask_or_one_index_tensor():
                            torch.rand(6, 6)))
 
 
+def test_index_put_with_index_tensors_on_adjacent_axes():
+    """``x[i, j] = v``, ``x[:, i, j] += v`` (repeated and negative
+    positions) and ``F.fold`` (overlapping blocks summed) were refused
+    ("several index tensors"); the indexed axes merge into one indexed by
+    ``i * n_j + j``.  Index tensors on axes apart are refused, naming them."""
+    def adjacent(x, i, j, v, blocks):
+        a = x.clone()
+        a[i, j] = 7.0
+        b = x[None].repeat(2, 1, 1)
+        b[:, i, j] += v
+        return a, b, F.fold(blocks, (3, 4), (2, 3), padding=(1, 1))
+
+    torch.manual_seed(4)
+    _matches(adjacent, (torch.randn(3, 5), torch.tensor([0, 2, 0]), torch.tensor([4, -1, 4]),
+                        torch.randn(3), torch.randn(1, 6, 16)))
+
+    def apart(x, i, j):
+        a = x.clone()
+        a[i, :, j] = 7.0
+        return a
+    torch._dynamo.reset()
+    with torch.no_grad(), pytest.raises(Exception, match="axes apart"):
+        torch.compile(apart, backend="polyc")(torch.randn(2, 3, 4), torch.tensor([0, 1]),
+                                              torch.tensor([1, 3]))
+
+
 def test_index_put_refuses_values_under_a_mask():
     class M(nn.Module):
         def forward(self, x, v):
