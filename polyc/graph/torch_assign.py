@@ -171,9 +171,9 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
     spelling ``zeros.scatter_(1, y[:, None], 1.0)``) and ``scatter_add``:
     ``out[..., index[..., j, ...], ...] = src[..., j, ...]`` along ``dim``,
     as a one-hot comparison of ``index`` with the positions of the axis and
-    a sum over ``j`` (added to ``x`` for ``scatter_add``; a position
-    written twice, undefined in torch, gets the sum).  ``index`` must match
-    ``x`` on the other axes; ``reduce=`` raises
+    a sum over ``j`` (added to ``x`` for ``scatter_add``; for ``scatter``
+    a position written twice takes the last value, as torch's CPU kernel
+    leaves it).  ``index`` must match ``x`` on the other axes; ``reduce=`` raises
     :class:`~polyc.errors.UnsupportedError`."""
     if reduce is not None:
         raise UnsupportedError(f"aten.scatter with reduce={reduce!r} is not supported by polyc")
@@ -187,8 +187,15 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
     n = int(x.shape[d])
     idx = np.moveaxis(index, d, -1)
     idx = np.where(idx < 0, idx + n, idx)
-    onehot = np.expand_dims(idx, -1) == np.arange(n)
-    onehot = np.where(onehot, 1.0, 0.0).astype(x.dtype)              # (..., J, N)
+    onehot = np.expand_dims(idx, -1) == np.arange(n)                  # (..., J, N)
+    if not add:
+        # a position written more than once takes its last value (torch's CPU
+        # kernel writes in order): keep the last j of each position
+        j = int(idx.shape[-1])
+        rank = np.arange(1, j + 1, dtype=np.int64).reshape((j, 1))
+        last = np.max(np.where(onehot, rank, 0), axis=-2, keepdims=True)
+        onehot = np.logical_and(onehot, rank == last)
+    onehot = np.where(onehot, 1.0, 0.0).astype(x.dtype)
     if isinstance(src, (Tracer, np.ndarray)) and src.ndim:
         src = src[tuple(slice(0, int(s)) for s in index.shape)]
         vals = np.expand_dims(np.moveaxis(src, d, -1), -1).astype(x.dtype)
