@@ -453,6 +453,8 @@ def interpreter(gm: torch.fx.GraphModule, sizes: dict[int, tuple[int, int]] | No
                     with located(model_location(node)):
                         env[node] = _torch_dtype(_lowering(node.target)(*args_, **kwargs),
                                                  node.meta.get("val"))
+                    assert env[node] is not None or not isinstance(
+                        node.meta.get("val"), torch.Tensor), f"{node.target} lowered to None"
                 except PolycError as e:
                     raise type(e)(f"lowering {node.target}{_where_in_model(node)}: {e}") \
                         from None
