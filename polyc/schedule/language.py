@@ -127,7 +127,7 @@ class Schedule:
         :class:`ScheduleError`.
         """
         if isinstance(program, str):
-            from ..frontend import tc          # (not polyc.api: a later stage)
+            from ..frontend import tc  # (not polyc.api: a later stage)
             defs = tc.require_definitions(tc.parse(program)).defs
             if len(defs) != 1:
                 raise ScheduleError(f"from_program: the source has {len(defs)} definitions "

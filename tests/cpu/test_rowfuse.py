@@ -8,7 +8,6 @@ so rtol 1e-5; float64 rtol 1e-12."""
 from __future__ import annotations
 
 import math
-
 import platform
 
 import numpy as np
