@@ -173,15 +173,20 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
     as a one-hot comparison of ``index`` with the positions of the axis and
     a sum over ``j`` (added to ``x`` for ``scatter_add``; for ``scatter``
     a position written twice takes the last value, as torch's CPU kernel
-    leaves it).  ``index`` must match ``x`` on the other axes; ``reduce=`` raises
+    leaves it).  ``index`` may be smaller than ``x`` on the other axes (it
+    writes that corner, as torch); ``reduce=`` raises
     :class:`~polyc.errors.UnsupportedError`."""
     if reduce is not None:
         raise UnsupportedError(f"aten.scatter with reduce={reduce!r} is not supported by polyc")
     d = dim % x.ndim
-    if index.ndim != x.ndim or any(int(index.shape[a]) != int(x.shape[a])
+    if index.ndim != x.ndim or any(int(index.shape[a]) > int(x.shape[a])
                                    for a in range(x.ndim) if a != d):
-        raise UnsupportedError("aten.scatter with an index smaller than the tensor on the "
-                               "axes other than dim is not supported by polyc")
+        raise UnsupportedError(f"aten.scatter with an index of shape {tuple(index.shape)} "
+                               f"into a tensor of shape {tuple(x.shape)}: torch needs the "
+                               "same number of axes, none larger except along dim")
+    # an index smaller than x on the other axes writes only that corner
+    widths = [(0, 0) if a == d else (0, int(x.shape[a]) - int(index.shape[a]))
+              for a in range(x.ndim)]
     if x.dtype.kind != "f":
         raise UnsupportedError("aten.scatter into a non-float tensor is not supported by polyc")
     n = int(x.shape[d])
@@ -202,9 +207,13 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
     else:
         vals = src
     contrib = np.moveaxis(np.sum(onehot * vals, axis=-2), -1, d)
+    if any(w for _, w in widths):
+        contrib = np.pad(contrib, widths)
     if add:
         return x + contrib
     hit = np.moveaxis(np.max(onehot, axis=-2), -1, d)
+    if any(w for _, w in widths):
+        hit = np.pad(hit, widths)
     return np.where(hit > 0, contrib, x)
 
 

@@ -128,12 +128,14 @@ def test_scatter_of_repeated_positions_keeps_the_last_write():
     """A multi-hot encoding ``zeros.scatter_(1, tokens, 1.0)`` of repeated
     tokens gave their counts (3.0 where eager gives 1.0): the one-hot
     scatter summed the writes; ``scatter`` keeps the last one (a tensor of
-    values too), ``scatter_add`` still sums."""
+    values too), ``scatter_add`` still sums.  An index smaller than the
+    tensor on the other axes (refused before) writes that corner."""
     tokens = torch.tensor([[1, 3, 1, 1], [0, 2, 2, 4]])
     torch.manual_seed(5)
     _matches(lambda t, s: (torch.zeros(2, 6).scatter_(1, t, 1.0),
                            torch.zeros(2, 6).scatter(1, t, s),
-                           torch.zeros(2, 6).scatter_add(1, t, s)),
+                           torch.zeros(2, 6).scatter_add(1, t, s),
+                           torch.ones(3, 6).scatter(1, t[:, :3], s)),
              (tokens, torch.randn(2, 4)))
 
 
