@@ -7,10 +7,12 @@ with what to change."""
 
 from __future__ import annotations
 
+import islpy as isl
 import numpy as np
 
 from ..errors import BindingError, ShapeError
 from ..ir import Program
+from ..isl_util import param_space
 
 
 def resolve_program(target, name: str | None = None) -> Program:
@@ -60,7 +62,23 @@ def sizes_list(program: Program, sizes) -> list[dict]:
                                + ("; array extents default to what the loops access"
                                   if named != missing else "") + ")")
         out.append({p: _size_value(p, s[p]) for p in params})
+        _check_not_empty(program, out[-1])
     return out
+
+
+def _check_not_empty(program: Program, sizes: dict[str, int]) -> None:
+    """Raise :class:`~polyc.errors.ShapeError` when no statement of
+    ``program`` runs at ``sizes`` (every iteration domain empty: a session
+    would time an empty call, i.e. noise)."""
+    fixed = {**program.fixed_sizes, **sizes}
+    ps = isl.Set.universe(param_space(program.params))
+    for k, p in enumerate(program.params):
+        if p in fixed:
+            ps = ps.fix_val(isl.dim_type.param, k, isl.Val.int_from_si(ps.get_ctx(), int(fixed[p])))
+    if program.domain().intersect_params(ps).is_empty():
+        raise ShapeError(f"polyc.tune: at sizes {sizes} no statement of {program.name} runs "
+                         "(every iteration domain is empty): there is nothing to time; "
+                         "give sizes of the calls you want to make fast")
 
 
 def _size_value(name: str, value) -> int:

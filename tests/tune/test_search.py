@@ -212,6 +212,9 @@ def test_bad_requests(cfg, tmp_path):
         polyc.tune(TR, {**SIZES, "N": -1}, config=cfg)
     with pytest.raises(BindingError, match="size N must be an integer, got 64.5"):
         polyc.tune(TR, {**SIZES, "N": 64.5}, config=cfg)
+    # an empty iteration domain was tuned: every candidate timed an empty call
+    with pytest.raises(ShapeError, match="no statement of tr runs.*nothing to time"):
+        polyc.tune(TR, {**SIZES, "N": 0}, config=cfg)
     with pytest.raises(PolycError, match="budget True"):
         polyc.tune(TR, SIZES, budget=True, config=cfg)
     # a list or dict budget was a bare TypeError (unhashable, looked up by name)
