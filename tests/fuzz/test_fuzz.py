@@ -14,7 +14,8 @@ runs the long mode: 10,000 TC and 5,000 einsum programs from a random seed
 batches); on failure hypothesis prints the seed and a ``@reproduce_failure``
 blob.
 
-``test_fresh_seeds`` (marked ``slow``, no ``--fuzz-long`` needed) runs the
+``test_fresh_seeds`` (marked ``slow``: ``-m slow``, no ``--fuzz-long`` needed;
+a plain run runs the first seed only, ``test_todays_first_seed``) runs the
 long fuzzer on ``FUZZ_FRESH_SEEDS`` (default 3) seeds derived from today's
 date (``FUZZ_DATE=YYYYMMDD`` replays another day's), ``FUZZ_FRESH_EXAMPLES``
 (default 25) batches per kind and seed; it prints the seeds, and a failure
@@ -154,6 +155,18 @@ def test_fresh_seeds_differ_per_day():
 @pytest.mark.parametrize("kind", ["tc", "einsum"])
 def test_fresh_seeds(kind, k, fuzz_runner):
     """The long fuzzer on one of today's seeds (:func:`fresh_seeds`)."""
+    _fresh_seed(kind, k, fuzz_runner)
+
+
+@pytest.mark.parametrize("kind", ["tc", "einsum"])
+def test_todays_first_seed(kind, fuzz_runner):
+    """The plain run's share of :func:`test_fresh_seeds` (``-m slow`` runs
+    them all): today's first seed, so every day's suite tries new programs
+    at a bounded cost (a day's three seeds took 140 s of CI time on 2026-11-29)."""
+    _fresh_seed(kind, 0, fuzz_runner)
+
+
+def _fresh_seed(kind: str, k: int, fuzz_runner) -> None:
     value = fresh_seeds()[k]
     replay = (f"FUZZ_SEED={value} FUZZ_LONG_EXAMPLES={FRESH_EXAMPLES} python -m pytest -q "
               f"--fuzz-long -m slow tests/fuzz/test_fuzz.py -k {kind}_programs_long")
