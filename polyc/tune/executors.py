@@ -108,6 +108,28 @@ class PoolExecutor(InlineExecutor):
             self._pool = None
 
 
+def _probe(address: str, host: str, port: int, timeout: float) -> None:
+    """Fail at once when nothing listens at ``host:port`` (a refused
+    connection, an unknown host): distributed's Client retries those until
+    its whole timeout has passed.  A scheduler that is slow to answer (a
+    connect that times out here) is left to the Client's own timeout."""
+    import socket
+    try:
+        with socket.create_connection((host, port), timeout=min(timeout, 2.0)):
+            pass
+    except (socket.timeout, TimeoutError):
+        return
+    except socket.gaierror as e:
+        raise PolycError(f"cannot reach the dask scheduler at {address}: unknown host "
+                         f"{host!r} ({e.strerror or e}); give the scheduler's address as "
+                         f"dask://HOST:PORT or pass --executor pool") from None
+    except OSError as e:        # ConnectionRefusedError, network unreachable
+        raise PolycError(f"cannot reach the dask scheduler at {address}: "
+                         f"{e.strerror or e}: nothing listens there; start one with "
+                         f"`dask scheduler --host {host} --port {port}` or pass "
+                         f"--executor pool") from None
+
+
 class DaskExecutor:
     """Builds and measurements on a ``dask.distributed`` cluster.
 
@@ -133,6 +155,7 @@ class DaskExecutor:
             if not host or not port.isdigit():      # (distributed's bare ValueError)
                 raise PolycError(f"executor {client!r}: give the dask scheduler's address "
                                  f"as dask://HOST:PORT, e.g. dask://127.0.0.1:8786")
+            _probe(address, host.strip("[]"), int(port), timeout)
             try:
                 client = distributed.Client(address, timeout=timeout)
             except (OSError, TimeoutError) as e:
