@@ -14,7 +14,9 @@
 10% faster than the generic version becomes a version of the kernel.
 ``--dry-run`` compiles nothing: it prints the candidates in the model's
 order with their scores and whether the schedule language accepts them
-(``--explain``: why each refused one was refused).  ``--show`` lists the
+(``--explain``: why each refused one was refused, and the knobs not
+proposed; ``--json``: one object with ``candidates``, ``not_proposed`` and
+``classes``).  ``--show`` lists the
 database's keys and best records.
 """
 
@@ -87,10 +89,10 @@ def _cmd_tune(args) -> int:
             from .classes import requested
             from .sources import fill_extents  # (a .py program's B_dim0...: as tune does)
             groups = requested(program, [fill_extents(program, q) for q in sizes], args.classes)
-        if args.json:
-            doc = [vars(t) for t in trials]
-            print(json.dumps({"classes": groups, "candidates": doc} if args.classes else doc,
-                             indent=2, default=str))
+        if args.json:       # everything the text prints, --explain's lines included
+            doc = {"candidates": [vars(t) for t in trials], "not_proposed": notes,
+                   "classes": groups}
+            print(json.dumps(doc, indent=2, default=str))
             return 0
         for text, pts in groups.items():
             print(f"class {text}: sizes {pts}")

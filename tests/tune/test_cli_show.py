@@ -82,6 +82,19 @@ def test_cli_usage_errors_and_dry_run_classes(tmp_path, capsys, monkeypatch):
                  "--classes", "lattice", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert list(doc["classes"].values()) == [[{"N": 1, "M": 64}]] and doc["candidates"]
+    # --json left out the 'not proposed' notes --explain prints (matvec's j:
+    # no parallel mark, no simd mark without reassociation): one object carries both
+    src = tmp_path / "mv.tc"
+    src.write_text("def mv(float(N,M) A, float(M) x) -> (y) { y(i) +=! A(i,j) * x(j) }\n")
+    assert main(["tune", str(src), "--sizes", "N=8,M=4", "--dry-run", "--count", "2",
+                 "--explain"]) == 0
+    text = [ln[len("not proposed: "):] for ln in capsys.readouterr().out.splitlines()
+            if ln.startswith("not proposed: ")]
+    assert main(["tune", str(src), "--sizes", "N=8,M=4", "--dry-run", "--count", "2",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert text and doc["not_proposed"] == text and doc["classes"] == {}
+    assert all({"label", "status", "reason", "model"} <= set(c) for c in doc["candidates"])
 
 
 def test_explain_lists_the_recorded_versions(tmp_path, capsys, monkeypatch):
