@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..errors import IndexBoundsError, UnsupportedError
+from ..errors import IndexBoundsError, ShapeError, UnsupportedError
 from .torch_values import model_location
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,8 @@ def assert_scalar(cond, msg: str = "assertion failed") -> None:
     """``aten._assert_scalar`` on a value known while tracing: checked then
     (those on input values are taken out by :func:`split_input_checks`)."""
     if not bool(cond):
-        raise ValueError(f"torch assertion failed while tracing: {msg}")
+        raise ShapeError(f"torch assertion failed while tracing, on sizes or values known "
+                         f"then: {msg}")
 
 
 #: ATen operator name -> lowering (registered by :mod:`polyc.graph.torch_backend`)

@@ -18,6 +18,7 @@ import math
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from ..errors import UnsupportedError
 from .sizes import SizeInt
@@ -141,13 +142,18 @@ def in_storage_order(outputs: tuple, orders: list[list[int] | None]) -> tuple:
 def restride(results, orders: list[list[int] | None]):
     """The compiled function's results (torch tensors, in storage order,
     see :func:`in_storage_order`) as views with torch's shapes and strides:
-    a ``channels_last`` model's output is ``channels_last``, no copy."""
-    if not any(orders):
-        return results
+    a ``channels_last`` model's output is ``channels_last``, no copy.  A
+    numpy result (polyc.jit returns numpy where no argument was a tensor: a
+    graph of ``arange``, ``full`` and sizes only) becomes a torch tensor of
+    its own memory, as torch returns one."""
     single = not isinstance(results, (tuple, list))
     seq = (results,) if single else results
+    if not any(orders) and not any(isinstance(r, (np.ndarray, np.generic)) for r in seq):
+        return results
     out = []
-    for r, order in zip(seq, orders):
+    for r, order in zip(seq, orders or [None] * len(seq)):
+        if isinstance(r, (np.ndarray, np.generic)):
+            r = torch.from_numpy(np.array(r))
         if order is not None and getattr(r, "ndim", -1) == len(order):
             r = r.permute(*[order.index(d) for d in range(len(order))])
         out.append(r)

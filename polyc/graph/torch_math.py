@@ -76,3 +76,33 @@ def round_(x, decimals: int = 0):
     if not _is_float(x):
         return x
     return np.rint(x) if decimals == 0 else np.round(x, decimals)
+
+
+def maximum(a, b):
+    """``aten.maximum``: ``b`` where ``a < b`` or ``b`` is NaN, else ``a``;
+    of equal values (``-0.0`` and ``0.0``) the first, as torch's kernel
+    picks it (numpy's ``maximum(x, y)`` picks ``y``): numpy's with the
+    operands swapped."""
+    return np.maximum(b, a)
+
+
+def minimum(a, b):
+    """``aten.minimum``: of equal values the first (see :func:`maximum`)."""
+    return np.minimum(b, a)
+
+
+def relu(x):
+    """``aten.relu``: ``x`` unless it is below zero, so ``relu(-0.0)`` is
+    ``-0.0`` and ``relu(nan)`` NaN, as torch."""
+    return maximum(x, 0)
+
+
+def clamp(x, min=None, max=None):
+    """``aten.clamp`` (``clamp_min``, ``clamp_max``, ``hardtanh``):
+    ``minimum(maximum(x, min), max)`` with torch's choice between equal
+    values (``clamp(-0.0, min=0)`` is ``-0.0``) and NaN propagation."""
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ..errors import UnsupportedError
+from ..errors import IndexBoundsError, UnsupportedError
+from . import torch_math
 
 _LETTERS = "uvwxyz"
 
@@ -232,7 +233,7 @@ def elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
 
 
 def hardtanh(x, min_val=-1.0, max_val=1.0):
-    return np.clip(x, min_val, max_val)
+    return torch_math.clamp(x, min_val, max_val)
 
 
 class PoolIndices:
@@ -366,8 +367,8 @@ def _adaptive(x, output_size, kind: str):
 
 
 def _extreme(kind: str):
-    red, arg, pair = ((np.max, np.argmax, np.maximum) if kind == "max"
-                      else (np.min, np.argmin, np.minimum))
+    red, arg, pair = ((np.max, np.argmax, torch_math.maximum) if kind == "max"
+                      else (np.min, np.argmin, torch_math.minimum))
 
     def run(x, dim=None, keepdim=False):
         """``aten.max``/``aten.min``: of all elements; along ``dim`` the
@@ -441,7 +442,7 @@ def transformer_encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, p
 
     def ffn(x):
         y = x @ ffn_weight_1.T + ffn_bias_1
-        y = gelu(y) if use_gelu else np.maximum(y, 0)
+        y = gelu(y) if use_gelu else torch_math.relu(y)
         return y @ ffn_weight_2.T + ffn_bias_2
 
     if norm_first:
@@ -521,7 +522,8 @@ def assert_now(cond, msg: str) -> None:
     check it at every call: refused, rather than dropped."""
     if isinstance(cond, (bool, np.bool_, np.ndarray, int, np.integer)):
         if not bool(np.all(cond)):
-            raise ValueError(f"torch assertion failed while tracing: {msg}")
+            raise IndexBoundsError(f"torch assertion failed while tracing, on values known "
+                                   f"then (constants of the model): {msg}")
         return None
     raise UnsupportedError(f"a runtime assertion on computed values ({msg}) is not "
                            "supported by polyc; assert outside the compiled module")

@@ -1,0 +1,74 @@
+"""Bugs found by probing ``torch.compile(backend="polyc")`` over torch's own
+operator database (each op in a tiny module, compared with eager torch):
+one small test per bug, values, shapes and dtypes against eager torch.
+Skipped where torch is not installed."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+import polyc.graph.torch_backend  # noqa: E402,F401  (registers backend="polyc")
+from polyc.errors import IndexBoundsError  # noqa: E402
+
+
+def _compiled(f, *args):
+    torch._dynamo.reset()
+    with torch.no_grad():
+        return torch.compile(f, backend="polyc", dynamic=False)(*args)
+
+
+def _same_bits(got, want) -> None:
+    """Equal values, shapes and dtypes; zeros' signs and NaNs as eager's."""
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert isinstance(g, torch.Tensor)
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+        g, w = g.numpy(), w.numpy()
+        if w.dtype.kind == "f":
+            same = ((g == w) & (np.signbit(g) == np.signbit(w))) | (np.isnan(g) & np.isnan(w))
+        else:
+            same = g == w
+        assert same.all(), f"got {g[~same]}, want {w[~same]}"
+
+
+def test_relu_clamp_maximum_keep_negative_zero_and_nan():
+    """``relu(-0.0)`` was 0.0 (torch: -0.0), as were ``clamp(-0.0, min=0)``,
+    ``relu6``, ``hardtanh`` and ``maximum(-0.0, 0.0)``: polyc's maximum of
+    two equal values picked the second operand (numpy's choice), torch's
+    picks the first."""
+    def f(x, z):
+        return (torch.relu(x), torch.clamp(x, min=0), F.relu6(x), F.hardtanh(x, 0.0, 1.0),
+                torch.maximum(x, z), torch.minimum(z, x), torch.max(x, z), torch.clamp(x, -1, 1))
+
+    nan = math.nan
+    x = torch.tensor([-0.0, 0.0, -1.0, nan, 2.0, 0.0])
+    z = torch.tensor([0.0, -0.0, nan, 1.0, 3.0, nan])
+    _same_bits(_compiled(f, x, z), f(x, z))
+
+
+def test_graph_without_tensor_inputs_returns_tensors():
+    """A graph of creation operators only (``torch.arange(0, n, 2)``) returned
+    a numpy array, not a torch tensor."""
+    def f(n):
+        return torch.arange(0, n, 2), torch.full((2,), 3.0)
+
+    got = _compiled(f, 7)
+    _same_bits(got, f(7))
+
+
+def test_failed_assertion_on_constants_is_a_polyc_error():
+    """``F.one_hot`` of constant labels out of range raised a bare
+    ``ValueError`` while tracing."""
+    def f(x):
+        return x + F.one_hot(torch.tensor([0, 5]), 3)
+
+    with pytest.raises(IndexBoundsError, match="num_classes"):
+        _compiled(f, torch.zeros(2, 3))
