@@ -22,7 +22,8 @@ def max_pool_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode
     shape (N, C, *out) or (C, *out); the indices int64, each the position
     of its window's maximum in the input's flattened spatial axes
     (``h * W + w``), the first one in the window's row-major order where
-    several are equal, as torch's CPU kernel picks it.
+    several are equal, as torch's CPU kernel picks it; of a window with NaNs
+    the last NaN's (its value NaN).
 
     The window positions are a constant array of the (concrete) spatial
     extents: a traced extent is specialised to its value."""
@@ -51,6 +52,11 @@ def max_pool_with_indices(x, kernel, stride=(), padding=0, dilation=1, ceil_mode
     best = best.reshape(tuple(best.shape) + (1,) * nd)
     window_axes = tuple(range(-nd, 0))
     indices = np.min(np.where(win == best, position, _NONE), axis=window_axes)
+    if np.dtype(win.dtype).kind == "f":
+        # a window with a NaN: its maximum is NaN and torch's kernel, which
+        # takes every NaN it meets, gives the position of the window's last
+        nan_at = np.max(np.where(win != win, position, -1), axis=window_axes)
+        indices = np.where(nan_at >= 0, nan_at, indices)
     if lead != 2:
         indices = indices.reshape(tuple(indices.shape[2 - lead:]))
     return values, indices

@@ -72,3 +72,15 @@ def test_failed_assertion_on_constants_is_a_polyc_error():
 
     with pytest.raises(IndexBoundsError, match="num_classes"):
         _compiled(f, torch.zeros(2, 3))
+
+
+def test_max_pool_indices_of_a_window_with_nan():
+    """A NaN in a max-pool window gave the index 2**62 (no element equals
+    the NaN maximum); torch gives the position of the window's last NaN."""
+    def f(x):
+        return (F.max_pool2d(x, 2, return_indices=True)
+                + F.adaptive_max_pool2d(x, 1, return_indices=True))
+
+    nan = math.nan
+    x = torch.tensor([[[[1.0, nan, 0.5, 0.5], [nan, 2.0, 0.5, 3.0]]]])
+    _same_bits(_compiled(f, x), f(x))
