@@ -128,13 +128,52 @@ def _strip_mine(s, lp: Loop, factor: int) -> isl.ScheduleNode:
     return set_band_names(band.child(0), [inner])
 
 
-def _check_ast(s, sched: isl.Schedule, what: str) -> None:
+def _check_ast(s, sched: isl.Schedule, what: str, strip=None) -> None:
     """Build the AST once, so that an option isl cannot honour is refused
-    here rather than at compile time."""
+    here rather than at compile time.
+
+    ``strip``: ``(band, member, tile, factor)`` when the unrolled member is
+    the point loop of a strip-mine by ``factor`` whose tile loop (outside
+    it) has the partial schedule ``tile``.  isl unrolls a loop when it
+    finds a lower bound ``l`` of it, over the loops outside, with the loop
+    in ``[l, l + n)`` for a finite ``n`` (``find_unroll_lower_bound`` in
+    isl's AST generator); when :func:`_strip_bounded` proves ``tile <=
+    loop < tile + factor`` on every instance and the band has no other
+    build option, that bound exists and isl unrolls it, so the AST (0.3 to
+    1 s for a band of several statements over PolyBench's sizes, once per
+    unrolled candidate of the tuner) is not built."""
+    if strip is not None and _strip_bounded(*strip):
+        return
     try:
         isl.AstBuild.from_context(s.program.parameter_domain()).node_from_schedule(sched)
     except isl.Error as e:
         raise ScheduleError(f"isl cannot generate code for {what}: {e}") from None
+
+
+def _strip_bounded(band: isl.ScheduleNode, member: int, tile: isl.UnionPwAff,
+                   factor: int) -> bool:
+    """Whether member ``member`` of ``band`` runs within ``[tile, tile +
+    factor)`` on every instance that reaches ``band`` (``tile``: the tile
+    loop's partial schedule), and ``band``'s only build option is the
+    unroll of that member."""
+    want = isl.UnionSet.read_from_str(CTX, f"{{ unroll[{member}] }}")
+    if not band.band_get_ast_build_options().is_equal(want):
+        return False
+    point = band.band_get_partial_schedule().get_union_pw_aff(member)
+    offset = isl.UnionMap.from_union_pw_aff(point.sub(tile)).intersect_domain(
+        band.get_domain())
+    window = isl.Set.read_from_str(CTX, f"{{ [v] : 0 <= v < {factor} }}")
+    return all(r.align_params(window.get_space()).is_subset(
+        window.align_params(r.get_space())) for r in sets_of(offset.range()))
+
+
+def _tile_schedule(point: isl.ScheduleNode) -> isl.UnionPwAff:
+    """The partial schedule of the tile loop of a strip-mine: the band
+    above ``point`` (through ``loops:`` marks)."""
+    node = point.parent()
+    while node.get_type() != _BAND:
+        node = node.parent()
+    return node.band_get_partial_schedule().get_union_pw_aff(0)
 
 
 def _unroll_member(s, band: isl.ScheduleNode, member: int, name: str) -> isl.ScheduleNode:
@@ -203,7 +242,10 @@ def unroll(s, loop, factor=None):
         if factor > MAX_UNROLL:
             raise ScheduleError(f"unroll factor {factor} exceeds {MAX_UNROLL}")
         band = _strip_mine(s, lp, factor)
+        tile = _tile_schedule(band)
         band = _add_options(band, "{ unroll[0] }")
+        _check_ast(s, band.get_schedule(), "unroll", (band, 0, tile, factor))
+        return band.get_schedule()
     sched = band.get_schedule()
     _check_ast(s, sched, "unroll")
     return sched
@@ -255,6 +297,7 @@ def unroll_and_jam(s, loop, factor):
     if factor > MAX_UNROLL:
         raise ScheduleError(f"unroll_and_jam factor {factor} exceeds {MAX_UNROLL}")
     point = _strip_mine(s, lp, factor)
+    tile = _tile_schedule(point)
     inner = _innermost_chain(point)
     sched = point.get_schedule()
     if path_of(inner) != path_of(point):
@@ -274,7 +317,7 @@ def unroll_and_jam(s, loop, factor):
         point = _update_flags(s, point)
     point = _add_options(point, f"{{ unroll[{n - 1}] }}")
     sched = point.get_schedule()
-    _check_ast(s, sched, "unroll_and_jam")
+    _check_ast(s, sched, "unroll_and_jam", (point, n - 1, tile, factor))
     return sched
 
 

@@ -261,7 +261,8 @@ def analyse(schedule, sizes: dict) -> list[BandInfo]:
             trips.append(trip)
         out.append(BandInfo(
             names=list(names),
-            specs=[(target, nm.split("|")[0]) for nm in names],
+            specs=[_spec(schedule, target, nm, b, j) for b in chain
+                   for j, nm in enumerate(tree.band_names(b, program))],
             permutable=len(chain) == 1 and bool(band.band_get_permutable()),
             coincident=[bool(b.band_member_get_coincident(j)) for b in chain
                         for j in range(b.band_n_member())],
@@ -269,6 +270,21 @@ def analyse(schedule, sizes: dict) -> list[BandInfo]:
             updates=tuple(x for x in stmts if program.statement(x).kind == "update"),
             below=_loops_below(chain[-1], program)))
     return out
+
+
+def _spec(schedule, target: str, name: str, band: isl.ScheduleNode, member: int
+          ) -> tuple[str, str]:
+    """How a recipe names member ``member`` of ``band`` for statement
+    ``target``: the first part of a merged name (``j`` of ``j|k``) when that
+    finds this loop, else the whole name (PolyBench 2mm from isl's
+    scheduler: ``j`` answers to both ``j|k`` and ``k|j``)."""
+    short = name.split("|")[0]
+    try:
+        lp = schedule.loop(target, short)
+    except ScheduleError:
+        return (target, name)
+    here = (tuple(tree.path_of(band)), member)
+    return (target, short) if (tuple(lp.path), lp.member) == here else (target, name)
 
 
 def _loops_below(band: isl.ScheduleNode, program: Program) -> tuple[str, ...]:

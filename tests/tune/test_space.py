@@ -214,6 +214,38 @@ def test_an_exact_loop_name_wins_over_a_merged_one():
     assert e.value.kind == "illegal" and "cannot run vectorized" in e.value.reason
 
 
+def test_members_merged_crosswise_are_named_whole():
+    """PolyBench 2mm from isl's scheduler: S1 runs below members named
+    ``j|k`` and ``k|j``, and ``j`` or ``k`` answers to both: every candidate
+    of the band was 'inapplicable: ambiguous' (all 20 of ``--dry-run``).
+    The recipe names such a member in full; its unroll is proved bounded by
+    its strip-mine instead of building the AST (1 s per candidate here)."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from polyc.cli_input import _load
+    from polyc.schedule import unroll
+    from polyc.tune.sources import fill_extents
+    path = Path(__file__).parents[2] / "benchmarks" / "polybench" / "linear_algebra_kernels.py"
+    p, _ = _load(SimpleNamespace(file=str(path), def_name="k2mm", dtype=None, sizes=None))
+    base = Schedule.from_program(p, start="isl")
+    (info,) = space.analyse(base, fill_extents(p, {"ni": 16, "nj": 18, "nk": 20, "nl": 22}))
+    assert info.specs == [("S1", "i"), ("S1", "j|k"), ("S1", "k|j")]
+    proved = []
+    orig = unroll._strip_bounded
+    unroll._strip_bounded = lambda *a: proved.append(orig(*a)) or proved[-1]
+    try:
+        knobs = space.Knobs("isl", (space.BandKnobs((0, 2, 1), (8, 0, 0), True, False, 4),))
+        s = space.build(p, knobs, [info], base=base)
+    finally:
+        unroll._strip_bounded = orig
+    assert proved == [True] and "unroll" in str(s.to_recipe())
+    band = [n for n in unroll.walk(s.isl.get_root())
+            if n.get_type() == unroll._BAND and unroll.member_unrolled(n, 0)][0]
+    tile = unroll._tile_schedule(band)
+    assert not unroll._strip_bounded(band, 0, tile, 3)      # a window too narrow
+
+
 MV = "def mv(float(N,M) A, float(M) x) -> (y) { y(i) +=! A(i,j) * x(j) }"
 
 
