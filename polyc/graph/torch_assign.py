@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import IndexBoundsError, UnsupportedError
 from . import ops as _ops
 from .core import Tracer
 from .setitem import assigned
@@ -44,6 +44,21 @@ def _assign(x, key: tuple, src):
     if not isinstance(x, Tracer):
         x = _ops.capture(g, np.ascontiguousarray(x))
     return assigned(x, key, src)
+
+
+def _check_positions(x, index, d: int, negative: bool, what: str) -> None:
+    """Constant positions ``index`` along axis ``d`` of ``x`` must lie in the
+    axis (from its end too where ``negative``), as torch raises otherwise
+    (:class:`~polyc.errors.IndexBoundsError`; the one-hot scatter would drop
+    them silently).  Positions from the model's inputs are checked at each
+    call (:mod:`polyc.graph.torch_bounds`)."""
+    if isinstance(index, np.ndarray) and index.size:
+        n = int(x.shape[d])
+        lo, hi = int(index.min()), int(index.max())
+        bad = lo if lo < (-n if negative else 0) else hi if hi >= n else None
+        if bad is not None:
+            raise IndexBoundsError(f"{what}: index {bad} is out of bounds for dimension {d} "
+                                   f"with size {n}")
 
 
 def _norm_slice(start, end, step):
@@ -88,6 +103,7 @@ def index_put(x, indices, values, accumulate: bool = False):
     d, i = idx[0]
     if i.dtype == np.bool_:
         return _masked_put(x, d, i, values, accumulate)
+    _check_positions(x, i, d, True, "aten.index_put")
     return _scatter(x, d, i, values, accumulate)
 
 
@@ -104,6 +120,8 @@ def _put_merged(x, idx: list, values, accumulate: bool):
                                "polyc; index adjacent axes with integer tensors")
     d, shape = axes[0], tuple(x.shape)
     extents = [shape[a] for a in axes]
+    for a, i in idx:
+        _check_positions(x, i, a, True, "aten.index_put")
     linear = None
     for (a, i), n in zip(idx, extents):
         i = np.where(i < 0, i + n, i)
@@ -189,6 +207,7 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
               for a in range(x.ndim)]
     if x.dtype.kind != "f":
         raise UnsupportedError("aten.scatter into a non-float tensor is not supported by polyc")
+    _check_positions(x, index, d, False, "aten.scatter")
     n = int(x.shape[d])
     idx = np.moveaxis(index, d, -1)
     idx = np.where(idx < 0, idx + n, idx)

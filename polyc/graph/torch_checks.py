@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from ..errors import IndexBoundsError, ShapeError, UnsupportedError
+from .torch_bounds import add_index_checks
 from .torch_values import model_location
 
 log = logging.getLogger(__name__)
@@ -78,12 +79,15 @@ def _cone(node) -> list | None:
 
 
 def split_input_checks(gm: torch.fx.GraphModule) -> Callable | None:
-    """Take the assertions on input values out of ``gm`` (in place).
+    """Take the assertions on input values out of ``gm`` (in place), with
+    the bounds checks of input index tensors that
+    :func:`~polyc.graph.torch_bounds.add_index_checks` adds first.
 
     Returns ``check(args)``, which evaluates them in eager torch on the
     graph's inputs ``args`` (tensors and sizes, in placeholder order) and
     raises :class:`~polyc.errors.IndexBoundsError` where one fails, or
     ``None`` where ``gm`` has none."""
+    add_index_checks(gm)
     asserts = []
     for node in gm.graph.nodes:
         if _is_assert(node) and node.args:

@@ -84,3 +84,24 @@ def test_max_pool_indices_of_a_window_with_nan():
     nan = math.nan
     x = torch.tensor([[[[1.0, nan, 0.5, 0.5], [nan, 2.0, 0.5, 3.0]]]])
     _same_bits(_compiled(f, x), f(x))
+
+
+def test_out_of_range_scatter_and_index_put_positions_raise():
+    """A position outside the axis from an input index tensor (through a
+    view: ``y[:, None]``) was dropped by ``scatter``/``index_put`` where eager
+    torch raises; it is an ``IndexBoundsError`` at the call, in-range calls
+    as eager's."""
+    def f(x, i, y):
+        a = torch.zeros(3, 4).scatter(1, y[:, None], 1.0)
+        return a, x.index_put((i,), torch.tensor(1.0)), torch.gather(x, 1, y[:, None])
+
+    x, i, y = torch.randn(3, 4), torch.tensor([0, -1]), torch.tensor([0, 3, 1])
+    torch._dynamo.reset()
+    with torch.no_grad():
+        g = torch.compile(f, backend="polyc", dynamic=False)
+        _same_bits(g(x, i, y), f(x, i, y))
+        for ii, yy in [(torch.tensor([0, 3]), y), (i, torch.tensor([0, -1, 1]))]:
+            with pytest.raises((RuntimeError, IndexError), match="out of bounds"):
+                f(x, ii, yy)
+            with pytest.raises(IndexBoundsError, match="out of bounds for dimension"):
+                g(x, ii, yy)
