@@ -210,11 +210,14 @@ def _reciprocal(g, x):
     x = operand(g, x)
     if x.dtype.kind == "f":
         return elementwise(g, "reciprocal", lambda a: f"(1.0 / {a})", [x])
-    # numpy's integer 1 / x truncates toward zero (TC's / floors); no -1 in unsigned types
+    # numpy's integer 1 / x truncates toward zero (TC's / floors); no -1 in unsigned types.
+    # numpy computes 1.0 / x and converts: x86's conversion of 1/0 = inf gives the
+    # type's minimum for int32 and int64, and 0 for the narrower and unsigned types
     if x.dtype.kind == "u":
         return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : 0)", [x])
-    return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : ({a} == -1 ? -1 : 0))",
-                       [x])
+    zero = literal(np.iinfo(x.dtype).min if x.dtype.itemsize >= 4 else 0, x.dtype)
+    return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : ({a} == -1 ? -1 : "
+                       f"({a} == 0 ? {zero} : 0)))", [x])
 
 
 def _isnan(kind: str) -> Callable:
