@@ -226,8 +226,14 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
              contraction: bool = False, reduction: bool = False, note: str = "") -> Tracer:
     dtype = check_dtype(dtype, op)
     if dtype.kind == "b":
-        raise UnsupportedError(f"{user_location()}: {op} would materialise a boolean array; "
-                               "polyc keeps comparisons as masks inside np.where")
+        # polyc has no boolean tensors: a boolean result (np.tril of a mask, a
+        # minimum of masks) is an int32 node of the same statements, read as
+        # the mask "!= 0" (returned as a numpy bool array, see materialize)
+        tmp = new_node(graph, op, shape, np.dtype("int32"), reads, stmts, flops=flops,
+                       helpers=helpers, contraction=contraction, reduction=reduction,
+                       note=note)
+        return elementwise(graph, "compare", lambda v: f"({v} != 0)", [tmp],
+                           np.dtype(bool), lazy=True)
     lit = _widest([r._literal_dtype for r in reads])
     if lit is not None and lit.itemsize > dtype.itemsize and dtype.kind == "f":
         # a statement's literals take its float type: a mask comparing float64
