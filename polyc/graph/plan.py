@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import json as _json
 from dataclasses import dataclass, field
-from functools import cached_property, reduce
-from operator import or_
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -42,6 +41,7 @@ import numpy as np
 from ..config import Config
 from . import core
 from . import roofline as roof
+from .candidates import grown_from_refused, reachability, siblings
 from .core import Node, mask_input
 from .feedback import (
     Feedback,
@@ -302,7 +302,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
         for p, c in edges:
             succ.setdefault(p, set()).add(c)
 
-        reach = _reachability(len(groups), succ)
+        reach = reachability(len(groups), succ)
 
         def reaches(a: int, b: int, skip_direct: bool) -> bool:
             return any(reach[x] >> b & 1 for x in succ.get(a, ())
@@ -311,7 +311,7 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
         cands = [(b, p, c, "producer-consumer") for (p, c), b in edges.items()
                  if (groups[p].key, groups[c].key) not in refused
                  and not reaches(p, c, True)]
-        cands += _siblings(groups, owner, refused, reaches)
+        cands += siblings(groups, owner, refused, reaches)
         cands.sort(key=lambda t: (-t[0], len(groups[t[1]].nodes + groups[t[2]].nodes),
                                   t[1], t[2]))
         merged = False
@@ -324,6 +324,20 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                     f"the merged group would have {len(M.nodes)} operations, more than "
                     f"the planner's limit of {MAX_GROUP_OPS}", nbytes,
                     lines=sorted({str(n.location) for n in M.nodes}), kind=kind))
+                refused.add((P.key, C.key))
+                continue
+            before = grown_from_refused(P, C, refused)
+            if before is not None:
+                grown = P if before < P.key else C
+                side = ("one group" if kind != "producer-consumer"
+                        else "the producer" if grown is P else "the consumer")
+                decisions.append(Decision(
+                    [n.name for n in P.nodes], [n.name for n in C.nodes], "kept apart",
+                    f"refused before; since then {side}"
+                    " gained only operations that share no tensor with the other side ("
+                    + ", ".join(n.name for n in grown.nodes if n.id not in before)
+                    + "), so the merge is not lowered again",
+                    nbytes, lines=sorted({str(n.location) for n in M.nodes}), kind=kind))
                 refused.add((P.key, C.key))
                 continue
             fp, fc, fm = fb(P), fb(C), fb(M)
@@ -401,53 +415,6 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
     return Plan(graph, _toposort(order), decisions, config, feedback=cache)
-
-
-def _siblings(groups, owner, refused, reaches) -> list[tuple[int, int, int, str]]:
-    """Sibling candidates: two groups that read the same tensor (Q/K/V
-    projections of one input) with no path between them; the bytes are the
-    shared input's, read once instead of twice when the loops fuse."""
-    readers: dict[int, set[int]] = {}
-    size: dict[int, int] = {}
-    for k, g in enumerate(groups):
-        for n in g.nodes:
-            for i in n.inputs:
-                if owner.get(i.id) != k:
-                    readers.setdefault(i.id, set()).add(k)
-                    size[i.id] = i.nbytes
-    out: dict[tuple[int, int], int] = {}
-    for t, ks in readers.items():
-        ks = sorted(ks)
-        for a in range(len(ks)):
-            for b in range(a + 1, len(ks)):
-                p, c = ks[a], ks[b]
-                if (groups[p].key, groups[c].key) in refused:
-                    continue
-                if reaches(p, c, False) or reaches(c, p, False):
-                    continue
-                out[(p, c)] = out.get((p, c), 0) + size[t]
-    return [(b, p, c, "sibling") for (p, c), b in out.items()]
-
-
-def _reachability(n: int, succ: dict[int, set[int]]) -> list[int]:
-    """Per group of the (acyclic) group graph ``succ``: the groups reachable
-    from it, itself included, as a bit mask (one pass per planning step
-    instead of a search per candidate)."""
-    reach, state = [0] * n, [0] * n          # state: 0 new, 1 on the stack, 2 done
-    for s in range(n):
-        stack = [] if state[s] else [(s, iter(succ.get(s, ())))]
-        state[s] = state[s] or 1
-        while stack:
-            v, it = stack[-1]
-            x = next((x for x in it if not state[x]), None)
-            if x is None:
-                stack.pop()
-                reach[v] = reduce(or_, (reach[x] for x in succ.get(v, ())), 1 << v)
-                state[v] = 2
-            else:
-                state[x] = 1
-                stack.append((x, iter(succ.get(x, ()))))
-    return reach
 
 
 def _toposort(groups: list[Group]) -> list[Group]:

@@ -13,6 +13,7 @@ import polyc
 import polyc.graph.plan as plan_mod
 import polyc.pipeline as pipeline
 from polyc.graph import trace
+from polyc.graph.candidates import reachability
 from polyc.graph.feedback_memo import FeedbackMemo
 from polyc.graph.plan import plan as make_plan
 
@@ -86,7 +87,7 @@ def test_reachability_masks_match_a_search():
         for b in range(a + 1, n):
             if rng.random() < 0.08:
                 succ.setdefault(a, set()).add(b)
-    reach = plan_mod._reachability(n, succ)
+    reach = reachability(n, succ)
 
     def search(a):
         seen, stack = set(), [a]
@@ -193,3 +194,34 @@ def test_feedback_persists_across_processes_in_the_disk_cache(tmp_path, probe_lo
     with pytest.warns(polyc.errors.CacheWarning):
         assert make_plan(g, cfg).to_dict() == first
     assert probe_lowerings[0] >= 1
+
+
+def test_a_refusal_stays_when_the_other_side_grows_by_unrelated_operations():
+    """A refused merge is not lowered again after one side grew by
+    operations that share no tensor with the other side; it is when what
+    it gained reads or writes the other side's tensors, or reads the same
+    input."""
+    from types import SimpleNamespace as NS
+
+    from polyc.graph.candidates import grown_from_refused
+
+    x, w, v = (NS(id=k, inputs=[], name=f"in{k}") for k in (0, 1, 2))
+    a = NS(id=10, inputs=[x], name="a")            # the small side, refused
+    b = NS(id=11, inputs=[a, w], name="b")         # the big side it was refused with
+    c = NS(id=12, inputs=[b], name="c")            # grows b: unrelated to a
+    d = NS(id=13, inputs=[b, a], name="d")         # grows b: reads a
+    e = NS(id=14, inputs=[b, x], name="e")         # grows b: reads a's input
+
+    def group(*nodes):
+        return NS(nodes=list(nodes), key=frozenset(n.id for n in nodes))
+
+    refused = {(group(a).key, group(b).key)}
+    assert grown_from_refused(group(a), group(b, c), refused) == group(b).key
+    assert grown_from_refused(group(b, c), group(a), refused) == group(b).key
+    assert grown_from_refused(group(a), group(b, d), refused) is None
+    assert grown_from_refused(group(a), group(b, e), refused) is None
+    assert grown_from_refused(group(a), group(b), set()) is None
+    # either side may be the one that grew, but only one of them
+    f = NS(id=15, inputs=[v], name="f")
+    assert grown_from_refused(group(a, f), group(b), refused) == group(a).key
+    assert grown_from_refused(group(a, f), group(b, c), refused) is None
