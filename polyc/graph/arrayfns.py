@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UnsupportedError
+from ..errors import DTypeError, UnsupportedError
 from . import arrayapi, gather, views
 from .contractions import einsum, multi_dot
 from .core import Tracer, user_location
@@ -116,11 +116,15 @@ def around(g, a, decimals=0, out=None) -> Tracer:
         return store_out(g, out, around(g, a, decimals), "np.round")
     t = operand(g, a)
     d = int(decimals)
-    if t.dtype.kind in "iub":
+    if t.dtype.kind == "b":
+        if d == 0:      # numpy's rint of booleans: float16
+            return UFUNCS["rint"](g, t)
+        raise DTypeError(f"{user_location()}: np.round of booleans with decimals={d}: numpy "
+                         "cannot cast the scaled float16 values back to bool (its TypeError); "
+                         "convert first, e.g. x.astype(np.float32)")
+    if t.dtype.kind in "iu":
         if d >= 0:
-            return UFUNCS["positive"](g, t)
-        if t.dtype.kind == "b":
-            raise _refuse("np.round of booleans with negative decimals is not supported")
+            return materialize(g, t)
         # numpy's: divided by 10**-d in float64, rounded half to even,
         # multiplied back and cast to the integer type (15 -> 20, 25 -> 20)
         scale = _power_of_ten(-d)
@@ -165,7 +169,7 @@ def tile(g, a, reps, concatenate) -> Tracer:
     for d, r in enumerate(reps):
         if r > 1:
             t = concatenate(g, [t] * r, axis=d)
-    return t if any(r > 1 for r in reps) else UFUNCS["positive"](g, t)
+    return t if any(r > 1 for r in reps) else materialize(g, t)
 
 
 def repeat(g, a, repeats, axis=None) -> Tracer:
@@ -194,7 +198,7 @@ def repeat(g, a, repeats, axis=None) -> Tracer:
     r = int(repeats)
     coords = [f"(({views.ph(d)}) / {r})" if d == ax else views.ph(d) for d in range(t.ndim)]
     shape = [s.scale(r) if d == ax else s for d, s in enumerate(t._shape)]
-    return UFUNCS["positive"](g, views._view(t, coords, shape))
+    return materialize(g, views._view(t, coords, shape))
 
 
 def arg_reduce(g, kind: str, a, axis=None, out=None, *, keepdims=False) -> Tracer:
@@ -291,7 +295,7 @@ def roll(g, a, shift, axis=None, concatenate=None) -> Tracer:
         t = concatenate(g, [views.getitem(t, tuple(head)), views.getitem(t, tuple(tail))],
                         axis=d)
         moved = True
-    return t if moved else UFUNCS["positive"](g, t)
+    return t if moved else materialize(g, t)
 
 
 def inner(g, a, b) -> Tracer:
@@ -393,8 +397,10 @@ def nan_to_num(g, x, copy=True, nan=0.0, posinf=None, neginf=None) -> Tracer:
     if not copy and isinstance(t, Tracer):
         return store_out(g, t, nan_to_num(g, t, True, nan, posinf, neginf),
                          "np.nan_to_num", " with copy=False")
-    if isinstance(t, Scalar) or t.dtype.kind != "f":
+    if isinstance(t, Scalar):
         return UFUNCS["positive"](g, t)
+    if t.dtype.kind != "f":
+        return materialize(g, t)
     fi = np.finfo(t.dtype)
     vals = [literal(v, t.dtype) for v in (nan, fi.max if posinf is None else posinf,
                                           fi.min if neginf is None else neginf)]
@@ -441,7 +447,7 @@ def pad_mode(g, t: Tracer, pw, mode: str, concatenate) -> Tracer:
         n.table.require(n - need, f"np.pad(mode={mode!r})")
         before, after = _edges(t, d, mode, lo, hi)
         t = concatenate(g, ([before] if lo else []) + [t] + ([after] if hi else []), axis=d)
-    return UFUNCS["positive"](g, t) if t.node is None else t
+    return materialize(g, t) if t.node is None else t
 
 
 def functions(concatenate) -> dict[str, Any]:

@@ -265,7 +265,7 @@ def matrix_power(g, a, n) -> Tracer:
             result = z if result is None else matmul(g, result, z)
         n >>= 1
         if not n:
-            return result if result is not t else UFUNCS["positive"](g, t)
+            return result if result is not t else materialize(g, t)
         z = matmul(g, z, z)
 
 
@@ -360,7 +360,7 @@ def rot90(g, m, k=1, axes=(0, 1)) -> Tracer:
         raise ValueError("Axes must be different.")
     k %= 4
     if k == 0:
-        return UFUNCS["positive"](g, t)
+        return materialize(g, t)
     if k == 2:
         return flip(g, t, (a0, a1))
     perm = list(range(t.ndim))

@@ -32,7 +32,7 @@ from .scans import scan
 from .selection import MaskedSelection
 from .setitem import selection_operand, setitem
 from .sizes import SizeInt
-from .ufuncs import UFUNCS, _abs, _invert, _negative, _square, astype
+from .ufuncs import UFUNCS, _abs, _invert, _negative, _no_bool_loop, _square, astype
 
 
 def _graph(args) -> Any:
@@ -419,6 +419,9 @@ def _op(name: str, swap: bool = False):
                 and not hasattr(other, "__index__"):
             return NotImplemented
         args = (other, self) if swap else (self, other)
+        if name == "power" and not swap and self.dtype.kind == "b" and type(other) is int \
+                and other == 2:
+            return _square(self._graph, self)   # numpy's x ** 2 is np.square: int8 here
         return located(name, uf, self._graph, *args)
     return method
 
@@ -462,7 +465,7 @@ def _install() -> None:
     T.__invert__ = lambda self: _invert(self._graph, self)
     T.__hash__ = object.__hash__
     T.__neg__ = lambda self: _negative(self._graph, self)
-    T.__pos__ = lambda self: self
+    T.__pos__ = lambda self: _no_bool_loop("positive", self) or self
     T.__abs__ = lambda self: _abs(self._graph, self)
     T.__getitem__ = lambda self, key: gather.getitem(self, key)
 

@@ -202,8 +202,25 @@ def _abs(g, x):
     return elementwise(g, "absolute", lambda a: f"{fn}({a})", [x])
 
 
+def _no_bool_loop(name: str, x) -> None:
+    """numpy has no boolean loop for ``name`` (its ``TypeError``)."""
+    if x.dtype.kind == "b":
+        loc = user_location()
+        raise DTypeError(f"{loc}: np.{name} of booleans: numpy has no loop for it (its "
+                         f"TypeError); use ~x or np.logical_not(x), or convert first, e.g. "
+                         f"x.astype(np.int8)\n    {loc.text}")
+
+
 def _negative(g, x):
+    x = operand(g, x)
+    _no_bool_loop("negative", x)
     return elementwise(g, "negative", lambda a: f"(-{a})", [x])
+
+
+def _positive(g, x):
+    x = operand(g, x)
+    _no_bool_loop("positive", x)
+    return ops.materialize(g, x)
 
 
 def _reciprocal(g, x):
@@ -213,6 +230,8 @@ def _reciprocal(g, x):
     # numpy's integer 1 / x truncates toward zero (TC's / floors); no -1 in unsigned types.
     # numpy computes 1.0 / x and converts: x86's conversion of 1/0 = inf gives the
     # type's minimum for int32 and int64, and 0 for the narrower and unsigned types
+    if x.dtype.kind == "b":             # numpy's int8 loop: 1 / True is 1, 1 / False 0
+        return astype(x, np.int8)
     if x.dtype.kind == "u":
         return elementwise(g, "reciprocal", lambda a: f"({a} == 1 ? 1 : 0)", [x])
     zero = literal(np.iinfo(x.dtype).min if x.dtype.itemsize >= 4 else 0, x.dtype)
@@ -393,6 +412,9 @@ def _shift(name: str) -> Callable:
 
 
 def _square(g, x):
+    x = operand(g, x)
+    if x.dtype.kind == "b":             # numpy's boolean square is its int8 loop
+        x = astype(x, np.int8)
     return elementwise(g, "square", lambda a: f"({a} * {a})", [x])
 
 
@@ -408,7 +430,7 @@ UFUNCS: dict[str, Callable] = {
     "add": _binary("+"), "subtract": _binary("-"), "multiply": _binary("*"),
     "divide": _divide, "true_divide": _divide, "power": _power,
     "floor_divide": _floor_divide, "remainder": _remainder, "divmod": _divmod,
-    "negative": _negative, "positive": lambda g, x: ops.materialize(g, operand(g, x)),
+    "negative": _negative, "positive": _positive,
     "conjugate": lambda g, x: ops.materialize(g, operand(g, x)),    # (real types only)
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
     "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),

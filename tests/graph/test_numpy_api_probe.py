@@ -7,8 +7,11 @@ test compiles one plan."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from .test_ops import check
+from polyc.errors import DTypeError
+
+from .test_ops import check, jitted
 
 
 def _int_reciprocals(a, b, c):
@@ -36,3 +39,21 @@ def test_boolean_results_of_array_operations():
     ("would materialise a boolean array"); it is an int32 node read as a mask."""
     x = np.array([[1.0, -2.0, 3.0], [-1.0, 2.0, -3.0], [0.5, 0.0, -0.5]])
     check(_boolean_nodes, x < 0.7, x)
+
+
+def _bool_dtypes(b):
+    return np.round(b), np.rint(b), np.square(b), np.reciprocal(b), b ** 2, b ** 3
+
+
+def test_numpys_dtypes_of_boolean_ufuncs():
+    """numpy's loops for booleans: ``round``/``rint`` float16 (``round`` kept
+    bool), ``square``/``reciprocal``/``b ** 2`` int8 (refused, or int64 for
+    ``**``); ``negative``/``positive``/``+b``/``round(b, 1)`` are numpy's
+    TypeError, a ``DTypeError`` (they returned the mask)."""
+    b = np.array([[True, False, True]])
+    check(_bool_dtypes, b)
+    for fn in (np.positive, np.negative, lambda x: +x, lambda x: np.round(x, 1)):
+        with pytest.raises(TypeError):
+            fn(b)
+        with pytest.raises(DTypeError):
+            jitted(fn)(b)
