@@ -258,7 +258,7 @@ def ravel(g, a, order="C") -> Tracer:
     t = operand(g, a)
     if isinstance(t, Scalar):
         raise _refuse("np.ravel of a Python scalar is not supported")
-    return views.reshape(t, (-1,), "F" if order == "F" else "C")
+    return views.reshape(t, (-1,), order)
 
 
 def flip(g, m, axis=None) -> Tracer:

@@ -244,13 +244,23 @@ def _slice(g: Graph, size: Size, k: slice) -> tuple[Size, Size, int]:
 def reshape(t: Tracer, newshape: Sequence[Any], order: str = "C") -> Tracer:
     """numpy's reshape; ``order="F"`` reads and writes the elements with
     the first index fastest: the C-order reshape of the transposed array to
-    the reversed shape, transposed back (``"A"`` is ``"C"``: traced arrays
-    are C-ordered)."""
+    the reversed shape, transposed back.  ``"A"`` and ``"K"`` (ravel) follow
+    the memory layout numpy would give the array (an F-ordered argument, a
+    transposed view), which a traced array does not have: refused
+    (``UnsupportedError``) for two or more dimensions, ``"C"`` otherwise."""
+    if order in ("A", "K"):
+        if sum(1 for s in t._shape if not (s.is_constant and s.normal().const == 1)) > 1:
+            raise UnsupportedError(
+                f"{user_location()}: reshape/ravel with order={order!r} of a "
+                f"{t.ndim}-d array follows numpy's memory layout of the array (an "
+                "F-ordered argument or a transposed view reads in F order), which a "
+                "traced array does not have; write order='C' or order='F'")
+        order = "C"
     if order == "F":
         shape = (newshape,) if isinstance(newshape, (int, np.integer, SizeInt)) else \
             tuple(newshape)
         return transpose(reshape(transpose(t), shape[::-1]))
-    if order not in ("C", "A"):
+    if order != "C":
         raise UnsupportedError(f"{user_location()}: reshape with order={order!r} is not "
                                "supported; only 'C', 'F' and 'A'")
     base = t if t._reshape_base is None else t._reshape_base

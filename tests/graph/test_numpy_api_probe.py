@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from polyc.errors import DTypeError
+from polyc.errors import DTypeError, UnsupportedError
 
 from .test_ops import check, jitted
 
@@ -57,3 +57,14 @@ def test_numpys_dtypes_of_boolean_ufuncs():
             fn(b)
         with pytest.raises(DTypeError):
             jitted(fn)(b)
+
+
+def test_memory_order_reshapes_are_refused():
+    """``ravel``/``reshape`` with ``order="A"``/``"K"`` follow numpy's memory
+    layout (an F-ordered argument, a transposed view: F order); polyc read
+    them in C order, a wrong result.  Refused for 2-d and more."""
+    a = np.arange(6.0).reshape(2, 3)
+    for fn in (lambda x: x.ravel("K"), lambda x: np.ravel(x.T, order="A"),
+               lambda x: x.reshape(6, order="A")):
+        with pytest.raises(UnsupportedError, match="memory layout"):
+            jitted(fn)(np.asfortranarray(a))
