@@ -66,6 +66,8 @@ def build(program: Program, knobs, infos: list, base=None):
         if knobs.reassociate:
             s = s.with_reassociation(True)
         for info, b in zip(infos, knobs.bands):
+            if not b.order:         # below a tensorized band (space.UNTOUCHED)
+                continue
             if b.tensorize:
                 step = "tensorize"
                 s = s.tensorize(info.specs[0], "gemm")

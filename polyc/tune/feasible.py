@@ -176,7 +176,8 @@ def admitted(k: space.Knobs, feasible: dict) -> bool:
     """Whether every band of candidate ``k`` passes :func:`admits`
     (``feasible``: ``(start, reassociate)`` -> Feasibility per band; a
     start it does not hold is not filtered)."""
-    if k.reassociate and len(k.bands) == 1 and k.bands[0].tensorize:
+    addressed = [b for b in k.bands if b.order]        # (not space.UNTOUCHED)
+    if k.reassociate and len(addressed) == 1 and addressed[0].tensorize:
         return False        # the tree without reassociation (see choices)
     fs = feasible.get((k.start, k.reassociate))
     return fs is None or all(admits(b, f) for b, f in zip(k.bands, fs))

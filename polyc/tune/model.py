@@ -4,7 +4,9 @@ compiled.
 For each statement under a tuned band, the loops of a candidate are, outer
 to inner: the tile loops (in the band's order), the point loops, then the
 statement's iterators that no band member scans (loops below the band, in
-source order).  The model estimates, in seconds at the tuning sizes:
+source order).  A statement under nested tuned bands is costed once, under
+the innermost, with each band's tile and point loops in turn, outer band
+first.  The model estimates, in seconds at the tuning sizes:
 
 * **memory traffic per cache level** by reuse distance: for a cache of
   capacity ``C``, the smallest traffic ``outer iterations x footprint`` over
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from functools import lru_cache
 
 from ..machine import cache_sizes
@@ -79,16 +82,20 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-def _loops(info: BandInfo, b: BandKnobs, st: StatementInfo):
+def _loops(info: BandInfo, b: BandKnobs, st: StatementInfo, segments=None):
     """``(member or iterator, trip)`` of the loops around ``st``, outer first:
-    tile loops, point loops, then iterators no member scans."""
+    tile loops, point loops, then iterators no member scans.  ``segments``:
+    ``(first, end)`` positions of ``b.order`` per nested band (outer first;
+    default: one band), each its tile loops then its point loops."""
     loops: list[tuple[object, int]] = [(("i", it), st.extents.get(it, 1)) for it in st.outer]
-    for p, j in enumerate(b.order):
-        if b.tiles[p]:
-            loops.append((("m", j), math.ceil(info.trips[j] / b.tiles[p])))
-    for p, j in enumerate(b.order):
-        trip = min(b.tiles[p], info.trips[j]) if b.tiles[p] else info.trips[j]
-        loops.append((("m", j), trip))
+    for lo, hi in segments or [(0, len(b.order))]:
+        for p in range(lo, hi):
+            if b.tiles[p]:
+                loops.append((("m", b.order[p]), math.ceil(info.trips[b.order[p]] / b.tiles[p])))
+        for p in range(lo, hi):
+            j = b.order[p]
+            trip = min(b.tiles[p], info.trips[j]) if b.tiles[p] else info.trips[j]
+            loops.append((("m", j), trip))
     covered = {it for m in st.members for it in m} | set(st.outer)
     for it in st.iterators:
         if it not in covered:
@@ -196,10 +203,15 @@ def _lanes(st: StatementInfo, b: BandKnobs, knobs: Knobs, innermost, trip: int) 
 
 
 def _statement_time(info: BandInfo, b: BandKnobs, knobs: Knobs, st: StatementInfo,
-                    caches: dict[int, int], cores: int) -> float:
+                    caches: dict[int, int], cores: int, segments=None,
+                    par_at: int | None = None, memo: dict | None = None) -> float:
+    """``par_at``: the position in the loops of the parallel one (default:
+    the band's outermost, after ``st.outer``).  ``memo``: :func:`cost`'s,
+    where the memory traffic of each statement's loops is remembered (a
+    candidate's marks and unroll factor do not change it)."""
     if st.instances == 0:
         return 0.0
-    loops = _loops(info, b, st)
+    loops = _loops(info, b, st, segments)
     if not loops:
         return st.ops / FREQ
     innermost, trip = loops[-1]
@@ -209,16 +221,22 @@ def _statement_time(info: BandInfo, b: BandKnobs, knobs: Knobs, st: StatementInf
     overhead = entries * LOOP_ENTRY + st.instances / (lanes * b.unroll) * LOOP_ITERATION
     if b.unroll > 1 and b.unroll > trip:
         overhead *= 1.5          # an unroll longer than the loop only adds guards
-    fps: dict[int, float] = {}
-    memory = {lvl: _traffic(st, loops, cap, fps) / BANDWIDTH[lvl]
-              for lvl, cap in caches.items() if lvl in BANDWIDTH}
+    key = ("traffic", st.name, tuple(loops))
+    memory = memo.get(key) if memo is not None else None
+    if memory is None:
+        fps: dict[int, float] = {}
+        memory = {lvl: _traffic(st, loops, cap, fps) / BANDWIDTH[lvl]
+                  for lvl, cap in caches.items() if lvl in BANDWIDTH}
+        if memo is not None:
+            memo[key] = memory
     speed = shared = 1.0
     fork = 0.0
     if b.parallel and cores > 1:
-        ptrip = loops[len(st.outer)][1]          # the band's outermost loop
+        at = len(st.outer) if par_at is None else par_at
+        ptrip = loops[at][1]          # the band's outermost loop
         speed = max(1.0, ptrip / math.ceil(ptrip / cores))
         shared = min(speed, SHARED_SCALING)
-        fork = FORK * math.prod(trip for _, trip in loops[:len(st.outer)])
+        fork = FORK * math.prod(trip for _, trip in loops[:at])
     private = sum(t for lvl, t in memory.items() if lvl < 3) / speed
     mem = private + memory.get(3, 0.0) / shared
     work = compute / speed + overhead / speed
@@ -243,6 +261,31 @@ def _tensorized_time(info: BandInfo, cores: int) -> float:
     return total
 
 
+def _nested_time(infos: list[BandInfo], knobs: Knobs, chain: list[int], st: StatementInfo,
+                 caches: dict[int, int], cores: int, memo: dict | None) -> float:
+    """The time of ``st`` under the tuned bands ``chain`` (indices into
+    ``infos``, outermost first, ``st`` of the last): their members' loops
+    nested band by band, each with its own tiles and order; the innermost
+    band's simd and unroll knobs, the outermost parallel band's mark."""
+    members, trips, order, tiles, segments, par_at = [], [], [], [], [], None
+    outer = st.outer
+    for x in chain:
+        info, b = infos[x], knobs.bands[x]
+        mine = next(s for s in info.statements if s.name == st.name)
+        if b.parallel and par_at is None:
+            par_at = len(outer) + len(order) + sum(1 for t in tiles if t)
+        segments.append((len(order), len(order) + len(b.order)))
+        order += [len(members) + j for j in b.order]
+        tiles += list(b.tiles)
+        trips += info.trips
+        members += mine.members
+    last = knobs.bands[chain[-1]]
+    b = BandKnobs(tuple(order), tuple(tiles), par_at is not None, last.vectorize, last.unroll)
+    combined = replace(st, members=members, outer=outer)
+    return _statement_time(replace(infos[chain[-1]], trips=trips), b, knobs, combined,
+                           caches, cores, segments, par_at, memo)
+
+
 def cost(knobs: Knobs, infos: list[BandInfo], *, caches: dict[int, int] | None = None,
          cores: int | None = None, memo: dict | None = None) -> float:
     """The modelled time of ``knobs`` (seconds, relative) with ``infos``
@@ -252,18 +295,41 @@ def cost(knobs: Knobs, infos: list[BandInfo], *, caches: dict[int, int] | None =
     ranking share most of their bands' knobs."""
     caches = caches or cache_sizes()
     cores = cores or _cores()
+    chains, inner = _nesting(infos)
     total = 0.0
     for i, (info, b) in enumerate(zip(infos, knobs.bands)):
-        key = (i, b, knobs.reassociate)
+        chain = chains[i]
+        key = (i, tuple(knobs.bands[x] for x in chain), knobs.reassociate)
         if memo is not None and key in memo:
             total += memo[key]
             continue
-        if b.tensorize:
+        if any(knobs.bands[x].tensorize for x in chain[:-1]):
+            t = 0.0             # in the micro-kernel's calls of the band above
+        elif b.tensorize:
             t = _tensorized_time(info, cores)
+        elif len(chain) == 1:
+            t = sum(_statement_time(info, b, knobs, st, caches, cores, memo=memo)
+                    for st in info.statements if st.name not in inner[i])
         else:
-            t = sum(_statement_time(info, b, knobs, st, caches, cores)
-                    for st in info.statements)
+            t = sum(_nested_time(infos, knobs, chain, st, caches, cores, memo)
+                    for st in info.statements if st.name not in inner[i])
         if memo is not None:
             memo[key] = t
         total += t
     return total
+
+
+def _nesting(infos: list[BandInfo]) -> tuple[list[list[int]], list[set]]:
+    """Per tuned band: the chain of tuned bands from the outermost down to it
+    (indices), and the statements of the bands nested in it (costed there,
+    not by it)."""
+    chains: list[list[int]] = []
+    inner: list[set] = [set() for _ in infos]
+    for i, info in enumerate(infos):
+        chain = [i]
+        while infos[chain[0]].parent is not None:
+            chain.insert(0, infos[chain[0]].parent)
+        chains.append(chain)
+        for x in chain[:-1]:
+            inner[x].update(s.name for s in info.statements)
+    return chains, inner

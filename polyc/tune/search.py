@@ -233,20 +233,27 @@ class _Session:
                 self.feasible[(start, r)] = fs
                 if r and feasible.repeats(self.infos[start][0], probed):
                     continue            # its candidates would repeat the others
-                self.choices[(start, r)] = [feasible.choices(b, f, not (r and len(fs) == 1))
-                                            for b, f in zip(self.infos[start][0], fs)]
+                # a lone band's tensorized tree (the bands below it untouched)
+                # is the same with reassociation
+                lone = sum(b.parent is None for b in self.infos[start][0]) == 1
+                self.choices[(start, r)] = [
+                    feasible.choices(b, f, not (r and lone and b.parent is None))
+                    for b, f in zip(self.infos[start][0], fs)]
 
     def ranked(self, rng: random.Random) -> list[tuple[float, space.Knobs]]:
         pools = {(st, r): self.choices[(st, r)] for st, r in space.starts(self.program)
                  if (st, r) in self.choices}
-        cands = space.sample(rng, pools, self.budget.sampled)
+        cands = list(dict.fromkeys(
+            space.normalise(k, self.infos[k.start][0])
+            for k in space.sample(rng, pools, self.budget.sampled)
+            if not space.nested_parallel(k, self.infos[k.start][0])))
         # the GEMM intrinsic is one knob among thousands of a band's: a random
         # sample missed isl's tensorize(gemm) of a batched matmul; each pool's
         # tensorized candidate (its other bands untransformed) is always ranked,
         # first (before the ranking's share of the budget can run out)
         for (st, r), bands in pools.items():
             gemm = tuple(next((c for c in cs if c.tensorize), cs[0]) for cs in bands)
-            k = space.Knobs(st, gemm, r)
+            k = space.normalise(space.Knobs(st, gemm, r), self.infos[st][0])
             if any(c.tensorize for c in gemm):
                 cands = [k] + [c for c in cands if c != k]
         # the samples come in random order: those ranked before the ranking's

@@ -2,9 +2,8 @@
 
 A candidate is a :class:`Knobs` value: the starting schedule (``"isl"``:
 isl's scheduler, ``"source"``: the source order), whether reductions may be
-reassociated, and per tuned band of that starting tree (the outermost
-bands; below a band of one sequential member, a time loop, the bands under
-it) a
+reassociated, and per tuned band of that starting tree (every band but a
+time loop's, outer bands first: :mod:`polyc.tune.bands`) a
 :class:`BandKnobs` (member order, tile size per member, a parallel mark on
 the outermost loop, a simd mark on the innermost one, an unroll factor of the
 innermost point loop).  :func:`build` (:mod:`polyc.tune.apply`) turns knobs into a
@@ -41,6 +40,7 @@ from ..errors import ScheduleError
 from ..ir import Program, numpy_dtype
 from ..isl_util import dim_range, maps_of
 from ..schedule import tree
+from . import bands
 from .apply import Refused, build  # noqa: F401  (knobs -> schedule, re-exported)
 
 #: Tile sizes tried per band member (0: not tiled).
@@ -90,6 +90,8 @@ class Knobs:
         """A short human-readable form (``isl: [2,0,1] t32x64x0 par simd u4``)."""
         parts = []
         for b in self.bands:
+            if not b.order:         # UNTOUCHED: below a tensorized band
+                continue
             if b.tensorize:
                 parts.append("tensorize(gemm)")
                 continue
@@ -154,6 +156,9 @@ class BandInfo:
     #: member is innermost, and no simd knob is proposed (``vectorize``
     #: refuses a loop that is not innermost)
     below: tuple[str, ...] = ()
+    #: the index of the tuned band whose subtree holds this one (``None``:
+    #: an outermost band); the model costs its statements through both
+    parent: int | None = None
 
 
 def _aff_coefficients(aff: isl.Aff, names: tuple[str, ...]) -> dict[str, int]:
@@ -221,12 +226,12 @@ def _pw_affs(upa: isl.UnionPwAff) -> list[isl.PwAff]:
 
 def analyse(schedule, sizes: dict) -> list[BandInfo]:
     """The bands of ``schedule`` (a :class:`polyc.Schedule`) the knobs apply
-    to (:func:`_tunable_bands`), with what the cost model needs at parameter
-    values ``sizes``."""
+    to (:func:`polyc.tune.bands.tunable`: every band, outer bands first),
+    with what the cost model needs at parameter values ``sizes``."""
     program = schedule.program
     values = {**program.fixed_sizes, **sizes}
     out = []
-    for chain, above in _tunable_bands(schedule.isl.get_root(), ()):
+    for chain, above, parent in bands.tunable(schedule.isl.get_root(), schedule.deps.all()):
         band = chain[0]
         names = [nm for b in chain for nm in tree.band_names(b, program)]
         stmts = tree.statements_of(band)
@@ -261,108 +266,29 @@ def analyse(schedule, sizes: dict) -> list[BandInfo]:
             trips.append(trip)
         out.append(BandInfo(
             names=list(names),
-            specs=[_spec(schedule, target, nm, b, j) for b in chain
+            specs=[bands.spec(schedule, target, nm, b, j) for b in chain
                    for j, nm in enumerate(tree.band_names(b, program))],
             permutable=len(chain) == 1 and bool(band.band_get_permutable()),
             coincident=[bool(b.band_member_get_coincident(j)) for b in chain
                         for j in range(b.band_n_member())],
             trips=trips, statements=infos,
             updates=tuple(x for x in stmts if program.statement(x).kind == "update"),
-            below=_loops_below(chain[-1], program)))
+            below=bands.loops_below(chain[-1], program), parent=parent))
     return out
-
-
-def _spec(schedule, target: str, name: str, band: isl.ScheduleNode, member: int
-          ) -> tuple[str, str]:
-    """How a recipe names member ``member`` of ``band`` for statement
-    ``target``: the first part of a merged name (``j`` of ``j|k``) when that
-    finds this loop, else the whole name (PolyBench 2mm from isl's
-    scheduler: ``j`` answers to both ``j|k`` and ``k|j``)."""
-    short = name.split("|")[0]
-    try:
-        lp = schedule.loop(target, short)
-    except ScheduleError:
-        return (target, name)
-    here = (tuple(tree.path_of(band)), member)
-    return (target, short) if (tuple(lp.path), lp.member) == here else (target, name)
-
-
-def _loops_below(band: isl.ScheduleNode, program: Program) -> tuple[str, ...]:
-    """``S.loop`` of each band strictly below ``band`` that leaves a loop in
-    the code (:func:`polyc.schedule.unroll.loop_below`'s test)."""
-    from ..schedule.unroll import fully_unrolled
-    out: list[str] = []
-
-    def visit(n):
-        if n.get_type() == isl.schedule_node_type.band and not fully_unrolled(n):
-            st = tree.statements_of(n)[0]
-            out.extend(f"{st}.{nm.split('|')[0]}" for nm in tree.band_names(n, program))
-        return True
-    for i in range(band.n_children()):
-        band.child(i).foreach_descendant_top_down(visit)
-    return tuple(dict.fromkeys(out))
 
 
 def notes(infos: dict[str, list[BandInfo]]) -> list[str]:
     """Why knobs were not proposed, one line per band (``infos``: start ->
     its bands): simd on a band with loops below it."""
     out = []
-    for start, bands in infos.items():
-        for info in bands:
+    for start, tuned in infos.items():
+        for info in tuned:
             if info.below:
                 out.append(f"{start}: band ({', '.join(info.names)}): no simd candidates: "
                            f"its innermost member {info.specs[-1][0]}.{info.names[-1]} is "
                            f"not an innermost loop ({', '.join(info.below)} "
                            f"run{'s' if len(info.below) == 1 else ''} below it), and "
                            f"vectorize applies to innermost loops")
-    return out
-
-
-def _band_below(band: isl.ScheduleNode) -> isl.ScheduleNode | None:
-    """The band that is ``band``'s only child, through marks (loop names)."""
-    node = band
-    while node.n_children() == 1:
-        node = node.child(0)
-        if node.get_type() == isl.schedule_node_type.band:
-            return node
-        if node.get_type() != isl.schedule_node_type.mark:
-            return None
-    return None
-
-
-def _bands_below(band: isl.ScheduleNode) -> bool:
-    """Whether a band node lies strictly below ``band``."""
-    found = []
-
-    def visit(n):
-        if n.get_type() == isl.schedule_node_type.band:
-            found.append(n)
-        return not found
-    for i in range(band.n_children()):
-        band.child(i).foreach_descendant_top_down(visit)
-    return bool(found)
-
-
-def _tunable_bands(node: isl.ScheduleNode, above: tuple) -> list[tuple]:
-    """``(chain, bands above it)`` of the bands the knobs apply to: the
-    outermost ones, a chain of perfectly nested bands (the source order's
-    one-loop bands) taken as one, as the language's ``tile`` and ``reorder``
-    merge them; a band of one sequential member whose child is not a band
-    (a time loop around several nests) is kept as is and the bands below it
-    are tuned instead, unless no band lies below it (the source order's
-    innermost loop of an imperfect nest: matvec's ``for j`` beside its
-    initialisation)."""
-    if node.get_type() == isl.schedule_node_type.band:
-        chain = [node]
-        while (below := _band_below(chain[-1])) is not None:
-            chain.append(below)
-        if (len(chain) > 1 or node.band_n_member() > 1 or node.band_member_get_coincident(0)
-                or not _bands_below(chain[-1])):
-            return [(chain, above)]
-        above = above + (node,)
-    out = []
-    for i in range(node.n_children()):
-        out.extend(_tunable_bands(node.child(i), above))
     return out
 
 
@@ -478,7 +404,7 @@ def neighbours(k: Knobs, infos: dict, reductions: bool = False) -> list[Knobs]:
     for i, b in enumerate(k.bands):
         info = bands_info[i]
         alts: list[BandKnobs] = []
-        if b.tensorize:
+        if b.tensorize or not b.order:
             continue
         for p, t in enumerate(b.tiles):
             cap = info.trips[b.order[p]]
@@ -490,17 +416,55 @@ def neighbours(k: Knobs, infos: dict, reductions: bool = False) -> list[Knobs]:
                 o = list(b.order)
                 o[p], o[p + 1] = o[p + 1], o[p]
                 alts.append(replace(b, order=tuple(o)))
-        alts.append(replace(b, parallel=not b.parallel))
+        if b.parallel or not _parallel_nearby(k, bands_info, i):
+            alts.append(replace(b, parallel=not b.parallel))
         if not info.below or b.vectorize:
             alts.append(replace(b, vectorize=not b.vectorize))
         for u in UNROLL_FACTORS:
             if u != b.unroll:
                 alts.append(replace(b, unroll=u))
         for a in alts:
-            out.append(replace(k, bands=k.bands[:i] + (a,) + k.bands[i + 1:]))
+            n = normalise(replace(k, bands=k.bands[:i] + (a,) + k.bands[i + 1:]), bands_info)
+            if n != k:
+                out.append(n)
     if reductions:
         out.append(replace(k, reassociate=not k.reassociate))
     return out
+
+
+def _parallel_nearby(k: Knobs, infos: list[BandInfo], i: int) -> bool:
+    """Whether a band above or below tuned band ``i`` is parallel in ``k``."""
+    def ancestors(j):
+        while (j := infos[j].parent) is not None:
+            yield j
+    return any(k.bands[j].parallel for j in ancestors(i)) or any(
+        k.bands[j].parallel for j in range(len(infos)) if i in ancestors(j))
+
+
+#: The knobs of a band below a tensorized one: none (the micro-kernel's
+#: calls compute its loops); the label leaves it out.
+UNTOUCHED = BandKnobs((), ())
+
+
+def normalise(k: Knobs, infos: list[BandInfo]) -> Knobs:
+    """``k`` with the bands below a tensorized band :data:`UNTOUCHED`: their
+    knobs would transform loops the GEMM calls compute (refused by
+    ``tensorize``) or repeat the same tree."""
+    out = list(k.bands)
+    for i, info in enumerate(infos):
+        j = info.parent
+        while j is not None and not k.bands[j].tensorize:
+            j = infos[j].parent
+        if j is not None:
+            out[i] = UNTOUCHED
+    return k if tuple(out) == k.bands else replace(k, bands=tuple(out))
+
+
+def nested_parallel(k: Knobs, infos: list[BandInfo]) -> bool:
+    """Whether ``k`` marks a band parallel inside another parallel band (a
+    nested parallel region: the inner one runs on one thread, or
+    oversubscribes the cores)."""
+    return any(b.parallel and _parallel_nearby(k, infos, i) for i, b in enumerate(k.bands))
 
 
 # ------------------------------------------------------------ automatic knobs
