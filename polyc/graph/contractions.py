@@ -180,7 +180,11 @@ def _einsum_path(g, spec, ts, sizes, steps):
 
 
 def tensordot(g, a, b, axes=2):
-    a, b = operand(g, a), operand(g, b)
+    # numpy converts its operands with asarray: a Python scalar is a 0-d array
+    # of its default dtype (not weak)
+    a, b = (ops.materialize(g, Tracer(g, o.literal(np.asarray(o.value).dtype), (), (),
+                                      np.asarray(o.value).dtype))
+            if isinstance(o, ops.Scalar) else o for o in (operand(g, a), operand(g, b)))
     if _of_masks(a, b):
         return _any_of(g, tensordot(g, ops.materialize(g, a, "astype", np.int32), b, axes))
     if isinstance(axes, int):

@@ -19,7 +19,8 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError, UnsupportedError
 from .accumulate import accumulated, count, integer_total, sum_dtype
-from .core import Graph, Node, Tracer, compose, int_in_range, user_location
+from .core import Graph, Node, Tracer, compose, user_location
+from .literals import float_literals, int_literals_beyond, literal
 from .sizes import Size, SizeInt
 
 _ALLOWED = ("float32", "float64", "int32", "int64", "bool", "float16", "int8", "int16", "uint8",
@@ -36,26 +37,6 @@ class Scalar:
 
     def literal(self, dtype: np.dtype) -> str:
         return literal(self.value, dtype)
-
-
-def literal(value: Any, dtype: np.dtype) -> str:
-    """``value`` as an exact TC literal of element type ``dtype``."""
-    dtype = np.dtype(dtype)
-    if dtype.kind == "f":
-        # the value in ``dtype`` (printed as the double that equals it), so
-        # that a statement of a wider float type computes with the same value
-        with np.errstate(over="ignore"):
-            v = float(dtype.type(value))
-        if math.isnan(v):
-            return "(0.0/0.0)"
-        if math.isinf(v):
-            return "(1.0/0.0)" if v > 0 else "(-1.0/0.0)"
-        text = repr(v)
-        return f"({text})" if v < 0 else text
-    if dtype.kind == "b":
-        return "1" if bool(value) else "0"
-    v = int_in_range(value, dtype)      # (int64's minimum, which TC cannot spell, as a sum)
-    return str(v) if v >= 0 else f"({v})" if v > -2**63 else f"({v + 1} - 1)"
 
 
 def check_dtype(dtype: Any, what: str) -> np.dtype:
@@ -242,7 +223,15 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
         tmp = new_node(graph, op, shape, lit, reads, stmts, flops=flops, helpers=helpers,
                        contraction=contraction, reduction=reduction, note=note)
         return materialize(graph, tmp, "astype", dtype)
-    if dtype.kind in "iu" and (lit is not None or any(_float_literals(t) for t in stmts("t"))):
+    if dtype.kind in "iu" and dtype.itemsize < 8 and \
+            any(int_literals_beyond(t, dtype) for t in stmts("t")):
+        # an int64 literal in an int32 statement (a mask comparing int64 values
+        # with 2**40, returned: its int32 0/1 node): computed in int64, converted
+        tmp = new_node(graph, op, shape, np.dtype("int64"), reads, stmts, flops=flops,
+                       helpers=helpers, contraction=contraction, reduction=reduction,
+                       note=note)
+        return materialize(graph, tmp, "astype", dtype)
+    if dtype.kind in "iu" and (lit is not None or any(float_literals(t) for t in stmts("t"))):
         # a TC statement computes in its element type, literals included: a
         # comparison of floats with 0.5 (a mask) in an integer statement is
         # computed in float64 (exact for these values) and then converted
@@ -264,18 +253,6 @@ def new_node(graph: Graph, op: str, shape: tuple[Size, ...], dtype: np.dtype,
 def _widest(dtypes) -> np.dtype | None:
     ds = [np.dtype(d) for d in dtypes if d is not None]
     return max(ds, key=lambda d: d.itemsize) if ds else None
-
-
-_FLOAT_LITERAL = re.compile(r"(?<![\w.$])(\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+)")
-
-
-def _float_literals(text: str) -> bool:
-    """Whether ``text`` has a literal an integer statement cannot compute
-    with (fractional, huge, or a ``/0.0`` quotient for inf and NaN)."""
-    if "/0.0" in text:
-        return True
-    return any(not float(m).is_integer() or abs(float(m)) >= 2.0 ** 62
-               for m in _FLOAT_LITERAL.findall(text))
 
 
 def elementwise(graph: Graph, op: str, fn: Callable[..., str], operands: Sequence[Any],

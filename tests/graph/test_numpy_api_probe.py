@@ -68,3 +68,17 @@ def test_memory_order_reshapes_are_refused():
                lambda x: x.reshape(6, order="A")):
         with pytest.raises(UnsupportedError, match="memory layout"):
             jitted(fn)(np.asfortranarray(a))
+
+
+def _scalar_tensordot_and_int64_masks(x, y):
+    return (np.tensordot(x, 3.0, axes=0), np.tensordot(2, y, 0), x == 2**40,
+            np.tril(np.stack([x, x]) > 2**35), (y > 2**33).astype(np.int8))
+
+
+def test_tensordot_of_a_scalar_and_returned_int64_masks():
+    """``np.tensordot(x, 3.0, axes=0)`` raised a bare AttributeError (numpy:
+    the Python scalar is a 0-d float64 array); a returned mask comparing
+    int64 values with a literal beyond int32 (``x == 2**40``) was a
+    SemanticError from its int32 0/1 node: computed in int64 now."""
+    x = np.array([2**40, 1, 2**36], dtype=np.int64)
+    check(_scalar_tensordot_and_int64_masks, x, np.array([0.5, 2.0**34], dtype=np.float32))
