@@ -128,8 +128,8 @@ def _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups)
 
 def batch_norm_inference(x, weight, bias, mean, var, momentum, eps):
     """``aten._native_batch_norm_legit_no_training``: ``(x - mean) * invstd
-    * weight + bias`` per channel (axis 1), and the two statistics ATen also
-    returns."""
+    * weight + bias`` per channel (axis 1), and the two saved statistics
+    ATen also returns, empty (shape ``(0,)``) outside training as torch's."""
     shape = (1, -1) + (1,) * (x.ndim - 2)
     invstd = 1.0 / np.sqrt(var + eps)
     out = (x - mean.reshape(shape)) * invstd.reshape(shape)
@@ -137,7 +137,8 @@ def batch_norm_inference(x, weight, bias, mean, var, momentum, eps):
         out = out * weight.reshape(shape)
     if bias is not None:
         out = out + bias.reshape(shape)
-    return out, mean, invstd
+    empty = np.zeros((0,), dtype=x.dtype)
+    return out, empty, empty
 
 
 def batch_norm_batch_stats(x, weight, bias, *rest):
@@ -251,8 +252,8 @@ class PoolIndices:
         raise UnsupportedError(f"{self.what} is not computed by polyc (an inference graph "
                                "uses the values only); leave it out of the compiled code")
 
-    shape = property(refuse)
-    __array__ = __array_ufunc__ = __getitem__ = reshape = astype = refuse
+    shape = ndim = property(refuse)
+    __array__ = __array_ufunc__ = __array_function__ = __getitem__ = reshape = astype = refuse
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = refuse
     __truediv__ = __rtruediv__ = __floordiv__ = __lt__ = __le__ = __gt__ = __ge__ = refuse
 
@@ -343,7 +344,8 @@ def _adaptive(x, output_size, kind: str):
     ``[floor(i n / o), ceil((i + 1) n / o))`` (ATen's ``start_index`` and
     ``end_index``).  Where ``o`` divides ``n`` a reshape and one reduction;
     otherwise each axis is pooled in turn (the windows are rectangles, so
-    the mean and the maximum separate), one slice per output cell."""
+    the mean and the maximum separate): the mean as a product with a
+    constant matrix, the maximum one slice per output cell."""
     out = tuple(output_size)
     nd = len(out)
     spatial = tuple(int(n) for n in x.shape[-nd:])
@@ -354,6 +356,8 @@ def _adaptive(x, output_size, kind: str):
         for n, o in zip(spatial, out):
             shape += [o, n // o]
         return red(x.reshape(tuple(shape)), axis=tuple(lead + 2 * j + 1 for j in range(nd)))
+    if kind == "avg":
+        return _adaptive_avg_uneven(x, out, spatial, lead)
     if sum(out) > 256:
         raise UnsupportedError(f"aten.adaptive_{kind}_pool to {out} from {spatial}: output "
                                "sizes that do not divide the input are supported up to 256 "
@@ -363,6 +367,22 @@ def _adaptive(x, output_size, kind: str):
         cells = [red(x[(slice(None),) * ax + (slice(i * n // o, -(-(i + 1) * n // o)),)],
                      axis=ax, keepdims=True) for i in range(o)]
         x = np.concatenate(cells, axis=ax) if o > 1 else cells[0]
+    return x
+
+
+def _adaptive_avg_uneven(x, out: tuple, spatial: tuple, lead: int):
+    """Adaptive average pooling where an output size does not divide its
+    extent: each axis in turn contracted with the constant ``(n, o)``
+    matrix of ``1 / len(cell)`` over each cell's positions (one small
+    matrix product per axis, instead of one slice and reduction per cell)."""
+    x = wide(x)
+    for j, (n, o) in enumerate(zip(spatial, out)):
+        ax = lead + j
+        w = np.zeros((n, o), dtype=np.float64)
+        for i in range(o):
+            lo, hi = i * n // o, -(-(i + 1) * n // o)
+            w[lo:hi, i] = 1.0 / (hi - lo)
+        x = np.moveaxis(np.matmul(np.moveaxis(x, ax, -1), w.astype(x.dtype)), -1, ax)
     return x
 
 

@@ -105,3 +105,33 @@ def test_out_of_range_scatter_and_index_put_positions_raise():
                 f(x, ii, yy)
             with pytest.raises(IndexBoundsError, match="out of bounds for dimension"):
                 g(x, ii, yy)
+
+
+def test_batch_norm_eval_statistics_and_uneven_adaptive_average():
+    """``torch.native_batch_norm(..., training=False)`` returned the running
+    mean and 1/std as its saved statistics (torch: empty, shape (0,));
+    ``adaptive_avg_pool2d`` to sizes that do not divide the input (8x8 to
+    5x7) took 90 s to compile (a slice and reduction per output cell), now
+    one small matrix product per axis."""
+    def f(x, w, m, v):
+        return torch.native_batch_norm(x, w, w, m, v, False, 0.1, 1e-5) + (
+            F.adaptive_avg_pool2d(x, (5, 7)),)
+
+    torch.manual_seed(0)
+    x, w, m, v = torch.randn(1, 2, 8, 8), torch.randn(2), torch.randn(2), torch.rand(2) + 0.5
+    got, want = _compiled(f, x, w, m, v), f(x, w, m, v)
+    assert [tuple(g.shape) for g in got] == [tuple(t.shape) for t in want]
+    for g, t in zip(got, want):
+        torch.testing.assert_close(g, t, rtol=1e-5, atol=1e-6)
+
+
+def test_indices_of_an_uneven_adaptive_max_pool1d_are_refused():
+    """``F.adaptive_max_pool1d(x, 3, return_indices=True)`` of length 4 crashed
+    with ``AttributeError: 'PoolIndices' object has no attribute 'ndim'``;
+    it is the UnsupportedError that the 2-d case raises."""
+    def f(x):
+        return F.adaptive_max_pool1d(x, 3, return_indices=True)
+
+    with pytest.raises(Exception, match="indices of aten.adaptive_max_pool") as info:
+        _compiled(f, torch.randn(2, 4))
+    assert "AttributeError" not in str(info.value)
