@@ -236,17 +236,20 @@ def _decide(program, sub, cls: ShapeClass, sizes, res, generic, ex, db, config, 
         m = ex.measure({"program": program, "programs": [program, sub],
                         "recipes": [generic.best.recipe, res.best.recipe], "checked": [0, 1],
                         "config": config, "sizes": sizes, "seed": seed})
-        ratio = _ratio(m)
+        ratio, noise = _ratio(m)
+        need = version_gain(noise)
         if ratio is None:
             why = f"the comparison failed: {m['failures']}"
             outcome = ClassOutcome(cls.text, sizes, res, None, False, why)
-        elif 1 / ratio >= VERSION_GAIN:
+        elif 1 / ratio >= need:
             outcome = ClassOutcome(cls.text, sizes, res, ratio, True,
                                    f"{1 / ratio:.2f}x the generic version at {sizes}")
         else:
+            because = (f"; {100 * noise:.0f}% noise in that comparison"
+                       if need > VERSION_GAIN else "")
             outcome = ClassOutcome(cls.text, sizes, res, ratio, False,
                                    f"only {1 / ratio:.2f}x the generic version at {sizes} "
-                                   f"(a version needs {VERSION_GAIN:.2f}x)")
+                                   f"(a version needs {need:.2f}x{because})")
     if db is not None and outcome.result is not None and res.trials[0].status == "measured":
         # (a class whose session measured nothing decided nothing: no record,
         # which would hide an earlier decision)
@@ -265,14 +268,24 @@ def _decide(program, sub, cls: ShapeClass, sizes, res, generic, ex, db, config, 
     return outcome
 
 
-def _ratio(m: dict) -> float | None:
+def version_gain(noise: float) -> float:
+    """The speedup over the generic version a class's best needs to become a
+    version: :data:`VERSION_GAIN`, or twice the noise measured in the same
+    comparison when that is more (as a candidate's win in a session: a
+    1.11x measured with 110% noise is no evidence)."""
+    return max(VERSION_GAIN, math.exp(2 * noise))
+
+
+def _ratio(m: dict) -> tuple[float | None, float]:
     """The class best's time over the generic version's (geometric mean over
-    the sizes) from a two-recipe measurement."""
+    the sizes) from a two-recipe measurement, and the measurement's noise
+    (the largest over the sizes, :func:`polyc.tune.measure.decide`)."""
     from .measure import decide
     if m["failures"] or not m["rounds"]:
-        return None
-    logs = []
+        return None, 0.0
+    logs, noise = [], 0.0
     for rounds in m["rounds"].values():
-        ratios, _ = decide(rounds)
+        ratios, nz = decide(rounds)
         logs.append(math.log(ratios[1]))
-    return math.exp(sum(logs) / len(logs))
+        noise = max(noise, nz)
+    return math.exp(sum(logs) / len(logs)), noise
