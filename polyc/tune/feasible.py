@@ -30,8 +30,9 @@ of its tuned bands; returns one :class:`Feasibility` per band.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ..errors import PolycError
 from . import space
 
 
@@ -82,14 +83,21 @@ def probe(program, base, infos: list, start: str, reassociated=None) -> dict:
     bands, :func:`polyc.tune.space.analyse`), without and with reassociating
     reductions (``reassociated``: ``base.with_reassociation(True)``, built
     here when ``None``; the ``True`` entry is absent when the program has no
-    reduction).  A parallel mark's and the intrinsic's legality does not
+    reduction, or when the language refuses to reassociate this tree: the
+    first band's notes say why).  A parallel mark's and the intrinsic's legality does not
     depend on reassociation (reduction dependences still forbid running the
     reduction loop in parallel); a simd mark's does, and one legal without
     it is legal with it."""
     out: dict = {}
     reduction = space.has_reduction(program)
+    refused = ""
     if reduction and reassociated is None:
-        reassociated = base.with_reassociation(True)
+        try:
+            reassociated = base.with_reassociation(True)
+        except PolycError as e:     # (PolyBench ludcmp: it was the session's error)
+            reduction = False
+            refused = (f"{start} reassoc: no candidates: the starting tree cannot "
+                       f"reassociate its reductions ({str(e).splitlines()[0]})")
     per_band = []
     for i, info in enumerate(infos):
         n = len(info.names)
@@ -139,6 +147,8 @@ def probe(program, base, infos: list, start: str, reassociated=None) -> dict:
                                                  par_notes + simd_notes[r] + tens_notes)))
                   for info, (par, par_notes, simd, simd_notes, tens, tens_notes)
                   in zip(infos, per_band)]
+    if refused and out[False]:
+        out[False][0] = replace(out[False][0], notes=(refused,) + out[False][0].notes)
     return out
 
 

@@ -361,3 +361,27 @@ def test_each_start_ranks_its_tensorized_candidate():
     assert {t.label for t in gemm} == {"isl: tensorize(gemm)", "source: tensorize(gemm)"}, \
         [t.label for t in trials]
     assert all(t.status == "legal" for t in gemm)
+
+
+def test_a_tree_that_cannot_reassociate_gets_no_reassociated_pool():
+    """PolyBench ludcmp: with_reassociation(True) of a starting tree is
+    refused (a flow dependence on A it would reorder), and that refusal
+    escaped polyc.tune and its dry run: the program could not be tuned.
+    That start has no reassociated candidates, and the dry run says why."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from polyc.cli_input import _load
+    from polyc.tune.sources import fill_extents
+    path = Path(__file__).parents[2] / "benchmarks" / "polybench" / "linear_algebra_solvers.py"
+    p, _ = _load(SimpleNamespace(file=str(path), def_name="ludcmp", dtype=None, sizes=None))
+    from polyc.tune import feasible
+    sizes = fill_extents(p, {"n": 10})
+    refused = []
+    for start in ("isl", "source"):
+        base = Schedule.from_program(p, start=start)
+        probed = feasible.probe(p, base, space.analyse(base, sizes), start)
+        notes = [n for n in probed[False][0].notes if "cannot reassociate" in n]
+        assert (True in probed) == (not notes)
+        refused += notes
+    assert refused and "flow dependence on tensor A" in refused[0]
