@@ -48,6 +48,7 @@ from ..intrinsics import GemmMatch, match_epilogue, match_gemm, match_scale
 from ..ir import Program, Statement
 from ..isl_util import CTX
 from . import surgery, tree
+from .callproj import group_statements, prefix_reason, projections
 from .parts import edges, guarded_product, reached, restricted, with_domains, written_part
 from .registry import transform
 
@@ -93,68 +94,6 @@ def row_blocked(program: Program, m, rows: int):
         return m if m.block == rows else f"the calls compute blocks of {m.block} rows"
     taken = set(program.statement(m.statement).iterators) | set(m.batch)
     return replace(m, block=rows, block_iter=tree.fresh_name(f"{m.m[0]}_blk", taken))
-
-
-# ------------------------------------------------------------ projections
-
-def _projection(stmt: Statement, name: str, keep: list[str], alias: list[str],
-                block: tuple[str, int] | None = None) -> isl.Map:
-    """``{ stmt[iterators] -> name[alias] }`` keeping the iterators ``keep``
-    (renamed ``alias``), and with ``block = (i, b)`` a last output
-    ``floor(i / b)`` (alias included in ``alias``); built with isl's API:
-    the names are user text (``NAN`` or ``infty`` would read as values in
-    isl's syntax)."""
-    space = stmt.domain.get_space()
-    ls = isl.LocalSpace.from_space(space)
-    target = isl.Space.set_from_params(space.params()).add_dims(
-        isl.dim_type.set, len(keep) + (1 if block else 0))
-    target = target.set_tuple_name(isl.dim_type.set, name)
-    affs = isl.AffList.alloc(space.get_ctx(), len(keep) + (1 if block else 0))
-    for it in keep:
-        affs = affs.add(isl.Aff.var_on_domain(ls, isl.dim_type.set, stmt.iterators.index(it)))
-    if block:
-        var = isl.Aff.var_on_domain(ls, isl.dim_type.set, stmt.iterators.index(block[0]))
-        affs = affs.add(var.scale_down_val(isl.Val.int_from_si(CTX, block[1])).floor())
-    proj = isl.Map.from_multi_aff(isl.MultiAff.from_aff_list(
-        isl.Space.map_from_domain_and_range(space, target), affs))
-    for i, a in enumerate(alias):
-        proj = proj.set_dim_name(isl.dim_type.out, i, a)
-    return proj
-
-
-def _output_batch(stmt: Statement, other: Statement, batch: list[str]) -> list[str] | None:
-    """The iterators of ``other`` (a statement writing the same output with
-    plain indices) at the output positions of ``stmt``'s ``batch``."""
-    pos = [i.name for i in stmt.lhs.indices]
-    idx = [getattr(i, "name", None) for i in other.lhs.indices]
-    if len(idx) != len(pos) or None in idx:
-        return None
-    return [idx[pos.index(b)] for b in batch]
-
-
-def group_statements(m: GemmMatch) -> tuple[str, ...]:
-    """The statements one call computes: the scaling or initialisation
-    folded before it, the update, the epilogue after it."""
-    return tuple(x for x in (m.init, m.scale, m.statement, m.epilogue) if x) + \
-        tuple(st.name for st in getattr(m, "tile", ()))    # (a user intrinsic has none)
-
-
-def projections(program: Program, m: GemmMatch) -> dict[str, isl.Map]:
-    """Per statement of the group, ``{ X[iterators] -> S[batch] }``: the call
-    (named after the update ``S``) each instance belongs to."""
-    stmt = program.statement(m.statement)
-    batch = list(m.batch)
-    alias = list(m.loops)
-    out = {}
-    for name in group_statements(m):
-        st = program.statement(name)
-        keep = batch if name == m.statement else _output_batch(stmt, st, batch)
-        block = None
-        if m.block:
-            row = m.m[0] if name == m.statement else _output_batch(stmt, st, [m.m[0]])[0]
-            block = (row, m.block)
-        out[name] = _projection(st, m.call, keep, alias, block)
-    return out
 
 
 # ------------------------------------------------------------------ calls
@@ -249,43 +188,6 @@ def fold(program: Program, main: str, others, parallel: bool = True,
     return replace(m, tile=tile) if tile else m
 
 
-def _prefix_reason(node: isl.ScheduleNode, program: Program, m: GemmMatch) -> str | None:
-    """Why the loops above ``node`` are not a function of the calls' loops
-    (``None`` when they are): ``{ call -> prefix }``, the union over the
-    group of the projections' inverses composed with the prefix schedule,
-    must be single-valued."""
-    prefix = node.get_prefix_schedule_union_map()
-    reach = node.get_domain()
-    proj = projections(program, m)
-
-    def q_of(name: str) -> isl.UnionMap:
-        dom = isl.UnionSet.from_set(program.statement(name).domain).intersect(reach)
-        return isl.UnionMap.from_map(proj[name]).intersect_domain(dom).reverse() \
-            .apply_range(prefix.intersect_domain(dom))
-    qs = {name: q_of(name) for name in proj}
-    q = qs[m.statement]
-    if q.is_single_valued():
-        for name, part in qs.items():
-            q = q.union(part)
-            if not q.is_single_valued():
-                return (f"{name} does not run at the same point of the loops above the band "
-                        f"as the {m.statement} instances it belongs to")
-        return None
-    stmt = program.statement(m.statement)
-    own = prefix.intersect_domain(isl.UnionSet.from_set(stmt.domain))
-    for it in m.scanned:
-        pos = stmt.iterators.index(it)
-        p = isl.Map.identity(isl.Space.map_from_set(stmt.domain.get_space()))
-        p = p.project_out(isl.dim_type.out, pos, 1).insert_dims(isl.dim_type.out, pos, 1)
-        p = p.set_tuple_name(isl.dim_type.out, stmt.name).intersect_domain(stmt.domain) \
-             .intersect_range(stmt.domain)
-        if not isl.UnionMap.from_map(p).apply_range(own).is_subset(own):
-            return (f"a loop above the band depends on {it}, which the intrinsic scans "
-                    f"(it computes whole slices of {m.c}): mark the outermost loop that "
-                    f"scans {it}")
-    return "the loops above the band are not a function of the call's loops"
-
-
 def _top(node: isl.ScheduleNode) -> isl.ScheduleNode:
     """Above ``node``'s ``loops:`` name mark and any loop marks right above."""
     node = surgery.top_of_band(node)
@@ -323,7 +225,7 @@ def mark_band(schedule: isl.Schedule, program: Program, band: isl.ScheduleNode,
     m = row_blocked(program, m, rows or m.block)
     if isinstance(m, str):
         raise ScheduleError(m)
-    reason = _prefix_reason(top, program, m)
+    reason = prefix_reason(top, program, m)
     if reason:
         raise ScheduleError(reason)
     return top.insert_mark(isl.Id(mark_name(intrinsic, m.statement, m.block),
@@ -548,7 +450,7 @@ def check_marks(schedule: isl.Schedule, program: Program) -> None:
         node = tree.node_at(schedule, path)
         m = _marked_match(program, intrinsic, main, tree.statements_of(node), True, (), rows,
                           node)
-        reason = m if isinstance(m, str) else _prefix_reason(node, program, m)
+        reason = m if isinstance(m, str) else prefix_reason(node, program, m)
         if reason:
             raise ScheduleError(f"the mark {node.mark_get_id().get_name()} no longer holds: "
                                 f"{reason}")

@@ -62,3 +62,23 @@ def test_jit_numpy_windows():
     w = RNG.standard_normal((64, 16, 3, 3)).astype(np.float32)
     testing.assert_close(conv(x, w), _ref(x[None], w)[0].astype(np.float32),
                          reduction_length=144)
+
+
+WEIRD_CONV = """def weirdconv(float(B, IP, H, W) input, float(OP, IP, KH, KW) weight) -> (output) {
+    output(b, op, h, w) +=! input(b, ip, 2*h + 3*w + kh, 2*w + kw) * weight(op, ip, kh, kw)
+}"""
+
+
+def test_tc_weird_conv_is_tensorized():
+    """TC's WeirdConv (test_inference.cc): its domain's bounds hold on sizes
+    given by integer divisions, and the GEMM mark's check of the loops above
+    it took minutes on them; a call per batch element, against numpy."""
+    k = polyc.compile(WEIRD_CONV)
+    assert "polyc_gemmx_f32(" in k.source
+    I = RNG.standard_normal((2, 3, 23, 9)).astype(np.float32)
+    W = RNG.standard_normal((4, 3, 2, 3)).astype(np.float32)
+    oh, ow = (23 - 2 - 3 * ((9 - 3) // 2)) // 2 + 1, (9 - 3) // 2 + 1
+    h, w, kh, kw = np.ix_(range(oh), range(ow), range(2), range(3))
+    win = I.astype(np.float64)[:, :, 2 * h + 3 * w + kh, 2 * w + kw]     # b ip h w kh kw
+    want = np.einsum("bihwyx,oiyx->bohw", win, W.astype(np.float64))
+    testing.assert_close(k(I, W), want.astype(np.float32), reduction_length=18)
