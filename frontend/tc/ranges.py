@@ -116,13 +116,20 @@ def _var(space: isl.Space, pos: int) -> isl.PwAff:
 
 def box(space: isl.Space, ranges: Mapping[str, Range]) -> isl.Set:
     """The set of ``space`` whose dimensions named in ``ranges`` lie in their
-    ranges (the other dimensions are unconstrained)."""
+    ranges (the other dimensions are unconstrained).
+
+    A bound's pieces may hold on parameter values described with
+    existentially quantified variables (``dim_max`` of a strided access,
+    ``2*h + 3*w + kh``), which each intersection copies; isl's
+    ``compute_divs`` gives them explicit integer divisions of the sizes (the
+    same set): every later operation on the domain (dependences, scheduling,
+    AST generation) was seconds slower with the copies."""
     s = isl.Set.universe(space)
     for pos, name in enumerate(space.get_var_names(isl.dim_type.set)):
         if name in ranges:
             v, r = _var(space, pos), ranges[name]
             s = s.intersect(v.ge_set(lift(r.lo, space))).intersect(v.lt_set(lift(r.hi, space)))
-    return s.coalesce()
+    return s.compute_divs().coalesce()
 
 
 def domain_box(name: str, iterators: Sequence[str], ranges: Mapping[str, Range],
@@ -248,6 +255,43 @@ def _good(space: isl.Space, var: str, bad: isl.Set, params: isl.Set) -> isl.Set:
               .subtract(bad_v).coalesce()
 
 
+def _is_convex(s: isl.Set) -> bool:
+    """Whether ``s`` holds every integer point of its polyhedral hull (the
+    hull in the space of the sizes and the set's dimensions together).
+
+    The hull of a guarded read's good values over seven sizes took a second
+    to compute (a transposed convolution: seconds in all), so two exact
+    answers come first: one basic set without existentials is convex; and
+    when a basic set without existentials is unbounded along a dimension
+    (no constraint limits it that way), the hull's recession cone holds
+    that direction, so every point of ``s`` moved along it lies in the hull
+    and one outside ``s`` shows that ``s`` is not convex.  The hull decides
+    the rest."""
+    s = s.coalesce()
+    pieces = s.get_basic_sets()
+    if len(pieces) <= 1 and all(b.dim(isl.dim_type.div) == 0 for b in pieces):
+        return True
+    space = s.get_space()
+    for pos in range(space.dim(isl.dim_type.set)):
+        for sign in (1, -1):
+            if not any(b.dim(isl.dim_type.div) == 0 and not b.is_empty() and all(
+                    (c.get_coefficient_val(isl.dim_type.set, pos) * sign).is_nonneg()
+                    and (not c.is_equality()
+                         or c.get_coefficient_val(isl.dim_type.set, pos).is_zero())
+                    for c in b.get_constraints()) for b in pieces):
+                continue
+            # { x -> x + t e_pos : t >= 1 } along the unbounded direction
+            ms = isl.Space.map_from_set(space)
+            move = isl.Map.identity(ms).project_out(isl.dim_type.out, pos, 1) \
+                .insert_dims(isl.dim_type.out, pos, 1)
+            step = isl.Constraint.alloc_inequality(isl.LocalSpace.from_space(ms)) \
+                .set_coefficient_val(isl.dim_type.in_, pos, -sign) \
+                .set_coefficient_val(isl.dim_type.out, pos, sign).set_constant_val(-1)
+            if not s.apply(move.add_constraint(step)).is_subset(s):
+                return False
+    return isl.Set.from_basic_set(s.polyhedral_hull()).is_subset(s)
+
+
 def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range],
               context: isl.Set, params: Sequence[str]) -> tuple[Range | None, Range | None]:
     """``(bounds, fallback)`` of ``var`` for one argument.  ``bounds``: its
@@ -272,7 +316,7 @@ def _interval(space: isl.Space, var: str, use: Use, resolved: Mapping[str, Range
     if use.guards:
         guarded = _good(space, var, bad.intersect(_guard_set(space, use.guards)),
                         within.params())
-        if isl.Set.from_basic_set(guarded.polyhedral_hull()).is_subset(guarded):
+        if _is_convex(guarded):
             return _bounds(guarded, context, params), plain
     return plain, None
 

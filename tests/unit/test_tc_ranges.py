@@ -294,7 +294,8 @@ def _random_statement(rng) -> str:
     rhs = " * ".join(access() for _ in range(rng.randint(1, 3)))
     where = ""
     if rng.random() < 0.3:
-        where = f" where {rng.choice(vs)} in {rng.randint(0, 2)}:{rng.choice(['N', 'K', '3', 'N - 1'])}"
+        v, lo = rng.choice(vs), rng.randint(0, 2)     # (drawn in this order)
+        where = f" where {v} in {lo}:{rng.choice(['N', 'K', '3', 'N - 1'])}"
     return f"O({', '.join(lhs)}) {rng.choice(['=', '+=!', 'max=!'])} {rhs}{where}"
 
 
@@ -358,3 +359,31 @@ def test_output_extents_are_tcs(text, want):
             assert got == tcs, sizes
         else:                      # TC's empty tensor (an extent <= 0): polyc's too
             assert 0 in got and min(got) >= 0, (sizes, got, tcs)
+
+
+@pytest.mark.parametrize("text", [
+    "[N] -> { [n] : 0 <= n < N }",
+    "[N] -> { [n] : n < 0 or n > 5 }",
+    "[N] -> { [n] : (N = 0 and n >= 0) or (N > 0 and 0 <= n < N) }",
+    "[N] -> { [n] : exists e: n = 2e }",
+    "{ [n] : n = 0 or n = 1 }",
+    "[N, M] -> { [n] : (N > 0 and n >= 0) or (M > 0 and n <= 0) }",
+    # a guarded read's good values in a transposed convolution (a hull of a second)
+    "[N, C, H, W, F, KH, KW] -> { [n] : C >= 0 and F >= 0 and KH >= 0 and KW >= 0 and "
+    "((H = 0 and N >= 0 and W >= 0 and KH >= 2 and KW >= 2 - W) or (H > 0 and W > 0 and "
+    "KH >= 2 - H and KW >= 2 - W and 0 <= n < N) or (W = 0 and N >= 0 and H > 0 and "
+    "KH >= 2 - H and KW >= 2)) }",
+])
+def test_convexity_test_agrees_with_the_polyhedral_hull(text):
+    from polyc.frontend.tc.ranges import _is_convex
+    s = isl.Set(text)
+    assert _is_convex(s) == isl.Set.from_basic_set(s.polyhedral_hull()).is_subset(s)
+
+
+def test_weird_conv_domain_has_no_existential_copies():
+    """The bounds of WeirdConv's ``h`` hold on sizes described with
+    existentials; the domain gets them as integer divisions of the sizes
+    (the same set), not one copy per intersection."""
+    p = lower(TC_INFERENCE[1][0])
+    for st in p.statements:
+        assert "exists" not in str(st.domain), st.domain
