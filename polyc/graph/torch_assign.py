@@ -236,6 +236,52 @@ def scatter(x, dim: int, index, src, reduce=None, *, add: bool = False):
     return np.where(hit > 0, contrib, x)
 
 
+_NEUTRAL = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "amax": -np.inf, "amin": np.inf}
+
+
+def scatter_reduce(x, dim: int, index, src, reduce: str, *, include_self: bool = True):
+    """``aten.scatter_reduce.two`` (``x.scatter_reduce(dim, index, src,
+    reduce)``, ``reduce`` one of ``sum prod mean amax amin``): each position
+    of ``x`` along ``dim`` that ``index`` hits combines the ``src`` values
+    sent to it (with its own value where ``include_self``; ``mean``
+    counts it as one more value), the others keep ``x``.  Written as the
+    one-hot comparison of :func:`scatter`, every ``src`` value masked by it
+    (the operator's neutral element elsewhere) and reduced over ``j``.
+    Raises :class:`~polyc.errors.UnsupportedError` for another ``reduce``
+    and a non-float ``x``."""
+    if reduce not in _NEUTRAL:
+        raise UnsupportedError(f"aten.scatter_reduce with reduce={reduce!r} is not supported "
+                               f"by polyc (supported: {', '.join(_NEUTRAL)})")
+    d = dim % x.ndim
+    if index.ndim != x.ndim or x.dtype.kind != "f":
+        raise UnsupportedError(f"aten.scatter_reduce of a {x.dtype} tensor of shape "
+                               f"{tuple(x.shape)} with an index of shape {tuple(index.shape)} "
+                               "is not supported by polyc (a float tensor, an index with as "
+                               "many axes)")
+    _check_positions(x, index, d, False, "aten.scatter_reduce")
+    n = int(x.shape[d])
+    onehot = np.expand_dims(np.moveaxis(index, d, -1), -1) == np.arange(n)    # (..., J, N)
+    src = src[tuple(slice(0, int(s)) for s in index.shape)]
+    vals = np.expand_dims(np.moveaxis(src, d, -1), -1).astype(x.dtype)        # (..., J, 1)
+    red = {"sum": np.sum, "mean": np.sum, "prod": np.prod, "amax": np.max, "amin": np.min}
+    acc = red[reduce](np.where(onehot, vals, _NEUTRAL[reduce]).astype(x.dtype), axis=-2)
+    hits = np.sum(np.where(onehot, 1.0, 0.0).astype(x.dtype), axis=-2)
+    acc, hits = np.moveaxis(acc, -1, d), np.moveaxis(hits, -1, d)
+    widths = [(0, 0) if a == d else (0, int(x.shape[a]) - int(index.shape[a]))
+              for a in range(x.ndim)]
+    if any(w for _, w in widths):           # (an index smaller than x: that corner)
+        acc, hits = np.pad(acc, widths), np.pad(hits, widths)
+    if not include_self:
+        out = acc / np.maximum(hits, 1.0) if reduce == "mean" else acc
+    elif reduce in ("sum", "mean"):
+        out = x + acc if reduce == "sum" else (x + acc) / (hits + 1.0)
+    elif reduce == "prod":
+        out = x * acc
+    else:
+        out = np.maximum(acc, x) if reduce == "amax" else np.minimum(acc, x)
+    return np.where(hits > 0, out, x).astype(x.dtype)
+
+
 def empty(size, *, dtype=None, like=None, **kw):
     """``aten.empty``: zeros (its values are undefined; polyc fills them)."""
     return full(size, 0.0, dtype=dtype, like=like)
@@ -277,6 +323,7 @@ LOWERINGS: dict[str, Callable[..., Any]] = {
     "slice_scatter": slice_scatter, "select_scatter": select_scatter, "copy": copy,
     "index_put": index_put, "empty": empty, "empty_like": empty_like, "scatter": scatter,
     "scatter_add": lambda x, dim, index, src: scatter(x, dim, index, src, add=True),
+    "scatter_reduce": scatter_reduce,
     "isnan": _finite("isnan"), "isinf": _finite("isinf"), "isfinite": _finite("isfinite"),
     "var_mean": var_mean(False), "std_mean": var_mean(True), "diagonal": diagonal,
 }

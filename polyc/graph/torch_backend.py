@@ -57,6 +57,7 @@ from .jit import Jitted
 from .sizes import SizeInt
 from .torch_checks import split_input_checks
 from .torch_fold import fold_leading_merges, linear_nd
+from .torch_search import LOWERINGS as _SEARCHES
 from .torch_values import _DTYPES, model_location, nan_to_num
 from .torch_values import axes as _axes
 from .torch_values import full as _full
@@ -338,9 +339,9 @@ LOWERINGS: dict[Any, Callable] = {
     # runtime checks (one_hot's range check) on values known while tracing
     aten._assert_async: lambda c, msg="assertion failed": nn_ops.assert_now(c, msg),
 }
-# assignment (slice_scatter, index_put...), isnan, var_mean (polyc/graph/torch_assign.py)
-LOWERINGS.update({getattr(aten, k): fn for k, fn in torch_assign.LOWERINGS.items()})
-LOWERINGS.update({getattr(aten, k): fn for k, fn in torch_checks.LOWERINGS.items()})
+# assignment (slice_scatter, index_put...), isnan, var_mean (torch_assign.py), bucketize...
+for _table in (torch_assign.LOWERINGS, torch_checks.LOWERINGS, _SEARCHES):
+    LOWERINGS.update({getattr(aten, k): fn for k, fn in _table.items()})
 
 
 #: creation operators whose sizes may be symbolic (see ``torch_values.full``)

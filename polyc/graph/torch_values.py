@@ -138,6 +138,10 @@ def take(x, i, dim: int, along: bool = False):
     where the indices come from outside the model
     (:class:`~polyc.errors.IndexBoundsError`)."""
     from . import gather
+    if x.ndim == 0:
+        # torch reads a 0-d tensor as one element: the one index is 0 and
+        # the result is 0-d (numpy has no axis 0 to take from)
+        return x
     traced = next((a for a in (x, i) if isinstance(a, Tracer)), None)
     if traced is None:
         return np.take_along_axis(x, i, dim) if along else np.take(x, i, axis=dim)

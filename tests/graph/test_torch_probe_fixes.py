@@ -135,3 +135,34 @@ def test_indices_of_an_uneven_adaptive_max_pool1d_are_refused():
     with pytest.raises(Exception, match="indices of aten.adaptive_max_pool") as info:
         _compiled(f, torch.randn(2, 4))
     assert "AttributeError" not in str(info.value)
+
+
+def test_bucketize_and_searchsorted_as_counts():
+    """``torch.bucketize``/``torch.searchsorted`` were refused (not lowered);
+    they are counts of the boundaries below each value (a NaN after all)."""
+    def f(x, b, s2, v2):
+        return (torch.bucketize(x, b), torch.bucketize(x, b, right=True, out_int32=True),
+                torch.searchsorted(b, x, side="right"), torch.searchsorted(s2, v2),
+                torch.searchsorted(b, 2.0))
+
+    b = torch.tensor([1.0, 2.0, 2.0, 3.0])
+    x = torch.tensor([[0.0, 1.0, 2.0, 2.5], [3.0, 4.0, math.nan, -math.inf]])
+    s2, v2 = torch.tensor([[0.0, 1.0, 5.0], [-2.0, -1.0, 0.0]]), torch.tensor([[1.0], [-3.0]])
+    _same_bits(_compiled(f, x, b, s2, v2), f(x, b, s2, v2))
+
+
+@pytest.mark.parametrize("reduce, include_self", [("prod", False), ("mean", True),
+                                                   ("amax", False)])
+def test_scatter_reduce(reduce, include_self):
+    """``scatter_reduce`` (sum prod mean amax amin, with and without
+    ``include_self``) was refused; an index smaller than ``x`` on the other
+    axes writes that corner."""
+    def f(x, i, s):
+        return x.scatter_reduce(1, i[:2], s, reduce, include_self=include_self)
+
+    torch.manual_seed(0)
+    x, s = torch.randn(3, 5), torch.randn(3, 4)
+    i = torch.tensor([[0, 2, 2, 4], [1, 1, 1, 1], [4, 3, 2, 0]])
+    g, w = _compiled(f, x, i, s), f(x, i, s)
+    assert g.dtype == w.dtype and g.shape == w.shape
+    torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
