@@ -200,6 +200,9 @@ def match_gemm(program: Program, stmt: Statement, *,
     match's ``band``; the C backend's ``polyc_gemmt_*``)."""
     if stmt.kind != "update" or stmt.op != "+":
         return "not a += reduction"
+    if stmt.domain.intersect_params(program.parameter_domain()).is_empty():
+        # (a product over a reduction of constant extent 0: no extent to call with)
+        return "the statement runs no instance (an empty iteration domain)"
     terms = _terms(stmt.rhs)
     if len(terms) > 1 and not tensor_cores:
         return _match_sum(program, stmt, terms, rows, split, band)

@@ -352,3 +352,15 @@ def test_iterators_named_like_isl_values_are_tensorized_correctly():
     kern, C = _run(src, A, B, dtype="float64")
     assert "polyc_gemm_f64" in kern.source
     np.testing.assert_allclose(C, A @ B, rtol=1e-12)
+
+
+def test_a_reduction_of_constant_extent_zero_is_not_a_call():
+    """``K`` fixed to 0 (a traced ``x @ w`` over an empty reshape): no
+    instance to call, so no match (isl had no extent to print: a bare
+    isl.Error), and the kernel stores zeros."""
+    p = polyc.program(GEMM, sizes={"K": 0})
+    m = match_gemm(p, [s for s in p.statements if s.kind == "update"][0])
+    assert isinstance(m, str) and "no instance" in m, m
+    from polyc.pipeline import compile_program
+    A, B = np.ones((3, 0), np.float32), np.ones((0, 4), np.float32)
+    assert np.array_equal(compile_program(p)(A, B), np.zeros((3, 4), np.float32))
