@@ -546,7 +546,8 @@ def _fits(k: space.Knobs, infos) -> bool:
     """Whether knobs made for another tree apply to the bands ``infos``."""
     if not infos or len(infos[0]) != len(k.bands):
         return False
-    return all(len(b.order) == len(i.names) for b, i in zip(k.bands, infos[0]))
+    # (a band below a tensorized one has no knobs: space.UNTOUCHED)
+    return all(len(b.order) in (0, len(i.names)) for b, i in zip(k.bands, infos[0]))
 
 
 def knobs_from_json(data: dict) -> space.Knobs:
