@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import AxisError, IndexBoundsError, ShapeError, UnsupportedError
-from . import arrayfns, creation, gather, morefns, numerics, ops, outparam, views
+from . import arrayfns, creation, gather, morefns, numerics, numpy_more, ops, outparam, views
 from .contractions import dot, einsum, matmul, tensordot
 from .core import Tracer, subscript_store_follows, user_location
 from .joins import concatenate, stack
@@ -174,14 +174,19 @@ def split(g, ary, indices_or_sections, axis=0):
 
 
 def pad(g, array, pad_width, mode="constant", constant_values=0, **kw):
-    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap") or kw:
+    stats = ("maximum", "minimum", "mean")
+    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap") + stats or \
+            set(kw) - ({"stat_length"} if mode in stats else set()):
         raise UnsupportedError(f"{user_location()}: np.pad(mode={mode!r}"
                                f"{''.join(f', {k}=' for k in kw)}) is not supported; the "
-                               "modes are constant, edge, reflect, symmetric and wrap")
+                               "modes are constant, edge, reflect, symmetric, wrap, maximum, "
+                               "minimum and mean")
     t = operand(g, array)
     pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (t.ndim, 2))
     if np.any(pw < 0):
         raise ValueError("index can't contain negative values")
+    if mode in stats:
+        return numpy_more.pad_stat(g, t, pw, mode, concatenate, **kw)
     if mode != "constant":
         return arrayfns.pad_mode(g, t, pw, mode, concatenate)
     cv = np.broadcast_to(np.asarray(constant_values), (t.ndim, 2))
@@ -364,6 +369,9 @@ FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, 
                                     "where": where, "split": split}))
 FUNCTIONS.update(**numerics.functions(concatenate), **creation.functions(),
                  **outparam.functions())
+FUNCTIONS.update(numpy_more.functions({k: FUNCTIONS[k] for k in (
+    "concatenate", "asarray", "full_like", "zeros_like")}))
+UFUNCS.update(numpy_more.UFUNC_EXTRAS)
 
 
 def array_function(self: Tracer, func, types, args, kwargs):

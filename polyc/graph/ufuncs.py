@@ -38,6 +38,10 @@ def _unary_float(fn: str) -> Callable:
 def _binary(sym: str) -> Callable:
     def run(g, a, b):
         a, b = operand(g, a), operand(g, b)
+        if a.dtype.kind == "b" and b.dtype.kind == "b" and sym == "-":
+            loc = user_location()
+            raise DTypeError(f"{loc}: numpy's subtract (-) of booleans is not supported "
+                             f"(numpy's TypeError); use ^ or np.logical_xor\n    {loc.text}")
         if a.dtype.kind == "b" and b.dtype.kind == "b" and sym in "+*":
             # numpy's add and multiply of booleans are logical or and and
             return _logical("||" if sym == "+" else "&&")(g, a, b)
@@ -55,13 +59,21 @@ def _divide(g, a, b):
                        else f"({x} / {y})", [a, b], dt, compute_dtype=dt)
 
 
+def _int8_of_bools(a, b):
+    """numpy's loop of two booleans for ``power remainder``: int8."""
+    if ops.result_dtype(a, b).kind != "b":
+        return a, b
+    return tuple(astype(o, np.int8) if isinstance(o, Tracer) else Scalar(np.int8(o.value))
+                 for o in (a, b))
+
+
 def _power(g, a, b):
     """``a ** b``; a scalar exponent of 2, 1, 0, -1 or 0.5 on a float array
     takes numpy's fast paths (``x * x``, ``x``, ``1``, ``1 / x``,
     ``sqrt(x)``), which give the same values; other exponents call ``pow``.
     An integer power with a negative literal exponent is numpy's
     ``ValueError`` (a :class:`~polyc.errors.ShapeError` at the user's line)."""
-    a, b = operand(g, a), operand(g, b)
+    a, b = _int8_of_bools(operand(g, a), operand(g, b))
     if isinstance(b, Scalar) and b.dtype.kind in "iu" and a.dtype.kind in "iu" and b.value < 0:
         raise ValueError("Integers to negative integer powers are not allowed.")
     if isinstance(b, Scalar) and not isinstance(a, Scalar) and b.dtype.kind in "iuf":
@@ -108,6 +120,7 @@ def _floor_divide(g, a, b):
 
 def _remainder(g, a, b):
     """``a % b`` with numpy's sign rule (the divisor's), integers and floats."""
+    a, b = _int8_of_bools(operand(g, a), operand(g, b))
     return elementwise(g, "remainder", lambda x, y: f"({x} % {y})", [a, b])
 
 
@@ -431,7 +444,8 @@ UFUNCS: dict[str, Callable] = {
     "divide": _divide, "true_divide": _divide, "power": _power,
     "floor_divide": _floor_divide, "remainder": _remainder, "divmod": _divmod,
     "negative": _negative, "positive": _positive,
-    "conjugate": lambda g, x: ops.materialize(g, operand(g, x)),    # (real types only)
+    "conjugate": lambda g, x: (astype(operand(g, x), np.int8) if operand(g, x).dtype.kind
+                               == "b" else ops.materialize(g, operand(g, x))),  # (real types)
     "sqrt": _unary_float("sqrt"), "exp": _unary_float("exp"), "log": _unary_float("log"),
     "tanh": _unary_float("tanh"), "erf": _unary_float("erf"),
     **{name: _unary_float(fn) for name, fn in (

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from polyc.errors import DTypeError, UnsupportedError
+from polyc.errors import DTypeError, TraceError, UnsupportedError
 
 from .test_ops import check, jitted
 
@@ -82,3 +82,48 @@ def test_tensordot_of_a_scalar_and_returned_int64_masks():
     SemanticError from its int32 0/1 node: computed in int64 now."""
     x = np.array([2**40, 1, 2**36], dtype=np.int64)
     check(_scalar_tensordot_and_int64_masks, x, np.array([0.5, 2.0**34], dtype=np.float32))
+
+
+def _bool_pairs(b, c):
+    return np.remainder(b, c), np.power(b, c), np.conjugate(b), np.maximum(b, c)
+
+
+def test_numpys_int8_loops_of_two_booleans():
+    """``remainder power conjugate`` of booleans are numpy's int8 loops (they
+    were bool once boolean nodes were computed); ``b - c`` and ``np.ptp`` of
+    booleans are numpy's TypeError, a ``DTypeError``."""
+    b, c = np.array([True, False, True, False]), np.array([True, True, False, False])
+    with np.errstate(all="ignore"):
+        check(_bool_pairs, b, c)
+    for fn in (lambda x, y: x - y, lambda x, y: np.ptp(x)):
+        with pytest.raises(DTypeError):
+            jitted(fn)(b, c)
+
+
+def _more_functions(x, v, m, i):
+    return (np.ediff1d(x, to_begin=[-1.0], to_end=x[0, :2]), np.diagflat(v, -1),
+            np.rollaxis(m, 2, 1), np.angle(np.where(x > 0, x, -0.0), deg=True),
+            np.isreal(x), np.iscomplex(i), np.delete(x, [0, 2], axis=1),
+            np.compress([True, False, True], x, axis=0), np.resize(v, (2, 4)),
+            np.take(x, [-1, 9], mode="clip", axis=1), np.take(x, [5, -13], mode="wrap"),
+            np.pad(i, 1, mode="mean"), np.vecdot(x, x[0]), np.matvec(m, v[:4]),
+            np.vecmat(v[:3], x), *np.modf(x * 3))
+
+
+def test_functions_found_missing_by_the_api_walk():
+    """``ediff1d diagflat rollaxis angle isreal iscomplex delete compress
+    resize take(mode=) pad(maximum/minimum/mean) vecdot matvec vecmat modf``
+    were refused as unsupported; numpy's values and dtypes now."""
+    x = np.array([[0.5, -1.5, 2.0, 0.0], [3.25, -0.75, 1.0, -2.0], [4.0, 0.25, -3.5, 1.5]])
+    m = np.arange(24.0).reshape(2, 3, 4) / 7
+    i = np.array([[3, -4, 7], [0, 5, -2]], dtype=np.int32)
+    check(_more_functions, x, np.array([1.0, -2.0, 0.5, 4.0, -0.25]), m, i)
+
+
+def test_value_dependent_python_bools_are_trace_errors():
+    """``np.allclose``/``array_equal``/``array_equiv`` return a Python bool of
+    the values: a ``TraceError`` (was an ``UnsupportedError``)."""
+    x = np.ones(3)
+    for fn in (np.allclose, np.array_equal, np.array_equiv):
+        with pytest.raises(TraceError, match=fn.__name__):
+            jitted(lambda a, b: fn(a, b))(x, x)
