@@ -272,8 +272,6 @@ LOWERINGS: dict[Any, Callable] = {
     aten.sum: _reduction(np.sum, True), aten.mean: _reduction(np.mean),
     aten.prod: _reduction(np.prod, True),
     aten.cumsum: _scan(np.cumsum),
-    aten.argmax: lambda x, dim=None, keepdim=False: np.argmax(x, axis=dim, keepdims=keepdim),
-    aten.argmin: lambda x, dim=None, keepdim=False: np.argmin(x, axis=dim, keepdims=keepdim),
     aten.cumprod: _scan(np.cumprod),
     aten.amax: _reduction(np.max), aten.amin: _reduction(np.min),
     aten.var: _var(False), aten.std: _var(True),
@@ -315,6 +313,7 @@ LOWERINGS: dict[Any, Callable] = {
     # gathers (indices in bounds are checked at each call where they are inputs)
     aten.embedding: lambda w, i, *rest: _take(w, i, 0),
     aten._embedding_bag: torch_embedding.embedding_bag,
+    aten._embedding_bag_forward_only: torch_embedding.embedding_bag,
     aten.index_select: lambda x, dim, i: _take(x, i, dim),
     aten.gather: lambda x, dim, i, sparse_grad=False: _take(x, i, dim, along=True),
     aten.index: lambda x, idx: x[tuple(slice(None) if i is None else i for i in idx)],
@@ -340,7 +339,7 @@ LOWERINGS: dict[Any, Callable] = {
     aten._assert_async: lambda c, msg="assertion failed": nn_ops.assert_now(c, msg),
 }
 # assignment (slice_scatter, index_put...), isnan, var_mean (torch_assign.py), bucketize...
-for _table in (torch_assign.LOWERINGS, torch_checks.LOWERINGS, _SEARCHES):
+for _table in (torch_assign.LOWERINGS, torch_checks.LOWERINGS, _SEARCHES, torch_math.LOWERINGS):
     LOWERINGS.update({getattr(aten, k): fn for k, fn in _table.items()})
 
 

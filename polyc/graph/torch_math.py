@@ -20,9 +20,14 @@ raise (``docs/torch.md``).
 
 from __future__ import annotations
 
+import math
+from typing import Any, Callable
+
 import numpy as np
 
 from ..errors import UnsupportedError
+from . import ops as _ops
+from .core import Tracer
 
 
 def _is_float(x) -> bool:
@@ -106,3 +111,48 @@ def clamp(x, min=None, max=None):
     if max is not None:
         x = minimum(x, max)
     return x
+
+
+def c_unary(name: str) -> Callable:
+    """``aten.<name>`` as C99's ``<name>`` elementwise (``erfc lgamma``:
+    ``1 - erf(x)`` would lose the tail), computed in float32 for half and
+    integer inputs, in float64 for double ones."""
+    def run(x):
+        dt = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
+        if not isinstance(x, Tracer):
+            return np.vectorize(getattr(math, name), otypes=[dt])(x)
+        x = x.astype(dt) if x.dtype != dt else x
+        return _ops.elementwise(x._graph, name, lambda a: f"{name}({a})", [x], dt,
+                                compute_dtype=dt)
+    return run
+
+
+def arg_extreme(fn: Callable) -> Callable:
+    """``aten.argmax``/``argmin``: numpy's, and 0 for a 0-d tensor (torch's
+    one element; numpy's tracer has no axis to search)."""
+    def run(x, dim=None, keepdim=False):
+        if x.ndim == 0:
+            return np.zeros((), dtype=np.int64)
+        return fn(x, axis=dim, keepdims=keepdim)
+    return run
+
+
+def _narrow(x, dim: int, start: int, length: int):
+    return x[(slice(None),) * (dim % x.ndim) + (slice(start, start + length),)]
+
+
+def _unbind(x, dim: int = 0):
+    d = dim % x.ndim
+    return [x[(slice(None),) * d + (k,)] for k in range(int(x.shape[d]))]
+
+
+#: ATen packet name -> lowering, merged into the backend's table: inverse
+#: hyperbolic functions, ``logical_xor``, C99's ``erfc``/``lgamma``, argmax
+#: of a 0-d tensor, and the ``*_copy`` forms of views (a value is a copy here)
+LOWERINGS: dict[str, Callable[..., Any]] = {
+    "acosh": np.arccosh, "asinh": np.arcsinh, "atanh": np.arctanh,
+    "logical_xor": np.logical_xor, "erfc": c_unary("erfc"), "lgamma": c_unary("lgamma"),
+    "argmax": arg_extreme(np.argmax), "argmin": arg_extreme(np.argmin),
+    "view_copy": np.reshape, "permute_copy": np.transpose, "narrow_copy": _narrow,
+    "unbind_copy": _unbind, "unbind": _unbind,
+}

@@ -166,3 +166,21 @@ def test_scatter_reduce(reduce, include_self):
     g, w = _compiled(f, x, i, s), f(x, i, s)
     assert g.dtype == w.dtype and g.shape == w.shape
     torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_more_elementwise_lowerings_and_zero_dim_argmax():
+    """``acosh asinh atanh logical_xor erfc lgamma`` and ``view_copy`` were
+    refused (not lowered); ``argmax`` of a 0-d tensor and ``index_select`` of
+    one were refused or crashed (numpy has no axis 0 there).  ``erfc`` is
+    C's, not ``1 - erf`` (its tail at x = 5 is 1.5e-12, not 0)."""
+    def f(x, s, i):
+        return (torch.erfc(x), torch.lgamma(x + 6), torch.acosh(x + 6), torch.asinh(x),
+                torch.atanh(x / 10), torch.logical_xor(x > 0, x > 1), torch.argmax(s),
+                torch.index_select(s, 0, i), torch.ops.aten.view_copy(x, (2, 2)))
+
+    x = torch.tensor([-1.0, 0.5, 3.0, 5.0])
+    s, i = torch.tensor(2.5), torch.tensor([0])
+    got, want = _compiled(f, x, s, i), f(x, s, i)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=0)
