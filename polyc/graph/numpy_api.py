@@ -529,12 +529,15 @@ def _install() -> None:
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
     T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)
     for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod", "ravel",
-                 "any", "all", "diagonal", "take"):
+                 "any", "all", "diagonal", "take", "put", "searchsorted"):
         setattr(T, name, as_method(FUNCTIONS[name]))
+    T.compress = lambda self, condition, axis=None, out=None: FUNCTIONS["compress"](
+        self._graph, condition, self, axis, out)
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
                  "cumprod", "round", "repeat", "trace", "argmax", "argmin", "ravel",
-                 "flatten", "any", "all", "diagonal", "take"):
+                 "flatten", "any", "all", "diagonal", "take", "put", "searchsorted",
+                 "compress"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 
 

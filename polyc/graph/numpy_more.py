@@ -9,7 +9,9 @@ each built from the covered operations, with numpy's values and dtypes:
   fractional and integral parts, signed as numpy's);
 - with index arrays known while tracing (the extent they index
   specialised): ``delete``, ``compress`` (a constant condition), ``resize``
-  (numpy's cyclic repetition), ``take`` with ``mode='clip'``/``'wrap'``;
+  (numpy's cyclic repetition), ``take`` with ``mode='clip'``/``'wrap'``,
+  and ``put put_along_axis`` into a traced array (assignments,
+  :mod:`polyc.graph.setitem`); ``take_along_axis`` with ``axis=None``;
 - ``pad`` with ``mode`` ``maximum minimum mean`` (the whole axis'
   statistic, axis after axis as numpy pads; ``stat_length`` refused);
 - ``allclose array_equal array_equiv``: a Python ``bool`` of the values,
@@ -32,6 +34,7 @@ from .contractions import matmul
 from .core import Tracer, user_location
 from .morefns import diag
 from .ops import Scalar, elementwise, normalize_axis, operand, reduce
+from .setitem import setitem
 from .ufuncs import UFUNCS, astype
 
 log = logging.getLogger(__name__)
@@ -205,6 +208,68 @@ def take(g, a, indices, axis=None, out=None, mode="raise") -> Tracer:
     return gather.take(g, t, idx, ax)
 
 
+def put(g, a, ind, v, mode="raise") -> None:
+    """``np.put`` into a traced array with flat indices known while tracing:
+    the assignment ``a[np.unravel_index(ind, a.shape)] = v`` (``v`` repeated
+    to the indices' number, as numpy does; the extents specialised)."""
+    t = _array(g, a, "np.put")
+    if isinstance(ind, Tracer):
+        raise _refuse("np.put with traced indices (a scatter) is not supported")
+    size = int(np.prod([int(s) for s in t.shape]))
+    idx = np.asarray(ind, dtype=np.int64).ravel()
+    if mode == "clip":
+        idx = np.clip(idx, 0, size - 1)
+    elif mode == "wrap":
+        idx = np.mod(idx, size)
+    elif np.any((idx < -size) | (idx >= size)):
+        raise IndexError(f"index {idx[(idx < -size) | (idx >= size)][0]} is out of bounds "
+                         f"for axis 0 with size {size}")
+    idx = np.where(idx < 0, idx + size, idx)
+    val = v if isinstance(v, Tracer) else np.resize(np.asarray(v), idx.shape)
+    if isinstance(v, Tracer):
+        val = views.reshape(v, (-1,))
+        if int(val.shape[0]) != idx.size:
+            raise _refuse("np.put with a traced value of another length than the indices "
+                          "(numpy repeats it) is not supported")
+    setitem(t, np.unravel_index(idx, tuple(int(s) for s in t.shape)), val)
+
+
+def put_along_axis(g, arr, indices, values, axis) -> None:
+    """``np.put_along_axis`` into a traced array with indices known while
+    tracing: numpy's fancy index along ``axis`` (the other axes' positions
+    broadcast), an assignment (:mod:`polyc.graph.setitem`)."""
+    t = _array(g, arr, "np.put_along_axis")
+    if isinstance(indices, Tracer):
+        raise _refuse("np.put_along_axis with traced indices (a scatter) is not supported; "
+                      "pass them as a numpy array")
+    if axis is None:
+        raise _refuse("np.put_along_axis(axis=None) is not supported (it writes the "
+                      "flattened array); use np.put")
+    idx = np.asarray(indices)
+    ax = normalize_axis(int(axis), t.ndim)
+    if idx.ndim != t.ndim:
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    shape = [int(s) for s in t.shape]
+    key = []
+    for d in range(t.ndim):
+        if d == ax:
+            key.append(np.where(idx < 0, idx + shape[d], idx))
+        else:
+            sh = [1] * t.ndim
+            sh[d] = shape[d]
+            key.append(np.arange(shape[d]).reshape(sh))
+    setitem(t, tuple(key), values)
+
+
+def take_along_axis(g, arr, indices, axis=-1) -> Tracer:
+    """``np.take_along_axis``; ``axis=None`` reads the flattened array with
+    1-d indices (numpy's)."""
+    if axis is None:
+        t = views.reshape(_array(g, arr, "np.take_along_axis"), (-1,))
+        return gather.take_along_axis(g, t, indices, 0)
+    return gather.take_along_axis(g, arr, indices, axis)
+
+
 # -- pad with statistics ------------------------------------------------------------------
 def pad_stat(g, t: Tracer, pw: np.ndarray, mode: str, concatenate: Callable,
              stat_length=None) -> Tracer:
@@ -254,6 +319,7 @@ def functions(api: dict[str, Callable]) -> dict[str, Callable]:
         "ediff1d": ediff1d, "diagflat": diagflat, "rollaxis": rollaxis, "angle": angle,
         "isreal": _constant_mask(True), "iscomplex": _constant_mask(False),
         "delete": delete, "compress": compress, "resize": resize, "take": take,
+        "put": put, "put_along_axis": put_along_axis, "take_along_axis": take_along_axis,
         "allclose": _python_bool("allclose", "np.isclose(a, b).all() is a traced 0-d "
                                  "mask; or compare outside the jitted function"),
         "array_equal": _python_bool("array_equal", "np.all(a == b) is a traced 0-d "

@@ -127,3 +127,20 @@ def test_value_dependent_python_bools_are_trace_errors():
     for fn in (np.allclose, np.array_equal, np.array_equiv):
         with pytest.raises(TraceError, match=fn.__name__):
             jitted(lambda a, b: fn(a, b))(x, x)
+
+
+def _puts(x):
+    b = x.copy()
+    np.put(b, [0, 5, -1], [1.0, 2.0])                       # the values repeated
+    np.put_along_axis(b, np.array([[1, 2], [0, 0], [3, 1]]), x[:, :2] * 10, axis=1)
+    c = x.copy()
+    c.put([1, 3], -1.0)
+    return (b, c, np.take_along_axis(x, np.array([3, 0, 11]), axis=None),
+            x.compress([0, 1, 1], axis=0), x[0].searchsorted(x[1] / 2))
+
+
+def test_put_into_a_traced_copy_and_more_methods():
+    """``np.put``/``put_along_axis``/``ndarray.put`` with indices known while
+    tracing (assignments), ``take_along_axis(axis=None)`` (a ShapeError), and
+    the methods ``compress`` and ``searchsorted`` were refused."""
+    check(_puts, np.arange(12.0).reshape(3, 4))
