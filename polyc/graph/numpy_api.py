@@ -370,7 +370,7 @@ FUNCTIONS.update(morefns.functions({"concatenate": concatenate, "stack": stack, 
 FUNCTIONS.update(**numerics.functions(concatenate), **creation.functions(),
                  **outparam.functions())
 FUNCTIONS.update(numpy_more.functions({k: FUNCTIONS[k] for k in (
-    "concatenate", "asarray", "full_like", "zeros_like")}))
+    "concatenate", "asarray", "full_like", "zeros_like", "where", "histogram")}))
 UFUNCS.update(numpy_more.UFUNC_EXTRAS)
 
 
@@ -529,14 +529,14 @@ def _install() -> None:
         return lambda self, *args, **kw: fn(self._graph, self, *args, **kw)
     T.flatten = lambda self, order="C": FUNCTIONS["ravel"](self._graph, self, order)
     for name in ("round", "repeat", "trace", "argmax", "argmin", "cumsum", "cumprod", "ravel",
-                 "any", "all", "diagonal", "take", "put", "searchsorted"):
+                 "any", "all", "diagonal", "take", "put", "searchsorted", "choose"):
         setattr(T, name, as_method(FUNCTIONS[name]))
     T.compress = lambda self, condition, axis=None, out=None: FUNCTIONS["compress"](
         self._graph, condition, self, axis, out)
     for attr in ("__getitem__", "sum", "prod", "max", "min", "mean", "var", "std", "reshape",
                  "transpose", "swapaxes", "astype", "squeeze", "clip", "dot", "cumsum",
                  "cumprod", "round", "repeat", "trace", "argmax", "argmin", "ravel",
-                 "flatten", "any", "all", "diagonal", "take", "put", "searchsorted",
+                 "flatten", "any", "all", "diagonal", "take", "put", "searchsorted", "choose",
                  "compress"):
         setattr(T, attr, _method(f".{attr.strip('_')}", getattr(T, attr)))
 

@@ -33,13 +33,15 @@ from .arrayapi import vecdot
 from .contractions import matmul
 from .core import Tracer, user_location
 from .morefns import diag
-from .ops import Scalar, elementwise, normalize_axis, operand, reduce
+from .ops import Scalar, elementwise, normalize_axis, operand, reduce, result_dtype
+from .scans import scan
 from .setitem import setitem
 from .ufuncs import UFUNCS, astype
 
 log = logging.getLogger(__name__)
 
-#: numpy_api's ``concatenate asarray full_like zeros_like`` (set by :func:`functions`)
+#: numpy_api's ``concatenate asarray full_like zeros_like where histogram`` (set by
+#: :func:`functions`)
 _API: dict[str, Callable] = {}
 
 
@@ -300,6 +302,55 @@ def pad_stat(g, t: Tracer, pw: np.ndarray, mode: str, concatenate: Callable,
     return t
 
 
+def vander(g, x, N=None, increasing=False) -> Tracer:
+    """``np.vander``: column ``j`` of row ``i`` is ``x[i] ** j`` (reversed
+    unless ``increasing``), by numpy's running product (``multiply.accumulate``,
+    the same roundings) in ``promote_types(x.dtype, int)``."""
+    t = _array(g, x, "np.vander")
+    if t.ndim != 1:
+        raise ValueError("x must be a one-dimensional array or sequence.")
+    n = int(t.shape[0]) if N is None else int(N)
+    dt = np.promote_types(t.dtype, np.int64)
+    t = t if t.dtype == dt else astype(t, dt)
+    ones = _API["full_like"](g, t, 1, dtype=dt, shape=(t.shape[0], min(n, 1)))
+    if n <= 1:
+        return ones
+    cols = views.broadcast_to(views.expand_dims(t, 1), (t.shape[0], n - 1))
+    v = _API["concatenate"](g, [ones, scan(g, "cumprod", cols, 1, None, None)], axis=1)
+    return v if increasing else views.getitem(v, (slice(None), slice(None, None, -1)))
+
+
+def histogram_bin_edges(g, a, bins=10, range=None, weights=None) -> Tracer:
+    """``np.histogram_bin_edges``: the edges of :func:`np.histogram` (its
+    counts are dropped with the graph's dead nodes)."""
+    return _API["histogram"](g, a, bins, range, None, weights)[1]
+
+
+def choose(g, a, choices, out=None, mode="raise") -> Tracer:
+    """``np.choose``: ``choices[a[...]][...]``, a chain of ``np.where`` over
+    the broadcast operands.  numpy raises ``ValueError`` for an index out of
+    range with ``mode='raise'``, which a kernel cannot: such an index takes
+    the nearest choice, as ``mode='clip'`` (``'wrap'``: modulo)."""
+    if out is not None:
+        raise _refuse("np.choose with out= is not supported")
+    idx = operand(g, a)
+    if idx.dtype.kind not in "iub":
+        raise TypeError("Cannot cast array data from dtype('float64') to dtype('int64') "
+                        "according to the rule 'safe'")
+    # numpy converts the choices with asarray: Python scalars are not weak
+    cs = [c if isinstance(c, (Tracer, np.ndarray)) else np.asarray(c)[()] for c in choices]
+    if not cs:
+        raise ValueError("0-length sequence.")
+    if mode == "wrap":
+        idx = UFUNCS["remainder"](g, idx, len(cs))
+    where = _API["where"]
+    out = where(g, UFUNCS["equal"](g, idx, idx), cs[-1], cs[-1])    # (broadcast to a's)
+    for k in reversed(range(len(cs) - 1)):
+        out = where(g, UFUNCS["less_equal"](g, idx, k), cs[k], out)
+    dt = result_dtype(*[operand(g, c) for c in cs])
+    return out if out.dtype == dt else astype(out, dt)
+
+
 # -- value-dependent Python results -----------------------------------------------------------
 def _python_bool(name: str, hint: str) -> Callable:
     def run(g, a, b, *args, **kw) -> Any:
@@ -320,6 +371,7 @@ def functions(api: dict[str, Callable]) -> dict[str, Callable]:
         "isreal": _constant_mask(True), "iscomplex": _constant_mask(False),
         "delete": delete, "compress": compress, "resize": resize, "take": take,
         "put": put, "put_along_axis": put_along_axis, "take_along_axis": take_along_axis,
+        "vander": vander, "histogram_bin_edges": histogram_bin_edges, "choose": choose,
         "allclose": _python_bool("allclose", "np.isclose(a, b).all() is a traced 0-d "
                                  "mask; or compare outside the jitted function"),
         "array_equal": _python_bool("array_equal", "np.all(a == b) is a traced 0-d "

@@ -144,3 +144,17 @@ def test_put_into_a_traced_copy_and_more_methods():
     tracing (assignments), ``take_along_axis(axis=None)`` (a ShapeError), and
     the methods ``compress`` and ``searchsorted`` were refused."""
     check(_puts, np.arange(12.0).reshape(3, 4))
+
+
+def _vander_choose(a, v, i):
+    return (np.vander(v),
+            np.histogram_bin_edges(v, 2), np.choose(i, [a, -a, v]), i.choose([0, 1.5, a]),
+            np.choose(i, [a, a * 2], mode="wrap"))
+
+
+def test_vander_histogram_bin_edges_and_choose():
+    """``vander`` (numpy's running product), ``histogram_bin_edges`` and
+    ``choose``/``ndarray.choose`` (a chain of ``np.where``; Python scalar
+    choices strong, as numpy's asarray) were refused."""
+    i = np.array([[0, 1, 2, 1], [2, 2, 0, 0], [1, 0, 1, 2]])
+    check(_vander_choose, np.arange(12.0).reshape(3, 4) / 7, np.array([1.5, -2.0, 3.0, 0.5]), i)
