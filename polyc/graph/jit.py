@@ -49,6 +49,7 @@ from ..dlpack import as_numpy, to_torch
 from ..errors import BindingError, PolycWarning, UnsupportedError
 from . import numpy_api  # noqa: F401  (installs the tracer's numpy protocols)
 from .core import Location, Node, Tracer
+from .creating import tracing_creation
 from .gather import check_indices
 from .jitcall import InstancePlans, TracedArgument, Watch, bind_args, native, split_args
 from .ops import check_dtype, mask_of, materialize
@@ -111,7 +112,7 @@ def trace(fn: Callable, *args: Any, static_argnames: Sequence[str] = (), **kwarg
     targs = [bind_args(a, n in static_argnames, bind) for a, n in zip(args, names)]
     tkw = {k: bind_args(v, k in static_argnames, bind) for k, v in kwargs.items()}
     before = _global_rng_state()
-    result = fn(*targs, **tkw)
+    result = tracing_creation(fn, graph)(*targs, **tkw)
     if _global_rng_state() != before:
         warnings.warn_explicit(PolycWarning(
             f"{graph.name} drew from numpy's global random generator (np.random.rand, "

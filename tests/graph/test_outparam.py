@@ -58,8 +58,9 @@ def test_out_refusals_name_the_reason():
         polyc.jit(lambda a: np.floor(a, out=np.zeros_like(a, dtype=np.int64)))(x)
     with pytest.raises(ShapeError, match="non-broadcastable output"):
         polyc.jit(lambda a: np.add(a, 1, out=np.zeros_like(a[0])))(x)
+    buf = np.zeros((3, 5))          # made outside: a numpy array (inside, a traced one)
     with pytest.raises(UnsupportedError, match="a numpy array cannot hold traced values"):
-        polyc.jit(lambda a: np.clip(a, 0, 1, out=np.zeros((3, 5))))(x)
+        polyc.jit(lambda a: np.clip(a, 0, 1, out=buf))(x)
 
 
 def _array_methods(x):
@@ -123,12 +124,15 @@ def test_copyto_putmask_place():
           np.arange(20).reshape(4, 5))
 
 
+_NUMPY_BUF = np.zeros(5, np.float32)     # captured: a numpy array
+
+
 @pytest.mark.parametrize("fn,error,match", [
     (lambda x: np.copyto(x.copy(), x.astype(np.float64), casting="safe"), DTypeError, "safe"),
     (lambda x: np.copyto(x.astype(np.int64), x), DTypeError, "same_kind"),
     (lambda x: np.copyto(x.copy(), x[0, :3]), ShapeError, "broadcast"),
     (lambda x: np.copyto(x, 1.0), UnsupportedError, "argument"),
-    (lambda x: np.copyto(np.zeros(5, np.float32), x[0]), UnsupportedError, "numpy array"),
+    (lambda x: np.copyto(_NUMPY_BUF, x[0]), UnsupportedError, "numpy array"),
     (lambda x: np.putmask(x.copy(), x > 0, x[0]), UnsupportedError, "repeat over"),
     (lambda x: np.place(x.copy(), x > 0, x[0]), UnsupportedError, "in order")])
 def test_copyto_putmask_place_refusals(fn, error, match):

@@ -223,10 +223,11 @@ def test_refused_assignments_say_why(fn, match):
 
 
 def test_assigning_traced_values_into_a_numpy_array_names_zeros_like():
+    buf = np.zeros((4, 8), np.float32)     # closed over: a numpy array, not traced
+
     def fn(x):
-        out = np.zeros((x.shape[0], 8), np.float32)      # a numpy array, not traced
-        out[:, :5] = x
-        return out
+        buf[:, :5] = x
+        return buf
     with pytest.raises(TraceError, match="zeros_like"):
         polyc.jit(fn)(rand((4, 5), F32, seed=54))
 
