@@ -36,6 +36,9 @@ _INDEXED = {
     "index_put": (0, None, 1, True), "index": (0, None, 1, True),
 }
 
+#: gathers, whose index tensors polyc.jit checks itself where they are arguments
+_GATHERS = {"gather", "index_select", "embedding", "index"}
+
 #: operators an index passes through on its way from an input, checked as it is
 _VIEWS = {"view", "_unsafe_view", "reshape", "unsqueeze", "squeeze", "expand", "permute",
           "transpose", "t", "slice", "select", "clone", "contiguous", "alias", "detach",
@@ -83,6 +86,8 @@ def _checks(node) -> list[tuple]:
     for i, d in pairs:
         if not isinstance(i, torch.fx.Node) or not _from_input(i):
             continue
+        if i.op == "placeholder" and _name(node) in _GATHERS:
+            continue          # (polyc.jit checks a gather's index argument, naming the value)
         val = i.meta.get("val")
         if not isinstance(val, torch.Tensor) or val.dtype in (torch.bool, torch.uint8):
             continue                                      # (a mask, not positions)

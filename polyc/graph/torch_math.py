@@ -154,5 +154,5 @@ LOWERINGS: dict[str, Callable[..., Any]] = {
     "logical_xor": np.logical_xor, "erfc": c_unary("erfc"), "lgamma": c_unary("lgamma"),
     "argmax": arg_extreme(np.argmax), "argmin": arg_extreme(np.argmin),
     "view_copy": np.reshape, "permute_copy": np.transpose, "narrow_copy": _narrow,
-    "unbind_copy": _unbind, "unbind": _unbind,
+    "unbind_copy": _unbind,
 }
