@@ -43,11 +43,15 @@ class Feasibility:
     may be the innermost loop with a simd mark; ``tensorize``: whether the
     band matches the GEMM intrinsic; ``notes``: why the other knobs are not
     proposed, one line each (with reassociation: only the simd marks, the
-    others do not depend on it)."""
+    others do not depend on it); ``untileable``: the runs ``(first, last)``
+    of members, in the band's own order, that cannot be tiled together
+    (without reassociation: not permutable for the exact dependences, such
+    as the source order's ``for k: for i`` of floyd-warshall)."""
     parallel: frozenset
     simd: frozenset
     tensorize: bool
     notes: tuple = ()
+    untileable: frozenset = frozenset()
 
 
 #: The "not proposed" line of a start whose reassociated candidates would
@@ -138,18 +142,40 @@ def probe(program, base, infos: list, start: str, reassociated=None) -> dict:
             tens = not why
             if why:
                 tens_notes.append(f"no tensorize(gemm) candidate ({why})")
-        per_band.append((par, par_notes, simd, simd_notes, tens, tens_notes))
+        runs, tile_notes = _untileable(program, base, infos, i)
+        per_band.append((par, par_notes + tile_notes, simd, simd_notes, tens, tens_notes, runs))
     for r in ([False, True] if reduction else [False]):
         out[r] = [Feasibility(frozenset(par), frozenset(simd[r]), tens,
                               tuple(f"{start}{' reassoc' if r else ''}: band "
                                     f"({', '.join(info.names)}): {line}"
                                     for line in (simd_notes[r] if r else
-                                                 par_notes + simd_notes[r] + tens_notes)))
-                  for info, (par, par_notes, simd, simd_notes, tens, tens_notes)
+                                                 par_notes + simd_notes[r] + tens_notes)),
+                              untileable=frozenset() if r else runs)
+                  for info, (par, par_notes, simd, simd_notes, tens, tens_notes, runs)
                   in zip(infos, per_band)]
     if refused and out[False]:
         out[False][0] = replace(out[False][0], notes=(refused,) + out[False][0].notes)
     return out
+
+
+def _untileable(program, base, infos, i: int) -> tuple[frozenset, list]:
+    """The runs of members of band ``i`` (positions in its own order, two
+    or more) that the language refuses to tile together, and why: tiling
+    needs the run permutable, whatever the sizes."""
+    info = infos[i]
+    n = len(info.names)
+    runs, notes = set(), []
+    for lo in range(n):
+        for hi in range(lo + 1, n):
+            if any(not [t for t in space.TILE_LADDER if t < info.trips[p]]
+                   for p in range(lo, hi + 1)):
+                continue            # no tile is proposed there anyway
+            tiles = tuple(space.TILE_LADDER[0] if lo <= p <= hi else 0 for p in range(n))
+            why = _try(program, base, infos, i, space.BandKnobs(tuple(range(n)), tiles))
+            if why:
+                runs.add((lo, hi))
+                notes.append(f"no tiles over {', '.join(info.names[lo:hi + 1])} ({why})")
+    return frozenset(runs), notes
 
 
 def repeats(infos: list, probed: dict) -> bool:
@@ -168,6 +194,10 @@ def admits(band: space.BandKnobs, f: Feasibility) -> bool:
     if band.tensorize:
         return f.tensorize
     if band.parallel and band.order[0] not in f.parallel:
+        return False
+    tiled = [p for p, t in enumerate(band.tiles) if t]
+    if (len(tiled) > 1 and list(band.order) == sorted(band.order)
+            and (tiled[0], tiled[-1]) in f.untileable):
         return False
     return not (band.vectorize and band.order[-1] not in f.simd)
 

@@ -393,3 +393,26 @@ def test_a_tree_that_cannot_reassociate_gets_no_reassociated_pool():
         assert (True in probed) == (not notes)
         refused += notes
     assert refused and "flow dependence on tensor A" in refused[0]
+
+
+def test_runs_that_cannot_be_tiled_together_are_not_proposed():
+    """floyd-warshall's source order ``for k: for i: for j``: tiles over k
+    and i (not permutable: k carries the flow dependence on path) filled the
+    ranking and were pruned as illegal one by one.  A probe per run of
+    members finds them, and the dry run says why."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from polyc.cli_input import _load
+    from polyc.tune import feasible
+    path = Path(__file__).parents[2] / "benchmarks" / "polybench" / "medley.py"
+    p, _ = _load(SimpleNamespace(file=str(path), def_name="floyd_warshall", dtype=None,
+                                 sizes=None))
+    base = Schedule.from_program(p, start="source")
+    infos = space.analyse(base, {"n": 40, "path_dim1": 40})
+    (f,) = feasible.probe(p, base, infos, "source")[False]
+    assert (0, 1) in f.untileable and (0, 2) in f.untileable
+    assert any("no tiles over k, i (illegal" in n for n in f.notes)
+    kept = feasible.choices(infos[0], f)
+    assert not [c for c in kept if c.tiles[0] and c.tiles[1]]
+    assert any(c.tiles[1] and c.tiles[2] for c in kept) == ((1, 2) not in f.untileable)
