@@ -170,6 +170,19 @@ class _Uses:
     domains: isl.UnionSet | None = None
 
 
+def _order_of(program: Program, users: list[Statement]) -> isl.Schedule:
+    """The program's original order restricted to ``users`` (in program
+    order): the same order among them, and a schedule tree of their size, not
+    the whole program's (a fusion group of 50 statements built and analysed
+    the whole tree once per temporary)."""
+    if program.order is not None:
+        dom = isl.UnionSet.empty(program.order.get_domain().get_space())
+        for st in users:
+            dom = dom.union(isl.UnionSet.from_set(st.domain))
+        return program.order.intersect_domain(dom)
+    return program.replace(statements=tuple(users)).original_schedule()
+
+
 def uses_of(t: Tensor, users: list[Statement], program: Program) -> _Uses | None:
     """:class:`_Uses` of ``t``, or ``None`` when some read takes a value
     from before the kernel.  The dataflow is isl's
@@ -187,7 +200,7 @@ def uses_of(t: Tensor, users: list[Statement], program: Program) -> _Uses | None
         if st.tensor == t.name:
             writes = writes.union(isl.UnionMap.from_map(st.write.intersect_domain(st.domain)))
     info = (isl.UnionAccessInfo.from_sink(reads).set_must_source(writes)
-            .set_schedule(program.original_schedule()).compute_flow())
+            .set_schedule(_order_of(program, users)).compute_flow())
     if not info.get_may_no_source().intersect_params(ctx).is_empty():
         return None
     domains = isl.UnionSet.empty(pspace)
