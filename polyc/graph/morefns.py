@@ -320,10 +320,11 @@ def _where(g, cond, a, b) -> Tracer:
 
 
 def atleast(nd: int) -> Callable:
-    """``np.atleast_1d/2d/3d`` of one array (unit axes as numpy adds them)."""
+    """``np.atleast_1d/2d/3d`` (unit axes as numpy adds them); of several
+    arrays a tuple, as numpy's."""
     def run(g, *arys):
         if len(arys) != 1:
-            raise _refuse(f"np.atleast_{nd}d of several arrays is not supported")
+            return tuple(run(g, a) for a in arys)
         t = operand(g, arys[0])
         if isinstance(t, Scalar):
             t = materialize(g, Tracer(g, t.literal(t.dtype), (), (), t.dtype))
