@@ -142,7 +142,19 @@ def _untiled(tile_step: dict, later: list) -> list:
         if isinstance(v, dict):
             return {k: fix(x) for k, x in v.items()}
         return v
-    return [fix(copy.deepcopy(s)) for s in later] if rename else later
+    if not rename:
+        return later
+    out = []
+    for s in later:
+        new = fix(copy.deepcopy(s))
+        if (new.get("op") == "mark" and new != s and len(new.get("args", [])) == 2
+                and str(new["args"][1]).startswith("parallel_collapse")):
+            # the tile loops it collapsed were one band; the loops they tiled
+            # need not be (correlation's S8: 'asks for 2 collapsed loops but
+            # the band below has 1'): a parallel mark on the outer one
+            new["args"][1] = "parallel"
+        out.append(new)
+    return out
 
 
 def _loop_text(arg) -> str:

@@ -367,6 +367,30 @@ def test_the_automatic_recipe_is_perturbed_and_a_recorded_perturbation_is_used(c
     np.testing.assert_allclose(k(a, b), a @ b, rtol=1e-5)
 
 
+def test_a_dropped_tile_step_turns_its_collapsed_parallel_mark_into_one():
+    """PolyBench cholesky and correlation: the automatic recipe's 'tile
+    dropped' neighbour kept ``mark(S.i_tile, "parallel_collapse2")`` as
+    ``mark(S.i, "parallel_collapse2")``, refused because the untiled loops
+    are not one band: always pruned.  The mark becomes a parallel mark."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from polyc.cli_input import _load
+    from polyc.tune import autorecipe
+    tile = {"op": "tile", "args": [[["S0", "i"], ["S0", "j"]], [64, 64]], "kwargs": {}}
+    later = [{"op": "mark", "args": [["S0", "i_tile"], "parallel_collapse2"], "kwargs": {}},
+             {"op": "mark", "args": [["S1", "i"], "parallel_collapse2"], "kwargs": {}}]
+    assert [st["args"] for st in autorecipe._untiled(tile, later)] == [
+        [["S0", "i"], "parallel"], [["S1", "i"], "parallel_collapse2"]]
+    path = Path(__file__).parents[2] / "benchmarks" / "polybench" / "linear_algebra_solvers.py"
+    p, _ = _load(SimpleNamespace(file=str(path), def_name="cholesky", dtype=None, sizes=None))
+    auto = autorecipe.automatic(p, polyc.Config.from_env().replace(use_tuned=False))
+    dropped = [r for label, r in autorecipe.neighbours(auto) if label.endswith("tile(i,j) dropped")]
+    assert dropped
+    for r in dropped:
+        autorecipe.build(p, r)          # checked: it was refused
+
+
 def test_report_counts_pruned_kinds_without_an_empty_list():
     """``TuneResult.report()`` read ``0 pruned: ;`` when nothing was pruned."""
     from polyc.tune.search import Trial, TuneResult
