@@ -157,14 +157,16 @@ def convolve(g, a, v, mode="full") -> Tracer:
 
 
 def correlate(g, a, v, mode="valid") -> Tracer:
-    """``np.correlate`` with ``len(v) <= len(a)``."""
+    """``np.correlate``; with ``len(v) > len(a)`` numpy correlates ``v``
+    with ``a`` and reverses the result (the plan guarded to that order)."""
     x, y = operand(g, a), operand(g, v)
-    if isinstance(x, Tracer) and isinstance(y, Tracer) and y.ndim == x.ndim == 1 and \
-            y._shape[0].value > x._shape[0].value:
-        raise _refuse("np.correlate with the second operand longer than the first "
-                      "(numpy reverses the result) is not supported")
     if mode not in ("full", "same", "valid"):
         raise ValueError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})")
+    if isinstance(x, Tracer) and isinstance(y, Tracer) and y.ndim == x.ndim == 1 and \
+            y._shape[0].value > x._shape[0].value:
+        x._shape[0].table.require(y._shape[0] - x._shape[0] - 1,
+                                  "np.correlate: the second operand longer")
+        return views.getitem(_windows(g, y, x, mode, False), (slice(None, None, -1),))
     return _windows(g, x, y, mode, False)
 
 

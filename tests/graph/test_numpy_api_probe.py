@@ -160,3 +160,17 @@ def test_vander_histogram_bin_edges_and_choose():
     choices strong, as numpy's asarray) were refused."""
     i = np.array([[0, 1, 2, 1], [2, 2, 0, 0], [1, 0, 1, 2]])
     check(_vander_choose, np.arange(12.0).reshape(3, 4) / 7, np.array([1.5, -2.0, 3.0, 0.5]), i)
+
+
+def _correlate_longer_second(a, v):
+    return np.correlate(a, v, "same"), np.correlate(a, v)
+
+
+def test_correlate_with_the_longer_operand_second():
+    """``np.correlate(a, v)`` with ``len(v) > len(a)`` was refused; numpy
+    correlates ``v`` with ``a`` and reverses the result (the plan is guarded
+    to that order: a call with the lengths the other way round traces again)."""
+    a, v = np.array([0.5, -1.0, 2.0]), np.array([1.0, 3.0, -2.0, 0.25, 4.0])
+    check(_correlate_longer_second, a, v)
+    np.testing.assert_allclose(jitted(_correlate_longer_second)(v, a)[0],
+                               np.correlate(v, a, "same"))
