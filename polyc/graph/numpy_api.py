@@ -69,9 +69,10 @@ def array_ufunc(self: Tracer, ufunc, method: str, *inputs, **kwargs):
             dtype = kwargs.pop("dtype", None)
             if kwargs.get("out", None) is None:
                 kwargs.pop("out", None)
+            mask, initial = kwargs.pop("where", True), kwargs.pop("initial", None)
             if not kwargs:
-                return located(f"np.{ufunc.__name__}.reduce", reduce, g, kind, inputs[0],
-                               axis, bool(keep), dtype)
+                return located(f"np.{ufunc.__name__}.reduce", _masked_reduction, g, kind,
+                               inputs[0], axis, dtype, bool(keep), 0, mask, initial)
         raise UnsupportedError(f"{loc}: np.{ufunc.__name__}.{method} is not supported in "
                                f"traced code\n    {loc.text}")
     out_arg = kwargs.pop("out", None)

@@ -174,3 +174,14 @@ def test_correlate_with_the_longer_operand_second():
     check(_correlate_longer_second, a, v)
     np.testing.assert_allclose(jitted(_correlate_longer_second)(v, a)[0],
                                np.correlate(v, a, "same"))
+
+
+def _ufunc_reduce_options(a):
+    return (np.minimum.reduce(a, axis=1, initial=0.0), np.add.reduce(a, 0, where=a > 0),
+            np.maximum.reduce(a, axis=None, initial=-1.0, where=a < 3))
+
+
+def test_ufunc_reduce_with_initial_and_where():
+    """``np.minimum.reduce(a, initial=...)`` and ``where=`` were refused
+    ("not supported in traced code"); they are the reductions' own options."""
+    check(_ufunc_reduce_options, np.arange(12.0).reshape(3, 4) - 5)
