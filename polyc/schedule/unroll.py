@@ -156,13 +156,17 @@ def _strip_bounded(band: isl.ScheduleNode, member: int, tile: isl.UnionPwAff,
     factor)`` on every instance that reaches ``band`` (``tile``: the tile
     loop's partial schedule), and ``band``'s only build option is the
     unroll of that member."""
-    want = isl.UnionSet.read_from_str(CTX, f"{{ unroll[{member}] }}")
+    want = isl.UnionSet.from_set(isl.Set.universe(
+        isl.Space.set_alloc(CTX, 0, 1).set_tuple_name(isl.dim_type.set, "unroll"))
+        .fix_val(isl.dim_type.set, 0, isl.Val.int_from_si(CTX, member)))
     if not band.band_get_ast_build_options().is_equal(want):
         return False
     point = band.band_get_partial_schedule().get_union_pw_aff(member)
     offset = isl.UnionMap.from_union_pw_aff(point.sub(tile)).intersect_domain(
         band.get_domain())
-    window = isl.Set.read_from_str(CTX, f"{{ [v] : 0 <= v < {factor} }}")
+    window = (isl.Set.universe(isl.Space.set_alloc(CTX, 0, 1))
+              .lower_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(CTX, 0))
+              .upper_bound_val(isl.dim_type.set, 0, isl.Val.int_from_si(CTX, factor - 1)))
     return all(r.align_params(window.get_space()).is_subset(
         window.align_params(r.get_space())) for r in sets_of(offset.range()))
 
