@@ -50,9 +50,11 @@ def is_one(s) -> bool:
 
 def axes(dim, ndim: int) -> tuple[int, ...] | None:
     """A torch ``dim`` argument (None, an int, a list; empty means all) as
-    numpy's ``axis``."""
+    numpy's ``axis``; of a 0-d tensor ``()`` (torch's dim 0 of one)."""
     if dim is None:
         return None
+    if ndim == 0:              # torch takes dim 0 or -1 of a 0-d tensor: nothing to reduce
+        return ()
     if isinstance(dim, int):
         return (dim,)
     return tuple(dim) or None
