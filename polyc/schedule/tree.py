@@ -239,14 +239,17 @@ class Loop:
         return name == self.name or name in names or name in map(source_spelling, names)
 
 
+_LAST: list[tuple] = []   # (schedule, program, loops) of the last calls: isl trees are values
+
+
 def all_loops(schedule: isl.Schedule, program: Program) -> list[Loop]:
-    """Every loop of ``schedule`` in pre-order (outer bands first, members in
-    order)."""
-    out = []
-    for band in bands(schedule):
+    """Every loop of ``schedule`` in pre-order (outer bands first, members in order),
+    remembered for the last few trees (a schedule step resolves several loops of one)."""
+    out = next((list(lps) for s, p, lps in _LAST if s is schedule and p is program), [])
+    for band in () if out else bands(schedule):
         path, stmts = path_of(band), statements_of(band)
-        for j, nm in enumerate(band_names(band, program)):
-            out.append(Loop(path, j, nm, stmts))
+        out += [Loop(path, j, nm, stmts) for j, nm in enumerate(band_names(band, program))]
+    _LAST[:] = [(schedule, program, tuple(out))] + [e for e in _LAST if e[0] is not schedule][:3]
     return out
 
 

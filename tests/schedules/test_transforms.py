@@ -586,3 +586,14 @@ def test_sink_below_an_unrolled_loop_is_refused():
     msg = refused(s, lambda s: s.sink(("S1", "i")))
     assert "unroll" in msg and "final order" in msg
     check(s, {"N": 7, "M": 6})
+
+
+def test_loops_of_a_tree_are_its_own_after_a_transformation():
+    """``tree.all_loops`` remembers the last trees' loops (by identity): the
+    tiled tree has its tile loops, the tree it came from still has none."""
+    s = start(MATMUL)
+    before = [lp.name for lp in s.loops()]
+    tiled = s.tile([C_M, C_N], [32, 32])
+    assert [lp.name for lp in tiled.loops()] != before
+    assert any("tile" in lp.name for lp in tiled.loops())
+    assert [lp.name for lp in s.loops()] == before == [lp.name for lp in s.loops()]
