@@ -14,6 +14,9 @@ each built from the covered operations, with numpy's values and dtypes:
   :mod:`polyc.graph.setitem`); ``take_along_axis`` with ``axis=None``;
 - ``pad`` with ``mode`` ``maximum minimum mean`` (the whole axis'
   statistic, axis after axis as numpy pads; ``stat_length`` refused);
+- ``vander`` (numpy's running product), ``histogram_bin_edges``, ``choose``
+  (a chain of ``np.where``; an index out of range, numpy's ``ValueError``,
+  takes the nearest choice);
 - ``allclose array_equal array_equiv``: a Python ``bool`` of the values,
   a :class:`~polyc.errors.TraceError` with the traced form as hint.
 
