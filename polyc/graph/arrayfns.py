@@ -160,9 +160,12 @@ def tile(g, a, reps, concatenate) -> Tracer:
     ``concatenate``: :func:`polyc.graph.numpy_api.concatenate`."""
     t = operand(g, a)
     reps = tuple(int(r) for r in np.atleast_1d(reps))
-    if any(r < 1 for r in reps):
-        raise _refuse("np.tile with a repetition count below 1 is not supported")
+    if any(r < 0 for r in reps):
+        raise ValueError("negative dimensions are not allowed")
     nd = max(t.ndim, len(reps))
+    if 0 in reps:       # an empty result (its other extents specialised)
+        shape = np.tile(np.empty(tuple(int(s) for s in t.shape), dtype=np.bool_), reps).shape
+        return made(g, "tile", shape, t.dtype, lambda its: literal(0, t.dtype))
     if t.ndim < nd:
         t = views.reshape(t, (1,) * (nd - t.ndim) + tuple(t.shape))
     reps = (1,) * (nd - len(reps)) + reps

@@ -137,14 +137,14 @@ def _puts(x):
     c.put([1, 3], -1.0)
     return (b, c, np.take_along_axis(x, np.array([3, 0, 11]), axis=None),
             x.compress([0, 1, 1], axis=0), x[0].searchsorted(x[1] / 2),
-            *np.atleast_1d(x[0, 0], x))
+            *np.atleast_1d(x[0, 0], x), np.tile(x, (2, 0)))
 
 
 def test_put_into_a_traced_copy_and_more_methods():
     """``np.put``/``put_along_axis``/``ndarray.put`` with indices known while
     tracing (assignments), ``take_along_axis(axis=None)`` (a ShapeError),
-    the methods ``compress`` and ``searchsorted``, and ``np.atleast_1d`` of
-    several arrays were refused."""
+    the methods ``compress`` and ``searchsorted``, ``np.atleast_1d`` of
+    several arrays and ``np.tile`` with a count of 0 were refused."""
     check(_puts, np.arange(12.0).reshape(3, 4))
 
 
