@@ -146,6 +146,27 @@ def _unbind(x, dim: int = 0):
     return [x[(slice(None),) * d + (k,)] for k in range(int(x.shape[d]))]
 
 
+def angle(x):
+    """``aten.angle`` of a real tensor: pi below zero, else 0; NaN stays NaN."""
+    if not _is_float(x):
+        return np.where(x < 0, np.pi, 0.0)
+    return np.where(x != x, x, np.where(x < 0, np.pi, 0.0))
+
+
+def ldexp(x, e):
+    """``aten.ldexp``: ``x * 2**e`` (a float result, as torch's)."""
+    if hasattr(e, "astype") and not _is_float(e):
+        e = e.astype(np.float32)
+    return np.multiply(x, np.exp2(e))
+
+
+def _indices(fn: Callable) -> Callable:
+    """``aten.triu_indices``/``tril_indices``: the (2, N) int64 positions."""
+    def run(row: int, col: int, offset: int = 0, *, dtype=None, **kw):
+        return np.stack(fn(int(row), int(offset), int(col))).astype(np.int64)
+    return run
+
+
 #: ATen packet name -> lowering, merged into the backend's table: inverse
 #: hyperbolic functions, ``logical_xor``, C99's ``erfc``/``lgamma``, argmax
 #: of a 0-d tensor, and the ``*_copy`` forms of views (a value is a copy here)
@@ -154,5 +175,6 @@ LOWERINGS: dict[str, Callable[..., Any]] = {
     "logical_xor": np.logical_xor, "erfc": c_unary("erfc"), "lgamma": c_unary("lgamma"),
     "argmax": arg_extreme(np.argmax), "argmin": arg_extreme(np.argmin),
     "view_copy": np.reshape, "permute_copy": np.transpose, "narrow_copy": _narrow,
-    "unbind_copy": _unbind,
+    "unbind_copy": _unbind, "angle": angle, "ldexp": ldexp,
+    "triu_indices": _indices(np.triu_indices), "tril_indices": _indices(np.tril_indices),
 }

@@ -168,7 +168,8 @@ def test_scatter_reduce(reduce, include_self):
 
 
 def test_more_elementwise_lowerings_and_zero_dim_argmax():
-    """``acosh asinh atanh logical_xor erfc lgamma`` and ``view_copy`` were
+    """``acosh asinh atanh logical_xor erfc lgamma angle ldexp triu_indices``
+    and ``view_copy`` were
     refused (not lowered); ``argmax``, ``index_select`` and reductions
     along dim 0 (``sum amax logsumexp any``) of a 0-d tensor were refused
     (AxisError) or crashed: numpy has no axis 0 there, torch takes it.  ``erfc`` is
@@ -177,7 +178,8 @@ def test_more_elementwise_lowerings_and_zero_dim_argmax():
         return (torch.erfc(x), torch.lgamma(x + 6), torch.acosh(x + 6), torch.asinh(x),
                 torch.atanh(x / 10), torch.logical_xor(x > 0, x > 1), torch.argmax(s),
                 torch.index_select(s, 0, i), torch.ops.aten.view_copy(x, (2, 2)),
-                s.sum(0), s.amax(-1), torch.logsumexp(s, 0), (s > 0).any(0))
+                s.sum(0), s.amax(-1), torch.logsumexp(s, 0), (s > 0).any(0),
+                torch.angle(x), torch.ldexp(x, i), torch.triu_indices(3, 4, 1))
 
     x = torch.tensor([-1.0, 0.5, 3.0, 5.0])
     s, i = torch.tensor(2.5), torch.tensor([0])
