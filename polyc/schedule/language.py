@@ -44,6 +44,7 @@ from . import (
     tensorize,
     transforms,
     tree,
+    tree_print,
     unroll,
 )
 from .marks import current_names
@@ -246,7 +247,7 @@ class Schedule:
 
     # ------------------------------------------------------------ printing
     def __str__(self) -> str:
-        return tree.format_tree(self.isl, self.program)
+        return tree_print.format_tree(self.isl, self.program)
 
     def __eq__(self, other) -> bool:
         """Same program, same tree (isl text), same reassociation setting."""
@@ -266,11 +267,11 @@ class Schedule:
 
     def tree(self, detail: bool = False) -> str:
         """The indented tree (``detail``: with each member's partial schedule)."""
-        return tree.format_tree(self.isl, self.program, detail=detail)
+        return tree_print.format_tree(self.isl, self.program, detail=detail)
 
     def loop_nest(self) -> str:
         """The loop nest this schedule produces (pseudo-C from isl's AST)."""
-        return tree.format_loop_nest(self.isl, self.program)
+        return tree_print.format_loop_nest(self.isl, self.program)
 
     def plot(self, *, sizes: dict, path=None, **options):
         """A picture of this schedule at ``sizes`` (a

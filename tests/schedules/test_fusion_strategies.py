@@ -240,7 +240,7 @@ def test_fusion_results_equal_numpy(name, fusion):
 def test_strategies_printout(golden):
     """The automatic schedule of MIXED under each strategy (before polyc's
     band optimisation)."""
-    from polyc.schedule.tree import format_tree
+    from polyc.schedule.tree_print import format_tree
     p, deps = prepared(MIXED)
     text = ""
     for fusion in FUSION_STRATEGIES:
