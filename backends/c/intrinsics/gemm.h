@@ -1394,7 +1394,13 @@ static POLYC_GEMM_UNUSED int64_t polyc_gemm_items(const polyc_gemm_geom *q)
         g->q.kc = polyc_gemm_cdiv(K, nkb);                                             \
         g->q.nc = polyc_gemm_min(N, POLYC_GEMM_NC);                                    \
         msl = polyc_gemm_cdiv(M, POLYC_GEMM_MR);                                       \
-        g->q.split_m = nt == 1 || msl >= 4 * nt;                                       \
+        /* split M (each thread packs and multiplies its own blocks of A) only         \
+         * when A does not fit one MC block: otherwise the block is packed once        \
+         * and the threads share it, taking chunks of B slivers (kinds 2, 3),          \
+         * each B sliver reused over all of M from L1, not over the few slivers        \
+         * of one of 3 * nt blocks (M = 128 rows on AVX2: 4 slivers; 2 threads,        \
+         * polyc/numpy 0.62-0.80 -> 0.68-0.86 over 3 alternated rounds) */             \
+        g->q.split_m = nt == 1 || (msl >= 4 * nt && M > POLYC_GEMM_MC);                \
         if (g->q.split_m) {                                                            \
             /* nic blocks of A, a multiple of nt, at least 3 per thread when M         \
              * allows blocks of 2 slivers: taken dynamically, they even out a          \
