@@ -21,31 +21,51 @@ from __future__ import annotations
 from functools import reduce
 from operator import or_
 
+#: per reader of a shared tensor, how many of the next readers (in group
+#: order) a sibling candidate is formed with, and how far it looks for them
+SIBLING_PARTNERS = 2
+SIBLING_WINDOW = 8
+
 
 def siblings(groups, owner, refused, reaches) -> list[tuple[int, int, int, str]]:
     """Sibling candidates: two groups that read the same tensor (Q/K/V
     projections of one input) with no path between them; the bytes are the
-    shared input's, read once instead of twice when the loops fuse."""
+    inputs they share, read once instead of twice when the loops fuse.
+
+    Each reader of a tensor is paired with the next
+    :data:`SIBLING_PARTNERS` readers (in group order, within
+    :data:`SIBLING_WINDOW`) that it may merge with, not with every other
+    reader: a tensor read by k groups (an input that a Python loop over
+    output pixels slices k times) gave k^2/2 pairs at every planning step,
+    most of a traced LeNet's planning.  Up to three readers (Q/K/V) every
+    pair is still a candidate; merged siblings are adjacent to the next."""
     readers: dict[int, set[int]] = {}
+    reads: dict[int, set[int]] = {}
     size: dict[int, int] = {}
     for k, g in enumerate(groups):
         for n in g.nodes:
             for i in n.inputs:
                 if owner.get(i.id) != k:
                     readers.setdefault(i.id, set()).add(k)
+                    reads.setdefault(k, set()).add(i.id)
                     size[i.id] = i.nbytes
-    out: dict[tuple[int, int], int] = {}
-    for t, ks in readers.items():
+    pairs: set[tuple[int, int]] = set()
+    for ks in readers.values():
         ks = sorted(ks)
         for a in range(len(ks)):
-            for b in range(a + 1, len(ks)):
+            found = 0
+            for b in range(a + 1, min(len(ks), a + 1 + SIBLING_WINDOW)):
                 p, c = ks[a], ks[b]
-                if (groups[p].key, groups[c].key) in refused:
-                    continue
-                if reaches(p, c, False) or reaches(c, p, False):
-                    continue
-                out[(p, c)] = out.get((p, c), 0) + size[t]
-    return [(b, p, c, "sibling") for (p, c), b in out.items()]
+                if (p, c) in pairs:
+                    found += 1
+                elif (groups[p].key, groups[c].key) not in refused and \
+                        not reaches(p, c, False) and not reaches(c, p, False):
+                    pairs.add((p, c))
+                    found += 1
+                if found == SIBLING_PARTNERS:
+                    break
+    return [(sum(size[t] for t in reads[p] & reads[c]), p, c, "sibling")
+            for p, c in sorted(pairs)]
 
 
 def reachability(n: int, succ: dict[int, set[int]]) -> list[int]:

@@ -225,3 +225,25 @@ def test_a_refusal_stays_when_the_other_side_grows_by_unrelated_operations():
     f = NS(id=15, inputs=[v], name="f")
     assert grown_from_refused(group(a, f), group(b), refused) == group(a).key
     assert grown_from_refused(group(a, f), group(b, c), refused) is None
+
+
+def test_siblings_of_a_widely_read_tensor_are_linear_in_its_readers():
+    """A tensor read by k groups gives each reader its next two partners
+    (about 2k candidates, not k^2/2: a Python loop over output pixels
+    slices one input hundreds of times); three readers (Q/K/V) still give
+    every pair, and the bytes are those of every input a pair shares."""
+    from types import SimpleNamespace as NS
+
+    from polyc.graph.candidates import siblings
+
+    def run(k, shared=1):
+        xs = [NS(id=10_000 + s, inputs=[], name=f"x{s}", nbytes=64 * (s + 1))
+              for s in range(shared)]
+        groups = [NS(nodes=[NS(id=i, inputs=xs, name=f"r{i}")], key=frozenset([i]))
+                  for i in range(k)]
+        owner = {i: i for i in range(k)}
+        return siblings(groups, owner, set(), lambda a, b, skip: False)
+    assert sorted((p, c) for _, p, c, _ in run(3)) == [(0, 1), (0, 2), (1, 2)]
+    many = run(200)
+    assert len(many) == 2 * 200 - 3
+    assert {b for b, *_ in run(4, shared=2)} == {64 + 128}
