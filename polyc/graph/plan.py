@@ -277,6 +277,9 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
     decisions: list[Decision] = []
     cache: dict[frozenset, Feedback] = {}
     refused: set[tuple[frozenset, frozenset]] = set()
+    # (the refusals because isl kept the parts in separate nests: the ones a
+    # side's growth by unrelated operations leaves standing)
+    separate: set[tuple[frozenset, frozenset]] = set()
     memo = FeedbackMemo(lambda src: source_feedback(src, config), config)
     gemm = "GEMM call" if config.target == "cuda" else "GEMM micro-kernel"
     abandoned: list[frozenset] = []      # groups isl's scheduler gave up on
@@ -326,19 +329,20 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                     lines=sorted({str(n.location) for n in M.nodes}), kind=kind))
                 refused.add((P.key, C.key))
                 continue
-            before = grown_from_refused(P, C, refused)
+            before = grown_from_refused(P, C, separate)
             if before is not None:
                 grown = P if before < P.key else C
                 side = ("one group" if kind != "producer-consumer"
                         else "the producer" if grown is P else "the consumer")
                 decisions.append(Decision(
                     [n.name for n in P.nodes], [n.name for n in C.nodes], "kept apart",
-                    f"refused before; since then {side}"
+                    f"no common loop when refused before; since then {side}"
                     " gained only operations that share no tensor with the other side ("
                     + ", ".join(n.name for n in grown.nodes if n.id not in before)
                     + "), so the merge is not lowered again",
                     nbytes, lines=sorted({str(n.location) for n in M.nodes}), kind=kind))
                 refused.add((P.key, C.key))
+                separate.add((P.key, C.key))
                 continue
             fp, fc, fm = fb(P), fb(C), fb(M)
             rec = Decision([n.name for n in P.nodes], [n.name for n in C.nodes], "kept apart",
@@ -411,6 +415,8 @@ def plan(graph: Graph, config: Config | None = None, *, fuse: bool = True) -> Pl
                 merged = True
                 break
             refused.add((P.key, C.key))
+            if rec.rule.startswith("no common loop"):
+                separate.add((P.key, C.key))
         if not merged:
             break
     order = sorted(groups, key=lambda g: min(n.id for n in g.nodes))
