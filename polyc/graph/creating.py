@@ -13,12 +13,15 @@ as with ``like=``), and globals bound to those functions themselves
 of numpy is numpy's own.  Sizes stay symbolic (``np.empty(x.shape)``
 serves every shape class, where numpy's own ``empty`` would read them).
 
-What this does not reach, and keeps numpy's behaviour for (the
+Functions of the same module that the traced function names (a helper
+that makes its own buffer), and the ones they name, are called with the
+same copy.  What this does not reach, and keeps numpy's behaviour for (the
 :class:`~polyc.errors.TraceError` that names the ``like=`` spelling when a
-traced value is stored into such an array): helper functions of other
-modules, and closures (their globals are their own module's), a function
-that assigns globals (``global n``: the copy would lose the writes), and
-``numpy.empty`` reached through another module than ``numpy`` itself.
+traced value is stored into such an array): functions of other modules,
+functions reached other than by a global name (a closure, a method, a
+function passed in), a function that assigns globals (``global n``: the
+copy would lose the writes), and ``numpy.empty`` reached through another
+module than ``numpy`` itself.
 ``np.empty``'s elements are zeros (numpy leaves them undefined).
 """
 
@@ -81,10 +84,19 @@ class _Numpy(types.ModuleType):
         return dir(np)
 
 
+def _rebound(f: types.FunctionType, globs: dict) -> types.FunctionType:
+    new = types.FunctionType(f.__code__, globs, f.__name__, f.__defaults__, f.__closure__)
+    new.__kwdefaults__ = f.__kwdefaults__
+    new.__qualname__ = f.__qualname__
+    return new
+
+
 def tracing_creation(fn: Callable, graph) -> Callable:
     """``fn`` (a function or a bound method) reading numpy's creation
     functions as traced ones (the module docstring), or ``fn`` itself when
-    it names none of them or cannot be given other globals."""
+    it names none of them or cannot be given other globals.  Functions of
+    the same module that it names (a helper that makes its own buffer), and
+    theirs, read the same copy of the globals."""
     bound = fn.__self__ if isinstance(fn, types.MethodType) else None
     f = fn.__func__ if bound is not None else fn
     if not isinstance(f, types.FunctionType) or _writes_globals(f.__code__):
@@ -93,21 +105,31 @@ def tracing_creation(fn: Callable, graph) -> Callable:
     real = {id(getattr(np, n)): n for n in NAMES}
     proxy: list[_Numpy] = []
     repl: dict[str, Any] = {}
-    for c in _codes(f.__code__):
-        for name in c.co_names:
-            if name in repl or name not in g:
-                continue
-            v = g[name]
-            if v is np:
-                if not proxy:
-                    proxy.append(_Numpy(graph))
-                repl[name] = proxy[0]
-            elif id(v) in real and v is getattr(np, real[id(v)]):
-                repl[name] = _traced(real[id(v)], graph)
+    helpers: dict[str, types.FunctionType] = {}
+    todo, seen = [f.__code__], set()
+    while todo:
+        code = todo.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        for c in _codes(code):
+            for name in c.co_names:
+                if name in repl or name in helpers or name not in g:
+                    continue
+                v = g[name]
+                if v is np:
+                    if not proxy:
+                        proxy.append(_Numpy(graph))
+                    repl[name] = proxy[0]
+                elif id(v) in real and v is getattr(np, real[id(v)]):
+                    repl[name] = _traced(real[id(v)], graph)
+                elif isinstance(v, types.FunctionType) and v.__globals__ is g and \
+                        not _writes_globals(v.__code__):
+                    helpers[name] = v
+                    todo.append(v.__code__)
     if not repl:
         return fn
-    new = types.FunctionType(f.__code__, {**g, **repl}, f.__name__, f.__defaults__,
-                             f.__closure__)
-    new.__kwdefaults__ = f.__kwdefaults__
-    new.__qualname__ = f.__qualname__
+    globs = {**g, **repl}
+    globs.update({name: _rebound(h, globs) for name, h in helpers.items()})
+    new = _rebound(f, globs)
     return types.MethodType(new, bound) if bound is not None else new

@@ -32,6 +32,22 @@ def test_imported_names_comprehensions_and_symbolic_sizes():
     assert np.zeros is np_zeros and isinstance(np.zeros(2), np.ndarray)   # numpy untouched
 
 
+def _rows_doubled(x):                      # a helper that makes its own buffer
+    out = np.empty((x.shape[0], 2))
+    out[:, 0] = x[:, 0] * 2
+    out[:, 1] = x[:, -1]
+    return out
+
+
+def _uses_a_helper(x):
+    return _rows_doubled(x) + 1
+
+
+def test_a_helper_of_the_same_module_makes_traced_buffers_too():
+    x = np.arange(12.0).reshape(4, 3)
+    np.testing.assert_allclose(polyc.jit(_uses_a_helper)(x), _uses_a_helper(x))
+
+
 _CALLS = 0
 
 
